@@ -1,0 +1,40 @@
+# LinkStream developer targets.  `make demo` and `make test` work on a fresh Debian 12 machine.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+SHARED ?= ../shared
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test lint format bench clean system-deps
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+system-deps:
+	@bash infra/install-system-deps.sh
+
+demo: venv
+	$(VENV)/bin/linkstream demo
+
+lint: venv
+	$(VENV)/bin/ruff check platform tests bench
+	$(VENV)/bin/ruff format --check platform tests bench
+
+format: venv
+	$(VENV)/bin/ruff format platform tests bench
+	$(VENV)/bin/ruff check --fix platform tests bench
+
+test: venv system-deps lint
+	LINKSTREAM_SHARED=$(SHARED) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: venv
+	LINKSTREAM_SHARED=$(SHARED) $(PY) bench/citybench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis

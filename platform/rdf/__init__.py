@@ -1,0 +1,1 @@
+"""LinkStream rdf package."""

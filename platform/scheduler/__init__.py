@@ -1,0 +1,1 @@
+"""LinkStream scheduler package."""
