@@ -1,0 +1,250 @@
+"""The ``linkstream`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from urllib.parse import urljoin
+
+from .query.errors import QueryError
+
+DEFAULT_BASE = "http://localhost/"
+
+
+def _resolve(iri: str, base: str) -> str:
+    import re
+
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*:", iri):
+        return iri
+    return urljoin(base, iri)
+
+
+def split_binding(arg: str, base: str) -> tuple[str | None, str]:
+    """``IRI=PATH`` -> (absolute IRI, PATH); ``PATH`` -> (None, PATH) -- as the oracle does."""
+    if "=" in arg:
+        k, v = arg.split("=", 1)
+        k = k.strip()
+        if k.startswith("<") and k.endswith(">"):
+            k = k[1:-1]
+        return _resolve(k, base), v
+    return None, arg
+
+
+def _err(msg: str) -> int:
+    print("error: " + msg, file=sys.stderr)
+    return 2
+
+
+def _percentile(xs: list[float], p: float) -> float:
+    if not xs:
+        return 0.0
+    ys = sorted(xs)
+    k = min(len(ys) - 1, max(0, int(round(p / 100.0 * (len(ys) - 1)))))
+    return ys[k]
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .engine.embedded import Engine
+    from .engine.replay import replay
+    from .query.continuous import parse_continuous
+    from .rdf.dictionary import open_dictionary
+    from .rdf.static import load_graph
+
+    quiet = args.quiet
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    try:
+        dictionary = open_dictionary(args.dictionary)
+    except (ValueError, OSError) as e:
+        return _err(str(e))
+    engine = Engine(dictionary, default_step=args.default_step, log_fn=log)
+    for k, arg in enumerate(args.static):
+        iri, path = split_binding(arg, args.base)
+        if not os.path.exists(path):
+            return _err(f"static graph file {path!r} does not exist")
+        t0 = time.perf_counter()
+        triples = load_graph(path, dictionary, bnode_prefix=f"s{k}_", log=log)
+        engine.add_static(iri, triples)
+        if not quiet:
+            log(
+                f"static {'<' + iri + '>' if iri else 'default graph'}: {len(triples)} triples from {path} "
+                f"({time.perf_counter() - t0:.2f}s)"
+            )
+    streams = []
+    for arg in args.stream:
+        iri, path = split_binding(arg, args.base)
+        if iri is None:
+            return _err(f"--stream needs IRI=PATH, got {arg!r}")
+        if not os.path.exists(path):
+            return _err(f"stream file {path!r} does not exist")
+        streams.append((iri, path))
+    engine.declare_streams({i for i, _ in streams})
+    queries = []
+    for path in args.query:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            return _err(f"cannot read query {path}: {e}")
+        stem = os.path.splitext(os.path.basename(path))[0]
+        try:
+            cq = parse_continuous(text, default_name=stem, base=args.base, source=path)
+            rq = engine.register(cq)
+        except QueryError as e:
+            msg = str(e)
+            if not msg.startswith(path):
+                msg = f"{path}: {msg}"
+            return _err(msg)
+        queries.append(rq)
+        if args.explain:
+            log(f"---- {rq.name} ({cq.dialect}, {cq.mode})\n{rq.explain()}")
+    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
+    try:
+        res = replay(
+            engine, queries, streams, out, lateness_ms=args.lateness, max_reports=args.max_reports, log=log
+        )
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    for iri, st in res.streams.items():
+        if not quiet:
+            log(
+                f"stream <{iri}>: {st.elements} elements, {st.triples} triples, {st.rejected} rejected lines, "
+                f"{st.late} late elements"
+            )
+    if res.rejected:
+        log(f"rejected lines in stream files: {res.rejected}")
+    if args.stats or not quiet:
+        rate = res.triples / res.seconds if res.seconds > 0 else 0.0
+        report = []
+        for q in queries:
+            st = q.stats
+            report.append(
+                {
+                    "query": q.name,
+                    "reports": st.reports,
+                    "rows": st.rows,
+                    "eval_seconds": round(st.eval_seconds, 4),
+                    "latency_ms_p50": round(_percentile(st.latencies, 50) * 1e3, 4),
+                    "latency_ms_p95": round(_percentile(st.latencies, 95) * 1e3, 4),
+                    "latency_ms_p99": round(_percentile(st.latencies, 99) * 1e3, 4),
+                }
+            )
+        if not quiet or args.stats:
+            for r in report:
+                log(
+                    f"{r['query']:<24} reports={r['reports']:<6} rows={r['rows']:<8} "
+                    f"p50={r['latency_ms_p50']:.3f}ms p99={r['latency_ms_p99']:.3f}ms"
+                )
+            log(
+                f"replayed {res.triples} triples in {res.elements} elements in {res.seconds:.2f}s "
+                f"({rate:,.0f} triples/s), {res.rows} result rows"
+            )
+        if args.stats and args.stats != "-":
+            with open(args.stats, "w", encoding="utf-8") as f:
+                json.dump(
+                    {
+                        "triples": res.triples,
+                        "seconds": res.seconds,
+                        "triples_per_s": rate,
+                        "queries": report,
+                    },
+                    f,
+                    indent=1,
+                )
+    dictionary.close()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="linkstream", description="LinkStream: continuous queries over RDF streams."
+    )
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay timestamped N-Quads streams through continuous queries",
+        description="Replay stream files (SEMANTICS.md §2) through C-SPARQL / CQELS-QL / RSP-QL "
+        "queries and write JSON Lines results (§6).",
+    )
+    rp.add_argument("--query", action="append", required=True, metavar="Q.rq", help="query file (repeatable)")
+    rp.add_argument(
+        "--stream", action="append", default=[], metavar="IRI=PATH", help="stream file (repeatable)"
+    )
+    rp.add_argument(
+        "--static",
+        action="append",
+        default=[],
+        metavar="[IRI=]PATH",
+        help="static graph: IRI=PATH binds a named graph, PATH adds to the default graph",
+    )
+    rp.add_argument(
+        "--default-step",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="report step for windows without STEP/SLIDE, [TRIPLES n] and [NOW] (default 1000)",
+    )
+    rp.add_argument("--lateness", type=int, default=0, metavar="MS", help="allowed lateness (default 0)")
+    rp.add_argument("--base", default=DEFAULT_BASE, help="base IRI for relative IRIs (default %(default)s)")
+    rp.add_argument("--out", required=True, help="output JSON Lines file ('-' for stdout)")
+    rp.add_argument(
+        "--stats",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help="print per-query statistics (and write them as JSON to FILE)",
+    )
+    rp.add_argument(
+        "--dictionary",
+        default="memory:",
+        metavar="URI",
+        help="term dictionary: memory: (default), lmdb:PATH, hbase://HOST:PORT/TABLE",
+    )
+    rp.add_argument(
+        "--max-reports",
+        type=int,
+        default=None,
+        metavar="N",
+        help="evaluate only the first N report times of each query (testing aid)",
+    )
+    rp.add_argument("--explain", action="store_true", help="print each query's operator plan")
+    rp.add_argument("--quiet", action="store_true", help="no progress output")
+    rp.set_defaults(func=cmd_replay)
+
+    dp = sub.add_parser("demo", help="replay the bundled CityBench slice and print results and throughput")
+    dp.add_argument("--data", default=None, help="folder with the demo data (default: examples/citybench)")
+    dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")
+    dp.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not getattr(args, "func", None):
+        ap.print_help()
+        return 1
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

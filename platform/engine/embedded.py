@@ -1,0 +1,193 @@
+"""The embedded engine: streams, static graphs and registered queries in one process.
+
+:class:`Engine` owns the dictionary, the per-stream buffers (the transient store), the
+static graphs, and the registered queries with their operator graphs.  Ingest appends
+elements to stream buffers; :meth:`Engine.report` evaluates one query at one report time
+by advancing its windows and pulling the delta through its operators.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..operators.base import Operator, explain
+from ..operators.distinct import DistinctOperator
+from ..operators.evaluate import Evaluator
+from ..operators.graph import GraphOperator, dedup_triples
+from ..operators.project import ProjectOperator
+from ..operators.window import StreamBuffer, WindowOperator
+from ..query.continuous import ContinuousQuery
+from ..query.errors import QueryError
+from ..query.planner import Dataset, Planner
+from ..rdf.dictionary import Dictionary, MemoryDictionary
+from ..rdf.terminfo import TermInfo
+from .output import QueryOutput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class QueryStats:
+    reports: int = 0
+    rows: int = 0
+    eval_seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RegisteredQuery:
+    """A continuous query with its operators and report schedule."""
+
+    cq: ContinuousQuery
+    windows: list[WindowOperator]
+    root: Operator
+    output: QueryOutput
+    steps: tuple[int, ...]
+    epoch: int = 0
+    last_report: int | None = None
+    stats: QueryStats = field(default_factory=QueryStats)
+
+    @property
+    def name(self) -> str:
+        return self.cq.name
+
+    def first_report_after(self, t: int) -> int:
+        """The first close time strictly after ``t`` (SEMANTICS.md §4)."""
+        return min((t // s + 1) * s for s in self.steps)
+
+    def next_report(self, c: int) -> int:
+        """The next report time after ``c``."""
+        return min((c // s + 1) * s for s in self.steps)
+
+    def explain(self) -> str:
+        return explain(self.root)
+
+
+class Engine:
+    """One-process continuous query engine over dictionary-encoded streams."""
+
+    def __init__(
+        self,
+        dictionary: Dictionary | None = None,
+        *,
+        default_step: int = 1000,
+        log_fn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.dictionary = dictionary if dictionary is not None else MemoryDictionary()
+        self.terms = TermInfo(self.dictionary)
+        self.evaluator = Evaluator(self.terms)
+        self.default_step = default_step
+        self.statics: dict[str | None, list[np.ndarray]] = {}
+        self._static_cache: dict[tuple, np.ndarray] = {}
+        self.buffers: dict[str, StreamBuffer] = {}
+        self.queries: dict[str, RegisteredQuery] = {}
+        self.log = log_fn or log.warning
+
+    # ------------------------------------------------------------ data
+
+    def add_static(self, iri: str | None, triples: np.ndarray) -> None:
+        """Add triples to the static default graph (``iri=None``) or the named graph ``iri``."""
+        self.statics.setdefault(iri, []).append(np.asarray(triples, dtype=np.int64).reshape(-1, 3))
+        self._static_cache.clear()
+
+    def buffer(self, stream: str) -> StreamBuffer:
+        b = self.buffers.get(stream)
+        if b is None:
+            b = self.buffers[stream] = StreamBuffer(stream)
+        return b
+
+    def ingest(self, stream: str, t: int, triples: np.ndarray) -> None:
+        """Append one stream element (already encoded, (n, 3) int64)."""
+        self.buffer(stream).append(t, triples)
+
+    def _static_triples(self, graphs: tuple[str | None, ...]) -> np.ndarray:
+        arr = self._static_cache.get(graphs)
+        if arr is None:
+            parts = [a for g in graphs for a in self.statics.get(g, [])]
+            arr = dedup_triples(np.concatenate(parts)) if parts else np.empty((0, 3), dtype=np.int64)
+            self._static_cache[graphs] = arr
+        return arr
+
+    # ------------------------------------------------------------ queries
+
+    def register(self, cq: ContinuousQuery) -> RegisteredQuery:
+        """Plan ``cq`` and make it report from its first close time on."""
+        if cq.name in self.queries:
+            raise QueryError(f"a query named {cq.name!r} is already registered")
+        if not cq.windows:
+            raise QueryError("not a continuous query: it reads no stream window")
+        if cq.form == "DESCRIBE":
+            raise QueryError("DESCRIBE is not supported for continuous queries")
+        for g in cq.static_from + cq.static_named:
+            if g not in self.statics:
+                self.log(f"warning: {cq.name}: graph <{g}> is not loaded; treated as empty")
+        windows = [WindowOperator(self.buffer(w.stream), w.spec, self.default_step) for w in cq.windows]
+        for w in cq.windows:
+            if not self.buffers[w.stream].n and w.stream not in self._known_streams():
+                self.log(
+                    f"warning: {cq.name}: stream <{w.stream}> is not replayed; its window is always empty"
+                )
+        default_static = self._static_triples((None, *cq.static_from))
+        named_iris = list(cq.static_named)
+        if not named_iris:
+            named_iris = sorted(g for g in self.statics if g is not None and g not in cq.static_from)
+        named: dict[str, Operator] = {}
+        if cq.dialect == "csparql":
+            default = GraphOperator("default", default_static, windows)
+        else:
+            default = GraphOperator("default", default_static)
+            for w, op in zip(cq.windows, windows):
+                named[w.graph] = GraphOperator(w.graph, None, [op])
+        for g in named_iris:
+            named.setdefault(g, GraphOperator(g, self._static_triples((g,))))
+        ds = Dataset(default=default, named=named, empty=GraphOperator("empty", None))
+        planner = Planner(ds, self.evaluator)
+        root, shape = planner.plan_query(cq.algebra.algebra)
+        if shape.form == "SELECT" and shape.limit is None and not shape.offset:
+            vars_ = shape.project if shape.project is not None else root.vars
+            root = ProjectOperator(root, vars_)
+            if shape.distinct:
+                root = DistinctOperator(root)
+                shape.distinct = False
+        output = QueryOutput(cq.name, cq.mode, root, shape, self.evaluator)
+        steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
+        rq = RegisteredQuery(cq, windows, root, output, steps)
+        self.queries[cq.name] = rq
+        return rq
+
+    def _known_streams(self) -> set[str]:
+        return getattr(self, "_streams_declared", set())
+
+    def declare_streams(self, iris: set[str]) -> None:
+        """Tell the engine which streams will be fed (to warn about unknown stream IRIs)."""
+        self._streams_declared = set(iris)
+
+    def unregister(self, name: str) -> None:
+        rq = self.queries.pop(name)
+        for w in rq.windows:
+            w.close()
+
+    def report(self, rq: RegisteredQuery, c: int) -> list[str]:
+        """Evaluate ``rq`` at report time ``c``; returns its result lines."""
+        t0 = time.perf_counter()
+        rq.epoch += 1
+        for w in rq.windows:
+            w.advance(c)
+        lines = rq.output.lines(rq.epoch, c)
+        dt = time.perf_counter() - t0
+        rq.last_report = c
+        st = rq.stats
+        st.reports += 1
+        st.rows += len(lines)
+        st.eval_seconds += dt
+        st.latencies.append(dt)
+        return lines
+
+    def gc(self) -> None:
+        for b in self.buffers.values():
+            b.gc()

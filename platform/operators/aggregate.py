@@ -1,0 +1,235 @@
+"""GROUP BY + aggregates, maintained per group.
+
+The operator keeps its input multiset (only the group and argument columns).  A delta
+marks the groups it touches as dirty; for those groups alone it retracts the previous
+aggregate row and emits the new one, computed with numpy group reductions (COUNT, SUM,
+AVG, MIN, MAX over numerics) or, for the rest (GROUP_CONCAT, MIN/MAX over non-numeric
+terms), with the scalar library once per group.  A group-less aggregate always has its
+one row (COUNT = 0 over an empty window, SEMANTICS.md §5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..query import functions as F
+from ..rdf.terminfo import NUM_DECIMAL, NUM_INTEGER
+from ..rdf.terms import XSD_INTEGER, XSD_STRING, Literal
+from .base import Operator
+from .batch import Batch, SortedIndex, concat, consolidate, group_starts, row_keys, sort_order
+from .evaluate import Evaluator, Num
+from .relation import Relation
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    kind: str  # COUNT SUM AVG MIN MAX SAMPLE GROUP_CONCAT
+    arg: str | None  # input variable (None: COUNT(*))
+    distinct: bool
+    res: str
+    separator: str = " "
+
+
+class AggregateOperator(Operator):
+    """Groups the child's rows by ``group_vars`` and computes ``aggs`` per group."""
+
+    def __init__(
+        self, child: Operator, group_vars: Sequence[str], aggs: Sequence[AggSpec], evaluator: Evaluator
+    ) -> None:
+        super().__init__()
+        self.child = child
+        self.children = (child,)
+        self.group_vars = tuple(group_vars)
+        self.aggs = tuple(aggs)
+        self.evaluator = evaluator
+        need = list(self.group_vars)
+        star_distinct = any(a.arg is None and a.distinct for a in self.aggs)
+        for a in self.aggs:
+            if a.arg is not None and a.arg not in need:
+                need.append(a.arg)
+        if star_distinct:
+            need += [v for v in child.vars if v not in need]
+        self.input_vars = tuple(need)
+        self.state = Relation(self.input_vars)
+        self.vars = self.group_vars + tuple(a.res for a in self.aggs)
+        self.certain = frozenset(v for v in self.group_vars if v in child.certain)
+        self.results = Relation(self.vars)
+        self._first = True
+
+    def describe(self) -> str:
+        aggs = ", ".join(f"{a.kind}({'DISTINCT ' if a.distinct else ''}{a.arg or '*'})" for a in self.aggs)
+        return f"Aggregate by {','.join(self.group_vars) or '()'}: {aggs}"
+
+    def compute(self, epoch: int) -> Batch:
+        d = self.child.delta(epoch).project(self.input_vars)
+        first, self._first = self._first, False
+        if not len(d) and not (first and not self.group_vars):
+            return Batch.empty(self.vars)
+        self.state.apply(d)
+        g = len(self.group_vars)
+        if g:
+            dirty = consolidate(Batch(self.group_vars, d.cols[:g], np.ones(len(d), dtype=np.int64)))
+            dirty_keys = dirty.cols
+        else:
+            dirty_keys = np.empty((0, 1), dtype=np.int64)
+        # retract old rows of dirty groups
+        out = []
+        old = self.results.rows
+        if len(old):
+            if g:
+                idx = SortedIndex(row_keys(dirty_keys))
+                m = idx.contains(row_keys(old.cols[:g]))
+                m &= _verify(old.cols[:g], dirty_keys, m)
+            else:
+                m = np.ones(len(old), dtype=bool)
+            if m.any():
+                out.append(old.mask(m).negate())
+        # rows of dirty groups
+        rows = self.state.rows
+        if g and len(rows):
+            idx = SortedIndex(row_keys(dirty_keys))
+            m = idx.contains(row_keys(rows.cols[:g]))
+            m &= _verify(rows.cols[:g], dirty_keys, m)
+            rows = rows.mask(m)
+        new = self._aggregate(rows)
+        if len(new):
+            out.append(new)
+        delta = consolidate(concat(out, self.vars)) if out else Batch.empty(self.vars)
+        self.results.apply(delta)
+        return delta
+
+    def _aggregate(self, rows: Batch) -> Batch:
+        g = len(self.group_vars)
+        rows = rows.mask(rows.counts > 0)
+        if g:
+            if not len(rows):
+                return Batch.empty(self.vars)
+            order = sort_order(rows.cols[:g])
+            rows = rows.take(order)
+            starts = group_starts(rows.cols[:g])
+            gid = np.cumsum(starts) - 1
+            ngroups = int(gid[-1]) + 1
+            keys = rows.cols[:g, starts]
+        else:
+            gid = np.zeros(len(rows), dtype=np.int64)
+            ngroups = 1
+            keys = np.empty((0, 1), dtype=np.int64)
+        cols = [keys]
+        for a in self.aggs:
+            cols.append(self._one(a, rows, gid, ngroups)[None, :])
+        return Batch(self.vars, np.vstack(cols), np.ones(ngroups, dtype=np.int64))
+
+    def _one(self, a: AggSpec, rows: Batch, gid: np.ndarray, ng: int) -> np.ndarray:
+        ev = self.evaluator
+        terms = ev.terms
+        counts = rows.counts
+        x = rows.col(a.arg) if a.arg is not None else None
+        if a.kind == "COUNT":
+            if x is None:
+                if a.distinct:
+                    c = np.bincount(gid, minlength=ng)
+                else:
+                    c = np.bincount(gid, weights=counts, minlength=ng)
+            else:
+                bound = x != 0
+                if a.distinct:
+                    gg, _ = _distinct_pairs(gid[bound], x[bound])
+                    c = np.bincount(gg, minlength=ng)
+                else:
+                    c = np.bincount(gid[bound], weights=counts[bound], minlength=ng)
+            return ev.as_ids(
+                Num(c.astype(np.float64), np.full(ng, NUM_INTEGER, np.int8), np.ones(ng, bool)), ng
+            )
+        assert x is not None
+        w = counts
+        gx, xx = gid, x
+        if a.distinct:
+            gx, xx = _distinct_pairs(gid, x)
+            w = np.ones(len(xx), dtype=np.int64)
+        if a.kind == "SAMPLE":
+            out = np.zeros(ng, dtype=np.int64)
+            nz = xx != 0
+            out[gx[nz][::-1]] = xx[nz][::-1]
+            return out
+        terms.ensure(xx)
+        typ = terms.num_type[xx]
+        val = terms.num_val[xx]
+        bad = np.bincount(gx, weights=(typ == 0).astype(np.float64), minlength=ng) > 0
+        n_in = np.bincount(gx, weights=w, minlength=ng)
+        if a.kind in ("SUM", "AVG"):
+            s = np.bincount(gx, weights=val * w, minlength=ng)
+            t = np.zeros(ng, dtype=np.int8)
+            if len(gx):
+                np.maximum.at(t, gx, typ)
+            t = np.where(n_in == 0, NUM_INTEGER, t).astype(np.int8)
+            if a.kind == "AVG":
+                with np.errstate(all="ignore"):
+                    s = np.where(n_in > 0, s / np.where(n_in > 0, n_in, 1), 0.0)
+                t = np.where((t == NUM_INTEGER) & (n_in > 0), NUM_DECIMAL, t).astype(np.int8)
+            return ev.as_ids(Num(s, t, ~bad), ng)
+        if a.kind in ("MIN", "MAX"):
+            return self._minmax(a.kind, gx, xx, ng, bad, n_in)
+        if a.kind == "GROUP_CONCAT":
+            out = np.zeros(ng, dtype=np.int64)
+            parts: list[list[str]] = [[] for _ in range(ng)]
+            ok = np.ones(ng, dtype=bool)
+            for gi, xi, wi in zip(gx.tolist(), xx.tolist(), w.tolist()):
+                if xi == 0:
+                    ok[gi] = False
+                    continue
+                t_ = terms.term(xi)
+                if not isinstance(t_, Literal):
+                    ok[gi] = False
+                    continue
+                parts[gi].extend([t_.lex] * int(wi))
+            lits = [Literal(a.separator.join(p), XSD_STRING) for p in parts]
+            ids = terms.encode(lits)
+            out[ok] = ids[ok]
+            return out
+        raise ValueError(f"unknown aggregate {a.kind}")
+
+    def _minmax(self, kind, gx, xx, ng, bad, n_in) -> np.ndarray:
+        terms = self.evaluator.terms
+        out = np.zeros(ng, dtype=np.int64)
+        if not len(xx):
+            return out
+        unbound = np.bincount(gx, weights=(xx == 0).astype(np.float64), minlength=ng) > 0
+        numeric = ~bad & ~unbound & (n_in > 0)
+        if numeric.any():
+            m = numeric[gx]
+            v = terms.num_val[xx[m]]
+            order = np.lexsort((v if kind == "MIN" else -v, gx[m]))
+            gs, xs = gx[m][order], xx[m][order]
+            first = np.ones(len(gs), dtype=bool)
+            first[1:] = gs[1:] != gs[:-1]
+            out[gs[first]] = xs[first]
+        rest = np.flatnonzero(~numeric & ~unbound & (n_in > 0))
+        for gi in rest.tolist():
+            vals = [terms.term(int(i)) for i in xx[gx == gi].tolist()]
+            best = min(vals, key=F.order_key) if kind == "MIN" else max(vals, key=F.order_key)
+            out[gi] = terms.encode_one(best)
+        return out
+
+
+def _distinct_pairs(gid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if not len(gid):
+        return gid, x
+    u = np.unique(np.stack([gid, x]), axis=1)
+    return u[0], u[1]
+
+
+def _verify(cols: np.ndarray, keys: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Exact check of hash hits for multi-column keys (single columns are exact already)."""
+    if cols.shape[0] <= 1 or not m.any():
+        return m
+    b = Batch(tuple(f"k{i}" for i in range(cols.shape[0])), keys, np.ones(keys.shape[1], np.int64))
+    r = Relation(b.vars)
+    r.apply(b)
+    probe = Batch(b.vars, cols, np.ones(cols.shape[1], np.int64))
+    return r.key_counts(probe, b.vars) > 0
+
+
+__all__ = ["AggSpec", "AggregateOperator", "XSD_INTEGER"]

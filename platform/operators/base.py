@@ -1,0 +1,66 @@
+"""The operator contract: a pull-based, epoch-memoised delta function.
+
+Every operator turns the deltas of its inputs into its own output delta.  An *epoch* is one
+evaluation (one report time of the queries using the operator).  ``delta(epoch)`` computes
+the output delta once per epoch and caches it, so an operator shared by several parents
+(or several queries) does its work once.  Config lives in the constructor (frozen after
+planning); state lives in the operator and can be snapshotted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .batch import Batch
+
+
+class Operator:
+    """Base class: subclasses set ``vars``/``certain``/``children`` and implement ``compute``."""
+
+    #: variables of the mappings produced (column order of output batches)
+    vars: tuple[str, ...] = ()
+    #: variables bound in every produced mapping
+    certain: frozenset[str] = frozenset()
+    children: tuple[Operator, ...] = ()
+
+    def __init__(self) -> None:
+        self._epoch = -1
+        self._out: Batch | None = None
+
+    def delta(self, epoch: int) -> Batch:
+        """Output delta of ``epoch`` (computed once, then cached)."""
+        if epoch != self._epoch:
+            self._out = self.compute(epoch)
+            self._epoch = epoch
+        assert self._out is not None
+        return self._out
+
+    def compute(self, epoch: int) -> Batch:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One line for EXPLAIN output."""
+        return type(self).__name__
+
+    def walk(self) -> list[Operator]:
+        """This operator and all operators below it (each once)."""
+        seen: dict[int, Operator] = {}
+        stack: list[Operator] = [self]
+        while stack:
+            op = stack.pop()
+            if id(op) in seen:
+                continue
+            seen[id(op)] = op
+            stack.extend(op.children)
+        return list(seen.values())
+
+
+def explain(op: Operator, indent: int = 0) -> str:
+    lines = ["  " * indent + op.describe() + "  vars=" + ",".join(op.vars)]
+    for c in op.children:
+        lines.append(explain(c, indent + 1))
+    return "\n".join(lines)
+
+
+def child_deltas(children: Sequence[Operator], epoch: int) -> list[Batch]:
+    return [c.delta(epoch) for c in children]

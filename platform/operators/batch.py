@@ -1,0 +1,246 @@
+"""Batches of signed mappings and the vectorised relational kernels on them.
+
+A :class:`Batch` is a multiset delta over named variables: one int64 column per variable
+(dictionary ids, ``0`` = unbound) stored as the rows of a ``(k, n)`` array so that every
+column is contiguous, plus a ``counts`` column of signed multiplicities (``+m`` inserts
+``m`` copies of the row, ``-m`` removes them).  Every operator consumes and produces
+batches; no operator holds per-row Python objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+EMPTY_I64 = np.empty(0, dtype=np.int64)
+
+
+@dataclass(slots=True)
+class Batch:
+    """Signed multiset of mappings over ``vars``."""
+
+    vars: tuple[str, ...]
+    cols: np.ndarray  # (len(vars), n) int64
+    counts: np.ndarray  # (n,) int64, signed
+
+    @staticmethod
+    def empty(vars: Sequence[str]) -> Batch:
+        return Batch(tuple(vars), np.empty((len(vars), 0), dtype=np.int64), EMPTY_I64)
+
+    @staticmethod
+    def unit() -> Batch:
+        """The multiset holding one empty mapping (the identity of join)."""
+        return Batch((), np.empty((0, 1), dtype=np.int64), np.ones(1, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return int(self.counts.shape[0])
+
+    def col(self, var: str) -> np.ndarray:
+        try:
+            return self.cols[self.vars.index(var)]
+        except ValueError:
+            return np.zeros(len(self), dtype=np.int64)
+
+    def take(self, idx: np.ndarray) -> Batch:
+        return Batch(self.vars, self.cols[:, idx], self.counts[idx])
+
+    def mask(self, m: np.ndarray) -> Batch:
+        return Batch(self.vars, self.cols[:, m], self.counts[m])
+
+    def negate(self) -> Batch:
+        return Batch(self.vars, self.cols, -self.counts)
+
+    def with_counts(self, counts: np.ndarray) -> Batch:
+        return Batch(self.vars, self.cols, counts)
+
+    def project(self, vars: Sequence[str]) -> Batch:
+        """Columns ``vars`` in that order (a missing variable becomes an unbound column)."""
+        vars = tuple(vars)
+        if vars == self.vars:
+            return self
+        n = len(self)
+        cols = np.empty((len(vars), n), dtype=np.int64)
+        for j, v in enumerate(vars):
+            try:
+                cols[j] = self.cols[self.vars.index(v)]
+            except ValueError:
+                cols[j] = 0
+        return Batch(vars, cols, self.counts)
+
+    def positive(self) -> Batch:
+        return self.mask(self.counts > 0)
+
+    def expand(self) -> np.ndarray:
+        """Row indices repeated by multiplicity (positive counts only)."""
+        c = np.maximum(self.counts, 0)
+        return np.repeat(np.arange(len(self)), c)
+
+
+def concat(batches: Sequence[Batch], vars: Sequence[str] | None = None) -> Batch:
+    """Concatenate batches (aligned on ``vars``, default: the first batch's)."""
+    if vars is None:
+        vars = batches[0].vars
+    vars = tuple(vars)
+    parts = [b.project(vars) for b in batches if len(b)]
+    if not parts:
+        return Batch.empty(vars)
+    if len(parts) == 1:
+        return parts[0]
+    return Batch(
+        vars,
+        np.concatenate([p.cols for p in parts], axis=1),
+        np.concatenate([p.counts for p in parts]),
+    )
+
+
+def sort_order(cols: np.ndarray) -> np.ndarray:
+    """Row order sorting ``cols`` lexicographically (first column most significant)."""
+    k, n = cols.shape
+    if k == 0:
+        return np.arange(n)
+    if k == 1:
+        return np.argsort(cols[0], kind="stable")
+    return np.lexsort(cols[::-1])
+
+
+def group_starts(sorted_cols: np.ndarray) -> np.ndarray:
+    """Boolean mask of rows that start a new group in lexicographically sorted columns."""
+    k, n = sorted_cols.shape
+    start = np.empty(n, dtype=bool)
+    if n == 0:
+        return start
+    start[0] = True
+    if k == 0:
+        start[1:] = False
+    else:
+        np.any(sorted_cols[:, 1:] != sorted_cols[:, :-1], axis=0, out=start[1:])
+    return start
+
+
+def consolidate(b: Batch) -> Batch:
+    """Merge equal rows by summing counts and drop rows whose count is 0."""
+    n = len(b)
+    if n == 0:
+        return b
+    if n == 1:
+        return b if b.counts[0] != 0 else Batch.empty(b.vars)
+    order = sort_order(b.cols)
+    cols = b.cols[:, order]
+    start = group_starts(cols)
+    idx = np.flatnonzero(start)
+    counts = np.add.reduceat(b.counts[order], idx)
+    keep = counts != 0
+    return Batch(b.vars, cols[:, idx[keep]], counts[keep])
+
+
+# ----------------------------------------------------------------- keys and joins
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    z = x.astype(np.uint64) + _M1
+    z = (z ^ (z >> np.uint64(30))) * _M2
+    z = (z ^ (z >> np.uint64(27))) * _M3
+    return z ^ (z >> np.uint64(31))
+
+
+def row_keys(cols: np.ndarray) -> np.ndarray:
+    """An int64 key per row: the column itself for one column, a 64-bit hash otherwise.
+
+    Equal rows have equal keys; unequal rows collide only by hash accident, which every
+    user of multi-column keys rules out by comparing the columns of candidate pairs.
+    """
+    k = cols.shape[0]
+    if k == 1:
+        return cols[0]
+    n = cols.shape[1]
+    if k == 0:
+        return np.zeros(n, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        h = _mix(cols[0])
+        for j in range(1, k):
+            h = _mix(h ^ cols[j].astype(np.uint64))
+    return h.view(np.int64)
+
+
+class SortedIndex:
+    """Sorted int64 keys with the permutation back to row numbers (built once, probed often)."""
+
+    __slots__ = ("order", "keys")
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self.order = np.argsort(keys, kind="stable")
+        self.keys = keys[self.order]
+
+    def probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (i, j): probe row i has the same key as indexed row j."""
+        lo = np.searchsorted(self.keys, keys, "left")
+        hi = np.searchsorted(self.keys, keys, "right")
+        cnt = hi - lo
+        total = int(cnt.sum())
+        if total == 0:
+            return EMPTY_I64, EMPTY_I64
+        li = np.repeat(np.arange(len(keys)), cnt)
+        start = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+        rj = self.order[start + np.arange(total)]
+        return li, rj
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(self.keys, keys, "left")
+        pos = np.minimum(pos, max(len(self.keys) - 1, 0))
+        if len(self.keys) == 0:
+            return np.zeros(len(keys), dtype=bool)
+        return self.keys[pos] == keys
+
+
+def equal_on(a: np.ndarray, ai: np.ndarray, b: np.ndarray, bi: np.ndarray) -> np.ndarray:
+    """Mask of pairs whose rows ``a[:, ai]`` and ``b[:, bi]`` are equal in every column."""
+    if a.shape[0] == 0:
+        return np.ones(len(ai), dtype=bool)
+    return np.all(a[:, ai] == b[:, bi], axis=0)
+
+
+def compatible_pairs_broadcast(
+    a: np.ndarray, b: np.ndarray, chunk: int = 1 << 20
+) -> tuple[np.ndarray, np.ndarray]:
+    """All pairs (i, j) whose rows agree wherever both are bound (0 = unbound).
+
+    ``a`` is ``(k, n)`` and ``b`` is ``(k, m)`` over the same shared variables.  Used for
+    the rows whose join keys may be unbound; the work is chunked to bound memory.
+    """
+    n, m = a.shape[1], b.shape[1]
+    if n == 0 or m == 0:
+        return EMPTY_I64, EMPTY_I64
+    out_i, out_j = [], []
+    step = max(1, chunk // max(m, 1))
+    for s in range(0, n, step):
+        aa = a[:, s : s + step, None]
+        bb = b[:, None, :]
+        ok = np.all((aa == bb) | (aa == 0) | (bb == 0), axis=0)
+        i, j = np.nonzero(ok)
+        out_i.append(i + s)
+        out_j.append(j)
+    return np.concatenate(out_i).astype(np.int64), np.concatenate(out_j).astype(np.int64)
+
+
+def merge_columns(
+    vars: tuple[str, ...], left: Batch, li: np.ndarray, right: Batch, ri: np.ndarray
+) -> np.ndarray:
+    """Columns of the merged mappings for pairs (li, ri) of compatible rows."""
+    out = np.empty((len(vars), len(li)), dtype=np.int64)
+    lv, rv = left.vars, right.vars
+    for j, v in enumerate(vars):
+        if v in lv:
+            x = left.cols[lv.index(v), li]
+            if v in rv:
+                # compatible rows agree or one side is unbound (0): ids are positive.
+                x = np.maximum(x, right.cols[rv.index(v), ri])
+            out[j] = x
+        else:
+            out[j] = right.cols[rv.index(v), ri]
+    return out

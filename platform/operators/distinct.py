@@ -1,0 +1,33 @@
+"""DISTINCT: a reference count per row; a row is emitted when its count leaves or returns to 0."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Operator
+from .batch import Batch, consolidate
+from .relation import Relation
+
+
+class DistinctOperator(Operator):
+    """Set semantics over the child's bag: +1 when a row appears, -1 when its last copy goes."""
+
+    def __init__(self, child: Operator) -> None:
+        super().__init__()
+        self.child = child
+        self.children = (child,)
+        self.vars = child.vars
+        self.certain = child.certain
+        self.state = Relation(self.vars)
+
+    def compute(self, epoch: int) -> Batch:
+        d = consolidate(self.child.delta(epoch))
+        if not len(d):
+            return Batch.empty(self.vars)
+        old = self.state.key_counts(d, self.vars) if len(self.state) else np.zeros(len(d), dtype=np.int64)
+        new = old + d.counts
+        self.state.apply(d)
+        enter = (old <= 0) & (new > 0)
+        leave = (old > 0) & (new <= 0)
+        ch = enter | leave
+        return Batch(self.vars, d.cols[:, ch], np.where(enter[ch], 1, -1).astype(np.int64))

@@ -1,0 +1,36 @@
+"""BIND / projection expressions: a stateless new column per delta."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..query.expressions import Expr
+from .base import Operator
+from .batch import Batch
+from .evaluate import Evaluator
+
+
+class ExtendOperator(Operator):
+    """Adds ``var`` = value of ``expr`` (unbound where the expression errs)."""
+
+    def __init__(self, child: Operator, var: str, expr: Expr, evaluator: Evaluator) -> None:
+        super().__init__()
+        self.child = child
+        self.children = (child,)
+        self.var = var
+        self.expr = expr
+        self.evaluator = evaluator
+        if var in child.vars:
+            raise ValueError(f"BIND of ?{var}, which is already in scope")
+        self.vars = child.vars + (var,)
+        self.certain = child.certain
+
+    def describe(self) -> str:
+        return f"Extend ?{self.var}"
+
+    def compute(self, epoch: int) -> Batch:
+        d = self.child.delta(epoch)
+        if not len(d):
+            return Batch.empty(self.vars)
+        v = self.evaluator.values(self.expr, d)
+        return Batch(self.vars, np.vstack([d.cols, v[None, :]]), d.counts)

@@ -1,0 +1,95 @@
+"""Graphs of the dataset a query is evaluated on (SEMANTICS.md §5).
+
+A :class:`GraphOperator` is one RDF graph (a *set* of triples) fed by a static part and any
+number of windows.  A triple present in several window elements, several windows, or in
+both a window and the static part is one triple of the graph: the operator keeps a
+reference count per dynamic triple and emits a +1 only when a triple enters the set and a
+-1 only when its last source leaves -- exactly the RDF merge the spec asks for (the
+C-SPARQL default graph is one such operator over every window and every ``FROM`` graph).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .base import Operator
+from .batch import Batch, SortedIndex, concat, consolidate, row_keys
+from .relation import Relation
+from .window import TRIPLE_VARS
+
+
+def dedup_triples(triples: np.ndarray) -> np.ndarray:
+    """Unique rows of an (n, 3) triple array (order not kept)."""
+    if len(triples) == 0:
+        return triples.reshape(0, 3).astype(np.int64)
+    return np.unique(np.asarray(triples, dtype=np.int64), axis=0)
+
+
+class GraphOperator(Operator):
+    """The set of triples of ``static`` (fixed) plus the contents of ``windows``."""
+
+    vars = TRIPLE_VARS
+    certain = frozenset(TRIPLE_VARS)
+
+    def __init__(self, name: str, static: np.ndarray | None, windows: Sequence[Operator] = ()) -> None:
+        super().__init__()
+        self.name = name
+        st = dedup_triples(static) if static is not None else np.empty((0, 3), dtype=np.int64)
+        self.static = Batch(TRIPLE_VARS, np.ascontiguousarray(st.T), np.ones(len(st), dtype=np.int64))
+        self._static_index: SortedIndex | None = None
+        self.children = tuple(windows)
+        self.dynamic = Relation(TRIPLE_VARS)
+        self._initialised = False
+
+    def describe(self) -> str:
+        return f"Graph {self.name} static={len(self.static)} windows={len(self.children)}"
+
+    def _in_static(self, cols: np.ndarray) -> np.ndarray:
+        if not len(self.static):
+            return np.zeros(cols.shape[1], dtype=bool)
+        if self._static_index is None:
+            self._static_index = SortedIndex(row_keys(self.static.cols))
+        keys = row_keys(cols)
+        li, rj = self._static_index.probe(keys)
+        hit = np.zeros(cols.shape[1], dtype=bool)
+        if len(li):
+            ok = np.all(cols[:, li] == self.static.cols[:, rj], axis=0)
+            hit[li[ok]] = True
+        return hit
+
+    def compute(self, epoch: int) -> Batch:
+        parts = []
+        if not self._initialised:
+            self._initialised = True
+            if len(self.static):
+                parts.append(self.static)
+        deltas = [c.delta(epoch) for c in self.children]
+        deltas = [d for d in deltas if len(d)]
+        if deltas:
+            d = consolidate(concat(deltas, TRIPLE_VARS))
+            if len(d):
+                old = self.dynamic.key_counts(d, TRIPLE_VARS)
+                new = old + d.counts
+                enter = (old <= 0) & (new > 0)
+                leave = (old > 0) & (new <= 0)
+                self.dynamic.apply(d)
+                changed = enter | leave
+                if changed.any():
+                    ch = d.mask(changed)
+                    sign = np.where(enter[changed], 1, -1).astype(np.int64)
+                    keep = ~self._in_static(ch.cols)
+                    if keep.any():
+                        parts.append(Batch(TRIPLE_VARS, ch.cols[:, keep], sign[keep]))
+        if not parts:
+            return Batch.empty(TRIPLE_VARS)
+        return concat(parts, TRIPLE_VARS)
+
+    def current(self) -> Batch:
+        """The graph's current content (static part plus present dynamic triples)."""
+        dyn = self.dynamic.rows
+        dyn = dyn.mask(dyn.counts > 0)
+        dyn = dyn.mask(~self._in_static(dyn.cols))
+        dyn = Batch(TRIPLE_VARS, dyn.cols, np.ones(dyn.cols.shape[1], dtype=np.int64))
+        return concat([self.static, dyn], TRIPLE_VARS)

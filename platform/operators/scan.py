@@ -1,0 +1,66 @@
+"""Triple-pattern matching: graph deltas in, mapping deltas out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Operator
+from .batch import Batch
+
+#: a pattern position: ("var", name) or ("const", id)
+Slot = tuple[str, object]
+
+
+class ScanOperator(Operator):
+    """Matches one triple pattern against the deltas of one graph.
+
+    Constant positions become equality masks, a variable repeated inside the pattern
+    becomes an equality between columns; all of it vectorised over the delta.
+    """
+
+    def __init__(self, graph: Operator, pattern: tuple[Slot, Slot, Slot]) -> None:
+        super().__init__()
+        self.graph = graph
+        self.children = (graph,)
+        self.pattern = pattern
+        self.consts = [(i, int(v)) for i, (k, v) in enumerate(pattern) if k == "const"]  # type: ignore[call-overload]
+        first: dict[str, int] = {}
+        self.repeats: list[tuple[int, int]] = []
+        for i, (k, v) in enumerate(pattern):
+            if k == "var":
+                if v in first:
+                    self.repeats.append((first[v], i))  # type: ignore[index]
+                else:
+                    first[v] = i  # type: ignore[index]
+        self.positions = list(first.values())
+        self.vars = tuple(first.keys())
+        self.certain = frozenset(self.vars)
+
+    def describe(self) -> str:
+        parts = [("?" + str(v)) if k == "var" else f"#{v}" for k, v in self.pattern]
+        return "Scan (" + " ".join(parts) + ") on " + getattr(self.graph, "name", "?")
+
+    def match(self, d: Batch) -> Batch:
+        if not len(d):
+            return Batch.empty(self.vars)
+        cols = d.cols
+        m = None
+        for i, c in self.consts:
+            x = cols[i] == c
+            m = x if m is None else (m & x)
+        for i, j in self.repeats:
+            x = cols[i] == cols[j]
+            m = x if m is None else (m & x)
+        if m is None:
+            return Batch(self.vars, cols[self.positions], d.counts)
+        idx = np.flatnonzero(m)
+        if len(idx) == 0:
+            return Batch.empty(self.vars)
+        return Batch(
+            self.vars,
+            cols[np.ix_(self.positions, idx)] if self.positions else np.empty((0, len(idx)), dtype=np.int64),
+            d.counts[idx],
+        )
+
+    def compute(self, epoch: int) -> Batch:
+        return self.match(self.graph.delta(epoch))

@@ -1,0 +1,30 @@
+"""VALUES and other constant relations: their rows arrive once, at the first epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .base import Operator
+from .batch import Batch
+
+
+class ConstantOperator(Operator):
+    """A fixed multiset of mappings (VALUES, the empty group pattern ``{}``)."""
+
+    def __init__(self, vars: Sequence[str], rows: np.ndarray) -> None:
+        super().__init__()
+        self.vars = tuple(vars)
+        self.rows = np.asarray(rows, dtype=np.int64).reshape(len(self.vars), -1)
+        self.certain = frozenset(v for j, v in enumerate(self.vars) if np.all(self.rows[j] != 0))
+        self._sent = False
+
+    def describe(self) -> str:
+        return f"Values rows={self.rows.shape[1]}"
+
+    def compute(self, epoch: int) -> Batch:
+        if self._sent:
+            return Batch.empty(self.vars)
+        self._sent = True
+        return Batch(self.vars, self.rows, np.ones(self.rows.shape[1], dtype=np.int64))

@@ -1,0 +1,157 @@
+"""Stream buffers and time / count / NOW windows (SEMANTICS.md §3).
+
+A :class:`StreamBuffer` is the transient store of one stream: a growable int64 array of
+triples with the event time of each, in arrival order.  A :class:`WindowOperator` is a
+view on it: at report time ``c`` it computes which slice of the buffer is the window's
+content and emits the triples entering it (+1) and leaving it (-1).  Expiry is a delta
+like any other, so nothing downstream ever recomputes a window from scratch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..query.windows import WindowSpec
+from .base import Operator
+from .batch import Batch
+
+TRIPLE_VARS = ("_s", "_p", "_o")
+
+
+class StreamBuffer:
+    """Append-only triples of one stream, with garbage collection of expired prefixes."""
+
+    def __init__(self, iri: str) -> None:
+        self.iri = iri
+        self._tr = np.empty((3, 1024), dtype=np.int64)
+        self._t = np.empty(1024, dtype=np.int64)
+        self.base = 0  # absolute index of self._tr[:, 0]
+        self.n = 0  # number of triples held
+        self.watermark: int | None = None
+        self.windows: list[WindowOperator] = []
+
+    @property
+    def end(self) -> int:
+        """Absolute index one past the last triple."""
+        return self.base + self.n
+
+    def append(self, t: int, triples: np.ndarray) -> None:
+        """Append one element (``triples`` shape (n, 3)) with timestamp ``t``."""
+        k = len(triples)
+        if self.watermark is None or t > self.watermark:
+            self.watermark = t
+        if k == 0:
+            return
+        need = self.n + k
+        if need > self._t.shape[0]:
+            cap = max(need, 2 * self._t.shape[0])
+            tr = np.empty((3, cap), dtype=np.int64)
+            tr[:, : self.n] = self._tr[:, : self.n]
+            tt = np.empty(cap, dtype=np.int64)
+            tt[: self.n] = self._t[: self.n]
+            self._tr, self._t = tr, tt
+        self._tr[:, self.n : need] = triples.T
+        self._t[self.n : need] = t
+        self.n = need
+
+    def times(self) -> np.ndarray:
+        return self._t[: self.n]
+
+    def search(self, t: int) -> int:
+        """Absolute index of the first triple with time >= t."""
+        return self.base + int(np.searchsorted(self._t[: self.n], t, "left"))
+
+    def slice(self, lo: int, hi: int) -> np.ndarray:
+        """Triples with absolute indices in [lo, hi) as a (3, n) array."""
+        return self._tr[:, lo - self.base : hi - self.base]
+
+    def time_at(self, i: int) -> int:
+        return int(self._t[i - self.base])
+
+    def gc(self) -> None:
+        """Drop the prefix no window needs any more."""
+        if not self.windows:
+            return
+        keep = min(w.lo for w in self.windows)
+        drop = keep - self.base
+        if drop <= 0 or drop < self.n // 2:
+            return
+        self._tr[:, : self.n - drop] = self._tr[:, drop : self.n]
+        self._t[: self.n - drop] = self._t[drop : self.n]
+        self.n -= drop
+        self.base = keep
+
+
+class WindowOperator(Operator):
+    """The content of one window over one stream, as +/- triple deltas per report time."""
+
+    vars = TRIPLE_VARS
+    certain = frozenset(TRIPLE_VARS)
+
+    def __init__(self, buffer: StreamBuffer, spec: WindowSpec, default_step: int) -> None:
+        super().__init__()
+        self.buffer = buffer
+        self.spec = spec
+        self.step = spec.step_or(default_step)
+        self.lo = buffer.base
+        self.hi = buffer.base
+        self._pending: list[Batch] = []
+        buffer.windows.append(self)
+
+    def describe(self) -> str:
+        s = self.spec
+        if s.kind == "time":
+            return f"Window <{self.buffer.iri}> [RANGE {s.range_ms}ms STEP {self.step}ms]"
+        if s.kind == "count":
+            return f"Window <{self.buffer.iri}> [TRIPLES {s.count}]"
+        return f"Window <{self.buffer.iri}> [NOW]"
+
+    def bounds(self, c: int) -> tuple[int, int]:
+        """Absolute [lo, hi) of the window's content at report time ``c``."""
+        s, b = self.spec, self.buffer
+        if s.kind == "time":
+            close = (c // self.step) * self.step
+            assert s.range_ms is not None
+            return b.search(close - s.range_ms), b.search(close)
+        hi = b.search(c)
+        if s.kind == "count":
+            assert s.count is not None
+            return max(b.base, hi - s.count), hi
+        if hi == b.base:
+            return hi, hi
+        return b.search(b.time_at(hi - 1)), hi
+
+    def advance(self, c: int) -> None:
+        """Move to report time ``c``; the change becomes this epoch's delta."""
+        lo, hi = self.bounds(c)
+        lo, hi = max(lo, self.lo), max(hi, self.hi)  # windows never move backwards
+        parts = []
+        if hi > self.hi:
+            add = self.buffer.slice(max(self.hi, lo), hi)
+            if add.shape[1]:
+                parts.append(Batch(TRIPLE_VARS, add.copy(), np.ones(add.shape[1], dtype=np.int64)))
+        if lo > self.lo:
+            rem = self.buffer.slice(self.lo, min(self.hi, lo))
+            if rem.shape[1]:
+                parts.append(Batch(TRIPLE_VARS, rem.copy(), -np.ones(rem.shape[1], dtype=np.int64)))
+        self._pending.extend(parts)
+        self.lo, self.hi = lo, hi
+
+    def size(self) -> int:
+        return self.hi - self.lo
+
+    def content(self) -> np.ndarray:
+        return self.buffer.slice(self.lo, self.hi)
+
+    def compute(self, epoch: int) -> Batch:
+        from .batch import concat
+
+        if not self._pending:
+            return Batch.empty(TRIPLE_VARS)
+        out = concat(self._pending, TRIPLE_VARS)
+        self._pending = []
+        return out
+
+    def close(self) -> None:
+        if self in self.buffer.windows:
+            self.buffer.windows.remove(self)

@@ -1,0 +1,381 @@
+"""From rdflib's SPARQL algebra to a LinkStream operator graph.
+
+The planner walks the algebra of a (rewritten) continuous query and builds operators:
+BGPs and joins become one multiway join over pattern scans, filters are pushed into the
+join where every variable they use is certainly bound, OPTIONAL is a join plus an
+anti-join on the left row, MINUS and (NOT) EXISTS are keyed anti/semi-joins, and what
+has no exact incremental form (keys that may be unbound, LIMIT in a subquery) is wrapped
+in a recompute operator.  Top-level ORDER BY / LIMIT / OFFSET / DISTINCT / projection
+are returned in :class:`QueryShape` for the output operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from rdflib import BNode as RBNode
+from rdflib import Literal as RLiteral
+from rdflib import URIRef, Variable
+from rdflib.plugins.sparql import algebra as ralg
+from rdflib.plugins.sparql.parserutils import CompValue
+
+from ..operators.aggregate import AggregateOperator, AggSpec
+from ..operators.base import Operator
+from ..operators.distinct import DistinctOperator
+from ..operators.evaluate import Evaluator
+from ..operators.extend import ExtendOperator
+from ..operators.filter import FilterOperator
+from ..operators.mjoin import MJoinOperator
+from ..operators.negation import KeyedNegationOperator
+from ..operators.project import ProjectOperator, UnionOperator
+from ..operators.recompute import RecomputeOperator, exists_batch, left_join_batch, minus_batch
+from ..operators.scan import ScanOperator
+from ..operators.values import ConstantOperator
+from ..rdf.terms import IRI, Term
+from .errors import QueryError
+from .expressions import Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
+
+_AGG = {
+    "Aggregate_Count": "COUNT",
+    "Aggregate_Sum": "SUM",
+    "Aggregate_Avg": "AVG",
+    "Aggregate_Min": "MIN",
+    "Aggregate_Max": "MAX",
+    "Aggregate_Sample": "SAMPLE",
+    "Aggregate_GroupConcat": "GROUP_CONCAT",
+}
+
+
+@dataclass
+class Dataset:
+    """The graphs a query sees: a default graph and named graphs (IRI -> graph operator)."""
+
+    default: Operator
+    named: dict[str, Operator]
+    empty: Operator
+
+
+@dataclass
+class QueryShape:
+    """What the output operator applies per evaluation, on top of the plan's root."""
+
+    form: str
+    project: tuple[str, ...] | None
+    distinct: bool = False
+    order: list[tuple[Expr, bool]] = field(default_factory=list)  # (expr, descending)
+    offset: int = 0
+    limit: int | None = None
+    template: list[tuple] = field(default_factory=list)
+
+
+class Planner:
+    """Builds the operator graph of one query over a :class:`Dataset`."""
+
+    def __init__(self, dataset: Dataset, evaluator: Evaluator) -> None:
+        self.ds = dataset
+        self.ev = evaluator
+        self.terms = evaluator.terms
+        self._hidden = 0
+
+    # ------------------------------------------------------------ helpers
+
+    def encode(self, t: Term) -> int:
+        return self.terms.encode_one(t)
+
+    def expr(self, e: object) -> Expr:
+        return compile_expr(e, self.encode)
+
+    def hidden(self, prefix: str) -> str:
+        self._hidden += 1
+        return f"_{prefix}{self._hidden}"
+
+    def slot(self, t: object) -> tuple[str, object]:
+        if isinstance(t, Variable):
+            return ("var", str(t))
+        if isinstance(t, RBNode):
+            return ("var", "_:" + str(t))  # blank nodes in patterns are variables
+        return ("const", self.encode(from_rdflib(t)))
+
+    # ------------------------------------------------------------ top level
+
+    def plan_query(self, q: CompValue) -> tuple[Operator, QueryShape]:
+        form = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT"}.get(q.name)
+        if form is None:
+            raise QueryError(f"{q.name} is not supported in continuous queries")
+        node = q.p
+        shape = QueryShape(form=form, project=None)
+        if node.name == "Slice":
+            shape.offset = int(node.start or 0)
+            shape.limit = None if node.length is None else int(node.length)
+            node = node.p
+        if node.name in ("Distinct", "Reduced"):
+            shape.distinct = True
+            node = node.p
+        if node.name == "Project":
+            shape.project = tuple(str(v) for v in node.PV)
+            node = node.p
+        if node.name == "OrderBy":
+            if shape.limit is not None or shape.offset:
+                shape.order = [(self.expr(c.expr), c.order == "DESC") for c in node.expr]
+            node = node.p
+        if form == "CONSTRUCT":
+            shape.template = [tuple(self._template_slot(x) for x in tr) for tr in q.template]
+            shape.project = None
+        root = self.plan(node, self.ds.default)
+        if shape.order:
+            extra = []
+            for k, (e, _desc) in enumerate(shape.order):
+                if isinstance(e, Var):
+                    continue
+                v = self.hidden("ord")
+                root = ExtendOperator(root, v, e, self.ev)
+                extra.append((k, Var(v)))
+            for k, v in extra:
+                shape.order[k] = (v, shape.order[k][1])
+        return root, shape
+
+    def _template_slot(self, t: object) -> tuple[str, object]:
+        if isinstance(t, Variable):
+            return ("var", str(t))
+        if isinstance(t, RBNode):
+            return ("bnode", str(t))
+        return ("const", self.encode(from_rdflib(t)))
+
+    # ------------------------------------------------------------ graph patterns
+
+    def plan(self, n: CompValue, graph: Operator) -> Operator:
+        name = n.name
+        if name in ("BGP", "Join"):
+            return self._join(self._join_leaves(n, graph), [])
+        if name == "Filter":
+            return self._filter(n, graph)
+        if name == "LeftJoin":
+            return self._left_join(n, graph)
+        if name == "Union":
+            return UnionOperator([self.plan(n.p1, graph), self.plan(n.p2, graph)])
+        if name == "Minus":
+            return self._minus(self.plan(n.p1, graph), self.plan(n.p2, graph))
+        if name == "Extend":
+            child = self.plan(n.p, graph)
+            return ExtendOperator(child, str(n.var), self.expr(n.expr), self.ev)
+        if name == "Project":
+            return ProjectOperator(self.plan(n.p, graph), [str(v) for v in n.PV])
+        if name in ("Distinct", "Reduced"):
+            return DistinctOperator(self.plan(n.p, graph))
+        if name == "OrderBy":
+            return self.plan(n.p, graph)  # order is irrelevant inside a multiset
+        if name == "Slice":
+            return self._sub_slice(n, graph)
+        if name == "ToMultiSet":
+            return self.plan(n.p, graph)
+        if name == "values":
+            return self._values(n)
+        if name == "Graph":
+            return self._graph(n)
+        if name == "AggregateJoin":
+            return self._aggregate(n, graph)
+        if name == "Group":
+            return self._aggregate(CompValue("AggregateJoin", A=[], p=n), graph)
+        if name in ("SelectQuery",):
+            op, shape = self.plan_query(n)
+            return op
+        raise QueryError(f"SPARQL feature {name} is not supported")
+
+    def _join_leaves(self, n: CompValue, graph: Operator) -> list[Operator]:
+        if n.name == "BGP":
+            if not n.triples:
+                return [ConstantOperator((), np.zeros((0, 1), dtype=np.int64))]
+            return [ScanOperator(graph, tuple(self.slot(x) for x in tr)) for tr in n.triples]  # type: ignore[misc]
+        if n.name == "Join":
+            return self._join_leaves(n.p1, graph) + self._join_leaves(n.p2, graph)
+        return [self.plan(n, graph)]
+
+    def _join(self, leaves: list[Operator], filters: list[Expr]) -> Operator:
+        # the empty group {} is the join identity: drop it when other inputs exist
+        real = [
+            x for x in leaves if not (isinstance(x, ConstantOperator) and not x.vars and x.rows.shape[1] == 1)
+        ]
+        if real:
+            leaves = real
+        if len(leaves) == 1 and not filters:
+            return leaves[0]
+        return MJoinOperator(leaves, filters, self.ev)
+
+    def _filter(self, n: CompValue, graph: Operator) -> Operator:
+        exprs = conjuncts(self.expr(n.expr))
+        exists = [e for e in exprs if isinstance(e, Exists)]
+        plain = [e for e in exprs if not isinstance(e, Exists)]
+        for e in plain:
+            if _has_exists(e):
+                raise QueryError("EXISTS is supported only as a top-level conjunct of FILTER")
+        inner = n.p
+        if inner.name in ("BGP", "Join"):
+            leaves = self._join_leaves(inner, graph)
+            cert: set[str] = set()
+            for x in leaves:
+                cert |= x.certain
+            push = [e for e in plain if e.vars() <= cert]
+            rest = [e for e in plain if not e.vars() <= cert]
+            op = self._join(leaves, push)
+        else:
+            op = self.plan(inner, graph)
+            rest = plain
+        if rest:
+            op = FilterOperator(op, rest, self.ev)
+        for e in exists:
+            pattern = e.pattern
+            if isinstance(pattern, CompValue) and pattern.name in ("GroupGraphPatternSub", "TriplesBlock"):
+                pattern = ralg.translateGroupGraphPattern(pattern)
+            right = self.plan(pattern, graph)
+            op = self._negation(op, right, "anti" if e.negated else "semi", exists_batch(e.negated))
+        return op
+
+    def _negation(self, left: Operator, right: Operator, mode: str, fallback) -> Operator:
+        shared = tuple(v for v in left.vars if v in right.vars)
+        if all(v in left.certain and v in right.certain for v in shared):
+            return KeyedNegationOperator(left, right, shared, mode)
+        return RecomputeOperator([left, right], fallback, left.vars, left.certain, mode + "-join")
+
+    def _minus(self, left: Operator, right: Operator) -> Operator:
+        shared = tuple(v for v in left.vars if v in right.vars)
+        if not shared:
+            return left
+        if all(v in left.certain and v in right.certain for v in shared):
+            return KeyedNegationOperator(left, right, shared, "anti")
+        return RecomputeOperator([left, right], minus_batch, left.vars, left.certain, "minus")
+
+    def _left_join(self, n: CompValue, graph: Operator) -> Operator:
+        left = self.plan(n.p1, graph)
+        right = self.plan(n.p2, graph)
+        expr = None
+        if n.expr is not None and not (isinstance(n.expr, CompValue) and n.expr.name == "TrueFilter"):
+            expr = self.expr(n.expr)
+        if expr is not None and _has_exists(expr):
+            raise QueryError("EXISTS inside an OPTIONAL filter is not supported")
+        if set(left.vars) <= left.certain:
+            joined: Operator = MJoinOperator([left, right], [], self.ev)
+            if expr is not None:
+                joined = FilterOperator(joined, [expr], self.ev)
+            matched = ProjectOperator(joined, left.vars)
+            unmatched = KeyedNegationOperator(left, matched, left.vars, "anti")
+            return UnionOperator([joined, unmatched])
+        out_vars = left.vars + tuple(v for v in right.vars if v not in left.vars)
+        return RecomputeOperator(
+            [left, right], left_join_batch(self.ev, expr), out_vars, left.certain, "optional"
+        )
+
+    def _sub_slice(self, n: CompValue, graph: Operator) -> Operator:
+        from ..engine.output import order_rows
+
+        start = int(n.start or 0)
+        length = None if n.length is None else int(n.length)
+        inner = n.p
+        order: list[tuple[Expr, bool]] = []
+        distinct = False
+        pv = None
+        if inner.name in ("Distinct", "Reduced"):
+            distinct, inner = True, inner.p
+        if inner.name == "Project":
+            pv, inner = [str(v) for v in inner.PV], inner.p
+        if inner.name == "OrderBy":
+            order = [(self.expr(c.expr), c.order == "DESC") for c in inner.expr]
+            inner = inner.p
+        child = self.plan(inner, graph)
+        out_vars = tuple(pv) if pv is not None else child.vars
+        ev = self.ev
+
+        def fn(inputs):
+            rows = inputs[0]
+            rows = rows.take(rows.expand())
+            if order:
+                rows = rows.take(order_rows(ev, rows, order))
+            rows = rows.project(out_vars)
+            if distinct:
+                _, first = np.unique(rows.cols, axis=1, return_index=True)
+                rows = rows.take(np.sort(first))
+            end = None if length is None else start + length
+            idx = np.arange(len(rows))[start:end]
+            return rows.take(idx).with_counts(np.ones(len(idx), dtype=np.int64))
+
+        return RecomputeOperator([child], fn, out_vars, set(out_vars) & child.certain, "slice")
+
+    def _values(self, n: CompValue) -> Operator:
+        rows = n.res or []
+        vs: list[str] = []
+        for r in rows:
+            for k in r:
+                if str(k) not in vs:
+                    vs.append(str(k))
+        cols = np.zeros((len(vs), len(rows)), dtype=np.int64)
+        for j, r in enumerate(rows):
+            for k, v in r.items():
+                if v is not None and not (isinstance(v, CompValue) and v.name == "undef"):
+                    cols[vs.index(str(k)), j] = self.encode(from_rdflib(v))
+        return ConstantOperator(vs, cols)
+
+    def _graph(self, n: CompValue) -> Operator:
+        term = n.term
+        if isinstance(term, URIRef):
+            g = self.ds.named.get(str(term), self.ds.empty)
+            return self.plan(n.p, g)
+        if not isinstance(term, Variable):
+            raise QueryError(f"GRAPH {term!r} is not supported")
+        var = str(term)
+        branches = []
+        for iri, g in self.ds.named.items():
+            op = self.plan(n.p, g)
+            gid = self.encode(IRI(iri))
+            if var in op.vars:
+                op = FilterOperator(op, [_eq(var, IRI(iri), gid)], self.ev)
+            else:
+                op = ExtendOperator(op, var, Const(IRI(iri), gid), self.ev)
+                op.certain = op.certain | {var}
+            branches.append(op)
+        if not branches:
+            empty = self.plan(n.p, self.ds.empty)
+            return ProjectOperator(empty, empty.vars + (var,))
+        return branches[0] if len(branches) == 1 else UnionOperator(branches)
+
+    def _aggregate(self, n: CompValue, graph: Operator) -> Operator:
+        group = n.p
+        child = self.plan(group.p, graph)
+        gvars: list[str] = []
+        for e in group.expr or []:
+            if isinstance(e, Variable):
+                gvars.append(str(e))
+            else:
+                v = self.hidden("grp")
+                child = ExtendOperator(child, v, self.expr(e), self.ev)
+                gvars.append(v)
+        specs = []
+        for a in n.A or []:
+            kind = _AGG.get(a.name)
+            if kind is None:
+                raise QueryError(f"aggregate {a.name} is not supported")
+            arg = None
+            if not (kind == "COUNT" and (a.vars == "*" or a.vars is None)):
+                e = self.expr(a.vars)
+                if isinstance(e, Var):
+                    arg = e.name
+                else:
+                    arg = self.hidden("agg")
+                    child = ExtendOperator(child, arg, e, self.ev)
+            sep = a.separator if a.get("separator") is not None else " "
+            specs.append(AggSpec(kind, arg, bool(a.distinct), str(a.res), str(sep)))
+        return AggregateOperator(child, gvars, specs, self.ev)
+
+
+def _has_exists(e: Expr) -> bool:
+    if isinstance(e, Exists):
+        return True
+    return any(_has_exists(c) for c in e.children())
+
+
+def _eq(var: str, t: Term, tid: int) -> Expr:
+    from .expressions import Cmp
+
+    return Cmp("=", Var(var), Const(t, tid))
+
+
+__all__ = ["Planner", "Dataset", "QueryShape", "RLiteral"]

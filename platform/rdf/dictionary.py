@@ -1,0 +1,130 @@
+"""Dictionary encoding of RDF terms to int64 ids.
+
+Terms are encoded once, at ingest, into dense positive int64 ids (0 means *unbound* in
+every LinkStream batch and is never a term).  Keys are canonical N-Triples strings (see
+:mod:`linkstream.rdf.terms`).  Backends are chosen by URI, like rdflib's plugin registry:
+
+* ``memory:``        -- in-process, the default for replays and tests;
+* ``lmdb:PATH``      -- embedded persistent store, the default for persistent use;
+* ``hbase://HOST:PORT/TABLE`` -- shared by a cluster through HBase's Thrift gateway.
+
+Every backend satisfies :class:`Dictionary`; the contract test-suite in
+``tests/rdf/test_dictionary_contract.py`` runs against each of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Dictionary(Protocol):
+    """Bidirectional map between N-Triples term strings and int64 ids (ids start at 1)."""
+
+    def encode_many(self, terms: Sequence[str]) -> np.ndarray:
+        """Ids of ``terms``, allocating new ids for unknown terms (int64 array)."""
+        ...
+
+    def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
+        """Ids of ``terms`` without allocating: 0 for an unknown term."""
+        ...
+
+    def decode_many(self, ids: np.ndarray | Sequence[int]) -> list[str]:
+        """N-Triples strings of ``ids`` (``KeyError`` for an id never allocated)."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryDictionary:
+    """In-process dictionary: a dict one way and a list the other."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._terms: list[str] = [""]  # id 0 is reserved for "unbound"
+
+    def encode(self, term: str) -> int:
+        i = self._ids.get(term)
+        if i is None:
+            i = len(self._terms)
+            self._ids[term] = i
+            self._terms.append(term)
+        return i
+
+    def encode_many(self, terms: Sequence[str]) -> np.ndarray:
+        ids = self._ids
+        out = np.empty(len(terms), dtype=np.int64)
+        get = ids.get
+        for k, t in enumerate(terms):
+            i = get(t)
+            if i is None:
+                i = len(self._terms)
+                ids[t] = i
+                self._terms.append(t)
+            out[k] = i
+        return out
+
+    def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
+        get = self._ids.get
+        return np.fromiter((get(t, 0) for t in terms), dtype=np.int64, count=len(terms))
+
+    def decode(self, i: int) -> str:
+        if i <= 0:
+            raise KeyError(i)
+        return self._terms[i]
+
+    def decode_many(self, ids: np.ndarray | Sequence[int]) -> list[str]:
+        terms = self._terms
+        n = len(terms)
+        out = []
+        for i in np.asarray(ids, dtype=np.int64).tolist():
+            if i <= 0 or i >= n:
+                raise KeyError(i)
+            out.append(terms[i])
+        return out
+
+    def __len__(self) -> int:
+        return len(self._terms) - 1
+
+    def close(self) -> None:
+        pass
+
+
+_BACKENDS: dict[str, Callable[[str], Dictionary]] = {}
+
+
+def register_backend(scheme: str, factory: Callable[[str], Dictionary]) -> None:
+    """Register ``factory(uri)`` for dictionary URIs ``scheme:...``."""
+    _BACKENDS[scheme] = factory
+
+
+def open_dictionary(uri: str = "memory:") -> Dictionary:
+    """Open the dictionary named by ``uri`` (``memory:``, ``lmdb:PATH``, ``hbase://h:p/table``)."""
+    scheme = uri.split(":", 1)[0].lower()
+    if scheme not in _BACKENDS:
+        _load_optional_backends()
+    try:
+        factory = _BACKENDS[scheme]
+    except KeyError:
+        known = ", ".join(sorted(_BACKENDS))
+        raise ValueError(f"unknown dictionary backend {uri!r} (known schemes: {known})") from None
+    return factory(uri)
+
+
+def _load_optional_backends() -> None:
+    # Backends living in their own modules register themselves on import.
+    import importlib
+
+    for mod in ("linkstream.rdf.lmdb_dictionary", "linkstream.rdf.hbase_dictionary"):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass
+
+
+register_backend("memory", lambda uri: MemoryDictionary())

@@ -1,0 +1,145 @@
+"""Per-id facts about terms that expression evaluation needs, as numpy arrays.
+
+For every dictionary id the engine has seen, :class:`TermInfo` keeps the term kind and,
+for numeric literals, the value and the numeric type, so that comparisons and arithmetic
+over id columns are numpy operations.  Decoding to :class:`~linkstream.rdf.terms.Term`
+objects happens only on the slow path (string functions, ordering) and is cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .dictionary import Dictionary
+from .terms import (
+    INTEGER_TYPES,
+    IRI,
+    KIND_BNODE,
+    KIND_IRI,
+    KIND_LITERAL,
+    XSD_BOOLEAN,
+    XSD_DECIMAL,
+    XSD_DOUBLE,
+    XSD_FLOAT,
+    BNode,
+    Literal,
+    Term,
+    parse_term,
+)
+
+NUM_NONE, NUM_INTEGER, NUM_DECIMAL, NUM_FLOAT, NUM_DOUBLE = 0, 1, 2, 3, 4
+NUM_TYPE_IRI = {
+    NUM_INTEGER: INTEGER_TYPES,
+    NUM_DECIMAL: XSD_DECIMAL,
+    NUM_FLOAT: XSD_FLOAT,
+    NUM_DOUBLE: XSD_DOUBLE,
+}
+
+
+def numeric_code(t: Term) -> tuple[int, float]:
+    if isinstance(t, Literal) and t.lang is None:
+        dt = t.datatype
+        try:
+            if dt in INTEGER_TYPES:
+                return NUM_INTEGER, float(int(t.lex.strip()))
+            if dt == XSD_DECIMAL:
+                s = t.lex.strip()
+                if "e" in s.lower() or "n" in s.lower():
+                    return NUM_NONE, 0.0
+                return NUM_DECIMAL, float(s)
+            if dt == XSD_DOUBLE or dt == XSD_FLOAT:
+                s = t.lex.strip()
+                v = float({"INF": "inf", "-INF": "-inf", "+INF": "inf"}.get(s, s))
+                if s.lower() in ("infinity", "-infinity", "+infinity", "nan") and s != "NaN":
+                    return NUM_NONE, 0.0
+                return (NUM_DOUBLE if dt == XSD_DOUBLE else NUM_FLOAT), v
+        except (ValueError, OverflowError):
+            return NUM_NONE, 0.0
+    return NUM_NONE, 0.0
+
+
+class TermInfo:
+    """Lazily grown per-id arrays: ``kind``, ``num_type``, ``num_val``, ``is_bool``."""
+
+    def __init__(self, dictionary: Dictionary) -> None:
+        self.dictionary = dictionary
+        self.kind = np.zeros(1, dtype=np.int8)
+        self.num_type = np.zeros(1, dtype=np.int8)
+        self.num_val = np.zeros(1, dtype=np.float64)
+        self.bool_val = np.full(1, -1, dtype=np.int8)  # -1: not a valid xsd:boolean
+        self._terms: dict[int, Term] = {}
+        self._true = 0
+        self._false = 0
+
+    @property
+    def size(self) -> int:
+        return int(self.kind.shape[0])
+
+    def ensure(self, ids: np.ndarray) -> None:
+        """Make sure the arrays cover every id in ``ids``."""
+        if len(ids) == 0:
+            return
+        top = int(ids.max())
+        if top < self.size:
+            return
+        self._grow(top + 1)
+
+    def _grow(self, n: int) -> None:
+        n = max(n, len(self.dictionary) + 1)
+        old = self.size
+        new_ids = np.arange(old, n, dtype=np.int64)
+        texts = self.dictionary.decode_many(new_ids)
+        kind = np.zeros(n - old, dtype=np.int8)
+        ntype = np.zeros(n - old, dtype=np.int8)
+        nval = np.zeros(n - old, dtype=np.float64)
+        bval = np.full(n - old, -1, dtype=np.int8)
+        for k, s in enumerate(texts):
+            c = s[0]
+            if c == "<":
+                kind[k] = KIND_IRI
+            elif c == "_":
+                kind[k] = KIND_BNODE
+            else:
+                kind[k] = KIND_LITERAL
+                if s.endswith(">"):  # typed literal: the only kind that can be numeric/boolean
+                    t = parse_term(s)
+                    code, v = numeric_code(t)
+                    ntype[k], nval[k] = code, v
+                    if isinstance(t, Literal) and t.datatype == XSD_BOOLEAN:
+                        bval[k] = 1 if t.lex in ("true", "1") else 0 if t.lex in ("false", "0") else -1
+        self.kind = np.concatenate([self.kind, kind])
+        self.num_type = np.concatenate([self.num_type, ntype])
+        self.num_val = np.concatenate([self.num_val, nval])
+        self.bool_val = np.concatenate([self.bool_val, bval])
+
+    def term(self, i: int) -> Term:
+        t = self._terms.get(i)
+        if t is None:
+            t = parse_term(self.dictionary.decode_many([i])[0])
+            if len(self._terms) > 500_000:
+                self._terms.clear()
+            self._terms[i] = t
+        return t
+
+    def terms(self, ids: Sequence[int]) -> list[Term | None]:
+        return [None if i == 0 else self.term(int(i)) for i in ids]
+
+    def encode(self, terms: Sequence[Term]) -> np.ndarray:
+        ids = self.dictionary.encode_many([t.n3() for t in terms])
+        for i, t in zip(ids.tolist(), terms):
+            self._terms.setdefault(i, t)
+        return ids
+
+    def encode_one(self, t: Term) -> int:
+        return int(self.encode([t])[0])
+
+    def boolean_ids(self) -> tuple[int, int]:
+        if not self._true:
+            self._true = self.encode_one(Literal("true", XSD_BOOLEAN))
+            self._false = self.encode_one(Literal("false", XSD_BOOLEAN))
+        return self._true, self._false
+
+
+__all__ = ["TermInfo", "numeric_code", "IRI", "BNode", "Literal"]

@@ -1,0 +1,224 @@
+"""The global scheduler's state: containers, tasks, who owns what, and the policy knobs.
+
+Plain data with bookkeeping helpers; all decisions live in
+:mod:`linkstream.scheduler.core`.  Iteration orders are fixed (sorted ids, or
+insertion order of events) so that equal event sequences give equal decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A schedulable unit: one operator-signature instance.
+
+    Attributes:
+        id: Task id (the operator signature's id); a valid ZooKeeper node name.
+        weight: Estimated load in arbitrary units; refined by load reports.
+        colocate_with: Group key; tasks with the same key (e.g. the inputs of one join)
+            are placed on the same container when capacity allows.
+        stateful: Whether the task holds state (window contents, join or aggregate
+            state) that must be migrated rather than restarted.
+    """
+
+    id: str
+    weight: float = 1.0
+    colocate_with: str | None = None
+    stateful: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        """Returns the spec as a JSON-ready dict."""
+        return {
+            "id": self.id,
+            "weight": self.weight,
+            "colocate_with": self.colocate_with,
+            "stateful": self.stateful,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> TaskSpec:
+        """Builds a spec from :meth:`to_json` output (unknown keys are ignored)."""
+        colocate = data.get("colocate_with")
+        return cls(
+            id=str(data["id"]),
+            weight=float(data.get("weight", 1.0)),  # type: ignore[arg-type]
+            colocate_with=None if colocate is None else str(colocate),
+            stateful=bool(data.get("stateful", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Knobs of the placement and rebalance policy.
+
+    Attributes:
+        tolerance: Largest accepted difference between the most and the least utilised
+            eligible container (utilisation = load / capacity) before rebalancing.
+        max_moves: Most tasks moved by one rebalance round (one event); draining and
+            loss recovery are not bounded by it.
+        rebalance_on_tick: Whether :class:`~linkstream.scheduler.events.Tick` rebalances
+            (container joins always do).
+    """
+
+    tolerance: float = 0.25
+    max_moves: int = 4
+    rebalance_on_tick: bool = True
+
+
+@dataclass
+class ContainerState:
+    """One live container as the scheduler sees it.
+
+    Attributes:
+        id: Container id.
+        capacity: Task slots.
+        address: Data-plane address.
+        draining: A graceful remove is in progress.
+        reported_load: Last measured load, or ``None`` once tasks changed since.
+        tasks: Ids of the tasks it owns (including hand-overs still in flight to it).
+        outgoing: Ids of stateful tasks whose hand-over from it is not acknowledged yet.
+        drain_acknowledged: ``DrainComplete`` was already emitted.
+    """
+
+    id: str
+    capacity: int
+    address: str = ""
+    draining: bool = False
+    reported_load: float | None = None
+    tasks: set[str] = field(default_factory=set)
+    outgoing: set[str] = field(default_factory=set)
+    drain_acknowledged: bool = False
+
+    @property
+    def free(self) -> int:
+        """Free task slots (never negative)."""
+        return max(0, self.capacity - len(self.tasks))
+
+
+@dataclass
+class TaskState:
+    """One task as the scheduler sees it.
+
+    Attributes:
+        spec: The task's spec (its weight may be updated by load reports).
+        container: Owner, or ``None`` while pending.
+        migrating_from: Source of a stateful hand-over not yet acknowledged.
+    """
+
+    spec: TaskSpec
+    container: str | None = None
+    migrating_from: str | None = None
+
+
+@dataclass
+class SchedulerState:
+    """Containers and tasks, with consistent ownership bookkeeping.
+
+    ``containers`` holds only live containers.  ``tasks`` keeps submission order, which
+    is also the order in which pending tasks are placed.
+    """
+
+    containers: dict[str, ContainerState] = field(default_factory=dict)
+    tasks: dict[str, TaskState] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ membership of tasks
+
+    def add_task(self, spec: TaskSpec) -> TaskState:
+        """Registers a new pending task."""
+        task = TaskState(spec)
+        self.tasks[spec.id] = task
+        if spec.colocate_with is not None:
+            self.groups.setdefault(spec.colocate_with, []).append(spec.id)
+        return task
+
+    def update_spec(self, spec: TaskSpec) -> None:
+        """Replaces a known task's spec (weight, group, statefulness), keeping its owner."""
+        task = self.tasks[spec.id]
+        old_group, new_group = task.spec.colocate_with, spec.colocate_with
+        if old_group != new_group:
+            if old_group is not None:
+                self._leave_group(old_group, spec.id)
+            if new_group is not None:
+                self.groups.setdefault(new_group, []).append(spec.id)
+        task.spec = spec
+
+    def _leave_group(self, group: str, task_id: str) -> None:
+        members = self.groups[group]
+        members.remove(task_id)
+        if not members:
+            del self.groups[group]
+
+    def remove_task(self, task_id: str) -> None:
+        """Forgets a task, releasing its slot and any hand-over bookkeeping."""
+        task = self.tasks[task_id]
+        self.set_owner(task_id, None)
+        self.set_migrating(task_id, None)
+        if task.spec.colocate_with is not None:
+            self._leave_group(task.spec.colocate_with, task_id)
+        del self.tasks[task_id]
+
+    # ------------------------------------------------------------------ ownership
+
+    def set_owner(self, task_id: str, container_id: str | None) -> None:
+        """Moves ``task_id`` to ``container_id`` (``None``: pending), keeping sets in sync."""
+        task = self.tasks[task_id]
+        if task.container is not None and task.container in self.containers:
+            old = self.containers[task.container]
+            old.tasks.discard(task_id)
+            old.reported_load = None
+        task.container = container_id
+        if container_id is not None:
+            new = self.containers[container_id]
+            new.tasks.add(task_id)
+            new.reported_load = None
+
+    def set_migrating(self, task_id: str, source: str | None) -> None:
+        """Records (or clears, with ``None``) an unacknowledged hand-over's source."""
+        task = self.tasks[task_id]
+        if task.migrating_from is not None and task.migrating_from in self.containers:
+            self.containers[task.migrating_from].outgoing.discard(task_id)
+        task.migrating_from = source
+        if source is not None and source in self.containers:
+            self.containers[source].outgoing.add(task_id)
+
+    # ------------------------------------------------------------------ queries
+
+    def load(self, container_id: str) -> float:
+        """Measured load if current, else the sum of its tasks' weights."""
+        container = self.containers[container_id]
+        if container.reported_load is not None:
+            return container.reported_load
+        return sum(self.tasks[t].spec.weight for t in container.tasks)
+
+    def utilisation(self, container_id: str, extra: float = 0.0) -> float:
+        """``(load + extra) / capacity``; infinite for a container without slots."""
+        container = self.containers[container_id]
+        if container.capacity <= 0:
+            return float("inf")
+        return (self.load(container_id) + extra) / container.capacity
+
+    def eligible(self) -> list[str]:
+        """Ids of containers that may receive tasks (live, not draining), sorted."""
+        return sorted(c.id for c in self.containers.values() if not c.draining and c.capacity > 0)
+
+    def pending(self) -> list[str]:
+        """Ids of tasks without an owner, in submission order."""
+        return [t.spec.id for t in self.tasks.values() if t.container is None]
+
+    def group_members(self, group: str) -> list[str]:
+        """Ids of tasks in colocation group ``group``, in submission order."""
+        return list(self.groups.get(group, ()))
+
+    def spread(self) -> float:
+        """Max minus min utilisation over eligible containers (0 with fewer than two)."""
+        utils = [self.utilisation(c) for c in self.eligible()]
+        if len(utils) < 2:
+            return 0.0
+        return max(utils) - min(utils)
+
+    def assignment(self) -> dict[str, str | None]:
+        """Task id to owner (``None`` when pending), in submission order."""
+        return {task_id: task.container for task_id, task in self.tasks.items()}
