@@ -158,6 +158,10 @@ class Planner:
             return self._minus(self.plan(n.p1, graph), self.plan(n.p2, graph))
         if name == "Extend":
             child = self.plan(n.p, graph)
+            if str(n.var) in child.vars:
+                # rdflib re-binds each GROUP BY variable to a SAMPLE of itself above the
+                # aggregation: the value is the group key already in scope.
+                return child
             return ExtendOperator(child, str(n.var), self.expr(n.expr), self.ev)
         if name == "Project":
             return ProjectOperator(self.plan(n.p, graph), [str(v) for v in n.PV])

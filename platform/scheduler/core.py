@@ -204,23 +204,24 @@ class SchedulerCore:
             return
         state.add_task(spec)
         hint = event.container
+        source = event.migrating_from if event.migrating_from in state.containers else None
+        container = state.containers.get(hint) if hint is not None else None
+        if container is not None:
+            # Restoring what the world already has: no action unless it overflows.
+            state.set_owner(spec.id, hint)
+            if source is not None and source != hint:
+                state.set_migrating(spec.id, source)
+            if len(container.tasks) > container.capacity:
+                self._evict(spec.id, out)
+            return
         if hint is not None:
-            container = state.containers.get(hint)
-            if container is None:
-                # Owned by a container that is gone: the same as losing it now.
-                if spec.stateful:
-                    out.append(ReportLoss(spec.id, hint))
-                out.append(Unassign(spec.id, hint))
-            else:
-                # Restoring what the world already has: no action unless it overflows.
-                container.tasks.add(spec.id)
-                state.tasks[spec.id].container = hint
-                source = event.migrating_from
-                if source is not None and source in state.containers and source != hint:
-                    state.set_migrating(spec.id, source)
-                if len(container.tasks) > container.capacity:
-                    self._evict(spec.id, out)
-                return
+            # Owned by a container that is gone: lost, unless a hand-over's source
+            # still holds the snapshot.
+            if spec.stateful and source is None:
+                out.append(ReportLoss(spec.id, hint))
+            out.append(Unassign(spec.id, hint))
+        if source is not None:
+            state.set_migrating(spec.id, source)
         self._place(spec.id, out, announce=True)
 
     def _on_task_removed(self, task_id: str, out: list[Action]) -> None:
@@ -405,4 +406,6 @@ class SchedulerCore:
         if moves:
             after = state.spread()
             out.append(Rebalanced(trigger, moves, before, after))
-            logger.info("rebalance on %s moved %d task(s): spread %.3f -> %.3f", trigger, moves, before, after)
+            logger.info(
+                "rebalance on %s moved %d task(s): spread %.3f -> %.3f", trigger, moves, before, after
+            )

@@ -78,6 +78,7 @@ class ContainerState:
         draining: A graceful remove is in progress.
         reported_load: Last measured load, or ``None`` once tasks changed since.
         tasks: Ids of the tasks it owns (including hand-overs still in flight to it).
+        weight: Sum of those tasks' weights (kept up to date by ``SchedulerState``).
         outgoing: Ids of stateful tasks whose hand-over from it is not acknowledged yet.
         drain_acknowledged: ``DrainComplete`` was already emitted.
     """
@@ -88,6 +89,7 @@ class ContainerState:
     draining: bool = False
     reported_load: float | None = None
     tasks: set[str] = field(default_factory=set)
+    weight: float = 0.0
     outgoing: set[str] = field(default_factory=set)
     drain_acknowledged: bool = False
 
@@ -137,6 +139,8 @@ class SchedulerState:
     def update_spec(self, spec: TaskSpec) -> None:
         """Replaces a known task's spec (weight, group, statefulness), keeping its owner."""
         task = self.tasks[spec.id]
+        if task.container is not None and task.container in self.containers:
+            self.containers[task.container].weight += spec.weight - task.spec.weight
         old_group, new_group = task.spec.colocate_with, spec.colocate_with
         if old_group != new_group:
             if old_group is not None:
@@ -168,11 +172,14 @@ class SchedulerState:
         if task.container is not None and task.container in self.containers:
             old = self.containers[task.container]
             old.tasks.discard(task_id)
+            # Recomputed when emptied so that float drift never accumulates.
+            old.weight = old.weight - task.spec.weight if old.tasks else 0.0
             old.reported_load = None
         task.container = container_id
         if container_id is not None:
             new = self.containers[container_id]
             new.tasks.add(task_id)
+            new.weight += task.spec.weight
             new.reported_load = None
 
     def set_migrating(self, task_id: str, source: str | None) -> None:
@@ -191,7 +198,7 @@ class SchedulerState:
         container = self.containers[container_id]
         if container.reported_load is not None:
             return container.reported_load
-        return sum(self.tasks[t].spec.weight for t in container.tasks)
+        return container.weight
 
     def utilisation(self, container_id: str, extra: float = 0.0) -> float:
         """``(load + extra) / capacity``; infinite for a container without slots."""

@@ -103,7 +103,11 @@ def test_colocation_groups_share_a_container_while_it_has_room() -> None:
     run(core, TaskAdded(TaskSpec("j3", colocate_with="join-1")))
     assert core.assignment()["j3"] not in (home, None)
     # ... and its partner in a second group follows it there, ignoring load.
-    run(core, TaskAdded(TaskSpec("k0", colocate_with="join-2")), TaskAdded(TaskSpec("k1", colocate_with="join-2")))
+    run(
+        core,
+        TaskAdded(TaskSpec("k0", colocate_with="join-2")),
+        TaskAdded(TaskSpec("k1", colocate_with="join-2")),
+    )
     assert core.assignment()["k0"] == core.assignment()["k1"]
 
 
@@ -252,6 +256,36 @@ def test_restore_hints_rebuild_state_without_actions() -> None:
     assert isinstance(actions[2], Assign)
 
 
+def test_restore_resumes_an_interrupted_handover() -> None:
+    core = SchedulerCore(Policy(max_moves=0))
+    run(core, ContainerJoined("a", 1), ContainerJoined("c", 2), TaskAdded(TaskSpec("x"), container="a"))
+    # The hand-over's destination died while no coordinator led: the source has the state.
+    actions = run(core, TaskAdded(TaskSpec("w", stateful=True), container="gone", migrating_from="a"))
+    assert actions == [Unassign("w", "gone"), Migrate("w", "a", "c", stateful=True)]
+    # A pending task whose hand-over source is alive resumes the same way.
+    actions = run(core, TaskAdded(TaskSpec("v", stateful=True), migrating_from="a"))
+    assert actions == [Migrate("v", "a", "c", stateful=True)]
+    assert run(core, MigrationCompleted("w"), MigrationCompleted("v")) == []
+    assert core.assignment() == {"x": "a", "w": "c", "v": "c"}
+
+
+def test_shrinking_a_container_moves_its_excess_tasks() -> None:
+    core = SchedulerCore(Policy(max_moves=0))
+    run(
+        core,
+        ContainerJoined("a", 3),
+        *(TaskAdded(TaskSpec(f"t{i}")) for i in range(3)),
+        ContainerJoined("b", 3),
+    )
+    actions = run(core, ContainerJoined("a", 1))
+    assert actions == [Migrate("t2", "a", "b", stateful=False), Migrate("t1", "a", "b", stateful=False)]
+
+
+def test_unknown_events_are_rejected() -> None:
+    with pytest.raises(TypeError):
+        SchedulerCore().handle("ContainerJoined")  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------------- determinism and invariants
 
 
@@ -376,13 +410,15 @@ event_strategy = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=20000, deadline=None)
 @given(
     events=st.lists(event_strategy, max_size=60),
     tolerance=st.sampled_from([0.0, 0.25, 1.0]),
     max_moves=st.integers(0, 4),
 )
-def test_invariants_hold_after_any_event_sequence(events: list[Event], tolerance: float, max_moves: int) -> None:
+def test_invariants_hold_after_any_event_sequence(
+    events: list[Event], tolerance: float, max_moves: int
+) -> None:
     core = SchedulerCore(Policy(tolerance=tolerance, max_moves=max_moves))
     mirror = Mirror()
     for event in [*events, Tick()]:

@@ -1,0 +1,766 @@
+"""Continuous queries: C-SPARQL, CQELS-QL and RSP-QL parsed into plain SPARQL 1.1 plus windows.
+
+:func:`parse_continuous` accepts what the reference evaluator (``shared/tools/oracle.py``)
+accepts and reads windows exactly as it does (``shared/spec/SEMANTICS.md`` sections 3, 5
+and 6).  The result carries the query rewritten into plain SPARQL 1.1 *without* dataset
+clauses: every CQELS ``STREAM <s> [w] {`` and RSP-QL ``WINDOW :w {`` becomes
+``GRAPH <window graph> {``, REGISTER clauses and ``FROM ...`` clauses are blanked, comments
+too.  The caller builds the dataset from :attr:`ContinuousQuery.windows`,
+``static_from`` and ``static_named``; for C-SPARQL every window is merged into the
+default graph.  A query without any window is a one-shot query (dialect ``"sparql"``).
+
+Every problem is a :class:`~linkstream.query.errors.QueryError` naming the line and
+column of the offending token in the original text, SPARQL syntax errors included.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+from urllib.parse import urljoin
+
+import pyparsing
+import rdflib
+from rdflib.plugins.sparql import algebra, parser
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import URIRef, Variable
+
+from linkstream.query.errors import QueryError, trace_parse_failure
+from linkstream.query.lexer import LineIndex, Token, decode_escapes, iri_problem, tokenize
+from linkstream.query.windows import WindowSpec, WindowWordError, parse_window
+
+WINDOW_GRAPH_PREFIX = "urn:linkstream:window:"
+DIALECT_NAMES = {"csparql": "C-SPARQL", "cqels": "CQELS-QL", "rspql": "RSP-QL"}
+FORMS = ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")
+_ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+@dataclass(frozen=True)
+class WindowDecl:
+    """One stream window of a query.
+
+    Attributes:
+        stream: Absolute IRI of the stream.
+        spec: The window.
+        graph: IRI of the named graph that stands for this window in
+            :attr:`ContinuousQuery.sparql` (unique within the query).
+        name: The RSP-QL window name (``FROM NAMED WINDOW :w ...``), else ``None``.
+    """
+
+    stream: str
+    spec: WindowSpec
+    graph: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ContinuousQuery:
+    """A parsed continuous (or one-shot) query.
+
+    Attributes:
+        name: The REGISTER name, else the ``default_name`` given to the parser.
+        dialect: ``"csparql"``, ``"cqels"``, ``"rspql"`` or ``"sparql"`` (no window).
+        mode: ``"RSTREAM"``, ``"ISTREAM"`` or ``"DSTREAM"``.
+        form: ``"SELECT"``, ``"ASK"``, ``"CONSTRUCT"`` or ``"DESCRIBE"``.
+        windows: The windows, in textual order.
+        static_from: ``FROM <g>`` graphs (absolute IRIs, in order).
+        static_named: ``FROM NAMED <g>`` graphs.
+        base: The base IRI in force after the query's BASE clauses.
+        text: The original text.
+        sparql: Plain SPARQL 1.1 text without dataset clauses (see the module docstring).
+        algebra: ``rdflib`` algebra of :attr:`sparql` (``translateQuery`` result).
+    """
+
+    name: str
+    dialect: str
+    mode: str
+    form: str
+    windows: tuple[WindowDecl, ...]
+    static_from: tuple[str, ...]
+    static_named: tuple[str, ...]
+    base: str
+    text: str
+    sparql: str
+    algebra: object = field(repr=False, compare=False)
+    offset_map: tuple[tuple[int, int, int], ...] = field(default=(), repr=False, compare=False)
+
+    def position(self, offset_in_sparql: int) -> tuple[int, int]:
+        """Returns the 1-based (line, column) in :attr:`text` of an offset in :attr:`sparql`.
+
+        Text that the rewrite inserted maps to the token it replaced.
+
+        Args:
+            offset_in_sparql: A character offset into :attr:`sparql`.
+        """
+        return LineIndex(self.text).line_col(map_offset(self.offset_map, offset_in_sparql, len(self.text)))
+
+
+def map_offset(pieces: tuple[tuple[int, int, int], ...], offset: int, text_length: int) -> int:
+    """Maps an offset of a rewritten text back to the original text.
+
+    Args:
+        pieces: ``(rewritten start, original start, length)`` per piece, sorted; length
+            ``-1`` marks inserted text (maps to ``original start``), with a final
+            ``(rewritten length, text_length, 0)`` sentinel.
+        offset: The offset in the rewritten text.
+        text_length: Length of the original text.
+
+    Returns:
+        The offset in the original text.
+    """
+    if not pieces or offset >= pieces[-1][0]:
+        return text_length
+    k = max(0, bisect.bisect_right(pieces, (offset, float("inf"), 0)) - 1)
+    out_start, src_start, length = pieces[k]
+    if length < 0:
+        return src_start
+    return src_start + min(offset - out_start, length)
+
+
+class _Scan:
+    """The dialect pass over the tokens: windows, dataset clauses, REGISTER, rewrite."""
+
+    def __init__(self, text: str, default_name: str, base: str) -> None:
+        self.text = text
+        self.index = LineIndex(text)
+        self.toks = tokenize(text)
+        self.sig = [i for i, t in enumerate(self.toks) if t.significant]
+        self.repl: dict[int, str] = {i: " " * len(t.text) for i, t in enumerate(self.toks) if t.kind == "comment"}
+        self.base = base
+        self.prefixes: dict[str, str] = {}
+        self.name = default_name
+        self.mode = "RSTREAM"
+        self.form: str | None = None
+        self.form_j: int | None = None
+        self.windows: list[tuple[str, WindowSpec, str | None, int | None]] = []
+        self.named: dict[str, int] = {}
+        self.refs: list[tuple[str, int, int]] = []
+        self.static_from: list[str] = []
+        self.static_named: list[str] = []
+        self.dialects: dict[str, Token] = {}
+        self.register: Token | None = None
+
+    # ------------------------------------------------------------ helpers
+    def tok(self, j: int) -> Token | None:
+        return self.toks[self.sig[j]] if 0 <= j < len(self.sig) else None
+
+    def fail(self, message: str, at: Token | int | None) -> NoReturn:
+        offset = len(self.text) if at is None else at if isinstance(at, int) else at.start
+        raise QueryError(message, *self.index.line_col(offset))
+
+    def need(self, j: int, what: str) -> Token:
+        t = self.tok(j)
+        if t is None:
+            self.fail("unexpected end of query, expected %s" % what, None)
+        return t
+
+    def blank(self, j0: int, j1: int) -> None:
+        for k in range(self.sig[j0], self.sig[j1] + 1):
+            if self.toks[k].significant:
+                self.repl[k] = " "
+
+    def dialect(self, d: str, t: Token) -> None:
+        for other, first in self.dialects.items():
+            if other != d:
+                line, _ = self.index.line_col(first.start)
+                self.fail(
+                    "cannot mix %s with %s (line %d) in one query" % (DIALECT_NAMES[d], DIALECT_NAMES[other], line), t
+                )
+        self.dialects.setdefault(d, t)
+
+    def resolve(self, iri: str, t: Token) -> str:
+        problem = iri_problem(iri)
+        if problem:
+            self.fail("invalid IRI <%s>: %s" % (iri, problem), t)
+        return iri if _ABSOLUTE.match(iri) else urljoin(self.base, iri)
+
+    def term_iri(self, j: int, what: str = "an IRI") -> str:
+        t = self.need(j, what)
+        if t.kind == "iri":
+            return self.resolve(decode_escapes(t)[1:-1], t)
+        if t.kind == "word" and ":" in t.text and not t.text.startswith("_:"):
+            return self.pname(t)
+        self.fail("expected %s, found %s" % (what, _quote(t.text)), t)
+
+    def pname(self, t: Token) -> str:
+        prefix, local = t.text.split(":", 1)
+        if prefix not in self.prefixes:
+            self.fail("unknown prefix '%s:'" % prefix, t)
+        return self.prefixes[prefix] + local
+
+    def window(self, j: int) -> tuple[WindowSpec, int]:
+        """Parses the window whose '[' is at sig index ``j``; returns it and the index of ']'."""
+        opening = self.need(j, "a window '['")
+        if not opening.is_punct("["):
+            self.fail("expected a window '[' after the stream IRI, found %s" % _quote(opening.text), opening)
+        k = j + 1
+        words: list[Token] = []
+        while (t := self.tok(k)) is not None and not t.is_punct("]"):
+            if t.kind == "punct" and t.text in "[{}":
+                break
+            words.append(t)
+            k += 1
+        if t is None or not t.is_punct("]"):
+            self.fail("unterminated window '['", opening)
+        try:
+            return parse_window([w.text for w in words]), k
+        except WindowWordError as e:
+            self.fail(e.message, opening if e.index is None else words[e.index])
+
+    # ------------------------------------------------------------ the pass
+    def run(self) -> None:
+        stack: list[tuple[Token, str]] = []  # open '{' and their kind: group, data, template
+        used_bnodes: set[str] = set()  # labels of earlier groups: Oxigraph rejects their reuse
+        current_bnodes: set[str] = set()
+        values_pending = False
+        before_form: Token | None = None  # first token that is neither prologue nor REGISTER
+        j = 0
+        while j < len(self.sig):
+            t = self.toks[self.sig[j]]
+            key, depth = t.key, len(stack)
+            if t.kind == "punct":
+                if t.text == "{":
+                    kind = "data" if values_pending else "group"
+                    if self.form == "CONSTRUCT" and self.form_j == j - 1:
+                        kind = "template"
+                    values_pending = False
+                    stack.append((t, kind))
+                elif t.text == "}":
+                    if not stack:
+                        self.fail("unmatched '}'", t)
+                    kind = stack.pop()[1]
+                else:
+                    kind = ""
+                if kind == "group":  # every group boundary closes a basic graph pattern
+                    used_bnodes |= current_bnodes
+                    current_bnodes = set()
+            elif key and depth == 0 and key in ("PREFIX", "BASE", "REGISTER", "FROM"):
+                j = getattr(self, key.lower() + "_clause")(j)
+                continue
+            elif key in FORMS and depth == 0 and self.form is None:
+                self.form, self.form_j = key, j
+            elif key == "STREAM" and depth >= 1:  # CQELS-QL: STREAM <s> [w] { P }
+                self.dialect("cqels", t)
+                s = self.term_iri(j + 1, "a stream IRI")
+                spec, k = self.window(j + 2)
+                brace = self.tok(k + 1)
+                if brace is None or not brace.is_punct("{"):
+                    self.fail("STREAM <%s> [...] must be followed by a group '{'" % s, brace)
+                self.windows.append((s, spec, None, self.sig[j]))
+                self.blank(j + 1, k)
+                j = k + 1
+                continue
+            elif key == "WINDOW" and depth >= 1:  # RSP-QL: WINDOW :w { P }
+                self.dialect("rspql", t)
+                wn = self.term_iri(j + 1, "a window name")
+                brace = self.tok(j + 2)
+                if brace is None or not brace.is_punct("{"):
+                    self.fail("WINDOW %s must be followed by a group '{'" % self.toks[self.sig[j + 1]].text, brace)
+                self.refs.append((wn, self.sig[j], self.sig[j + 1]))
+                j += 2
+                continue
+            elif key == "VALUES":
+                values_pending = True
+            elif t.kind == "word" and t.text.startswith("_:"):
+                if not (stack and stack[-1][1] == "template"):
+                    if t.text in used_bnodes:
+                        self.fail("blank node %s is already used in another group pattern" % t.text, t)
+                    current_bnodes.add(t.text)
+            elif t.kind == "word" and ":" in t.text:
+                self.pname(t)
+            if self.form is None and before_form is None:
+                before_form = t
+            j += 1
+        if self.form is None:
+            self.fail("expected SELECT, ASK, CONSTRUCT or DESCRIBE", before_form)
+        if stack:
+            self.fail("'{' is never closed", stack[-1][0])
+
+    def prefix_clause(self, j: int) -> int:
+        p, iri = self.need(j + 1, "a prefix name"), self.need(j + 2, "an IRI")
+        if p.kind != "word" or not p.text.endswith(":") or p.text.count(":") != 1:
+            self.fail("expected a prefix name like 'ex:' after PREFIX, found %s" % _quote(p.text), p)
+        if iri.kind != "iri":
+            self.fail("expected an IRI after PREFIX %s, found %s" % (p.text, _quote(iri.text)), iri)
+        self.prefixes[p.text[:-1]] = self.term_iri(j + 2)
+        return j + 3
+
+    def base_clause(self, j: int) -> int:
+        iri = self.need(j + 1, "an IRI")
+        if iri.kind != "iri":
+            self.fail("expected an IRI after BASE, found %s" % _quote(iri.text), iri)
+        self.base = self.term_iri(j + 1)
+        return j + 2
+
+    def register_clause(self, j: int) -> int:
+        t = self.toks[self.sig[j]]
+        if self.form is not None:
+            self.fail("REGISTER must come before the query form", t)
+        if self.register is not None:
+            self.fail("only one REGISTER clause is allowed", t)
+        self.register = t
+        what = self.need(j + 1, "QUERY, STREAM, RSTREAM, ISTREAM or DSTREAM")
+        nm = self.need(j + 2, "a query name")
+        if what.kw("QUERY", "STREAM"):
+            self.dialect("csparql", what)
+            if nm.kind not in ("iri", "word"):
+                self.fail("expected a query name, found %s" % _quote(nm.text), nm)
+            self.name = nm.text[1:-1] if nm.kind == "iri" else nm.text
+        elif what.kw("RSTREAM", "ISTREAM", "DSTREAM"):
+            self.dialect("rspql", what)
+            self.mode = what.text.upper()
+            if nm.kind == "iri":
+                self.name = nm.text[1:-1]
+            elif nm.kind == "word" and ":" in nm.text:
+                self.name = self.pname(nm)
+            elif nm.kind == "word":
+                self.name = nm.text
+            else:
+                self.fail("expected a query name, found %s" % _quote(nm.text), nm)
+        else:
+            self.fail("expected QUERY, STREAM, RSTREAM, ISTREAM or DSTREAM after REGISTER", what)
+        as_tok = self.need(j + 3, "AS")
+        if not as_tok.kw("AS"):
+            self.fail("expected AS after REGISTER %s %s, found %s" % (what.text, nm.text, _quote(as_tok.text)), as_tok)
+        self.blank(j, j + 3)
+        return j + 4
+
+    def from_clause(self, j: int) -> int:
+        t = self.toks[self.sig[j]]
+        if self.form is None:
+            self.fail("FROM must follow SELECT, ASK, CONSTRUCT or DESCRIBE", t)
+        nxt = self.need(j + 1, "an IRI, STREAM or NAMED after FROM")
+        if nxt.kw("STREAM"):  # C-SPARQL
+            self.dialect("csparql", nxt)
+            s = self.term_iri(j + 2, "a stream IRI")
+            spec, k = self.window(j + 3)
+            self.windows.append((s, spec, None, None))
+            self.blank(j, k)
+            return k + 1
+        if nxt.kw("NAMED") and (w := self.tok(j + 2)) is not None and w.kw("WINDOW"):  # RSP-QL
+            self.dialect("rspql", w)
+            name_tok = self.need(j + 3, "a window name")
+            wn = self.term_iri(j + 3, "a window name")
+            on = self.need(j + 4, "ON")
+            if not on.kw("ON"):
+                self.fail("expected ON after FROM NAMED WINDOW %s, found %s" % (name_tok.text, _quote(on.text)), on)
+            k = j + 5
+            if self.need(k, "a stream IRI").kw("STREAM"):
+                k += 1
+            s = self.term_iri(k, "a stream IRI")
+            spec, kend = self.window(k + 1)
+            if wn in self.named:
+                self.fail("window %s is declared twice" % name_tok.text, name_tok)
+            self.named[wn] = len(self.windows)
+            self.windows.append((s, spec, wn, None))
+            self.blank(j, kend)
+            return kend + 1
+        if nxt.kw("NAMED"):
+            self.static_named.append(self.term_iri(j + 2, "a graph IRI"))
+            self.blank(j, j + 2)
+            return j + 3
+        self.static_from.append(self.term_iri(j + 1, "a graph IRI, STREAM or NAMED"))
+        self.blank(j, j + 1)
+        return j + 2
+
+    def finish(self) -> tuple[WindowDecl, ...]:
+        if self.register is not None and not self.windows:
+            self.fail("REGISTER needs a query that reads at least one stream window", self.register)
+        decls = tuple(
+            WindowDecl(s, spec, "%s%d" % (WINDOW_GRAPH_PREFIX, k), name)
+            for k, (s, spec, name, _) in enumerate(self.windows)
+        )
+        for decl, (_, _, _, ti) in zip(decls, self.windows, strict=True):
+            if ti is not None:  # CQELS: STREAM <s> [w] { -> GRAPH <window graph> {
+                self.repl[ti] = "GRAPH <%s>" % decl.graph
+        for wn, ti, ni in self.refs:
+            if wn not in self.named:
+                self.fail("window %s is used but not declared (FROM NAMED WINDOW ... ON ...)" % self.toks[ni].text, ni)
+            self.repl[ti] = "GRAPH"
+            self.repl[ni] = "<%s>" % decls[self.named[wn]].graph
+        return decls
+
+    def render(self, decode: bool) -> tuple[str, tuple[tuple[int, int, int], ...]]:
+        """The rewritten text and its offset map; ``decode`` decodes escapes for the parser."""
+        parts: list[str] = []
+        pieces: list[tuple[int, int, int]] = []
+        pos = 0
+        for k, t in enumerate(self.toks):
+            s = self.repl.get(k)
+            if s is None:
+                s = decode_escapes(t) if decode else t.text
+            linear = len(s) == len(t.text)
+            if linear and pieces and pieces[-1][2] >= 0 and pieces[-1][1] + pieces[-1][2] == t.start:
+                pieces[-1] = (pieces[-1][0], pieces[-1][1], pieces[-1][2] + len(s))
+            else:
+                pieces.append((pos, t.start, len(s) if linear else -1))
+            parts.append(s)
+            pos += len(s)
+        pieces.append((pos, len(self.text), 0))
+        return "".join(parts), tuple(pieces)
+
+
+def _quote(text: str) -> str:
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return "'%s'" % text.encode("unicode_escape").decode("ascii").replace("'", "\\'")
+
+
+def parse_continuous(
+    text: str | bytes,
+    default_name: str = "query",
+    base: str = "http://localhost/",
+    source: str | None = None,
+) -> ContinuousQuery:
+    """Parses a C-SPARQL, CQELS-QL, RSP-QL or plain SPARQL 1.1 query.
+
+    Args:
+        text: The query text (bytes are decoded as UTF-8; undecodable bytes are errors).
+        default_name: The query's name when it has no REGISTER clause (e.g. the file stem).
+        base: Base IRI for relative IRIs (a BASE clause in the query overrides it).
+        source: Name of the query's origin, used in error messages.
+
+    Returns:
+        The parsed query.
+
+    Raises:
+        QueryError: For any problem, with the line and column of the offending token.
+    """
+    try:
+        return _parse(text, default_name, base)
+    except QueryError as e:
+        raise e.located(e.line, e.column, source) from None
+    except RecursionError:
+        raise QueryError("query is nested too deeply", source=source) from None
+
+
+def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="surrogateescape")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    scan = _Scan(text, default_name, base)
+    scan.run()
+    decls = scan.finish()
+    sparql, sparql_map = scan.render(decode=False)
+    parse_text, parse_map = scan.render(decode=True)
+
+    tree = _parse_sparql(scan, parse_text, parse_map)
+    _check_tree(scan, tree)
+    try:
+        compiled = algebra.translateQuery(tree, base=base, initNs={})
+    except RecursionError:
+        raise
+    except Exception as e:  # rdflib raises bare Exceptions here
+        scan.fail("cannot compile the query: %s" % e, scan.tok(scan.form_j or 0))
+    dialect = next(iter(scan.dialects), "sparql")
+    return ContinuousQuery(
+        name=scan.name,
+        dialect=dialect,
+        mode="RSTREAM" if dialect == "cqels" else scan.mode,
+        form=scan.form or "SELECT",
+        windows=decls,
+        static_from=tuple(scan.static_from),
+        static_named=tuple(scan.static_named),
+        base=scan.base,
+        text=text,
+        sparql=sparql,
+        algebra=compiled,
+        offset_map=sparql_map,
+    )
+
+
+# --------------------------------------------------------------------------- SPARQL 1.1 layer
+
+
+def _parse_sparql(scan: _Scan, parse_text: str, parse_map: tuple[tuple[int, int, int], ...]) -> Any:
+    """Parses the rewritten text with rdflib; every failure becomes a located QueryError."""
+    rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
+    try:
+        return parser.Query.parse_string(parse_text, parse_all=True)
+    except RecursionError:
+        _fail_nesting(scan)
+    except pyparsing.ParseBaseException as e:
+        failure = trace_parse_failure(parser.Query, parse_text, e.loc)
+    except Exception as e:  # rdflib's parse actions raise bare Exceptions
+        failure = trace_parse_failure(parser.Query, parse_text, 0)
+        if failure.action_error is None:
+            scan.fail("invalid query: %s" % e, scan.tok(scan.form_j or 0))
+    offset = map_offset(parse_map, failure.offset, len(scan.text))
+    k = max(0, bisect.bisect_right([t.start for t in scan.toks], offset) - 1)
+    if k < len(scan.toks) and scan.toks[k].end <= offset:
+        k += 1
+    while k < len(scan.toks) and (not scan.toks[k].significant or k in scan.repl):
+        k += 1
+    tok = scan.toks[k] if k < len(scan.toks) else None
+    if failure.action_error is not None:
+        scan.fail(failure.action_error, tok)
+    expected = [x for x in failure.expected if x != ":"]
+    if set(failure.expected) == {":"}:  # a bare word read as the start of a prefixed name
+        prev = next((scan.toks[i] for i in range(k - 1, -1, -1) if scan.toks[i].significant), None)
+        if prev is not None and prev.kind == "word":
+            scan.fail("unexpected %s" % _quote(prev.text), prev)
+    hint = ""
+    if expected:
+        shown = ", ".join("'%s'" % x for x in expected[:8]) + (", ..." if len(expected) > 8 else "")
+        hint = ", expected %s%s" % ("one of " if len(expected) > 1 else "", shown)
+    if tok is None:
+        scan.fail("unexpected end of query" + hint, None)
+    scan.fail("syntax error near %s%s" % (_quote(tok.text), hint), tok)
+
+
+def _fail_nesting(scan: _Scan) -> NoReturn:
+    depth, deepest, worst = 0, -1, None
+    for t in scan.toks:
+        if t.kind == "punct" and t.text in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest, worst = depth, t
+        elif t.kind == "punct" and t.text in ")]}":
+            depth -= 1
+    scan.fail("query is nested too deeply for the SPARQL parser", worst)
+
+
+_WRAPPERS = frozenset(
+    (
+        "ConditionalOrExpression",
+        "ConditionalAndExpression",
+        "RelationalExpression",
+        "AdditiveExpression",
+        "MultiplicativeExpression",
+    )
+)
+_NOT_PROJECTED = frozenset(("Builtin_EXISTS", "Builtin_NOTEXISTS"))
+
+
+def _g(node: Any, key: str) -> Any:
+    """``node[key]`` of a CompValue, or None (CompValue.get returns the key when missing)."""
+    return dict.get(node, key) if isinstance(node, CompValue) else None
+
+
+def _nodes(node: Any, stop: frozenset[str] = frozenset()) -> Iterator[CompValue]:
+    """CompValues of a parse tree in document order, not entering those named in ``stop``."""
+    if isinstance(node, CompValue):
+        if node.name in stop:
+            return
+        yield node
+        for v in node.values():
+            yield from _nodes(v, stop)
+    elif isinstance(node, (list, tuple, pyparsing.ParseResults)):
+        for v in node:
+            yield from _nodes(v, stop)
+
+
+def _leaves(node: Any, stop: frozenset[str] = frozenset()) -> Iterator[Any]:
+    """Terms of a parse tree in document order, not entering CompValues named in ``stop``."""
+    if isinstance(node, CompValue):
+        if node.name not in stop:
+            for v in node.values():
+                yield from _leaves(v, stop)
+    elif isinstance(node, (list, tuple, pyparsing.ParseResults)):
+        for v in node:
+            yield from _leaves(v, stop)
+    else:
+        yield node
+
+
+def _variables(node: Any, stop: frozenset[str] = frozenset()) -> list[Variable]:
+    return [x for x in _leaves(node, stop) if isinstance(x, Variable)]
+
+
+def _unwrap(e: Any) -> Any:
+    while isinstance(e, CompValue) and e.name in _WRAPPERS and list(e.keys()) == ["expr"]:
+        e = e["expr"]
+    return e
+
+
+def _scope(p: Any) -> set[Variable]:
+    """In-scope variables of a group or sub-select (SPARQL 1.1 section 18.2.1, as Oxigraph)."""
+    if not isinstance(p, CompValue):
+        return set()
+    if p.name == "SubSelect":
+        if _g(p, "projection") is None:
+            return _scope(_g(p, "where")) | _values_vars(p)
+        return {_g(item, "var") or _g(item, "evar") for item in _g(p, "projection")}
+    out: set[Variable] = set()
+    for part in _g(p, "part") or [] if p.name == "GroupGraphPatternSub" else []:
+        out |= _part_scope(part)
+    return out
+
+
+def _part_scope(part: CompValue) -> set[Variable]:
+    name = part.name
+    if name == "TriplesBlock":
+        return set(_variables(part))
+    if name in ("OptionalGraphPattern", "ServiceGraphPattern"):
+        return _scope(_g(part, "graph"))
+    if name == "GroupOrUnionGraphPattern":
+        return set().union(*(_scope(g) for g in _g(part, "graph") or []))
+    if name == "GraphGraphPattern":
+        term = _g(part, "term")
+        return ({term} if isinstance(term, Variable) else set()) | _scope(_g(part, "graph"))
+    if name == "Bind":
+        return {_g(part, "var")}
+    if name == "InlineData":
+        return set(_g(part, "var") or [])
+    return set()
+
+
+def _values_vars(select: CompValue) -> set[Variable]:
+    clause = _g(select, "valuesClause")
+    return set(_g(clause, "var") or []) if isinstance(clause, CompValue) else set()
+
+
+def _group_vars(groupby: Any) -> set[Variable]:
+    out: set[Variable] = set()
+    for c in _g(groupby, "condition") or [] if isinstance(groupby, CompValue) else []:
+        e = _unwrap(_g(c, "expr") if isinstance(c, CompValue) and c.name == "GroupAs" else c)
+        if isinstance(e, Variable):  # GROUP BY (?x AS ?y) groups by ?x only, as Oxigraph does
+            out.add(e)
+        elif isinstance(c, CompValue) and c.name == "GroupAs" and _g(c, "var") is not None:
+            out.add(_g(c, "var"))
+    return out
+
+
+class _Problems:
+    """Semantic errors found in the parse tree; the first one in the text is raised."""
+
+    def __init__(self, scan: _Scan) -> None:
+        self.scan = scan
+        self.found: list[tuple[int, str]] = []
+        sig = [scan.toks[i] for i in scan.sig]
+        self.keyword_js = {w: [j for j, t in enumerate(sig) if t.kw(w)] for w in ("SELECT", "BIND", "VALUES")}
+
+    def add(self, message: str, tok: Token | None) -> None:
+        self.found.append((tok.start if tok is not None else len(self.scan.text), message))
+
+    def keyword(self, word: str, k: int) -> int | None:
+        js = self.keyword_js[word]
+        return js[k] if k < len(js) else None
+
+    def after(self, j: int | None, pred: Any, nth: int = 1) -> int | None:
+        """Sig index of the ``nth`` significant token after sig index ``j`` satisfying ``pred``."""
+        if j is None:
+            return None
+        for k in range(j + 1, len(self.scan.sig)):
+            if pred(self.scan.toks[self.scan.sig[k]]):
+                nth -= 1
+                if nth == 0:
+                    return k
+        return None
+
+    def var_after(self, j: int | None, var: Variable, nth: int = 1) -> Token | None:
+        k = self.after(j, lambda t: t.kind == "var" and t.text[1:] == str(var), nth)
+        return self.scan.tok(k if k is not None else j if j is not None else 0)
+
+
+def _check_tree(scan: _Scan, tree: Any) -> None:
+    """Rejects what rdflib accepts but SPARQL 1.1 (and the reference, Oxigraph) does not."""
+    probs = _Problems(scan)
+    uris = {str(x) for x in _leaves(tree) if isinstance(x, URIRef)}
+    for i in scan.sig:
+        t = scan.toks[i]
+        if t.kind == "iri" and i not in scan.repl:
+            iri = decode_escapes(t)[1:-1]
+            if iri in uris and (problem := iri_problem(iri)):
+                probs.add("invalid IRI <%s>: %s" % (iri, problem), t)
+    query = tree[-1]
+    counts = {"SELECT": 0, "BIND": 0, "VALUES": 0}
+    for node in _nodes(query):
+        if node.name in ("SelectQuery", "SubSelect"):
+            _check_projection(probs, node, probs.keyword("SELECT", counts["SELECT"]))
+            counts["SELECT"] += 1
+        elif node.name in ("AskQuery", "ConstructQuery", "DescribeQuery"):
+            _check_projection(probs, node, scan.form_j)
+        elif node.name == "GroupGraphPatternSub":
+            _check_binds(probs, node, counts["BIND"])
+        elif node.name in ("InlineData", "ValuesClause"):
+            _check_values(probs, node, probs.keyword("VALUES", counts["VALUES"]))
+            counts["VALUES"] += 1
+        elif node.name == "Bind":
+            counts["BIND"] += 1
+    if probs.found:
+        offset, message = min(probs.found)
+        scan.fail(message, offset)
+
+
+def _check_projection(probs: _Problems, node: CompValue, j: int | None) -> None:
+    groupby = _g(node, "groupby")
+    aggregated = groupby is not None or any(
+        n.name.startswith("Aggregate_") for v in node.values() for n in _nodes(v, frozenset(("SubSelect",)))
+    )
+    if aggregated:
+        visible = _group_vars(groupby) | _values_vars(node)
+    else:
+        visible = _scope(_g(node, "where")) | _values_vars(node)
+    if node.name not in ("SelectQuery", "SubSelect"):
+        if aggregated:
+            k = probs.after(j, lambda t: t.kw("GROUP", "HAVING"))
+            at = probs.scan.tok(k if k is not None else j or 0)
+            probs.add("GROUP BY and aggregates need SELECT with an explicit projection", at)
+        return
+    projection = _g(node, "projection")
+    if projection is None:
+        if aggregated:
+            star = probs.after(j, lambda t: t.is_punct("*"))
+            probs.add("SELECT * is not allowed with GROUP BY or aggregates", probs.scan.tok(star or j or 0))
+        return
+    seen: set[Variable] = set()
+    for item in projection:
+        var = _g(item, "var")
+        if var is not None:
+            if aggregated and var not in visible:
+                probs.add("?%s must be grouped (GROUP BY) or used in an aggregate" % var, probs.var_after(j, var))
+        else:
+            var = _g(item, "evar")
+            if var in visible:
+                probs.add("?%s is already bound and cannot be redefined with AS" % var, probs.var_after(j, var))
+            elif aggregated:
+                for v in _variables(_g(item, "expr"), _NOT_PROJECTED | _AGGREGATES):
+                    if v not in visible:
+                        probs.add("?%s must be grouped (GROUP BY) or used in an aggregate" % v, probs.var_after(j, v))
+                        break
+        if var in seen:
+            probs.add("?%s appears twice in SELECT" % var, probs.var_after(j, var, 2))
+        seen.add(var)
+
+
+_AGGREGATES = frozenset(
+    "Aggregate_" + a for a in ("Count", "Sum", "Min", "Max", "Avg", "Sample", "GroupConcat")
+)
+
+
+def _check_binds(probs: _Problems, group: CompValue, first_bind: int) -> None:
+    """BIND may not assign a variable already in scope in its group (SPARQL 1.1 18.2.1)."""
+    scope: set[Variable] = set()
+    k = first_bind
+    for part in _g(group, "part") or []:
+        if part.name == "Bind":
+            var = _g(part, "var")
+            if var in scope:
+                j = probs.keyword("BIND", k)
+                at = probs.var_after(probs.after(j, lambda t: t.kw("AS")) or j, var)
+                probs.add("BIND assigns ?%s, which is already bound in this group" % var, at)
+        k += sum(1 for n in _nodes(part) if n.name == "Bind")
+        scope |= _part_scope(part)
+
+
+def _check_values(probs: _Problems, node: CompValue, j: int | None) -> None:
+    variables = list(_g(node, "var") or [])
+    for n, var in enumerate(variables):
+        if var in variables[:n]:
+            probs.add("?%s is repeated in VALUES" % var, probs.var_after(j, var, 2))
+    if j is None or not (t := probs.scan.tok(j + 1)) or not t.is_punct("("):
+        return
+    opening = probs.after(j, lambda t: t.is_punct("{"))
+    closing = probs.after(opening, lambda t: t.is_punct("}"))
+    scan = probs.scan
+    rows = [scan.toks[scan.sig[k]] for k in range(opening or 0, closing or 0) if scan.tok(k).is_punct("(")]  # type: ignore[union-attr]
+    for r, row in enumerate(_g(node, "value") or []):
+        if len(row) != len(variables):
+            probs.add(
+                "VALUES row has %d values for %d variables" % (len(row), len(variables)),
+                rows[r] if r < len(rows) else scan.tok(j),
+            )

@@ -1,0 +1,265 @@
+"""Tokens of a continuous query, with their offsets.
+
+The token grammar is the reference evaluator's (``shared/tools/oracle.py``): keywords are
+recognised only as bare words (case-insensitive), never inside IRIs, strings, variable
+names or prefixed names.  On top of it this module rejects, at their exact position, the
+characters that can never start a SPARQL token (control characters, undecodable bytes,
+non-SPARQL white space, unterminated strings, ``\\u`` escapes outside strings and IRIs)
+and checks escape sequences and IRIs the way the reference evaluator (Oxigraph) does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from linkstream.query.errors import QueryError
+
+_TOKEN_RE = re.compile(
+    r"""
+  (?P<ws>\s+)
+| (?P<comment>\#[^\n\r]*)
+| (?P<iri><(?:[^<>"{}|^`\\\x00-\x20]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*>)
+| (?P<string>'''(?:[^'\\]|\\.|'(?!''))*'''|\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'(?:[^'\\\n\r]|\\.)*'|"(?:[^"\\\n\r]|\\.)*")
+| (?P<var>[?$][A-Za-z0-9_\u00B7\u00C0-\uFFFF]+)
+| (?P<word>[A-Za-z0-9_:\u00C0-\uFFFF](?:[A-Za-z0-9_:%\-.\u00B7\u00C0-\uFFFF]*[A-Za-z0-9_:%\-\u00B7\u00C0-\uFFFF])?)
+| (?P<punct>.)
+""",
+    re.VERBOSE | re.DOTALL,
+)
+
+_SPARQL_WS = frozenset(" \t\r\n")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_ECHAR = frozenset('tbnrf"\'\\')
+_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))")
+_STRING_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
+_IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
+#: Characters a string escape must keep escaped when it is decoded for the SPARQL parser.
+_KEEP_ESCAPED = {'"': '\\"', "'": "\\'", "\\": "\\\\", "\n": "\\n", "\r": "\\r"}
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One lexical token.
+
+    Attributes:
+        kind: ``ws``, ``comment``, ``iri``, ``string``, ``var``, ``word`` or ``punct``.
+        text: The token's source text.
+        start: Offset of its first character in the query text.
+        end: Offset just after its last character.
+        key: The upper-cased text of a bare word (a possible keyword), else ``""``.
+    """
+
+    kind: str
+    text: str
+    start: int
+    end: int
+    key: str = ""
+
+    def kw(self, *words: str) -> bool:
+        """True if this token is one of the bare keywords ``words`` (upper case), any case."""
+        return bool(self.key) and self.key in words
+
+    @property
+    def significant(self) -> bool:
+        """False for white space and comments."""
+        return self.kind not in ("ws", "comment")
+
+    def is_punct(self, char: str) -> bool:
+        """True if this token is the punctuation character ``char``."""
+        return self.kind == "punct" and self.text == char
+
+
+class LineIndex:
+    """Maps character offsets of a text to 1-based (line, column) pairs."""
+
+    def __init__(self, text: str) -> None:
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._length = len(text)
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        """Returns the 1-based (line, column) of ``offset`` (clamped to the text)."""
+        offset = max(0, min(offset, self._length))
+        line = bisect.bisect_right(self._starts, offset) - 1
+        return line + 1, offset - self._starts[line] + 1
+
+
+def _describe_char(ch: str) -> str:
+    if 0xDC80 <= ord(ch) <= 0xDCFF:
+        return "invalid UTF-8 byte 0x%02X" % (ord(ch) - 0xDC00)
+    if 0xD800 <= ord(ch) <= 0xDFFF:
+        return "unpaired surrogate U+%04X" % ord(ch)
+    return "invalid character U+%04X" % ord(ch)
+
+
+def _bad_char(ch: str) -> bool:
+    code = ord(ch)
+    return (code < 0x20 and ch not in _SPARQL_WS) or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF
+
+
+def tokenize(text: str) -> list[Token]:
+    """Splits ``text`` into tokens (white space and comments included).
+
+    Args:
+        text: The query text.
+
+    Returns:
+        The tokens, covering ``text`` without gaps.
+
+    Raises:
+        QueryError: At the first character that cannot occur in a query outside strings
+            (the error's ``column`` is filled in, ``line`` too), so that binary input
+            fails fast.
+    """
+    index = LineIndex(text)
+    tokens: list[Token] = []
+    surrogate = _SURROGATE_RE.search(text)
+    first_surrogate = surrogate.start() if surrogate else len(text)
+    pos = 0
+    n = len(text)
+    match = _TOKEN_RE.match
+    while pos < n:
+        m = match(text, pos)
+        assert m is not None  # the punct alternative matches any character
+        kind = m.lastgroup or "punct"
+        tok_text = m.group()
+        start, end = m.start(), m.end()
+        if end > first_surrogate and kind != "ws":
+            raise _error(index, first_surrogate, _describe_char(text[first_surrogate]))
+        key = ""
+        if kind == "word":
+            if ":" not in tok_text:
+                key = tok_text.upper()
+        elif kind == "ws":
+            if tok_text.strip(" \t\r\n"):
+                k = next(k for k, ch in enumerate(tok_text) if ch not in _SPARQL_WS)
+                ch = tok_text[k]
+                what = _describe_char(ch) if _bad_char(ch) else "white space U+%04X" % ord(ch)
+                raise _error(index, start + k, "%s is not allowed here" % what)
+        elif kind == "punct":
+            _check_punct(text, index, tok_text, start)
+        elif kind == "string" and "\\" in tok_text:
+            _check_string_escapes(index, tok_text, start)
+        elif kind == "iri" and "\\" in tok_text:
+            _check_iri_escapes(index, tok_text, start)
+        tokens.append(Token(kind, tok_text, start, end, key))
+        pos = end
+    return tokens
+
+
+def _error(index: LineIndex, offset: int, message: str) -> QueryError:
+    line, col = index.line_col(offset)
+    return QueryError(message, line, col)
+
+
+def _check_punct(text: str, index: LineIndex, ch: str, start: int) -> None:
+    if _bad_char(ch):
+        raise _error(index, start, "%s is not allowed here" % _describe_char(ch))
+    if ch in ("'", '"'):
+        raise _error(index, start, "unterminated string literal")
+    if ch == "\\" and text.startswith(("\\u", "\\U"), start):
+        raise _error(index, start, "\\u escape sequences are only allowed in strings and IRIs")
+
+
+def _escape_value(body: str, k: int) -> tuple[int | None, int]:
+    """Decodes the ``\\u``/``\\U`` escape at ``body[k]``; returns (code point or None, length)."""
+    m = _ESCAPE_RE.match(body, k)
+    if m is None:
+        return None, 2
+    code = int(m.group(1) or m.group(2), 16)
+    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+        return None, m.end() - k
+    return code, m.end() - k
+
+
+def _check_string_escapes(index: LineIndex, tok_text: str, start: int) -> None:
+    k = tok_text.find("\\")
+    while k >= 0:
+        nxt = tok_text[k + 1 : k + 2]
+        if nxt in ("u", "U"):
+            code, length = _escape_value(tok_text, k)
+            if code is None:
+                raise _error(index, start + k, "invalid \\%s escape sequence in string" % nxt)
+            k = tok_text.find("\\", k + length)
+        elif nxt in _ECHAR:
+            k = tok_text.find("\\", k + 2)
+        else:
+            raise _error(index, start + k, "invalid escape sequence '\\%s' in string" % nxt)
+
+
+def _check_iri_escapes(index: LineIndex, tok_text: str, start: int) -> None:
+    for m in _ESCAPE_RE.finditer(tok_text):
+        code, _ = _escape_value(tok_text, m.start())
+        if code is None or chr(code) in _IRIREF_FORBIDDEN or code <= 0x20:
+            raise _error(index, start + m.start(), "escape sequence %s is not allowed in an IRI" % m.group())
+
+
+def decode_escapes(tok: Token) -> str:
+    """Returns the token text with ``\\u``/``\\U`` escapes decoded for the SPARQL parser.
+
+    In strings, decoded quotes, backslashes and line breaks stay escaped (as ``\\"``,
+    ``\\\\``, ``\\n`` ...), so that the literal's value is the escaped code point, as
+    in Oxigraph.  Other tokens are returned unchanged.
+
+    Args:
+        tok: A token that passed :func:`tokenize`.
+
+    Returns:
+        The text to give to the SPARQL parser for this token.
+    """
+    if tok.kind not in ("string", "iri") or "\\" not in tok.text:
+        return tok.text
+
+    def repl(m: re.Match[str]) -> str:
+        ch = chr(int(m.group(1) or m.group(2), 16))
+        return _KEEP_ESCAPED.get(ch, ch) if tok.kind == "string" else ch
+
+    if tok.kind == "iri":
+        return _ESCAPE_RE.sub(repl, tok.text)
+    # in strings an escaped backslash (\\) must not be read as the start of a \u sequence
+    return _STRING_ESCAPE_RE.sub(lambda m: m.group() if m.group(3) else repl(m), tok.text)
+
+
+# --------------------------------------------------------------------------- IRIs (RFC 3987)
+
+_UCS = (
+    "\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef"
+    "\U00010000-\U0001fffd\U00020000-\U0002fffd\U00030000-\U0003fffd\U00040000-\U0004fffd"
+    "\U00050000-\U0005fffd\U00060000-\U0006fffd\U00070000-\U0007fffd\U00080000-\U0008fffd"
+    "\U00090000-\U0009fffd\U000a0000-\U000afffd\U000b0000-\U000bfffd\U000c0000-\U000cfffd"
+    "\U000d0000-\U000dfffd\U000e1000-\U000efffd"
+)
+_PRIVATE = "\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd"
+_UNRES = "A-Za-z0-9\\-._~" + _UCS
+_SUB = "!$&'()*+,;="
+_PCT = "%[0-9A-Fa-f]{2}"
+_PCHAR = "(?:[%s%s:@]|%s)" % (_UNRES, _SUB, _PCT)
+_AUTH = (
+    "(?:(?:[%s%s:]|%s)*@)?" % (_UNRES, _SUB, _PCT)
+    + "(?:\\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~%s:]+)\\]|(?:[%s%s]|%s)*)" % (_SUB, _UNRES, _SUB, _PCT)
+    + "(?::[0-9]*)?"
+)
+_ABEMPTY = "(?:/%s*)*" % _PCHAR
+_TAIL = "(?:\\?(?:%s|[/?%s])*)?(?:#(?:%s|[/?])*)?" % (_PCHAR, _PRIVATE, _PCHAR)
+_IRI_REF_RE = re.compile(
+    "(?:[A-Za-z][A-Za-z0-9+\\-.]*:(?://%s%s|/(?:%s+%s)?|%s+%s|)" % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _PCHAR, _ABEMPTY)
+    + "|(?://%s%s|/(?:%s+%s)?|(?:[%s%s@]|%s)+%s|))" % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _UNRES, _SUB, _PCT, _ABEMPTY)
+    + _TAIL
+)
+
+
+def iri_problem(iri: str) -> str | None:
+    """Checks an IRI reference (absolute or relative) against RFC 3987.
+
+    Args:
+        iri: The IRI, without angle brackets and with escapes decoded.
+
+    Returns:
+        ``None`` if it is valid, else a short reason.
+    """
+    if _IRI_REF_RE.fullmatch(iri):
+        return None
+    if re.search("%(?![0-9A-Fa-f]{2})", iri):
+        return "bad percent-encoding"
+    return "not a valid IRI"

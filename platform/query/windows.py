@@ -1,0 +1,180 @@
+"""Stream windows: ``[RANGE a STEP b]``, ``[TRIPLES n]``, ``[NOW]`` and friends.
+
+The accepted forms and their meaning are those of ``shared/spec/SEMANTICS.md`` section 3
+and of the reference evaluator's ``parse_window_body``: durations in ``ms``/``s``/``m``/
+``h``/``d``, ISO-8601 (``PT3S``, ``PT1.5S``, ``P1DT2H``) or bare milliseconds; ``STEP``
+and ``SLIDE`` are synonyms; ``RANGE a TUMBLING`` steps by ``a``.  Stricter than the
+reference: a zero ``STEP``, ``RANGE`` or ``TRIPLES`` and negative numbers are errors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from linkstream.query.errors import QueryError
+
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
+_SIMPLE_DUR = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$", re.I)
+_ISO_DUR = re.compile(
+    r"^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I
+)
+
+TIME = "time"
+COUNT = "count"
+NOW = "now"
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """What one window holds and how often it reports.
+
+    Attributes:
+        kind: ``"time"``, ``"count"`` or ``"now"``.
+        range_ms: Width of a time window in milliseconds.
+        step_ms: Step of a time window in milliseconds; ``None`` when the query gives
+            no STEP/SLIDE (a replay then uses its ``--default-step``).
+        count: Number of triples of a count window.
+    """
+
+    kind: str
+    range_ms: int | None = None
+    step_ms: int | None = None
+    count: int | None = None
+
+    def step_or(self, default_step: int) -> int:
+        """Returns the report step: ``step_ms`` of a time window that has one, else ``default_step``.
+
+        Args:
+            default_step: The step (ms) of windows without STEP/SLIDE, count and NOW windows.
+        """
+        if self.kind == TIME and self.step_ms is not None:
+            return self.step_ms
+        return default_step
+
+    def __str__(self) -> str:
+        """The reference evaluator's notation, e.g. ``[RANGE 3000ms STEP default]``."""
+        if self.kind == TIME:
+            step = "%dms" % self.step_ms if self.step_ms else "default"
+            return "[RANGE %dms STEP %s]" % (self.range_ms or 0, step)
+        if self.kind == COUNT:
+            return "[TRIPLES %d]" % (self.count or 0)
+        return "[NOW]"
+
+
+class WindowWordError(QueryError):
+    """A window error that knows which word of the window body is wrong.
+
+    Attributes:
+        index: Index into the ``words`` given to :func:`parse_window`, or ``None`` when
+            the body as a whole is wrong.
+    """
+
+    def __init__(self, message: str, index: int | None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def parse_duration(text: str) -> int:
+    """Parses a window duration into whole milliseconds.
+
+    Args:
+        text: ``'3000ms'``, ``'3s'``, ``'1m'``, ``'2h'``, ``'1d'``, ``'PT3S'``, ``'PT1.5S'``,
+            ``'P1DT2H'`` or a bare number of milliseconds (``'3000'``); case-insensitive.
+
+    Returns:
+        The duration in milliseconds.
+
+    Raises:
+        QueryError: If the text is not a duration or not a whole number of milliseconds.
+    """
+    m = _SIMPLE_DUR.match(text)
+    if m:
+        unit = (m.group(2) or "ms").lower()
+        value = Fraction(m.group(1)) * _UNIT_MS[unit]
+    else:
+        m = _ISO_DUR.match(text)
+        if not m or text.upper() in ("P", "PT") or text.upper().endswith("T"):
+            raise QueryError("bad duration %r" % text)
+        d, h, mi, s = (Fraction(g) if g else Fraction(0) for g in m.groups())
+        value = d * 86400000 + h * 3600000 + mi * 60000 + s * 1000
+    if value.denominator != 1:
+        raise QueryError("duration %r is not a whole number of milliseconds" % text)
+    return int(value)
+
+
+def _duration(words: list[str], i: int, what: str) -> int:
+    if i >= len(words):
+        raise WindowWordError("missing %s duration" % what, i - 1)
+    try:
+        value = parse_duration(words[i])
+    except QueryError as e:
+        raise WindowWordError(e.message, i) from None
+    if value <= 0:
+        raise WindowWordError("%s must be positive, got %r" % (what, words[i]), i)
+    return value
+
+
+def _count(words: list[str], i: int) -> int:
+    if i >= len(words):
+        raise WindowWordError("missing number of triples", i - 1)
+    try:
+        n = int(words[i])
+    except ValueError:
+        raise WindowWordError("bad number of triples %r" % words[i], i) from None
+    if n <= 0:
+        raise WindowWordError("TRIPLES must be positive, got %r" % words[i], i)
+    return n
+
+
+def _no_more(words: list[str], i: int, after: str) -> None:
+    if len(words) > i:
+        raise WindowWordError("unexpected %r after %s" % (words[i], after), i)
+
+
+def parse_window(words: list[str]) -> WindowSpec:
+    """Parses the body of a window (the words between ``[`` and ``]``).
+
+    Accepted (keywords case-insensitive): ``RANGE a``, ``RANGE a STEP b``,
+    ``RANGE a SLIDE b``, ``RANGE a TUMBLING``, ``TRIPLES n``, ``RANGE TRIPLES n``, ``NOW``.
+
+    Args:
+        words: The tokens of the body, e.g. ``["RANGE", "3s", "STEP", "1s"]``.
+
+    Returns:
+        The window.
+
+    Raises:
+        WindowWordError: A :class:`QueryError` whose ``index`` names the offending word.
+    """
+    upper = [w.upper() for w in words]
+    if not words:
+        raise WindowWordError("empty window []", None)
+    for i, w in enumerate(words):
+        if w == "-":
+            raise WindowWordError("negative numbers are not allowed in a window", i)
+    if upper[0] == "NOW":
+        _no_more(words, 1, "NOW")
+        return WindowSpec(NOW)
+    if upper[0] == "TRIPLES":
+        n = _count(words, 1)
+        _no_more(words, 2, "TRIPLES %s" % words[1])
+        return WindowSpec(COUNT, count=n)
+    if upper[0] != "RANGE":
+        raise WindowWordError("unknown window form %r, expected RANGE, TRIPLES or NOW" % words[0], 0)
+    if len(upper) > 1 and upper[1] == "TRIPLES":
+        n = _count(words, 2)
+        _no_more(words, 3, "RANGE TRIPLES %s" % words[2])
+        return WindowSpec(COUNT, count=n)
+    rng = _duration(words, 1, "RANGE")
+    if len(words) == 2:
+        return WindowSpec(TIME, range_ms=rng)
+    if upper[2] == "TUMBLING":
+        _no_more(words, 3, "TUMBLING")
+        return WindowSpec(TIME, range_ms=rng, step_ms=rng)
+    if upper[2] not in ("STEP", "SLIDE"):
+        raise WindowWordError("expected STEP, SLIDE or TUMBLING, got %r" % words[2], 2)
+    step = _duration(words, 3, upper[2])
+    _no_more(words, 4, "%s %s" % (upper[2], words[3]))
+    return WindowSpec(TIME, range_ms=rng, step_ms=step)

@@ -1,0 +1,232 @@
+"""The ``lmdb:PATH`` dictionary backend: an embedded, persistent term <-> id map on LMDB.
+
+Layout of the LMDB environment (a directory):
+
+* sub-database ``term2id``: UTF-8 term -> id as 8-byte big-endian.  Terms longer than
+  LMDB's key limit (511 bytes) are keyed by ``0xFF`` + their SHA-256 digest (a byte
+  no UTF-8 string starts with) and checked against ``id2term`` when read;
+* sub-database ``id2term``: 8-byte big-endian id -> UTF-8 term (ids sort as numbers);
+* sub-database ``meta``: ``next_id`` (8-byte big-endian), the next id to allocate.
+
+Ids are allocated inside LMDB write transactions, so several processes may share one
+directory (LMDB admits one writer at a time).  A term's id never changes, which makes
+the in-process caches in front of LMDB always valid.  The map grows (doubling) when
+a write transaction finds it full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import lmdb
+import numpy as np
+
+from .dictionary import register_backend
+
+_NEXT_ID = b"next_id"
+_HASHED = b"\xff"
+_T = TypeVar("_T")
+
+
+def _pack(i: int) -> bytes:
+    return i.to_bytes(8, "big")
+
+
+def _unpack(b: bytes) -> int:
+    return int.from_bytes(b, "big")
+
+
+class LmdbDictionary:
+    """A :class:`~linkstream.rdf.dictionary.Dictionary` stored in an LMDB environment.
+
+    Args:
+        path: directory of the environment (created if missing).
+        map_size: initial map size in bytes (the file is sparse; it doubles when full).
+        cache_size: entries kept by each of the term->id and id->term caches.
+        write_batch: new terms written per LMDB write transaction.
+        sync: flush to disk at each commit (``False`` trades durability for speed).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        map_size: int = 1 << 30,
+        cache_size: int = 1 << 17,
+        write_batch: int = 50_000,
+        sync: bool = True,
+    ) -> None:
+        if not path:
+            raise ValueError("LMDB dictionary needs a directory path")
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        self._env = lmdb.open(path, map_size=map_size, max_dbs=4, subdir=True, sync=sync)
+        self._t2i = self._env.open_db(b"term2id")
+        self._i2t = self._env.open_db(b"id2term")
+        self._meta = self._env.open_db(b"meta")
+        self._max_key = self._env.max_key_size()
+        self._ids: dict[str, int] = {}
+        self._terms: dict[int, str] = {}
+        self._cache_size = cache_size
+        self._write_batch = max(1, write_batch)
+        self._closed = False
+
+    # ------------------------------------------------------------------ Dictionary protocol
+
+    def encode_many(self, terms: Sequence[str]) -> np.ndarray:
+        """Ids of ``terms``, allocating new ids for unknown terms (int64 array)."""
+        get = self._ids.get
+        res = [get(t) for t in terms]
+        missing: dict[str, None] = {}
+        for t, i in zip(terms, res):
+            if i is None:
+                missing[t] = None
+        if missing:
+            new = list(missing)
+            known = dict(zip(new, self._lookup(new)))
+            absent = [t for t in new if known[t] == 0]
+            for k in range(0, len(absent), self._write_batch):
+                batch = absent[k : k + self._write_batch]
+                known.update(zip(batch, self._retry(lambda b=batch: self._allocate(b))))
+            self._remember(known)
+            res = [known[t] if i is None else i for t, i in zip(terms, res)]
+        return np.array(res, dtype=np.int64)
+
+    def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
+        """Ids of ``terms`` without allocating: 0 for an unknown term."""
+        get = self._ids.get
+        res = [get(t) for t in terms]
+        missing = list(dict.fromkeys(t for t, i in zip(terms, res) if i is None))
+        if missing:
+            known = dict(zip(missing, self._lookup(missing)))
+            self._remember({t: i for t, i in known.items() if i})
+            res = [known[t] if i is None else i for t, i in zip(terms, res)]
+        return np.array(res, dtype=np.int64)
+
+    def decode_many(self, ids: np.ndarray | Sequence[int]) -> list[str]:
+        """N-Triples strings of ``ids`` (``KeyError`` for an id never allocated)."""
+        wanted = np.asarray(ids, dtype=np.int64).reshape(-1).tolist()
+        get = self._terms.get
+        res = [get(i) for i in wanted]
+        missing = list(dict.fromkeys(i for i, t in zip(wanted, res) if t is None))
+        if missing:
+            found = self._retry(lambda: self._read_terms(missing))
+            if len(self._terms) + len(found) > self._cache_size:
+                self._terms.clear()
+            self._terms.update(found)
+            res = [found[i] if t is None else t for i, t in zip(wanted, res)]
+        return res  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        with self._env.begin() as txn:
+            return int(txn.stat(self._i2t)["entries"])
+
+    def close(self) -> None:
+        """Close the environment (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._env.close()
+
+    def __enter__(self) -> LmdbDictionary:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LmdbDictionary({self.path!r})"
+
+    # ------------------------------------------------------------------ LMDB access
+
+    def _key(self, term: str) -> tuple[bytes, bytes]:
+        """``(key in term2id, UTF-8 term)``."""
+        b = term.encode("utf-8", "surrogatepass")
+        if len(b) <= self._max_key:
+            return b, b
+        return _HASHED + hashlib.sha256(b).digest(), b
+
+    def _lookup(self, terms: list[str]) -> list[int]:
+        return self._retry(lambda: self._read_ids(terms))
+
+    def _read_ids(self, terms: list[str]) -> list[int]:
+        out = []
+        with self._env.begin() as txn:
+            for t in terms:
+                key, b = self._key(t)
+                v = txn.get(key, db=self._t2i)
+                i = 0 if v is None else _unpack(v)
+                if i and key is not b:
+                    self._check_hashed(txn, i, b)
+                out.append(i)
+        return out
+
+    def _read_terms(self, ids: list[int]) -> dict[int, str]:
+        out = {}
+        with self._env.begin() as txn:
+            for i in ids:
+                v = txn.get(_pack(i), db=self._i2t) if 0 < i < 1 << 63 else None
+                if v is None:
+                    raise KeyError(i)
+                out[i] = v.decode("utf-8", "surrogatepass")
+        return out
+
+    def _allocate(self, terms: list[str]) -> list[int]:
+        """Ids of ``terms`` in one write transaction, allocating those still unknown."""
+        out = []
+        with self._env.begin(write=True) as txn:
+            raw = txn.get(_NEXT_ID, db=self._meta)
+            nxt = 1 if raw is None else _unpack(raw)
+            start = nxt
+            for t in terms:
+                key, b = self._key(t)
+                v = txn.get(key, db=self._t2i)
+                if v is not None:  # written meanwhile by another process
+                    i = _unpack(v)
+                    if key is not b:
+                        self._check_hashed(txn, i, b)
+                else:
+                    i = nxt
+                    nxt += 1
+                    txn.put(key, _pack(i), db=self._t2i)
+                    txn.put(_pack(i), b, db=self._i2t, append=True)
+                out.append(i)
+            if nxt != start:
+                txn.put(_NEXT_ID, _pack(nxt), db=self._meta)
+        return out
+
+    def _check_hashed(self, txn: Any, i: int, b: bytes) -> None:
+        stored = txn.get(_pack(i), db=self._i2t)
+        if stored != b:
+            raise RuntimeError(f"{self.path}: SHA-256 collision between long terms (id {i})")
+
+    def _retry(self, op: Callable[[], _T]) -> _T:
+        """Run ``op``, growing the map when full and adopting a size grown by another process."""
+        while True:
+            try:
+                return op()
+            except lmdb.MapFullError:
+                self._env.set_mapsize(self._env.info()["map_size"] * 2)
+            except lmdb.MapResizedError:
+                self._env.set_mapsize(0)
+
+    def _remember(self, known: dict[str, int]) -> None:
+        ids = self._ids
+        if len(ids) + len(known) > self._cache_size:
+            ids.clear()
+        ids.update(known)
+
+
+def _from_uri(uri: str) -> LmdbDictionary:
+    """``lmdb:PATH`` (or ``lmdb://PATH``) -> :class:`LmdbDictionary`."""
+    path = uri.split(":", 1)[1]
+    if path.startswith("//"):
+        path = path[2:]
+    if not path:
+        raise ValueError(f"LMDB dictionary URI without a path: {uri!r} (use lmdb:PATH)")
+    return LmdbDictionary(path)
+
+
+register_backend("lmdb", _from_uri)

@@ -1,0 +1,284 @@
+"""Reading timestamped N-Quads stream files (SEMANTICS.md §2) element by element.
+
+A stream element is a named graph ``<g>`` whose timestamp is the default-graph quad
+``<g> prov:generatedAtTime "..."^^xsd:dateTime``; the element's own quads follow it.
+:class:`StreamReader` reads the file in chunks of lines, never the whole of it, and
+reproduces the reference loader (``tools/oracle.py``, ``load_stream``) decision for
+decision: which lines are rejected and why, which elements are late, the per-element
+deduplication of triples, the blank-node relabelling per file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+
+import numpy as np
+
+from .dictionary import Dictionary
+from .ntriples import LINE_STRIP, NTriplesError, Quad, parser_for
+from .terms import XSD_DATETIME, unescape_string
+
+PROV_GENERATED_AT = "http://www.w3.org/ns/prov#generatedAtTime"
+_PROV_TOKEN = "<" + PROV_GENERATED_AT + ">"
+_DATETIME_SUFFIX = '"^^<' + XSD_DATETIME + ">"
+
+_log = logging.getLogger(__name__)
+
+# the oracle's expression, kept as is (``\d`` included) so that both accept the same strings
+_DT_RE = re.compile(r"^(-?\d{4,})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+
+
+def parse_datetime_ms(lex: str) -> int:
+    """Milliseconds since the epoch of an ``xsd:dateTime`` lexical form, as the oracle computes it.
+
+    No time zone means UTC; fractional seconds are truncated to milliseconds; hour 24
+    is midnight of the next day.
+
+    Raises:
+        ValueError: ``lex`` is not such a dateTime (or names an impossible date).
+    """
+    m = _DT_RE.match(lex.strip())
+    if not m:
+        raise ValueError("bad xsd:dateTime %r" % lex)
+    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+    frac = m.group(7) or ""
+    ms = int((frac[1:] + "000")[:3]) if frac else 0
+    tz = m.group(8)
+    off = 0
+    if tz and tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        off = sign * (int(tz[1:3]) * 60 + int(tz[4:6]))
+    if h == 24:
+        h = 0
+        extra = 86400000
+    else:
+        extra = 0
+    base = dt.datetime(y, mo, d, h, mi, s, tzinfo=dt.UTC)
+    return int(base.timestamp()) * 1000 + ms + extra - off * 60000
+
+
+@dataclass
+class StreamStats:
+    """Counters of one pass over a stream file.
+
+    ``elements`` counts accepted elements (continuations not included), ``triples`` the
+    triples yielded, ``rejected`` the rejected statements, ``late`` the dropped late
+    elements; ``first_t``/``last_t`` are the smallest and largest accepted timestamps.
+    """
+
+    elements: int = 0
+    triples: int = 0
+    rejected: int = 0
+    late: int = 0
+    first_t: int | None = None
+    last_t: int | None = None
+
+
+@dataclass(eq=False)
+class Element:
+    """One stream element: a timestamp and its triples as dictionary ids.
+
+    Attributes:
+        t: event time in ms.
+        triples: ``(n, 3)`` int64 ids ``(s, p, o)``, deduplicated within the element,
+            in first-seen order.
+        seq: position of the element in its file (0-based, over accepted elements).
+        continuation: ``True`` for extra triples of element ``seq`` that came after it
+            had been yielded (non-contiguous files, see :class:`StreamReader`).
+    """
+
+    t: int
+    triples: np.ndarray
+    seq: int = -1
+    continuation: bool = False
+
+
+@dataclass(eq=False)
+class _Pending:
+    t: int
+    seq: int
+    continuation: bool = False
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
+    triples: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+class StreamReader:
+    """Streams timestamped N-Quads (SEMANTICS.md §2) element by element, never loading the whole file.
+
+    Elements come in file order.  An element is complete when the next accepted
+    timestamp line or the end of the file arrives; its triples are deduplicated and
+    encoded with one ``dictionary.encode_many`` call per chunk of lines.
+
+    Rejections follow the oracle, each logged as ``PATH:LINE: rejected: reason`` and
+    counted in ``stats.rejected``: malformed lines, a ``prov:generatedAtTime`` object that
+    is not an ``xsd:dateTime``, a default-graph triple that is not a timestamp, a quad of
+    a graph whose timestamp has not been seen.  An element older than the watermark
+    minus ``lateness_ms`` is dropped with its quads, counted in ``stats.late`` and logged
+    once.  With ``lateness_ms > 0`` accepted elements may come out of time order; a
+    stable sort on ``t`` gives the oracle's order.
+
+    Non-contiguous files: the oracle keeps every element open, so a quad may join an
+    element long after later timestamps.  Here such quads of an element already yielded
+    are collected into a *continuation* :class:`Element` (same ``t`` and ``seq``,
+    ``continuation=True``), yielded with the next completed element.  Only the graph ->
+    element map is kept for the whole file, not the elements' triples, so a continuation
+    is deduplicated within itself only; merging the elements of equal ``seq`` and
+    deduplicating gives exactly the oracle's elements.  A graph whose timestamp appears
+    again starts a new element and later quads of that graph go to the new one, as in
+    the oracle.
+
+    Args:
+        path: the ``.nq`` file.
+        dictionary: encodes the terms.
+        bnode_prefix: prepended to blank-node labels of this file.
+        lateness_ms: allowed lateness.
+        log: receives one message per rejection (default: this module's logger).
+        chunk_lines: lines read and encoded per batch.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        dictionary: Dictionary,
+        *,
+        bnode_prefix: str = "",
+        lateness_ms: int = 0,
+        log: Callable[[str], None] | None = None,
+        chunk_lines: int = 65536,
+    ) -> None:
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "stream file not found", path)
+        if chunk_lines < 1:
+            raise ValueError("chunk_lines must be positive")
+        self.path = path
+        self.dictionary = dictionary
+        self.bnode_prefix = bnode_prefix
+        self.lateness_ms = lateness_ms
+        self.log: Callable[[str], None] = log if log is not None else _log.warning
+        self.chunk_lines = chunk_lines
+        self.stats = StreamStats()
+
+    def __iter__(self) -> Iterator[Element]:
+        stats = self.stats = StreamStats()
+        parser = parser_for(self.bnode_prefix)
+        path, log, lateness = self.path, self.log, self.lateness_ms
+        graphs: dict[str, _Pending | None] = {}  # graph -> its (latest) element, None if late
+        current: _Pending | None = None
+        continuations: dict[int, _Pending] = {}
+        done: list[_Pending] = []
+        watermark: int | None = None
+        late_logged = False
+        lineno = 0
+
+        def reject(reason: str) -> None:
+            stats.rejected += 1
+            log("%s:%d: rejected: %s" % (path, lineno, reason))
+
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+            while True:
+                lines = list(islice(f, self.chunk_lines))
+                if not lines:
+                    break
+                for raw in lines:
+                    lineno += 1
+                    line = raw.strip(LINE_STRIP)
+                    if not line or line[0] == "#":
+                        continue
+                    try:
+                        if "\r" in line:
+                            quads: list[Quad] | tuple[Quad, ...] = parser.parse_statements(line)
+                        else:
+                            q = parser.parse_statement(line)
+                            quads = (q,) if q is not None else ()
+                    except NTriplesError as e:
+                        reject(str(e))
+                        continue
+                    for s, p, o, g in quads:
+                        if g is None:
+                            if p != _PROV_TOKEN:
+                                reject("default-graph triple that is not a timestamp")
+                                continue
+                            if o[0] != '"' or not o.endswith(_DATETIME_SUFFIX):
+                                reject("generatedAtTime is not an xsd:dateTime literal")
+                                continue
+                            try:
+                                t = parse_datetime_ms(unescape_string(o[1 : -len(_DATETIME_SUFFIX)]))
+                            except ValueError as e:
+                                reject(str(e))
+                                continue
+                            if watermark is not None and t < watermark - lateness:
+                                stats.late += 1
+                                if not late_logged:
+                                    log(
+                                        "%s:%d: late element dropped (t=%d < watermark %d); further late "
+                                        "elements of this stream are only counted"
+                                        % (path, lineno, t, watermark)
+                                    )
+                                    late_logged = True
+                                graphs[s] = None
+                                continue
+                            watermark = t if watermark is None else max(watermark, t)
+                            self._close(current, continuations, done)
+                            current = _Pending(t, stats.elements)
+                            stats.elements += 1
+                            if stats.first_t is None or t < stats.first_t:
+                                stats.first_t = t
+                            if stats.last_t is None or t > stats.last_t:
+                                stats.last_t = t
+                            graphs[s] = current
+                            continue
+                        el = graphs.get(g, _MISSING)
+                        if el is _MISSING:
+                            reject("quad of graph %s before its timestamp" % g)
+                            continue
+                        if el is None:  # belongs to a dropped late element
+                            continue
+                        if el is not current:  # an element already closed: a continuation
+                            cont = continuations.get(el.seq)
+                            if cont is None:
+                                cont = continuations[el.seq] = _Pending(el.t, el.seq, True)
+                            el = cont
+                        key = (s, p, o)
+                        if key not in el.seen:
+                            el.seen.add(key)
+                            el.triples.append(key)
+                if done:
+                    yield from self._encode(done)
+                    done = []
+        self._close(current, continuations, done)
+        if done:
+            yield from self._encode(done)
+
+    @staticmethod
+    def _close(current: _Pending | None, continuations: dict[int, _Pending], done: list[_Pending]) -> None:
+        """Move the open element and the pending continuations to ``done``, in ``seq`` order."""
+        if continuations:
+            done.extend(continuations[k] for k in sorted(continuations))
+            continuations.clear()
+        if current is not None:
+            current.seen = set()  # not needed any more: its later quads become continuations
+            done.append(current)
+
+    def _encode(self, pending: list[_Pending]) -> Iterator[Element]:
+        terms = [term for el in pending for tr in el.triples for term in tr]
+        ids = self.dictionary.encode_many(terms).reshape(-1, 3) if terms else np.empty((0, 3), np.int64)
+        start = 0
+        for el in pending:
+            n = len(el.triples)
+            self.stats.triples += n
+            yield Element(el.t, ids[start : start + n], el.seq, el.continuation)
+            start += n
+            el.triples = []
+
+
+_MISSING = _Pending(0, -1)

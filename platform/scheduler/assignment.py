@@ -1,0 +1,293 @@
+"""Task assignment: which container owns which operator task.
+
+Recipe: ``<root>/tasks/<task>`` holds the task's spec and its owner; the index
+``<root>/assignments/<container>/<task>`` lets each container watch just its own tasks;
+``<root>/migrations/<task>`` marks a stateful hand-over that the new owner has not yet
+acknowledged.  Every change of ownership rewrites the three in one ZooKeeper
+transaction guarded by the task node's version.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode, encode
+from linkstream.scheduler.state import TaskSpec
+
+logger = logging.getLogger(__name__)
+
+_MAX_CAS_TRIES = 20
+
+
+class TransactionFailed(RuntimeError):
+    """A ZooKeeper multi-op failed; ``errors`` holds the per-operation results."""
+
+    def __init__(self, what: str, errors: list[Any]) -> None:
+        super().__init__(f"{what}: {errors!r}")
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A task and where it runs.
+
+    Attributes:
+        task: The task's spec.
+        container: Owner, or ``None`` while pending.
+        migrating_from: Container holding the state to restore (stateful hand-over
+            not yet acknowledged), else ``None``.
+    """
+
+    task: TaskSpec
+    container: str | None = None
+    migrating_from: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns the node payload."""
+        return {
+            "task": self.task.to_json(),
+            "container": self.container,
+            "migrating_from": self.migrating_from,
+        }
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Assignment:
+        """Parses a node payload written by :meth:`to_json`."""
+        return cls(TaskSpec.from_json(body["task"]), body.get("container"), body.get("migrating_from"))
+
+
+AssignmentsCallback = Callable[[dict[str, Assignment]], "bool | None"]
+
+
+class AssignmentTable:
+    """Each task has at most one owner, and every container's index agrees with it.
+
+    Writers (the leading coordinator, and the planner through :meth:`submit` and
+    :meth:`withdraw`) change ``/tasks/<task>``, the owner's index entry and the
+    migration marker atomically, so a container watching its index with
+    :meth:`watch_container` never sees a task that the table gives to someone else.
+
+    Args:
+        client: A started kazoo client; its chroot decides where ``root`` lives.
+        root: Cluster root inside the chroot.
+    """
+
+    def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT) -> None:
+        self.client = client
+        self.layout = ClusterLayout(root)
+        self._ensured: set[str] = set()
+
+    def _ensure(self, path: str) -> None:
+        if path not in self._ensured:
+            self.client.ensure_path(path)
+            self._ensured.add(path)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, task_id: str) -> Assignment | None:
+        """The task's current assignment, or ``None`` if it is not submitted."""
+        try:
+            data, _ = self.client.get(self.layout.task(task_id))
+        except NoNodeError:
+            return None
+        return Assignment.from_json(decode(data))
+
+    def all(self) -> dict[str, Assignment]:
+        """Every submitted task, by id (sorted)."""
+        self._ensure(self.layout.tasks)
+        result: dict[str, Assignment] = {}
+        for task_id in sorted(self.client.get_children(self.layout.tasks)):
+            assignment = self.get(task_id)
+            if assignment is not None:
+                result[task_id] = assignment
+        return result
+
+    def of_container(self, container_id: str) -> dict[str, Assignment]:
+        """The tasks indexed under ``container_id`` (sorted)."""
+        path = self.layout.assignments(container_id)
+        try:
+            names = self.client.get_children(path)
+        except NoNodeError:
+            return {}
+        return self._read_index(container_id, names)
+
+    def _read_index(self, container_id: str, names: list[str]) -> dict[str, Assignment]:
+        result: dict[str, Assignment] = {}
+        for task_id in sorted(names):
+            try:
+                data, _ = self.client.get(self.layout.assignment(container_id, task_id))
+            except NoNodeError:
+                continue
+            result[task_id] = Assignment.from_json(decode(data))
+        return result
+
+    def migrations(self) -> set[str]:
+        """Ids of tasks with an unacknowledged stateful hand-over."""
+        self._ensure(self.layout.migrations)
+        return set(self.client.get_children(self.layout.migrations))
+
+    # ------------------------------------------------------------------ planner side
+
+    def submit(self, spec: TaskSpec) -> None:
+        """Adds a task (pending) or updates the spec of a known one, keeping its owner."""
+        self._ensure(self.layout.tasks)
+        try:
+            self.client.create(self.layout.task(spec.id), encode(Assignment(spec).to_json()))
+            return
+        except NodeExistsError:
+            pass
+        for _ in range(_MAX_CAS_TRIES):
+            current, version = self._read(spec.id)
+            if current is None:
+                return self.submit(spec)
+            updated = Assignment(spec, current.container, current.migrating_from)
+            try:
+                self.client.set(self.layout.task(spec.id), encode(updated.to_json()), version=version)
+                return
+            except BadVersionError:
+                continue
+        raise TransactionFailed(f"submit {spec.id}", ["too much contention"])
+
+    def withdraw(self, task_id: str) -> bool:
+        """Removes a task with its index entry and migration marker.
+
+        Returns:
+            Whether the task existed.
+        """
+        for _ in range(_MAX_CAS_TRIES):
+            current, version = self._read(task_id)
+            if current is None:
+                return False
+            tx = self.client.transaction()
+            tx.delete(self.layout.task(task_id), version=version)
+            if current.container is not None:
+                tx.delete(self.layout.assignment(current.container, task_id))
+            if current.migrating_from is not None:
+                tx.delete(self.layout.migration(task_id))
+            results = tx.commit()
+            if not _failed(results):
+                return True
+            if not any(isinstance(r, BadVersionError) for r in results):
+                raise TransactionFailed(f"withdraw {task_id}", results)
+        raise TransactionFailed(f"withdraw {task_id}", ["too much contention"])
+
+    # ------------------------------------------------------------------ coordinator side
+
+    def set_owner(self, task_id: str, container: str | None, migrating_from: str | None = None) -> bool:
+        """Makes ``container`` (``None``: nobody) the task's owner, atomically.
+
+        Args:
+            task_id: The task.
+            container: New owner or ``None``.
+            migrating_from: Source of a stateful hand-over to ``container``; creates
+                the migration marker the new owner deletes on completion.
+
+        Returns:
+            ``False`` if the task is not (or no longer) submitted.
+        """
+        if container is not None:
+            self._ensure(self.layout.assignments(container))
+        self._ensure(self.layout.migrations)
+        for _ in range(_MAX_CAS_TRIES):
+            current, version = self._read(task_id)
+            if current is None:
+                return False
+            if current.container == container and current.migrating_from == migrating_from:
+                return True
+            updated = Assignment(current.task, container, migrating_from)
+            payload = encode(updated.to_json())
+            tx = self.client.transaction()
+            tx.set_data(self.layout.task(task_id), payload, version=version)
+            if current.container != container:
+                if current.container is not None:
+                    tx.delete(self.layout.assignment(current.container, task_id))
+                if container is not None:
+                    tx.create(self.layout.assignment(container, task_id), payload)
+            elif container is not None:
+                tx.set_data(self.layout.assignment(container, task_id), payload)
+            marker = self.layout.migration(task_id)
+            if current.migrating_from is not None and migrating_from is None:
+                tx.delete(marker)
+            elif current.migrating_from is None and migrating_from is not None:
+                tx.create(marker, encode({"src": migrating_from, "dst": container}))
+            elif migrating_from is not None:
+                tx.set_data(marker, encode({"src": migrating_from, "dst": container}))
+            results = tx.commit()
+            if not _failed(results):
+                return True
+            if not any(isinstance(r, BadVersionError) for r in results):
+                raise TransactionFailed(f"set owner of {task_id} to {container}", results)
+        raise TransactionFailed(f"set owner of {task_id}", ["too much contention"])
+
+    def complete_migration(self, task_id: str) -> bool:
+        """Acknowledges a stateful hand-over (called by the new owner once restored).
+
+        Returns:
+            Whether a hand-over was pending.
+        """
+        current = self.get(task_id)
+        if current is None or current.migrating_from is None:
+            return False
+        return self.set_owner(task_id, current.container, None)
+
+    def _read(self, task_id: str) -> tuple[Assignment | None, int]:
+        try:
+            data, stat = self.client.get(self.layout.task(task_id))
+        except NoNodeError:
+            return None, -1
+        return Assignment.from_json(decode(data)), stat.version
+
+    def forget_container(self, container_id: str) -> None:
+        """Deletes a departed container's index node if it is empty."""
+        try:
+            self.client.delete(self.layout.assignments(container_id))
+        except NoNodeError:
+            pass
+        except NotEmptyError:
+            logger.debug("index of %s not removed: tasks are still indexed there", container_id)
+        self._ensured.discard(self.layout.assignments(container_id))
+
+    # ------------------------------------------------------------------ watches
+
+    def watch_container(self, container_id: str, callback: AssignmentsCallback) -> ChildrenWatch:
+        """Calls ``callback(tasks)`` with the container's assignments now and on change.
+
+        As with kazoo's ``ChildrenWatch``, a callback that returns ``False`` ends the watch.
+        """
+        path = self.layout.assignments(container_id)
+        self._ensure(path)
+        lock = threading.Lock()
+
+        def on_children(names: list[str]) -> bool | None:
+            with lock:
+                return callback(self._read_index(container_id, names))
+
+        return ChildrenWatch(self.client, path, on_children)
+
+    def watch_tasks(self, callback: Callable[[list[str]], bool | None]) -> ChildrenWatch:
+        """Calls ``callback(task_ids)`` (sorted) now and whenever tasks are added or removed.
+
+        A callback that returns ``False`` ends the watch.
+        """
+        self._ensure(self.layout.tasks)
+        return ChildrenWatch(self.client, self.layout.tasks, lambda names: callback(sorted(names)))
+
+    def watch_migrations(self, callback: Callable[[set[str]], bool | None]) -> ChildrenWatch:
+        """Calls ``callback(task_ids)`` with pending hand-overs now and on change.
+
+        A callback that returns ``False`` ends the watch.
+        """
+        self._ensure(self.layout.migrations)
+        return ChildrenWatch(self.client, self.layout.migrations, lambda names: callback(set(names)))
+
+
+def _failed(results: list[Any]) -> bool:
+    return any(isinstance(r, Exception) for r in results)
