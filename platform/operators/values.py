@@ -16,7 +16,8 @@ class ConstantOperator(Operator):
     def __init__(self, vars: Sequence[str], rows: np.ndarray) -> None:
         super().__init__()
         self.vars = tuple(vars)
-        self.rows = np.asarray(rows, dtype=np.int64).reshape(len(self.vars), -1)
+        rows = np.asarray(rows, dtype=np.int64)
+        self.rows = rows if rows.ndim == 2 else rows.reshape(len(self.vars), -1)
         self.certain = frozenset(v for j, v in enumerate(self.vars) if np.all(self.rows[j] != 0))
         self._sent = False
 

@@ -29,6 +29,9 @@ class StreamBuffer:
         self.n = 0  # number of triples held
         self.watermark: int | None = None
         self.windows: list[WindowOperator] = []
+        # timestamps of every element, empty ones included ([NOW] looks at elements)
+        self._et = np.empty(256, dtype=np.int64)
+        self._ne = 0
 
     @property
     def end(self) -> int:
@@ -40,6 +43,10 @@ class StreamBuffer:
         k = len(triples)
         if self.watermark is None or t > self.watermark:
             self.watermark = t
+        if self._ne == self._et.shape[0]:
+            self._et = np.concatenate([self._et, np.empty(self._ne, dtype=np.int64)])
+        self._et[self._ne] = t
+        self._ne += 1
         if k == 0:
             return
         need = self.n + k
@@ -65,8 +72,10 @@ class StreamBuffer:
         """Triples with absolute indices in [lo, hi) as a (3, n) array."""
         return self._tr[:, lo - self.base : hi - self.base]
 
-    def time_at(self, i: int) -> int:
-        return int(self._t[i - self.base])
+    def latest_element_before(self, c: int) -> int | None:
+        """Timestamp of the latest element (empty or not) with time < c."""
+        i = int(np.searchsorted(self._et[: self._ne], c, "left"))
+        return int(self._et[i - 1]) if i else None
 
     def gc(self) -> None:
         """Drop the prefix no window needs any more."""
@@ -80,6 +89,12 @@ class StreamBuffer:
         self._t[: self.n - drop] = self._t[drop : self.n]
         self.n -= drop
         self.base = keep
+        if self.n:
+            # element times older than every kept triple are needed by no [NOW] window
+            first = int(np.searchsorted(self._et[: self._ne], self._t[0], "left"))
+            if first > self._ne // 2:
+                self._et[: self._ne - first] = self._et[first : self._ne]
+                self._ne -= first
 
 
 class WindowOperator(Operator):
@@ -117,9 +132,10 @@ class WindowOperator(Operator):
         if s.kind == "count":
             assert s.count is not None
             return max(b.base, hi - s.count), hi
-        if hi == b.base:
+        latest = b.latest_element_before(c)
+        if latest is None:
             return hi, hi
-        return b.search(b.time_at(hi - 1)), hi
+        return b.search(latest), hi
 
     def advance(self, c: int) -> None:
         """Move to report time ``c``; the change becomes this epoch's delta."""

@@ -15,7 +15,6 @@ column of the offending token in the original text, SPARQL syntax errors include
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,8 +27,17 @@ from rdflib.plugins.sparql import algebra, parser
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import URIRef, Variable
 
-from linkstream.query.errors import QueryError, trace_parse_failure
-from linkstream.query.lexer import LineIndex, Token, decode_escapes, iri_problem, tokenize
+from linkstream.query.errors import QueryError, describe_failure, trace_parse_failure
+from linkstream.query.lexer import (
+    LineIndex,
+    OffsetMap,
+    Token,
+    TokenStream,
+    decode_escapes,
+    iri_problem,
+    map_offset,
+    quote,
+)
 from linkstream.query.windows import WindowSpec, WindowWordError, parse_window
 
 WINDOW_GRAPH_PREFIX = "urn:linkstream:window:"
@@ -85,7 +93,7 @@ class ContinuousQuery:
     text: str
     sparql: str
     algebra: object = field(repr=False, compare=False)
-    offset_map: tuple[tuple[int, int, int], ...] = field(default=(), repr=False, compare=False)
+    offset_map: OffsetMap = field(default=(), repr=False, compare=False)
 
     def position(self, offset_in_sparql: int) -> tuple[int, int]:
         """Returns the 1-based (line, column) in :attr:`text` of an offset in :attr:`sparql`.
@@ -98,37 +106,11 @@ class ContinuousQuery:
         return LineIndex(self.text).line_col(map_offset(self.offset_map, offset_in_sparql, len(self.text)))
 
 
-def map_offset(pieces: tuple[tuple[int, int, int], ...], offset: int, text_length: int) -> int:
-    """Maps an offset of a rewritten text back to the original text.
-
-    Args:
-        pieces: ``(rewritten start, original start, length)`` per piece, sorted; length
-            ``-1`` marks inserted text (maps to ``original start``), with a final
-            ``(rewritten length, text_length, 0)`` sentinel.
-        offset: The offset in the rewritten text.
-        text_length: Length of the original text.
-
-    Returns:
-        The offset in the original text.
-    """
-    if not pieces or offset >= pieces[-1][0]:
-        return text_length
-    k = max(0, bisect.bisect_right(pieces, (offset, float("inf"), 0)) - 1)
-    out_start, src_start, length = pieces[k]
-    if length < 0:
-        return src_start
-    return src_start + min(offset - out_start, length)
-
-
-class _Scan:
-    """The dialect pass over the tokens: windows, dataset clauses, REGISTER, rewrite."""
+class _Scan(TokenStream):
+    """The dialect pass: windows, dataset clauses and REGISTER, and the rewrite into SPARQL."""
 
     def __init__(self, text: str, default_name: str, base: str) -> None:
-        self.text = text
-        self.index = LineIndex(text)
-        self.toks = tokenize(text)
-        self.sig = [i for i, t in enumerate(self.toks) if t.significant]
-        self.repl: dict[int, str] = {i: " " * len(t.text) for i, t in enumerate(self.toks) if t.kind == "comment"}
+        super().__init__(text)
         self.base = base
         self.prefixes: dict[str, str] = {}
         self.name = default_name
@@ -144,30 +126,14 @@ class _Scan:
         self.register: Token | None = None
 
     # ------------------------------------------------------------ helpers
-    def tok(self, j: int) -> Token | None:
-        return self.toks[self.sig[j]] if 0 <= j < len(self.sig) else None
-
-    def fail(self, message: str, at: Token | int | None) -> NoReturn:
-        offset = len(self.text) if at is None else at if isinstance(at, int) else at.start
-        raise QueryError(message, *self.index.line_col(offset))
-
-    def need(self, j: int, what: str) -> Token:
-        t = self.tok(j)
-        if t is None:
-            self.fail("unexpected end of query, expected %s" % what, None)
-        return t
-
-    def blank(self, j0: int, j1: int) -> None:
-        for k in range(self.sig[j0], self.sig[j1] + 1):
-            if self.toks[k].significant:
-                self.repl[k] = " "
-
     def dialect(self, d: str, t: Token) -> None:
         for other, first in self.dialects.items():
             if other != d:
                 line, _ = self.index.line_col(first.start)
                 self.fail(
-                    "cannot mix %s with %s (line %d) in one query" % (DIALECT_NAMES[d], DIALECT_NAMES[other], line), t
+                    "cannot mix %s with %s (line %d) in one query"
+                    % (DIALECT_NAMES[d], DIALECT_NAMES[other], line),
+                    t,
                 )
         self.dialects.setdefault(d, t)
 
@@ -183,7 +149,7 @@ class _Scan:
             return self.resolve(decode_escapes(t)[1:-1], t)
         if t.kind == "word" and ":" in t.text and not t.text.startswith("_:"):
             return self.pname(t)
-        self.fail("expected %s, found %s" % (what, _quote(t.text)), t)
+        self.fail("expected %s, found %s" % (what, quote(t.text)), t)
 
     def pname(self, t: Token) -> str:
         prefix, local = t.text.split(":", 1)
@@ -195,7 +161,7 @@ class _Scan:
         """Parses the window whose '[' is at sig index ``j``; returns it and the index of ']'."""
         opening = self.need(j, "a window '['")
         if not opening.is_punct("["):
-            self.fail("expected a window '[' after the stream IRI, found %s" % _quote(opening.text), opening)
+            self.fail("expected a window '[' after the stream IRI, found %s" % quote(opening.text), opening)
         k = j + 1
         words: list[Token] = []
         while (t := self.tok(k)) is not None and not t.is_punct("]"):
@@ -258,7 +224,9 @@ class _Scan:
                 wn = self.term_iri(j + 1, "a window name")
                 brace = self.tok(j + 2)
                 if brace is None or not brace.is_punct("{"):
-                    self.fail("WINDOW %s must be followed by a group '{'" % self.toks[self.sig[j + 1]].text, brace)
+                    self.fail(
+                        "WINDOW %s must be followed by a group '{'" % self.toks[self.sig[j + 1]].text, brace
+                    )
                 self.refs.append((wn, self.sig[j], self.sig[j + 1]))
                 j += 2
                 continue
@@ -282,16 +250,16 @@ class _Scan:
     def prefix_clause(self, j: int) -> int:
         p, iri = self.need(j + 1, "a prefix name"), self.need(j + 2, "an IRI")
         if p.kind != "word" or not p.text.endswith(":") or p.text.count(":") != 1:
-            self.fail("expected a prefix name like 'ex:' after PREFIX, found %s" % _quote(p.text), p)
+            self.fail("expected a prefix name like 'ex:' after PREFIX, found %s" % quote(p.text), p)
         if iri.kind != "iri":
-            self.fail("expected an IRI after PREFIX %s, found %s" % (p.text, _quote(iri.text)), iri)
+            self.fail("expected an IRI after PREFIX %s, found %s" % (p.text, quote(iri.text)), iri)
         self.prefixes[p.text[:-1]] = self.term_iri(j + 2)
         return j + 3
 
     def base_clause(self, j: int) -> int:
         iri = self.need(j + 1, "an IRI")
         if iri.kind != "iri":
-            self.fail("expected an IRI after BASE, found %s" % _quote(iri.text), iri)
+            self.fail("expected an IRI after BASE, found %s" % quote(iri.text), iri)
         self.base = self.term_iri(j + 1)
         return j + 2
 
@@ -307,7 +275,7 @@ class _Scan:
         if what.kw("QUERY", "STREAM"):
             self.dialect("csparql", what)
             if nm.kind not in ("iri", "word"):
-                self.fail("expected a query name, found %s" % _quote(nm.text), nm)
+                self.fail("expected a query name, found %s" % quote(nm.text), nm)
             self.name = nm.text[1:-1] if nm.kind == "iri" else nm.text
         elif what.kw("RSTREAM", "ISTREAM", "DSTREAM"):
             self.dialect("rspql", what)
@@ -319,12 +287,15 @@ class _Scan:
             elif nm.kind == "word":
                 self.name = nm.text
             else:
-                self.fail("expected a query name, found %s" % _quote(nm.text), nm)
+                self.fail("expected a query name, found %s" % quote(nm.text), nm)
         else:
             self.fail("expected QUERY, STREAM, RSTREAM, ISTREAM or DSTREAM after REGISTER", what)
         as_tok = self.need(j + 3, "AS")
         if not as_tok.kw("AS"):
-            self.fail("expected AS after REGISTER %s %s, found %s" % (what.text, nm.text, _quote(as_tok.text)), as_tok)
+            self.fail(
+                "expected AS after REGISTER %s %s, found %s" % (what.text, nm.text, quote(as_tok.text)),
+                as_tok,
+            )
         self.blank(j, j + 3)
         return j + 4
 
@@ -346,7 +317,9 @@ class _Scan:
             wn = self.term_iri(j + 3, "a window name")
             on = self.need(j + 4, "ON")
             if not on.kw("ON"):
-                self.fail("expected ON after FROM NAMED WINDOW %s, found %s" % (name_tok.text, _quote(on.text)), on)
+                self.fail(
+                    "expected ON after FROM NAMED WINDOW %s, found %s" % (name_tok.text, quote(on.text)), on
+                )
             k = j + 5
             if self.need(k, "a stream IRI").kw("STREAM"):
                 k += 1
@@ -378,34 +351,14 @@ class _Scan:
                 self.repl[ti] = "GRAPH <%s>" % decl.graph
         for wn, ti, ni in self.refs:
             if wn not in self.named:
-                self.fail("window %s is used but not declared (FROM NAMED WINDOW ... ON ...)" % self.toks[ni].text, ni)
+                name_tok = self.toks[ni]
+                self.fail(
+                    "window %s is used but not declared (FROM NAMED WINDOW ... ON ...)" % name_tok.text,
+                    name_tok,
+                )
             self.repl[ti] = "GRAPH"
             self.repl[ni] = "<%s>" % decls[self.named[wn]].graph
         return decls
-
-    def render(self, decode: bool) -> tuple[str, tuple[tuple[int, int, int], ...]]:
-        """The rewritten text and its offset map; ``decode`` decodes escapes for the parser."""
-        parts: list[str] = []
-        pieces: list[tuple[int, int, int]] = []
-        pos = 0
-        for k, t in enumerate(self.toks):
-            s = self.repl.get(k)
-            if s is None:
-                s = decode_escapes(t) if decode else t.text
-            linear = len(s) == len(t.text)
-            if linear and pieces and pieces[-1][2] >= 0 and pieces[-1][1] + pieces[-1][2] == t.start:
-                pieces[-1] = (pieces[-1][0], pieces[-1][1], pieces[-1][2] + len(s))
-            else:
-                pieces.append((pos, t.start, len(s) if linear else -1))
-            parts.append(s)
-            pos += len(s)
-        pieces.append((pos, len(self.text), 0))
-        return "".join(parts), tuple(pieces)
-
-
-def _quote(text: str) -> str:
-    text = text if len(text) <= 40 else text[:37] + "..."
-    return "'%s'" % text.encode("unicode_escape").decode("ascii").replace("'", "\\'")
 
 
 def parse_continuous(
@@ -475,7 +428,7 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
 # --------------------------------------------------------------------------- SPARQL 1.1 layer
 
 
-def _parse_sparql(scan: _Scan, parse_text: str, parse_map: tuple[tuple[int, int, int], ...]) -> Any:
+def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
     """Parses the rewritten text with rdflib; every failure becomes a located QueryError."""
     rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
     try:
@@ -488,27 +441,14 @@ def _parse_sparql(scan: _Scan, parse_text: str, parse_map: tuple[tuple[int, int,
         failure = trace_parse_failure(parser.Query, parse_text, 0)
         if failure.action_error is None:
             scan.fail("invalid query: %s" % e, scan.tok(scan.form_j or 0))
-    offset = map_offset(parse_map, failure.offset, len(scan.text))
-    k = max(0, bisect.bisect_right([t.start for t in scan.toks], offset) - 1)
-    if k < len(scan.toks) and scan.toks[k].end <= offset:
-        k += 1
-    while k < len(scan.toks) and (not scan.toks[k].significant or k in scan.repl):
-        k += 1
-    tok = scan.toks[k] if k < len(scan.toks) else None
-    if failure.action_error is not None:
-        scan.fail(failure.action_error, tok)
-    expected = [x for x in failure.expected if x != ":"]
-    if set(failure.expected) == {":"}:  # a bare word read as the start of a prefixed name
-        prev = next((scan.toks[i] for i in range(k - 1, -1, -1) if scan.toks[i].significant), None)
+    k = scan.token_at(map_offset(parse_map, failure.offset, len(scan.text)))
+    tok = scan.toks[k] if k is not None else None
+    if failure.action_error is None and set(failure.expected) == {":"}:
+        # a bare word was read as the start of a prefixed name: the word is the mistake
+        prev = next((t for t in reversed(scan.toks[: k if k is not None else None]) if t.significant), None)
         if prev is not None and prev.kind == "word":
-            scan.fail("unexpected %s" % _quote(prev.text), prev)
-    hint = ""
-    if expected:
-        shown = ", ".join("'%s'" % x for x in expected[:8]) + (", ..." if len(expected) > 8 else "")
-        hint = ", expected %s%s" % ("one of " if len(expected) > 1 else "", shown)
-    if tok is None:
-        scan.fail("unexpected end of query" + hint, None)
-    scan.fail("syntax error near %s%s" % (_quote(tok.text), hint), tok)
+            scan.fail("unexpected %s" % quote(prev.text), prev)
+    scan.fail(describe_failure(failure, quote(tok.text) if tok is not None else None), tok)
 
 
 def _fail_nesting(scan: _Scan) -> NoReturn:
@@ -640,19 +580,41 @@ class _Problems:
         js = self.keyword_js[word]
         return js[k] if k < len(js) else None
 
-    def after(self, j: int | None, pred: Any, nth: int = 1) -> int | None:
-        """Sig index of the ``nth`` significant token after sig index ``j`` satisfying ``pred``."""
+    def projection_var(self, j: int | None, var: Variable, mode: str, nth: int = 1) -> Token | None:
+        """The token of ``var`` in the projection after SELECT (sig index ``j``).
+
+        ``mode`` is ``"plain"`` (a projected variable), ``"as"`` (the target of AS) or
+        ``"expr"`` (inside an expression, outside aggregate calls).
+        """
         if j is None:
-            return None
+            return self.scan.tok(0)
+        depth, agg_depth, prev = 0, -1, None
         for k in range(j + 1, len(self.scan.sig)):
-            if pred(self.scan.toks[self.scan.sig[k]]):
-                nth -= 1
-                if nth == 0:
-                    return k
-        return None
+            t = self.scan.toks[self.scan.sig[k]]
+            if depth == 0 and (t.is_punct("{") or t.kw("WHERE", "FROM")):
+                break
+            if t.is_punct("("):
+                depth += 1
+            elif t.is_punct(")"):
+                depth -= 1
+                agg_depth = -1 if depth < agg_depth else agg_depth
+            elif t.key in _AGGREGATE_WORDS and agg_depth < 0:
+                agg_depth = depth + 1
+            elif t.kind == "var" and t.text[1:] == str(var):
+                is_as = prev is not None and prev.kw("AS")
+                if (
+                    (mode == "as" and is_as)
+                    or (mode == "plain" and depth == 0)
+                    or (mode == "expr" and depth > 0 and not is_as and agg_depth < 0)
+                ):
+                    nth -= 1
+                    if nth == 0:
+                        return t
+            prev = t
+        return self.var_after(j, var)
 
     def var_after(self, j: int | None, var: Variable, nth: int = 1) -> Token | None:
-        k = self.after(j, lambda t: t.kind == "var" and t.text[1:] == str(var), nth)
+        k = self.scan.after(j, lambda t: t.kind == "var" and t.text[1:] == str(var), nth)
         return self.scan.tok(k if k is not None else j if j is not None else 0)
 
 
@@ -682,7 +644,7 @@ def _check_tree(scan: _Scan, tree: Any) -> None:
         elif node.name == "Bind":
             counts["BIND"] += 1
     if probs.found:
-        offset, message = min(probs.found)
+        offset, message = min(probs.found, key=lambda found: found[0])
         scan.fail(message, offset)
 
 
@@ -697,36 +659,45 @@ def _check_projection(probs: _Problems, node: CompValue, j: int | None) -> None:
         visible = _scope(_g(node, "where")) | _values_vars(node)
     if node.name not in ("SelectQuery", "SubSelect"):
         if aggregated:
-            k = probs.after(j, lambda t: t.kw("GROUP", "HAVING"))
+            k = probs.scan.after(j, lambda t: t.kw("GROUP", "HAVING"))
             at = probs.scan.tok(k if k is not None else j or 0)
             probs.add("GROUP BY and aggregates need SELECT with an explicit projection", at)
         return
     projection = _g(node, "projection")
     if projection is None:
         if aggregated:
-            star = probs.after(j, lambda t: t.is_punct("*"))
+            star = probs.scan.after(j, lambda t: t.is_punct("*"))
             probs.add("SELECT * is not allowed with GROUP BY or aggregates", probs.scan.tok(star or j or 0))
         return
-    seen: set[Variable] = set()
+    seen: list[Variable] = []
+    plain_seen: list[Variable] = []
+    ungrouped = "?%s must be grouped (GROUP BY) or used in an aggregate"
     for item in projection:
-        var = _g(item, "var")
+        var, mode = _g(item, "var"), "plain"
         if var is not None:
             if aggregated and var not in visible:
-                probs.add("?%s must be grouped (GROUP BY) or used in an aggregate" % var, probs.var_after(j, var))
+                probs.add(ungrouped % var, probs.projection_var(j, var, mode))
         else:
-            var = _g(item, "evar")
+            var, mode = _g(item, "evar"), "as"
             if var in visible:
-                probs.add("?%s is already bound and cannot be redefined with AS" % var, probs.var_after(j, var))
+                probs.add(
+                    "?%s is already bound and cannot be redefined with AS" % var,
+                    probs.projection_var(j, var, mode),
+                )
             elif aggregated:
                 for v in _variables(_g(item, "expr"), _NOT_PROJECTED | _AGGREGATES):
                     if v not in visible:
-                        probs.add("?%s must be grouped (GROUP BY) or used in an aggregate" % v, probs.var_after(j, v))
+                        probs.add(ungrouped % v, probs.projection_var(j, v, "expr"))
                         break
+        if mode == "plain":
+            plain_seen.append(var)
         if var in seen:
-            probs.add("?%s appears twice in SELECT" % var, probs.var_after(j, var, 2))
-        seen.add(var)
+            nth = plain_seen.count(var) if mode == "plain" else 1
+            probs.add("?%s appears twice in SELECT" % var, probs.projection_var(j, var, mode, nth))
+        seen.append(var)
 
 
+_AGGREGATE_WORDS = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"))
 _AGGREGATES = frozenset(
     "Aggregate_" + a for a in ("Count", "Sum", "Min", "Max", "Avg", "Sample", "GroupConcat")
 )
@@ -741,7 +712,7 @@ def _check_binds(probs: _Problems, group: CompValue, first_bind: int) -> None:
             var = _g(part, "var")
             if var in scope:
                 j = probs.keyword("BIND", k)
-                at = probs.var_after(probs.after(j, lambda t: t.kw("AS")) or j, var)
+                at = probs.var_after(probs.scan.after(j, lambda t: t.kw("AS")) or j, var)
                 probs.add("BIND assigns ?%s, which is already bound in this group" % var, at)
         k += sum(1 for n in _nodes(part) if n.name == "Bind")
         scope |= _part_scope(part)
@@ -754,8 +725,8 @@ def _check_values(probs: _Problems, node: CompValue, j: int | None) -> None:
             probs.add("?%s is repeated in VALUES" % var, probs.var_after(j, var, 2))
     if j is None or not (t := probs.scan.tok(j + 1)) or not t.is_punct("("):
         return
-    opening = probs.after(j, lambda t: t.is_punct("{"))
-    closing = probs.after(opening, lambda t: t.is_punct("}"))
+    opening = probs.scan.after(j, lambda t: t.is_punct("{"))
+    closing = probs.scan.after(opening, lambda t: t.is_punct("}"))
     scan = probs.scan
     rows = [scan.toks[scan.sig[k]] for k in range(opening or 0, closing or 0) if scan.tok(k).is_punct("(")]  # type: ignore[union-attr]
     for r, row in enumerate(_g(node, "value") or []):

@@ -164,3 +164,25 @@ def trace_parse_failure(grammar: pyparsing.ParserElement, text: str, fallback: i
     if tr.far < 0:
         return ParseFailure(fallback)
     return ParseFailure(tr.far, tuple(sorted(tr.expected)))
+
+
+def describe_failure(failure: ParseFailure, near: str | None) -> str:
+    """The one-line message for a SPARQL parse failure.
+
+    Args:
+        failure: Where and why the parse failed.
+        near: The quoted token found at ``failure.offset``, or ``None`` at the end of the text.
+
+    Returns:
+        E.g. ``syntax error near ')', expected one of '!', '$', '(', ...``.
+    """
+    if failure.action_error is not None:
+        return failure.action_error
+    expected = [x for x in failure.expected if x != ":"]
+    hint = ""
+    if expected:
+        shown = ", ".join("'%s'" % x for x in expected[:8]) + (", ..." if len(expected) > 8 else "")
+        hint = ", expected %s%s" % ("one of " if len(expected) > 1 else "", shown)
+    if near is None:
+        return "unexpected end of query" + hint
+    return "syntax error near %s%s" % (near, hint)

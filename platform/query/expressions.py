@@ -262,7 +262,7 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
             params = ("arg", "arg1", "arg2", "arg3")
         args = []
         for p in params:
-            v = e.get(p)
+            v = e[p] if p in e else None  # CompValue.get() defaults to the key itself
             if v is not None:
                 args.append(c(v))
         return Call(name, tuple(args))

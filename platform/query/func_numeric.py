@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 import struct
-from decimal import Decimal
+from decimal import Context, Decimal
 
 from linkstream.query.func_base import ExprError
 
@@ -37,6 +37,8 @@ _FLOAT_RE = re.compile(
     r"[+-]?(?:inf(?:inity)?|nan|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)", re.IGNORECASE
 )
 _F32_MAX_EXACT = 1 << 53
+#: Enough precision for every decimal value (39 significant digits) to be exact.
+_EXACT = Context(prec=60)
 
 
 # ------------------------------------------------------------------ range checks
@@ -179,15 +181,15 @@ def f64_to_int(x: float) -> int | None:
 
 def dec_value(v: int) -> Decimal:
     """The :class:`~decimal.Decimal` of a scaled decimal (exact)."""
-    return Decimal(v).scaleb(-DEC_DIGITS)
+    return Decimal(v).scaleb(-DEC_DIGITS, context=_EXACT)
 
 
 def decimal_to_scaled(d: Decimal) -> int:
     """The scaled int of a :class:`~decimal.Decimal`; error if it has too many digits."""
     if not d.is_finite():
         raise ExprError("not a finite decimal")
-    s = d.scaleb(DEC_DIGITS)
-    if s != s.to_integral_value():
+    s = d.scaleb(DEC_DIGITS, context=_EXACT)
+    if s != s.to_integral_value(context=_EXACT):
         raise ExprError("decimal has more than 18 fractional digits")
     return check_i128(int(s))
 
@@ -196,7 +198,7 @@ def decimal_to_scaled(d: Decimal) -> int:
 
 
 def dec_mul(a: int, b: int) -> int:
-    """op:numeric-multiply on decimals (error if the product needs more than 18 digits)."""
+    """op:numeric-multiply on decimals: an error if the product needs more than 18 digits."""
     if a == 0 or b == 0:
         return 0
     sl = sr = 0
@@ -206,13 +208,17 @@ def dec_mul(a: int, b: int) -> int:
     while b % 10 == 0:
         b //= 10
         sr += 1
+    product = check_i128(a * b)
     shift = sl + sr - DEC_DIGITS
-    if shift < 0:
-        raise ExprError("decimal underflow")
-    p = 10**shift
-    if p > I128_MAX:
-        raise ExprError("decimal overflow")
-    return check_i128(check_i128(a * b) * p)
+    if shift >= 0:
+        p = 10**shift
+        if p > I128_MAX:
+            raise ExprError("decimal overflow")
+        return check_i128(product * p)
+    q, r = divmod(abs(product), 10**-shift)
+    if r:
+        raise ExprError("decimal product needs more than 18 fractional digits")
+    return q if product > 0 else -q
 
 
 def dec_div(a: int, b: int) -> int:

@@ -264,13 +264,22 @@ def compile_regex(pattern: str, flags: str = "") -> re.Pattern[str]:
 
 
 def iter_matches(rx: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """Matches of ``rx`` in ``text`` as Rust enumerates them (no empty match at a match end)."""
-    last_end = -1
-    for m in rx.finditer(text):
+    """Matches of ``rx`` in ``text`` as Rust enumerates them.
+
+    Each search starts where the previous match ended; an empty match found at that very
+    position is dropped and the search restarts one character later (Python's
+    ``finditer`` would instead look for a non-empty match at the same position).
+    """
+    pos, last_end, n = 0, -1, len(text)
+    while pos <= n:
+        m = rx.search(text, pos)
+        if m is None:
+            return
         if m.start() == m.end() == last_end:
+            pos = m.end() + 1
             continue
-        last_end = m.end()
         yield m
+        pos = last_end = m.end()
 
 
 _CAP_NAME_RE = re.compile(r"[_0-9A-Za-z]+")

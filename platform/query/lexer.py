@@ -1,4 +1,4 @@
-"""Tokens of a continuous query, with their offsets.
+"""Tokens of a continuous query, with their offsets, and the token-level rewrite.
 
 The token grammar is the reference evaluator's (``shared/tools/oracle.py``): keywords are
 recognised only as bare words (case-insensitive), never inside IRIs, strings, variable
@@ -6,13 +6,17 @@ names or prefixed names.  On top of it this module rejects, at their exact posit
 characters that can never start a SPARQL token (control characters, undecodable bytes,
 non-SPARQL white space, unterminated strings, ``\\u`` escapes outside strings and IRIs)
 and checks escape sequences and IRIs the way the reference evaluator (Oxigraph) does.
+:class:`TokenStream` rewrites a query token by token and maps offsets of the rewritten
+text back to the original, so that errors found later still name the original position.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from linkstream.query.errors import QueryError
 
@@ -31,7 +35,7 @@ _TOKEN_RE = re.compile(
 
 _SPARQL_WS = frozenset(" \t\r\n")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_ECHAR = frozenset('tbnrf"\'\\')
+_ECHAR = frozenset("tbnrf\"'\\")
 _ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))")
 _STRING_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
 _IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
@@ -221,6 +225,127 @@ def decode_escapes(tok: Token) -> str:
     return _STRING_ESCAPE_RE.sub(lambda m: m.group() if m.group(3) else repl(m), tok.text)
 
 
+# --------------------------------------------------------------------------- token streams
+
+#: ``(rewritten start, original start, length)`` per piece of a rewritten text; length
+#: ``-1`` marks inserted text, which maps to the start of the token it replaced.
+OffsetMap = tuple[tuple[int, int, int], ...]
+
+
+def quote(text: str) -> str:
+    """Quotes a token for an error message (shortened, escaped, single line)."""
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return "'%s'" % text.encode("unicode_escape").decode("ascii").replace("'", "\\'")
+
+
+def map_offset(pieces: OffsetMap, offset: int, text_length: int) -> int:
+    """Maps an offset of a rewritten text back to the original text.
+
+    Args:
+        pieces: The rewritten text's offset map (see :data:`OffsetMap`), ending with a
+            ``(rewritten length, text_length, 0)`` sentinel.
+        offset: The offset in the rewritten text.
+        text_length: Length of the original text.
+
+    Returns:
+        The offset in the original text (``text_length`` past the end).
+    """
+    if not pieces or offset >= pieces[-1][0]:
+        return text_length
+    k = max(0, bisect.bisect_right(pieces, (offset, float("inf"), 0)) - 1)
+    out_start, src_start, length = pieces[k]
+    return src_start if length < 0 else src_start + min(offset - out_start, length)
+
+
+class TokenStream:
+    """A tokenized query that is navigated by significant token and rewritten token by token.
+
+    Indices called ``j`` count significant tokens (no white space, no comments);
+    ``self.sig[j]`` is the index of that token in ``self.toks``.  Comments are blanked in
+    the rewrite from the start.
+
+    Args:
+        text: The query text.
+
+    Raises:
+        QueryError: If the text does not tokenize (see :func:`tokenize`).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.index = LineIndex(text)
+        self.toks = tokenize(text)
+        self.sig = [i for i, t in enumerate(self.toks) if t.significant]
+        self.repl: dict[int, str] = {
+            i: " " * len(t.text) for i, t in enumerate(self.toks) if t.kind == "comment"
+        }
+
+    def tok(self, j: int | None) -> Token | None:
+        """The ``j``-th significant token, or ``None`` past the end."""
+        return self.toks[self.sig[j]] if j is not None and 0 <= j < len(self.sig) else None
+
+    def fail(self, message: str, at: Token | int | None) -> NoReturn:
+        """Raises a QueryError at a token, at a text offset, or (``None``) at the end."""
+        offset = len(self.text) if at is None else at if isinstance(at, int) else at.start
+        raise QueryError(message, *self.index.line_col(offset))
+
+    def need(self, j: int, what: str) -> Token:
+        """The ``j``-th significant token; fails with "expected ``what``" past the end."""
+        t = self.tok(j)
+        if t is None:
+            self.fail("unexpected end of query, expected %s" % what, None)
+        return t
+
+    def blank(self, j0: int, j1: int) -> None:
+        """Blanks the significant tokens ``j0..j1`` (inclusive) in the rewrite."""
+        for k in range(self.sig[j0], self.sig[j1] + 1):
+            if self.toks[k].significant:
+                self.repl[k] = " "
+
+    def after(self, j: int | None, pred: Callable[[Token], bool], nth: int = 1) -> int | None:
+        """Index of the ``nth`` significant token after ``j`` that satisfies ``pred``."""
+        if j is None:
+            return None
+        for k in range(j + 1, len(self.sig)):
+            if pred(self.toks[self.sig[k]]):
+                nth -= 1
+                if nth == 0:
+                    return k
+        return None
+
+    def token_at(self, offset: int) -> int | None:
+        """Index (in ``toks``) of the first kept significant token ending after ``offset``."""
+        k = max(0, bisect.bisect_right([t.start for t in self.toks], offset) - 1)
+        if k < len(self.toks) and self.toks[k].end <= offset:
+            k += 1
+        while k < len(self.toks) and (not self.toks[k].significant or k in self.repl):
+            k += 1
+        return k if k < len(self.toks) else None
+
+    def render(self, decode: bool = False) -> tuple[str, OffsetMap]:
+        """The rewritten text and its offset map.
+
+        Args:
+            decode: Decode ``\\u`` escapes of strings and IRIs (see :func:`decode_escapes`).
+        """
+        parts: list[str] = []
+        pieces: list[tuple[int, int, int]] = []
+        pos = 0
+        for k, t in enumerate(self.toks):
+            s = self.repl.get(k)
+            if s is None:
+                s = decode_escapes(t) if decode else t.text
+            linear = len(s) == len(t.text)
+            if linear and pieces and pieces[-1][2] >= 0 and pieces[-1][1] + pieces[-1][2] == t.start:
+                pieces[-1] = (pieces[-1][0], pieces[-1][1], pieces[-1][2] + len(s))
+            else:
+                pieces.append((pos, t.start, len(s) if linear else -1))
+            parts.append(s)
+            pos += len(s)
+        pieces.append((pos, len(self.text), 0))
+        return "".join(parts), tuple(pieces)
+
+
 # --------------------------------------------------------------------------- IRIs (RFC 3987)
 
 _UCS = (
@@ -237,14 +362,17 @@ _PCT = "%[0-9A-Fa-f]{2}"
 _PCHAR = "(?:[%s%s:@]|%s)" % (_UNRES, _SUB, _PCT)
 _AUTH = (
     "(?:(?:[%s%s:]|%s)*@)?" % (_UNRES, _SUB, _PCT)
-    + "(?:\\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~%s:]+)\\]|(?:[%s%s]|%s)*)" % (_SUB, _UNRES, _SUB, _PCT)
+    + "(?:\\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~%s:]+)\\]|(?:[%s%s]|%s)*)"
+    % (_SUB, _UNRES, _SUB, _PCT)
     + "(?::[0-9]*)?"
 )
 _ABEMPTY = "(?:/%s*)*" % _PCHAR
 _TAIL = "(?:\\?(?:%s|[/?%s])*)?(?:#(?:%s|[/?])*)?" % (_PCHAR, _PRIVATE, _PCHAR)
 _IRI_REF_RE = re.compile(
-    "(?:[A-Za-z][A-Za-z0-9+\\-.]*:(?://%s%s|/(?:%s+%s)?|%s+%s|)" % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _PCHAR, _ABEMPTY)
-    + "|(?://%s%s|/(?:%s+%s)?|(?:[%s%s@]|%s)+%s|))" % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _UNRES, _SUB, _PCT, _ABEMPTY)
+    "(?:[A-Za-z][A-Za-z0-9+\\-.]*:(?://%s%s|/(?:%s+%s)?|%s+%s|)"
+    % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _PCHAR, _ABEMPTY)
+    + "|(?://%s%s|/(?:%s+%s)?|(?:[%s%s@]|%s)+%s|))"
+    % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _UNRES, _SUB, _PCT, _ABEMPTY)
     + _TAIL
 )
 

@@ -314,7 +314,7 @@ class Planner:
         cols = np.zeros((len(vs), len(rows)), dtype=np.int64)
         for j, r in enumerate(rows):
             for k, v in r.items():
-                if v is not None and not (isinstance(v, CompValue) and v.name == "undef"):
+                if v is not None and not (isinstance(v, str) and v == "UNDEF") and not isinstance(v, CompValue):
                     cols[vs.index(str(k)), j] = self.encode(from_rdflib(v))
         return ConstantOperator(vs, cols)
 
@@ -365,7 +365,7 @@ class Planner:
                 else:
                     arg = self.hidden("agg")
                     child = ExtendOperator(child, arg, e, self.ev)
-            sep = a.separator if a.get("separator") is not None else " "
+            sep = a["separator"] if "separator" in a and a["separator"] is not None else " "
             specs.append(AggSpec(kind, arg, bool(a.distinct), str(a.res), str(sep)))
         return AggregateOperator(child, gvars, specs, self.ev)
 

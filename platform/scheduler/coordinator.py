@@ -208,12 +208,13 @@ class Coordinator:
     def _member_events(self, members: dict[str, Member]) -> list[Event]:
         known = self._members
         events: list[Event] = []
+        # Same id under a new session: the old process (and its task state) is gone.
+        restarted = [m for m in members if m in known and known[m].session != members[m].session]
+        events += [ContainerLeft(member_id) for member_id in restarted]
         for member_id, member in members.items():
-            old = known.get(member_id)
+            old = None if member_id in restarted else known.get(member_id)
             if old is None or (old.capacity, old.address) != (member.capacity, member.address):
                 events.append(ContainerJoined(member_id, member.capacity, member.address))
-        for member_id, member in members.items():
-            old = known.get(member_id)
             if member.draining and (old is None or not old.draining):
                 events.append(ContainerDraining(member_id))
         gone = sorted(set(known) - set(members))

@@ -37,6 +37,8 @@ class Member:
         address: Data-plane address.
         draining: A graceful remove was requested.
         meta: Any further fields of the node's JSON (host, pid, version ...).
+        session: ZooKeeper session that owns the node; a container that restarted
+            under the same id has a new one.
     """
 
     id: str
@@ -44,6 +46,7 @@ class Member:
     address: str
     draining: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    session: int = 0
 
 
 MembersCallback = Callable[[dict[str, "Member"]], None]
@@ -252,7 +255,7 @@ class Membership:
         members: dict[str, Member] = {}
         for name in sorted(names):
             try:
-                data, _ = self.client.get(self.layout.container(name))
+                data, stat = self.client.get(self.layout.container(name))
                 body = decode(data)
             except NoNodeError:
                 continue  # left between listing and reading
@@ -261,7 +264,7 @@ class Membership:
                 continue
             capacity = int(body.pop("capacity", 0))
             address = str(body.pop("address", ""))
-            members[name] = Member(name, capacity, address, draining=name in drains, meta=body)
+            members[name] = Member(name, capacity, address, name in drains, body, stat.ephemeralOwner)
         return members
 
     # ------------------------------------------------------------------ graceful removal

@@ -101,7 +101,9 @@ def test_membership_join_leave_and_close(kazoo_factory: Factory) -> None:
 
     wait_until(lambda: len(seen.last) == 2, what="two members")  # type: ignore[arg-type]
     members = observer.members()
-    assert members["oc-a"] == Member("oc-a", 4, "tcp://127.0.0.1:5601", False, {"host": "h1"})
+    assert members["oc-a"] == Member(
+        "oc-a", 4, "tcp://127.0.0.1:5601", False, {"host": "h1"}, named_client.client_id[0]
+    )
     assert members[sequential_id].capacity == 2
 
     named.leave()
@@ -125,6 +127,7 @@ def test_membership_survives_session_expiry_by_rejoining(
     client.add_listener(states.append)
     Membership(client).join(3, "tcp://127.0.0.1:5603", member_id="oc-x")
     wait_until(lambda: "oc-x" in seen.last, what="join")  # type: ignore[operator]
+    first_session = client.client_id[0]
 
     expire_session(client, f"{zk_server}{zk_chroot}")
     # The server deletes the ephemeral node; the watcher sees the container go ...
@@ -132,7 +135,8 @@ def test_membership_survives_session_expiry_by_rejoining(
     # ... the client notices its loss, gets a new session and registers again.
     wait_until(lambda: KazooState.LOST in states, timeout=zk_session_timeout * 3, what="LOST")
     wait_until(lambda: "oc-x" in seen.last, timeout=zk_session_timeout * 3, what="rejoin")  # type: ignore[operator]
-    assert observer.members()["oc-x"].capacity == 3
+    rejoined = observer.members()["oc-x"]
+    assert rejoined.capacity == 3 and rejoined.session == client.client_id[0] != first_session
 
 
 def test_membership_refuses_an_id_held_by_another_session(kazoo_factory: Factory) -> None:
