@@ -1,4 +1,12 @@
-"""Materialised multisets of mappings with join indexes (the state of stateful operators)."""
+"""Materialised multisets of mappings with join indexes (the state of stateful operators).
+
+A :class:`Relation` is a *base* part (consolidated, with cached sorted key indexes) plus a
+small *recent* part that absorbs the deltas of the last epochs.  Probing joins both
+parts (join is bilinear in the multiplicities, so a recent -1 cancels a base +1 in the
+output counts); the recent part is merged into the base only once it has grown to a
+fraction of it.  A window's churn therefore costs work proportional to the delta, not
+to a large static relation it sits next to.
+"""
 
 from __future__ import annotations
 
@@ -29,65 +37,45 @@ def _split_bound(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = cols.shape[1]
         return np.arange(n), EMPTY_I64
     bound = np.all(cols != 0, axis=0)
+    if bound.all():
+        return np.arange(cols.shape[1]), EMPTY_I64
     return np.flatnonzero(bound), np.flatnonzero(~bound)
 
 
-class Relation:
-    """A consolidated multiset of mappings over ``vars`` with cached key indexes."""
+class _Part:
+    """One consolidated multiset with lazily built key indexes."""
 
-    __slots__ = ("vars", "rows", "_indexes", "version")
+    __slots__ = ("rows", "_indexes")
 
-    def __init__(self, vars: Sequence[str]) -> None:
-        self.vars = tuple(vars)
-        self.rows = Batch.empty(self.vars)
-        self._indexes: dict[tuple[str, ...], tuple[SortedIndex, np.ndarray, np.ndarray]] = {}
-        self.version = 0
+    def __init__(self, rows: Batch) -> None:
+        self.rows = rows
+        self._indexes: dict[tuple[str, ...], tuple[SortedIndex, np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def cardinality(self) -> int:
-        return int(self.rows.counts.sum()) if len(self.rows) else 0
-
-    def apply(self, delta: Batch) -> None:
-        if not len(delta):
-            return
-        self.rows = consolidate(concat([self.rows, delta.project(self.vars)], self.vars))
-        self._indexes.clear()
-        self.version += 1
-
-    def replace(self, rows: Batch) -> None:
-        self.rows = consolidate(rows.project(self.vars))
-        self._indexes.clear()
-        self.version += 1
-
-    def _index(self, keyvars: tuple[str, ...]) -> tuple[SortedIndex, np.ndarray, np.ndarray]:
+    def index(self, keyvars: tuple[str, ...]):
         ix = self._indexes.get(keyvars)
         if ix is None:
             cols = self.rows.project(keyvars).cols
             bound, partial = _split_bound(cols)
-            ix = (SortedIndex(row_keys(cols[:, bound])), bound, partial)
+            ix = (SortedIndex(row_keys(cols[:, bound])), bound, partial, cols)
             self._indexes[keyvars] = ix
         return ix
 
-    def pairs(self, probe: Batch, shared: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """Compatible pairs (i in probe, j in self.rows) on the shared variables."""
+    def pairs(self, probe: Batch, shared: tuple[str, ...], pcols, pbound, ppartial, pkeys):
         n, m = len(probe), len(self.rows)
         if n == 0 or m == 0:
             return EMPTY_I64, EMPTY_I64
         if not shared:
             return np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
-        index, rbound, rpartial = self._index(shared)
-        pcols = probe.project(shared).cols
-        pbound, ppartial = _split_bound(pcols)
-        li, rj = index.probe(row_keys(pcols[:, pbound]))
-        li = pbound[li]
-        rj = rbound[rj]
+        index, rbound, rpartial, rcols = self.index(shared)
+        li, rj = index.probe(pkeys)
+        if len(pbound) != n:
+            li = pbound[li]
+        if len(rbound) != m:
+            rj = rbound[rj]
         if len(shared) > 1 and len(li):
-            ok = equal_on(pcols, li, self.rows.project(shared).cols, rj)
+            ok = equal_on(pcols, li, rcols, rj)
             li, rj = li[ok], rj[ok]
         if len(ppartial) or len(rpartial):
-            rcols = self.rows.project(shared).cols
             extra_i, extra_j = [li], [rj]
             if len(ppartial):
                 a, b = compatible_pairs_broadcast(pcols[:, ppartial], rcols)
@@ -100,20 +88,96 @@ class Relation:
             li, rj = np.concatenate(extra_i), np.concatenate(extra_j)
         return li, rj
 
+
+class Relation:
+    """A multiset of mappings over ``vars``: a large stable base plus a small recent part."""
+
+    __slots__ = ("vars", "_base", "_recent", "_rows", "version")
+
+    #: merge the recent part into the base once it exceeds base/RATIO (+ a floor)
+    RATIO = 4
+    FLOOR = 256
+
+    def __init__(self, vars: Sequence[str]) -> None:
+        self.vars = tuple(vars)
+        self._base = _Part(Batch.empty(self.vars))
+        self._recent = _Part(Batch.empty(self.vars))
+        self._rows: Batch | None = self._base.rows
+        self.version = 0
+
+    def __len__(self) -> int:
+        return len(self._base.rows) + len(self._recent.rows)
+
+    @property
+    def rows(self) -> Batch:
+        """The consolidated content (computed on demand)."""
+        if self._rows is None:
+            if len(self._recent.rows):
+                self._base = _Part(consolidate(concat([self._base.rows, self._recent.rows], self.vars)))
+                self._recent = _Part(Batch.empty(self.vars))
+            self._rows = self._base.rows
+        return self._rows
+
+    def cardinality(self) -> int:
+        r = self.rows
+        return int(r.counts.sum()) if len(r) else 0
+
+    def apply(self, delta: Batch) -> None:
+        if not len(delta):
+            return
+        delta = delta.project(self.vars)
+        self.version += 1
+        self._rows = None
+        nb, nr = len(self._base.rows), len(self._recent.rows)
+        if nr + len(delta) > nb // self.RATIO + self.FLOOR:
+            self._base = _Part(consolidate(concat([self._base.rows, self._recent.rows, delta], self.vars)))
+            self._recent = _Part(Batch.empty(self.vars))
+            self._rows = self._base.rows
+        else:
+            self._recent = _Part(consolidate(concat([self._recent.rows, delta], self.vars)))
+
+    def replace(self, rows: Batch) -> None:
+        self._base = _Part(consolidate(rows.project(self.vars)))
+        self._recent = _Part(Batch.empty(self.vars))
+        self._rows = self._base.rows
+        self.version += 1
+
+    def _parts(self) -> list[_Part]:
+        return [p for p in (self._base, self._recent) if len(p.rows)]
+
+    def _probe_prep(self, probe: Batch, shared: tuple[str, ...]):
+        pcols = probe.project(shared).cols
+        pbound, ppartial = _split_bound(pcols)
+        pkeys = row_keys(pcols[:, pbound] if len(pbound) != pcols.shape[1] else pcols)
+        return pcols, pbound, ppartial, pkeys
+
     def join(self, probe: Batch, out_vars: Sequence[str] | None = None) -> Batch:
         """Join ``probe`` with this relation (SPARQL compatibility, counts multiply)."""
         shared = tuple(v for v in probe.vars if v in self.vars)
         out = tuple(out_vars) if out_vars is not None else union_vars(probe.vars, self.vars)
-        li, rj = self.pairs(probe, shared)
-        if len(li) == 0:
+        parts = self._parts()
+        if not parts or not len(probe):
             return Batch.empty(out)
-        cols = merge_columns(out, probe, li, self.rows, rj)
-        return Batch(out, cols, probe.counts[li] * self.rows.counts[rj])
+        prep = self._probe_prep(probe, shared)
+        results = []
+        for part in parts:
+            li, rj = part.pairs(probe, shared, *prep)
+            if len(li):
+                cols = merge_columns(out, probe, li, part.rows, rj)
+                results.append(Batch(out, cols, probe.counts[li] * part.rows.counts[rj]))
+        if not results:
+            return Batch.empty(out)
+        return results[0] if len(results) == 1 else concat(results, out)
 
     def key_counts(self, probe: Batch, shared: tuple[str, ...]) -> np.ndarray:
         """For each probe row, the total multiplicity of compatible rows here."""
-        li, rj = self.pairs(probe, shared)
         out = np.zeros(len(probe), dtype=np.int64)
-        if len(li):
-            np.add.at(out, li, self.rows.counts[rj])
+        parts = self._parts()
+        if not parts or not len(probe):
+            return out
+        prep = self._probe_prep(probe, shared)
+        for part in parts:
+            li, rj = part.pairs(probe, shared, *prep)
+            if len(li):
+                np.add.at(out, li, part.rows.counts[rj])
         return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import urljoin
 
 import pyparsing
@@ -38,7 +38,7 @@ from linkstream.query.lexer import (
     map_offset,
     quote,
 )
-from linkstream.query.windows import WindowSpec, WindowWordError, parse_window
+from linkstream.query.windows import WindowSpec, read_window
 
 WINDOW_GRAPH_PREFIX = "urn:linkstream:window:"
 DIALECT_NAMES = {"csparql": "C-SPARQL", "cqels": "CQELS-QL", "rspql": "RSP-QL"}
@@ -157,25 +157,6 @@ class _Scan(TokenStream):
             self.fail("unknown prefix '%s:'" % prefix, t)
         return self.prefixes[prefix] + local
 
-    def window(self, j: int) -> tuple[WindowSpec, int]:
-        """Parses the window whose '[' is at sig index ``j``; returns it and the index of ']'."""
-        opening = self.need(j, "a window '['")
-        if not opening.is_punct("["):
-            self.fail("expected a window '[' after the stream IRI, found %s" % quote(opening.text), opening)
-        k = j + 1
-        words: list[Token] = []
-        while (t := self.tok(k)) is not None and not t.is_punct("]"):
-            if t.kind == "punct" and t.text in "[{}":
-                break
-            words.append(t)
-            k += 1
-        if t is None or not t.is_punct("]"):
-            self.fail("unterminated window '['", opening)
-        try:
-            return parse_window([w.text for w in words]), k
-        except WindowWordError as e:
-            self.fail(e.message, opening if e.index is None else words[e.index])
-
     # ------------------------------------------------------------ the pass
     def run(self) -> None:
         stack: list[tuple[Token, str]] = []  # open '{' and their kind: group, data, template
@@ -211,7 +192,7 @@ class _Scan(TokenStream):
             elif key == "STREAM" and depth >= 1:  # CQELS-QL: STREAM <s> [w] { P }
                 self.dialect("cqels", t)
                 s = self.term_iri(j + 1, "a stream IRI")
-                spec, k = self.window(j + 2)
+                spec, k = read_window(self, j + 2)
                 brace = self.tok(k + 1)
                 if brace is None or not brace.is_punct("{"):
                     self.fail("STREAM <%s> [...] must be followed by a group '{'" % s, brace)
@@ -307,7 +288,7 @@ class _Scan(TokenStream):
         if nxt.kw("STREAM"):  # C-SPARQL
             self.dialect("csparql", nxt)
             s = self.term_iri(j + 2, "a stream IRI")
-            spec, k = self.window(j + 3)
+            spec, k = read_window(self, j + 3)
             self.windows.append((s, spec, None, None))
             self.blank(j, k)
             return k + 1
@@ -324,7 +305,7 @@ class _Scan(TokenStream):
             if self.need(k, "a stream IRI").kw("STREAM"):
                 k += 1
             s = self.term_iri(k, "a stream IRI")
-            spec, kend = self.window(k + 1)
+            spec, kend = read_window(self, k + 1)
             if wn in self.named:
                 self.fail("window %s is declared twice" % name_tok.text, name_tok)
             self.named[wn] = len(self.windows)
@@ -434,7 +415,7 @@ def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
     try:
         return parser.Query.parse_string(parse_text, parse_all=True)
     except RecursionError:
-        _fail_nesting(scan)
+        scan.fail("query is nested too deeply for the SPARQL parser", scan.deepest_bracket())
     except pyparsing.ParseBaseException as e:
         failure = trace_parse_failure(parser.Query, parse_text, e.loc)
     except Exception as e:  # rdflib's parse actions raise bare Exceptions
@@ -451,28 +432,13 @@ def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
     scan.fail(describe_failure(failure, quote(tok.text) if tok is not None else None), tok)
 
 
-def _fail_nesting(scan: _Scan) -> NoReturn:
-    depth, deepest, worst = 0, -1, None
-    for t in scan.toks:
-        if t.kind == "punct" and t.text in "([{":
-            depth += 1
-            if depth > deepest:
-                deepest, worst = depth, t
-        elif t.kind == "punct" and t.text in ")]}":
-            depth -= 1
-    scan.fail("query is nested too deeply for the SPARQL parser", worst)
-
-
 _WRAPPERS = frozenset(
-    (
-        "ConditionalOrExpression",
-        "ConditionalAndExpression",
-        "RelationalExpression",
-        "AdditiveExpression",
-        "MultiplicativeExpression",
-    )
+    "ConditionalOrExpression ConditionalAndExpression RelationalExpression AdditiveExpression "
+    "MultiplicativeExpression".split()
 )
-_NOT_PROJECTED = frozenset(("Builtin_EXISTS", "Builtin_NOTEXISTS"))
+_AGGREGATES = frozenset("Aggregate_" + a for a in "Count Sum Min Max Avg Sample GroupConcat".split())
+_NOT_PROJECTED = _AGGREGATES | {"Builtin_EXISTS", "Builtin_NOTEXISTS"}
+_SUBSELECT = frozenset(("SubSelect",))
 
 
 def _g(node: Any, key: str) -> Any:
@@ -480,34 +446,26 @@ def _g(node: Any, key: str) -> Any:
     return dict.get(node, key) if isinstance(node, CompValue) else None
 
 
-def _nodes(node: Any, stop: frozenset[str] = frozenset()) -> Iterator[CompValue]:
-    """CompValues of a parse tree in document order, not entering those named in ``stop``."""
-    if isinstance(node, CompValue):
-        if node.name in stop:
-            return
-        yield node
-        for v in node.values():
-            yield from _nodes(v, stop)
-    elif isinstance(node, (list, tuple, pyparsing.ParseResults)):
-        for v in node:
-            yield from _nodes(v, stop)
-
-
-def _leaves(node: Any, stop: frozenset[str] = frozenset()) -> Iterator[Any]:
-    """Terms of a parse tree in document order, not entering CompValues named in ``stop``."""
+def _walk(node: Any, stop: frozenset[str] = frozenset()) -> Iterator[Any]:
+    """CompValues and terms of a parse tree in document order, not entering those in ``stop``."""
     if isinstance(node, CompValue):
         if node.name not in stop:
+            yield node
             for v in node.values():
-                yield from _leaves(v, stop)
+                yield from _walk(v, stop)
     elif isinstance(node, (list, tuple, pyparsing.ParseResults)):
         for v in node:
-            yield from _leaves(v, stop)
+            yield from _walk(v, stop)
     else:
         yield node
 
 
+def _nodes(node: Any, stop: frozenset[str] = frozenset()) -> list[CompValue]:
+    return [x for x in _walk(node, stop) if isinstance(x, CompValue)]
+
+
 def _variables(node: Any, stop: frozenset[str] = frozenset()) -> list[Variable]:
-    return [x for x in _leaves(node, stop) if isinstance(x, Variable)]
+    return [x for x in _walk(node, stop) if isinstance(x, Variable)]
 
 
 def _unwrap(e: Any) -> Any:
@@ -580,48 +538,16 @@ class _Problems:
         js = self.keyword_js[word]
         return js[k] if k < len(js) else None
 
-    def projection_var(self, j: int | None, var: Variable, mode: str, nth: int = 1) -> Token | None:
-        """The token of ``var`` in the projection after SELECT (sig index ``j``).
-
-        ``mode`` is ``"plain"`` (a projected variable), ``"as"`` (the target of AS) or
-        ``"expr"`` (inside an expression, outside aggregate calls).
-        """
-        if j is None:
-            return self.scan.tok(0)
-        depth, agg_depth, prev = 0, -1, None
-        for k in range(j + 1, len(self.scan.sig)):
-            t = self.scan.toks[self.scan.sig[k]]
-            if depth == 0 and (t.is_punct("{") or t.kw("WHERE", "FROM")):
-                break
-            if t.is_punct("("):
-                depth += 1
-            elif t.is_punct(")"):
-                depth -= 1
-                agg_depth = -1 if depth < agg_depth else agg_depth
-            elif t.key in _AGGREGATE_WORDS and agg_depth < 0:
-                agg_depth = depth + 1
-            elif t.kind == "var" and t.text[1:] == str(var):
-                is_as = prev is not None and prev.kw("AS")
-                if (
-                    (mode == "as" and is_as)
-                    or (mode == "plain" and depth == 0)
-                    or (mode == "expr" and depth > 0 and not is_as and agg_depth < 0)
-                ):
-                    nth -= 1
-                    if nth == 0:
-                        return t
-            prev = t
-        return self.var_after(j, var)
-
-    def var_after(self, j: int | None, var: Variable, nth: int = 1) -> Token | None:
-        k = self.scan.after(j, lambda t: t.kind == "var" and t.text[1:] == str(var), nth)
+    def var(self, j: int | None, var: Variable, mode: str = "any", nth: int = 1) -> Token | None:
+        """The token of ``var`` after sig index ``j`` (see :meth:`TokenStream.find_var`)."""
+        k = self.scan.find_var(j, str(var), mode, nth)
         return self.scan.tok(k if k is not None else j if j is not None else 0)
 
 
 def _check_tree(scan: _Scan, tree: Any) -> None:
     """Rejects what rdflib accepts but SPARQL 1.1 (and the reference, Oxigraph) does not."""
     probs = _Problems(scan)
-    uris = {str(x) for x in _leaves(tree) if isinstance(x, URIRef)}
+    uris = {str(x) for x in _walk(tree) if isinstance(x, URIRef)}
     for i in scan.sig:
         t = scan.toks[i]
         if t.kind == "iri" and i not in scan.repl:
@@ -651,7 +577,7 @@ def _check_tree(scan: _Scan, tree: Any) -> None:
 def _check_projection(probs: _Problems, node: CompValue, j: int | None) -> None:
     groupby = _g(node, "groupby")
     aggregated = groupby is not None or any(
-        n.name.startswith("Aggregate_") for v in node.values() for n in _nodes(v, frozenset(("SubSelect",)))
+        n.name in _AGGREGATES for v in node.values() for n in _nodes(v, _SUBSELECT)
     )
     if aggregated:
         visible = _group_vars(groupby) | _values_vars(node)
@@ -676,31 +602,25 @@ def _check_projection(probs: _Problems, node: CompValue, j: int | None) -> None:
         var, mode = _g(item, "var"), "plain"
         if var is not None:
             if aggregated and var not in visible:
-                probs.add(ungrouped % var, probs.projection_var(j, var, mode))
+                probs.add(ungrouped % var, probs.var(j, var, mode))
         else:
             var, mode = _g(item, "evar"), "as"
             if var in visible:
                 probs.add(
                     "?%s is already bound and cannot be redefined with AS" % var,
-                    probs.projection_var(j, var, mode),
+                    probs.var(j, var, mode),
                 )
             elif aggregated:
-                for v in _variables(_g(item, "expr"), _NOT_PROJECTED | _AGGREGATES):
+                for v in _variables(_g(item, "expr"), _NOT_PROJECTED):
                     if v not in visible:
-                        probs.add(ungrouped % v, probs.projection_var(j, v, "expr"))
+                        probs.add(ungrouped % v, probs.var(j, v, "expr"))
                         break
         if mode == "plain":
             plain_seen.append(var)
         if var in seen:
             nth = plain_seen.count(var) if mode == "plain" else 1
-            probs.add("?%s appears twice in SELECT" % var, probs.projection_var(j, var, mode, nth))
+            probs.add("?%s appears twice in SELECT" % var, probs.var(j, var, mode, nth))
         seen.append(var)
-
-
-_AGGREGATE_WORDS = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"))
-_AGGREGATES = frozenset(
-    "Aggregate_" + a for a in ("Count", "Sum", "Min", "Max", "Avg", "Sample", "GroupConcat")
-)
 
 
 def _check_binds(probs: _Problems, group: CompValue, first_bind: int) -> None:
@@ -712,7 +632,7 @@ def _check_binds(probs: _Problems, group: CompValue, first_bind: int) -> None:
             var = _g(part, "var")
             if var in scope:
                 j = probs.keyword("BIND", k)
-                at = probs.var_after(probs.scan.after(j, lambda t: t.kw("AS")) or j, var)
+                at = probs.var(j, var, "as")
                 probs.add("BIND assigns ?%s, which is already bound in this group" % var, at)
         k += sum(1 for n in _nodes(part) if n.name == "Bind")
         scope |= _part_scope(part)
@@ -722,7 +642,7 @@ def _check_values(probs: _Problems, node: CompValue, j: int | None) -> None:
     variables = list(_g(node, "var") or [])
     for n, var in enumerate(variables):
         if var in variables[:n]:
-            probs.add("?%s is repeated in VALUES" % var, probs.var_after(j, var, 2))
+            probs.add("?%s is repeated in VALUES" % var, probs.var(j, var, nth=2))
     if j is None or not (t := probs.scan.tok(j + 1)) or not t.is_punct("("):
         return
     opening = probs.scan.after(j, lambda t: t.is_punct("{"))

@@ -21,6 +21,7 @@ import math
 import re
 import struct
 from decimal import Context, Decimal
+from fractions import Fraction
 
 from linkstream.query.func_base import ExprError
 
@@ -243,10 +244,8 @@ def dec_div(a: int, b: int) -> int:
 
 
 def dec_round(v: int) -> int:
-    """fn:round on a decimal (halves toward positive infinity)."""
-    t = trunc_div(v, SCALE // 10)
-    r = t // 10 + (1 if t % 10 >= 5 else 0) if t >= 0 else trunc_div(t, 10) - (1 if (-t) % 10 > 5 else 0)
-    return check_i128(r * SCALE)
+    """fn:round on a decimal: the nearest integer, halves toward positive infinity."""
+    return check_i128(((v + SCALE // 2) // SCALE) * SCALE)
 
 
 def dec_ceil(v: int) -> int:
@@ -323,6 +322,22 @@ def format_float32(v: float) -> str:
     return format_double(float(shortest_f32_digits(v)))
 
 
+def _rust_shortest(v: float, single: bool) -> str:
+    """Shortest round-trip digits, a tie between two candidates going away from zero (as Rust)."""
+    digits = shortest_f32_digits(v) if single else repr(v)
+    d = Fraction(digits)
+    diff = Fraction(v) - d
+    if diff:
+        exponent = Decimal(digits).as_tuple().exponent
+        unit = Fraction(10) ** int(exponent)
+        if abs(diff) * 2 == unit and (diff > 0) == (v > 0):
+            alt = d + (unit if diff > 0 else -unit)
+            x = float(alt)
+            if (to_f32(x) if single else x) == v:
+                return str(Decimal(alt.numerator) / Decimal(alt.denominator))
+    return digits
+
+
 def rust_display(v: float, single: bool = False) -> str:
     """A double (or float if ``single``) the way Rust's ``Display`` (and oxigraph) writes it.
 
@@ -333,8 +348,7 @@ def rust_display(v: float, single: bool = False) -> str:
         return "NaN"
     if math.isinf(v):
         return "INF" if v > 0 else "-INF"
-    digits = shortest_f32_digits(v) if single else repr(v)
-    s = format(Decimal(digits), "f")
+    s = format(Decimal(_rust_shortest(v, single)), "f")
     if "." in s:
         s = s.rstrip("0").rstrip(".")
     if s == "0" and math.copysign(1.0, v) < 0:

@@ -38,6 +38,7 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _ECHAR = frozenset("tbnrf\"'\\")
 _ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))")
 _STRING_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
+_AGGREGATE_WORDS = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"))
 _IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
 #: Characters a string escape must keep escaped when it is decoded for the SPARQL parser.
 _KEEP_ESCAPED = {'"': '\\"', "'": "\\'", "\\": "\\\\", "\n": "\\n", "\r": "\\r"}
@@ -312,6 +313,58 @@ class TokenStream:
                 if nth == 0:
                     return k
         return None
+
+    def find_var(self, j: int | None, name: str, mode: str = "any", nth: int = 1) -> int | None:
+        """Index of the ``nth`` occurrence of variable ``?name`` after ``j``, for error positions.
+
+        Args:
+            j: Start after this significant token (e.g. a SELECT keyword).
+            name: The variable name without ``?``.
+            mode: ``"any"``; ``"as"``: the target of an ``AS``; ``"plain"``: outside
+                parentheses (a projected variable); ``"expr"``: inside parentheses but not
+                inside an aggregate call.  Modes other than ``"any"`` stop at the first
+                top-level ``{``, WHERE or FROM (the end of a projection), except ``"as"``.
+            nth: Which occurrence.
+        """
+        if j is None:
+            return None
+        depth, agg_depth, prev = 0, -1, None
+        for k in range(j + 1, len(self.sig)):
+            t = self.toks[self.sig[k]]
+            if mode in ("plain", "expr") and depth == 0 and (t.is_punct("{") or t.kw("WHERE", "FROM")):
+                break
+            if t.is_punct("("):
+                depth += 1
+            elif t.is_punct(")"):
+                depth -= 1
+                agg_depth = -1 if depth < agg_depth else agg_depth
+            elif t.key in _AGGREGATE_WORDS and agg_depth < 0:
+                agg_depth = depth + 1
+            elif t.kind == "var" and t.text[1:] == name:
+                is_as = prev is not None and prev.kw("AS")
+                if (
+                    mode == "any"
+                    or (mode == "as" and is_as)
+                    or (mode == "plain" and depth == 0)
+                    or (mode == "expr" and depth > 0 and not is_as and agg_depth < 0)
+                ):
+                    nth -= 1
+                    if nth == 0:
+                        return k
+            prev = t
+        return None if mode == "any" else self.find_var(j, name)
+
+    def deepest_bracket(self) -> Token | None:
+        """The first bracket (``(``, ``[``, ``{``) at the deepest nesting level."""
+        depth, deepest, worst = 0, 0, None
+        for t in self.toks:
+            if t.kind == "punct" and t.text in "([{":
+                depth += 1
+                if depth > deepest:
+                    deepest, worst = depth, t
+            elif t.kind == "punct" and t.text in ")]}":
+                depth -= 1
+        return worst
 
     def token_at(self, offset: int) -> int | None:
         """Index (in ``toks``) of the first kept significant token ending after ``offset``."""

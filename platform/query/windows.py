@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from linkstream.query.errors import QueryError
+from linkstream.query.lexer import Token, TokenStream, quote
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
 _SIMPLE_DUR = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$", re.I)
@@ -178,3 +179,34 @@ def parse_window(words: list[str]) -> WindowSpec:
     step = _duration(words, 3, upper[2])
     _no_more(words, 4, "%s %s" % (upper[2], words[3]))
     return WindowSpec(TIME, range_ms=rng, step_ms=step)
+
+
+def read_window(stream: TokenStream, j: int) -> tuple[WindowSpec, int]:
+    """Reads the window ``[...]`` that starts at significant token ``j`` of a query.
+
+    Args:
+        stream: The query's tokens.
+        j: Index of the ``[`` among the significant tokens.
+
+    Returns:
+        The window and the index of its ``]``.
+
+    Raises:
+        QueryError: At the offending token (the ``[`` when the window is unterminated).
+    """
+    opening = stream.need(j, "a window '['")
+    if not opening.is_punct("["):
+        stream.fail("expected a window '[' after the stream IRI, found %s" % quote(opening.text), opening)
+    k = j + 1
+    words: list[Token] = []
+    while (t := stream.tok(k)) is not None and not t.is_punct("]"):
+        if t.kind == "punct" and t.text in "[{}":
+            break
+        words.append(t)
+        k += 1
+    if t is None or not t.is_punct("]"):
+        stream.fail("unterminated window '['", opening)
+    try:
+        return parse_window([w.text for w in words]), k
+    except WindowWordError as e:
+        stream.fail(e.message, opening if e.index is None else words[e.index])

@@ -233,6 +233,9 @@ CASES: list[Case] = [
     O("10000000000000000000", "*", "1.0"), O("2.0", "/", "0.000000000000000003"),
     O("0.0000000000000000001", "+", "0"), O("123456789.123456789", "*", "1000000000"),
     O('"1."^^xsd:decimal', "+", "0"), O('".5"^^xsd:decimal', "*", "3"), O('"1e5"^^xsd:decimal', "+", "0"),
+    O("0.5", "*", "0.000000000000000004"), O("0.5", "*", "0.000000000000000003"),
+    O("0.5", "*", "0.123456789012345672"), O("0.25", "*", "0.123456789012345674"),
+    O("0.5", "*", "-501219221363.064083726304601298"), O("1.1", "*", "1.1"),
     # --- ill-typed and non-numeric operands
     O('"abc"^^xsd:integer', "+", "1"), O('" 1"^^xsd:integer', "+", "1"), O('"1"', "+", "1"),
     O("<http://ex/a>", "+", "1"), O("true", "+", "1"), O('"1"^^<http://ex/dt>', "+", "1"),
@@ -303,6 +306,7 @@ CASES: list[Case] = [
     # --- term functions
     C("STR", '"01"^^xsd:integer'), C("STR", '"1.50"^^xsd:decimal'), C("STR", '"1.0E2"^^xsd:double'),
     C("STR", "1.5e10"), C("STR", "1e-7"), C("STR", '"1e20"^^xsd:double'), C("STR", '"0.1"^^xsd:float'),
+    C("STR", "7.961395569599212e14"), C("STR", "35450629019.000968066341680279"),
     C("STR", '"INF"^^xsd:float'), C("STR", '"1"^^xsd:int'), C("STR", '" 1"^^xsd:integer'),
     C("STR", '"TRUE"^^xsd:boolean'), C("STR", '"1"^^xsd:boolean'),
     C("STR", '"2020-01-01T10:00:00.500Z"^^xsd:dateTime'), C("STR", '"PT24H"^^xsd:dayTimeDuration'),
@@ -341,6 +345,7 @@ CASES: list[Case] = [
     C("ROUND", "-2.5e0"), C("ROUND", "-1.5e0"), C("ROUND", "-0.4e0"), C("ROUND", "-0.6e0"),
     C("ROUND", "0.49999999999999994e0"), C("ROUND", "4503599627370497e0"), C("ROUND", '"2.5"^^xsd:float'),
     C("ROUND", '"NaN"^^xsd:double'), C("ROUND", '"-INF"^^xsd:double'), C("ROUND", '"x"'),
+    C("ROUND", "-35.522"), C("ROUND", "-1.58494632449900309"),
     # --- string functions
     C("STRLEN", '"abc"'), C("STRLEN", '"abc"@en'), C("STRLEN", '"héllo😀"'), C("STRLEN", "1"),
     C("UCASE", '"abc"@en'), C("UCASE", '"straße"'), C("UCASE", "<http://a>"), C("LCASE", '"ÀBC"'),
@@ -462,6 +467,7 @@ CASES: list[Case] = [
     W('STRSTARTS(STR(UUID()), "urn:uuid:")',
       lambda: call("STRSTARTS", [call("STR", [call("UUID", [])]), Literal("urn:uuid:")])),
     W("ISBLANK(BNODE())", lambda: call("ISBLANK", [call("BNODE", [])])),
+    W('ISBLANK(BNODE("a:b😀"))', lambda: call("ISBLANK", [call("BNODE", [Literal("a:b😀")])])),
     W("DATATYPE(RAND())", lambda: call("DATATYPE", [call("RAND", [])])),
     W("(RAND() < 1)", lambda: B[compare("<", call("RAND", []), Literal("1", XSD_INTEGER))]),
     W('LANGMATCHES(LANG("a"@en-gb), "EN")',
