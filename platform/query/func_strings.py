@@ -117,6 +117,11 @@ _POSIX_CLASSES = {
 }
 
 
+#: Rust's ``\\s``: the Unicode White_Space property (Python's also has U+001C..U+001F).
+_WHITE_SPACE = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+_REPETITION = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
+
+
 def _class_char(cp: int) -> str:
     return "\\U%08X" % cp if cp > 0xFFFF else "\\u%04X" % cp
 
@@ -199,9 +204,17 @@ def translate_regex(pattern: str, multiline: bool) -> str:
                 text, i = _read_hex_escape(pattern, i + 1)
                 out.append(text)
                 continue
-            if e.isdigit() and e != "0" or e == "k":
-                raise ExprError("back-references are not supported")
-            out.append("\\Z" if e == "z" and not in_class else "\\" + e)
+            if e.isdigit() or e in "kZ":
+                raise ExprError("unsupported escape \\%s" % e)
+            if e in "sS":
+                if e == "s":
+                    out.append(_WHITE_SPACE if in_class else "[" + _WHITE_SPACE + "]")
+                elif in_class:
+                    raise ExprError("\\S inside a class is not supported")
+                else:
+                    out.append("[^" + _WHITE_SPACE + "]")
+            else:
+                out.append("\\Z" if e == "z" and not in_class else "\\" + e)
             i += 2
             continue
         if in_class:
@@ -231,12 +244,19 @@ def translate_regex(pattern: str, multiline: bool) -> str:
                 i += 1
             continue
         if c == "(" and pattern.startswith("(?", i):
-            if pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
-                raise ExprError("look-around is not supported")
+            if pattern.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?#", "(?(", "(?P="), i):
+                raise ExprError("unsupported group syntax")
             if pattern.startswith("(?<", i):
                 out.append("(?P<")
                 i += 3
                 continue
+        if c == "{":
+            m = _REPETITION.match(pattern, i)
+            if m is None:
+                raise ExprError("invalid repetition")
+            out.append(m.group())
+            i = m.end()
+            continue
         if c == "$" and not multiline:
             out.append("\\Z")
             i += 1
