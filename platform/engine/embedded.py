@@ -147,7 +147,14 @@ class Engine:
             named.setdefault(g, GraphOperator(g, self._static_triples((g,))))
         ds = Dataset(default=default, named=named, empty=GraphOperator("empty", None))
         planner = Planner(ds, self.evaluator)
-        root, shape = planner.plan_query(cq.algebra.algebra)
+        try:
+            root, shape = planner.plan_query(cq.algebra.algebra)
+        except QueryError:
+            raise
+        except (ValueError, NotImplementedError, KeyError, TypeError, AttributeError) as e:
+            for op in windows:
+                op.close()
+            raise QueryError(f"cannot plan query {cq.name!r}: {e}") from None
         if shape.form == "SELECT" and shape.limit is None and not shape.offset:
             vars_ = shape.project if shape.project is not None else root.vars
             root = ProjectOperator(root, vars_)

@@ -216,7 +216,7 @@ def _is_literal(a: Args) -> Term:
 
 def _numeric_fn(
     int_fn: Callable[[int], int], dec_fn: Callable[[int], int], float_fn: Callable[[float], float]
-):
+) -> Callable[[Args], Term]:
     def fn(a: Args) -> Term:
         k, x = a[0].kind, a[0].value
         if k == K_INT:
@@ -287,6 +287,7 @@ def _concat(a: Args) -> Term:
 
 
 def _substr(a: Args) -> Term:
+    # oxigraph: the positions must be xsd:integer values (the spec rounds any numeric).
     s, lang = _string_and_lang(a[0])
     length = _integer(a[2]) if len(a) > 2 else None
     return _plain(substring(s, _integer(a[1]), length), lang)
@@ -299,6 +300,7 @@ def _regex(a: Args) -> Term:
 
 
 def _replace(a: Args) -> Term:
+    # oxigraph: a pattern matching the empty string is allowed (XPath's FORX0003 error).
     text, lang = _string_and_lang(a[0])
     rx = compile_regex(_simple(a[1]), _simple(a[3]) if len(a) > 3 else "")
     return _plain(regex_replace(rx, text, _simple(a[2])), lang)

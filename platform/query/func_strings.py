@@ -120,6 +120,8 @@ _POSIX_CLASSES = {
 #: Rust's ``\\s``: the Unicode White_Space property (Python's also has U+001C..U+001F).
 _WHITE_SPACE = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 _REPETITION = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
+_POSIX_CLASS_RE = re.compile(r"\[:(\^?)([a-z]+):\]")
+_FLAG_GROUP_RE = re.compile(r"\(\?([A-Za-z]*(?:-[A-Za-z]*)?)([:)])")
 
 
 def _class_char(cp: int) -> str:
@@ -171,100 +173,153 @@ def _read_hex_escape(pattern: str, i: int) -> tuple[str, int]:
     return "\\" + pattern[i], i + 1
 
 
-def translate_regex(pattern: str, multiline: bool) -> str:
-    """Translate a Rust ``regex`` pattern to Python :mod:`re` syntax (error if unsupported)."""
-    out: list[str] = []
-    i, n, in_class = 0, len(pattern), False
+def _translate_escape(pattern: str, i: int, in_class: bool) -> tuple[str, int]:
+    """Translate the escape sequence at ``pattern[i]`` (a backslash); return (text, next index)."""
+    n = len(pattern)
+    if i + 1 >= n:
+        raise ExprError("trailing backslash in regex")
+    e = pattern[i + 1]
+    if e in "pP":
+        if i + 2 < n and pattern[i + 2] == "{":
+            j = pattern.find("}", i + 3)
+            if j < 0:
+                raise ExprError("bad \\p class")
+            name, i = pattern[i + 3 : j], j + 1
+        else:
+            name, i = pattern[i + 2 : i + 3], i + 3
+        negated = e == "P"
+        if name.startswith("^"):
+            name, negated = name[1:], not negated
+        ranges = _category(name)
+        if not in_class:
+            return ("[^" if negated else "[") + ranges + "]", i
+        if negated:
+            raise ExprError("negated \\P inside a class is not supported")
+        return ranges, i
+    if e in "xu":
+        return _read_hex_escape(pattern, i + 1)
+    if e.isdigit() or e in "kZ":
+        raise ExprError("unsupported escape \\%s" % e)
+    if e == "s":
+        return (_WHITE_SPACE if in_class else "[" + _WHITE_SPACE + "]"), i + 2
+    if e == "S":
+        if in_class:
+            raise ExprError("\\S inside a class is not supported")
+        return "[^" + _WHITE_SPACE + "]", i + 2
+    if not in_class and e in "z<>":
+        return {"z": "\\Z", "<": "\\b(?=\\w)", ">": "\\b(?<=\\w)"}[e], i + 2
+    return "\\" + e, i + 2
+
+
+def _translate_class(pattern: str, i: int) -> tuple[str, int]:
+    """Translate the character class opening at ``pattern[i]``; return (text, next index)."""
+    out, n = ["["], len(pattern)
+    i += 1
+    if i < n and pattern[i] == "^":
+        out.append("^")
+        i += 1
+    if i < n and pattern[i] == "]":
+        out.append("\\]")
+        i += 1
     while i < n:
         c = pattern[i]
         if c == "\\":
-            if i + 1 >= n:
-                raise ExprError("trailing backslash in regex")
-            e = pattern[i + 1]
-            if e in "pP":
-                if i + 2 < n and pattern[i + 2] == "{":
-                    j = pattern.find("}", i + 3)
-                    if j < 0:
-                        raise ExprError("bad \\p class")
-                    name, i = pattern[i + 3 : j], j + 1
-                else:
-                    name, i = pattern[i + 2 : i + 3], i + 3
-                negated = e == "P"
-                if name.startswith("^"):
-                    name, negated = name[1:], not negated
-                ranges = _category(name)
-                if in_class:
-                    if negated:
-                        raise ExprError("negated \\P inside a class is not supported")
-                    out.append(ranges)
-                else:
-                    out.append(("[^" if negated else "[") + ranges + "]")
-                continue
-            if e in "xu":
-                text, i = _read_hex_escape(pattern, i + 1)
-                out.append(text)
-                continue
-            if e.isdigit() or e in "kZ":
-                raise ExprError("unsupported escape \\%s" % e)
-            if e in "sS":
-                if e == "s":
-                    out.append(_WHITE_SPACE if in_class else "[" + _WHITE_SPACE + "]")
-                elif in_class:
-                    raise ExprError("\\S inside a class is not supported")
-                else:
-                    out.append("[^" + _WHITE_SPACE + "]")
-            else:
-                out.append("\\Z" if e == "z" and not in_class else "\\" + e)
-            i += 2
-            continue
-        if in_class:
-            if c == "[":
-                m = re.match(r"\[:(\^?)([a-z]+):\]", pattern[i:])
-                if not m or m.group(2) not in _POSIX_CLASSES or m.group(1):
-                    raise ExprError("nested character classes are not supported")
-                out.append(_POSIX_CLASSES[m.group(2)])
-                i += m.end()
-                continue
-            if pattern.startswith(("&&", "--", "~~"), i):
-                raise ExprError("character class set operations are not supported")
-            if c == "]":
-                in_class = False
-            out.append(c)
-            i += 1
+            text, i = _translate_escape(pattern, i, True)
+            out.append(text)
             continue
         if c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            if i < n and pattern[i] == "^":
-                out.append("^")
-                i += 1
-            if i < n and pattern[i] == "]":
-                out.append("\\]")
-                i += 1
+            m = _POSIX_CLASS_RE.match(pattern, i)
+            if not m or m.group(2) not in _POSIX_CLASSES or m.group(1):
+                raise ExprError("nested character classes are not supported")
+            out.append(_POSIX_CLASSES[m.group(2)])
+            i = m.end()
             continue
-        if c == "(" and pattern.startswith("(?", i):
+        if pattern.startswith(("&&", "--", "~~"), i):
+            raise ExprError("character class set operations are not supported")
+        out.append(c)
+        i += 1
+        if c == "]":
+            return "".join(out), i
+    raise ExprError("unclosed character class")
+
+
+class _Group:
+    """A group being translated: inline flag groups ``(?i)`` opened in it, and ``$``'s meaning."""
+
+    __slots__ = ("flags", "multiline")
+
+    def __init__(self, multiline: bool) -> None:
+        self.flags: list[str] = []
+        self.multiline = multiline
+
+    def set_flags(self, flags: str) -> None:
+        on, _, off = flags.partition("-")
+        if "m" in on:
+            self.multiline = True
+        if "m" in off:
+            self.multiline = False
+
+
+def translate_regex(pattern: str, multiline: bool) -> str:
+    """Translate a Rust ``regex`` pattern to Python :mod:`re` syntax (error if unsupported).
+
+    Rust's inline flags ``(?i)`` apply to the rest of the enclosing group, alternatives
+    included; they become scoped groups ``(?i:...)``, closed with the enclosing group and
+    reopened after each ``|``.
+    """
+    out: list[str] = []
+    groups = [_Group(multiline)]
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            text, i = _translate_escape(pattern, i, False)
+            out.append(text)
+        elif c == "[":
+            text, i = _translate_class(pattern, i)
+            out.append(text)
+        elif c == "(":
             if pattern.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?#", "(?(", "(?P="), i):
                 raise ExprError("unsupported group syntax")
-            if pattern.startswith("(?<", i):
+            m = _FLAG_GROUP_RE.match(pattern, i)
+            if m and m.group(2) == ")":  # (?flags): to the end of the enclosing group
+                groups[-1].flags.append(m.group(1))
+                groups[-1].set_flags(m.group(1))
+                out.append("(?%s:" % m.group(1))
+                i = m.end()
+                continue
+            groups.append(_Group(groups[-1].multiline))
+            if m:  # (?flags:...)
+                groups[-1].set_flags(m.group(1))
+                out.append(m.group())
+                i = m.end()
+            elif pattern.startswith("(?<", i):
                 out.append("(?P<")
                 i += 3
-                continue
-        if c == "{":
+            else:
+                out.append("(")
+                i += 1
+        elif c == ")":
+            if len(groups) == 1:
+                raise ExprError("unbalanced parenthesis")
+            out.append(")" * (len(groups.pop().flags) + 1))
+            i += 1
+        elif c == "|":
+            flags = groups[-1].flags
+            out.append(")" * len(flags) + "|" + "".join("(?%s:" % f for f in flags))
+            i += 1
+        elif c == "{":
             m = _REPETITION.match(pattern, i)
             if m is None:
                 raise ExprError("invalid repetition")
             out.append(m.group())
             i = m.end()
-            continue
-        if c == "$" and not multiline:
-            out.append("\\Z")
+        else:
+            out.append("\\Z" if c == "$" and not groups[-1].multiline else c)
             i += 1
-            continue
-        out.append(c)
-        i += 1
-    if in_class:
-        raise ExprError("unclosed character class")
+    if len(groups) != 1:
+        raise ExprError("unbalanced parenthesis")
+    out.append(")" * len(groups[0].flags))
     return "".join(out)
 
 

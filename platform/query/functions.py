@@ -17,6 +17,10 @@ where it departs from the letter of the specification (marked ``oxigraph:`` in t
   strings have no effective boolean value, and ``=`` between a dateTime with and one
   without a timezone is false rather than an error.
 * Regular expressions use Rust ``regex`` syntax (see :mod:`linkstream.query.func_strings`).
+* Besides xsd:dateTime, the other XSD date/time types and the durations are values
+  (comparison, accessors, casts from strings), with the arithmetic of SPARQL 1.2 /
+  oxigraph: ``dateTime - dateTime`` is a dayTimeDuration, ``dateTime + duration`` a
+  dateTime, durations add up.
 * STR() and the cast to xsd:string write doubles and floats without exponent
   (``STR(1e20)`` is ``"100000000000000000000"``).
 
