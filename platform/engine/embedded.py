@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..operators.base import Operator, explain
+from ..operators.base import AttachOperator, Operator, explain
 from ..operators.distinct import DistinctOperator
 from ..operators.evaluate import Evaluator
 from ..operators.graph import GraphOperator, dedup_triples
@@ -48,8 +48,9 @@ class RegisteredQuery:
     root: Operator
     output: QueryOutput
     steps: tuple[int, ...]
-    epoch: int = 0
+    ops: list[Operator] = field(default_factory=list)
     last_report: int | None = None
+    registered_at: int | None = None
     stats: QueryStats = field(default_factory=QueryStats)
 
     @property
@@ -87,6 +88,13 @@ class Engine:
         self.buffers: dict[str, StreamBuffer] = {}
         self.queries: dict[str, RegisteredQuery] = {}
         self.log = log_fn or log.warning
+        #: operator signature -> the one running instance (shared by every query using it)
+        self.operators: dict[object, Operator] = {}
+        self._refs: dict[int, int] = {}
+        self._generation = 0
+        self.epoch = 0
+        self.share = True
+        self._static_version = 0
 
     # ------------------------------------------------------------ data
 
@@ -94,6 +102,7 @@ class Engine:
         """Add triples to the static default graph (``iri=None``) or the named graph ``iri``."""
         self.statics.setdefault(iri, []).append(np.asarray(triples, dtype=np.int64).reshape(-1, 3))
         self._static_cache.clear()
+        self._static_version += 1
 
     def buffer(self, stream: str) -> StreamBuffer:
         b = self.buffers.get(stream)
@@ -128,7 +137,8 @@ class Engine:
                 self.log(f"warning: {cq.name}: graph <{g}> is not loaded; treated as empty")
         windows = [WindowOperator(self.buffer(w.stream), w.spec, self.default_step) for w in cq.windows]
         for w in cq.windows:
-            if not self.buffers[w.stream].n and w.stream not in self._known_streams():
+            known = self._known_streams()
+            if known is not None and not self.buffers[w.stream].n and w.stream not in known:
                 self.log(
                     f"warning: {cq.name}: stream <{w.stream}> is not replayed; its window is always empty"
                 )
@@ -137,15 +147,22 @@ class Engine:
         if not named_iris:
             named_iris = sorted(g for g in self.statics if g is not None and g not in cq.static_from)
         named: dict[str, Operator] = {}
+        sv = self._static_version
         if cq.dialect == "csparql":
             default = GraphOperator("default", default_static, windows)
         else:
             default = GraphOperator("default", default_static)
             for w, op in zip(cq.windows, windows):
-                named[w.graph] = GraphOperator(w.graph, None, [op])
+                g = named[w.graph] = GraphOperator(w.graph, None, [op])
+                g.static_key = ("window",)
+        default.static_key = ("static", (None, *cq.static_from), sv)
         for g in named_iris:
-            named.setdefault(g, GraphOperator(g, self._static_triples((g,))))
-        ds = Dataset(default=default, named=named, empty=GraphOperator("empty", None))
+            if g not in named:
+                named[g] = GraphOperator(g, self._static_triples((g,)))
+                named[g].static_key = ("static", (g,), sv)
+        empty = GraphOperator("empty", None)
+        empty.static_key = ("empty",)
+        ds = Dataset(default=default, named=named, empty=empty)
         planner = Planner(ds, self.evaluator)
         try:
             root, shape = planner.plan_query(cq.algebra.algebra)
@@ -161,39 +178,120 @@ class Engine:
             if shape.distinct:
                 root = DistinctOperator(root)
                 shape.distinct = False
+        root = self._share(root)
+        ops = [op for op in root.walk() if not isinstance(op, AttachOperator)]
+        for op in ops:
+            self._refs[id(op)] = self._refs.get(id(op), 0) + 1
         output = QueryOutput(cq.name, cq.mode, root, shape, self.evaluator)
         steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
-        rq = RegisteredQuery(cq, windows, root, output, steps)
+        used_windows = [op for op in ops if isinstance(op, WindowOperator)]
+        rq = RegisteredQuery(cq, used_windows, root, output, steps, ops=ops)
         self.queries[cq.name] = rq
         return rq
 
-    def _known_streams(self) -> set[str]:
-        return getattr(self, "_streams_declared", set())
+    def _share(self, root: Operator) -> Operator:
+        """Replace every subplan that is already running by the running instance.
+
+        Bottom-up hash-consing on operator signatures (operator type, configuration,
+        children's signatures).  A new operator placed over a running one reads it
+        through an :class:`AttachOperator`, which first hands over its current output.
+        """
+        self._generation += 1
+        gen = self._generation
+        memo: dict[int, Operator] = {}
+        fresh: list[Operator] = []
+
+        def canon(op: Operator) -> Operator:
+            got = memo.get(id(op))
+            if got is not None:
+                return got
+            kids = [canon(c) for c in op.children]
+            sig = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))  # type: ignore[attr-defined]
+            existing = self.operators.get(sig) if self.share else None
+            if existing is not None:
+                memo[id(op)] = existing
+                fresh.append(op)
+                return existing
+            mapping = {}
+            for old, new in zip(op.children, kids):
+                if getattr(new, "generation", gen) < gen:
+                    new = AttachOperator(new)
+                mapping[id(old)] = new
+            op.rebind(mapping)
+            op.sig = sig  # type: ignore[attr-defined]
+            op.generation = gen  # type: ignore[attr-defined]
+            self.operators[sig] = op
+            memo[id(op)] = op
+            return op
+
+        out = canon(root)
+        if getattr(out, "generation", gen) < gen:
+            out = AttachOperator(out)
+        kept = {id(o) for o in self.operators.values()}
+        for op in fresh:
+            if id(op) not in kept:
+                op.discard()
+        return out
+
+    def _known_streams(self) -> set[str] | None:
+        return getattr(self, "_streams_declared", None)
 
     def declare_streams(self, iris: set[str]) -> None:
         """Tell the engine which streams will be fed (to warn about unknown stream IRIs)."""
         self._streams_declared = set(iris)
 
     def unregister(self, name: str) -> None:
+        """Remove a query; operators no other query uses are freed."""
         rq = self.queries.pop(name)
-        for w in rq.windows:
-            w.close()
+        dead = []
+        for op in rq.ops:
+            n = self._refs.get(id(op), 0) - 1
+            if n <= 0:
+                self._refs.pop(id(op), None)
+                dead.append(op)
+            else:
+                self._refs[id(op)] = n
+        dead_ids = {id(op) for op in dead}
+        for sig in [s for s, op in self.operators.items() if id(op) in dead_ids]:
+            del self.operators[sig]
+        for op in dead:
+            op.discard()
+
+    def operator_count(self) -> int:
+        return len(self.operators)
+
+    def live_windows(self) -> list[WindowOperator]:
+        return [op for op in self.operators.values() if isinstance(op, WindowOperator)]
+
+    def tick(self, c: int, reporting: Collection[str]) -> dict[str, list[str]]:
+        """One evaluation epoch at time ``c``: advance every window, update every query,
+        and return the result lines of the queries in ``reporting``."""
+        t0 = time.perf_counter()
+        self.epoch += 1
+        epoch = self.epoch
+        for w in self.live_windows():
+            w.advance(c)
+        shared_dt = time.perf_counter() - t0
+        out: dict[str, list[str]] = {}
+        for name, rq in self.queries.items():
+            if name in reporting:
+                t1 = time.perf_counter()
+                lines = rq.output.lines(epoch, c)
+                dt = time.perf_counter() - t1 + shared_dt
+                out[name] = lines
+                rq.last_report = c
+                st = rq.stats
+                st.reports += 1
+                st.rows += len(lines)
+                st.eval_seconds += dt
+                st.latencies.append(dt)
+            else:
+                rq.output.update(epoch)
+        return out
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
-        """Evaluate ``rq`` at report time ``c``; returns its result lines."""
-        t0 = time.perf_counter()
-        rq.epoch += 1
-        for w in rq.windows:
-            w.advance(c)
-        lines = rq.output.lines(rq.epoch, c)
-        dt = time.perf_counter() - t0
-        rq.last_report = c
-        st = rq.stats
-        st.reports += 1
-        st.rows += len(lines)
-        st.eval_seconds += dt
-        st.latencies.append(dt)
-        return lines
+        """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""
+        return self.tick(c, (rq.name,))[rq.name]
 
     def gc(self) -> None:
         for b in self.buffers.values():

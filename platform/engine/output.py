@@ -63,6 +63,7 @@ class QueryOutput:
         self.sliced = bool(shape.limit is not None or shape.offset)
         self.result = Relation(self.vars)  # current result (after projection/distinct/slice)
         self._qname = json.dumps(name, ensure_ascii=False)
+        self._started = False
 
     def _current(self) -> Batch:
         rows = self.full.rows
@@ -82,8 +83,9 @@ class QueryOutput:
         """Apply this epoch's root delta; return the delta of the visible result."""
         d = self.root.delta(epoch)
         if self.sliced or (self.shape.distinct and self.shape.form == "SELECT"):
-            if not len(d) and epoch > 1:
+            if not len(d) and self._started:
                 return Batch.empty(self.vars)
+            self._started = True
             self.full.apply(d)
             new = consolidate(self._current())
             delta = consolidate(concat([new, self.result.rows.negate()], self.vars))

@@ -73,20 +73,27 @@ def replay(
 
     def fire(limit: int, last: dict[str, int] | None = None) -> None:
         while due and due[0][0] <= limit:
-            c, name = heapq.heappop(due)
-            if last is not None and c > last[name]:
+            c = due[0][0]
+            names = []
+            while due and due[0][0] == c:
+                _, name = heapq.heappop(due)
+                if last is None or c <= last[name]:
+                    names.append(name)
+            if not names:
                 continue
-            q = byname[name]
-            lines = engine.report(q, c)
-            res.rows += len(lines)
-            if out is not None and lines:
-                out.write("\n".join(lines))
-                out.write("\n")
-            if sink is not None:
-                sink(q, c, lines)
-            counts[name] += 1
-            if max_reports is None or counts[name] < max_reports:
-                heapq.heappush(due, (q.next_report(c), name))
+            results = engine.tick(c, names)
+            for name in sorted(names):
+                q = byname[name]
+                lines = results[name]
+                res.rows += len(lines)
+                if out is not None and lines:
+                    out.write("\n".join(lines))
+                    out.write("\n")
+                if sink is not None:
+                    sink(q, c, lines)
+                counts[name] += 1
+                if max_reports is None or counts[name] < max_reports:
+                    heapq.heappush(due, (q.next_report(c), name))
 
     if t_min is not None:
         for q in queries:

@@ -63,6 +63,12 @@ class AggregateOperator(Operator):
         aggs = ", ".join(f"{a.kind}({'DISTINCT ' if a.distinct else ''}{a.arg or '*'})" for a in self.aggs)
         return f"Aggregate by {','.join(self.group_vars) or '()'}: {aggs}"
 
+    def config_key(self) -> object:
+        return (self.group_vars, self.aggs)
+
+    def current(self) -> Batch:
+        return self.results.rows
+
     def compute(self, epoch: int) -> Batch:
         d = self.child.delta(epoch).project(self.input_vars)
         first, self._first = self._first, False

@@ -38,6 +38,24 @@ class Operator:
     def compute(self, epoch: int) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def current(self) -> Batch:
+        """The operator's whole current output (for a query that attaches to it late)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be attached to")
+
+    def config_key(self) -> object:
+        """Hashable configuration for the operator's signature (children excluded)."""
+        return (id(self),)  # unique: not shareable unless a subclass says otherwise
+
+    def discard(self) -> None:
+        """Release what the operator holds outside itself (called when it is dropped)."""
+
+    def rebind(self, mapping: dict[int, Operator]) -> None:
+        """Replace children (and the attributes naming them) by ``mapping[id(old)]``."""
+        for k, v in list(vars(self).items()):
+            if isinstance(v, Operator) and id(v) in mapping:
+                setattr(self, k, mapping[id(v)])
+        self.children = tuple(mapping.get(id(c), c) for c in self.children)
+
     def describe(self) -> str:
         """One line for EXPLAIN output."""
         return type(self).__name__
@@ -53,6 +71,37 @@ class Operator:
             seen[id(op)] = op
             stack.extend(op.children)
         return list(seen.values())
+
+
+class AttachOperator(Operator):
+    """Joins a query registered late to an operator that is already running.
+
+    Its first delta is the shared operator's whole current output; after that it passes
+    the shared operator's deltas through.  So the new query's own operators start with
+    exactly the state they would have had, had the query been there from the start.
+    """
+
+    def __init__(self, shared: Operator) -> None:
+        super().__init__()
+        self.shared = shared
+        self.children = (shared,)
+        self.vars = shared.vars
+        self.certain = shared.certain
+        self.sig = getattr(shared, "sig", None)
+        self._attached = False
+
+    def describe(self) -> str:
+        return "Attach -> " + self.shared.describe()
+
+    def compute(self, epoch: int) -> Batch:
+        d = self.shared.delta(epoch)
+        if not self._attached:
+            self._attached = True
+            return self.shared.current()
+        return d
+
+    def current(self) -> Batch:
+        return self.shared.current()
 
 
 def explain(op: Operator, indent: int = 0) -> str:

@@ -20,6 +20,14 @@ class DistinctOperator(Operator):
         self.certain = child.certain
         self.state = Relation(self.vars)
 
+    def config_key(self) -> object:
+        return ()
+
+    def current(self) -> Batch:
+        r = self.state.rows
+        r = r.mask(r.counts > 0)
+        return r.with_counts(np.ones(len(r), dtype=np.int64))
+
     def compute(self, epoch: int) -> Batch:
         d = consolidate(self.child.delta(epoch))
         if not len(d):

@@ -28,8 +28,16 @@ class ExtendOperator(Operator):
     def describe(self) -> str:
         return f"Extend ?{self.var}"
 
+    def config_key(self) -> object:
+        return (self.var, self.expr)
+
+    def current(self) -> Batch:
+        return self._extend(self.child.current())
+
     def compute(self, epoch: int) -> Batch:
-        d = self.child.delta(epoch)
+        return self._extend(self.child.delta(epoch))
+
+    def _extend(self, d: Batch) -> Batch:
         if not len(d):
             return Batch.empty(self.vars)
         v = self.evaluator.values(self.expr, d)

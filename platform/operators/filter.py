@@ -30,5 +30,11 @@ class FilterOperator(Operator):
             d = d.mask(self.evaluator.filter_mask(e, d))
         return d
 
+    def config_key(self) -> object:
+        return tuple(self.exprs)
+
+    def current(self) -> Batch:
+        return self.apply(self.child.current())
+
     def compute(self, epoch: int) -> Batch:
         return self.apply(self.child.delta(epoch))

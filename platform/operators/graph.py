@@ -36,6 +36,8 @@ class GraphOperator(Operator):
     def __init__(self, name: str, static: np.ndarray | None, windows: Sequence[Operator] = ()) -> None:
         super().__init__()
         self.name = name
+        #: identifies the static part for sharing (set by the engine; unique by default)
+        self.static_key: object = ("anon", id(self))
         st = dedup_triples(static) if static is not None else np.empty((0, 3), dtype=np.int64)
         self.static = Batch(TRIPLE_VARS, np.ascontiguousarray(st.T), np.ones(len(st), dtype=np.int64))
         self._static_index: SortedIndex | None = None
@@ -85,6 +87,9 @@ class GraphOperator(Operator):
         if not parts:
             return Batch.empty(TRIPLE_VARS)
         return concat(parts, TRIPLE_VARS)
+
+    def config_key(self) -> object:
+        return (self.static_key,)
 
     def current(self) -> Batch:
         """The graph's current content (static part plus present dynamic triples)."""

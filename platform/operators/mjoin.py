@@ -81,6 +81,15 @@ class MJoinOperator(Operator):
             return Batch.empty(self.vars)
         return self._apply_filters(cur, done, set(self.vars)).project(self.vars)
 
+    def config_key(self) -> object:
+        return tuple(f for f, _ in self.filters)
+
+    def current(self) -> Batch:
+        if not self.state or any(len(s) == 0 for s in self.state):
+            return Batch.empty(self.vars)
+        i = min(range(len(self.state)), key=lambda k: len(self.state[k]))
+        return consolidate(self._probe(i, self.state[i].rows))
+
     def compute(self, epoch: int) -> Batch:
         deltas = [c.delta(epoch) for c in self.children]
         out = []

@@ -36,6 +36,16 @@ class KeyedNegationOperator(Operator):
     def describe(self) -> str:
         return f"{'AntiJoin' if self.mode == 'anti' else 'SemiJoin'} on " + ",".join(self.keys)
 
+    def config_key(self) -> object:
+        return (self.keys, self.mode)
+
+    def current(self) -> Batch:
+        left = self.lstate.rows
+        if not len(left):
+            return left
+        present = self.rkeys.key_counts(left, self.keys) > 0 if len(self.rkeys) else np.zeros(len(left), bool)
+        return left.mask(~present if self.mode == "anti" else present)
+
     def compute(self, epoch: int) -> Batch:
         dl = self.left.delta(epoch)
         dr = self.right.delta(epoch)

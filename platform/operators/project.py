@@ -21,6 +21,12 @@ class ProjectOperator(Operator):
     def describe(self) -> str:
         return "Project " + " ".join("?" + v for v in self.vars)
 
+    def config_key(self) -> object:
+        return self.vars
+
+    def current(self) -> Batch:
+        return self.child.current().project(self.vars)
+
     def compute(self, epoch: int) -> Batch:
         return self.child.delta(epoch).project(self.vars)
 
@@ -39,6 +45,12 @@ class UnionOperator(Operator):
         for c in self.children[1:]:
             cert &= c.certain
         self.certain = frozenset(cert)
+
+    def config_key(self) -> object:
+        return self.vars
+
+    def current(self) -> Batch:
+        return concat([c.current() for c in self.children], self.vars)
 
     def compute(self, epoch: int) -> Batch:
         return concat([c.delta(epoch) for c in self.children], self.vars)

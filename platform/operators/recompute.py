@@ -39,6 +39,9 @@ class RecomputeOperator(Operator):
     def describe(self) -> str:
         return f"Recompute {self.label}"
 
+    def current(self) -> Batch:
+        return self.result
+
     def compute(self, epoch: int) -> Batch:
         changed = self._first
         self._first = False

@@ -62,5 +62,11 @@ class ScanOperator(Operator):
             d.counts[idx],
         )
 
+    def config_key(self) -> object:
+        return self.pattern
+
+    def current(self) -> Batch:
+        return self.match(self.graph.current())
+
     def compute(self, epoch: int) -> Batch:
         return self.match(self.graph.delta(epoch))

@@ -24,6 +24,12 @@ class ConstantOperator(Operator):
     def describe(self) -> str:
         return f"Values rows={self.rows.shape[1]}"
 
+    def config_key(self) -> object:
+        return (self.vars, self.rows.shape, self.rows.tobytes())
+
+    def current(self) -> Batch:
+        return Batch(self.vars, self.rows, np.ones(self.rows.shape[1], dtype=np.int64))
+
     def compute(self, epoch: int) -> Batch:
         if self._sent:
             return Batch.empty(self.vars)

@@ -168,6 +168,16 @@ class WindowOperator(Operator):
         self._pending = []
         return out
 
+    def current(self) -> Batch:
+        c = self.content()
+        return Batch(TRIPLE_VARS, c.copy(), np.ones(c.shape[1], dtype=np.int64))
+
+    def config_key(self) -> object:
+        return (self.buffer.iri, self.spec, self.step)
+
+    def discard(self) -> None:
+        self.close()
+
     def close(self) -> None:
         if self in self.buffer.windows:
             self.buffer.windows.remove(self)

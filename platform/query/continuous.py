@@ -137,16 +137,19 @@ class _Scan(TokenStream):
                 )
         self.dialects.setdefault(d, t)
 
-    def resolve(self, iri: str, t: Token) -> str:
-        problem = iri_problem(iri)
-        if problem:
-            self.fail("invalid IRI <%s>: %s" % (iri, problem), t)
-        return iri if _ABSOLUTE.match(iri) else urljoin(self.base, iri)
+    def term_iri(self, j: int, what: str = "an IRI", validate: bool = False) -> str:
+        """The absolute IRI named by an IRI or prefixed-name token.
 
-    def term_iri(self, j: int, what: str = "an IRI") -> str:
+        Only IRIs that stay in the SPARQL text are validated (PREFIX, BASE): stream, window
+        and dataset IRIs are names, which the reference evaluator does not check either.
+        """
         t = self.need(j, what)
         if t.kind == "iri":
-            return self.resolve(decode_escapes(t)[1:-1], t)
+            iri = decode_escapes(t)[1:-1]
+            iri = iri if _ABSOLUTE.match(iri) else urljoin(self.base, iri)
+            if validate and (problem := iri_problem(iri)):
+                self.fail("invalid IRI <%s>: %s" % (iri, problem), t)
+            return iri
         if t.kind == "word" and ":" in t.text and not t.text.startswith("_:"):
             return self.pname(t)
         self.fail("expected %s, found %s" % (what, quote(t.text)), t)
@@ -234,14 +237,14 @@ class _Scan(TokenStream):
             self.fail("expected a prefix name like 'ex:' after PREFIX, found %s" % quote(p.text), p)
         if iri.kind != "iri":
             self.fail("expected an IRI after PREFIX %s, found %s" % (p.text, quote(iri.text)), iri)
-        self.prefixes[p.text[:-1]] = self.term_iri(j + 2)
+        self.prefixes[p.text[:-1]] = self.term_iri(j + 2, validate=True)
         return j + 3
 
     def base_clause(self, j: int) -> int:
         iri = self.need(j + 1, "an IRI")
         if iri.kind != "iri":
             self.fail("expected an IRI after BASE, found %s" % quote(iri.text), iri)
-        self.base = self.term_iri(j + 1)
+        self.base = self.term_iri(j + 1, validate=True)
         return j + 2
 
     def register_clause(self, j: int) -> int:
@@ -312,8 +315,8 @@ class _Scan(TokenStream):
             self.windows.append((s, spec, wn, None))
             self.blank(j, kend)
             return kend + 1
-        if nxt.kw("NAMED"):
-            self.static_named.append(self.term_iri(j + 2, "a graph IRI"))
+        if nxt.kw("NAMED"):  # the reference keeps these in its query: they must be valid IRIs
+            self.static_named.append(self.term_iri(j + 2, "a graph IRI", validate=True))
             self.blank(j, j + 2)
             return j + 3
         self.static_from.append(self.term_iri(j + 1, "a graph IRI, STREAM or NAMED"))
@@ -340,6 +343,36 @@ class _Scan(TokenStream):
             self.repl[ti] = "GRAPH"
             self.repl[ni] = "<%s>" % decls[self.named[wn]].graph
         return decls
+
+    def parser_spacing(self) -> dict[int, str]:
+        """Spacing changes that make rdflib read property-path modifiers as SPARQL does.
+
+        rdflib only takes ``?``, ``*`` and ``+`` as path modifiers when they touch the path
+        (``<p>*``), and always takes a ``?`` that touches it as one (``<p>?o``).  In SPARQL
+        white space does not matter there, and ``?o`` is a variable.
+        """
+        fixes: dict[int, str] = {}
+        prev: int | None = None
+        for i in self.sig:
+            t = self.toks[i]
+            if prev is not None and i not in self.repl and prev not in self.repl:
+                p = self.toks[prev]
+                if (
+                    p.kind == "iri"
+                    or (p.kind == "word" and (":" in p.text or p.key == "A"))
+                    or p.is_punct(")")
+                ):
+                    nxt = self.text[t.end : t.end + 1]
+                    if (
+                        t.kind == "punct"
+                        and t.text in "?*"
+                        or (t.text == "+" and not (nxt.isdigit() or nxt == "."))
+                    ):
+                        fixes.update((k, "") for k in range(prev + 1, i))
+                    elif t.kind == "var" and t.text[0] == "?" and p.end == t.start:
+                        fixes[i] = " " + t.text
+            prev = i
+        return fixes
 
 
 def parse_continuous(
@@ -379,7 +412,7 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
     scan.run()
     decls = scan.finish()
     sparql, sparql_map = scan.render(decode=False)
-    parse_text, parse_map = scan.render(decode=True)
+    parse_text, parse_map = scan.render(decode=True, extra=scan.parser_spacing())
 
     tree = _parse_sparql(scan, parse_text, parse_map)
     _check_tree(scan, tree)

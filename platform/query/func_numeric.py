@@ -126,11 +126,6 @@ def to_f32(x: float) -> float:
         return math.copysign(math.inf, x)
 
 
-def int_to_f64(v: int) -> float:
-    """``v as f64``."""
-    return float(v)
-
-
 def int_to_f32(v: int) -> float:
     """``v as f32`` (a single correct rounding, no double rounding)."""
     n = abs(v)

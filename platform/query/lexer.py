@@ -375,17 +375,20 @@ class TokenStream:
             k += 1
         return k if k < len(self.toks) else None
 
-    def render(self, decode: bool = False) -> tuple[str, OffsetMap]:
+    def render(self, decode: bool = False, extra: dict[int, str] | None = None) -> tuple[str, OffsetMap]:
         """The rewritten text and its offset map.
 
         Args:
             decode: Decode ``\\u`` escapes of strings and IRIs (see :func:`decode_escapes`).
+            extra: Further replacements (token index -> text) for this rendering only.
         """
         parts: list[str] = []
         pieces: list[tuple[int, int, int]] = []
         pos = 0
         for k, t in enumerate(self.toks):
-            s = self.repl.get(k)
+            s = extra.get(k) if extra else None
+            if s is None:
+                s = self.repl.get(k)
             if s is None:
                 s = decode_escapes(t) if decode else t.text
             linear = len(s) == len(t.text)

@@ -314,7 +314,11 @@ class Planner:
         cols = np.zeros((len(vs), len(rows)), dtype=np.int64)
         for j, r in enumerate(rows):
             for k, v in r.items():
-                if v is not None and not (isinstance(v, str) and v == "UNDEF") and not isinstance(v, CompValue):
+                if (
+                    v is not None
+                    and not (isinstance(v, str) and v == "UNDEF")
+                    and not isinstance(v, CompValue)
+                ):
                     cols[vs.index(str(k)), j] = self.encode(from_rdflib(v))
         return ConstantOperator(vs, cols)
 

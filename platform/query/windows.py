@@ -4,7 +4,7 @@ The accepted forms and their meaning are those of ``shared/spec/SEMANTICS.md`` s
 and of the reference evaluator's ``parse_window_body``: durations in ``ms``/``s``/``m``/
 ``h``/``d``, ISO-8601 (``PT3S``, ``PT1.5S``, ``P1DT2H``) or bare milliseconds; ``STEP``
 and ``SLIDE`` are synonyms; ``RANGE a TUMBLING`` steps by ``a``.  Stricter than the
-reference: a zero ``STEP``, ``RANGE`` or ``TRIPLES`` and negative numbers are errors.
+reference: a zero ``STEP`` or ``TRIPLES`` and negative numbers are errors.
 """
 
 from __future__ import annotations
@@ -105,14 +105,14 @@ def parse_duration(text: str) -> int:
     return int(value)
 
 
-def _duration(words: list[str], i: int, what: str) -> int:
+def _duration(words: list[str], i: int, what: str, zero_ok: bool = False) -> int:
     if i >= len(words):
         raise WindowWordError("missing %s duration" % what, i - 1)
     try:
         value = parse_duration(words[i])
     except QueryError as e:
         raise WindowWordError(e.message, i) from None
-    if value <= 0:
+    if value <= 0 and not (zero_ok and value == 0):
         raise WindowWordError("%s must be positive, got %r" % (what, words[i]), i)
     return value
 
@@ -168,10 +168,12 @@ def parse_window(words: list[str]) -> WindowSpec:
         n = _count(words, 2)
         _no_more(words, 3, "RANGE TRIPLES %s" % words[2])
         return WindowSpec(COUNT, count=n)
-    rng = _duration(words, 1, "RANGE")
+    rng = _duration(words, 1, "RANGE", zero_ok=True)  # an always empty window, as in the reference
     if len(words) == 2:
         return WindowSpec(TIME, range_ms=rng)
     if upper[2] == "TUMBLING":
+        if rng == 0:
+            raise WindowWordError("a TUMBLING window needs a positive RANGE", 1)
         _no_more(words, 3, "TUMBLING")
         return WindowSpec(TIME, range_ms=rng, step_ms=rng)
     if upper[2] not in ("STEP", "SLIDE"):

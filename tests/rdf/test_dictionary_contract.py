@@ -1,8 +1,11 @@
 """The Dictionary contract, run against every backend.
 
 A backend is one entry of ``BACKENDS``: how to build its URI for a test directory and
-whether it persists.  Adding ``hbase://`` later is one more entry (plus a skip when no
-HBase Thrift gateway is reachable).
+a server address, whether it persists, and which fixture gives the server address.
+``hbase`` runs against the in-process HBase Thrift 1 emulator (a test double);
+``hbase-live`` runs against a real HBase Thrift gateway named by
+``LINKSTREAM_TEST_HBASE=host:port`` and is skipped when that is unset.  Each hbase test
+gets a fresh table, dropped afterwards.
 """
 
 from __future__ import annotations
@@ -16,24 +19,52 @@ import pytest
 
 from linkstream.rdf.dictionary import Dictionary, open_dictionary
 from linkstream.rdf.lmdb_dictionary import LmdbDictionary
+from tests.rdf.hbase_emulator import HBaseThriftEmulator
+from tests.rdf.hbase_support import drop_table, fresh_table, live_address_or_skip
 
 
 @dataclass(frozen=True)
 class Backend:
-    uri: Callable[[Path], str]
+    uri: Callable[[Path, str], str]  # (test directory, server address) -> URI
     persistent: bool
+    server: str | None = None  # fixture giving the server's "host:port"
 
 
 BACKENDS = {
-    "memory": Backend(uri=lambda tmp: "memory:", persistent=False),
-    "lmdb": Backend(uri=lambda tmp: f"lmdb:{tmp / 'dict'}", persistent=True),
+    "memory": Backend(uri=lambda tmp, addr: "memory:", persistent=False),
+    "lmdb": Backend(uri=lambda tmp, addr: f"lmdb:{tmp / 'dict'}", persistent=True),
+    "hbase": Backend(
+        uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}",
+        persistent=True,
+        server="hbase_emulator_address",
+    ),
+    "hbase-live": Backend(
+        uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}", persistent=True, server="hbase_live_address"
+    ),
 }
 
 
+@pytest.fixture(scope="module")
+def hbase_emulator_address() -> Iterator[str]:
+    """An HBase Thrift 1 emulator (test double) for this module; yields ``host:port``."""
+    with HBaseThriftEmulator() as emulator:
+        yield emulator.address
+
+
+@pytest.fixture(scope="module")
+def hbase_live_address() -> str:
+    """``LINKSTREAM_TEST_HBASE`` (a real HBase Thrift gateway), or skip."""
+    return live_address_or_skip()
+
+
 @pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Backend, str]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Backend, str]]:
     b = BACKENDS[request.param]
-    return b, b.uri(tmp_path)
+    address = request.getfixturevalue(b.server) if b.server else ""
+    uri = b.uri(tmp_path, address)
+    yield b, uri
+    if uri.startswith("hbase://"):
+        drop_table(address, uri.rsplit("/", 1)[1])
 
 
 @pytest.fixture

@@ -1,0 +1,56 @@
+"""Helpers shared by the HBase dictionary tests: fresh tables and the optional real gateway.
+
+By default the tests run against :class:`tests.rdf.hbase_emulator.HBaseThriftEmulator`,
+an in-process test double.  Set ``LINKSTREAM_TEST_HBASE=host:port`` to run the same
+tests against a real HBase Thrift 1 gateway (``hbase thrift start``) as well; each test
+then creates its own ``linkstream_test_*`` table and drops it afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import happybase
+import pytest
+
+LIVE_ENV = "LINKSTREAM_TEST_HBASE"
+
+
+def live_address_or_skip() -> str:
+    """``host:port`` of the real HBase Thrift gateway named by ``LINKSTREAM_TEST_HBASE``.
+
+    Returns:
+        The address.  The calling test is skipped, with the reason, when it is unset.
+    """
+    address = os.environ.get(LIVE_ENV, "").strip()
+    if not address:
+        pytest.skip(f"{LIVE_ENV}=host:port is not set: no real HBase Thrift gateway to test against")
+    return address
+
+
+def fresh_table() -> str:
+    """A table name no other test uses."""
+    return f"linkstream_test_{uuid.uuid4().hex[:12]}"
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``"host:port"`` -> ``("host", port)`` (port 9090 when omitted)."""
+    host, _, port = address.rpartition(":") if ":" in address else (address, "", "9090")
+    return host, int(port)
+
+
+def drop_table(address: str, table: str) -> None:
+    """Disable and delete ``table`` if it exists (cleanup after a test).
+
+    Args:
+        address: ``host:port`` of the Thrift gateway.
+        table: table name.
+    """
+    host, port = split_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        if table.encode() in conn.tables():
+            conn.delete_table(table, disable=True)
+    finally:
+        conn.close()
