@@ -35,7 +35,7 @@ class Batch:
         return Batch((), np.empty((0, 1), dtype=np.int64), np.ones(1, dtype=np.int64))
 
     def __len__(self) -> int:
-        return int(self.counts.shape[0])
+        return self.counts.shape[0]
 
     def col(self, var: str) -> np.ndarray:
         try:
@@ -57,9 +57,14 @@ class Batch:
 
     def project(self, vars: Sequence[str]) -> Batch:
         """Columns ``vars`` in that order (a missing variable becomes an unbound column)."""
+        if vars == self.vars:
+            return self
         vars = tuple(vars)
         if vars == self.vars:
             return self
+        sv = self.vars
+        if all(v in sv for v in vars):
+            return Batch(vars, self.cols[[sv.index(v) for v in vars]], self.counts)
         n = len(self)
         cols = np.empty((len(vars), n), dtype=np.int64)
         for j, v in enumerate(vars):
@@ -115,7 +120,10 @@ def group_starts(sorted_cols: np.ndarray) -> np.ndarray:
     if k == 0:
         start[1:] = False
     else:
-        np.any(sorted_cols[:, 1:] != sorted_cols[:, :-1], axis=0, out=start[1:])
+        if k == 1:
+            np.not_equal(sorted_cols[0, 1:], sorted_cols[0, :-1], out=start[1:])
+        else:
+            (sorted_cols[:, 1:] != sorted_cols[:, :-1]).any(axis=0, out=start[1:])
     return start
 
 
@@ -202,7 +210,7 @@ def equal_on(a: np.ndarray, ai: np.ndarray, b: np.ndarray, bi: np.ndarray) -> np
     """Mask of pairs whose rows ``a[:, ai]`` and ``b[:, bi]`` are equal in every column."""
     if a.shape[0] == 0:
         return np.ones(len(ai), dtype=bool)
-    return np.all(a[:, ai] == b[:, bi], axis=0)
+    return (a[:, ai] == b[:, bi]).all(axis=0)
 
 
 def compatible_pairs_broadcast(

@@ -36,7 +36,7 @@ def _split_bound(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if cols.shape[0] == 0:
         n = cols.shape[1]
         return np.arange(n), EMPTY_I64
-    bound = np.all(cols != 0, axis=0)
+    bound = (cols[0] != 0) if cols.shape[0] == 1 else (cols != 0).all(axis=0)
     if bound.all():
         return np.arange(cols.shape[1]), EMPTY_I64
     return np.flatnonzero(bound), np.flatnonzero(~bound)
