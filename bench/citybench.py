@@ -87,9 +87,22 @@ def main(argv: list[str] | None = None) -> int:
             ca = common_args(q, base, args.full)
             ls_stats = Path(tmp) / f"{q['id']}.ls.json"
             or_stats = Path(tmp) / f"{q['id']}.or.json"
-            ls_wall = run([py, "-m", "linkstream.cli", "replay", *ca, "--out", str(Path(tmp) / "ls.jsonl"),
-                           "--stats", str(ls_stats)])
-            or_wall = run([py, str(oracle), *ca, "--out", str(Path(tmp) / "or.jsonl"), "--stats", str(or_stats)])
+            ls_wall = run(
+                [
+                    py,
+                    "-m",
+                    "linkstream.cli",
+                    "replay",
+                    *ca,
+                    "--out",
+                    str(Path(tmp) / "ls.jsonl"),
+                    "--stats",
+                    str(ls_stats),
+                ]
+            )
+            or_wall = run(
+                [py, str(oracle), *ca, "--out", str(Path(tmp) / "or.jsonl"), "--stats", str(or_stats)]
+            )
             ls = json.loads(ls_stats.read_text())
             orc = json.loads(or_stats.read_text())[0]
             ls_q = ls["queries"][0]
@@ -112,18 +125,23 @@ def main(argv: list[str] | None = None) -> int:
                 "linkstream_p99_ms": ls_q["latency_ms_p99"],
             }
             rows.append(r)
-            print(f"{q['id']:<28}{r['reports']:>8}{r['e2e_ratio']:>8.2f}{r['eval_ratio']:>9.1f}"
-                  f"{r['linkstream_ms_per_report']:>11.3f}{r['oracle_ms_per_report']:>15.3f}", flush=True)
+            print(
+                f"{q['id']:<28}{r['reports']:>8}{r['e2e_ratio']:>8.2f}{r['eval_ratio']:>9.1f}"
+                f"{r['linkstream_ms_per_report']:>11.3f}{r['oracle_ms_per_report']:>15.3f}",
+                flush=True,
+            )
     summary = {
         "geomean_e2e_ratio": geomean([r["e2e_ratio"] for r in rows]),
         "geomean_eval_ratio": geomean([r["eval_ratio"] for r in rows]),
         "geomean_linkstream_ms_per_report": geomean([r["linkstream_ms_per_report"] for r in rows]),
         "geomean_oracle_ms_per_report": geomean([r["oracle_ms_per_report"] for r in rows]),
     }
-    print(f"\ngeo-mean: end-to-end throughput x{summary['geomean_e2e_ratio']:.2f}, evaluation throughput "
-          f"x{summary['geomean_eval_ratio']:.1f} vs oracle; latency per report "
-          f"{summary['geomean_linkstream_ms_per_report']:.3f} ms (oracle "
-          f"{summary['geomean_oracle_ms_per_report']:.3f} ms)")
+    print(
+        f"\ngeo-mean: end-to-end throughput x{summary['geomean_e2e_ratio']:.2f}, evaluation throughput "
+        f"x{summary['geomean_eval_ratio']:.1f} vs oracle; latency per report "
+        f"{summary['geomean_linkstream_ms_per_report']:.3f} ms (oracle "
+        f"{summary['geomean_oracle_ms_per_report']:.3f} ms)"
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"summary": summary, "queries": rows, "full": args.full}, indent=1))
     print(f"raw figures: {args.out}")
