@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from .batch import Batch
 
 
@@ -37,6 +39,31 @@ class Operator:
 
     def compute(self, epoch: int) -> Batch:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def predicate_slice(self, epoch: int, p: int) -> Batch:
+        """The rows of this epoch's delta whose second column (a triple's predicate) is ``p``.
+
+        Used by pattern scans over graph deltas: the delta is sorted by predicate once per
+        epoch and every scan with a constant predicate takes its slice by binary search, so
+        a triple costs work only in the scans whose predicate it has -- however many other
+        patterns (of however many queries) read the same graph.
+        """
+        d = self.delta(epoch)
+        cache = self.__dict__.get("_pslice")
+        if cache is None or cache[0] != epoch:
+            if len(d):
+                order = np.argsort(d.cols[1], kind="stable")
+                sd = d.take(order)
+                cache = (epoch, sd, sd.cols[1])
+            else:
+                cache = (epoch, d, d.cols[1] if d.cols.shape[0] > 1 else d.counts)
+            self._pslice = cache
+        _, sd, keys = cache
+        if not len(sd):
+            return sd
+        lo = int(np.searchsorted(keys, p, "left"))
+        hi = int(np.searchsorted(keys, p, "right"))
+        return Batch(sd.vars, sd.cols[:, lo:hi], sd.counts[lo:hi])
 
     def current(self) -> Batch:
         """The operator's whole current output (for a query that attaches to it late)."""

@@ -35,6 +35,10 @@ class ScanOperator(Operator):
         self.positions = list(first.values())
         self.vars = tuple(first.keys())
         self.certain = frozenset(self.vars)
+        kind, val = pattern[1]
+        #: constant predicate: read only the graph delta's slice for it
+        self.predicate = int(val) if kind == "const" else None  # type: ignore[call-overload]
+        self.examined = 0  # graph-delta rows this scan looked at (sharing tests, stats)
 
     def describe(self) -> str:
         parts = [("?" + str(v)) if k == "var" else f"#{v}" for k, v in self.pattern]
@@ -69,4 +73,9 @@ class ScanOperator(Operator):
         return self.match(self.graph.current())
 
     def compute(self, epoch: int) -> Batch:
-        return self.match(self.graph.delta(epoch))
+        if self.predicate is not None:
+            d = self.graph.predicate_slice(epoch, self.predicate)
+        else:
+            d = self.graph.delta(epoch)
+        self.examined += len(d)
+        return self.match(d)
