@@ -149,16 +149,16 @@ class Engine:
         named: dict[str, Operator] = {}
         sv = self._static_version
         if cq.dialect == "csparql":
-            default = GraphOperator("default", default_static, windows)
+            default = GraphOperator("default", default_static, windows, deduplicated=True)
         else:
-            default = GraphOperator("default", default_static)
+            default = GraphOperator("default", default_static, deduplicated=True)
             for w, op in zip(cq.windows, windows):
                 g = named[w.graph] = GraphOperator(w.graph, None, [op])
                 g.static_key = ("window",)
         default.static_key = ("static", (None, *cq.static_from), sv)
         for g in named_iris:
             if g not in named:
-                named[g] = GraphOperator(g, self._static_triples((g,)))
+                named[g] = GraphOperator(g, self._static_triples((g,)), deduplicated=True)
                 named[g].static_key = ("static", (g,), sv)
         empty = GraphOperator("empty", None)
         empty.static_key = ("empty",)
@@ -207,6 +207,8 @@ class Engine:
                 return got
             kids = [canon(c) for c in op.children]
             sig = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))  # type: ignore[attr-defined]
+            if not self.share:
+                sig = (sig, id(op))  # every query on its own operators (benchmark baseline)
             existing = self.operators.get(sig) if self.share else None
             if existing is not None:
                 memo[id(op)] = existing

@@ -33,12 +33,22 @@ class GraphOperator(Operator):
     vars = TRIPLE_VARS
     certain = frozenset(TRIPLE_VARS)
 
-    def __init__(self, name: str, static: np.ndarray | None, windows: Sequence[Operator] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        static: np.ndarray | None,
+        windows: Sequence[Operator] = (),
+        *,
+        deduplicated: bool = False,
+    ) -> None:
         super().__init__()
         self.name = name
         #: identifies the static part for sharing (set by the engine; unique by default)
         self.static_key: object = ("anon", id(self))
-        st = dedup_triples(static) if static is not None else np.empty((0, 3), dtype=np.int64)
+        if static is None:
+            st = np.empty((0, 3), dtype=np.int64)
+        else:
+            st = static if deduplicated else dedup_triples(static)
         self.static = Batch(TRIPLE_VARS, np.ascontiguousarray(st.T), np.ones(len(st), dtype=np.int64))
         self._static_index: SortedIndex | None = None
         self.children = tuple(windows)
