@@ -64,6 +64,7 @@ class QueryOutput:
         self.result = Relation(self.vars)  # current result (after projection/distinct/slice)
         self._qname = json.dumps(name, ensure_ascii=False)
         self._started = False
+        self._bodies: list[str] | None = None
 
     def _current(self) -> Batch:
         rows = self.full.rows
@@ -107,13 +108,22 @@ class QueryOutput:
         elif self.mode == "DSTREAM":
             rows = delta.mask(delta.counts < 0).negate()
         else:
-            rows = self.result.rows
+            # RStream repeats the whole result: when it did not change, the rendered rows
+            # of the previous report are reused and only the report time differs.
+            if len(delta) or self._bodies is None:
+                rows = self.result.rows
+                rows = rows.take(rows.expand()) if len(rows) else rows
+                self._bodies = self._render(rows) if len(rows) else []
+            return [head + b for b in self._bodies]
         if not len(rows):
             return []
-        rows = rows.take(rows.expand())
-        if form == "CONSTRUCT":
-            return self._construct(rows, head)
-        return self._bindings(rows, head)
+        return [head + b for b in self._render(rows.take(rows.expand()))]
+
+    def _render(self, rows: Batch) -> list[str]:
+        """Everything of each result line after its ``{"query": .., "t": .., `` head."""
+        if self.shape.form == "CONSTRUCT":
+            return self._construct(rows, "")
+        return self._bindings(rows, "")
 
     def _decoder(self, cols: np.ndarray):
         uniq = np.unique(cols)
