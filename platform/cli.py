@@ -58,6 +58,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
 
+    if args.cluster or args.zk:
+        from .containers.commands import cmd_replay_cluster
+
+        return cmd_replay_cluster(args, log)
     try:
         dictionary = open_dictionary(args.dictionary)
     except (ValueError, OSError) as e:
@@ -223,13 +227,96 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--explain", action="store_true", help="print each query's operator plan")
     rp.add_argument("--quiet", action="store_true", help="no progress output")
+    where = rp.add_mutually_exclusive_group()
+    where.add_argument(
+        "--cluster", type=int, default=None, metavar="N", help="run on a local cluster of N containers"
+    )
+    where.add_argument("--zk", default=None, metavar="HOST:PORT", help="run on the cluster of this ZooKeeper")
+    rp.add_argument(
+        "--answer-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="cluster mode: seconds to wait for a report before counting it lost (default 60)",
+    )
     rp.set_defaults(func=cmd_replay)
+    _add_cluster_commands(sub)
 
     dp = sub.add_parser("demo", help="replay the bundled CityBench slice and print results and throughput")
     dp.add_argument("--data", default=None, help="folder with the demo data (default: examples/citybench)")
     dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")
     dp.set_defaults(func=cmd_demo)
+
+    from .api.commands import add_parsers  # run, queries add|ls|rm
+
+    add_parsers(sub)
     return ap
+
+
+def _delegate(name: str):
+    def run(args: argparse.Namespace) -> int:
+        from .containers import commands
+
+        return getattr(commands, name)(args)
+
+    return run
+
+
+def _zk_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument(
+        "--zk", required=required, metavar="HOST:PORT[/CHROOT]", help="ZooKeeper connection string"
+    )
+    p.add_argument(
+        "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
+    )
+    p.add_argument(
+        "--session-timeout", type=float, default=10.0, metavar="S", help="ZooKeeper session timeout"
+    )
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
+    from .containers.localcluster import DEFAULT_DIR
+
+    cp = sub.add_parser(
+        "container", help="run an operator container", description="Serve as an operator container."
+    )
+    _zk_options(cp)
+    cp.add_argument("--id", default=None, help="container id (default: numbered by ZooKeeper)")
+    cp.add_argument("--capacity", type=int, default=16, help="query slots (default 16)")
+    cp.add_argument(
+        "--bind", default="tcp://127.0.0.1:*", help="data-plane endpoint to bind (default %(default)s)"
+    )
+    cp.set_defaults(func=_delegate("cmd_container"))
+
+    op = sub.add_parser("coordinator", help="run a coordinator (leader or standby)")
+    _zk_options(op)
+    op.add_argument("--id", default=None, help="identifier in the leader election (default host-pid)")
+    op.add_argument(
+        "--tick-interval", type=float, default=1.0, metavar="S", help="scheduler tick (default 1 s)"
+    )
+    op.add_argument("--tolerance", type=float, default=0.25, help="rebalance tolerance (default 0.25)")
+    op.add_argument("--max-moves", type=int, default=4, help="tasks moved per rebalance round (default 4)")
+    op.set_defaults(func=_delegate("cmd_coordinator"))
+
+    sp = sub.add_parser("status", help="print containers, tasks, queries and coordinators")
+    sp.add_argument(
+        "--zk", default=None, metavar="HOST:PORT[/CHROOT]", help="ZooKeeper (default: the local cluster)"
+    )
+    sp.add_argument("--dir", default=str(DEFAULT_DIR), help="local cluster directory (default %(default)s)")
+    sp.add_argument(
+        "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
+    )
+    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.set_defaults(func=_delegate("cmd_status"))
+
+    kp = sub.add_parser("containers", help="add or gracefully remove containers of a local cluster")
+    kp.add_argument("action", choices=["add", "remove"])
+    kp.add_argument("target", metavar="N|ID", help="how many containers to add, or the id to remove")
+    kp.add_argument("--dir", default=str(DEFAULT_DIR), help="local cluster directory (default %(default)s)")
+    kp.add_argument("--capacity", type=int, default=None, help="query slots of added containers")
+    kp.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a drain (default 120)")
+    kp.set_defaults(func=_delegate("cmd_containers"))
 
 
 def main(argv: list[str] | None = None) -> int:

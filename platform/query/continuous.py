@@ -16,7 +16,7 @@ column of the offending token in the original text, SPARQL syntax errors include
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin
@@ -24,10 +24,15 @@ from urllib.parse import urljoin
 import pyparsing
 import rdflib
 from rdflib.plugins.sparql import algebra, parser
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import URIRef, Variable
+from rdflib.term import URIRef
 
-from linkstream.query.errors import QueryError, describe_failure, trace_parse_failure
+from linkstream.query.errors import (
+    QueryError,
+    check_sparql_rules,
+    describe_failure,
+    iter_tree,
+    trace_parse_failure,
+)
 from linkstream.query.lexer import (
     LineIndex,
     OffsetMap,
@@ -35,6 +40,7 @@ from linkstream.query.lexer import (
     TokenStream,
     decode_escapes,
     iri_problem,
+    langtag_problem,
     map_offset,
     quote,
 )
@@ -124,6 +130,10 @@ class _Scan(TokenStream):
         self.static_named: list[str] = []
         self.dialects: dict[str, Token] = {}
         self.register: Token | None = None
+        # where the reference puts its dataset clauses: the first top-level FROM, unless a
+        # WHERE comes first (-1); rdflib parses a placeholder there so both reject the same
+        self.dataset_at: int | None = None
+        self.from_toks: list[int] = []  # every top-level FROM
 
     # ------------------------------------------------------------ helpers
     def dialect(self, d: str, t: Token) -> None:
@@ -184,6 +194,8 @@ class _Scan(TokenStream):
                     kind = stack.pop()[1]
                 else:
                     kind = ""
+                    if t.text == "@":
+                        self.check_langtag(j)
                 if kind == "group":  # every group boundary closes a basic graph pattern
                     used_bnodes |= current_bnodes
                     current_bnodes = set()
@@ -192,6 +204,8 @@ class _Scan(TokenStream):
                 continue
             elif key in FORMS and depth == 0 and self.form is None:
                 self.form, self.form_j = key, j
+            elif key == "WHERE" and depth == 0 and self.form is not None and self.dataset_at is None:
+                self.dataset_at = -1  # dataset clauses belong before WHERE; later FROMs are blanked
             elif key == "STREAM" and depth >= 1:  # CQELS-QL: STREAM <s> [w] { P }
                 self.dialect("cqels", t)
                 s = self.term_iri(j + 1, "a stream IRI")
@@ -230,6 +244,18 @@ class _Scan(TokenStream):
             self.fail("expected SELECT, ASK, CONSTRUCT or DESCRIBE", before_form)
         if stack:
             self.fail("'{' is never closed", stack[-1][0])
+
+    def check_langtag(self, j: int) -> None:
+        """A language tag (``"x"@en``) must be well-formed, as the reference requires."""
+        lit, at, tag = self.tok(j - 1), self.toks[self.sig[j]], self.tok(j + 1)
+        if (
+            lit is not None
+            and tag is not None
+            and lit.kind == "string"
+            and lit.end == at.start == tag.start - 1
+        ):
+            if tag.kind == "word" and (problem := langtag_problem(tag.text)):
+                self.fail("language tag %s is %s" % (quote(tag.text), problem), tag)
 
     def prefix_clause(self, j: int) -> int:
         p, iri = self.need(j + 1, "a prefix name"), self.need(j + 2, "an IRI")
@@ -287,6 +313,9 @@ class _Scan(TokenStream):
         t = self.toks[self.sig[j]]
         if self.form is None:
             self.fail("FROM must follow SELECT, ASK, CONSTRUCT or DESCRIBE", t)
+        if self.dataset_at is None:
+            self.dataset_at = self.sig[j]
+        self.from_toks.append(self.sig[j])
         nxt = self.need(j + 1, "an IRI, STREAM or NAMED after FROM")
         if nxt.kw("STREAM"):  # C-SPARQL
             self.dialect("csparql", nxt)
@@ -345,7 +374,7 @@ class _Scan(TokenStream):
         return decls
 
     def parser_spacing(self) -> dict[int, str]:
-        """Spacing changes that make rdflib read property-path modifiers as SPARQL does.
+        """Changes for rdflib's copy of the text: path-modifier spacing, dataset placeholder.
 
         rdflib only takes ``?``, ``*`` and ``+`` as path modifiers when they touch the path
         (``<p>*``), and always takes a ``?`` that touches it as one (``<p>?o``).  In SPARQL
@@ -363,15 +392,15 @@ class _Scan(TokenStream):
                     or p.is_punct(")")
                 ):
                     nxt = self.text[t.end : t.end + 1]
-                    if (
-                        t.kind == "punct"
-                        and t.text in "?*"
-                        or (t.text == "+" and not (nxt.isdigit() or nxt == "."))
-                    ):
+                    modifier = t.text in ("?", "*") or (t.text == "+" and not (nxt.isdigit() or nxt == "."))
+                    if t.kind == "punct" and modifier:  # '+1' is a number, not a modifier
                         fixes.update((k, "") for k in range(prev + 1, i))
                     elif t.kind == "var" and t.text[0] == "?" and p.end == t.start:
                         fixes[i] = " " + t.text
             prev = i
+        # a one-shot query is plain SPARQL: each FROM must be where SPARQL allows it
+        placeholders = self.from_toks if not self.windows else [self.dataset_at or -1]
+        fixes.update((i, "FROM <%sdataset>" % WINDOW_GRAPH_PREFIX) for i in placeholders if i >= 0)
         return fixes
 
 
@@ -415,7 +444,9 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
     parse_text, parse_map = scan.render(decode=True, extra=scan.parser_spacing())
 
     tree = _parse_sparql(scan, parse_text, parse_map)
-    _check_tree(scan, tree)
+    _check_iris(scan, tree)
+    check_sparql_rules(scan, tree, scan.form_j)
+    OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
     try:
         compiled = algebra.translateQuery(tree, base=base, initNs={})
     except RecursionError:
@@ -455,7 +486,7 @@ def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
         failure = trace_parse_failure(parser.Query, parse_text, 0)
         if failure.action_error is None:
             scan.fail("invalid query: %s" % e, scan.tok(scan.form_j or 0))
-    k = scan.token_at(map_offset(parse_map, failure.offset, len(scan.text)))
+    k = scan.token_at(map_offset(parse_map, failure.offset, len(scan.text)), keep=scan.from_toks)
     tok = scan.toks[k] if k is not None else None
     if failure.action_error is None and set(failure.expected) == {":"}:
         # a bare word was read as the start of a prefixed name: the word is the mistake
@@ -465,226 +496,12 @@ def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
     scan.fail(describe_failure(failure, quote(tok.text) if tok is not None else None), tok)
 
 
-_WRAPPERS = frozenset(
-    "ConditionalOrExpression ConditionalAndExpression RelationalExpression AdditiveExpression "
-    "MultiplicativeExpression".split()
-)
-_AGGREGATES = frozenset("Aggregate_" + a for a in "Count Sum Min Max Avg Sample GroupConcat".split())
-_NOT_PROJECTED = _AGGREGATES | {"Builtin_EXISTS", "Builtin_NOTEXISTS"}
-_SUBSELECT = frozenset(("SubSelect",))
-
-
-def _g(node: Any, key: str) -> Any:
-    """``node[key]`` of a CompValue, or None (CompValue.get returns the key when missing)."""
-    return dict.get(node, key) if isinstance(node, CompValue) else None
-
-
-def _walk(node: Any, stop: frozenset[str] = frozenset()) -> Iterator[Any]:
-    """CompValues and terms of a parse tree in document order, not entering those in ``stop``."""
-    if isinstance(node, CompValue):
-        if node.name not in stop:
-            yield node
-            for v in node.values():
-                yield from _walk(v, stop)
-    elif isinstance(node, (list, tuple, pyparsing.ParseResults)):
-        for v in node:
-            yield from _walk(v, stop)
-    else:
-        yield node
-
-
-def _nodes(node: Any, stop: frozenset[str] = frozenset()) -> list[CompValue]:
-    return [x for x in _walk(node, stop) if isinstance(x, CompValue)]
-
-
-def _variables(node: Any, stop: frozenset[str] = frozenset()) -> list[Variable]:
-    return [x for x in _walk(node, stop) if isinstance(x, Variable)]
-
-
-def _unwrap(e: Any) -> Any:
-    while isinstance(e, CompValue) and e.name in _WRAPPERS and list(e.keys()) == ["expr"]:
-        e = e["expr"]
-    return e
-
-
-def _scope(p: Any) -> set[Variable]:
-    """In-scope variables of a group or sub-select (SPARQL 1.1 section 18.2.1, as Oxigraph)."""
-    if not isinstance(p, CompValue):
-        return set()
-    if p.name == "SubSelect":
-        if _g(p, "projection") is None:
-            return _scope(_g(p, "where")) | _values_vars(p)
-        return {_g(item, "var") or _g(item, "evar") for item in _g(p, "projection")}
-    out: set[Variable] = set()
-    for part in _g(p, "part") or [] if p.name == "GroupGraphPatternSub" else []:
-        out |= _part_scope(part)
-    return out
-
-
-def _part_scope(part: CompValue) -> set[Variable]:
-    name = part.name
-    if name == "TriplesBlock":
-        return set(_variables(part))
-    if name in ("OptionalGraphPattern", "ServiceGraphPattern"):
-        return _scope(_g(part, "graph"))
-    if name == "GroupOrUnionGraphPattern":
-        return set().union(*(_scope(g) for g in _g(part, "graph") or []))
-    if name == "GraphGraphPattern":
-        term = _g(part, "term")
-        return ({term} if isinstance(term, Variable) else set()) | _scope(_g(part, "graph"))
-    if name == "Bind":
-        return {_g(part, "var")}
-    if name == "InlineData":
-        return set(_g(part, "var") or [])
-    return set()
-
-
-def _values_vars(select: CompValue) -> set[Variable]:
-    clause = _g(select, "valuesClause")
-    return set(_g(clause, "var") or []) if isinstance(clause, CompValue) else set()
-
-
-def _group_vars(groupby: Any) -> set[Variable]:
-    out: set[Variable] = set()
-    for c in _g(groupby, "condition") or [] if isinstance(groupby, CompValue) else []:
-        e = _unwrap(_g(c, "expr") if isinstance(c, CompValue) and c.name == "GroupAs" else c)
-        if isinstance(e, Variable):  # GROUP BY (?x AS ?y) groups by ?x only, as Oxigraph does
-            out.add(e)
-        elif isinstance(c, CompValue) and c.name == "GroupAs" and _g(c, "var") is not None:
-            out.add(_g(c, "var"))
-    return out
-
-
-class _Problems:
-    """Semantic errors found in the parse tree; the first one in the text is raised."""
-
-    def __init__(self, scan: _Scan) -> None:
-        self.scan = scan
-        self.found: list[tuple[int, str]] = []
-        sig = [scan.toks[i] for i in scan.sig]
-        self.keyword_js = {w: [j for j, t in enumerate(sig) if t.kw(w)] for w in ("SELECT", "BIND", "VALUES")}
-
-    def add(self, message: str, tok: Token | None) -> None:
-        self.found.append((tok.start if tok is not None else len(self.scan.text), message))
-
-    def keyword(self, word: str, k: int) -> int | None:
-        js = self.keyword_js[word]
-        return js[k] if k < len(js) else None
-
-    def var(self, j: int | None, var: Variable, mode: str = "any", nth: int = 1) -> Token | None:
-        """The token of ``var`` after sig index ``j`` (see :meth:`TokenStream.find_var`)."""
-        k = self.scan.find_var(j, str(var), mode, nth)
-        return self.scan.tok(k if k is not None else j if j is not None else 0)
-
-
-def _check_tree(scan: _Scan, tree: Any) -> None:
-    """Rejects what rdflib accepts but SPARQL 1.1 (and the reference, Oxigraph) does not."""
-    probs = _Problems(scan)
-    uris = {str(x) for x in _walk(tree) if isinstance(x, URIRef)}
+def _check_iris(scan: _Scan, tree: Any) -> None:
+    """IRIs of the query must be valid (RFC 3987), as Oxigraph requires; rdflib does not check."""
+    uris = {str(x) for x in iter_tree(tree) if isinstance(x, URIRef)}
     for i in scan.sig:
         t = scan.toks[i]
         if t.kind == "iri" and i not in scan.repl:
             iri = decode_escapes(t)[1:-1]
             if iri in uris and (problem := iri_problem(iri)):
-                probs.add("invalid IRI <%s>: %s" % (iri, problem), t)
-    query = tree[-1]
-    counts = {"SELECT": 0, "BIND": 0, "VALUES": 0}
-    for node in _nodes(query):
-        if node.name in ("SelectQuery", "SubSelect"):
-            _check_projection(probs, node, probs.keyword("SELECT", counts["SELECT"]))
-            counts["SELECT"] += 1
-        elif node.name in ("AskQuery", "ConstructQuery", "DescribeQuery"):
-            _check_projection(probs, node, scan.form_j)
-        elif node.name == "GroupGraphPatternSub":
-            _check_binds(probs, node, counts["BIND"])
-        elif node.name in ("InlineData", "ValuesClause"):
-            _check_values(probs, node, probs.keyword("VALUES", counts["VALUES"]))
-            counts["VALUES"] += 1
-        elif node.name == "Bind":
-            counts["BIND"] += 1
-    if probs.found:
-        offset, message = min(probs.found, key=lambda found: found[0])
-        scan.fail(message, offset)
-
-
-def _check_projection(probs: _Problems, node: CompValue, j: int | None) -> None:
-    groupby = _g(node, "groupby")
-    aggregated = groupby is not None or any(
-        n.name in _AGGREGATES for v in node.values() for n in _nodes(v, _SUBSELECT)
-    )
-    if aggregated:
-        visible = _group_vars(groupby) | _values_vars(node)
-    else:
-        visible = _scope(_g(node, "where")) | _values_vars(node)
-    if node.name not in ("SelectQuery", "SubSelect"):
-        if aggregated:
-            k = probs.scan.after(j, lambda t: t.kw("GROUP", "HAVING"))
-            at = probs.scan.tok(k if k is not None else j or 0)
-            probs.add("GROUP BY and aggregates need SELECT with an explicit projection", at)
-        return
-    projection = _g(node, "projection")
-    if projection is None:
-        if aggregated:
-            star = probs.scan.after(j, lambda t: t.is_punct("*"))
-            probs.add("SELECT * is not allowed with GROUP BY or aggregates", probs.scan.tok(star or j or 0))
-        return
-    seen: list[Variable] = []
-    plain_seen: list[Variable] = []
-    ungrouped = "?%s must be grouped (GROUP BY) or used in an aggregate"
-    for item in projection:
-        var, mode = _g(item, "var"), "plain"
-        if var is not None:
-            if aggregated and var not in visible:
-                probs.add(ungrouped % var, probs.var(j, var, mode))
-        else:
-            var, mode = _g(item, "evar"), "as"
-            if var in visible:
-                probs.add(
-                    "?%s is already bound and cannot be redefined with AS" % var,
-                    probs.var(j, var, mode),
-                )
-            elif aggregated:
-                for v in _variables(_g(item, "expr"), _NOT_PROJECTED):
-                    if v not in visible:
-                        probs.add(ungrouped % v, probs.var(j, v, "expr"))
-                        break
-        if mode == "plain":
-            plain_seen.append(var)
-        if var in seen:
-            nth = plain_seen.count(var) if mode == "plain" else 1
-            probs.add("?%s appears twice in SELECT" % var, probs.var(j, var, mode, nth))
-        seen.append(var)
-
-
-def _check_binds(probs: _Problems, group: CompValue, first_bind: int) -> None:
-    """BIND may not assign a variable already in scope in its group (SPARQL 1.1 18.2.1)."""
-    scope: set[Variable] = set()
-    k = first_bind
-    for part in _g(group, "part") or []:
-        if part.name == "Bind":
-            var = _g(part, "var")
-            if var in scope:
-                j = probs.keyword("BIND", k)
-                at = probs.var(j, var, "as")
-                probs.add("BIND assigns ?%s, which is already bound in this group" % var, at)
-        k += sum(1 for n in _nodes(part) if n.name == "Bind")
-        scope |= _part_scope(part)
-
-
-def _check_values(probs: _Problems, node: CompValue, j: int | None) -> None:
-    variables = list(_g(node, "var") or [])
-    for n, var in enumerate(variables):
-        if var in variables[:n]:
-            probs.add("?%s is repeated in VALUES" % var, probs.var(j, var, nth=2))
-    if j is None or not (t := probs.scan.tok(j + 1)) or not t.is_punct("("):
-        return
-    opening = probs.scan.after(j, lambda t: t.is_punct("{"))
-    closing = probs.scan.after(opening, lambda t: t.is_punct("}"))
-    scan = probs.scan
-    rows = [scan.toks[scan.sig[k]] for k in range(opening or 0, closing or 0) if scan.tok(k).is_punct("(")]  # type: ignore[union-attr]
-    for r, row in enumerate(_g(node, "value") or []):
-        if len(row) != len(variables):
-            probs.add(
-                "VALUES row has %d values for %d variables" % (len(row), len(variables)),
-                rows[r] if r < len(rows) else scan.tok(j),
-            )
+                scan.fail("invalid IRI <%s>: %s" % (iri, problem), t)

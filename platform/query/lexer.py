@@ -2,7 +2,8 @@
 
 The token grammar is the reference evaluator's (``shared/tools/oracle.py``): keywords are
 recognised only as bare words (case-insensitive), never inside IRIs, strings, variable
-names or prefixed names.  On top of it this module rejects, at their exact position, the
+names or prefixed names (two refinements: IRIs may hold ``\\u`` escapes, and a comment
+also ends at a carriage return, as in SPARQL).  On top of it this module rejects, at their exact position, the
 characters that can never start a SPARQL token (control characters, undecodable bytes,
 non-SPARQL white space, unterminated strings, ``\\u`` escapes outside strings and IRIs)
 and checks escape sequences and IRIs the way the reference evaluator (Oxigraph) does.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -41,7 +42,7 @@ _STRING_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))",
 _AGGREGATE_WORDS = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"))
 _IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
 #: Characters a string escape must keep escaped when it is decoded for the SPARQL parser.
-_KEEP_ESCAPED = {'"': '\\"', "'": "\\'", "\\": "\\\\", "\n": "\\n", "\r": "\\r"}
+_KEEP_ESCAPED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +204,10 @@ def _check_iri_escapes(index: LineIndex, tok_text: str, start: int) -> None:
 def decode_escapes(tok: Token) -> str:
     """Returns the token text with ``\\u``/``\\U`` escapes decoded for the SPARQL parser.
 
-    In strings, decoded quotes, backslashes and line breaks stay escaped (as ``\\"``,
-    ``\\\\``, ``\\n`` ...), so that the literal's value is the escaped code point, as
-    in Oxigraph.  Other tokens are returned unchanged.
+    In strings a decoded backslash, line break or delimiting quote stays escaped (``\\\\``,
+    ``\\n``, ``\\'``), so that the literal's value is the escaped code point, as in
+    Oxigraph; the other quote is written bare, also when escaped in the source (rdflib only
+    accepts an escaped quote of the delimiting kind).  Other tokens are returned unchanged.
 
     Args:
         tok: A token that passed :func:`tokenize`.
@@ -215,15 +217,19 @@ def decode_escapes(tok: Token) -> str:
     """
     if tok.kind not in ("string", "iri") or "\\" not in tok.text:
         return tok.text
+    if tok.kind == "iri":
+        return _ESCAPE_RE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), tok.text)
+    delimiter = tok.text[0]
 
     def repl(m: re.Match[str]) -> str:
+        if m.group(3) is not None:  # an ECHAR; an escaped backslash never starts a \u sequence
+            return m.group(3) if m.group(3) in "'\"" and m.group(3) != delimiter else m.group()
         ch = chr(int(m.group(1) or m.group(2), 16))
-        return _KEEP_ESCAPED.get(ch, ch) if tok.kind == "string" else ch
+        if ch in "'\"":
+            return "\\" + ch if ch == delimiter else ch
+        return _KEEP_ESCAPED.get(ch, ch)
 
-    if tok.kind == "iri":
-        return _ESCAPE_RE.sub(repl, tok.text)
-    # in strings an escaped backslash (\\) must not be read as the start of a \u sequence
-    return _STRING_ESCAPE_RE.sub(lambda m: m.group() if m.group(3) else repl(m), tok.text)
+    return _STRING_ESCAPE_RE.sub(repl, tok.text)
 
 
 # --------------------------------------------------------------------------- token streams
@@ -366,12 +372,15 @@ class TokenStream:
                 depth -= 1
         return worst
 
-    def token_at(self, offset: int) -> int | None:
-        """Index (in ``toks``) of the first kept significant token ending after ``offset``."""
+    def token_at(self, offset: int, keep: Collection[int] = ()) -> int | None:
+        """Index (in ``toks``) of the first kept significant token ending after ``offset``.
+
+        Rewritten tokens are skipped, except those in ``keep``.
+        """
         k = max(0, bisect.bisect_right([t.start for t in self.toks], offset) - 1)
         if k < len(self.toks) and self.toks[k].end <= offset:
             k += 1
-        while k < len(self.toks) and (not self.toks[k].significant or k in self.repl):
+        while k < len(self.toks) and (not self.toks[k].significant or (k in self.repl and k not in keep)):
             k += 1
         return k if k < len(self.toks) else None
 
@@ -447,3 +456,36 @@ def iri_problem(iri: str) -> str | None:
     if re.search("%(?![0-9A-Fa-f]{2})", iri):
         return "bad percent-encoding"
     return "not a valid IRI"
+
+
+# --------------------------------------------------------------------------- language tags (BCP 47)
+
+_AN = "[A-Za-z0-9]"
+_LANGTAG_RE = re.compile(
+    "(?:(?:[A-Za-z]{2,3}(?:-[A-Za-z]{3}){0,3}|[A-Za-z]{4,8})"  # language, extlang
+    "(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?"  # script, region
+    "(?:-(?:%s{5,8}|[0-9]%s{3}))*"
+    % (_AN, _AN)  # variants
+    + "(?:-[0-9A-WYZa-wyz](?:-%s{2,8})+)*" % _AN  # extensions
+    + "(?:-[xX](?:-%s{1,8})+)?" % _AN  # private use
+    + "|[xX](?:-%s{1,8})+)" % _AN
+)
+_GRANDFATHERED = frozenset(
+    "en-gb-oed i-ami i-bnn i-default i-enochian i-hak i-klingon i-lux i-mingo i-navajo i-pwn i-tao "
+    "i-tay i-tsu sgn-be-fr sgn-be-nl sgn-ch-de art-lojban cel-gaulish no-bok no-nyn zh-guoyu "
+    "zh-hakka zh-min zh-min-nan zh-xiang".split()
+)
+
+
+def langtag_problem(tag: str) -> str | None:
+    """Checks that a language tag is well-formed (RFC 5646), as Oxigraph does.
+
+    Args:
+        tag: The tag without ``@``.
+
+    Returns:
+        ``None`` if it is well-formed, else a short reason.
+    """
+    if _LANGTAG_RE.fullmatch(tag) or tag.lower() in _GRANDFATHERED:
+        return None
+    return "not a well-formed BCP 47 language tag"

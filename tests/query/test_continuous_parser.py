@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from rdflib import Literal
+from rdflib.paths import Path as PropertyPath
 
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.query.errors import QueryError
@@ -216,7 +217,9 @@ def test_parse_duration(text: str, ms: int) -> None:
     assert parse_duration(text) == ms
 
 
-@pytest.mark.parametrize("text", ["", "3x", "PT", "P", "P1DT", "PT0.0005S", "0.5", "-3s", "3 s", "1e3", "P1M"])
+@pytest.mark.parametrize(
+    "text", ["", "3x", "PT", "P", "P1DT", "PT0.0005S", "0.5", "-3s", "3 s", "1e3", "P1M"]
+)
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(QueryError):
         parse_duration(text)
@@ -227,7 +230,7 @@ def test_parse_duration_rejects(text: str) -> None:
     [
         [],
         ["RANGE"],
-        ["RANGE", "0s"],
+        ["RANGE", "0s", "TUMBLING"],
         ["RANGE", "3s", "STEP"],
         ["RANGE", "3s", "STEP", "0"],
         ["RANGE", "3s", "STEP", "1s", "extra"],
@@ -404,6 +407,10 @@ def test_literals_keep_their_lexical_form() -> None:
     q = parse_checked(text)
     literals = {str(x) for x in _walk_terms(q.algebra) if isinstance(x, Literal)}
     assert {"01", "1.50"} <= literals
+    escaped = parse_checked(
+        "SELECT ?o WHERE { STREAM <http://example.org/s> [NOW] { ?s ?p ?o FILTER(?o != 'a\\u0022b\\u005Cn') } }"
+    )
+    assert 'a"b\\n' in {str(x) for x in _walk_terms(escaped.algebra) if isinstance(x, Literal)}
 
 
 def _walk_terms(node: Any, seen: set[int] | None = None) -> list[Any]:
@@ -418,6 +425,38 @@ def _walk_terms(node: Any, seen: set[int] | None = None) -> list[Any]:
     if hasattr(node, "algebra"):
         return _walk_terms(node.algebra, seen)
     return [node]
+
+
+def _triples(q: ContinuousQuery) -> list[tuple[Any, ...]]:
+    return [
+        t for n in _walk_nodes(q.algebra.algebra) if getattr(n, "name", "") == "BGP" for t in n["triples"]
+    ]
+
+
+def _walk_nodes(node: Any) -> list[Any]:
+    if isinstance(node, dict):
+        return [node] + [x for v in node.values() for x in _walk_nodes(v)]
+    if isinstance(node, (list, tuple)):
+        return [x for v in node for x in _walk_nodes(v)]
+    return []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "predicate", "obj"),
+    [
+        ("?s <http://x/p>?o", "http://x/p", "?o"),  # a variable, not the '?' modifier
+        ("?s <http://x/p> * ?o", "Path(http://x/p*)", "?o"),  # spaced modifiers
+        ("?s <http://x/p> ??o", "Path(http://x/p?)", "?o"),
+        ("?s <http://x/p> + ?o", "Path(http://x/p+)", "?o"),
+        ("?s <http://x/p> +1", "http://x/p", '"+1"^^<http://www.w3.org/2001/XMLSchema#integer>'),
+        ("?s (<http://x/p>) # comment\n * ?o", "Path(http://x/p*)", "?o"),
+    ],
+)
+def test_property_path_modifiers_read_as_sparql(pattern: str, predicate: str, obj: str) -> None:
+    q = parse_checked("SELECT * WHERE { STREAM <http://example.org/s> [NOW] { %s } }" % pattern)
+    ((_, p, o),) = _triples(q)
+    assert (repr(p) if isinstance(p, PropertyPath) else str(p)) == predicate
+    assert o.n3() == obj
 
 
 def test_accepted_sparql_corners() -> None:
@@ -435,6 +474,12 @@ def test_accepted_sparql_corners() -> None:
         'SELECT ?o WHERE { BIND("a\\u0022b" AS ?o) }',
         "SELECT * WHERE { ?s <http://example.org/\\u0041> ?o }",
         "ASK { ?s ?p ?o FILTER(?o = 'It\\'s') }",
+        r"""ASK { ?s ?p ?o FILTER(?o = 'say \"hi\"' || ?o = "It\'s") }""",
+        'SELECT * WHERE { ?s ?p "a"@en-GB-oed , "b"@zh-Hant-TW , "c"@x-private , "d"@de-419 }',
+        "SELECT * FROM STREAM <http://example.org/s> [RANGE 0 STEP 1s] WHERE { ?s ?p ?o }",
+        "SELECT * WHERE { ?s ?p ?o } FROM STREAM <http://example.org/s> [RANGE 1s]",
+        "SELECT * FROM <http://example.org/g> FROM NAMED <http://example.org/h> { ?s ?p ?o }",
+        "CONSTRUCT FROM <http://example.org/g> WHERE { ?s ?p ?o }",
     ]:
         parse_checked(text)
 

@@ -1,0 +1,504 @@
+"""The LinkStream HTTP API: an ASGI application (Starlette) around a :class:`LiveEngine`.
+
+Endpoints (``/openapi.json`` describes them in full):
+
+* ``POST /queries`` register (text body, or JSON ``{"query", "name"}``), ``GET /queries``,
+  ``GET /queries/{name}``, ``DELETE /queries/{name}``;
+* ``GET /queries/{name}/results`` (Server-Sent Events, one event per result line) and
+  ``GET /queries/{name}/results.jsonl`` (chunked JSON Lines);
+* ``POST /streams/{iri}`` or ``POST /streams?iri=...``: one element (N-Triples, N-Quads,
+  Turtle, JSON-LD) at ``t`` / ``X-Event-Time`` (wall clock by default), or a timestamped
+  N-Quads body of several elements; ``POST /watermark`` advances event time explicitly;
+* ``GET|POST /sparql``: SPARQL 1.1 Protocol one-shot queries over the static graphs;
+* ``GET /healthz``, ``GET /metrics`` (Prometheus), ``GET /openapi.json``.
+
+Bad input is a 4xx with a JSON ``{"error": ...}`` body (parse errors add ``line`` and
+``column``), never a 500.  With a token configured every endpoint but ``/healthz``
+requires ``Authorization: Bearer <token>``.  Engine calls that wait for the worker run
+in Starlette's thread pool; result streams wait on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import itertools
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qs, quote, urljoin
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..engine.live import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
+from ..query.errors import QueryError
+from ..rdf.ntriples import iri_error
+from ..rdf.streams import parse_datetime_ms
+from .bodies import BodyError, parse_body
+from .openapi import openapi_schema
+from .subscription import SubscriptionClosed
+
+log = logging.getLogger(__name__)
+
+SPARQL_JSON = "application/sparql-results+json"
+MAX_BODY = 64 * 1024 * 1024
+KEEPALIVE_S = 15.0
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": message, **extra}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(data, status_code=status, headers=headers)
+
+
+def _query_error(e: QueryError) -> ApiError:
+    return ApiError(400, str(e), reason=e.message, line=e.line, column=e.column)
+
+
+async def _read_body(request: Request) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY:
+        raise ApiError(413, "body larger than %d bytes" % MAX_BODY)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiError(413, "body larger than %d bytes" % MAX_BODY)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _int_param(request: Request, key: str) -> int | None:
+    v = request.query_params.get(key)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ApiError(400, "query parameter %r must be an integer, got %r" % (key, v)) from None
+
+
+def query_json(view: QueryView, default_step: int, *, full: bool = True) -> dict[str, Any]:
+    """The JSON description of a registered query."""
+    cq = view.cq
+    out: dict[str, Any] = {
+        "name": cq.name,
+        "dialect": cq.dialect,
+        "form": cq.form,
+        "mode": cq.mode,
+        "windows": [
+            {
+                "stream": w.stream,
+                "window": str(w.spec),
+                "name": w.name,
+                "step_ms": w.spec.step_or(default_step),
+            }
+            for w in cq.windows
+        ],
+        "first_report": view.first_report,
+        "next_report": view.next_report,
+        "last_report": view.last_report,
+    }
+    if full:
+        st = view.stats
+        lat = sorted(st.latencies[-512:])
+
+        def pct(p: float) -> float:
+            return round(lat[min(len(lat) - 1, int(p * (len(lat) - 1) + 0.5))] * 1e3, 4) if lat else 0.0
+
+        out["text"] = cq.text
+        out["subscribers"] = view.subscribers
+        out["dropped_lines"] = view.dropped
+        out["stats"] = {
+            "reports": st.reports,
+            "rows": st.rows,
+            "eval_seconds": round(st.eval_seconds, 6),
+            "latency_ms_p50": pct(0.5),
+            "latency_ms_p99": pct(0.99),
+        }
+    return out
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request but the open paths needs the bearer token."""
+
+    def __init__(
+        self, app: ASGIApp, token: str, open_paths: frozenset[str] = frozenset({"/healthz"})
+    ) -> None:
+        self.app = app
+        self.expected = ("Bearer " + token).encode("utf-8")
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in self.open_paths:
+            got = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self.expected):
+                resp = _json(
+                    {"error": "missing or wrong bearer token"},
+                    401,
+                    {"WWW-Authenticate": 'Bearer realm="linkstream"'},
+                )
+                await resp(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class Api:
+    """The request handlers, bound to one live engine."""
+
+    def __init__(self, live: LiveEngine, base: str = "http://localhost/") -> None:
+        self.live = live
+        self.base = base
+        self._requests = itertools.count(1)
+
+    # ------------------------------------------------------------ queries
+
+    async def register(self, request: Request) -> Response:
+        body = await _read_body(request)
+        name = request.query_params.get("name") or None
+        default_name = request.query_params.get("default_name") or None
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ApiError(400, "query text is not UTF-8 (byte %d)" % e.start) from None
+        if ctype in ("application/json", "application/x-json") or (
+            not ctype and text.lstrip().startswith("{")
+        ):
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ApiError(400, "invalid JSON body: %s (line %d)" % (e.msg, e.lineno)) from None
+            if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
+                raise ApiError(400, 'a JSON body must be an object with a string "query"')
+            text = doc["query"]
+            for key in ("name", "default_name"):
+                if doc.get(key) is not None and not isinstance(doc[key], str):
+                    raise ApiError(400, '"%s" must be a string' % key)
+            name = doc.get("name") or name
+            default_name = doc.get("default_name") or default_name
+        if not text.strip():
+            raise ApiError(400, "empty query")
+        try:
+            registered = await run_in_threadpool(
+                lambda: self.live.register(text, name, default_name=default_name)
+            )
+        except QueryConflict as e:
+            raise ApiError(409, e.message) from None
+        except QueryError as e:
+            raise _query_error(e) from None
+        try:
+            body = query_json(self.live.view(registered), self.live.engine.default_step, full=False)
+        except UnknownQuery:  # unregistered by another request meanwhile
+            body = {"name": registered}
+        return _json(body, 201, {"Location": "/queries/" + quote(registered, safe="")})
+
+    async def list_queries(self, request: Request) -> Response:
+        step = self.live.engine.default_step
+        out = []
+        for name in self.live.query_names():
+            try:
+                out.append(query_json(self.live.view(name), step, full=False))
+            except UnknownQuery:  # unregistered meanwhile
+                continue
+        return _json({"queries": out})
+
+    def _view(self, request: Request) -> QueryView:
+        name = request.path_params["name"]
+        try:
+            return self.live.view(name)
+        except UnknownQuery as e:
+            raise ApiError(404, str(e)) from None
+
+    async def get_query(self, request: Request) -> Response:
+        return _json(query_json(self._view(request), self.live.engine.default_step))
+
+    async def delete_query(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            await run_in_threadpool(self.live.unregister, name)
+        except UnknownQuery as e:
+            raise ApiError(404, str(e)) from None
+        return Response(status_code=204)
+
+    # ------------------------------------------------------------ results
+
+    async def results_sse(self, request: Request) -> Response:
+        return self._results(request, sse=True)
+
+    async def results_jsonl(self, request: Request) -> Response:
+        return self._results(request, sse=False)
+
+    def _results(self, request: Request, *, sse: bool) -> Response:
+        name = request.path_params["name"]
+        until = _int_param(request, "until")
+        limit = _int_param(request, "limit")
+        maxlen = _int_param(request, "queue")
+        self._view(request)  # 404 before the stream starts
+
+        async def stream() -> AsyncIterator[str]:
+            # subscribed once the response is under way, so that no exit path leaks it
+            try:
+                sub = self.live.subscribe(name, maxlen)
+            except UnknownQuery:
+                return
+            sent = dropped = 0
+            try:
+                if sse:
+                    yield ": subscribed to %s\n\n" % json.dumps(name)
+                while limit is None or sent < limit:
+                    try:
+                        item = await sub.next_report(KEEPALIVE_S)
+                    except SubscriptionClosed:
+                        if sse:
+                            yield "event: end\ndata: {}\n\n"
+                        return
+                    if sub.dropped != dropped and sse:
+                        dropped = sub.dropped
+                        yield ": dropped %d lines (slow subscriber)\n\n" % dropped
+                    if item is None:
+                        if sse:
+                            yield ": keepalive\n\n"
+                        continue
+                    c, lines = item
+                    if limit is not None:
+                        lines = lines[: limit - sent]
+                    sent += len(lines)
+                    if lines:
+                        if sse:
+                            yield "".join("id: %d\ndata: %s\n\n" % (c, ln) for ln in lines)
+                        else:
+                            yield "".join(ln + "\n" for ln in lines)
+                    if until is not None and c >= until:
+                        return
+            finally:
+                sub.close()
+
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        media = "text/event-stream" if sse else "application/x-ndjson"
+        return StreamingResponse(stream(), media_type=media, headers=headers)
+
+    # ------------------------------------------------------------ streams
+
+    def _event_time(self, request: Request) -> int | None:
+        raw = request.query_params.get("t") or request.headers.get("x-event-time")
+        if raw is None or not raw.strip():
+            return None
+        raw = raw.strip()
+        if raw.lstrip("-").isdigit():
+            return int(raw)
+        try:
+            return parse_datetime_ms(raw)
+        except ValueError:
+            raise ApiError(400, "event time %r is neither integer ms nor an xsd:dateTime" % raw) from None
+
+    async def push(self, request: Request) -> Response:
+        iri = request.path_params.get("iri") or request.query_params.get("iri")
+        if not iri:
+            raise ApiError(400, "name the stream: POST /streams/{iri} or /streams?iri=...")
+        iri = iri.strip()
+        if iri.startswith("<") and iri.endswith(">"):
+            iri = iri[1:-1]
+        if not _SCHEME.match(iri):
+            iri = urljoin(self.base, iri)
+        problem = iri_error(iri)
+        if problem:
+            raise ApiError(400, "invalid stream IRI <%s>: %s" % (iri, problem))
+        t = self._event_time(request)
+        body = await _read_body(request)
+        prefix = "h%d_" % next(self._requests)
+        try:
+            elements = await run_in_threadpool(
+                parse_body, body, request.headers.get("content-type"), bnode_prefix=prefix, base=self.base
+            )
+        except BodyError as e:
+            if e.errors:
+                self.live.metrics.rejected_lines.inc(len(e.errors))
+            raise ApiError(e.status, e.message, line=e.line, errors=e.errors) from None
+        stamped = any(el.t is not None for el in elements)
+        if stamped and t is not None:
+            raise ApiError(400, "the body carries its own timestamps (prov:generatedAtTime): give no t")
+        if t is None and not stamped:
+            t = int(time.time() * 1000)
+
+        def ingest() -> dict[str, Any]:
+            accepted = late = triples = 0
+            for el in elements:
+                if self.live.push(iri, el.t if el.t is not None else t, el.triples, timeout=60.0):  # type: ignore[arg-type]
+                    accepted += 1
+                    triples += len(el.triples)
+                else:
+                    late += 1
+            return {"stream": iri, "elements": accepted, "triples": triples, "late": late}
+
+        try:
+            res = await run_in_threadpool(ingest)
+        except TimeoutError:
+            raise ApiError(503, "the engine's input queue is full; retry later") from None
+        if not stamped:
+            res["t"] = t
+        return _json(res, 202)
+
+    async def watermark(self, request: Request) -> Response:
+        t = _int_param(request, "t")
+        if t is None:
+            body = await _read_body(request)
+            try:
+                doc = json.loads(body or b"{}")
+                t = int(doc["t"]) if isinstance(doc, dict) and "t" in doc else None
+            except (ValueError, TypeError):
+                t = None
+        if t is None:
+            raise ApiError(400, 'give the watermark as ?t=MS or a JSON body {"t": MS}')
+        fired = await run_in_threadpool(self.live.advance_to, t)
+        return _json({"watermark": t, "last_report": fired})
+
+    # ------------------------------------------------------------ one-shot SPARQL
+
+    async def sparql(self, request: Request) -> Response:
+        params = {k: request.query_params.getlist(k) for k in request.query_params.keys()}
+        if request.method == "POST":
+            body = await _read_body(request)
+            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if ctype == "application/x-www-form-urlencoded":
+                try:
+                    form = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+                except UnicodeDecodeError:
+                    raise ApiError(400, "form body is not UTF-8") from None
+                for k, v in form.items():
+                    params.setdefault(k, []).extend(v)
+            elif ctype == "application/sparql-query":
+                try:
+                    params["query"] = [body.decode("utf-8")]
+                except UnicodeDecodeError:
+                    raise ApiError(400, "query is not UTF-8") from None
+            else:
+                raise ApiError(
+                    415, "POST /sparql takes application/x-www-form-urlencoded or application/sparql-query"
+                )
+        if "update" in params:
+            raise ApiError(400, "SPARQL Update is not supported")
+        queries = params.get("query") or []
+        if len(queries) != 1 or not queries[0].strip():
+            raise ApiError(400, "give exactly one query (parameter 'query')")
+        try:
+            res = await run_in_threadpool(
+                lambda: self.live.one_shot(
+                    queries[0],
+                    default_graphs=params.get("default-graph-uri"),
+                    named_graphs=params.get("named-graph-uri"),
+                )
+            )
+        except QueryError as e:
+            raise _query_error(e) from None
+        if "triples" in res:
+            text = "".join(t + "\n" for t in res["triples"])
+            return Response(text, media_type="application/n-triples")
+        return Response(json.dumps(res, ensure_ascii=False), media_type=SPARQL_JSON)
+
+    # ------------------------------------------------------------ service
+
+    async def healthz(self, request: Request) -> Response:
+        return _json({"status": "ok", **self.live.status()})
+
+    async def metrics(self, request: Request) -> Response:
+        from ..metrics import CONTENT_TYPE
+
+        return Response(self.live.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    async def openapi(self, request: Request) -> Response:
+        return _json(openapi_schema())
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    body = {"error": exc.message}
+    body.update({k: v for k, v in exc.extra.items() if v is not None and v != []})
+    return _json(body, exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _json({"error": exc.detail}, exc.status_code, dict(exc.headers or {}))
+
+
+async def _unavailable(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, EngineClosed):
+        return _json({"error": "the engine is shutting down"}, 503)
+    return _json({"error": "the engine did not answer in time; retry later"}, 503, {"Retry-After": "5"})
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
+    return _json({"error": "internal error: %s" % type(exc).__name__}, 500)
+
+
+def create_app(live: LiveEngine, *, token: str | None = None, base: str = "http://localhost/") -> ASGIApp:
+    """The ASGI application serving ``live``.
+
+    Args:
+        live: The engine (started by the application's lifespan, closed at shutdown).
+        token: If set, the bearer token every endpoint but ``/healthz`` requires.
+        base: Base IRI for relative stream IRIs and relative IRIs in bodies.
+    """
+    api = Api(live, base)
+    routes = [
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/metrics", api.metrics, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/queries", api.register, methods=["POST"]),
+        Route("/queries", api.list_queries, methods=["GET"]),
+        Route("/queries/{name:path}/results.jsonl", api.results_jsonl, methods=["GET"]),
+        Route("/queries/{name:path}/results", api.results_sse, methods=["GET"]),
+        Route("/queries/{name:path}", api.get_query, methods=["GET"]),
+        Route("/queries/{name:path}", api.delete_query, methods=["DELETE"]),
+        Route("/streams", api.push, methods=["POST"]),
+        Route("/streams/{iri:path}", api.push, methods=["POST"]),
+        Route("/watermark", api.watermark, methods=["POST"]),
+        Route("/sparql", api.sparql, methods=["GET", "POST"]),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        live.start()
+        try:
+            yield
+        finally:
+            live.close()
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            EngineClosed: _unavailable,
+            TimeoutError: _unavailable,
+            Exception: _unexpected,
+        },
+        lifespan=lifespan,
+    )
+    app.state.live = live
+    if token:
+        return BearerAuth(app, token)
+    return app
+
+
+__all__ = ["create_app", "ApiError", "BearerAuth", "query_json"]

@@ -1,0 +1,363 @@
+"""Messages between a cluster replay's driver and its operator containers.
+
+The driver (:mod:`linkstream.engine.cluster`) pushes to every container's PULL endpoint;
+each container pushes back to the driver's PULL endpoint.  Every message is one ZeroMQ
+multipart message whose first frame is a small msgpack map (the header, ``"v"`` and
+``"kind"`` always present, ``"run"`` naming the replay it belongs to); bulk data travels
+in further frames as raw little-endian int64 buffers or UTF-8 text.  Nothing is pickled.
+
+Driver to container:
+
+``els`` / ``sync``
+    Stream elements.  Header ``{"lo": int, "nt": int, "k": int, "n": int}`` (plus
+    ``"tick": int`` for ``sync``), frames: the *dictionary delta* (msgpack list of ``nt``
+    N-Triples term strings, the driver's ids ``lo .. lo+nt-1``), the element table
+    ``(3, k)`` int64 (stream index, event time, number of triples) and the triples
+    ``(n, 3)`` int64 in the driver's ids.  ``sync`` is the first message a container gets
+    in a run: the whole dictionary so far and the retained backlog, and ``tick`` is the
+    sequence number of the last tick sent before it.
+``tick``
+    ``{"seq", "c", "due": [query], "owners": {query: container}, "rel": {container:
+    token}}``: evaluate report time ``c``; the queries in ``due`` report, each answered
+    by the container ``owners`` names; ``rel`` echoes the last *unready* token the
+    driver processed per container.
+
+Container to driver:
+
+``hello``
+    ``{"container", "address"}``: ready to receive this run's data.
+``ready`` / ``unready``
+    ``{"container", "query", "from"}``: the query is registered and may be named as
+    answerer from tick ``from`` on; ``{"container", "query", "token"}``: the container
+    no longer owns the query in ZooKeeper and will drop it once released.
+``result``
+    ``{"container", "seq", "c", "names", "missing"}`` then one frame per name: that
+    query's result lines joined by ``"\\n"`` (UTF-8).  ``missing`` names queries the tick
+    assigned to this container that it does not hold.
+``failed``
+    ``{"container", "query", "error"}``: the query could not be registered.
+
+Decoding never trusts its input: anything malformed raises :class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from linkstream.containers.wire import Frame, WireError
+
+VERSION = 1
+MAX_HEADER_BYTES = 4 * 1024 * 1024
+_I8 = np.dtype("<i8")
+
+
+class ProtocolError(WireError):
+    """A driver/container message that does not follow this module's format."""
+
+
+@dataclass(frozen=True)
+class Elements:
+    """A run of stream elements with the dictionary entries they introduce.
+
+    Attributes:
+        run: Replay id.
+        lo: Driver id of ``terms[0]``.
+        terms: N-Triples strings of driver ids ``lo, lo + 1, ...``.
+        meta: ``(3, k)`` int64: stream index, event time and triple count per element.
+        triples: ``(n, 3)`` int64 triples of all elements, in the driver's ids.
+        sync_tick: For a ``sync`` message the last tick sequence number sent, else ``None``.
+    """
+
+    run: str
+    lo: int
+    terms: list[str]
+    meta: np.ndarray
+    triples: np.ndarray
+    sync_tick: int | None = None
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Report time ``c`` (tick ``seq``); see the module docstring."""
+
+    run: str
+    seq: int
+    c: int
+    due: list[str]
+    owners: dict[str, str]
+    rel: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hello:
+    """A container is set up for ``run`` and listens at ``address``."""
+
+    run: str
+    container: str
+    address: str
+
+
+@dataclass(frozen=True)
+class Ready:
+    """``container`` may answer ``query`` from tick ``first_tick`` on."""
+
+    run: str
+    container: str
+    query: str
+    first_tick: int
+
+
+@dataclass(frozen=True)
+class Unready:
+    """``container`` lost ``query`` in ZooKeeper; it drops it once ``token`` is released."""
+
+    run: str
+    container: str
+    query: str
+    token: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """The answers of one container to tick ``seq``."""
+
+    run: str
+    container: str
+    seq: int
+    c: int
+    lines: dict[str, list[str]]
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """``query`` could not be registered on ``container``."""
+
+    run: str
+    container: str
+    query: str
+    error: str
+
+
+Message = Elements | Tick | Hello | Ready | Unready | Result | Failed
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+def _pack(header: dict[str, Any]) -> bytes:
+    return msgpack.packb({"v": VERSION, **header}, use_bin_type=True)
+
+
+def _i8(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=_I8)
+
+
+def encode(message: Message) -> list[Frame]:
+    """Frames of ``message`` (see the module docstring)."""
+    if isinstance(message, Elements):
+        meta = _i8(message.meta).reshape(3, -1)
+        triples = _i8(message.triples).reshape(-1, 3)
+        header: dict[str, Any] = {
+            "kind": "els" if message.sync_tick is None else "sync",
+            "run": message.run,
+            "lo": message.lo,
+            "nt": len(message.terms),
+            "k": meta.shape[1],
+            "n": triples.shape[0],
+        }
+        if message.sync_tick is not None:
+            header["tick"] = message.sync_tick
+        terms = msgpack.packb(list(message.terms), use_bin_type=True)
+        return [_pack(header), terms, memoryview(meta.reshape(-1)), memoryview(triples.reshape(-1))]
+    if isinstance(message, Tick):
+        return [
+            _pack(
+                {
+                    "kind": "tick",
+                    "run": message.run,
+                    "seq": message.seq,
+                    "c": message.c,
+                    "due": list(message.due),
+                    "owners": dict(message.owners),
+                    "rel": dict(message.rel),
+                }
+            )
+        ]
+    if isinstance(message, Hello):
+        return [
+            _pack(
+                {
+                    "kind": "hello",
+                    "run": message.run,
+                    "container": message.container,
+                    "address": message.address,
+                }
+            )
+        ]
+    if isinstance(message, Ready):
+        body = {"container": message.container, "query": message.query, "from": message.first_tick}
+        return [_pack({"kind": "ready", "run": message.run, **body})]
+    if isinstance(message, Unready):
+        body = {"container": message.container, "query": message.query, "token": message.token}
+        return [_pack({"kind": "unready", "run": message.run, **body})]
+    if isinstance(message, Result):
+        names = list(message.lines)
+        header = {
+            "kind": "result",
+            "run": message.run,
+            "container": message.container,
+            "seq": message.seq,
+            "c": message.c,
+            "names": names,
+            "missing": list(message.missing),
+        }
+        return [_pack(header)] + ["\n".join(message.lines[n]).encode("utf-8") for n in names]
+    if isinstance(message, Failed):
+        body = {"container": message.container, "query": message.query, "error": message.error}
+        return [_pack({"kind": "failed", "run": message.run, **body})]
+    raise ProtocolError(f"not a protocol message: {type(message).__name__}")
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+def _view(frame: Frame) -> memoryview:
+    try:
+        view = memoryview(frame)
+    except TypeError as exc:
+        raise ProtocolError(f"frame of type {type(frame).__name__} is not a buffer") from exc
+    if view.ndim != 1 or view.itemsize != 1:
+        try:
+            view = view.cast("B")
+        except TypeError as exc:
+            raise ProtocolError("frame is not a contiguous byte buffer") from exc
+    return view
+
+
+def _int(h: dict[str, Any], key: str, lo: int = -(2**63)) -> int:
+    x = h.get(key)
+    if type(x) is not int or not lo <= x < 2**63:
+        raise ProtocolError(f"{h.get('kind')}: {key} must be an int >= {lo}, got {x!r}")
+    return x
+
+
+def _str(h: dict[str, Any], key: str) -> str:
+    x = h.get(key)
+    if type(x) is not str or len(x) > 65536:
+        raise ProtocolError(f"{h.get('kind')}: {key} must be a string, got {type(x).__name__}")
+    return x
+
+
+def _strs(h: dict[str, Any], key: str) -> list[str]:
+    x = h.get(key)
+    if type(x) is not list or not all(type(s) is str for s in x):
+        raise ProtocolError(f"{h.get('kind')}: {key} must be a list of strings")
+    return x
+
+
+def _str_map(h: dict[str, Any], key: str, value: type) -> dict[str, Any]:
+    x = h.get(key)
+    if type(x) is not dict or not all(type(k) is str and type(v) is value for k, v in x.items()):
+        raise ProtocolError(f"{h.get('kind')}: {key} must map strings to {value.__name__}")
+    return x
+
+
+def _array(frame: Frame, count: int, what: str) -> np.ndarray:
+    buf = _view(frame)
+    if buf.nbytes != count * 8:
+        raise ProtocolError(f"{what} frame holds {buf.nbytes} bytes, header implies {count * 8}")
+    a = np.frombuffer(buf, dtype=_I8)
+    if sys.byteorder != "little":  # pragma: no cover - big-endian hosts only
+        a = a.astype(np.int64)
+    return a
+
+
+def _header(frames: Sequence[Frame]) -> dict[str, Any]:
+    if not frames:
+        raise ProtocolError("empty message")
+    raw = _view(frames[0])
+    if raw.nbytes > MAX_HEADER_BYTES:
+        raise ProtocolError(f"header of {raw.nbytes} bytes exceeds {MAX_HEADER_BYTES}")
+    try:
+        header = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise ProtocolError(f"header is not valid msgpack: {exc}") from exc
+    if not isinstance(header, dict) or header.get("v") != VERSION:
+        raise ProtocolError("header is not a version-1 map")
+    return header
+
+
+def _frames(frames: Sequence[Frame], n: int, kind: str) -> None:
+    if len(frames) != n:
+        raise ProtocolError(f"{kind} message has {len(frames)} frames, expected {n}")
+
+
+def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
+    _frames(frames, 4, h["kind"])
+    lo, nt, k, n = _int(h, "lo", 1), _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
+    try:
+        terms = msgpack.unpackb(_view(frames[1]), raw=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise ProtocolError(f"dictionary delta is not valid msgpack: {exc}") from exc
+    if type(terms) is not list or len(terms) != nt or not all(type(t) is str for t in terms):
+        raise ProtocolError("dictionary delta must be a list of nt strings")
+    meta = _array(frames[2], 3 * k, "element table").reshape(3, k)
+    triples = _array(frames[3], 3 * n, "triples").reshape(n, 3)
+    if k and (int(meta[2].min()) < 0 or int(meta[2].sum()) != n):
+        raise ProtocolError("element sizes do not add up to the triples sent")
+    sync = _int(h, "tick", 0) if h["kind"] == "sync" else None
+    return Elements(_str(h, "run"), lo, terms, meta, triples, sync)
+
+
+def decode(frames: Sequence[Frame]) -> Message:
+    """Parses one multipart message; array data are read-only views of the frames.
+
+    Raises:
+        ProtocolError: Anything about the message is malformed.
+    """
+    h = _header(frames)
+    kind = h.get("kind")
+    if kind in ("els", "sync"):
+        return _elements(h, frames)
+    run = _str(h, "run")
+    if kind == "tick":
+        _frames(frames, 1, kind)
+        return Tick(
+            run,
+            _int(h, "seq", 1),
+            _int(h, "c"),
+            _strs(h, "due"),
+            _str_map(h, "owners", str),
+            _str_map(h, "rel", int),
+        )
+    if kind == "hello":
+        _frames(frames, 1, kind)
+        return Hello(run, _str(h, "container"), _str(h, "address"))
+    if kind == "ready":
+        _frames(frames, 1, kind)
+        return Ready(run, _str(h, "container"), _str(h, "query"), _int(h, "from", 1))
+    if kind == "unready":
+        _frames(frames, 1, kind)
+        return Unready(run, _str(h, "container"), _str(h, "query"), _int(h, "token", 1))
+    if kind == "result":
+        names = _strs(h, "names")
+        _frames(frames, 1 + len(names), kind)
+        lines: dict[str, list[str]] = {}
+        for name, frame in zip(names, frames[1:]):
+            try:
+                text = bytes(_view(frame)).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ProtocolError(f"result lines of {name!r} are not UTF-8") from exc
+            lines[name] = text.split("\n") if text else []
+        return Result(run, _str(h, "container"), _int(h, "seq", 1), _int(h, "c"), lines, _strs(h, "missing"))
+    if kind == "failed":
+        _frames(frames, 1, kind)
+        return Failed(run, _str(h, "container"), _str(h, "query"), _str(h, "error"))
+    raise ProtocolError(f"unknown message kind {kind!r}")

@@ -1,0 +1,200 @@
+"""One replay's state inside an operator container: an embedded engine fed by broadcast.
+
+Every container of a cluster replay receives every stream element (the driver
+broadcasts, an *all* grouping), so each holds the same stream buffers, and evaluates
+only the queries assigned to it.  Because the buffers are replicated, a query that
+arrives on a container mid-stream (a move, a drain, a failover) is simply registered
+there: the engine attaches it to the running operators and its windows hold every
+retained element in range, so its report lines equal those of a query that ran there
+all along (``tests/engine/test_sharing.py`` checks this for the embedded engine).
+
+Two things make the replicas exact:
+
+* **Dictionary.** The driver encodes stream terms with its own dictionary and ships,
+  with each message, the id -> term entries new since the previous one.  The replica
+  encodes those terms into its *own* dictionary (which also holds the static graphs and
+  whatever terms query planning and expression evaluation allocate) and keeps a
+  translation table driver id -> local id, so equal terms get equal ids even when the
+  container allocated one before the driver shipped it.  Results are decoded here.
+* **Retention.** The engine collects a stream's prefix once no *local* window needs it;
+  a query moved here later may need more.  A retention guard per stream keeps
+  ``horizon`` ms of history (the largest range plus step of any window of the run on
+  that stream), or everything for streams read by count or NOW windows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from linkstream.containers.protocol import Elements, ProtocolError
+from linkstream.engine.embedded import Engine, RegisteredQuery
+from linkstream.query.continuous import parse_continuous
+from linkstream.rdf.static import load_graph
+from linkstream.scheduler.runs import RunSpec
+
+logger = logging.getLogger(__name__)
+
+GC_EVERY_TICKS = 16
+
+
+class RetentionGuard:
+    """Stands in a stream buffer's window list so that collection keeps ``horizon`` ms.
+
+    ``StreamBuffer.gc`` keeps everything from the smallest ``lo`` of its windows on; this
+    guard's ``lo`` is moved to the first triple a window opened at the next report time
+    could still need.
+
+    Args:
+        horizon: Milliseconds of history to keep, or ``None`` to keep everything.
+    """
+
+    def __init__(self, horizon: int | None) -> None:
+        self.horizon = horizon
+        self.lo = 0
+
+    def advance(self, buffer: object, c: int) -> None:
+        """Moves the guard after report time ``c`` of ``buffer`` (a ``StreamBuffer``)."""
+        if self.horizon is None:
+            self.lo = buffer.base  # type: ignore[attr-defined]
+        else:
+            self.lo = buffer.search(c - self.horizon)  # type: ignore[attr-defined]
+
+
+@dataclass
+class Ticked:
+    """What one tick produced on this replica.
+
+    Attributes:
+        lines: Result lines of the due queries this container answers.
+        missing: Due queries assigned to this container that it does not hold.
+    """
+
+    lines: dict[str, list[str]]
+    missing: list[str]
+
+
+class RunReplica:
+    """The engine of one run on one container.
+
+    Args:
+        spec: The run.
+        log: Receives warnings about the run's inputs (bad static lines and the like).
+    """
+
+    def __init__(self, spec: RunSpec, log: Callable[[str], None] | None = None) -> None:
+        self.spec = spec
+        self.engine = Engine(default_step=spec.default_step, log_fn=log or logger.warning)
+        for k, (iri, path) in enumerate(spec.statics):
+            triples = load_graph(path, self.engine.dictionary, bnode_prefix=f"s{k}_", log=log)
+            self.engine.add_static(iri, triples)
+        self.engine.declare_streams(set(spec.streams))
+        self._guards: list[RetentionGuard] = []
+        for iri, horizon in zip(spec.streams, spec.horizons):
+            guard = RetentionGuard(horizon)
+            self.engine.buffer(iri).windows.append(guard)  # type: ignore[arg-type]
+            self._guards.append(guard)
+        self._xlate = np.zeros(1024, dtype=np.int64)  # driver id -> local id; 0 stays 0
+        self._nx = 1  # driver ids below this are translated
+        self.synced = False
+        self.last_seq = 0
+        self.ticks = 0
+        self.triples = 0
+        self.apply_seconds = 0.0
+        self.tick_seconds = 0.0
+
+    # ------------------------------------------------------------------ data
+
+    def apply(self, message: Elements) -> None:
+        """Extends the dictionary translation and appends the elements to the buffers.
+
+        Raises:
+            ProtocolError: The delta does not continue the dictionary, or a triple uses
+                an id the driver never shipped, or an element names an unknown stream.
+        """
+        t0 = time.perf_counter()
+        if message.terms:
+            if message.lo != self._nx:
+                raise ProtocolError(f"dictionary delta starts at {message.lo}, expected {self._nx}")
+            local = np.asarray(self.engine.dictionary.encode_many(message.terms), dtype=np.int64)
+            need = self._nx + len(local)
+            if need > len(self._xlate):
+                grown = np.zeros(max(need, 2 * len(self._xlate)), dtype=np.int64)
+                grown[: self._nx] = self._xlate[: self._nx]
+                self._xlate = grown
+            self._xlate[self._nx : need] = local
+            self._nx = need
+        triples = message.triples
+        if len(triples):
+            lo, hi = int(triples.min()), int(triples.max())
+            if lo <= 0 or hi >= self._nx:
+                raise ProtocolError(f"triple ids outside the shipped dictionary ({lo}..{hi})")
+            triples = self._xlate[triples]
+        meta = message.meta
+        k = meta.shape[1]
+        if k and (int(meta[0].min()) < 0 or int(meta[0].max()) >= len(self.spec.streams)):
+            raise ProtocolError("element of an unknown stream")
+        offsets = np.concatenate([[0], np.cumsum(meta[2])]).tolist()
+        streams, times = meta[0].tolist(), meta[1].tolist()
+        for i in range(k):
+            self.engine.ingest(self.spec.streams[streams[i]], times[i], triples[offsets[i] : offsets[i + 1]])
+        self.triples += len(triples)
+        self.apply_seconds += time.perf_counter() - t0
+        if message.sync_tick is not None:
+            self.synced = True
+            self.last_seq = message.sync_tick
+
+    # ------------------------------------------------------------------ queries
+
+    def register(self, name: str, text: str) -> RegisteredQuery:
+        """Parses and registers one query of the run (raises ``QueryError``)."""
+        cq = parse_continuous(text, default_name=name, base=self.spec.base)
+        if cq.name != name:
+            raise ValueError(f"query text registers {cq.name!r}, expected {name!r}")
+        return self.engine.register(cq)
+
+    def unregister(self, name: str) -> None:
+        """Removes a query (its operators go unless another query uses them)."""
+        if name in self.engine.queries:
+            self.engine.unregister(name)
+
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` is registered here."""
+        return name in self.engine.queries
+
+    def mode(self, name: str) -> str:
+        """RSTREAM, ISTREAM or DSTREAM of a registered query."""
+        return self.engine.queries[name].cq.mode
+
+    # ------------------------------------------------------------------ evaluation
+
+    def tick(self, seq: int, c: int, answer: Sequence[str]) -> Ticked:
+        """Evaluates report time ``c``: every local query is updated, ``answer`` report.
+
+        Args:
+            seq: The tick's sequence number.
+            c: Report time.
+            answer: Due queries this container was named to answer.
+        """
+        t0 = time.perf_counter()
+        names = [n for n in answer if n in self.engine.queries]
+        missing = [n for n in answer if n not in self.engine.queries]
+        lines = self.engine.tick(c, names)
+        self.last_seq = seq
+        self.ticks += 1
+        for guard, iri in zip(self._guards, self.spec.streams):
+            guard.advance(self.engine.buffers[iri], c)
+        if self.ticks % GC_EVERY_TICKS == 0:
+            self.engine.gc()
+        self.tick_seconds += time.perf_counter() - t0
+        return Ticked({n: lines[n] for n in names}, missing)
+
+    def close(self) -> None:
+        """Releases the engine."""
+        for name in list(self.engine.queries):
+            self.engine.unregister(name)
+        self.engine.dictionary.close()

@@ -1,0 +1,696 @@
+"""A thread-safe live runtime around the embedded engine, for servers.
+
+:class:`LiveEngine` owns one :class:`~linkstream.engine.embedded.Engine` and one worker
+thread, the only one that touches the engine; other threads send it commands through a
+FIFO.  :meth:`~LiveEngine.push` enqueues an element and returns at once; registering,
+unregistering, one-shot queries and :meth:`~LiveEngine.advance_to` wait for the worker.
+
+Report times are driven by event time (SEMANTICS.md §1, §4).  A stream's watermark is
+the largest timestamp the worker has ingested from it; the engine's watermark is the
+smallest watermark of the streams registered queries read, leaving out streams silent
+for ``idle_ms`` of wall-clock time, and never below an explicit ``advance_to``.  Report
+time ``c`` fires, as one engine tick, once the watermark reaches ``c`` (a window closing
+at ``c`` holds elements with ``t < c``), in order, exactly as a replay fires them.  An
+element older than its stream's largest timestamp or than a report time already fired
+is late: dropped, counted, logged once per stream.
+
+A query registered while streams run reports from its first close strictly after the
+current event time (its streams' watermarks, the last report fired, the explicit
+watermark); one registered before its streams have data reports from the first close
+after their earliest element, as in a replay.  Its windows hold every retained element
+in range: a :class:`RetentionGuard` per stream keeps ``retention_ms`` of event time in
+the buffers.  (Count and NOW windows registered late see only what time retention kept.)
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..api.oneshot import evaluate_one_shot, parse_one_shot
+from ..api.subscription import Subscription
+from ..metrics import LiveMetrics
+from ..operators.window import StreamBuffer
+from ..query.continuous import ContinuousQuery, parse_continuous
+from ..query.errors import QueryError
+from ..rdf.dictionary import Dictionary
+from ..rdf.static import dedup_triples
+from .embedded import Engine, QueryStats, RegisteredQuery
+
+log = logging.getLogger(__name__)
+
+#: an element's triples: ``(n, 3)`` int64 dictionary ids, or ``(s, p, o)`` N-Triples strings
+Triples = np.ndarray | Sequence[tuple[str, str, str]]
+
+_GC_EVERY = 64  # command batches between stream-buffer collections
+_LATENCY_KEEP = 512  # latencies kept per query (the engine appends one per report)
+_TICKS_PER_BATCH = 256  # report times evaluated between two looks at the command queue
+_STREAM_FIGURES = ("watermark", "elements", "triples", "late")
+
+
+class UnknownQuery(KeyError):
+    """No query of that name is registered."""
+
+    def __str__(self) -> str:
+        return "no query named %r is registered" % (self.args[0] if self.args else "")
+
+
+class QueryConflict(QueryError):
+    """A query of that name is already registered."""
+
+
+class EngineClosed(RuntimeError):
+    """The live engine has been closed."""
+
+
+class RetentionGuard:
+    """Sits in a stream buffer's window list so that ``StreamBuffer.gc`` (which keeps all
+    from the smallest window ``lo`` on) keeps ``retention_ms`` of event time.
+
+    Args:
+        retention_ms: Event time (ms) of history to keep.
+    """
+
+    def __init__(self, retention_ms: int) -> None:
+        self.retention_ms = retention_ms
+        self.lo = 0
+
+    def advance(self, buffer: StreamBuffer, now: int) -> None:
+        """Lets collection drop what is older than ``now - retention_ms`` in ``buffer``."""
+        self.lo = max(self.lo, buffer.search(now - self.retention_ms))
+
+
+@dataclass(frozen=True)
+class QueryView:
+    """A snapshot of one registered query: parsed form, live statistics, schedule (report
+    times; ``first_report`` is ``None`` until its streams have data), subscriptions and
+    the result lines its subscribers lost by not keeping up."""
+
+    cq: ContinuousQuery
+    stats: QueryStats
+    first_report: int | None
+    next_report: int | None
+    last_report: int | None
+    subscribers: int
+    dropped: int
+
+
+@dataclass
+class _Entry:
+    """A registered query as the live engine tracks it."""
+
+    cq: ContinuousQuery
+    rq: RegisteredQuery
+    streams: frozenset[str]
+    due: int | None = None  # next report time; None until its streams have data
+    first_report: int | None = None
+    subscribers: list[Subscription] = field(default_factory=list)
+    dropped: int = 0
+
+
+@dataclass
+class _Stream:
+    """Worker-side state of one stream: what has really been ingested."""
+
+    watermark: int | None = None
+    first: int | None = None
+    last_seen: float = 0.0
+
+
+@dataclass
+class _Accepted:
+    """Push-side state of one stream (under the engine lock)."""
+
+    watermark: int | None = None
+    elements: int = 0
+    triples: int = 0
+    late: int = 0
+    late_logged: bool = False
+
+
+class LiveEngine:
+    """A continuous query engine fed and queried while it runs (thread-safe).
+
+    Args:
+        engine: The engine to run (a fresh one on ``dictionary`` when ``None``); it must
+            not be used by anything else once the live engine has started.
+        dictionary: Term dictionary of a fresh engine.
+        default_step: Report step (ms) of windows without STEP, count and NOW windows.
+        idle_ms: Wall-clock ms after which a stream that ingested nothing stops holding
+            back the watermark; ``None`` or ``<= 0``: streams never go idle.
+        retention_ms: Event time (ms) of stream history kept for late-registered queries.
+        subscriber_queue: Lines a subscriber may have pending before it loses the oldest.
+        max_pending: Elements queued for the worker before :meth:`push` blocks.
+        base: Base IRI for relative IRIs in queries.
+        metrics: Where to count; a private :class:`~linkstream.metrics.LiveMetrics` if ``None``.
+        clock: Wall clock in seconds (monotonic), for idleness.
+    """
+
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        dictionary: Dictionary | None = None,
+        default_step: int = 1000,
+        idle_ms: int | None = 5000,
+        retention_ms: int = 60_000,
+        subscriber_queue: int = 10_000,
+        max_pending: int = 100_000,
+        base: str = "http://localhost/",
+        metrics: LiveMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.engine = engine if engine is not None else Engine(dictionary, default_step=default_step)
+        self.idle_s = idle_ms / 1000.0 if idle_ms and idle_ms > 0 else None
+        self.retention_ms = retention_ms
+        self.subscriber_queue = subscriber_queue
+        self.base = base
+        self.metrics = metrics if metrics is not None else LiveMetrics()
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._parse_lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._space = threading.BoundedSemaphore(max(1, max_pending))
+        self._entries: dict[str, _Entry] = {}
+        self._accepted: dict[str, _Accepted] = {}
+        self._frontier: int | None = None  # push side: elements older than this are late
+        self._names = itertools.count(1)
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        # worker-only state
+        self._streams: dict[str, _Stream] = {}
+        self._guards: dict[str, RetentionGuard] = {}
+        self._relevant: dict[str, int] = {}
+        self._relevant_since: dict[str, float] = {}
+        self._heap: list[tuple[int, str]] = []
+        self._pending: set[str] = set()
+        self._fired: int | None = None
+        self._explicit: int | None = None
+        self._batches = 0
+        self._operators = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> LiveEngine:
+        """Starts the worker thread (idempotent)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="linkstream-live", daemon=True)
+                self._thread.start()
+        return self
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops the worker, ends every subscription, and releases nothing else."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(("stop",))
+            thread.join(timeout)
+        for e in list(self._entries.values()):
+            for sub in list(e.subscribers):
+                sub.finish()
+
+    def __enter__(self) -> LiveEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ commands
+
+    def _submit(self, kind: str, fn: Callable[[], Any], timeout: float | None) -> Any:
+        if self._closed:
+            raise EngineClosed("the live engine is closed")
+        if self._thread is None:
+            self.start()
+        fut: Future[Any] = Future()
+        self._queue.put((kind, fn, fut))
+        return fut.result(timeout)
+
+    def push(self, stream: str, t: int, triples: Triples, *, timeout: float | None = None) -> bool:
+        """Enqueues one element of ``stream`` at event time ``t`` (ms); ``False`` if it was late.
+
+        Args:
+            stream: The stream's IRI (its elements come in non-decreasing time).
+            t: Event time in ms.
+            triples: ``(n, 3)`` int64 ids, or ``(s, p, o)`` canonical N-Triples strings.
+            timeout: Seconds to wait for room in the worker's queue (``None``: forever).
+
+        Raises:
+            ValueError: ``triples`` is not a sequence of triples.
+            TimeoutError: The worker's queue stayed full for ``timeout`` seconds.
+        """
+        if isinstance(triples, np.ndarray):
+            if triples.ndim != 2 or triples.shape[1] != 3:
+                raise ValueError("triples must have shape (n, 3)")
+            triples = np.ascontiguousarray(triples, dtype=np.int64)
+        elif any(len(tr) != 3 for tr in triples):
+            raise ValueError("every triple must have three terms")
+        t = int(t)
+        if self._closed:
+            raise EngineClosed("the live engine is closed")
+        if self._thread is None:
+            self.start()
+        if not self._space.acquire(timeout=timeout):
+            raise TimeoutError("the engine's input queue is full")
+        with self._lock:
+            acc = self._accepted.get(stream)
+            if acc is None:
+                acc = self._accepted[stream] = _Accepted()
+            floor = max((x for x in (acc.watermark, self._frontier) if x is not None), default=None)
+            if floor is not None and t < floor:
+                self._space.release()
+                self._count_late(stream, acc, t, floor)
+                return False
+            acc.watermark = t
+            acc.elements += 1
+            acc.triples += len(triples)
+            # enqueued under the lock: elements of one stream reach the worker in order
+            self._queue.put(("push", stream, t, triples))
+        self.metrics.ingest_elements.inc()
+        self.metrics.ingest_triples.inc(len(triples))
+        return True
+
+    def _count_late(self, stream: str, acc: _Accepted, t: int, floor: int) -> None:
+        acc.late += 1
+        self.metrics.late_elements.inc()
+        if not acc.late_logged:
+            acc.late_logged = True
+            log.warning(
+                "stream <%s>: late element dropped (t=%d < watermark %d); further late elements of "
+                "this stream are only counted",
+                stream,
+                t,
+                floor,
+            )
+
+    def advance_to(self, t: int, *, timeout: float | None = 60.0) -> int | None:
+        """Declares that every stream has passed ``t`` and fires the report times ``<= t``.
+
+        Returns:
+            The last report time fired (``None`` if none ever fired).
+        """
+        return self._submit("barrier", lambda: self._do_advance(int(t)), timeout)
+
+    def flush(self, timeout: float | None = 60.0) -> int | None:
+        """Waits until everything enqueued so far is ingested and what is due has fired.
+
+        Returns:
+            The last report time fired.
+        """
+        return self._submit("barrier", lambda: None, timeout)
+
+    def register(
+        self,
+        text: str,
+        name: str | None = None,
+        *,
+        default_name: str | None = None,
+        timeout: float | None = 60.0,
+    ) -> str:
+        """Parses and registers a continuous query; returns its name.
+
+        Args:
+            text: C-SPARQL, CQELS-QL or RSP-QL text.
+            name: The query's name (overrides a REGISTER clause).
+            default_name: The name of a query without REGISTER clause (default ``q<N>``).
+
+        Raises:
+            QueryError: The query does not parse or cannot be planned (``.line``/``.column``).
+            QueryConflict: A query of that name is already registered.
+        """
+        for n in (name, default_name):
+            if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
+                raise QueryError("a query name must be 1-512 printable characters")
+        with self._parse_lock:  # the SPARQL parser's error tracing patches pyparsing globally
+            cq = parse_continuous(text, default_name=name or default_name or "", base=self.base)
+        if name is not None and cq.name != name:
+            cq = replace(cq, name=name)
+        while not cq.name:
+            with self._lock:
+                n = "q%d" % next(self._names)
+                cq = cq if n in self._entries else replace(cq, name=n)
+        if not cq.windows:
+            raise QueryError(
+                "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
+            )
+        with self._lock:
+            if cq.name in self._entries:
+                raise QueryConflict("a query named %r is already registered" % cq.name)
+        return self._submit("call", lambda: self._do_register(cq), timeout)
+
+    def unregister(self, name: str, *, timeout: float | None = 60.0) -> None:
+        """Removes a query; its subscriptions end and operators no other query uses go.
+
+        Raises:
+            UnknownQuery: No such query.
+        """
+        with self._lock:
+            if name not in self._entries:
+                raise UnknownQuery(name)
+        self._submit("call", lambda: self._do_unregister(name), timeout)
+
+    def subscribe(self, name: str, maxlen: int | None = None) -> Subscription:
+        """A new subscription to the reports of ``name`` from the next report on.
+
+        Raises:
+            UnknownQuery: No such query.
+        """
+        with self._lock:
+            e = self._entries.get(name)
+            if e is None:
+                raise UnknownQuery(name)
+            sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe)
+            e.subscribers = [*e.subscribers, sub]
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            e = self._entries.get(sub.query)
+            if e is not None and sub in e.subscribers:
+                e.subscribers = [s for s in e.subscribers if s is not sub]
+
+    def one_shot(
+        self,
+        sparql: str,
+        *,
+        default_graphs: Sequence[str] | None = None,
+        named_graphs: Sequence[str] | None = None,
+        timeout: float | None = 60.0,
+    ) -> dict[str, Any]:
+        """Evaluates a plain SPARQL 1.1 query once over the static graphs.
+
+        Args:
+            sparql: A SELECT, ASK or CONSTRUCT query without stream windows.
+            default_graphs: Protocol ``default-graph-uri``: overrides the default graph.
+            named_graphs: Protocol ``named-graph-uri``: overrides the named graphs.
+
+        Returns:
+            SPARQL 1.1 Query Results JSON (``{"head", "results"}`` or ``{"head", "boolean"}``);
+            for CONSTRUCT ``{"triples": [N-Triples statements]}``.
+
+        Raises:
+            QueryError: The query does not parse, reads a stream window, or is a DESCRIBE.
+        """
+        with self._parse_lock:
+            cq = parse_one_shot(sparql, self.base)
+        dflt = tuple(default_graphs) if default_graphs else None
+        named = tuple(named_graphs) if named_graphs else None
+        return self._submit("call", lambda: evaluate_one_shot(self.engine, cq, dflt, named), timeout)
+
+    # ------------------------------------------------------------ reading state
+
+    def query_names(self) -> list[str]:
+        """Names of the registered queries, in registration order."""
+        with self._lock:
+            return list(self._entries)
+
+    def view(self, name: str) -> QueryView:
+        """A snapshot of one query: its parsed form, schedule and statistics.
+
+        Raises:
+            UnknownQuery: No such query.
+        """
+        with self._lock:
+            e = self._entries.get(name)
+            if e is None:
+                raise UnknownQuery(name)
+            subs = list(e.subscribers)
+        return QueryView(e.cq, e.rq.stats, e.first_report, e.due, e.rq.last_report, len(subs), e.dropped)
+
+    def status(self) -> dict[str, Any]:
+        """Engine-wide figures: queries, operators, last report time, per-stream counts."""
+        with self._lock:
+            streams = {s: {k: getattr(a, k) for k in _STREAM_FIGURES} for s, a in self._accepted.items()}
+            n = len(self._entries)
+        last, explicit = self._fired, self._explicit
+        return {
+            "queries": n,
+            "operators": self._operators,
+            "last_report": last,
+            "explicit_watermark": explicit,
+            "streams": streams,
+        }
+
+    # ------------------------------------------------------------ the worker
+
+    def _run(self) -> None:
+        poll = 0.05 if self.idle_s is None else min(0.05, self.idle_s / 4)
+        stop = busy = False
+        barriers: list[Future[Any]] = []  # resolved once nothing due is left
+        while not stop:
+            try:
+                batch = [self._queue.get(timeout=0 if busy else poll)]
+            except queue.Empty:
+                batch = []
+            while batch and len(batch) < 4096:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            for cmd in batch:
+                kind = cmd[0]
+                if kind == "push":
+                    try:
+                        self._ingest(cmd[1], cmd[2], cmd[3])
+                    except Exception:  # a bad element must not stop the engine
+                        log.exception("cannot ingest an element of <%s>", cmd[1])
+                    finally:
+                        self._space.release()
+                elif kind == "stop":
+                    stop = True
+                else:
+                    fn, fut = cmd[1], cmd[2]
+                    if not fut.set_running_or_notify_cancel():
+                        continue
+                    try:
+                        res = fn()
+                    except BaseException as e:  # handed to the caller
+                        fut.set_exception(e)
+                        continue
+                    if kind == "call":
+                        fut.set_result(res)
+                    else:
+                        barriers.append(fut)
+            try:
+                busy = self._fire()
+            except Exception:  # never let the worker die: it owns the engine
+                log.exception("report scheduling failed")
+                busy = False
+            if not busy or stop:
+                for fut in barriers:
+                    fut.set_result(self._fired)
+                barriers = []
+            self._batches += 1
+            if batch and self._batches % _GC_EVERY == 0:
+                self._collect()
+        while True:  # stopped: whoever still waits gets an answer
+            try:
+                cmd = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if cmd[0] == "push":
+                self._space.release()
+            elif cmd[0] != "stop" and cmd[2].set_running_or_notify_cancel():
+                cmd[2].set_exception(EngineClosed("the live engine is closed"))
+
+    def _ingest(self, stream: str, t: int, triples: Triples) -> None:
+        frontier = self._frontier_now()
+        if frontier is not None and t < frontier:
+            with self._lock:
+                acc = self._accepted[stream]
+                self._count_late(stream, acc, t, frontier)
+            return
+        if isinstance(triples, np.ndarray):
+            ids = triples
+        elif len(triples):
+            terms = [term for tr in triples for term in tr]
+            ids = np.asarray(self.engine.dictionary.encode_many(terms), dtype=np.int64).reshape(-1, 3)
+        else:
+            ids = np.empty((0, 3), dtype=np.int64)
+        buf = self.engine.buffer(stream)
+        self._guard(stream, buf)
+        self.engine.ingest(stream, t, dedup_triples(ids))
+        st = self._streams.get(stream)
+        if st is None:
+            st = self._streams[stream] = _Stream()
+        st.watermark = t if st.watermark is None else max(st.watermark, t)
+        st.first = t if st.first is None else min(st.first, t)
+        st.last_seen = self.clock()
+
+    def _frontier_now(self) -> int | None:
+        return max((x for x in (self._fired, self._explicit) if x is not None), default=None)
+
+    def _guard(self, stream: str, buf: StreamBuffer) -> None:
+        if stream not in self._guards:
+            g = self._guards[stream] = RetentionGuard(self.retention_ms)
+            g.lo = buf.base
+            buf.windows.append(g)  # type: ignore[arg-type]  # gc reads only ``lo``
+
+    def _collect(self) -> None:
+        frontier = self._frontier_now()
+        for s, g in self._guards.items():
+            buf = self.engine.buffers[s]
+            now = max((x for x in (frontier, buf.watermark) if x is not None), default=None)
+            if now is not None:
+                g.advance(buf, now)
+        self.engine.gc()
+
+    def _do_advance(self, t: int) -> None:
+        if self._explicit is None or t > self._explicit:
+            self._explicit = t
+            with self._lock:
+                self._frontier = self._frontier_now()
+
+    def _do_register(self, cq: ContinuousQuery) -> str:
+        with self._lock:
+            if cq.name in self._entries:
+                raise QueryConflict("a query named %r is already registered" % cq.name)
+        rq = self.engine.register(cq)
+        streams = frozenset(w.stream for w in cq.windows)
+        now = self.clock()
+        for s in streams:
+            self._guard(s, self.engine.buffer(s))
+            if not self._relevant.get(s):
+                self._relevant_since[s] = now
+            self._relevant[s] = self._relevant.get(s, 0) + 1
+        e = _Entry(cq, rq, streams)
+        marks = [self._streams[s].watermark for s in streams if s in self._streams]
+        ref = max((x for x in (*marks, self._fired, self._explicit) if x is not None), default=None)
+        if ref is None:
+            self._pending.add(cq.name)
+        else:
+            self._schedule(cq.name, e, rq.first_report_after(ref))
+        with self._lock:
+            self._entries[cq.name] = e
+        self._gauges()
+        log.info("registered query %s (%s, %d windows)", cq.name, cq.dialect, len(cq.windows))
+        return cq.name
+
+    def _gauges(self) -> None:
+        self._operators = self.engine.operator_count()
+        self.metrics.operators.set(self._operators)
+        self.metrics.queries_registered.set(len(self._entries))
+
+    def _schedule(self, name: str, e: _Entry, c: int) -> None:
+        e.due = c
+        if e.first_report is None:
+            e.first_report = c
+        heapq.heappush(self._heap, (c, name))
+
+    def _do_unregister(self, name: str) -> None:
+        with self._lock:
+            e = self._entries.pop(name, None)
+        if e is None:
+            raise UnknownQuery(name)
+        self._pending.discard(name)
+        self.engine.unregister(name)
+        for s in e.streams:
+            self._relevant[s] -= 1
+            if not self._relevant[s]:
+                del self._relevant[s]
+        for sub in e.subscribers:
+            sub.finish()
+        self._gauges()
+        log.info("unregistered query %s", name)
+
+    def _watermark(self) -> int | None:
+        """The event time every stream read by a query has passed (see the module docstring)."""
+        now = self.clock()
+        marks: list[int] = []
+        blocked = False
+        for s in self._relevant:
+            st = self._streams.get(s)
+            if self.idle_s is not None:
+                last = max(st.last_seen if st else 0.0, self._relevant_since.get(s, 0.0))
+                if now - last >= self.idle_s:
+                    continue
+            if st is None or st.watermark is None:
+                blocked = True
+                break
+            marks.append(st.watermark)
+        if blocked:
+            w = None
+        elif marks:
+            w = min(marks)
+        else:  # every stream idle: nothing holds back what they ingested
+            got = [self._streams[s].watermark for s in self._relevant if s in self._streams]
+            w = max((x for x in got if x is not None), default=None)
+        return max((x for x in (w, self._explicit) if x is not None), default=None)
+
+    def _fire(self) -> bool:
+        """Evaluates the report times the watermark has passed; ``True`` if some are left.
+
+        At most ``_TICKS_PER_BATCH`` report times go per call, so that a large jump of the
+        watermark does not keep the worker from its commands.
+        """
+        wm = self._watermark()
+        if wm is None:
+            return False
+        self.metrics.watermark.set(wm)
+        for name in list(self._pending):
+            e = self._entries[name]
+            firsts = [self._streams[s].first for s in e.streams if s in self._streams]
+            if not firsts:
+                continue
+            c = e.rq.first_report_after(min(firsts))  # type: ignore[type-var]
+            if self._fired is not None:
+                c = max(c, e.rq.first_report_after(self._fired))
+            self._pending.discard(name)
+            self._schedule(name, e, c)
+        heap = self._heap
+        ticks = 0
+        while heap and heap[0][0] <= wm:
+            if ticks == _TICKS_PER_BATCH:
+                return True
+            c = heap[0][0]
+            names: list[str] = []
+            while heap and heap[0][0] == c:
+                _, name = heapq.heappop(heap)
+                e = self._entries.get(name)
+                if e is not None and e.due == c and name not in names:
+                    names.append(name)
+            if names:
+                self._tick(c, names)
+                ticks += 1
+        return False
+
+    def _tick(self, c: int, names: list[str]) -> None:
+        t0 = time.perf_counter()
+        try:
+            out = self.engine.tick(c, names)
+        except Exception:  # an engine bug: keep the schedule, report nothing at c
+            log.exception("evaluation of report time %d failed (queries %s)", c, ", ".join(names))
+            out = {}
+        self.metrics.report_latency.observe(time.perf_counter() - t0)
+        self._fired = c
+        with self._lock:
+            self._frontier = self._frontier_now()
+        m = self.metrics
+        for name in names:
+            e = self._entries[name]
+            lines = tuple(out.get(name, ()))
+            m.reports.inc()
+            m.result_lines.inc(len(lines))
+            lat = e.rq.stats.latencies
+            if len(lat) > 2 * _LATENCY_KEEP:
+                del lat[:-_LATENCY_KEEP]
+            for sub in e.subscribers:
+                lost = sub.offer(c, lines)
+                if lost:
+                    e.dropped += lost
+                    m.subscriber_dropped.inc(lost)
+            self._schedule(name, e, e.rq.next_report(c))

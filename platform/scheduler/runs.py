@@ -1,0 +1,207 @@
+"""The running replay: one ephemeral node that describes it to every operator container.
+
+Recipe: the driver of a cluster replay creates the ephemeral node ``<root>/run`` holding
+a :class:`RunSpec` (JSON): the run id, the driver's result endpoint, the static graph
+files every container loads (same order, same blank-node prefixes as the embedded
+replay, so each container builds the same static graphs), the replayed streams and
+their retention horizons.  The node lives exactly as long as the driver's ZooKeeper
+session, so containers that watch it (:meth:`RunNode.watch`) drop a run whose driver
+died.  Creating it fails while another replay runs: one driver per cluster at a time.
+
+The queries of a run are ordinary registry records (:mod:`.registry`) whose metadata
+names the run; their tasks are ordinary assignment entries (:mod:`.assignment`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import DataWatch
+
+from linkstream.scheduler.assignment import AssignmentTable
+from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode, encode
+from linkstream.scheduler.registry import QueryRegistry
+from linkstream.scheduler.state import TaskSpec
+
+logger = logging.getLogger(__name__)
+
+
+class RunActiveError(RuntimeError):
+    """Another replay already drives this cluster."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What every container must know about the running replay.
+
+    Attributes:
+        id: Run id (unique per replay).
+        driver: ZeroMQ endpoint of the driver's result PULL socket.
+        base: Base IRI of the queries.
+        default_step: Report step of windows without STEP/SLIDE.
+        statics: ``(iri or None, path)`` static graph files, in load order.
+        streams: IRIs of the replayed streams; elements name them by index.
+        horizons: Per stream, how many ms of history a newly registered query may need
+            (largest range plus step of any window of the run on it), or ``None`` when
+            a count or NOW window reads it: then nothing of it is ever collected.
+        queries: Task id to query name, for every query of the run.
+    """
+
+    id: str
+    driver: str
+    base: str
+    default_step: int
+    statics: tuple[tuple[str | None, str], ...] = ()
+    streams: tuple[str, ...] = ()
+    horizons: tuple[int | None, ...] = ()
+    queries: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The node payload."""
+        return {
+            "id": self.id,
+            "driver": self.driver,
+            "base": self.base,
+            "default_step": self.default_step,
+            "statics": [list(s) for s in self.statics],
+            "streams": list(self.streams),
+            "horizons": list(self.horizons),
+            "queries": dict(self.queries),
+        }
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> RunSpec:
+        """Parses :meth:`to_json` output.
+
+        Raises:
+            ValueError: A field is missing or of the wrong type.
+        """
+        try:
+            statics = tuple((None if i is None else str(i), str(p)) for i, p in body.get("statics", []))
+            horizons = tuple(None if h is None else int(h) for h in body.get("horizons", []))
+            streams = tuple(str(s) for s in body.get("streams", []))
+            if len(horizons) != len(streams):
+                raise ValueError("one horizon per stream")
+            return cls(
+                id=str(body["id"]),
+                driver=str(body["driver"]),
+                base=str(body["base"]),
+                default_step=int(body["default_step"]),
+                statics=statics,
+                streams=streams,
+                horizons=horizons,
+                queries={str(k): str(v) for k, v in dict(body.get("queries", {})).items()},
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed run description: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """One query of a run: the task placed by the scheduler and its registry record."""
+
+    task: TaskSpec
+    name: str
+    text: str
+    language: str
+
+
+class RunNode:
+    """At most one replay runs per cluster, and it is visible exactly while its driver lives.
+
+    Args:
+        client: A started kazoo client; its chroot decides where ``root`` lives.
+        root: Cluster root inside the chroot.
+    """
+
+    def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT) -> None:
+        self.client = client
+        self.layout = ClusterLayout(root)
+        self.path = ("" if self.layout.root == "/" else self.layout.root) + "/run"
+
+    def claim(self, spec: RunSpec) -> None:
+        """Publishes ``spec`` as the running replay (an ephemeral node of this session).
+
+        Raises:
+            RunActiveError: Another driver's run node exists.
+        """
+        try:
+            self.client.create(self.path, encode(spec.to_json()), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            current = self.get()
+            raise RunActiveError(
+                f"replay {current.id if current else '?'} is already running on this cluster"
+            ) from None
+
+    def open(self, spec: RunSpec, queries: Sequence[RunQuery]) -> None:
+        """Claims the run, clears what a dead driver left, registers and submits the queries.
+
+        Raises:
+            RunActiveError: Another driver's run node exists (nothing was changed).
+        """
+        self.claim(spec)
+        table, registry = (
+            AssignmentTable(self.client, self.layout.root),
+            QueryRegistry(self.client, self.layout.root),
+        )
+        for task in table.all():
+            table.withdraw(task)
+        for query in registry.list():
+            registry.unregister(query)
+        for q in queries:
+            registry.register(q.task.id, q.text, q.language, {"name": q.name, "run": spec.id})
+        for q in queries:
+            table.submit(q.task)
+
+    def close(self, spec: RunSpec) -> None:
+        """Ends the run and withdraws its queries (logs, never raises, on ZooKeeper errors)."""
+        table, registry = (
+            AssignmentTable(self.client, self.layout.root),
+            QueryRegistry(self.client, self.layout.root),
+        )
+        try:
+            self.release()
+            for task in spec.queries:
+                table.withdraw(task)
+                registry.unregister(task)
+        except KazooException:
+            logger.warning("could not clean up run %s in ZooKeeper", spec.id, exc_info=True)
+
+    def release(self) -> None:
+        """Ends the run (deletes the node; containers drop its state)."""
+        try:
+            self.client.delete(self.path)
+        except NoNodeError:
+            pass
+
+    def get(self) -> RunSpec | None:
+        """The running replay, or ``None``."""
+        try:
+            data, _ = self.client.get(self.path)
+        except NoNodeError:
+            return None
+        try:
+            return RunSpec.from_json(decode(data))
+        except ValueError:
+            logger.warning("ignoring a malformed run node")
+            return None
+
+    def watch(self, callback: Callable[[RunSpec | None], None]) -> DataWatch:
+        """Calls ``callback(spec)`` now and whenever the run starts or ends."""
+        self.client.ensure_path(self.layout.root)
+
+        def on_data(data: bytes | None, _stat: object) -> None:
+            spec = None
+            if data is not None:
+                try:
+                    spec = RunSpec.from_json(decode(data))
+                except ValueError:
+                    logger.warning("ignoring a malformed run node")
+            callback(spec)
+
+        return DataWatch(self.client, self.path, on_data)
