@@ -9,14 +9,15 @@ backlog a container joining mid-run needs: the retained elements of each stream
 NOW windows) are sent with the whole dictionary so far in that container's ``sync``
 message, after which it receives the same broadcast as everyone else.
 
-Sends wait out back-pressure (high-water marks) unless the peer is known dead; while
-waiting the caller's ``on_wait`` runs, so the driver keeps reading the containers'
-answers and no PUSH/PULL cycle can deadlock.
+Sends wait out back-pressure (high-water marks) unless the peer is known dead or stalls
+longer than ``stall_timeout``; while waiting the caller's ``on_wait`` runs, so the driver
+keeps reading the containers' answers and no PUSH/PULL cycle can deadlock.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -45,7 +46,8 @@ class Fanout:
         dictionary: The driver's dictionary (the source of the deltas).
         is_dead: Tells whether a container is known to be gone (stop waiting for it).
         on_wait: Called while a send waits for room.
-        on_drop: Called with the id of a peer dropped because it died.
+        on_drop: Called with the id of a peer dropped because it died or stalled.
+        stall_timeout: Seconds a live peer may refuse messages before it is dropped.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class Fanout:
         is_dead: Callable[[str], bool],
         on_wait: Callable[[], None],
         on_drop: Callable[[str], None],
+        stall_timeout: float = 60.0,
     ) -> None:
         self.run = run
         self.streams = list(streams)
@@ -70,6 +73,7 @@ class Fanout:
         self._is_dead = is_dead
         self._on_wait = on_wait
         self._on_drop = on_drop
+        self._stall_timeout = stall_timeout
         self._dict_sent = 0  # driver ids 1.._dict_sent were shipped to every synced peer
         self._pending: list[tuple[int, int, np.ndarray]] = []
         self._pending_triples = 0
@@ -112,11 +116,13 @@ class Fanout:
         sender = self.peers.get(cid)
         if sender is None:
             return
+        deadline = time.monotonic() + self._stall_timeout
         while not sender.offer_frames(frames, SEND_RETRY_S):
             self._on_wait()
-            if self._is_dead(cid):
+            dead, stalled = self._is_dead(cid), time.monotonic() > deadline
+            if dead or stalled:
                 self.drop(cid)
-                logger.warning("driver: container %s is gone", cid)
+                logger.warning("driver: container %s %s; dropped", cid, "is gone" if dead else "stalled")
                 self._on_drop(cid)
                 return
         self.messages_sent += 1

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException
 
 from linkstream.containers.protocol import (
@@ -113,6 +113,7 @@ class ContainerRuntime:
         self._assigned: dict[str, Assignment] = {}
         self._run: RunSpec | None = None
         self._run_seen: str | None = None  # id of the run node as last seen by the watch
+        self._spec_seen: RunSpec | None = None
         self._replica: RunReplica | None = None
         self._sender: Sender | None = None
         self._slots: dict[str, _Slot] = {}
@@ -135,6 +136,7 @@ class ContainerRuntime:
         self._registry = QueryRegistry(self._client, self.root)
         meta = {"pid": os.getpid(), "host": socket.gethostname()}
         self.id = self._membership.join(self.capacity, self.address, self._requested_id, meta=meta)
+        self._client.add_listener(self._on_state)
         self._table.watch_container(self.id, lambda tasks: self._events.put(("assign", tasks)))
         RunNode(self._client, self.root).watch(self._on_run)
         self._membership.watch_drain(self.id, lambda state: self._events.put(("drain", state)))
@@ -143,7 +145,13 @@ class ContainerRuntime:
 
     def _on_run(self, spec: RunSpec | None) -> None:
         self._run_seen = None if spec is None else spec.id
+        self._spec_seen = spec
         self._events.put(("run", spec))
+
+    def _on_state(self, state: str) -> None:
+        # Runs on kazoo's connection thread: only queue.
+        if state == KazooState.LOST:
+            self._events.put(("lost", None))
 
     def run(self, stop: threading.Event | None = None) -> int:
         """Serves until ``stop`` is set or a completed drain lets this container go.
@@ -201,6 +209,13 @@ class ContainerRuntime:
                 self._assigned = dict(payload)
             elif kind == "run":
                 self._set_run(payload)
+            elif kind == "lost":
+                # The coordinator took this container for dead and the driver dropped it:
+                # start the run afresh (a new hello brings a new sync from the driver).
+                logger.warning("%s: ZooKeeper session lost; rejoining the run", self.id)
+                spec = self._spec_seen
+                self._end_run()
+                self._set_run(spec)
             elif kind == "drain":
                 self._drain = payload
                 if payload:
@@ -215,13 +230,18 @@ class ContainerRuntime:
         if spec is None:
             return
         t0 = time.perf_counter()
+        self._sender = Sender(spec.driver, sndhwm=10000, linger_ms=2000)
         try:
             replica = RunReplica(spec, log=lambda msg: logger.warning("%s: %s", self.id, msg))
         except (OSError, ValueError) as exc:
             logger.error("%s: cannot set up run %s: %s", self.id, spec.id, exc)
+            self._run = spec  # just long enough to tell the driver
+            self._send(Failed(spec.id, self.id, "", f"cannot set up the run: {exc}"))
+            self._run = None
+            self._sender.close(linger_ms=1000)
+            self._sender = None
             return
         self._run, self._replica = spec, replica
-        self._sender = Sender(spec.driver, sndhwm=10000, linger_ms=2000)
         logger.info("%s: run %s set up in %.2fs", self.id, spec.id, time.perf_counter() - t0)
         self._send(Hello(spec.id, self.id, self.address))
 
@@ -303,8 +323,8 @@ class ContainerRuntime:
             text = self._texts.get(task) or self._registry.get(task).text
             self._texts[task] = text
             replica.register(name, text)
-        except QueryNotFoundError:
-            return False  # the registry write is still on its way; the next event retries
+        except (QueryNotFoundError, KazooException):
+            return False  # not readable yet (or ZooKeeper unreachable): the next event retries
         except Exception as exc:  # a query that cannot be planned must not stop the container
             logger.error("%s: cannot register %s: %s", self.id, name, exc)
             self._failed.add(name)

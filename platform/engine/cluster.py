@@ -198,6 +198,7 @@ class ClusterEngine:
             is_dead=self._dead,
             on_wait=self.pump,
             on_drop=self._forget,
+            stall_timeout=answer_timeout,
         )
         self._peers = self.fanout.peers
         self._hellos: list[Hello] = []
@@ -295,7 +296,8 @@ class ClusterEngine:
     def _check_failures(self) -> None:
         if self._failures:
             f = self._failures[0]
-            raise ClusterError(f"container {f.container} cannot register {f.query}: {f.error}")
+            what = f"register {f.query}" if f.query else "take part"
+            raise ClusterError(f"container {f.container} cannot {what}: {f.error}")
 
     def admit(self) -> None:
         """Syncs containers that said hello (safe between ticks, never inside a send)."""
@@ -416,6 +418,9 @@ class ClusterEngine:
                 for cid, names in waiting.items():
                     for name in names:
                         self._lose(name, c, cid, f"no answer within {self.answer_timeout:g}s")
+                    # A container that stalls this long is out of the run: later ticks fail fast.
+                    self.fanout.drop(cid)
+                    self._forget(cid)
                 break
             if waiting:
                 self.pump(0.02)

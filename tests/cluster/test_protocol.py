@@ -1,0 +1,143 @@
+"""Driver/container messages and the container's replica, without processes or ZooKeeper."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+
+from linkstream.containers.protocol import (
+    Elements,
+    Failed,
+    Hello,
+    ProtocolError,
+    Ready,
+    Result,
+    Tick,
+    Unready,
+    decode,
+    encode,
+)
+from linkstream.containers.replica import RunReplica
+from linkstream.engine.embedded import Engine
+from linkstream.query.continuous import parse_continuous
+from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.scheduler.runs import RunSpec
+
+S = "http://example.org/s"
+QUERY = """SELECT ?s ?o (?o + 1 AS ?n)
+FROM STREAM <http://example.org/s> [RANGE 3000ms STEP 1000ms]
+WHERE { ?s <http://example.org/p> ?o }"""
+
+
+def test_every_message_round_trips() -> None:
+    meta = np.array([[0, 1], [1000, 1500], [2, 1]], dtype=np.int64)
+    triples = np.arange(9, dtype=np.int64).reshape(3, 3) + 1
+    for message in (
+        Elements("r1", 5, ["<a>", '"x"@en'], meta, triples),
+        Elements("r1", 1, [], meta, triples, sync_tick=7),
+        Tick("r1", 3, 4000, ["q1"], {"q1": "oc-1", "q2": "oc-2"}, {"oc-1": 2}),
+        Hello("r1", "oc-1", "tcp://127.0.0.1:5000"),
+        Ready("r1", "oc-1", "q1", 4),
+        Unready("r1", "oc-1", "q1", 9),
+        Result("r1", "oc-1", 3, 4000, {"q1": ['{"a": 1}', '{"a": 2}'], "q2": []}, ["q3"]),
+        Failed("r1", "oc-1", "q1", "boom"),
+    ):
+        frames = [bytes(memoryview(f)) for f in encode(message)]
+        got = decode(frames)
+        assert type(got) is type(message)
+        if isinstance(message, Elements):
+            assert isinstance(got, Elements)
+            assert (got.run, got.lo, got.terms, got.sync_tick) == (
+                message.run,
+                message.lo,
+                message.terms,
+                message.sync_tick,
+            )
+            assert np.array_equal(got.meta, meta) and np.array_equal(got.triples, triples)
+        else:
+            assert got == message
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [],
+        [b"\xc1"],
+        [msgpack.packb({"v": 2, "kind": "tick"})],
+        [msgpack.packb({"v": 1, "kind": "nope", "run": "r"})],
+        [
+            msgpack.packb(
+                {"v": 1, "kind": "tick", "run": "r", "seq": 0, "c": 1, "due": [], "owners": {}, "rel": {}}
+            )
+        ],
+        [msgpack.packb({"v": 1, "kind": "ready", "run": "r", "container": "c", "query": 5, "from": 1})],
+        [
+            msgpack.packb(
+                {
+                    "v": 1,
+                    "kind": "result",
+                    "run": "r",
+                    "container": "c",
+                    "seq": 1,
+                    "c": 1,
+                    "names": ["q"],
+                    "missing": [],
+                }
+            )
+        ],
+        [
+            msgpack.packb({"v": 1, "kind": "els", "run": "r", "lo": 1, "nt": 0, "k": 1, "n": 1}),
+            msgpack.packb([]),
+            np.array([0, 0, 2], dtype=np.int64).tobytes(),  # says 2 triples, sends 1
+            np.zeros(3, dtype=np.int64).tobytes(),
+        ],
+    ],
+)
+def test_malformed_messages_raise_protocol_error(frames: list[bytes]) -> None:
+    with pytest.raises(ProtocolError):
+        decode(frames)
+
+
+def _spec() -> RunSpec:
+    return RunSpec("r1", "tcp://127.0.0.1:1", "http://localhost/", 1000, (), (S,), (4000,), {"t": "q"})
+
+
+def test_replica_translates_ids_and_reports_like_the_embedded_engine() -> None:
+    driver = MemoryDictionary()
+    replica = RunReplica(_spec())
+    # The replica allocates ids of its own first (query constants, computed values) ...
+    replica.register("q", QUERY)
+    embedded = Engine()
+    embedded.register(parse_continuous(QUERY, default_name="q"))
+    sent = 0
+    lines = []
+    for step in range(6):
+        t = 1000 * step + 10
+        terms = [
+            f"<http://example.org/x{step}>",
+            "<http://example.org/p>",
+            f'"{step}"^^<http://www.w3.org/2001/XMLSchema#integer>',
+        ]
+        ids = driver.encode_many(terms).reshape(1, 3)
+        embedded.ingest(S, t, embedded.dictionary.encode_many(terms).reshape(1, 3))
+        # ... then the driver ships its own, some of them equal to the replica's ("1" + 1 = 2).
+        new = driver.decode_many(np.arange(sent + 1, len(driver) + 1))
+        meta = np.array([[0], [t], [1]], dtype=np.int64)
+        replica.apply(Elements("r1", sent + 1, new, meta, ids, sync_tick=0 if step == 0 else None))
+        sent = len(driver)
+        c = 1000 * (step + 1)
+        got = replica.tick(step + 1, c, ["q"])
+        want = embedded.tick(c, ["q"])
+        assert sorted(got.lines["q"]) == sorted(want["q"])
+        lines += got.lines["q"]
+    assert lines and replica.synced and replica.last_seq == 6
+
+
+def test_replica_rejects_ids_it_was_never_sent() -> None:
+    replica = RunReplica(_spec())
+    meta = np.array([[0], [5], [1]], dtype=np.int64)
+    with pytest.raises(ProtocolError):
+        replica.apply(Elements("r1", 1, ["<a>"], meta, np.array([[1, 2, 1]], dtype=np.int64), sync_tick=0))
+    with pytest.raises(ProtocolError):
+        replica.apply(Elements("r1", 3, ["<b>"], meta, np.array([[1, 1, 1]], dtype=np.int64)))
