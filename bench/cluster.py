@@ -9,6 +9,9 @@ named by its manifest id, the first ``--max-reports`` report times):
   processes, ``linkstream.containers.localcluster``) driven by this process
   (``linkstream replay --zk``); containers are added one at a time between runs.
 
+CPU s is the CPU time of the replay: this process for embedded, driver plus every
+container (from the containers' logs) for the cluster runs.
+
 Throughput is stream triples / replay seconds (reading, encoding and broadcasting the
 streams, evaluating every report and writing every result line; not the one-off start:
 static graphs loaded and queries registered, reported separately as ``startup_s``).
@@ -21,7 +24,10 @@ By default the three CityBench queries whose result sets dwarf every other (``Q8
 that output formatting does not hide evaluation; ``--all`` keeps them.  On a 2-core
 machine the driver and N containers share two cores: read the ratios with that in mind.
 
-    python bench/cluster.py [--max-reports N] [--all] [--containers 3] [--out FILE]
+Each configuration runs ``--repeat`` times (embedded and cluster runs taking turns); the
+median run is reported with the spread (max - min) / median.
+
+    python bench/cluster.py [--max-reports N] [--all] [--containers 3] [--repeat K] [--out FILE]
 
 Raw figures go to ``bench/results/cluster.json``.
 """
@@ -35,6 +41,7 @@ import io
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -83,6 +90,7 @@ def run_embedded(queries, streams, statics, max_reports: int, out: Path) -> dict
         engine.add_static(iri, load_graph(path, engine.dictionary, bnode_prefix=f"s{k}_"))
     rqs = [engine.register(cq) for cq in queries]
     startup = time.perf_counter() - t0
+    cpu0 = time.process_time()
     with open(out, "w", encoding="utf-8") as f:
         res = replay(engine, rqs, streams, f, max_reports=max_reports, log=lambda _m: None)
     return {
@@ -93,12 +101,29 @@ def run_embedded(queries, streams, statics, max_reports: int, out: Path) -> dict
         "replay_s": res.seconds,
         "startup_s": startup,
         "triples_per_s": res.triples / res.seconds,
+        "cpu_s": time.process_time() - cpu0,
     }
+
+
+def container_cpu(cluster: LocalCluster, run_id: str, n: int) -> float | None:
+    """CPU seconds the containers spent on ``run_id`` (from their logs), once all n logged."""
+    pattern = re.compile(rf"run {run_id} ended after .*?([0-9.]+)s CPU")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = []
+        for name in cluster.names("container"):
+            text = Path(cluster.state.processes[name].log).read_text(errors="replace")
+            found += [float(m.group(1)) for m in pattern.finditer(text)]
+        if len(found) >= n:
+            return sum(found)
+        time.sleep(0.1)
+    return None
 
 
 def run_cluster(cluster: LocalCluster, n: int, queries, streams, statics, base, max_reports, out) -> dict:
     t0 = time.perf_counter()
     started: list[float] = []
+    cpu0 = time.process_time()
     with open(out, "w", encoding="utf-8") as f:
         result = replay_on_cluster(
             cluster.hosts,
@@ -112,8 +137,11 @@ def run_cluster(cluster: LocalCluster, n: int, queries, streams, statics, base, 
             log=lambda _m: None,
         )
     res = result.replay
+    driver_cpu = time.process_time() - cpu0
     return {
         "config": f"cluster-{n}",
+        "driver_cpu_s": driver_cpu,
+        "containers_cpu_s": container_cpu(cluster, result.run_id, n),
         "containers": len(result.containers),
         "triples": res.triples,
         "rows": res.rows,
@@ -126,42 +154,63 @@ def run_cluster(cluster: LocalCluster, n: int, queries, streams, statics, base, 
     }
 
 
+def median_run(rows: list[dict]) -> dict:
+    """The run with the median throughput, with the spread (max - min) / median of all runs."""
+    ordered = sorted(rows, key=lambda r: r["triples_per_s"])
+    mid = dict(ordered[len(ordered) // 2])
+    rates = [r["triples_per_s"] for r in rows]
+    mid["spread"] = (max(rates) - min(rates)) / mid["triples_per_s"]
+    mid["runs"] = rates
+    mid["equal"] = all(r.get("equal", True) for r in rows) if "equal" in mid else None
+    mid["lost"] = sum(r.get("lost", 0) for r in rows)
+    return mid
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-reports", type=int, default=150, help="report times per query (default 150)")
     ap.add_argument("--all", action="store_true", help="include the heavy-output queries Q8, Q10_5, Q10_8")
     ap.add_argument("--containers", type=int, default=3, help="largest cluster measured (default 3)")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="runs per configuration, median reported (default 3)"
+    )
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "cluster.json"))
     args = ap.parse_args(argv)
     compare = load_compare()
     queries, streams, statics, base = workload(args.all)
-    results = []
+    runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         want = Path(tmp) / "embedded.jsonl"
-        results.append(run_embedded(queries, streams, statics, args.max_reports, want))
         cluster = LocalCluster(Path(tmp) / "cluster", capacity=len(queries))
         try:
             cluster.start(1)
             for n in range(1, args.containers + 1):
                 if n > 1:
                     cluster.add_containers(1)
-                got = Path(tmp) / f"cluster-{n}.jsonl"
-                row = run_cluster(cluster, n, queries, streams, statics, base, args.max_reports, got)
-                with contextlib.redirect_stdout(io.StringIO()):
-                    row["equal"] = compare.main([str(want), str(got)]) == 0
-                results.append(row)
+                for _ in range(args.repeat):  # embedded and cluster runs take turns
+                    if len(runs.get("embedded", [])) < args.repeat:
+                        row = run_embedded(queries, streams, statics, args.max_reports, want)
+                        runs.setdefault("embedded", []).append(row)
+                    got = Path(tmp) / f"cluster-{n}.jsonl"
+                    row = run_cluster(cluster, n, queries, streams, statics, base, args.max_reports, got)
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        row["equal"] = compare.main([str(want), str(got)]) == 0
+                    runs.setdefault(row["config"], []).append(row)
         finally:
             cluster.stop()
+    results = [median_run(rows) for rows in runs.values()]
     emb = results[0]["triples_per_s"]
     print(f"{len(queries)} queries, {args.max_reports} reports each, {results[0]['triples']} stream triples")
     print(
-        f"{'config':<12}{'triples/s':>12}{'x embedded':>12}{'replay s':>10}{'startup s':>11}{'MB/s out':>10}  equal"
+        f"{'config':<12}{'triples/s':>12}{'spread':>8}{'x embedded':>12}{'replay s':>10}{'startup s':>11}"
+        f"{'CPU s':>8}{'MB/s out':>10}  equal"
     )
     for r in results:
         mbs = f"{r['dataplane_MB_per_s']:.1f}" if "dataplane_MB_per_s" in r else "-"
+        cpu = r.get("cpu_s") or ((r.get("containers_cpu_s") or 0.0) + r.get("driver_cpu_s", 0.0))
         print(
-            f"{r['config']:<12}{r['triples_per_s']:>12,.0f}{r['triples_per_s'] / emb:>12.2f}"
-            f"{r['replay_s']:>10.2f}{r['startup_s']:>11.2f}{mbs:>10}  {r.get('equal', '-')}"
+            f"{r['config']:<12}{r['triples_per_s']:>12,.0f}{r['spread']:>8.2f}{r['triples_per_s'] / emb:>12.2f}"
+            f"{r['replay_s']:>10.2f}{r['startup_s']:>11.2f}{cpu:>8.2f}{mbs:>10}  {'-' if r.get('equal') is None else r['equal']}"
         )
     body = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
@@ -172,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(body, indent=1))
-    return 0 if all(r.get("equal", True) and not r.get("lost") for r in results) else 1
+    return 0 if all(r.get("equal") is not False and not r.get("lost") for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from kazoo.client import KazooClient
 
 logger = logging.getLogger(__name__)
 
+SHUTDOWN_S = 5.0
+
 
 def _setup_logging(level: str) -> None:
     logging.basicConfig(
@@ -43,6 +45,17 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
+def _exit_if_stuck(status: int) -> int:
+    """Ends the process now if ZooKeeper could not be left (kazoo threads would block exit)."""
+    if status >= 0:
+        return status
+    logger.warning("ZooKeeper unreachable at shutdown; exiting without closing the session")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def cmd_container(args: argparse.Namespace) -> int:
     """``linkstream container``: serve as an operator container."""
     from linkstream.containers.runtime import ContainerRuntime, serve
@@ -56,7 +69,7 @@ def cmd_container(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         root=args.root,
     )
-    return serve(runtime, _stop_on_signals())
+    return _exit_if_stuck(serve(runtime, _stop_on_signals()))
 
 
 def cmd_coordinator(args: argparse.Namespace) -> int:
@@ -79,10 +92,17 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
         while not stop.wait(0.2):
             pass
     finally:
-        coordinator.stop()
-        client.stop()
-        client.close()
-    return 0
+
+        def shutdown() -> None:
+            coordinator.stop()
+            client.stop()
+            client.close()
+
+        # With ZooKeeper gone the election's threads may wait out their own timeouts.
+        bounded = threading.Thread(target=shutdown, name="shutdown", daemon=True)
+        bounded.start()
+        bounded.join(SHUTDOWN_S)
+    return _exit_if_stuck(-1 if bounded.is_alive() else 0)
 
 
 def _hosts(args: argparse.Namespace) -> str:

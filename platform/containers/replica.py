@@ -33,13 +33,35 @@ import numpy as np
 
 from linkstream.containers.protocol import Elements, ProtocolError
 from linkstream.engine.embedded import Engine, RegisteredQuery
-from linkstream.query.continuous import parse_continuous
+from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.rdf.static import load_graph
 from linkstream.scheduler.runs import RunSpec
 
 logger = logging.getLogger(__name__)
 
 GC_EVERY_TICKS = 16
+
+
+def retention_horizons(
+    queries: Sequence[ContinuousQuery], streams: Sequence[str], default_step: int
+) -> list[int | None]:
+    """Per stream, the history (ms) a window of ``queries`` opened at the next report may read.
+
+    ``None`` for a stream some count or NOW window reads: nothing of it may be collected.
+    """
+    out: list[int | None] = []
+    for iri in streams:
+        h: int | None = 0
+        for cq in queries:
+            for w in cq.windows:
+                if w.stream != iri:
+                    continue
+                if w.spec.kind != "time" or w.spec.range_ms is None or h is None:
+                    h = None
+                else:
+                    h = max(h, w.spec.range_ms + w.spec.step_or(default_step))
+        out.append(h)
+    return out
 
 
 class RetentionGuard:
@@ -106,6 +128,7 @@ class RunReplica:
         self.triples = 0
         self.apply_seconds = 0.0
         self.tick_seconds = 0.0
+        self.cpu_seconds = 0.0  # process CPU time spent in apply and tick
 
     # ------------------------------------------------------------------ data
 
@@ -116,7 +139,7 @@ class RunReplica:
             ProtocolError: The delta does not continue the dictionary, or a triple uses
                 an id the driver never shipped, or an element names an unknown stream.
         """
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         if message.terms:
             if message.lo != self._nx:
                 raise ProtocolError(f"dictionary delta starts at {message.lo}, expected {self._nx}")
@@ -144,6 +167,7 @@ class RunReplica:
             self.engine.ingest(self.spec.streams[streams[i]], times[i], triples[offsets[i] : offsets[i + 1]])
         self.triples += len(triples)
         self.apply_seconds += time.perf_counter() - t0
+        self.cpu_seconds += time.process_time() - cpu0
         if message.sync_tick is not None:
             self.synced = True
             self.last_seq = message.sync_tick
@@ -180,7 +204,7 @@ class RunReplica:
             c: Report time.
             answer: Due queries this container was named to answer.
         """
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         names = [n for n in answer if n in self.engine.queries]
         missing = [n for n in answer if n not in self.engine.queries]
         lines = self.engine.tick(c, names)
@@ -191,6 +215,7 @@ class RunReplica:
         if self.ticks % GC_EVERY_TICKS == 0:
             self.engine.gc()
         self.tick_seconds += time.perf_counter() - t0
+        self.cpu_seconds += time.process_time() - cpu0
         return Ticked({n: lines[n] for n in names}, missing)
 
     def close(self) -> None:

@@ -64,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 0.05
 SEND_RETRY_S = 0.5
+SHUTDOWN_S = 5.0
 
 
 @dataclass
@@ -180,8 +181,17 @@ class ContainerRuntime:
         return 0
 
     def close(self) -> None:
-        """Leaves membership and closes sockets and the ZooKeeper session."""
+        """Closes the data-plane sockets, then leaves membership and closes the session."""
+        self.close_sockets()
+        self.leave()
+
+    def close_sockets(self) -> None:
+        """Ends the current run and closes every ZeroMQ socket (never blocks for long)."""
         self._end_run()
+        self._receiver.close()
+
+    def leave(self) -> None:
+        """Removes the membership node and closes the ZooKeeper session."""
         try:
             if self._membership is not None:
                 self._membership.leave()
@@ -189,7 +199,6 @@ class ContainerRuntime:
             self._client.close()
         except KazooException:
             logger.debug("ZooKeeper already gone at close", exc_info=True)
-        self._receiver.close()
 
     @property
     def _run_id(self) -> str | None:
@@ -249,7 +258,8 @@ class ContainerRuntime:
         if self._replica is not None:
             r = self._replica
             logger.info(
-                "%s: run %s ended after %d ticks (%d triples; %.2fs ingesting, %.2fs evaluating %d queries)",
+                "%s: run %s ended after %d ticks (%d triples; %.2fs ingesting, %.2fs evaluating %d queries, "
+                "%.2fs CPU)",
                 self.id,
                 self._run_id,
                 r.ticks,
@@ -257,6 +267,7 @@ class ContainerRuntime:
                 r.apply_seconds,
                 r.tick_seconds,
                 len(r.engine.queries),
+                r.cpu_seconds,
             )
             self._replica.close()
         if self._sender is not None:
@@ -373,9 +384,19 @@ class ContainerRuntime:
 
 
 def serve(runtime: ContainerRuntime, stop: threading.Event) -> int:
-    """Starts ``runtime``, runs it until ``stop`` or a completed drain, and closes it."""
+    """Starts ``runtime``, runs it until ``stop`` or a completed drain, and closes it.
+
+    Returns:
+        The exit status; ``-1`` when leaving ZooKeeper did not finish within
+        ``SHUTDOWN_S`` (ZooKeeper unreachable): kazoo's threads would then keep the
+        interpreter from exiting, so the caller should end the process at once.
+    """
     runtime.start()
     try:
-        return runtime.run(stop)
+        status = runtime.run(stop)
     finally:
-        runtime.close()
+        runtime.close_sockets()
+        bounded = threading.Thread(target=runtime.leave, name="shutdown", daemon=True)
+        bounded.start()
+        bounded.join(SHUTDOWN_S)
+    return -1 if bounded.is_alive() else status

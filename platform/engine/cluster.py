@@ -58,6 +58,7 @@ from linkstream.containers.protocol import (
     decode,
     encode,
 )
+from linkstream.containers.replica import retention_horizons
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
 from linkstream.engine.embedded import QueryStats
 from linkstream.engine.replay import ReplayResult, replay
@@ -87,25 +88,6 @@ def plan_key(cq: ContinuousQuery) -> str:
     body = [cq.dialect, cq.mode, cq.sparql, [[w.stream, str(w.spec)] for w in cq.windows]]
     body += [list(cq.static_from), list(cq.static_named)]
     return "p-" + hashlib.sha1(json.dumps(body).encode("utf-8")).hexdigest()[:20]
-
-
-def horizons(
-    queries: Sequence[ContinuousQuery], streams: Sequence[str], default_step: int
-) -> list[int | None]:
-    """Per stream, the history (ms) any window of ``queries`` may read at its next report."""
-    out: list[int | None] = []
-    for iri in streams:
-        h: int | None = 0
-        for cq in queries:
-            for w in cq.windows:
-                if w.stream != iri:
-                    continue
-                if w.spec.kind != "time" or w.spec.range_ms is None or h is None:
-                    h = None
-                else:
-                    h = max(h, w.spec.range_ms + w.spec.step_or(default_step))
-        out.append(h)
-    return out
 
 
 @dataclass
@@ -252,6 +234,14 @@ class ClusterEngine:
         with self._lock:
             a = self._targets.get(name)
         return None if a is None else a.container
+
+    def answerers(self) -> dict[str, str]:
+        """The container currently named to answer each query."""
+        return dict(self._answerer)
+
+    def ready_on(self, name: str) -> set[str]:
+        """Containers that announced query ``name`` ready (and did not take it back)."""
+        return set(self._ready[name])
 
     def settled(self) -> bool:
         """Whether every query's ZooKeeper owner has announced it ready (no move in flight)."""
@@ -473,6 +463,7 @@ class ClusterReplayResult:
         switches: Answerer changes (initial placement and moves).
         containers: Containers that took part.
         bytes_sent: Bytes the driver pushed on the data plane.
+        run_id: The run's id (containers log it).
     """
 
     replay: ReplayResult
@@ -480,6 +471,7 @@ class ClusterReplayResult:
     switches: list[Switch]
     containers: list[str]
     bytes_sent: int
+    run_id: str = ""
 
 
 def replay_on_cluster(
@@ -544,7 +536,7 @@ def replay_on_cluster(
         default_step=default_step,
         statics=tuple(statics),
         streams=tuple(iris),
-        horizons=tuple(horizons(queries, iris, default_step)),
+        horizons=tuple(retention_horizons(queries, iris, default_step)),
         queries={task_id(cq.name): cq.name for cq in queries},
     )
     run_node = RunNode(client, root)
@@ -587,6 +579,7 @@ def replay_on_cluster(
             list(engine.switches),
             list(engine.fanout.joined),
             engine.fanout.bytes_sent,
+            run_id,
         )
     finally:
         if engine is not None:

@@ -253,13 +253,13 @@ def test_killed_container_is_detected_and_its_queries_reassigned(
         engine = engines[0]
         if seq == 8:
             victim.append("oc-1")
-            victim_queries.update(n for n in engine.queries if engine._answerer.get(n) == "oc-1")
+            victim_queries.update(n for n, c in engine.answerers().items() if c == "oc-1")
             cluster.kill("oc-1", signal.SIGKILL)  # tick 9 goes out before anyone knows
         elif seq == 9:
             # Let the replacements announce themselves before the replay runs on.
             def replaced() -> bool:
                 engine.pump(0.05)
-                return all(set(engine._ready[n]) - {"oc-1"} for n in victim_queries)
+                return all(engine.ready_on(n) - {"oc-1"} for n in victim_queries)
 
             wait_until(replaced, "the killed container's queries to be registered elsewhere")
             reassigned.update(owners(kazoo_client))
