@@ -82,12 +82,12 @@ class Evaluator:
 
     def filter_mask(self, e: Expr, b: Batch) -> np.ndarray:
         """Rows whose effective boolean value is true (errors count as false)."""
-        v = self.as_bool(self.eval(e, b), len(b))
+        v = self.as_bool(self.evaluate(e, b), len(b))
         return v.val & v.ok
 
     def values(self, e: Expr, b: Batch) -> np.ndarray:
         """Ids of the expression's value per row (0 where it errs or is unbound)."""
-        return self.as_ids(self.eval(e, b), len(b))
+        return self.as_ids(self.evaluate(e, b), len(b))
 
     # ------------------------------------------------------------ conversions
 
@@ -145,7 +145,7 @@ class Evaluator:
 
     # ------------------------------------------------------------ evaluation
 
-    def eval(self, e: Expr, b: Batch) -> Value:
+    def evaluate(self, e: Expr, b: Batch) -> Value:
         n = len(b)
         if isinstance(e, Var):
             return Ids(b.col(e.name))
@@ -156,26 +156,26 @@ class Evaluator:
         if isinstance(e, Arith):
             return self._arith(e, b, n)
         if isinstance(e, Unary):
-            a = self.as_num(self.eval(e.a, b), n)
+            a = self.as_num(self.evaluate(e.a, b), n)
             return Num(-a.val if e.op == "-" else a.val, a.typ, a.ok)
         if isinstance(e, Cmp):
-            return self._cmp(e.op, self.eval(e.a, b), self.eval(e.b, b), n)
+            return self._cmp(e.op, self.evaluate(e.a, b), self.evaluate(e.b, b), n)
         if isinstance(e, And):
-            x, y = self.as_bool(self.eval(e.a, b), n), self.as_bool(self.eval(e.b, b), n)
+            x, y = self.as_bool(self.evaluate(e.a, b), n), self.as_bool(self.evaluate(e.b, b), n)
             false_x = x.ok & ~x.val
             false_y = y.ok & ~y.val
             val = x.val & y.val & x.ok & y.ok
             return Bool(val, (x.ok & y.ok) | false_x | false_y)
         if isinstance(e, Or):
-            x, y = self.as_bool(self.eval(e.a, b), n), self.as_bool(self.eval(e.b, b), n)
+            x, y = self.as_bool(self.evaluate(e.a, b), n), self.as_bool(self.evaluate(e.b, b), n)
             true_x = x.ok & x.val
             true_y = y.ok & y.val
             return Bool(true_x | true_y, (x.ok & y.ok) | true_x | true_y)
         if isinstance(e, Not):
-            x = self.as_bool(self.eval(e.a, b), n)
+            x = self.as_bool(self.evaluate(e.a, b), n)
             return Bool(~x.val, x.ok)
         if isinstance(e, If):
-            c = self.as_bool(self.eval(e.cond, b), n)
+            c = self.as_bool(self.evaluate(e.cond, b), n)
             a = self.values(e.a, b)
             bb = self.values(e.b, b)
             return Ids(np.where(c.ok, np.where(c.val, a, bb), 0).astype(np.int64))
@@ -188,10 +188,10 @@ class Evaluator:
                 out[need] = self.values(arg, b.mask(need))
             return Ids(out)
         if isinstance(e, In):
-            a = self.eval(e.a, b)
+            a = self.evaluate(e.a, b)
             acc: Bool | None = None
             for item in e.items:
-                r = self.as_bool(self._cmp("=", a, self.eval(item, b), n), n)
+                r = self.as_bool(self._cmp("=", a, self.evaluate(item, b), n), n)
                 if acc is None:
                     acc = r
                 else:
@@ -209,8 +209,8 @@ class Evaluator:
         raise NotImplementedError(f"expression {type(e).__name__} cannot be evaluated here")
 
     def _arith(self, e: Arith, b: Batch, n: int) -> Value:
-        x = self.as_num(self.eval(e.a, b), n)
-        y = self.as_num(self.eval(e.b, b), n)
+        x = self.as_num(self.evaluate(e.a, b), n)
+        y = self.as_num(self.evaluate(e.b, b), n)
         ok = x.ok & y.ok
         typ = np.maximum(x.typ, y.typ)
         with np.errstate(all="ignore"):

@@ -1,7 +1,7 @@
 """Core of the SPARQL expression library: term classification, equality, order, casts.
 
 Semantics follow SPARQL 1.1 §17 as implemented by the project's reference evaluator
-(pyoxigraph 0.5); the points where that evaluator departs from the letter of the
+(Oxigraph 0.5); the points where that evaluator departs from the letter of the
 specification, and which this module follows, are marked ``oxigraph:`` in comments.
 """
 

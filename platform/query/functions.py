@@ -4,7 +4,7 @@ Every function takes terms of :mod:`linkstream.rdf.terms` (``None`` standing for
 unbound variable) and returns a term, or raises :class:`ExprError` — a SPARQL expression
 error, which the caller turns into an unbound value, a filtered-out solution, etc.
 
-The semantics are those of the project's reference evaluator, pyoxigraph 0.5, including
+The semantics are those of the project's reference evaluator, Oxigraph 0.5, including
 where it departs from the letter of the specification (marked ``oxigraph:`` in the
 ``func_*`` modules).  The main such points:
 

@@ -1,9 +1,9 @@
 """A fast line parser for N-Triples and N-Quads that yields canonical N-Triples term strings.
 
 One statement per line, as the W3C grammars (RDF 1.1, plus the RDF 1.2 additions that
-pyoxigraph 0.5 accepts: triple terms ``<<( s p o )>>`` in object position and
+Oxigraph 0.5 accepts: triple terms ``<<( s p o )>>`` in object position and
 directional language tags ``"x"@en--ltr``).  Accept/reject decisions follow
-pyoxigraph, the reference parser of ``tools/oracle.py``:
+Oxigraph (Python binding), the reference parser of ``tools/oracle.py``:
 
 * IRIs must be absolute RFC 3987 IRIs (scheme, percent-encodings, port, IPv6 host
   checked), ``\\uXXXX`` escapes in IRIs are decoded and the result re-checked;
