@@ -33,6 +33,19 @@ def split_binding(arg: str, base: str) -> tuple[str | None, str]:
     return None, arg
 
 
+def stream_bindings(args: list[str], base: str) -> list[tuple[str, str]] | str:
+    """``--stream IRI=PATH`` arguments as (IRI, PATH) pairs, or the error message."""
+    streams = []
+    for arg in args:
+        iri, path = split_binding(arg, base)
+        if iri is None:
+            return f"--stream needs IRI=PATH, got {arg!r}"
+        if not os.path.exists(path):
+            return f"stream file {path!r} does not exist"
+        streams.append((iri, path))
+    return streams
+
+
 def _err(msg: str) -> int:
     print("error: " + msg, file=sys.stderr)
     return 2
@@ -79,14 +92,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 f"static {'<' + iri + '>' if iri else 'default graph'}: {len(triples)} triples from {path} "
                 f"({time.perf_counter() - t0:.2f}s)"
             )
-    streams = []
-    for arg in args.stream:
-        iri, path = split_binding(arg, args.base)
-        if iri is None:
-            return _err(f"--stream needs IRI=PATH, got {arg!r}")
-        if not os.path.exists(path):
-            return _err(f"stream file {path!r} does not exist")
-        streams.append((iri, path))
+    streams = stream_bindings(args.stream, args.base)
+    if isinstance(streams, str):
+        return _err(streams)
     engine.declare_streams({i for i, _ in streams})
     queries = []
     for path in args.query:

@@ -159,7 +159,7 @@ def cmd_containers(args: argparse.Namespace) -> int:
 
 def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     """``linkstream replay --zk HOSTS`` or ``--cluster N``: the replay on operator containers."""
-    from linkstream.cli import _err, split_binding
+    from linkstream.cli import _err, split_binding, stream_bindings
     from linkstream.containers.localcluster import LocalCluster
     from linkstream.engine.cluster import ClusterError, replay_on_cluster
     from linkstream.engine.embedded import Engine
@@ -174,14 +174,9 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
         if not os.path.exists(path):
             return _err(f"static graph file {path!r} does not exist")
         statics.append((iri, os.path.abspath(path)))
-    streams = []
-    for arg in args.stream:
-        iri, path = split_binding(arg, args.base)
-        if iri is None:
-            return _err(f"--stream needs IRI=PATH, got {arg!r}")
-        if not os.path.exists(path):
-            return _err(f"stream file {path!r} does not exist")
-        streams.append((iri, path))
+    streams = stream_bindings(args.stream, args.base)
+    if isinstance(streams, str):
+        return _err(streams)
     queries = []
     scratch = Engine(default_step=args.default_step, log_fn=lambda _msg: None)
     for path in args.query:

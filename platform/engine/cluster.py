@@ -60,7 +60,7 @@ from linkstream.containers.protocol import (
 )
 from linkstream.containers.replica import retention_horizons
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
-from linkstream.engine.embedded import QueryStats
+from linkstream.engine.embedded import QueryStats, ReportSchedule
 from linkstream.engine.replay import ReplayResult, replay
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import Dictionary, MemoryDictionary
@@ -91,7 +91,7 @@ def plan_key(cq: ContinuousQuery) -> str:
 
 
 @dataclass
-class RemoteQuery:
+class RemoteQuery(ReportSchedule):
     """What :func:`~linkstream.engine.replay.replay` needs of a query evaluated elsewhere."""
 
     cq: ContinuousQuery
@@ -102,14 +102,6 @@ class RemoteQuery:
     @property
     def name(self) -> str:
         return self.cq.name
-
-    def first_report_after(self, t: int) -> int:
-        """The first close time strictly after ``t`` (SEMANTICS.md §4)."""
-        return min((t // s + 1) * s for s in self.steps)
-
-    def next_report(self, c: int) -> int:
-        """The next report time after ``c``."""
-        return min((c // s + 1) * s for s in self.steps)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,22 @@ class QueryStats:
     latencies: list[float] = field(default_factory=list)
 
 
+class ReportSchedule:
+    """Report times of a query whose windows step by ``steps`` (SEMANTICS.md §4)."""
+
+    steps: tuple[int, ...]
+
+    def first_report_after(self, t: int) -> int:
+        """The first close time strictly after ``t``."""
+        return min((t // s + 1) * s for s in self.steps)
+
+    def next_report(self, c: int) -> int:
+        """The next report time after ``c``."""
+        return min((c // s + 1) * s for s in self.steps)
+
+
 @dataclass
-class RegisteredQuery:
+class RegisteredQuery(ReportSchedule):
     """A continuous query with its operators and report schedule."""
 
     cq: ContinuousQuery
@@ -56,14 +70,6 @@ class RegisteredQuery:
     @property
     def name(self) -> str:
         return self.cq.name
-
-    def first_report_after(self, t: int) -> int:
-        """The first close time strictly after ``t`` (SEMANTICS.md §4)."""
-        return min((t // s + 1) * s for s in self.steps)
-
-    def next_report(self, c: int) -> int:
-        """The next report time after ``c``."""
-        return min((c // s + 1) * s for s in self.steps)
 
     def explain(self) -> str:
         return explain(self.root)
