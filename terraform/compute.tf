@@ -1,0 +1,133 @@
+# Coordinators (leader + standbys, each also serving the HTTP API) and the elastic pool
+# of operator containers on EFA (RDMA) instances in one cluster placement group.
+
+resource "aws_instance" "coordinator" {
+  count                  = var.coordinators
+  ami                    = local.ami
+  instance_type          = var.coordinator_instance_type
+  subnet_id              = aws_subnet.cluster.id
+  vpc_security_group_ids = [aws_security_group.cluster.id, aws_security_group.admin.id]
+  iam_instance_profile   = aws_iam_instance_profile.node.name
+  key_name               = var.key_name != "" ? var.key_name : null
+  user_data = templatefile("${path.module}/templates/linkstream.sh.tftpl", {
+    role            = "coordinator"
+    efa             = false
+    package         = var.linkstream_version
+    region          = var.region
+    bucket          = aws_s3_bucket.checkpoints.bucket
+    token_parameter = var.api_token_parameter
+    command         = "/opt/linkstream/bin/linkstream coordinator --zk ${local.zk_connect}${local.zk_chroot} --id coordinator-${count.index + 1}"
+  })
+  metadata_options {
+    http_tokens = "required"
+  }
+  root_block_device {
+    volume_size = 50
+    encrypted   = true
+  }
+  tags = { Name = "${var.name}-coordinator-${count.index + 1}", Role = "coordinator" }
+}
+
+# EFA needs the instances packed in one placement group of strategy "cluster".
+resource "aws_placement_group" "rdma" {
+  name     = "${var.name}-rdma"
+  strategy = "cluster"
+}
+
+resource "aws_launch_template" "container" {
+  name_prefix   = "${var.name}-container-"
+  image_id      = local.ami
+  instance_type = var.rdma_instance_type
+  key_name      = var.key_name != "" ? var.key_name : null
+
+  iam_instance_profile {
+    name = aws_iam_instance_profile.node.name
+  }
+
+  # The EFA device: RDMA one-sided reads of remote store regions (platform/rdma/).
+  network_interfaces {
+    device_index                = 0
+    interface_type              = "efa"
+    subnet_id                   = aws_subnet.cluster.id
+    security_groups             = [aws_security_group.cluster.id]
+    delete_on_termination       = true
+    associate_public_ip_address = true
+  }
+
+  placement {
+    group_name = aws_placement_group.rdma.name
+  }
+
+  metadata_options {
+    http_tokens = "required"
+  }
+
+  block_device_mappings {
+    device_name = "/dev/xvda"
+    ebs {
+      volume_size = 100
+      volume_type = "gp3"
+      encrypted   = true
+    }
+  }
+
+  user_data = base64encode(templatefile("${path.module}/templates/linkstream.sh.tftpl", {
+    role            = "container"
+    efa             = true
+    package         = var.linkstream_version
+    region          = var.region
+    bucket          = aws_s3_bucket.checkpoints.bucket
+    token_parameter = ""
+    command         = "/opt/linkstream/bin/linkstream container --zk ${local.zk_connect}${local.zk_chroot} --capacity ${var.container_slots} --bind tcp://0.0.0.0:*"
+  }))
+
+  tag_specifications {
+    resource_type = "instance"
+    tags          = { Name = "${var.name}-container", Role = "container" }
+  }
+}
+
+# Scaling in terminates a node; its container leaves ZooKeeper and the scheduler moves its
+# tasks.  The lifecycle hook gives a graceful drain time before termination.
+resource "aws_autoscaling_group" "containers" {
+  name_prefix         = "${var.name}-containers-"
+  min_size            = var.containers_min
+  max_size            = var.containers_max
+  desired_capacity    = var.containers_desired
+  vpc_zone_identifier = [aws_subnet.cluster.id]
+  placement_group     = aws_placement_group.rdma.id
+
+  launch_template {
+    id      = aws_launch_template.container.id
+    version = "$Latest"
+  }
+
+  initial_lifecycle_hook {
+    name                 = "drain"
+    lifecycle_transition = "autoscaling:EC2_INSTANCE_TERMINATING"
+    default_result       = "CONTINUE"
+    heartbeat_timeout    = 300
+  }
+
+  tag {
+    key                 = "Role"
+    value               = "container"
+    propagate_at_launch = true
+  }
+
+  lifecycle {
+    ignore_changes = [desired_capacity]
+  }
+}
+
+resource "aws_autoscaling_policy" "containers_cpu" {
+  name                   = "${var.name}-containers-cpu"
+  autoscaling_group_name = aws_autoscaling_group.containers.name
+  policy_type            = "TargetTrackingScaling"
+  target_tracking_configuration {
+    predefined_metric_specification {
+      predefined_metric_type = "ASGAverageCPUUtilization"
+    }
+    target_value = var.target_cpu_percent
+  }
+}

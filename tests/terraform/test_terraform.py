@@ -1,0 +1,160 @@
+"""Structure and validity of the Terraform deployment in ``terraform/``.
+
+``terraform validate`` runs with the offline AWS provider where this machine has it
+(INFRA.md); the structure tests parse the HCL with python-hcl2 and check the properties
+the deployment depends on: EFA in one cluster placement group, an odd ZooKeeper
+ensemble, a private encrypted checkpoint bucket, no credentials in the files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import hcl2
+import pytest
+from hcl2 import SerializationOptions
+
+TF_DIR = Path(__file__).resolve().parents[2] / "terraform"
+PLUGIN_DIR = Path("/opt/tf-plugins")
+_OPTS = SerializationOptions(strip_string_quotes=True, explicit_blocks=False)
+
+
+def _parse_all() -> dict[str, list]:
+    merged: dict[str, list] = {}
+    for f in sorted(TF_DIR.glob("*.tf")):
+        with f.open() as fh:
+            for key, blocks in hcl2.load(fh, serialization_options=_OPTS).items():
+                merged.setdefault(key, []).extend(blocks)
+    return merged
+
+
+def _resources(kind: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for block in _parse_all().get("resource", []):
+        out.update(block.get(kind, {}))
+    return out
+
+
+def _variables() -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for block in _parse_all().get("variable", []):
+        out.update(block)
+    return out
+
+
+def _one(block: object) -> dict:
+    """A nested block as python-hcl2 returns it (a list of one dict)."""
+    return block[0] if isinstance(block, list) else block  # type: ignore[return-value]
+
+
+def test_container_pool_uses_efa_in_a_cluster_placement_group():
+    pg = _resources("aws_placement_group")["rdma"]
+    assert pg["strategy"] == "cluster"
+    lt = _resources("aws_launch_template")["container"]
+    nic = _one(lt["network_interfaces"])
+    assert nic["interface_type"] == "efa"
+    assert "aws_placement_group.rdma" in _one(lt["placement"])["group_name"]
+    asg = _resources("aws_autoscaling_group")["containers"]
+    assert "aws_placement_group.rdma" in asg["placement_group"]
+    assert "aws_launch_template.container" in _one(asg["launch_template"])["id"]
+    assert "var.containers_max" in str(asg["max_size"])
+    # one subnet, one zone: EFA traffic does not cross zones
+    assert len(asg["vpc_zone_identifier"]) == 1
+
+
+def test_containers_autoscale_and_drain_before_termination():
+    pol = _resources("aws_autoscaling_policy")["containers_cpu"]
+    assert pol["policy_type"] == "TargetTrackingScaling"
+    hook = _one(_resources("aws_autoscaling_group")["containers"]["initial_lifecycle_hook"])
+    assert hook["lifecycle_transition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+    assert int(hook["heartbeat_timeout"]) >= 60
+
+
+def test_zookeeper_ensemble_is_odd_and_addressed_up_front():
+    var = _variables()["zookeeper_nodes"]
+    assert "contains([1, 3, 5]" in str(var["validation"])
+    zk = _resources("aws_instance")["zookeeper"]
+    assert "local.zk_ips" in zk["private_ip"]
+    template = (TF_DIR / "templates" / "zookeeper.sh.tftpl").read_text()
+    assert "server.${i + 1}=${ip}:2888:3888" in template
+    assert "admin.enableServer=false" in template
+
+
+def test_every_process_is_pointed_at_the_ensemble_with_a_chroot():
+    cmds = []
+    for res in (_resources("aws_instance")["coordinator"], _resources("aws_launch_template")["container"]):
+        cmds.append(res["user_data"])
+    for c in cmds:
+        assert "--zk ${local.zk_connect}${local.zk_chroot}" in c
+    assert "linkstream container" in cmds[1] and "linkstream coordinator" in cmds[0]
+
+
+def test_checkpoint_bucket_is_private_encrypted_and_versioned():
+    pab = _resources("aws_s3_bucket_public_access_block")["checkpoints"]
+    for flag in ("block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets"):
+        assert pab[flag] is True
+    sse = _resources("aws_s3_bucket_server_side_encryption_configuration")["checkpoints"]
+    assert "aws:kms" in json.dumps(sse)
+    ver = _resources("aws_s3_bucket_versioning")["checkpoints"]
+    assert _one(ver["versioning_configuration"])["status"] == "Enabled"
+
+
+def test_nodes_require_imdsv2_and_encrypted_disks():
+    for name, res in _resources("aws_instance").items():
+        assert _one(res["metadata_options"])["http_tokens"] == "required", name
+        assert _one(res["root_block_device"])["encrypted"] is True, name
+    lt = _resources("aws_launch_template")["container"]
+    assert _one(lt["metadata_options"])["http_tokens"] == "required"
+
+
+def test_admin_ports_are_closed_unless_cidrs_are_given():
+    sg = _resources("aws_security_group")["admin"]
+    assert "length(var.admin_cidrs) > 0" in json.dumps(sg)
+    cluster = _resources("aws_security_group")["cluster"]
+    assert "0.0.0.0/0" not in json.dumps(cluster.get("ingress"))
+
+
+def test_no_credentials_in_the_deployment_files():
+    pattern = re.compile(r"(AKIA[0-9A-Z]{16}|aws_secret_access_key|secret_key\s*=|password\s*=)", re.I)
+    for f in TF_DIR.rglob("*"):
+        if f.is_file() and ".terraform" not in f.parts:
+            assert not pattern.search(f.read_text()), f
+
+
+def test_every_variable_is_described_and_typed():
+    for name, var in _variables().items():
+        assert var.get("description"), name
+        assert var.get("type"), name
+
+
+@pytest.mark.skipif(
+    shutil.which("terraform") is None or not PLUGIN_DIR.is_dir(),
+    reason="terraform or its offline AWS provider (/opt/tf-plugins) is not installed here",
+)
+def test_terraform_validate(tmp_path):
+    work = tmp_path / "tf"
+    shutil.copytree(TF_DIR, work, ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+    env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
+    init = subprocess.run(
+        ["terraform", "init", "-backend=false", "-input=false", f"-plugin-dir={PLUGIN_DIR}"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert init.returncode == 0, init.stderr
+    val = subprocess.run(
+        ["terraform", "validate", "-json"], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
+    report = json.loads(val.stdout)
+    assert report["valid"], report["diagnostics"]
+    fmt = subprocess.run(
+        ["terraform", "fmt", "-check", "-recursive"], cwd=work, capture_output=True, text=True
+    )
+    assert fmt.returncode == 0, f"terraform fmt would change: {fmt.stdout}"
