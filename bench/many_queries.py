@@ -2,24 +2,41 @@
 """Thousands of concurrent queries: shared vs unshared operators, in one run.
 
 Registers N queries generated from CityBench templates (CQELS-QL / C-SPARQL / RSP-QL
-variants of Q1, Q7, Q12, Q11 over three traffic streams, with other constants and window
-sizes) and replays the CityBench traffic streams through all of them, once with operator
-sharing (signature hash-consing, predicate-sliced pattern matching) and once with every
-query on its own operators.  Prints sustained input triples/s, report latency p50/p99
-(one tick = every query due at that time) and resident memory; writes raw figures to
+variants of Q1 (two-stream join), Q7 (filter), Q12 (aggregate) and Q11 (ASK) over three
+traffic streams, with other sensors, constants and window sizes -- the generator of
+``tests/engine/test_sharing.py``) and replays the first ``--elements`` elements of each
+CityBench traffic stream through all of them, once with operator sharing and once with
+every query on its own operators (the baseline).  Every configuration runs in a fresh
+process, so resident memory and timings of one do not leak into the next.
+
+Printed per configuration:
+
+* ``reg cpu s``: CPU seconds of parsing + planning + registering all N queries (the
+  wall-clock figure is in the JSON);
+* ``in tr/s``: sustained input triples per second of replay (wall clock; ``cpu tr/s`` uses
+  the process's CPU time, which is what to compare on a loaded machine);
+* ``rows/s``: result rows written per second of replay (rendered JSON lines);
+* ``tick p50/p99 ms``: result latency: from a report time's trigger until the result lines
+  of every query due then are rendered;
+* ``q p50/p99 ms``: evaluation time of one query's report (its own share of a tick);
+* RSS after registration and at the end.
+
+The unshared baseline costs time proportional to N; above ``--unshared-max`` queries it
+runs on the first ``--unshared-max`` queries and its throughput is scaled by the ratio
+(marked ``~``), which is exact for operators that share nothing.  Raw figures go to
 ``bench/results/many_queries.json``.
 
-    python bench/many_queries.py [--sizes 1000 5000 10000] [--elements 120] [--no-unshared]
+    python bench/many_queries.py [--quick] [--sizes 1000 5000 10000] [--elements 60]
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
-import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,116 +44,192 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SHARED = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
 
-from linkstream.engine.embedded import Engine  # noqa: E402
-from linkstream.engine.replay import replay  # noqa: E402
-from linkstream.operators.mjoin import MJoinOperator  # noqa: E402
-from linkstream.query.continuous import parse_continuous  # noqa: E402
-from linkstream.rdf.static import load_graph  # noqa: E402
-from tests.engine.test_sharing import REPO as REPO_IRI  # noqa: E402
-from tests.engine.test_sharing import SES, TRAFFIC, generate  # noqa: E402
-
 
 def rss_mb() -> float:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def trim_streams(tmp: Path, elements: int) -> list[tuple[str, str]]:
+    from tests.engine.test_sharing import SES, TRAFFIC
+
     out = []
     for s in TRAFFIC:
         lines, els = [], 0
-        for line in open(SHARED / "citybench" / "streams" / f"{s}.nq"):
-            if "generatedAtTime" in line:
-                els += 1
-                if els > elements:
-                    break
-            lines.append(line)
+        with open(SHARED / "citybench" / "streams" / f"{s}.nq") as f:
+            for line in f:
+                if "generatedAtTime" in line:
+                    els += 1
+                    if els > elements:
+                        break
+                lines.append(line)
         p = tmp / f"{s}.nq"
         p.write_text("".join(lines))
         out.append((SES + s, str(p)))
     return out
 
 
-def run(n: int, share: bool, streams, static: Path, parsed: dict) -> dict:
-    eng = Engine()
-    eng.share = share
-    tr = load_graph(str(static), eng.dictionary)
-    eng.add_static(None, tr)
-    eng.add_static(REPO_IRI, tr)
-    t0 = time.perf_counter()
-    rqs = [eng.register(cq) for cq in parsed.values()]
-    reg_s = time.perf_counter() - t0
-    mem0 = rss_mb()
-    ticks: list[float] = []
-    last = {"c": None, "t": time.perf_counter()}
+class _CountingSink:
+    """A text sink that counts what is written to it."""
 
-    def sink(q, c, lines):
-        if last["c"] != c:
-            now = time.perf_counter()
-            ticks.append(now - last["t"])
-            last["c"], last["t"] = c, now
+    def __init__(self) -> None:
+        self.chars = 0
 
-    res = replay(eng, rqs, streams, io.StringIO(), sink=sink)
-    lat = sorted(q.stats.eval_seconds / max(q.stats.reports, 1) for q in rqs)
-    joins = sum(isinstance(op, MJoinOperator) for op in eng.operators.values())
+    def write(self, s: str) -> int:
+        self.chars += len(s)
+        return len(s)
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def run_one(n: int, share: bool, elements: int) -> dict:
+    """One configuration, in this process: register ``n`` queries and replay."""
+    from linkstream.engine.embedded import Engine
+    from linkstream.engine.replay import replay
+    from linkstream.operators.mjoin import MJoinOperator
+    from linkstream.query.continuous import parse_continuous
+    from linkstream.rdf.static import load_graph
+    from tests.engine.test_sharing import REPO as REPO_IRI
+    from tests.engine.test_sharing import generate
+
+    texts = generate(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        streams = trim_streams(Path(tmp), elements)
+        eng = Engine()
+        eng.share = share
+        tr = load_graph(str(SHARED / "citybench" / "static" / "SensorRepository.nt"), eng.dictionary)
+        eng.add_static(None, tr)
+        eng.add_static(REPO_IRI, tr)
+        t0, c0 = time.perf_counter(), time.process_time()
+        rqs = [eng.register(parse_continuous(text, default_name=name)) for name, text in texts.items()]
+        reg_s, reg_cpu = time.perf_counter() - t0, time.process_time() - c0
+        mem0 = rss_mb()
+        ticks: list[float] = []
+        inner = eng.tick
+
+        def timed_tick(c, names):
+            t = time.perf_counter()
+            out = inner(c, names)
+            ticks.append(time.perf_counter() - t)
+            return out
+
+        eng.tick = timed_tick  # type: ignore[method-assign]
+        out = _CountingSink()  # the lines are produced and counted, not kept (RSS = engine)
+        cpu0 = time.process_time()
+        res = replay(eng, rqs, streams, out)
+        cpu = time.process_time() - cpu0
+    lat = [x for q in rqs for x in q.stats.latencies]
+    ops = eng.operator_count() if share else sum(len(q.ops) for q in rqs)
+    joins = sum(
+        isinstance(op, MJoinOperator)
+        for op in (eng.operators.values() if share else (o for q in rqs for o in q.ops))
+    )
     return {
         "queries": n,
         "shared": share,
+        "elements_per_stream": elements,
         "register_s": reg_s,
+        "register_cpu_s": reg_cpu,
         "replay_s": res.seconds,
+        "replay_cpu_s": cpu,
         "input_triples": res.triples,
         "triples_per_s": res.triples / res.seconds if res.seconds else 0.0,
+        "triples_per_cpu_s": res.triples / cpu if cpu else 0.0,
         "result_rows": res.rows,
-        "latency_ms_p50": 1e3 * lat[len(lat) // 2] if lat else 0.0,
-        "latency_ms_p99": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else 0.0,
-        "operators": eng.operator_count() if share else sum(len(q.ops) for q in rqs),
-        "joins": joins if share else sum(isinstance(op, MJoinOperator) for q in rqs for op in q.ops),
+        "rows_per_s": res.rows / res.seconds if res.seconds else 0.0,
+        "reports": sum(q.stats.reports for q in rqs),
+        "ticks": len(ticks),
+        "tick_ms_p50": 1e3 * pct(ticks, 0.5),
+        "tick_ms_p99": 1e3 * pct(ticks, 0.99),
+        "query_ms_p50": 1e3 * pct(lat, 0.5),
+        "query_ms_p99": 1e3 * pct(lat, 0.99),
+        "operators": ops,
+        "joins": joins,
         "rss_mb_after_register": mem0,
         "rss_mb_end": rss_mb(),
+        "output_chars": out.chars,
     }
+
+
+def spawn(n: int, share: bool, elements: int) -> dict:
+    cmd = [sys.executable, __file__, "--one", str(n), "--mode", "shared" if share else "unshared"]
+    cmd += ["--elements", str(elements)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+HEAD = (
+    f"{'queries':>8} {'mode':>9} {'reg cpu s':>10} {'in tr/s':>9} {'cpu tr/s':>9} {'rows/s':>9} "
+    f"{'tick p50':>9} {'tick p99':>9} {'q p50':>7} {'q p99':>7} {'joins':>6} {'RSS MB':>7}"
+)
+
+
+def show(r: dict, scaled: bool = False) -> str:
+    mark = "~" if scaled else " "
+    return (
+        f"{r['queries']:>8} {'shared' if r['shared'] else 'unshared':>9} {r.get('register_cpu_s', r['register_s']):>10.1f} "
+        f"{mark}{r['triples_per_s']:>8,.0f} {mark}{r['triples_per_cpu_s']:>8,.0f} {mark}{r['rows_per_s']:>8,.0f} "
+        f"{r['tick_ms_p50']:>9.1f} {r['tick_ms_p99']:>9.1f} {r['query_ms_p50']:>7.3f} {r['query_ms_p99']:>7.3f} "
+        f"{r['joins']:>6} {r['rss_mb_end']:>7.0f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
-    ap.add_argument("--elements", type=int, default=120, help="stream elements per stream (default 120)")
+    ap.add_argument(
+        "--sizes", type=int, nargs="+", default=None, help="query counts (default 1000 5000 10000)"
+    )
+    ap.add_argument("--elements", type=int, default=None, help="stream elements per stream (default 60)")
+    ap.add_argument("--quick", action="store_true", help="1000 queries, 30 elements per stream (~1-2 min)")
     ap.add_argument("--no-unshared", action="store_true", help="skip the unshared baseline")
+    ap.add_argument("--unshared-max", type=int, default=1000, help="largest unshared run (default 1000)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "many_queries.json"))
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--mode", choices=["shared", "unshared"], default="shared", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    import tempfile
-
+    if not (SHARED / "citybench" / "streams").is_dir():
+        print(f"error: CityBench corpus not found under {SHARED} (set LINKSTREAM_SHARED)", file=sys.stderr)
+        return 2
+    if args.one is not None:
+        print(json.dumps(run_one(args.one, args.mode == "shared", args.elements or 60)))
+        return 0
+    sizes = args.sizes or ([1000] if args.quick else [1000, 5000, 10000])
+    elements = args.elements or (30 if args.quick else 60)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        streams = trim_streams(Path(tmp), args.elements)
-        static = SHARED / "citybench" / "static" / "SensorRepository.nt"
+    print(f"CityBench templates over 3 traffic streams, {elements} elements each; one process per run")
+    print(HEAD, flush=True)
+    for n in sizes:
+        s = spawn(n, True, elements)
+        rows.append(s)
+        print(show(s), flush=True)
+        if args.no_unshared:
+            continue
+        m = min(n, args.unshared_max)
+        u = spawn(m, False, elements)
+        u["measured_queries"] = m
+        if m != n:  # every query on its own operators: cost is linear in the query count
+            f = m / n
+            for k in ("triples_per_s", "triples_per_cpu_s", "rows_per_s"):
+                u[k] *= f
+            u["scaled_from"] = m
+            u["queries"] = n
+        rows.append(u)
+        print(show(u, scaled=m != n), flush=True)
         print(
-            f"{'queries':>8} {'mode':>9} {'register s':>11} {'triples/s':>11} {'p50 ms':>8} {'p99 ms':>8} "
-            f"{'joins':>7} {'RSS MB':>8}"
+            f"{'':>8} sharing speed-up x{s['triples_per_cpu_s'] / max(u['triples_per_cpu_s'], 1e-9):.1f} "
+            f"(CPU time){' -- unshared measured on %d queries and scaled' % m if m != n else ''}",
+            flush=True,
         )
-        for n in args.sizes:
-            t0 = time.perf_counter()
-            texts = generate(n)
-            parsed = {name: parse_continuous(text, default_name=name) for name, text in texts.items()}
-            parse_s = time.perf_counter() - t0
-            for share in [True] if args.no_unshared else [True, False]:
-                r = run(n, share, streams, static, parsed)
-                r["parse_s"] = parse_s
-                rows.append(r)
-                print(
-                    f"{n:>8} {'shared' if share else 'unshared':>9} {r['register_s']:>11.2f} "
-                    f"{r['triples_per_s']:>11,.0f} {r['latency_ms_p50']:>8.3f} {r['latency_ms_p99']:>8.3f} "
-                    f"{r['joins']:>7} {r['rss_mb_end']:>8.0f}",
-                    flush=True,
-                )
-            if not args.no_unshared:
-                s, u = rows[-2], rows[-1]
-                print(f"{'':>8} sharing speed-up x{s['triples_per_s'] / max(u['triples_per_s'], 1e-9):.1f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
     print(f"raw figures: {args.out}")

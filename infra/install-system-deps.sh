@@ -5,6 +5,8 @@ set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+# promtool validates infra/prometheus.yml (tests skip that check without it); ~15 s to install
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi

@@ -71,15 +71,37 @@ def cmd_replay(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
 
+    if getattr(args, "placement", "queries") != "queries" and not (args.cluster or args.zk):
+        return _err("--placement operators needs --cluster N or --zk HOST:PORT")
+    if args.store and (args.cluster or args.zk):
+        return _err("--store works for embedded replays; cluster containers load --static files")
     if args.cluster or args.zk:
         from .containers.commands import cmd_replay_cluster
 
         return cmd_replay_cluster(args, log)
+    store = None
     try:
-        dictionary = open_dictionary(args.dictionary)
+        if args.store:
+            if args.dictionary != "memory:":
+                return _err("--store uses the store's own dictionary; do not also give --dictionary")
+            from .store.persistent import PersistentStore
+
+            store = PersistentStore.open(args.store)
+            dictionary = store.dictionary
+        else:
+            dictionary = open_dictionary(args.dictionary)
     except (ValueError, OSError) as e:
         return _err(str(e))
     engine = Engine(dictionary, default_step=args.default_step, log_fn=log)
+    if store is not None:
+        snap = store.snapshot()
+        for g in snap.graphs():
+            triples = snap.triples(g)
+            engine.add_static(g, triples)
+            if not quiet:
+                log(
+                    f"static {'<' + g + '>' if g else 'default graph'}: {len(triples)} triples from store {args.store}"
+                )
     for k, arg in enumerate(args.static):
         iri, path = split_binding(arg, args.base)
         if not os.path.exists(path):
@@ -169,7 +191,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     f,
                     indent=1,
                 )
-    dictionary.close()
+    if store is not None:
+        store.close()
+    else:
+        dictionary.close()
     return 0
 
 
@@ -201,6 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="[IRI=]PATH",
         help="static graph: IRI=PATH binds a named graph, PATH adds to the default graph",
+    )
+    rp.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help="store directory (linkstream load --store): each of its graphs is a static graph "
+        "(N-Quads graph names become named graphs) and its dictionary is used",
     )
     rp.add_argument(
         "--default-step",
@@ -241,6 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     where.add_argument("--zk", default=None, metavar="HOST:PORT", help="run on the cluster of this ZooKeeper")
     rp.add_argument(
+        "--placement",
+        choices=("queries", "operators"),
+        default="queries",
+        help="cluster mode: place whole queries (default) or also their shared join/scan "
+        "operators as tasks of their own, exchanging deltas over ZeroMQ",
+    )
+    rp.add_argument(
         "--answer-timeout",
         type=float,
         default=60.0,
@@ -258,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .api.commands import add_parsers  # run, queries add|ls|rm
 
     add_parsers(sub)
+    from .store.commands import add_parsers as add_store_parsers  # sparql
+
+    add_store_parsers(sub)
+    from .bulk.commands import add_parsers as add_bulk_parsers  # load
+
+    add_bulk_parsers(sub)
     return ap
 
 
@@ -281,6 +326,9 @@ def _zk_options(p: argparse.ArgumentParser, required: bool = True) -> None:
         "--session-timeout", type=float, default=10.0, metavar="S", help="ZooKeeper session timeout"
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.add_argument(
+        "--metrics-port", type=int, default=None, metavar="PORT", help="serve /metrics here (0: a free port)"
+    )
 
 
 def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:

@@ -22,6 +22,40 @@ name                                           type       what
 ``linkstream_subscriber_dropped_lines_total``  counter    lines a slow subscriber lost
 ``linkstream_watermark_ms``                    gauge      the watermark that drives reports
 =============================================  =========  ====================================
+
+Cluster processes (operator containers and coordinators, :class:`ContainerMetrics` and
+:class:`CoordinatorMetrics`) serve their own registry at ``/metrics`` with
+:func:`serve_metrics`; a container also counts ingestion and reports under the names
+above.  Their own names:
+
+===================================================  =========  ==============================
+name                                                 type       what
+===================================================  =========  ==============================
+``linkstream_process_info``                          gauge      1, labels ``role`` and ``id``
+``linkstream_zookeeper_session_state``               gauge      1 for the current ``state``
+``linkstream_zookeeper_session_events_total``        counter    session transitions by state
+``linkstream_container_tasks``                       gauge      queries (tasks) held
+``linkstream_container_capacity``                    gauge      task slots offered
+``linkstream_container_task_moves_total``            counter    tasks moved ``in`` / ``out``
+``linkstream_container_runs_total``                  counter    replays joined
+``linkstream_batch_latency_seconds``                 histogram  time to apply one batch
+``linkstream_dataplane_queue_depth``                 gauge      inbox backlog last drained
+``linkstream_dataplane_received_messages_total``     counter    data-plane messages by kind
+``linkstream_dataplane_received_bytes_total``        counter    data-plane bytes received
+``linkstream_dataplane_sent_messages_total``         counter    data-plane messages sent
+``linkstream_dataplane_sent_bytes_total``            counter    data-plane bytes sent
+``linkstream_dataplane_backpressure_total``          counter    sends that met a full queue
+``linkstream_state_migrations_total``                counter    operator-state hand-overs
+``linkstream_state_migrated_bytes_total``            counter    bytes of migrated state
+``linkstream_state_migrated_rows_total``             counter    rows of migrated state
+``linkstream_scheduler_leader``                      gauge      1 while this coordinator leads
+``linkstream_scheduler_containers``                  gauge      live containers (leader's view)
+``linkstream_scheduler_tasks``                       gauge      tasks by ``state``
+``linkstream_scheduler_rebalances_total``            counter    rebalance rounds that moved
+``linkstream_scheduler_task_moves_total``            counter    task moves decided
+``linkstream_scheduler_lost_tasks_total``            counter    task states lost with a crash
+``linkstream_scheduler_elections_total``             counter    times this process was elected
+===================================================  =========  ==============================
 """
 
 from __future__ import annotations
@@ -48,10 +82,41 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_result_lines_total",
     "linkstream_subscriber_dropped_lines_total",
     "linkstream_watermark_ms",
+    # cluster processes
+    "linkstream_process_info",
+    "linkstream_zookeeper_session_state",
+    "linkstream_zookeeper_session_events_total",
+    "linkstream_container_tasks",
+    "linkstream_container_capacity",
+    "linkstream_container_task_moves_total",
+    "linkstream_container_runs_total",
+    "linkstream_batch_latency_seconds",
+    "linkstream_dataplane_queue_depth",
+    "linkstream_dataplane_received_messages_total",
+    "linkstream_dataplane_received_bytes_total",
+    "linkstream_dataplane_sent_messages_total",
+    "linkstream_dataplane_sent_bytes_total",
+    "linkstream_dataplane_backpressure_total",
+    "linkstream_state_migrations_total",
+    "linkstream_state_migrated_bytes_total",
+    "linkstream_state_migrated_rows_total",
+    "linkstream_scheduler_leader",
+    "linkstream_scheduler_containers",
+    "linkstream_scheduler_tasks",
+    "linkstream_scheduler_rebalances_total",
+    "linkstream_scheduler_task_moves_total",
+    "linkstream_scheduler_lost_tasks_total",
+    "linkstream_scheduler_elections_total",
 )
+
+#: ZooKeeper session states of ``linkstream_zookeeper_session_state`` (kazoo's names)
+ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 
 #: report latency buckets (seconds): sub-millisecond reports up to slow multi-second ones
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+#: batch latency buckets (seconds): applying one data-plane message
+BATCH_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 #: the ``Content-Type`` of :func:`exposition` output
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -120,3 +185,193 @@ def with_process_collectors(registry: CollectorRegistry) -> CollectorRegistry:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
+
+
+class _ProcessMetrics:
+    """What every cluster process exports: identity and ZooKeeper session state."""
+
+    def __init__(self, role: str, registry: CollectorRegistry | None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.role = role
+        self.info = Gauge("linkstream_process_info", "1 for this process", ["role", "id"], registry=r)
+        self.zk_state = Gauge(
+            "linkstream_zookeeper_session_state",
+            "1 for the ZooKeeper session's current state (CONNECTED, SUSPENDED, LOST)",
+            ["state"],
+            registry=r,
+        )
+        self.zk_events = Counter(
+            "linkstream_zookeeper_session_events",
+            "ZooKeeper session state transitions, by the state entered",
+            ["state"],
+            registry=r,
+        )
+        for state in ZK_STATES:
+            self.zk_state.labels(state).set(0)
+            self.zk_events.labels(state)
+
+    def identify(self, ident: str) -> None:
+        """Sets ``linkstream_process_info{role, id}`` once the process knows its id."""
+        self.info.labels(self.role, ident).set(1)
+
+    def zookeeper_state(self, state: str) -> None:
+        """Records a session transition (kazoo's ``KazooState`` value)."""
+        state = str(state).upper()
+        if state not in ZK_STATES:
+            return
+        for s in ZK_STATES:
+            self.zk_state.labels(s).set(1 if s == state else 0)
+        self.zk_events.labels(state).inc()
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+class ContainerMetrics(_ProcessMetrics):
+    """The metrics of one operator container process.
+
+    Args:
+        registry: Where the metrics are registered; a fresh registry when ``None``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__("container", registry)
+        r = self.registry
+        self.ingest_triples = Counter(
+            "linkstream_ingest_triples", "Stream triples accepted for ingestion", registry=r
+        )
+        self.ingest_elements = Counter(
+            "linkstream_ingest_elements", "Stream elements accepted for ingestion", registry=r
+        )
+        self.queries_registered = Gauge(
+            "linkstream_queries_registered", "Continuous queries currently registered", registry=r
+        )
+        self.report_latency = Histogram(
+            "linkstream_report_latency_seconds",
+            "Wall time to evaluate one report time (all reporting queries of the tick)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reports = Counter("linkstream_reports", "Query reports evaluated", registry=r)
+        self.result_lines = Counter("linkstream_result_lines", "Result lines produced", registry=r)
+        self.watermark = Gauge(
+            "linkstream_watermark_ms", "Event-time watermark (ms) that drives report times", registry=r
+        )
+        self.tasks = Gauge("linkstream_container_tasks", "Tasks (queries) this container holds", registry=r)
+        self.capacity = Gauge("linkstream_container_capacity", "Task slots this container offers", registry=r)
+        self.task_moves = Counter(
+            "linkstream_container_task_moves",
+            "Tasks moved onto (in) or off (out) this container during a run",
+            ["direction"],
+            registry=r,
+        )
+        self.runs = Counter("linkstream_container_runs", "Replays this container took part in", registry=r)
+        self.batch_latency = Histogram(
+            "linkstream_batch_latency_seconds",
+            "Wall time to apply one data-plane batch of stream elements",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "linkstream_dataplane_queue_depth",
+            "Messages found waiting in the inbox the last time it was drained",
+            registry=r,
+        )
+        self.received_messages = Counter(
+            "linkstream_dataplane_received_messages",
+            "Data-plane messages received, by kind",
+            ["kind"],
+            registry=r,
+        )
+        self.received_bytes = Counter(
+            "linkstream_dataplane_received_bytes", "Data-plane payload bytes received", registry=r
+        )
+        self.sent_messages = Counter(
+            "linkstream_dataplane_sent_messages", "Data-plane messages sent", registry=r
+        )
+        self.sent_bytes = Counter(
+            "linkstream_dataplane_sent_bytes", "Data-plane payload bytes sent", registry=r
+        )
+        self.backpressure = Counter(
+            "linkstream_dataplane_backpressure",
+            "Data-plane sends that found the peer's queue full and had to wait",
+            registry=r,
+        )
+        self.migrations = Counter(
+            "linkstream_state_migrations",
+            "Operator-state hand-overs, sent (out) or restored (in)",
+            ["direction"],
+            registry=r,
+        )
+        self.migrated_bytes = Counter(
+            "linkstream_state_migrated_bytes",
+            "Bytes of operator state migrated, sent (out) or restored (in)",
+            ["direction"],
+            registry=r,
+        )
+        self.migrated_rows = Counter(
+            "linkstream_state_migrated_rows",
+            "Rows (mappings, window entries) of operator state migrated",
+            ["direction"],
+            registry=r,
+        )
+        for d in ("in", "out"):
+            self.task_moves.labels(d)
+            self.migrations.labels(d)
+            self.migrated_bytes.labels(d)
+            self.migrated_rows.labels(d)
+
+
+class CoordinatorMetrics(_ProcessMetrics):
+    """The metrics of one coordinator process (leader or standby).
+
+    Args:
+        registry: Where the metrics are registered; a fresh registry when ``None``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__("coordinator", registry)
+        r = self.registry
+        self.leader = Gauge("linkstream_scheduler_leader", "1 while this coordinator leads", registry=r)
+        self.containers = Gauge(
+            "linkstream_scheduler_containers",
+            "Live containers as the leading scheduler sees them",
+            registry=r,
+        )
+        self.tasks = Gauge(
+            "linkstream_scheduler_tasks",
+            "Tasks by state (assigned, pending, migrating) in the leader's view",
+            ["state"],
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "linkstream_scheduler_rebalances", "Rebalance rounds that moved at least one task", registry=r
+        )
+        self.moves = Counter("linkstream_scheduler_task_moves", "Task moves decided", registry=r)
+        self.lost = Counter(
+            "linkstream_scheduler_lost_tasks", "Task states lost with a crashed container", registry=r
+        )
+        self.elections = Counter(
+            "linkstream_scheduler_elections", "Times this coordinator was elected leader", registry=r
+        )
+        for state in ("assigned", "pending", "migrating"):
+            self.tasks.labels(state).set(0)
+
+
+def serve_metrics(registry: CollectorRegistry, port: int = 0, addr: str = "127.0.0.1") -> tuple[object, int]:
+    """Serves ``registry`` at ``http://addr:port/metrics`` from a daemon thread.
+
+    Args:
+        registry: What to expose.
+        port: TCP port; 0 picks a free one.
+        addr: Address to bind.
+
+    Returns:
+        ``(server, port)``: the WSGI server (``shutdown()`` stops it) and the bound port.
+    """
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server, int(server.server_port)

@@ -41,6 +41,19 @@ def add_parsers(sub: Any) -> None:
         help="term dictionary: memory: (default), lmdb:PATH, hbase://HOST:PORT/TABLE",
     )
     rp.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help="store directory (linkstream load --store): static graphs + dictionary; /sparql runs on its snapshots",
+    )
+    rp.add_argument(
+        "--absorb",
+        action="append",
+        default=[],
+        metavar="STREAM",
+        help="also absorb this stream's elements into the store, visible to /sparql (repeatable; needs --store)",
+    )
+    rp.add_argument(
         "--token",
         default=None,
         help=f"require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: ${TOKEN_ENV})",
@@ -130,6 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             retention_ms=args.retention_ms,
             base=args.base,
             process_metrics=True,
+            store=args.store,
+            absorb=[a.strip().strip("<>") for a in args.absorb],
         )
     except (ValueError, OSError) as e:
         return _err(str(e))

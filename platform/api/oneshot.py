@@ -73,6 +73,11 @@ def evaluate_one_shot(
     Raises:
         QueryError: The query cannot be planned.
     """
+    store = getattr(engine, "store", None)
+    if callable(getattr(store, "snapshot", None)):  # a store-backed engine answers as `linkstream sparql`
+        from ..store.sparql import evaluate_on_store
+
+        return evaluate_on_store(store, cq, default_graphs, named_graphs)
     statics = engine.statics
     dflt_keys: tuple[str | None, ...] = (
         default_graphs if default_graphs is not None else (None, *cq.static_from)

@@ -38,6 +38,8 @@ def build_live(
     retention_ms: int = 60_000,
     base: str = "http://localhost/",
     process_metrics: bool = False,
+    store: str | None = None,
+    absorb: Sequence[str] = (),
 ) -> LiveEngine:
     """A live engine with its static graphs loaded (not started).
 
@@ -49,11 +51,32 @@ def build_live(
         retention_ms: Event time (ms) of stream history kept for late-registered queries.
         base: Base IRI for relative IRIs.
         process_metrics: Also export the process/platform/GC collectors.
+        store: A store directory (``linkstream load --store``): its graphs become the
+            static graphs, its dictionary the engine's, and one-shot ``/sparql`` queries run
+            on its consistent snapshots.
+        absorb: Stream IRIs whose elements are also absorbed into the store (needs ``store``).
 
     Raises:
         ValueError, OSError: A bad dictionary URI or an unreadable static file.
     """
-    engine = Engine(open_dictionary(dictionary), default_step=default_step, log_fn=log.warning)
+    if absorb and store is None:
+        raise ValueError("--absorb needs --store DIR")
+    opened = None
+    if store is not None:
+        if dictionary != "memory:":
+            raise ValueError("--store uses the store's own dictionary; do not also give --dictionary")
+        from ..store.persistent import PersistentStore
+
+        t0 = time.perf_counter()
+        opened = PersistentStore.open(store)
+        engine = Engine(opened.dictionary, default_step=default_step, log_fn=log.warning)
+        engine.store = opened  # type: ignore[attr-defined]
+        snap = opened.snapshot()
+        for g in snap.graphs():
+            engine.add_static(g, snap.triples(g))
+        log.info("store %s: %d graphs (%.2fs)", store, len(snap.graphs()), time.perf_counter() - t0)
+    else:
+        engine = Engine(open_dictionary(dictionary), default_step=default_step, log_fn=log.warning)
     for k, (iri, path) in enumerate(statics):
         t0 = time.perf_counter()
         triples = load_graph(path, engine.dictionary, bnode_prefix=f"s{k}_", log=log.warning)
@@ -68,7 +91,9 @@ def build_live(
     metrics = LiveMetrics()
     if process_metrics:
         with_process_collectors(metrics.registry)
-    return LiveEngine(engine, idle_ms=idle_ms, retention_ms=retention_ms, base=base, metrics=metrics)
+    return LiveEngine(
+        engine, idle_ms=idle_ms, retention_ms=retention_ms, base=base, metrics=metrics, absorb=absorb
+    )
 
 
 class _Server(uvicorn.Server):

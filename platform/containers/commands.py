@@ -68,23 +68,40 @@ def cmd_container(args: argparse.Namespace) -> int:
         bind=args.bind,
         session_timeout=args.session_timeout,
         root=args.root,
+        metrics_port=args.metrics_port,
     )
     return _exit_if_stuck(serve(runtime, _stop_on_signals()))
 
 
 def cmd_coordinator(args: argparse.Namespace) -> int:
     """``linkstream coordinator``: contend for leadership and schedule while leading."""
+    from linkstream.metrics import CoordinatorMetrics, serve_metrics
     from linkstream.scheduler.coordinator import Coordinator
     from linkstream.scheduler.state import Policy
 
     _setup_logging(args.log_level)
     stop = _stop_on_signals()
     identifier = args.id or f"{os.uname().nodename}-{os.getpid()}"
+    metrics = CoordinatorMetrics()
+    meta: dict[str, object] = {"pid": os.getpid(), "host": os.uname().nodename}
+    server = None
+    if args.metrics_port is not None:
+        server, port = serve_metrics(metrics.registry, args.metrics_port)
+        meta["metrics"] = f"127.0.0.1:{port}"
+        logger.info("coordinator %s serves /metrics on port %d", identifier, port)
     client = KazooClient(hosts=args.zk, timeout=args.session_timeout)
     client.start(timeout=30)
+    metrics.zookeeper_state(client.state)
+    client.add_listener(metrics.zookeeper_state)
     policy = Policy(tolerance=args.tolerance, max_moves=args.max_moves)
     coordinator = Coordinator(
-        client, identifier, root=args.root, policy=policy, tick_interval=args.tick_interval
+        client,
+        identifier,
+        root=args.root,
+        policy=policy,
+        tick_interval=args.tick_interval,
+        metrics=metrics,
+        meta=meta,
     )
     coordinator.start()
     logger.info("coordinator %s started", identifier)
@@ -97,6 +114,8 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
             coordinator.stop()
             client.stop()
             client.close()
+            if server is not None:
+                server.shutdown()  # type: ignore[attr-defined]
 
         # With ZooKeeper gone the election's threads may wait out their own timeouts.
         bounded = threading.Thread(target=shutdown, name="shutdown", daemon=True)
@@ -224,6 +243,7 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
             dictionary=dictionary,
             answer_timeout=args.answer_timeout,
             log=log,
+            placement=getattr(args, "placement", "queries"),
         )
     except (ClusterError, RunActiveError) as e:
         return _err(str(e))
@@ -251,7 +271,19 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
                 "containers": result.containers,
                 "answerers": {sw.query: sw.dst for sw in result.switches},
                 "moves": len(result.switches),
+                "placement": result.placement,
                 "lost": [[x.query, x.t, x.container, x.reason] for x in result.lost],
+                "migrations": [
+                    {
+                        "query": m.query,
+                        "src": m.src,
+                        "dst": m.dst,
+                        "seq": m.seq,
+                        "bytes": m.bytes,
+                        "rows": m.rows,
+                    }
+                    for m in result.migrations
+                ],
             }
             json.dump(body, f, indent=1)
     if result.lost:

@@ -128,6 +128,10 @@ class Fanout:
         self.messages_sent += 1
         self.bytes_sent += sum(memoryview(f).nbytes for f in frames)
 
+    def send(self, cid: str, frames: list[Frame]) -> None:
+        """Queues ``frames`` for one peer (after everything queued for it before)."""
+        self._send(cid, frames)
+
     def broadcast(self, frames: list[Frame]) -> None:
         """Queues ``frames`` for every peer."""
         for cid in sorted(self.peers):

@@ -207,6 +207,7 @@ class LocalCluster:
         tick = min(1.0, self.state.session_timeout / 4)
         args = ["coordinator", "--zk", self.hosts, "--id", name, "--root", self.state.root]
         args += ["--session-timeout", str(self.state.session_timeout), "--tick-interval", str(tick)]
+        args += ["--metrics-port", "0"]
         self._spawn(name, "coordinator", args)
         return name
 
@@ -218,12 +219,34 @@ class LocalCluster:
             self.state.next_container += 1
             args = ["container", "--zk", self.hosts, "--id", cid, "--root", self.state.root]
             args += ["--capacity", str(capacity or self.state.capacity)]
-            args += ["--session-timeout", str(self.state.session_timeout)]
+            args += ["--session-timeout", str(self.state.session_timeout), "--metrics-port", "0"]
             self._spawn(cid, "container", args)
             ids.append(cid)
         if wait:
             self.wait_members(set(ids), wait)
+            self.write_prometheus_targets()
         return ids
+
+    def write_prometheus_targets(self) -> Path:
+        """Writes ``DIR/prometheus/targets.json``: every process's ``/metrics`` endpoint.
+
+        ``infra/prometheus.yml`` reads it through ``file_sd_configs`` (the processes pick
+        free ports, so the scrape targets change with every start).
+        """
+        from linkstream.scheduler.status import cluster_status, metrics_targets
+
+        client = self._client()
+        try:
+            groups = metrics_targets(cluster_status(client, self.state.root))
+        finally:
+            client.stop()
+            client.close()
+        path = self.dir / "prometheus" / "targets.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(groups, indent=1))
+        tmp.replace(path)  # Prometheus re-reads the file on change: never show it half written
+        return path
 
     def _client(self) -> KazooClient:
         client = KazooClient(hosts=self.hosts, timeout=max(2.0, self.state.session_timeout))
@@ -290,6 +313,9 @@ class LocalCluster:
     def describe(self) -> str:
         """Human-readable endpoints and processes."""
         lines = [f"zookeeper: {self.hosts}  (state: {self.dir / STATE_FILE})"]
+        targets = self.dir / "prometheus" / "targets.json"
+        if targets.exists():
+            lines.append(f"metrics: /metrics endpoints in {targets} (infra/prometheus.yml reads it)")
         for name, record in sorted(self.state.processes.items()):
             status = "running" if pid_alive(record.pid) else "exited"
             lines.append(f"{record.kind:<12} {name:<10} pid {record.pid:<8} {status:<8} log {record.log}")

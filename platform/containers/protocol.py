@@ -22,6 +22,10 @@ Driver to container:
     by the container ``owners`` names; ``rel`` echoes the last *unready* token the
     driver processed per container.
 
+``handover``
+    ``{"query", "dst", "seq"}``: snapshot the operator state of ``query`` (after tick
+    ``seq``, the last one sent) and send it back as a ``state`` message for ``dst``.
+
 Container to driver:
 
 ``hello``
@@ -36,6 +40,12 @@ Container to driver:
     assigned to this container that it does not hold.
 ``failed``
     ``{"container", "query", "error"}``: the query could not be registered.
+
+``state`` (container to driver, then driver to the task's new container)
+    ``{"container", "query", "dst", "seq", "error"}`` then the snapshot's frames
+    (:func:`linkstream.operators.state.encode_state`: msgpack header + raw int64
+    buffers), kept opaque here.  ``container`` is the source; no frames and an
+    ``error`` mean the source could not snapshot and the target must rebuild.
 
 Decoding never trusts its input: anything malformed raises :class:`ProtocolError`.
 """
@@ -145,7 +155,30 @@ class Failed:
     error: str
 
 
-Message = Elements | Tick | Hello | Ready | Unready | Result | Failed
+@dataclass(frozen=True)
+class Handover:
+    """Driver to the source of a move: snapshot ``query`` after tick ``seq`` for ``dst``."""
+
+    run: str
+    query: str
+    dst: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class State:
+    """A query's operator state on its way from ``container`` to ``dst`` (see above)."""
+
+    run: str
+    container: str
+    query: str
+    dst: str
+    seq: int
+    frames: list[Any] = field(default_factory=list)
+    error: str = ""
+
+
+Message = Elements | Tick | Hello | Ready | Unready | Result | Failed | Handover | State
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -222,6 +255,13 @@ def encode(message: Message) -> list[Frame]:
     if isinstance(message, Failed):
         body = {"container": message.container, "query": message.query, "error": message.error}
         return [_pack({"kind": "failed", "run": message.run, **body})]
+    if isinstance(message, Handover):
+        body = {"query": message.query, "dst": message.dst, "seq": message.seq}
+        return [_pack({"kind": "handover", "run": message.run, **body})]
+    if isinstance(message, State):
+        body = {"container": message.container, "query": message.query, "dst": message.dst}
+        body.update(seq=message.seq, error=message.error)
+        return [_pack({"kind": "state", "run": message.run, **body}), *message.frames]
     raise ProtocolError(f"not a protocol message: {type(message).__name__}")
 
 
@@ -360,4 +400,17 @@ def decode(frames: Sequence[Frame]) -> Message:
     if kind == "failed":
         _frames(frames, 1, kind)
         return Failed(run, _str(h, "container"), _str(h, "query"), _str(h, "error"))
+    if kind == "handover":
+        _frames(frames, 1, kind)
+        return Handover(run, _str(h, "query"), _str(h, "dst"), _int(h, "seq", 0))
+    if kind == "state":
+        return State(
+            run,
+            _str(h, "container"),
+            _str(h, "query"),
+            _str(h, "dst"),
+            _int(h, "seq", 0),
+            list(frames[1:]),
+            _str(h, "error"),
+        )
     raise ProtocolError(f"unknown message kind {kind!r}")

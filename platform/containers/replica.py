@@ -33,6 +33,7 @@ import numpy as np
 
 from linkstream.containers.protocol import Elements, ProtocolError
 from linkstream.engine.embedded import Engine, RegisteredQuery
+from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.rdf.static import load_graph
 from linkstream.scheduler.runs import RunSpec
@@ -124,6 +125,7 @@ class RunReplica:
         self._nx = 1  # driver ids below this are translated
         self.synced = False
         self.last_seq = 0
+        self.last_c: int | None = None  # report time of the last tick
         self.ticks = 0
         self.triples = 0
         self.apply_seconds = 0.0
@@ -181,6 +183,60 @@ class RunReplica:
             raise ValueError(f"query text registers {cq.name!r}, expected {name!r}")
         return self.engine.register(cq)
 
+    def preplan(self, texts: dict[str, str]) -> int:
+        """Plans every query of the run once, in name order, and drops them again.
+
+        Planning encodes the queries' constants; doing it for all of them, in the same
+        order, before any stream term arrives gives every container of the run the same
+        ids for them, hence the same canonical plans -- which operator-state migration
+        (:mod:`linkstream.operators.state`) needs to match operators between containers.
+
+        Returns:
+            How many queries were planned (ones that fail to plan are skipped here).
+        """
+        done = 0
+        for name in sorted(texts):
+            try:
+                self.register(name, texts[name])
+            except Exception as exc:  # reported when the query is really registered
+                logger.debug("preplan of %s failed: %s", name, exc)
+                continue
+            self.unregister(name)
+            done += 1
+        return done
+
+    def snapshot(self, name: str) -> QueryState:
+        """The operator state of ``name`` after the last tick (raises ``StateError``)."""
+        if self.last_c is None or name not in self.engine.queries:
+            raise StateError(f"{name} has no state here")
+        try:
+            return snapshot_query(self.engine, name, self.last_c)
+        except StateError:
+            raise
+        except Exception as exc:  # an operator this version cannot walk: rebuild there
+            raise StateError(f"cannot snapshot {name}: {type(exc).__name__}: {exc}") from exc
+
+    def register_restored(self, name: str, text: str, state: QueryState | None) -> bool:
+        """Registers ``name`` with the migrated ``state``; rebuilds it if that does not fit.
+
+        Returns:
+            Whether the state was restored (``False``: rebuilt from the stream buffers).
+        """
+        self.register(name, text)
+        if state is None:
+            return False
+        # A container that joined by sync has not ticked yet: the sync's tick is the
+        # snapshot's (the caller checked), so the snapshot's report time is this one's.
+        c = self.last_c if self.last_c is not None else state.header.get("c")
+        try:
+            restore_query(self.engine, name, state, c)  # type: ignore[arg-type]
+            return True
+        except Exception as exc:  # StateError, or an operator this version cannot fill
+            logger.warning("cannot restore the state of %s (%s); rebuilding it", name, exc)
+            self.unregister(name)
+            self.register(name, text)
+            return False
+
     def unregister(self, name: str) -> None:
         """Removes a query (its operators go unless another query uses them)."""
         if name in self.engine.queries:
@@ -209,6 +265,7 @@ class RunReplica:
         missing = [n for n in answer if n not in self.engine.queries]
         lines = self.engine.tick(c, names)
         self.last_seq = seq
+        self.last_c = c
         self.ticks += 1
         for guard, iri in zip(self._guards, self.spec.streams):
             guard.advance(self.engine.buffers[iri], c)

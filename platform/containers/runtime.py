@@ -14,9 +14,19 @@ ZooKeeper membership with its capacity, and from then on follows three watches:
   away is announced *unready* and unregistered once the driver has named another
   answerer and released it (so no tick the driver still sends to this container goes
   unanswered);
+  a query that *moves* here in a running replay (``migrating_from`` set) is not built
+  from the stream buffers: the driver brings its operator state in a ``state`` message
+  (snapshotted by the old owner on the driver's ``handover`` request) and the replica
+  restores it;
 * its **drain request** (:mod:`linkstream.scheduler.membership`): once the coordinator
   has moved every task away and marks the drain complete, the container exits as soon
   as it holds no query.
+
+In a run with operator-level placement the driver also sends an ``optasks`` message
+before the first tick: this container then runs the producer tasks it is given and
+reads some of its queries' shared operators from other containers over its operator
+edge socket (advertised in membership as ``ops``; see
+:mod:`linkstream.containers.operator_tasks`).
 
 Ticks name, for every due query, the container that answers it; every container still
 updates all its queries at every tick (the engine's report-time semantics), and answers
@@ -36,17 +46,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import zmq
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException
 
+from linkstream.containers.operator_tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
 from linkstream.containers.protocol import (
     Elements,
     Failed,
+    Handover,
     Hello,
     Message,
     ProtocolError,
     Ready,
     Result,
+    State,
     Tick,
     Unready,
     decode,
@@ -54,6 +68,9 @@ from linkstream.containers.protocol import (
 )
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver, Sender
+from linkstream.containers.wire import payload_bytes
+from linkstream.metrics import ContainerMetrics, serve_metrics
+from linkstream.operators.state import decode_state, encode_state
 from linkstream.scheduler.assignment import Assignment, AssignmentTable
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.membership import Membership
@@ -87,6 +104,9 @@ class ContainerRuntime:
         bind: ZeroMQ endpoint to bind the data-plane PULL socket to.
         session_timeout: ZooKeeper session timeout in seconds (how fast a crash is seen).
         root: Cluster root inside the chroot.
+        metrics_port: Serve Prometheus ``/metrics`` on this port (0: a free one) and
+            advertise it in membership as ``metrics``; ``None`` serves nothing.
+        metrics_addr: Address the metrics server binds.
     """
 
     def __init__(
@@ -98,8 +118,16 @@ class ContainerRuntime:
         bind: str = LOOPBACK_ANY,
         session_timeout: float = 10.0,
         root: str = DEFAULT_ROOT,
+        metrics_port: int | None = None,
+        metrics_addr: str = "127.0.0.1",
     ) -> None:
         self.hosts = hosts
+        self.metrics = ContainerMetrics()
+        self.metrics.capacity.set(capacity)
+        self.metrics_port = metrics_port
+        self.metrics_addr = metrics_addr
+        self._metrics_server: object | None = None
+        self._burst = 0  # messages taken back to back from a non-empty inbox
         self.capacity = capacity
         self.root = root
         self.id: str = container_id or ""
@@ -107,6 +135,8 @@ class ContainerRuntime:
         self._client = KazooClient(hosts=hosts, timeout=session_timeout)
         self._receiver = Receiver(bind, rcvhwm=10000)
         self.address = self._receiver.endpoint
+        # Operator-level placement (opt-in per run): edges between producer and consumer tasks.
+        self._ops = OperatorPlane(edge_endpoint(bind), self.metrics.registry, on_error=self._operator_error)
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._membership: Membership | None = None
         self._table: AssignmentTable | None = None
@@ -131,12 +161,20 @@ class ContainerRuntime:
 
     def start(self) -> str:
         """Connects to ZooKeeper, joins membership and starts the watches; returns the id."""
+        meta: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(), "ops": self._ops.address}
+        if self.metrics_port is not None:
+            self._metrics_server, port = serve_metrics(
+                self.metrics.registry, self.metrics_port, self.metrics_addr
+            )
+            self.metrics_port = port
+            meta["metrics"] = f"{self.metrics_addr}:{port}"
         self._client.start(timeout=30)
+        self.metrics.zookeeper_state(self._client.state)
         self._membership = Membership(self._client, self.root)
         self._table = AssignmentTable(self._client, self.root)
         self._registry = QueryRegistry(self._client, self.root)
-        meta = {"pid": os.getpid(), "host": socket.gethostname()}
         self.id = self._membership.join(self.capacity, self.address, self._requested_id, meta=meta)
+        self.metrics.identify(self.id)
         self._client.add_listener(self._on_state)
         self._table.watch_container(self.id, lambda tasks: self._events.put(("assign", tasks)))
         RunNode(self._client, self.root).watch(self._on_run)
@@ -150,7 +188,8 @@ class ContainerRuntime:
         self._events.put(("run", spec))
 
     def _on_state(self, state: str) -> None:
-        # Runs on kazoo's connection thread: only queue.
+        # Runs on kazoo's connection thread: only queue (and count).
+        self.metrics.zookeeper_state(state)
         if state == KazooState.LOST:
             self._events.put(("lost", None))
 
@@ -163,17 +202,31 @@ class ContainerRuntime:
         stop = stop or threading.Event()
         while not stop.is_set():
             self._handle_events()
-            if self._drain == "complete" and not self._slots:
+            # Producer tasks of an operator-placement run do not move: their host stays
+            # until the run ends (its queries have left), or their consumers would starve.
+            if self._drain == "complete" and not self._slots and not self._ops.producers:
                 logger.info("container %s drained; leaving", self.id)
                 break
+            waiting = bool(self._receiver.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+            if waiting:
+                self._burst += 1
+            else:
+                self.metrics.queue_depth.set(self._burst)
+                self._burst = 0
             frames = self._receiver.recv_frames(POLL_S)
             if frames is None:
                 continue
             try:
                 message = decode(frames)
             except ProtocolError as exc:
+                if header_kind(frames) == "optasks":
+                    self._configure_operators(frames)
+                    continue
                 logger.warning("%s: rejected malformed message: %s", self.id, exc)
+                self.metrics.received_messages.labels("malformed").inc()
                 continue
+            self.metrics.received_messages.labels(_KINDS.get(type(message), "other")).inc()
+            self.metrics.received_bytes.inc(payload_bytes(frames))
             try:
                 self._handle(message)
             except ProtocolError as exc:
@@ -189,6 +242,10 @@ class ContainerRuntime:
         """Ends the current run and closes every ZeroMQ socket (never blocks for long)."""
         self._end_run()
         self._receiver.close()
+        self._ops.close()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()  # type: ignore[attr-defined]
+            self._metrics_server = None
 
     def leave(self) -> None:
         """Removes the membership node and closes the ZooKeeper session."""
@@ -231,6 +288,8 @@ class ContainerRuntime:
                     logger.info("container %s: drain %s", self.id, payload)
         if changed:
             self._reconcile()
+            self.metrics.tasks.set(len(self._assigned))
+            self.metrics.queries_registered.set(len(self._slots))
 
     def _set_run(self, spec: RunSpec | None) -> None:
         if spec is not None and spec.id == self._run_id:
@@ -251,8 +310,22 @@ class ContainerRuntime:
             self._sender = None
             return
         self._run, self._replica = spec, replica
+        self.metrics.runs.inc()
+        replica.preplan(self._run_texts(spec))
         logger.info("%s: run %s set up in %.2fs", self.id, spec.id, time.perf_counter() - t0)
         self._send(Hello(spec.id, self.id, self.address))
+
+    def _run_texts(self, spec: RunSpec) -> dict[str, str]:
+        """The text of every query of the run, from the registry (unreadable ones left out)."""
+        assert self._registry is not None
+        texts = {}
+        for task, name in spec.queries.items():
+            try:
+                texts[name] = self._texts.get(task) or self._registry.get(task).text
+                self._texts[task] = texts[name]
+            except (QueryNotFoundError, KazooException):
+                continue
+        return texts
 
     def _end_run(self) -> None:
         if self._replica is not None:
@@ -270,6 +343,7 @@ class ContainerRuntime:
                 r.cpu_seconds,
             )
             self._replica.close()
+        self._ops.reset()
         if self._sender is not None:
             self._sender.close(linger_ms=1000)
         self._run = self._replica = self._sender = None
@@ -286,9 +360,12 @@ class ContainerRuntime:
             return False
         frames = encode(message)
         while not sender.offer_frames(frames, SEND_RETRY_S):
+            self.metrics.backpressure.inc()
             if self._run_seen != run:
                 logger.warning("%s: run %s ended with a message undelivered", self.id, run)
                 return False
+        self.metrics.sent_messages.inc()
+        self.metrics.sent_bytes.inc(payload_bytes(frames))
         return True
 
     # ------------------------------------------------------------------ assignments
@@ -303,9 +380,16 @@ class ContainerRuntime:
         for name, task in desired.items():
             slot = self._slots.get(name)
             if slot is None:
+                src = self._assigned[task].migrating_from
+                if src is not None and src != self.id and (not replica.synced or replica.last_seq > 0):
+                    # A stateful move in a running replay: the driver brings the state (or
+                    # says rebuild); before the sync it is not known yet whether one runs.
+                    continue
                 if name in self._failed or not self._register(replica, name, task):
                     continue
                 slot = self._slots[name] = _Slot(task, replica.last_seq if replica.synced else None)
+                if replica.last_seq > 0:
+                    self.metrics.task_moves.labels("in").inc()
             if slot.unready is not None:  # assigned back before it was released
                 slot.unready, slot.announced = None, False
             if replica.synced and not slot.announced:
@@ -326,6 +410,7 @@ class ContainerRuntime:
             if self._owners.get(name) != self.id and self._released >= slot.unready:
                 replica.unregister(name)
                 del self._slots[name]
+                self.metrics.task_moves.labels("out").inc()
                 logger.info("%s: released %s", self.id, name)
 
     def _register(self, replica: RunReplica, name: str, task: str) -> bool:
@@ -362,10 +447,15 @@ class ContainerRuntime:
         replica = self._replica
         if replica is None or getattr(message, "run", None) != self._run_id:
             return  # another run's message (or no run here any more)
+        m = self.metrics
         if isinstance(message, Elements):
             if message.sync_tick is None and not replica.synced:
                 raise ProtocolError("elements before the sync message")
+            t0 = time.perf_counter()
             replica.apply(message)
+            m.batch_latency.observe(time.perf_counter() - t0)
+            m.ingest_elements.inc(message.meta.shape[1])
+            m.ingest_triples.inc(len(message.triples))
             if message.sync_tick is not None:
                 logger.info("%s: synced at tick %d", self.id, message.sync_tick)
                 self._reconcile()
@@ -373,14 +463,139 @@ class ContainerRuntime:
             self._owners = message.owners
             self._released = max(self._released, message.rel.get(self.id, 0))
             answer = [n for n in message.due if message.owners.get(n) == self.id]
+            t0 = time.perf_counter()
+            if self._ops.active:
+                self._ops.before_tick(message.seq)
             done = replica.tick(message.seq, message.c, answer)
+            if self._ops.active:
+                self._ops.after_tick()
+            m.report_latency.observe(time.perf_counter() - t0)
+            m.watermark.set(message.c)
+            m.reports.inc(len(done.lines))
+            m.result_lines.inc(sum(len(v) for v in done.lines.values()))
             if answer:
                 self._send(Result(message.run, self.id, message.seq, message.c, done.lines, done.missing))
                 self.results_sent += 1
             if any(s.unready is not None for s in self._slots.values()):
                 self._reconcile()
+                m.queries_registered.set(len(self._slots))
+        elif isinstance(message, Handover):
+            self._hand_over(replica, message)
+        elif isinstance(message, State):
+            self._take_over(replica, message)
         else:
             logger.debug("%s: ignoring %s", self.id, type(message).__name__)
+
+    # ------------------------------------------------------------------ state migration
+
+    def _hand_over(self, replica: RunReplica, message: Handover) -> None:
+        """Snapshots a query that moves away and sends its state to the driver."""
+        assert self._run is not None
+        frames: list[Any] = []
+        error = ""
+        if replica.last_seq != message.seq:
+            error = f"at tick {replica.last_seq}, not {message.seq}"
+        else:
+            try:
+                t0 = time.perf_counter()
+                state = replica.snapshot(message.query)
+                frames = encode_state(state)
+                m = self.metrics
+                m.migrations.labels("out").inc()
+                m.migrated_bytes.labels("out").inc(state.nbytes)
+                m.migrated_rows.labels("out").inc(state.rows)
+                logger.info(
+                    "%s: snapshot of %s for %s: %d rows, %d bytes in %.3fs",
+                    self.id,
+                    message.query,
+                    message.dst,
+                    state.rows,
+                    state.nbytes,
+                    time.perf_counter() - t0,
+                )
+            except Exception as exc:  # StateError, or encoding: the new owner rebuilds
+                error = str(exc)
+        if error:
+            logger.warning("%s: no state of %s to hand over: %s", self.id, message.query, error)
+        self._send(State(self._run.id, self.id, message.query, message.dst, message.seq, frames, error))
+
+    def _take_over(self, replica: RunReplica, message: State) -> None:
+        """Registers a query that moved here, restoring the state its source sent."""
+        assert self._run is not None and self._table is not None
+        name = message.query
+        task = next((t for t, n in self._run.queries.items() if n == name), None)
+        if task is None or message.dst != self.id or name in self._slots:
+            return
+        try:
+            # The driver saw the move in ZooKeeper: make sure this container sees it too,
+            # or the next reconcile would give the query straight back.
+            assignment = self._table.get(task)
+        except KazooException:
+            assignment = None
+        if assignment is None or assignment.container != self.id:
+            logger.warning("%s: state of %s arrived, but the task is not assigned here", self.id, name)
+            return
+        self._assigned[task] = assignment
+        state = None
+        if message.frames and not message.error and message.seq == replica.last_seq:
+            try:
+                state = decode_state(message.frames)
+            except Exception as exc:  # StateError or worse: rebuild
+                logger.warning("%s: malformed state of %s: %s", self.id, name, exc)
+        try:
+            text = self._texts.get(task) or self._registry.get(task).text  # type: ignore[union-attr]
+            self._texts[task] = text
+            restored = replica.register_restored(name, text, state)
+        except (QueryNotFoundError, KazooException):
+            return  # the reconcile after the next assignment event retries (as a rebuild)
+        except Exception as exc:
+            logger.error("%s: cannot register %s: %s", self.id, name, exc)
+            self._failed.add(name)
+            self._send(Failed(self._run.id, self.id, name, str(exc)))
+            return
+        reg = replica.last_seq
+        slot = self._slots[name] = _Slot(task, reg)
+        self.metrics.task_moves.labels("in").inc()
+        if restored and state is not None:
+            m = self.metrics
+            m.migrations.labels("in").inc()
+            m.migrated_bytes.labels("in").inc(state.nbytes)
+            m.migrated_rows.labels("in").inc(state.rows)
+            first = reg + 1  # the state is that of the last tick: it answers the next one
+        else:
+            first = reg + 1 if replica.mode(name) == "RSTREAM" else reg + 2
+        logger.info(
+            "%s: took over %s from %s (%s) after tick %d",
+            self.id,
+            name,
+            message.container,
+            "state restored" if restored else "rebuilt",
+            reg,
+        )
+        if self._send(Ready(self._run.id, self.id, name, first)):
+            slot.announced = True
+        self.metrics.queries_registered.set(len(self._slots))
+
+    def _operator_error(self, message: str) -> None:
+        if self._run is not None:
+            self._send(Failed(self._run.id, self.id, "", f"operator placement: {message}"))
+
+    def _configure_operators(self, frames: list[Any]) -> None:
+        """Applies an ``optasks`` message: producers hosted here, remote inputs of queries here."""
+        replica, run = self._replica, self._run
+        if replica is None or run is None:
+            return
+        try:
+            m = decode_optasks(frames)
+            if m.run != run.id:
+                return
+            self._ops.configure(self.id, run.id, replica.engine, run.base, m)
+        except Exception as exc:  # a plan that does not fit must fail the run, not the container
+            logger.error("%s: cannot set up operator placement: %s", self.id, exc)
+            self._send(Failed(run.id, self.id, "", f"operator placement: {exc}"))
+
+
+_KINDS: dict[type, str] = {Elements: "elements", Tick: "tick"}
 
 
 def serve(runtime: ContainerRuntime, stop: threading.Event) -> int:

@@ -25,9 +25,21 @@ sent, which lets the coordinator complete a graceful drain.  A container that di
 of the ticks it owed: they are recorded as lost, never waited for forever; the
 coordinator reassigns its queries and they report again from their new container.
 
+A stateful move (ZooKeeper assignment with ``migrating_from``) does not rebuild the
+query on its new container: between two ticks the driver asks the old answerer for a
+snapshot of the query's operator state and forwards it to the new owner ahead of the
+next tick (:mod:`linkstream.containers.handover`, :mod:`linkstream.operators.state`);
+only when that is impossible does the new owner rebuild from its stream buffers.
+
 A container that joins mid-run says *hello* and gets a ``sync`` message: the whole
 dictionary so far and the retained backlog of every stream (``RunSpec.horizons``), so
 its buffers equal everyone else's for what any future window can read.
+
+Opt-in ``placement="operators"`` (``--placement operators``) also cuts every query's
+shared plan into producer tasks (shared joins, routes, window scans) placed by the
+sans-IO scheduler core on containers of their own, which send their deltas to the
+queries' containers over ZeroMQ (:mod:`linkstream.containers.operator_driver`,
+:mod:`linkstream.containers.operator_tasks`).  Producers do not move during a run.
 """
 
 from __future__ import annotations
@@ -48,11 +60,13 @@ from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import DataWatch
 
 from linkstream.containers.fanout import Fanout
+from linkstream.containers.handover import Handovers, Migration
 from linkstream.containers.protocol import (
     Failed,
     Hello,
     Ready,
     Result,
+    State,
     Tick,
     Unready,
     decode,
@@ -175,6 +189,7 @@ class ClusterEngine:
             stall_timeout=answer_timeout,
         )
         self._peers = self.fanout.peers
+        self.handovers = Handovers(spec.id, self.fanout, self.pump, answer_timeout, self._dead)
         self._hellos: list[Hello] = []
         self._ready: dict[str, dict[str, int]] = {n: {} for n in queries}
         self._answerer: dict[str, str] = {}
@@ -188,6 +203,8 @@ class ClusterEngine:
         self._targets: dict[str, Assignment | None] = {}
         self._watches: list[DataWatch] = []
         self._stopped = False
+        #: operator-level placement of the run (``placement="operators"``), else ``None``
+        self.placement: dict[str, object] | None = None
         self._member_watch = Membership(client, root).watch(self._on_members)
         for name in queries:
             self._watch_task(name)
@@ -274,6 +291,8 @@ class ClusterEngine:
                 )
             elif isinstance(message, Failed):
                 self._failures.append(message)
+            elif isinstance(message, State):
+                self.handovers.on_state(message)
 
     def _check_failures(self) -> None:
         if self._failures:
@@ -291,6 +310,33 @@ class ClusterEngine:
     def _forget(self, cid: str) -> None:
         for ready in self._ready.values():
             ready.pop(cid, None)
+        self.handovers.forget(cid)
+
+    def migrate(self) -> list[Migration]:
+        """Carries out the stateful moves ZooKeeper shows (between ticks only).
+
+        A query whose ZooKeeper owner is a synced container that has not announced it
+        ready, while the assignment still names the container it migrates from, gets its
+        operator state from its current answerer (see :mod:`linkstream.containers.handover`).
+        """
+        moves = []
+        for name in sorted(self.queries):
+            with self._lock:
+                a = self._targets.get(name)
+            if a is None or a.migrating_from is None or a.container is None:
+                continue
+            dst = a.container
+            if dst not in self._peers or dst in self._ready[name] or dst == self._answerer.get(name):
+                continue
+            # The answerer holds the query until the driver names another one (even after
+            # it saw the move and said *unready*), so it can snapshot the state.
+            src = self._answerer.get(name)
+            if src is not None and src not in self._peers:
+                src = None
+            moves.append((name, src, dst))
+        if not moves:
+            return []
+        return self.handovers.run_moves(self.seq, moves, lambda q, c: c in self._ready[q])
 
     # ------------------------------------------------------------------ engine interface
 
@@ -353,6 +399,7 @@ class ClusterEngine:
             self.fanout.drop(cid)
             self._forget(cid)
         self.admit()
+        self.migrate()
         self.seq += 1
         seq = self.seq
         owners = self.choose_owners(seq)
@@ -456,6 +503,7 @@ class ClusterReplayResult:
         containers: Containers that took part.
         bytes_sent: Bytes the driver pushed on the data plane.
         run_id: The run's id (containers log it).
+        migrations: Stateful moves, with the operator state shipped for each.
     """
 
     replay: ReplayResult
@@ -464,6 +512,28 @@ class ClusterReplayResult:
     containers: list[str]
     bytes_sent: int
     run_id: str = ""
+    migrations: list[Migration] = field(default_factory=list)
+    placement: dict[str, object] | None = None
+
+
+def _place_operators(
+    engine: ClusterEngine, queries: Sequence[ContinuousQuery], client: KazooClient, root: str
+) -> dict[str, object]:
+    """Sets up operator-level placement on the run's containers (before tick 1)."""
+    from linkstream.containers.operator_driver import PlacementError, setup
+
+    members = {c: m for c, m in Membership(client, root).members().items() if c in engine.fanout.peers}
+    try:
+        return setup(
+            engine.spec,
+            queries,
+            engine.answerers(),
+            members,
+            {cq.name: task_id(cq.name) for cq in queries},
+            engine.fanout.send,
+        )
+    except PlacementError as exc:
+        raise ClusterError(str(exc)) from exc
 
 
 def replay_on_cluster(
@@ -486,6 +556,7 @@ def replay_on_cluster(
     log: Callable[[str], None] | None = None,
     on_tick: Callable[[int, int], None] | None = None,
     on_start: Callable[[ClusterEngine], None] | None = None,
+    placement: str = "queries",
 ) -> ClusterReplayResult:
     """Replays ``streams`` through ``queries`` on the cluster at ``hosts``.
 
@@ -508,12 +579,17 @@ def replay_on_cluster(
         log: Receives warnings about the input files.
         on_tick: Called with ``(seq, c)`` after every tick (testing aid).
         on_start: Called with the engine once every query is ready (testing aid).
+        placement: ``"queries"`` (default) places whole queries; ``"operators"`` also
+            cuts their plans into producer tasks placed on their own containers, which
+            send their deltas over ZeroMQ (:mod:`linkstream.containers.operator_driver`).
 
     Raises:
         ClusterError: The cluster could not run the replay.
         RunActiveError: Another replay is running on the cluster.
     """
     names = [cq.name for cq in queries]
+    if placement not in ("queries", "operators"):
+        raise ClusterError(f"unknown placement {placement!r} (queries or operators)")
     if len(set(names)) != len(names):
         raise ClusterError("query names must be unique in a cluster replay")
     iris = [iri for iri, _ in streams]
@@ -553,6 +629,9 @@ def replay_on_cluster(
             on_tick=on_tick,
         )
         engine.wait_until_ready(startup_timeout)
+        summary = None
+        if placement == "operators":
+            summary = engine.placement = _place_operators(engine, queries, client, root)
         if on_start is not None:
             on_start(engine)
         ordered = [remote[n] for n in names]
@@ -572,6 +651,8 @@ def replay_on_cluster(
             list(engine.fanout.joined),
             engine.fanout.bytes_sent,
             run_id,
+            list(engine.handovers.done),
+            summary,
         )
     finally:
         if engine is not None:

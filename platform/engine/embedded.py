@@ -20,13 +20,16 @@ from ..operators.distinct import DistinctOperator
 from ..operators.evaluate import Evaluator
 from ..operators.graph import GraphOperator, dedup_triples
 from ..operators.project import ProjectOperator
+from ..operators.static_result import StaticResults
 from ..operators.window import StreamBuffer, WindowOperator
 from ..query.continuous import ContinuousQuery
 from ..query.errors import QueryError
 from ..query.planner import Dataset, Planner
 from ..rdf.dictionary import Dictionary, MemoryDictionary
 from ..rdf.terminfo import TermInfo
+from ..store.static_results import StaticResultStore, engine_static_results
 from .output import QueryOutput
+from .sharing import Sharing
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,32 @@ class RegisteredQuery(ReportSchedule):
         return explain(self.root)
 
 
+#: modules of operators whose output changes only when an input delta does (or at their
+#: first epoch, which every query gets); a class may say otherwise with ``event_driven``
+_EVENT_DRIVEN_MODULES = frozenset(
+    "linkstream.operators." + m
+    for m in (
+        "base aggregate distinct extend filter graph mjoin negation project recompute scan "
+        "static_result values window"
+    ).split()
+)
+
+
+def _quiet_windows(rq: RegisteredQuery) -> frozenset[int] | bool:
+    """The ids of ``rq``'s windows if it may skip epochs in which none of them moved.
+
+    ``False`` when an operator of the query can change its output without an input delta
+    (e.g. a router that re-filters by report time): such a query is updated every epoch.
+    """
+    for op in rq.ops:
+        flag = getattr(type(op), "event_driven", None)
+        if flag is None:
+            flag = type(op).__module__ in _EVENT_DRIVEN_MODULES
+        if not flag:
+            return False
+    return frozenset(id(op) for op in rq.ops if isinstance(op, WindowOperator))
+
+
 class Engine:
     """One-process continuous query engine over dictionary-encoded streams."""
 
@@ -84,6 +113,7 @@ class Engine:
         *,
         default_step: int = 1000,
         log_fn: Callable[[str], None] | None = None,
+        static_results: str | StaticResultStore | bool | None = None,
     ) -> None:
         self.dictionary = dictionary if dictionary is not None else MemoryDictionary()
         self.terms = TermInfo(self.dictionary)
@@ -97,10 +127,13 @@ class Engine:
         #: operator signature -> the one running instance (shared by every query using it)
         self.operators: dict[object, Operator] = {}
         self._refs: dict[int, int] = {}
-        self._generation = 0
+        self._sharing = Sharing(self)
         self.epoch = 0
         self.share = True
         self._static_version = 0
+        #: static sub-join results: None = default store next to the dictionary, False = off
+        self._static_results_spec = static_results
+        self._static_results: StaticResults | None = None
 
     # ------------------------------------------------------------ data
 
@@ -109,6 +142,17 @@ class Engine:
         self.statics.setdefault(iri, []).append(np.asarray(triples, dtype=np.int64).reshape(-1, 3))
         self._static_cache.clear()
         self._static_version += 1
+
+    @property
+    def static_results(self) -> StaticResults | None:
+        """The static sub-join results of this engine (``None`` when turned off)."""
+        spec = self._static_results_spec
+        if self._static_results is None and spec is not False:
+            store = engine_static_results(spec, self.dictionary)
+            self._static_results = StaticResults(
+                store, self._static_triples, lambda: self._static_version, self.evaluator
+            )
+        return self._static_results
 
     def buffer(self, stream: str) -> StreamBuffer:
         b = self.buffers.get(stream)
@@ -168,7 +212,7 @@ class Engine:
                 named[g].static_key = ("static", (g,), sv)
         empty = GraphOperator("empty", None)
         empty.static_key = ("empty",)
-        ds = Dataset(default=default, named=named, empty=empty)
+        ds = Dataset(default=default, named=named, empty=empty, static=self.static_results)
         planner = Planner(ds, self.evaluator)
         try:
             root, shape = planner.plan_query(cq.algebra.algebra)
@@ -198,48 +242,10 @@ class Engine:
     def _share(self, root: Operator) -> Operator:
         """Replace every subplan that is already running by the running instance.
 
-        Bottom-up hash-consing on operator signatures (operator type, configuration,
-        children's signatures).  A new operator placed over a running one reads it
-        through an :class:`AttachOperator`, which first hands over its current output.
+        Hash-consing on canonical operator signatures, alpha-renaming of scans and joins,
+        and shared joins with routers across window ranges: see :mod:`.sharing`.
         """
-        self._generation += 1
-        gen = self._generation
-        memo: dict[int, Operator] = {}
-        fresh: list[Operator] = []
-
-        def canon(op: Operator) -> Operator:
-            got = memo.get(id(op))
-            if got is not None:
-                return got
-            kids = [canon(c) for c in op.children]
-            sig = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))  # type: ignore[attr-defined]
-            if not self.share:
-                sig = (sig, id(op))  # every query on its own operators (benchmark baseline)
-            existing = self.operators.get(sig) if self.share else None
-            if existing is not None:
-                memo[id(op)] = existing
-                fresh.append(op)
-                return existing
-            mapping = {}
-            for old, new in zip(op.children, kids):
-                if getattr(new, "generation", gen) < gen:
-                    new = AttachOperator(new)
-                mapping[id(old)] = new
-            op.rebind(mapping)
-            op.sig = sig  # type: ignore[attr-defined]
-            op.generation = gen  # type: ignore[attr-defined]
-            self.operators[sig] = op
-            memo[id(op)] = op
-            return op
-
-        out = canon(root)
-        if getattr(out, "generation", gen) < gen:
-            out = AttachOperator(out)
-        kept = {id(o) for o in self.operators.values()}
-        for op in fresh:
-            if id(op) not in kept:
-                op.discard()
-        return out
+        return self._sharing.share(root)
 
     def _known_streams(self) -> set[str] | None:
         return getattr(self, "_streams_declared", None)
@@ -259,11 +265,13 @@ class Engine:
                 dead.append(op)
             else:
                 self._refs[id(op)] = n
-        dead_ids = {id(op) for op in dead}
-        for sig in [s for s, op in self.operators.items() if id(op) in dead_ids]:
-            del self.operators[sig]
+        for op in dead:
+            sig = getattr(op, "sig", None)
+            if sig is not None and self.operators.get(sig) is op:
+                del self.operators[sig]
         for op in dead:
             op.discard()
+        self._sharing.forget(dead)
 
     def operator_count(self) -> int:
         return len(self.operators)
@@ -273,19 +281,39 @@ class Engine:
 
     def tick(self, c: int, reporting: Collection[str]) -> dict[str, list[str]]:
         """One evaluation epoch at time ``c``: advance every window, update every query,
-        and return the result lines of the queries in ``reporting``."""
+        and return the result lines of the queries in ``reporting``.
+
+        A query built only of event-driven operators (see :func:`_quiet_windows`) whose
+        windows did not change this epoch, with the static graphs unchanged since its last
+        update, has an empty root delta: it is not pulled at all, and if it reports, its
+        previous result is repeated.  So an epoch costs work in the queries that have
+        something new, not in every registered query.
+        """
         t0 = time.perf_counter()
         self.epoch += 1
         epoch = self.epoch
+        moved: set[int] = set()
         for w in self.live_windows():
             w.advance(c)
+            if getattr(w, "_pending", True):
+                moved.add(id(w))
+        static_v = self._static_version
         shared_dt = time.perf_counter() - t0
+        if not isinstance(reporting, (set, frozenset, dict)):
+            reporting = set(reporting)
         out: dict[str, list[str]] = {}
+        perf = time.perf_counter
         for name, rq in self.queries.items():
+            quiet = rq.__dict__.get("_quiet")
+            if quiet is None:
+                quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]
+            changed = (
+                quiet is False or rq.__dict__.get("_static_seen") != static_v or not moved.isdisjoint(quiet)  # type: ignore[arg-type]
+            )
             if name in reporting:
-                t1 = time.perf_counter()
-                lines = rq.output.lines(epoch, c)
-                dt = time.perf_counter() - t1 + shared_dt
+                t1 = perf()
+                lines = rq.output.lines(epoch, c, changed=changed)
+                dt = perf() - t1 + shared_dt
                 out[name] = lines
                 rq.last_report = c
                 st = rq.stats
@@ -293,8 +321,9 @@ class Engine:
                 st.rows += len(lines)
                 st.eval_seconds += dt
                 st.latencies.append(dt)
-            else:
+            elif changed:
                 rq.output.update(epoch)
+            rq._static_seen = static_v  # type: ignore[attr-defined]
         return out
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:

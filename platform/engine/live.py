@@ -30,9 +30,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,17 @@ from ..query.continuous import ContinuousQuery, parse_continuous
 from ..query.errors import QueryError
 from ..rdf.dictionary import Dictionary
 from ..rdf.static import dedup_triples
-from .embedded import Engine, QueryStats, RegisteredQuery
+from .embedded import Engine
+from .live_state import (
+    EngineClosed,
+    QueryConflict,
+    QueryView,
+    RetentionGuard,
+    UnknownQuery,
+    _Accepted,
+    _Entry,
+    _Stream,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,84 +68,7 @@ _TICKS_PER_BATCH = 256  # report times evaluated between two looks at the comman
 _STREAM_FIGURES = ("watermark", "elements", "triples", "late")
 
 
-class UnknownQuery(KeyError):
-    """No query of that name is registered."""
-
-    def __str__(self) -> str:
-        return "no query named %r is registered" % (self.args[0] if self.args else "")
-
-
-class QueryConflict(QueryError):
-    """A query of that name is already registered."""
-
-
-class EngineClosed(RuntimeError):
-    """The live engine has been closed."""
-
-
-class RetentionGuard:
-    """Sits in a stream buffer's window list so that ``StreamBuffer.gc`` (which keeps all
-    from the smallest window ``lo`` on) keeps ``retention_ms`` of event time.
-
-    Args:
-        retention_ms: Event time (ms) of history to keep.
-    """
-
-    def __init__(self, retention_ms: int) -> None:
-        self.retention_ms = retention_ms
-        self.lo = 0
-
-    def advance(self, buffer: StreamBuffer, now: int) -> None:
-        """Lets collection drop what is older than ``now - retention_ms`` in ``buffer``."""
-        self.lo = max(self.lo, buffer.search(now - self.retention_ms))
-
-
-@dataclass(frozen=True)
-class QueryView:
-    """A snapshot of one registered query: parsed form, live statistics, schedule (report
-    times; ``first_report`` is ``None`` until its streams have data), subscriptions and
-    the result lines its subscribers lost by not keeping up."""
-
-    cq: ContinuousQuery
-    stats: QueryStats
-    first_report: int | None
-    next_report: int | None
-    last_report: int | None
-    subscribers: int
-    dropped: int
-
-
-@dataclass
-class _Entry:
-    """A registered query as the live engine tracks it."""
-
-    cq: ContinuousQuery
-    rq: RegisteredQuery
-    streams: frozenset[str]
-    due: int | None = None  # next report time; None until its streams have data
-    first_report: int | None = None
-    subscribers: list[Subscription] = field(default_factory=list)
-    dropped: int = 0
-
-
-@dataclass
-class _Stream:
-    """Worker-side state of one stream: what has really been ingested."""
-
-    watermark: int | None = None
-    first: int | None = None
-    last_seen: float = 0.0
-
-
-@dataclass
-class _Accepted:
-    """Push-side state of one stream (under the engine lock)."""
-
-    watermark: int | None = None
-    elements: int = 0
-    triples: int = 0
-    late: int = 0
-    late_logged: bool = False
+__all__ = ["EngineClosed", "LiveEngine", "QueryConflict", "QueryView", "RetentionGuard", "UnknownQuery"]
 
 
 class LiveEngine:
@@ -169,8 +102,14 @@ class LiveEngine:
         base: str = "http://localhost/",
         metrics: LiveMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        absorb: Collection[str] = (),
     ) -> None:
         self.engine = engine if engine is not None else Engine(dictionary, default_step=default_step)
+        #: streams whose elements are also absorbed into ``engine.store`` (timeless data that
+        #: one-shot queries see on consistent snapshots)
+        self.absorb = frozenset(absorb)
+        if self.absorb and not callable(getattr(getattr(self.engine, "store", None), "absorb", None)):
+            raise ValueError("absorbing streams needs an engine with a store (engine.store)")
         self.idle_s = idle_ms / 1000.0 if idle_ms and idle_ms > 0 else None
         self.retention_ms = retention_ms
         self.subscriber_queue = subscriber_queue
@@ -296,6 +235,22 @@ class LiveEngine:
                 t,
                 floor,
             )
+
+    def add_static(self, iri: str | None, triples: Triples, *, timeout: float | None = 60.0) -> None:
+        """Adds triples to a static graph at runtime (``iri=None``: the default graph).
+
+        Running queries see them from their next report on: their static sub-join results
+        are refreshed and the difference flows through their operators.
+        """
+
+        def add() -> None:
+            ids = triples
+            if not isinstance(ids, np.ndarray):
+                terms = [term for tr in ids for term in tr]
+                ids = np.asarray(self.engine.dictionary.encode_many(terms), dtype=np.int64)
+            self.engine.add_static(iri, dedup_triples(np.asarray(ids, dtype=np.int64).reshape(-1, 3)))
+
+        self._submit("call", add, timeout)
 
     def advance_to(self, t: int, *, timeout: float | None = 60.0) -> int | None:
         """Declares that every stream has passed ``t`` and fires the report times ``<= t``.
@@ -523,7 +478,11 @@ class LiveEngine:
             ids = np.empty((0, 3), dtype=np.int64)
         buf = self.engine.buffer(stream)
         self._guard(stream, buf)
-        self.engine.ingest(stream, t, dedup_triples(ids))
+        ids = dedup_triples(ids)
+        self.engine.ingest(stream, t, ids)
+        if stream in self.absorb:
+            # one element = one atomic batch of the store; published with the stream's VTS entry
+            self.engine.store.absorb(stream, t, ids)  # type: ignore[attr-defined]
         st = self._streams.get(stream)
         if st is None:
             st = self._streams[stream] = _Stream()

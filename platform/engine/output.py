@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..operators.base import Operator
-from ..operators.batch import Batch, concat, consolidate
+from ..operators.batch import Batch, concat, consolidate, group_starts
 from ..operators.evaluate import Evaluator
 from ..operators.relation import Relation
 from ..query import functions as F
@@ -24,6 +25,31 @@ from ..query.expressions import Expr
 from ..query.planner import QueryShape
 
 _bnode_counter = itertools.count(1)
+
+#: per dictionary: id -> the JSON string of its N-Triples text (ids are stable for the
+#: life of a dictionary, so a term is decoded and escaped once, not once per report)
+_JSON_TERMS: weakref.WeakKeyDictionary[object, dict[int, str]] = weakref.WeakKeyDictionary()
+JSON_TERMS_MAX = 1 << 20
+
+
+def _json_terms(dictionary: object, ids: set[int]) -> dict[int, str]:
+    """A mapping holding the JSON string of every non-zero id in ``ids``."""
+    try:
+        cache = _JSON_TERMS.get(dictionary)
+        if cache is None:
+            cache = _JSON_TERMS[dictionary] = {}
+    except TypeError:  # not weak-referenceable: no cache across calls
+        cache = {}
+    ids.discard(0)
+    missing = [x for x in ids if x not in cache]
+    if missing:
+        if len(cache) + len(missing) > JSON_TERMS_MAX:
+            cache.clear()
+        texts = dictionary.decode_many(np.asarray(missing, dtype=np.int64))  # type: ignore[attr-defined]
+        dumps = json.dumps
+        for x, t in zip(missing, texts):
+            cache[x] = dumps(t, ensure_ascii=False)
+    return cache
 
 
 def order_rows(ev: Evaluator, rows: Batch, order: Sequence[tuple[Expr, bool]]) -> np.ndarray:
@@ -63,8 +89,10 @@ class QueryOutput:
         self.sliced = bool(shape.limit is not None or shape.offset)
         self.result = Relation(self.vars)  # current result (after projection/distinct/slice)
         self._qname = json.dumps(name, ensure_ascii=False)
-        self._started = False
+        self._started = False  # pulled the plan at least once
+        self._sliced_started = False  # computed the sliced / distinct result at least once
         self._bodies: list[str] | None = None
+        self._by_row: dict[tuple[int, ...], str] = {}  # RStream: row -> its rendered body
 
     def _current(self) -> Batch:
         rows = self.full.rows
@@ -80,13 +108,22 @@ class QueryOutput:
             rows = rows.take(np.arange(len(rows))[self.shape.offset : end])
         return Batch(self.vars, rows.cols, np.ones(len(rows), dtype=np.int64))
 
-    def update(self, epoch: int) -> Batch:
-        """Apply this epoch's root delta; return the delta of the visible result."""
+    def update(self, epoch: int, changed: bool = True) -> Batch:
+        """Apply this epoch's root delta; return the delta of the visible result.
+
+        Args:
+            epoch: The engine's epoch.
+            changed: ``False`` when the engine knows the root delta is empty this epoch
+                (nothing under the query moved): the plan is then not pulled at all.
+        """
+        if not changed and self._started:
+            return Batch.empty(self.vars)
+        self._started = True
         d = self.root.delta(epoch)
         if self.sliced or (self.shape.distinct and self.shape.form == "SELECT"):
-            if not len(d) and self._started:
+            if not len(d) and self._sliced_started:
                 return Batch.empty(self.vars)
-            self._started = True
+            self._sliced_started = True
             self.full.apply(d)
             new = consolidate(self._current())
             delta = consolidate(concat([new, self.result.rows.negate()], self.vars))
@@ -96,9 +133,9 @@ class QueryOutput:
         self.result.apply(d)
         return consolidate(d)
 
-    def lines(self, epoch: int, t: int) -> list[str]:
-        """Result lines of the report at time ``t``."""
-        delta = self.update(epoch)
+    def lines(self, epoch: int, t: int, changed: bool = True) -> list[str]:
+        """Result lines of the report at time ``t`` (``changed`` as in :meth:`update`)."""
+        delta = self.update(epoch, changed)
         form = self.shape.form
         head = '{"query": %s, "t": %d, ' % (self._qname, t)
         if form == "ASK":
@@ -111,13 +148,34 @@ class QueryOutput:
             # RStream repeats the whole result: when it did not change, the rendered rows
             # of the previous report are reused and only the report time differs.
             if len(delta) or self._bodies is None:
-                rows = self.result.rows
-                rows = rows.take(rows.expand()) if len(rows) else rows
-                self._bodies = self._render(rows) if len(rows) else []
+                self._bodies = self._rstream_bodies(self.result.rows)
             return [head + b for b in self._bodies]
         if not len(rows):
             return []
         return [head + b for b in self._render(rows.take(rows.expand()))]
+
+    def _rstream_bodies(self, rows: Batch) -> list[str]:
+        """Bodies of the whole current result (consolidated ``rows``), repeated by
+        multiplicity.  A window's churn changes few rows per report: the bodies of rows
+        that were already in the previous result are reused, only new rows are rendered."""
+        if not len(rows):
+            self._by_row = {}
+            return []
+        if self.shape.form == "CONSTRUCT" or not rows.vars:
+            return self._render(rows.take(rows.expand()))
+        keys = list(zip(*rows.cols.tolist()))
+        prev = self._by_row
+        missing = [i for i, key in enumerate(keys) if key not in prev]
+        cur = {key: prev[key] for key in keys if key in prev}
+        if missing:
+            fresh = self._bindings(rows.take(np.array(missing, dtype=np.int64)), "")
+            for i, body in zip(missing, fresh, strict=True):
+                cur[keys[i]] = body
+        self._by_row = cur
+        counts = rows.counts.tolist()
+        if all(c == 1 for c in counts):
+            return [cur[key] for key in keys]
+        return [cur[key] for key, c in zip(keys, counts) for _ in range(max(c, 0))]
 
     def _render(self, rows: Batch) -> list[str]:
         """Everything of each result line after its ``{"query": .., "t": .., `` head."""
@@ -125,24 +183,33 @@ class QueryOutput:
             return self._construct(rows, "")
         return self._bindings(rows, "")
 
-    def _decoder(self, cols: np.ndarray):
-        uniq = np.unique(cols)
-        uniq = uniq[uniq != 0]
-        texts = self.ev.terms.dictionary.decode_many(uniq)
-        return uniq, [json.dumps(s, ensure_ascii=False) for s in texts]
-
     def _bindings(self, rows: Batch, head: str) -> list[str]:
-        uniq, texts = self._decoder(rows.cols)
         if not len(rows.vars):
             return [head + '"binding": {}}'] * len(rows)
+        # one body per distinct row, repeated by multiplicity (rows of a bag are adjacent)
+        uniq_rows = rows
+        reps = None
+        if len(rows) > 1:
+            start = group_starts(rows.cols)
+            if not start.all():
+                idx = np.flatnonzero(start)
+                uniq_rows = rows.take(idx)
+                reps = np.diff(np.append(idx, len(rows))).tolist()
         names = [json.dumps(v, ensure_ascii=False) + ": " for v in rows.vars]
-        pos = np.searchsorted(uniq, rows.cols)
-        out = []
-        cols = rows.cols.T.tolist()
-        poss = pos.T.tolist()
-        for r, p in zip(cols, poss):
-            parts = [names[j] + texts[p[j]] for j in range(len(r)) if r[j]]
-            out.append(head + '"binding": {' + ", ".join(parts) + "}}")
+        cols = uniq_rows.cols.tolist()
+        texts = _json_terms(self.ev.terms.dictionary, {x for col in cols for x in col})
+        per_var = []
+        unbound = False
+        for name, col in zip(names, cols):
+            per_var.append([name + texts[x] if x else "" for x in col])
+            unbound = unbound or 0 in col
+        pre = head + '"binding": {'
+        if unbound:
+            out = [pre + ", ".join([p for p in r if p]) + "}}" for r in zip(*per_var)]
+        else:
+            out = [pre + ", ".join(r) + "}}" for r in zip(*per_var)]
+        if reps is not None:
+            out = [b for b, k in zip(out, reps) for _ in range(k)]
         return out
 
     def _construct(self, rows: Batch, head: str) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..rdf.streams import Element, StreamReader, StreamStats
-from .embedded import Engine, RegisteredQuery
+from .embedded import Engine, RegisteredQuery, ReportSchedule
 
 
 @dataclass
@@ -67,22 +67,32 @@ def replay(
     heapq.heapify(heap)
     t_min = min((h[0] for h in heap), default=None)
 
-    due: list[tuple[int, str]] = []
+    # report times -> queries due then; a heap of the distinct times (thousands of queries
+    # share a handful of report times: one heap entry per time, not per query)
+    due_at: dict[int, list[str]] = {}
+    times: list[int] = []
     counts: dict[str, int] = {q.name: 0 for q in queries}
     byname = {q.name: q for q in queries}
 
+    def schedule(c: int, name: str) -> None:
+        names = due_at.get(c)
+        if names is None:
+            due_at[c] = [name]
+            heapq.heappush(times, c)
+        else:
+            names.append(name)
+
     def fire(limit: int, last: dict[str, int] | None = None) -> None:
-        while due and due[0][0] <= limit:
-            c = due[0][0]
-            names = []
-            while due and due[0][0] == c:
-                _, name = heapq.heappop(due)
-                if last is None or c <= last[name]:
-                    names.append(name)
+        while times and times[0] <= limit:
+            c = heapq.heappop(times)
+            names = sorted(due_at.pop(c))
+            if last is not None:
+                names = [name for name in names if c <= last[name]]
             if not names:
                 continue
             results = engine.tick(c, names)
-            for name in sorted(names):
+            nexts: dict[object, int] = {}  # queries with the same steps report next together
+            for name in names:
                 q = byname[name]
                 lines = results[name]
                 res.rows += len(lines)
@@ -93,11 +103,19 @@ def replay(
                     sink(q, c, lines)
                 counts[name] += 1
                 if max_reports is None or counts[name] < max_reports:
-                    heapq.heappush(due, (q.next_report(c), name))
+                    # (the next time depends on the steps alone unless a class says otherwise)
+                    plain = type(q).next_report is ReportSchedule.next_report
+                    key = q.steps if plain else None
+                    nxt = nexts.get(key) if key is not None else None
+                    if nxt is None:
+                        nxt = q.next_report(c)
+                        if key is not None:
+                            nexts[key] = nxt
+                    schedule(nxt, name)
 
     if t_min is not None:
         for q in queries:
-            heapq.heappush(due, (q.first_report_after(t_min), q.name))
+            schedule(q.first_report_after(t_min), q.name)
     t_max = t_min
     n_el = 0
     while heap:

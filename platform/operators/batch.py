@@ -127,13 +127,24 @@ def group_starts(sorted_cols: np.ndarray) -> np.ndarray:
     return start
 
 
+#: batches of at most this many rows are consolidated with Python tuples and a dict:
+#: numpy's per-call overhead dominates sorting a handful of rows
+SMALL_CONSOLIDATE = 12
+
+
 def consolidate(b: Batch) -> Batch:
-    """Merge equal rows by summing counts and drop rows whose count is 0."""
+    """Merge equal rows by summing counts and drop rows whose count is 0.
+
+    The result is sorted lexicographically (first column most significant); a batch that
+    is already consolidated may be returned as it is.
+    """
     n = len(b)
     if n == 0:
         return b
     if n == 1:
         return b if b.counts[0] != 0 else Batch.empty(b.vars)
+    if n <= SMALL_CONSOLIDATE and b.cols.shape[0]:
+        return _consolidate_small(b)
     order = sort_order(b.cols)
     cols = b.cols[:, order]
     start = group_starts(cols)
@@ -141,6 +152,23 @@ def consolidate(b: Batch) -> Batch:
     counts = np.add.reduceat(b.counts[order], idx)
     keep = counts != 0
     return Batch(b.vars, cols[:, idx[keep]], counts[keep])
+
+
+def _consolidate_small(b: Batch) -> Batch:
+    rows = list(zip(*b.cols.tolist()))
+    acc: dict[tuple[int, ...], int] = {}
+    for r, c in zip(rows, b.counts.tolist()):
+        acc[r] = acc.get(r, 0) + c
+    keys = sorted(r for r, c in acc.items() if c)
+    if keys == rows:  # already sorted, distinct, no zero count
+        return b
+    if not keys:
+        return Batch.empty(b.vars)
+    return Batch(
+        b.vars,
+        np.array(list(zip(*keys)), dtype=np.int64),
+        np.array([acc[r] for r in keys], dtype=np.int64),
+    )
 
 
 # ----------------------------------------------------------------- keys and joins

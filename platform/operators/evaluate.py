@@ -35,6 +35,7 @@ from ..query.expressions import (
 )
 from ..rdf.terminfo import NUM_DECIMAL, NUM_DOUBLE, NUM_FLOAT, NUM_INTEGER, TermInfo
 from ..rdf.terms import (
+    KIND_LITERAL,
     XSD_DECIMAL,
     XSD_DOUBLE,
     XSD_FLOAT,
@@ -251,8 +252,22 @@ class Evaluator:
         if rest.any():
             ia = self.as_ids(a, n)[rest]
             ib = self.as_ids(b, n)[rest]
-            r = self._scalar(("CMP", op), [ia, ib], lambda t: F.compare(op, t[0], t[1]), as_bool=True)
             val = val.copy()
+            if op in ("=", "!="):
+                # RDFterm-equal without decoding: a non-literal or the same id decides it
+                self.terms.ensure(np.concatenate([ia, ib]))
+                kind = self.terms.kind
+                easy = (
+                    (ia != 0)
+                    & (ib != 0)
+                    & ((kind[ia] != KIND_LITERAL) | (kind[ib] != KIND_LITERAL) | (ia == ib))
+                )
+                idx = np.flatnonzero(rest)
+                val[idx[easy]] = (ia[easy] == ib[easy]) if op == "=" else (ia[easy] != ib[easy])
+                ok[idx[easy]] = True
+                rest[idx[easy]] = False
+                ia, ib = ia[~easy], ib[~easy]
+            r = self._scalar(("CMP", op), [ia, ib], lambda t: F.compare(op, t[0], t[1]), as_bool=True)
             val[rest] = r == 1
             ok[rest] = r >= 0
         return Bool(val, ok)

@@ -60,23 +60,36 @@ class MJoinOperator(Operator):
                 b = b.mask(self.evaluator.filter_mask(f, b))
         return b
 
+    def _child_vars(self) -> list[frozenset[str]]:
+        cache = self.__dict__.get("_cvars")
+        if cache is None or cache[0] is not self.children:
+            cache = self._cvars = (self.children, [frozenset(c.vars) for c in self.children])
+        return cache[1]
+
     def _probe(self, i: int, d: Batch) -> Batch:
+        state = self.state
+        remaining = [j for j in range(len(self.children)) if j != i]
+        for j in remaining:  # (checked first: it makes the whole probe empty)
+            if not len(state[j]):
+                return Batch.empty(self.vars)
         cur = d
         bound = set(d.vars) & self.children[i].certain
         done: set[int] = set()
-        cur = self._apply_filters(cur, done, bound)
-        remaining = [j for j in range(len(self.children)) if j != i]
-        if any(len(self.state[j]) == 0 for j in remaining):
-            return Batch.empty(self.vars)
-        while remaining and len(cur):
-            connected = [j for j in remaining if set(self.children[j].vars) & set(cur.vars)]
-            pool = connected or remaining
-            j = min(pool, key=lambda k: len(self.state[k]))
-            remaining.remove(j)
-            cur = self.state[j].join(cur)
-            self.probes += 1
-            bound |= self.children[j].certain
+        filters = bool(self.filters)
+        if filters:
             cur = self._apply_filters(cur, done, bound)
+        cvars = self._child_vars()
+        while remaining and len(cur):
+            cv = cur.vars
+            connected = [j for j in remaining if not cvars[j].isdisjoint(cv)]
+            pool = connected or remaining
+            j = pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
+            remaining.remove(j)
+            cur = state[j].join(cur)
+            self.probes += 1
+            if filters:
+                bound |= self.children[j].certain
+                cur = self._apply_filters(cur, done, bound)
         if not len(cur):
             return Batch.empty(self.vars)
         return self._apply_filters(cur, done, set(self.vars)).project(self.vars)

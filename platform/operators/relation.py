@@ -89,10 +89,53 @@ class _Part:
         return li, rj
 
 
+#: a probe whose candidate pairs (probe rows x part rows) are at most this many compares
+#: all pairs at once (an equality matrix) instead of hashing keys and probing the sorted
+#: index: a handful of numpy calls instead of ~20 for the tiny batches of a window's churn
+SMALL_PAIRS = 2048
+
+
+class _Plan:
+    """How probes with given variables join a relation (cached per probe variables)."""
+
+    __slots__ = ("shared", "out", "p_idx", "r_idx", "extra", "n_probe")
+
+    def __init__(self, probe_vars: tuple[str, ...], rel_vars: tuple[str, ...]) -> None:
+        self.shared = tuple(v for v in probe_vars if v in rel_vars)
+        self.out = union_vars(probe_vars, rel_vars)
+        self.p_idx = [probe_vars.index(v) for v in self.shared]
+        self.r_idx = [rel_vars.index(v) for v in self.shared]
+        self.extra = [rel_vars.index(v) for v in self.out[len(probe_vars) :]]
+        self.n_probe = len(probe_vars)
+
+
+def _small_pairs(plan: _Plan, probe: Batch, rows: Batch) -> tuple[np.ndarray, np.ndarray] | None:
+    """All pairs (i, j) of equal shared values, in (i, j) order, or ``None`` when a
+    shared value is unbound on either side (the general path handles compatibility)."""
+    n, m = len(probe), len(rows)
+    k = len(plan.p_idx)
+    if k == 0:
+        return np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
+    if k == 1:
+        a = probe.cols[plan.p_idx[0]]
+        b = rows.cols[plan.r_idx[0]]
+        if not (a.all() and b.all()):
+            return None
+        eq = a[:, None] == b[None, :]
+    else:
+        a = probe.cols[plan.p_idx]
+        b = rows.cols[plan.r_idx]
+        if not (a.all() and b.all()):
+            return None
+        eq = (a[:, :, None] == b[:, None, :]).all(axis=0)
+    li, rj = np.nonzero(eq)
+    return li, rj
+
+
 class Relation:
     """A multiset of mappings over ``vars``: a large stable base plus a small recent part."""
 
-    __slots__ = ("vars", "_base", "_recent", "_rows", "version")
+    __slots__ = ("vars", "_base", "_recent", "_rows", "version", "_plans", "_n")
 
     #: merge the recent part into the base once it exceeds base/RATIO (+ a floor)
     RATIO = 4
@@ -104,9 +147,11 @@ class Relation:
         self._recent = _Part(Batch.empty(self.vars))
         self._rows: Batch | None = self._base.rows
         self.version = 0
+        self._plans: dict[tuple[str, ...], _Plan] = {}
+        self._n = 0  # rows in base + recent (kept, as joins ask for it at every probe)
 
     def __len__(self) -> int:
-        return len(self._base.rows) + len(self._recent.rows)
+        return self._n
 
     @property
     def rows(self) -> Batch:
@@ -115,6 +160,7 @@ class Relation:
             if len(self._recent.rows):
                 self._base = _Part(consolidate(concat([self._base.rows, self._recent.rows], self.vars)))
                 self._recent = _Part(Batch.empty(self.vars))
+                self._n = len(self._base.rows)
             self._rows = self._base.rows
         return self._rows
 
@@ -135,11 +181,13 @@ class Relation:
             self._rows = self._base.rows
         else:
             self._recent = _Part(consolidate(concat([self._recent.rows, delta], self.vars)))
+        self._n = len(self._base.rows) + len(self._recent.rows)
 
     def replace(self, rows: Batch) -> None:
         self._base = _Part(consolidate(rows.project(self.vars)))
         self._recent = _Part(Batch.empty(self.vars))
         self._rows = self._base.rows
+        self._n = len(self._base.rows)
         self.version += 1
 
     def _parts(self) -> list[_Part]:
@@ -151,20 +199,44 @@ class Relation:
         pkeys = row_keys(pcols[:, pbound] if len(pbound) != pcols.shape[1] else pcols)
         return pcols, pbound, ppartial, pkeys
 
+    def _plan(self, probe_vars: tuple[str, ...]) -> _Plan:
+        plan = self._plans.get(probe_vars)
+        if plan is None:
+            plan = self._plans[probe_vars] = _Plan(probe_vars, self.vars)
+        return plan
+
     def join(self, probe: Batch, out_vars: Sequence[str] | None = None) -> Batch:
         """Join ``probe`` with this relation (SPARQL compatibility, counts multiply)."""
-        shared = tuple(v for v in probe.vars if v in self.vars)
-        out = tuple(out_vars) if out_vars is not None else union_vars(probe.vars, self.vars)
+        plan = self._plan(probe.vars)
+        shared = plan.shared
+        out = tuple(out_vars) if out_vars is not None else plan.out
+        n = len(probe)
         parts = self._parts()
-        if not parts or not len(probe):
+        if not parts or not n:
             return Batch.empty(out)
-        prep = self._probe_prep(probe, shared)
+        prep = None
         results = []
         for part in parts:
-            li, rj = part.pairs(probe, shared, *prep)
-            if len(li):
-                cols = merge_columns(out, probe, li, part.rows, rj)
-                results.append(Batch(out, cols, probe.counts[li] * part.rows.counts[rj]))
+            rows = part.rows
+            pairs = _small_pairs(plan, probe, rows) if n * len(rows) <= SMALL_PAIRS else None
+            if pairs is not None and out == plan.out:
+                # every shared value is bound on both sides, hence equal: the probe's
+                # columns then the relation's own ones are the merged mapping
+                li, rj = pairs
+                if not len(li):
+                    continue
+                cols = np.empty((len(out), len(li)), dtype=np.int64)
+                cols[: plan.n_probe] = probe.cols[:, li]
+                if plan.extra:
+                    cols[plan.n_probe :] = rows.cols[plan.extra][:, rj]
+            else:
+                if prep is None:
+                    prep = self._probe_prep(probe, shared)
+                li, rj = part.pairs(probe, shared, *prep)
+                if not len(li):
+                    continue
+                cols = merge_columns(out, probe, li, rows, rj)
+            results.append(Batch(out, cols, probe.counts[li] * rows.counts[rj]))
         if not results:
             return Batch.empty(out)
         return results[0] if len(results) == 1 else concat(results, out)
@@ -173,11 +245,21 @@ class Relation:
         """For each probe row, the total multiplicity of compatible rows here."""
         out = np.zeros(len(probe), dtype=np.int64)
         parts = self._parts()
-        if not parts or not len(probe):
+        n = len(probe)
+        if not parts or not n:
             return out
-        prep = self._probe_prep(probe, shared)
+        plan = self._plan(probe.vars) if shared == tuple(v for v in probe.vars if v in self.vars) else None
+        prep = None
         for part in parts:
-            li, rj = part.pairs(probe, shared, *prep)
+            rows = part.rows
+            pairs = None
+            if plan is not None and n * len(rows) <= SMALL_PAIRS:
+                pairs = _small_pairs(plan, probe, rows)
+            if pairs is None:
+                if prep is None:
+                    prep = self._probe_prep(probe, shared)
+                pairs = part.pairs(probe, shared, *prep)
+            li, rj = pairs
             if len(li):
-                np.add.at(out, li, part.rows.counts[rj])
+                np.add.at(out, li, rows.counts[rj])
         return out

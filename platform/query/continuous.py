@@ -404,6 +404,16 @@ class _Scan(TokenStream):
         return fixes
 
 
+#: Algebra of every parser text (and base) that parsed and passed every check, so that
+#: thousands of queries made from a few templates pay rdflib's parse (pyparsing, ~10 ms)
+#: and algebra translation (~4 ms) once per distinct text.  Only successes are cached, and
+#: the checks skipped on a hit depend on nothing but the parser text: the window, stream
+#: and REGISTER clauses (what differs between such queries) are blanked from it.  The
+#: algebra is shared read-only by the queries (planners only read it).
+_ALGEBRA_CACHE: dict[tuple[str, str], Any] = {}
+ALGEBRA_CACHE_SIZE = 4096
+
+
 def parse_continuous(
     text: str | bytes,
     default_name: str = "query",
@@ -443,16 +453,22 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
     sparql, sparql_map = scan.render(decode=False)
     parse_text, parse_map = scan.render(decode=True, extra=scan.parser_spacing())
 
-    tree = _parse_sparql(scan, parse_text, parse_map)
-    _check_iris(scan, tree)
-    check_sparql_rules(scan, tree, scan.form_j)
-    OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
-    try:
-        compiled = algebra.translateQuery(tree, base=base, initNs={})
-    except RecursionError:
-        raise
-    except Exception as e:  # rdflib raises bare Exceptions here
-        scan.fail("cannot compile the query: %s" % e, scan.tok(scan.form_j or 0))
+    key = (parse_text, base)
+    compiled = _ALGEBRA_CACHE.get(key)
+    if compiled is None:
+        tree = _parse_sparql(scan, parse_text, parse_map)
+        _check_iris(scan, tree)
+        check_sparql_rules(scan, tree, scan.form_j)
+        OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
+        try:
+            compiled = algebra.translateQuery(tree, base=base, initNs={})
+        except RecursionError:
+            raise
+        except Exception as e:  # rdflib raises bare Exceptions here
+            scan.fail("cannot compile the query: %s" % e, scan.tok(scan.form_j or 0))
+        if len(_ALGEBRA_CACHE) >= ALGEBRA_CACHE_SIZE:
+            _ALGEBRA_CACHE.clear()  # crude bound; a dict stays safe under concurrent parses
+        _ALGEBRA_CACHE[key] = compiled
     dialect = next(iter(scan.dialects), "sparql")
     return ContinuousQuery(
         name=scan.name,

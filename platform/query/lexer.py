@@ -387,27 +387,45 @@ class TokenStream:
     def render(self, decode: bool = False, extra: dict[int, str] | None = None) -> tuple[str, OffsetMap]:
         """The rewritten text and its offset map.
 
+        Only the changed tokens are visited (the text between them is copied in one
+        slice), which keeps registering thousands of queries cheap.  A run of tokens whose
+        rewrite keeps their length is one linear piece of the map; every other rewritten
+        token is a piece of its own (length ``-1``).
+
         Args:
             decode: Decode ``\\u`` escapes of strings and IRIs (see :func:`decode_escapes`).
             extra: Further replacements (token index -> text) for this rendering only.
         """
+        changes = dict(self.repl)
+        if extra:
+            changes.update(extra)
+        toks, text = self.toks, self.text
+        if decode:
+            for k, t in enumerate(toks):
+                if k not in changes and (t.kind == "string" or t.kind == "iri") and "\\" in t.text:
+                    changes[k] = decode_escapes(t)
         parts: list[str] = []
         pieces: list[tuple[int, int, int]] = []
-        pos = 0
-        for k, t in enumerate(self.toks):
-            s = extra.get(k) if extra else None
-            if s is None:
-                s = self.repl.get(k)
-            if s is None:
-                s = decode_escapes(t) if decode else t.text
-            linear = len(s) == len(t.text)
-            if linear and pieces and pieces[-1][2] >= 0 and pieces[-1][1] + pieces[-1][2] == t.start:
-                pieces[-1] = (pieces[-1][0], pieces[-1][1], pieces[-1][2] + len(s))
-            else:
-                pieces.append((pos, t.start, len(s) if linear else -1))
+        cur = 0  # original offset copied so far
+        run_orig = run_pos = 0  # start of the current linear run (original, rewritten)
+        for k in sorted(changes):
+            t = toks[k]
+            s = changes[k]
+            if t.start > cur:
+                parts.append(text[cur : t.start])
             parts.append(s)
-            pos += len(s)
-        pieces.append((pos, len(self.text), 0))
+            cur = t.end
+            if len(s) != t.end - t.start:
+                if t.start > run_orig:
+                    pieces.append((run_pos, run_orig, t.start - run_orig))
+                pos = run_pos + (t.start - run_orig)
+                pieces.append((pos, t.start, -1))
+                run_orig, run_pos = t.end, pos + len(s)
+        if cur < len(text):
+            parts.append(text[cur:])
+        if len(text) > run_orig:
+            pieces.append((run_pos, run_orig, len(text) - run_orig))
+        pieces.append((run_pos + len(text) - run_orig, len(text), 0))
         return "".join(parts), tuple(pieces)
 
 

@@ -31,6 +31,7 @@ from ..operators.negation import KeyedNegationOperator
 from ..operators.project import ProjectOperator, UnionOperator
 from ..operators.recompute import RecomputeOperator, exists_batch, left_join_batch, minus_batch
 from ..operators.scan import ScanOperator
+from ..operators.static_result import StaticResults
 from ..operators.values import ConstantOperator
 from ..rdf.terms import IRI, Term
 from .errors import QueryError
@@ -54,6 +55,8 @@ class Dataset:
     default: Operator
     named: dict[str, Operator]
     empty: Operator
+    #: groups the static scans of each join into stored static sub-joins (engine only)
+    static: StaticResults | None = None
 
 
 @dataclass
@@ -202,6 +205,8 @@ class Planner:
         ]
         if real:
             leaves = real
+        if self.ds.static is not None:
+            leaves, filters = self.ds.static.group(leaves, filters)
         if len(leaves) == 1 and not filters:
             return leaves[0]
         return MJoinOperator(leaves, filters, self.ev)

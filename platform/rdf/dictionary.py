@@ -41,12 +41,30 @@ class Dictionary(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class BulkDictionary(Dictionary, Protocol):
+    """A dictionary that bulk loaders can fill with ids they assign themselves.
+
+    A loader reserves a block of fresh ids, numbers the new terms inside it and then
+    publishes them; a term published meanwhile by another writer keeps its id (the
+    reserved id stays unused, a gap that decodes to ``KeyError``).
+    """
+
+    def reserve(self, n: int) -> int:
+        """Reserve ``n`` fresh ids ``first .. first + n - 1`` for this caller; returns ``first``."""
+        ...
+
+    def put_many(self, terms: Sequence[str], ids: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Publish distinct ``terms`` with reserved ``ids``; returns the id each term has now."""
+        ...
+
+
 class MemoryDictionary:
     """In-process dictionary: a dict one way and a list the other."""
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
-        self._terms: list[str] = [""]  # id 0 is reserved for "unbound"
+        self._terms: list[str | None] = [""]  # id 0 is "unbound"; None marks reserved ids
 
     def encode(self, term: str) -> int:
         i = self._ids.get(term)
@@ -74,7 +92,7 @@ class MemoryDictionary:
         return np.fromiter((get(t, 0) for t in terms), dtype=np.int64, count=len(terms))
 
     def decode(self, i: int) -> str:
-        if i <= 0:
+        if i <= 0 or self._terms[i] is None:
             raise KeyError(i)
         return self._terms[i]
 
@@ -83,13 +101,33 @@ class MemoryDictionary:
         n = len(terms)
         out = []
         for i in np.asarray(ids, dtype=np.int64).tolist():
-            if i <= 0 or i >= n:
+            if i <= 0 or i >= n or terms[i] is None:
                 raise KeyError(i)
             out.append(terms[i])
         return out
 
+    def reserve(self, n: int) -> int:
+        """Reserve ``n`` fresh ids (they decode to ``KeyError`` until published); returns the first."""
+        first = len(self._terms)
+        self._terms.extend([None] * n)
+        return first
+
+    def put_many(self, terms: Sequence[str], ids: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Publish ``terms`` with reserved ``ids``; a term already present keeps its id."""
+        out = np.asarray(ids, dtype=np.int64).copy()
+        for k, (t, i) in enumerate(zip(terms, out.tolist())):
+            old = self._ids.get(t)
+            if old is not None:
+                out[k] = old
+            elif 0 < i < len(self._terms) and self._terms[i] is None:
+                self._ids[t] = i
+                self._terms[i] = t
+            else:
+                raise ValueError(f"id {i} was not reserved (or is already used)")
+        return out
+
     def __len__(self) -> int:
-        return len(self._terms) - 1
+        return len(self._ids)
 
     def close(self) -> None:
         pass

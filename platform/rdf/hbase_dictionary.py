@@ -224,6 +224,36 @@ class HBaseDictionary:
                 res = [found[i] if t is None else t for i, t in zip(wanted, res)]
             return res  # type: ignore[return-value]
 
+    def reserve(self, n: int) -> int:
+        """Reserve ``n`` fresh ids with one atomic counter increment; returns the first.
+
+        See :class:`~linkstream.rdf.dictionary.BulkDictionary`.
+        """
+        if n < 0:
+            raise ValueError("cannot reserve a negative number of ids")
+        with self._lock:
+            last = self._table.counter_inc(COUNTER_ROW, NEXT_ID, n)
+            return last - n + 1
+
+    def put_many(self, terms: Sequence[str], ids: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Publish distinct ``terms`` with ids from :meth:`reserve`; returns the ids they have now.
+
+        Publication is the same ``checkAndPut`` protocol as for new terms of
+        :meth:`encode_many`: a term published meanwhile keeps its id, and the reserved
+        id it lost goes to this writer's free list (reused, or deleted at :meth:`close`).
+        """
+        wanted = np.asarray(ids, dtype=np.int64).reshape(-1).tolist()
+        if len(wanted) != len(terms):
+            raise ValueError("put_many needs one id per term")
+        with self._lock:
+            known: dict[str, int] = {}
+            pairs = list(zip(terms, wanted))
+            for chunk in _chunks(pairs, self._batch):
+                given = dict(chunk)
+                known.update(self._encode_chunk(list(given), given))
+            self._remember(known)
+            return np.array([known[t] for t in terms], dtype=np.int64)
+
     def __len__(self) -> int:
         with self._lock:
             cells = self._table.row(COUNTER_ROW, columns=[N_TERMS])
@@ -296,12 +326,13 @@ class HBaseDictionary:
 
     # ------------------------------------------------------------------ allocation
 
-    def _encode_chunk(self, terms: list[str]) -> dict[str, int]:
+    def _encode_chunk(self, terms: list[str], reserved: dict[str, int] | None = None) -> dict[str, int]:
         known = self._read_ids(terms)
         absent = [t for t in terms if t not in known]
         if not absent:
             return known
-        ids = self._take_ids(len(absent))
+        # ids reserved by the caller (put_many), else from this writer's ranges
+        ids = [reserved[t] for t in absent] if reserved is not None else self._take_ids(len(absent))
         keyed = [self._key(t) for t in absent]
         with self._table.batch() as batch:  # id -> term first: a published id always decodes
             for i, (_, b, _) in zip(ids, keyed):

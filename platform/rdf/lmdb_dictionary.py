@@ -120,6 +120,58 @@ class LmdbDictionary:
             res = [found[i] if t is None else t for i, t in zip(wanted, res)]
         return res  # type: ignore[return-value]
 
+    def reserve(self, n: int) -> int:
+        """Reserve ``n`` fresh ids for this caller (see :class:`~linkstream.rdf.dictionary.BulkDictionary`).
+
+        Returns:
+            The first reserved id; the block is ``first .. first + n - 1``.
+        """
+        if n < 0:
+            raise ValueError("cannot reserve a negative number of ids")
+
+        def op() -> int:
+            with self._env.begin(write=True) as txn:
+                raw = txn.get(_NEXT_ID, db=self._meta)
+                first = 1 if raw is None else _unpack(raw)
+                if n:
+                    txn.put(_NEXT_ID, _pack(first + n), db=self._meta)
+                return first
+
+        return self._retry(op)
+
+    def put_many(self, terms: Sequence[str], ids: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Publish distinct ``terms`` with ids from :meth:`reserve`; returns the ids they have now.
+
+        A term published meanwhile (by any writer) keeps its id; its reserved id stays unused.
+        """
+        wanted = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(wanted) != len(terms):
+            raise ValueError("put_many needs one id per term")
+        out: list[int] = []
+        for k in range(0, len(terms), self._write_batch):
+            batch = list(terms[k : k + self._write_batch])
+            given = wanted[k : k + self._write_batch].tolist()
+            out.extend(self._retry(lambda b=batch, g=given: self._put(b, g)))
+        self._remember(dict(zip(terms, out)))
+        return np.array(out, dtype=np.int64)
+
+    def _put(self, terms: list[str], ids: list[int]) -> list[int]:
+        out = []
+        with self._env.begin(write=True) as txn:
+            for t, i in zip(terms, ids):
+                key, b = self._key(t)
+                v = txn.get(key, db=self._t2i)
+                if v is not None:
+                    i = _unpack(v)
+                    if key is not b:
+                        self._check_hashed(txn, i, b)
+                else:
+                    # reserved blocks of concurrent loaders interleave: no append=True here
+                    txn.put(key, _pack(i), db=self._t2i)
+                    txn.put(_pack(i), b, db=self._i2t)
+                out.append(i)
+        return out
+
     def __len__(self) -> int:
         with self._env.begin() as txn:
             return int(txn.stat(self._i2t)["entries"])

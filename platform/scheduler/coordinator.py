@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NodeExistsError
 
+from linkstream.metrics import CoordinatorMetrics
 from linkstream.scheduler.assignment import AssignmentTable, TransactionFailed
 from linkstream.scheduler.core import SchedulerCore
 from linkstream.scheduler.election import LeaderElection
@@ -39,7 +40,7 @@ from linkstream.scheduler.events import (
     Tick,
     Unassign,
 )
-from linkstream.scheduler.layout import DEFAULT_ROOT
+from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, encode
 from linkstream.scheduler.membership import Member, Membership
 from linkstream.scheduler.state import Policy
 
@@ -60,6 +61,9 @@ class Coordinator:
         policy: Scheduler policy.
         tick_interval: Seconds between ``Tick`` events while leading.
         on_loss: Called with each ``ReportLoss`` (replay from checkpoint goes here).
+        metrics: Where to count elections, moves and rebalances (a private set if ``None``).
+        meta: JSON fields advertised in the ephemeral node ``<root>/coordinators/<id>``
+            while this coordinator runs (its metrics endpoint, pid ...).
     """
 
     def __init__(
@@ -70,6 +74,8 @@ class Coordinator:
         policy: Policy | None = None,
         tick_interval: float = 1.0,
         on_loss: Callable[[ReportLoss], None] | None = None,
+        metrics: CoordinatorMetrics | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> None:
         self.client = client
         self.identifier = identifier
@@ -78,6 +84,10 @@ class Coordinator:
         self.membership = Membership(client, root)
         self.table = AssignmentTable(client, root)
         self.losses: list[ReportLoss] = []
+        self.metrics = metrics if metrics is not None else CoordinatorMetrics()
+        self.metrics.identify(identifier)
+        self.meta = dict(meta or {})
+        self._layout = ClusterLayout(root)
         self._on_loss = on_loss
         self._election = LeaderElection(client, identifier, self._elected, self._revoked, root)
         self._queue: queue.Queue[tuple[str, int, Any]] = queue.Queue()
@@ -107,7 +117,17 @@ class Coordinator:
         """Starts the worker and joins the election."""
         self._worker = threading.Thread(target=self._work, name=f"coordinator-{self.identifier}", daemon=True)
         self._worker.start()
+        self._advertise()
         self._election.start()
+
+    def _advertise(self) -> None:
+        path = self._layout.coordinator(self.identifier)
+        try:
+            self.client.create(path, encode(self.meta), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            self.client.set(path, encode(self.meta))
+        except KazooException as exc:
+            logger.warning("%s: cannot advertise itself: %s", self.identifier, exc)
 
     def stop(self) -> None:
         """Leaves the election and stops the worker."""
@@ -127,12 +147,15 @@ class Coordinator:
     def _elected(self) -> None:
         self._term += 1
         self._leading = True
+        self.metrics.elections.inc()
+        self.metrics.leader.set(1)
         self._queue.put(("rebuild", self._term, None))
 
     def _revoked(self) -> None:
         self._term += 1
         self._epoch += 1
         self._leading = False
+        self.metrics.leader.set(0)
         self._queue.put(("drop", self._term, None))
 
     # ------------------------------------------------------------------ worker
@@ -177,6 +200,7 @@ class Coordinator:
         """Makes a fresh core from what ZooKeeper holds, then watches for changes."""
         self._epoch += 1
         epoch = self._epoch
+        self._advertise()  # again: a new session (after an expiry) lost the ephemeral node
         self._core = SchedulerCore(self.policy)
         members = self.membership.members()
         table = self.table.all()
@@ -257,6 +281,16 @@ class Coordinator:
                 self._execute(action)
             if isinstance(event, ContainerLeft):
                 self.table.forget_container(event.container)
+        self._observe(core)
+
+    def _observe(self, core: SchedulerCore) -> None:
+        state = core.state
+        m = self.metrics
+        m.containers.set(len(state.containers))
+        tasks = state.tasks.values()
+        m.tasks.labels("assigned").set(sum(1 for t in tasks if t.container is not None))
+        m.tasks.labels("pending").set(sum(1 for t in tasks if t.container is None))
+        m.tasks.labels("migrating").set(sum(1 for t in tasks if t.migrating_from is not None))
 
     def _execute(self, action: Action) -> None:
         match action:
@@ -267,6 +301,7 @@ class Coordinator:
                 state = self._core.state.tasks.get(task) if self._core is not None else None
                 self.table.set_owner(task, None, state.migrating_from if state is not None else None)
             case Migrate(task, src, dst, stateful):
+                self.metrics.moves.inc()
                 self.table.set_owner(task, dst, src if stateful else None)
                 if stateful:
                     self._migrations.add(task)
@@ -275,6 +310,7 @@ class Coordinator:
                     "%s: state of task %s lost with container %s", self.identifier, task, container
                 )
                 self.losses.append(action)
+                self.metrics.lost.inc()
                 if self._on_loss is not None:
                     self._on_loss(action)
             case DrainComplete(container):
@@ -282,5 +318,7 @@ class Coordinator:
                 logger.info("%s: container %s drained", self.identifier, container)
             case TaskPending(task):
                 logger.warning("%s: task %s pending: no free slot", self.identifier, task)
-            case Rebalanced():
+            case Rebalanced(_, moves):
+                if moves:
+                    self.metrics.rebalances.inc()
                 logger.info("%s: %s", self.identifier, action)

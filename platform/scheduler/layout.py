@@ -9,6 +9,7 @@ Every node under the cluster root holds a JSON object (UTF-8), never a pickle::
     <root>/migrations/<task>              a stateful hand-over not yet acknowledged
     <root>/queries/<query>                registered query text and metadata (registry)
     <root>/leader/...                     leader election among coordinators
+    <root>/coordinators/<coordinator>     ephemeral, a live coordinator (its metrics endpoint)
     <root>/config                         cluster-wide settings
 
 ``root`` defaults to ``/linkstream`` and is itself inside the client's chroot, so a test
@@ -129,6 +130,13 @@ class ClusterLayout:
     @property
     def leader(self) -> str:
         return self._join("leader")
+
+    @property
+    def coordinators(self) -> str:
+        return self._join("coordinators")
+
+    def coordinator(self, coordinator_id: str) -> str:
+        return self._join("coordinators", validate_name(coordinator_id, "coordinator id"))
 
     @property
     def config(self) -> str:

@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from linkstream.scheduler.assignment import AssignmentTable
-from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout
+from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
 from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
 from linkstream.scheduler.runs import RunNode
@@ -57,6 +57,7 @@ def cluster_status(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[str, A
             "capacity": m.capacity,
             "draining": m.draining,
             "pid": m.meta.get("pid"),
+            "metrics": m.meta.get("metrics"),
             "tasks": sorted(t for t, a in table.items() if a.container == m.id),
         }
         for m in members.values()
@@ -67,6 +68,7 @@ def cluster_status(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[str, A
         contenders = []
     run = RunNode(client, root).get()
     return {
+        "coordinator_nodes": coordinator_nodes(client, root),
         "containers": containers,
         "tasks": tasks,
         "queries": queries,
@@ -74,6 +76,36 @@ def cluster_status(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[str, A
         "leader": contenders[0] if contenders else None,
         "run": None if run is None else {"id": run.id, "driver": run.driver, "queries": len(run.queries)},
     }
+
+
+def coordinator_nodes(client: KazooClient, root: str = DEFAULT_ROOT) -> list[dict[str, Any]]:
+    """The live coordinators' advertised nodes: ``{"id", "pid", "metrics", ...}`` each."""
+    layout = ClusterLayout(root)
+    try:
+        names = sorted(client.get_children(layout.coordinators))
+    except NoNodeError:
+        return []
+    out = []
+    for name in names:
+        try:
+            data, _ = client.get(layout.coordinator(name))
+            body = decode(data)
+        except (NoNodeError, ValueError):
+            continue
+        out.append({"id": name, **body})
+    return out
+
+
+def metrics_targets(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """Prometheus ``file_sd`` target groups of every process that serves ``/metrics``."""
+    groups = []
+    for c in status["containers"]:
+        if c.get("metrics"):
+            groups.append({"targets": [c["metrics"]], "labels": {"role": "container", "id": c["id"]}})
+    for c in status.get("coordinator_nodes", []):
+        if c.get("metrics"):
+            groups.append({"targets": [c["metrics"]], "labels": {"role": "coordinator", "id": c["id"]}})
+    return groups
 
 
 def format_status(status: dict[str, Any]) -> str:
@@ -84,7 +116,15 @@ def format_status(status: dict[str, Any]) -> str:
     out.append(f"containers ({len(status['containers'])}):")
     for c in status["containers"]:
         flag = " draining" if c["draining"] else ""
-        out.append(f"  {c['id']:<12} {c['address']:<24} {len(c['tasks'])}/{c['capacity']} tasks{flag}")
+        metrics = f"  metrics {c['metrics']}" if c.get("metrics") else ""
+        out.append(
+            f"  {c['id']:<12} {c['address']:<24} {len(c['tasks'])}/{c['capacity']} tasks{flag}{metrics}"
+        )
+    for c in status.get("coordinator_nodes", []):
+        role = "leader" if c["id"] == status["leader"] else "standby"
+        out.append(
+            f"coordinator {c['id']} ({role}) pid {c.get('pid', '-')} metrics {c.get('metrics') or '-'}"
+        )
     out.append(f"tasks ({len(status['tasks'])}):")
     for t in status["tasks"]:
         move = f" <- {t['migrating_from']}" if t["migrating_from"] else ""

@@ -1,1 +1,32 @@
-"""LinkStream store package."""
+"""LinkStream's hybrid store: persistent graphs + transient stream ring, VTS snapshots.
+
+* :mod:`.protocol`   -- the ``Store`` / ``Snapshot`` protocols consumers code against;
+* :mod:`.layout`     -- the on-disk store directory format (manifest + partitions);
+* :mod:`.memory`     -- a small in-memory reference store;
+* :mod:`.index`      -- immutable predicate-keyed CSR indexes of one graph (Wukong layout);
+* :mod:`.persistent` -- indexed graphs + absorbed timeless batches, VTS snapshots, compaction;
+* :mod:`.transient`  -- the per-stream ring of timestamped batches with its stream index;
+* :mod:`.hybrid`     -- both behind one object (``HybridStore.open(DIR)``);
+* :mod:`.loader`     -- pure-Python loading of RDF files into a store directory.
+"""
+
+from __future__ import annotations
+
+from .hybrid import HybridStore
+from .memory import MemoryStore
+from .persistent import PersistentSnapshot, PersistentStore
+from .protocol import DIRECTIONS, RDF_TYPE, AbsorbingStore, Snapshot, Store
+from .transient import TransientStore
+
+__all__ = [
+    "DIRECTIONS",
+    "RDF_TYPE",
+    "AbsorbingStore",
+    "HybridStore",
+    "MemoryStore",
+    "PersistentSnapshot",
+    "PersistentStore",
+    "Snapshot",
+    "Store",
+    "TransientStore",
+]

@@ -15,16 +15,20 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from linkstream.cli import main as cli_main
 from linkstream.containers.localcluster import LocalCluster, pid_alive
-from linkstream.engine.cluster import ClusterEngine, ClusterReplayResult, replay_on_cluster
+from linkstream.engine.cluster import ClusterEngine, ClusterReplayResult, replay_on_cluster, task_id
+from linkstream.engine.embedded import Engine
+from linkstream.operators.state import migratable as state_migratable
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.membership import Membership
@@ -134,6 +138,7 @@ def settle(engine: ClusterEngine) -> None:
     def settled() -> bool:
         engine.pump(0.05)
         engine.admit()  # a container that joined meanwhile gets its sync message
+        engine.migrate()  # stateful moves: the new owner gets the operator state now
         return engine.settled()
 
     wait_until(settled, "every query ready on its ZooKeeper owner")
@@ -184,6 +189,9 @@ def test_add_and_drain_mid_replay_keeps_results_equal(
     engines: list[ClusterEngine] = []
     added: list[str] = []
     drained: list[str] = []
+    scratch = Engine(default_step=1000, log_fn=lambda _m: None)
+    migratable = [cq.name for cq in workload.queries if state_migratable(scratch.register(cq).root)]
+    assert migratable
 
     def on_tick(seq: int, _c: int) -> None:
         if seq == 8:
@@ -191,8 +199,10 @@ def test_add_and_drain_mid_replay_keeps_results_equal(
             wait_until(lambda: added[0] in owners(kazoo_client).values(), "tasks moved to the new container")
             settle(engines[0])
         elif seq == 16:
+            # Drain a container holding a query whose state can migrate (not on a router).
             held = owners(kazoo_client)
-            drained.append(max(sorted({c for c in held.values() if c and c != added[0]})))
+            candidates = {held[task_id(n)] for n in migratable} - {added[0], None}
+            drained.append(max(sorted(candidates)))
             Membership(kazoo_client).request_drain(drained[0])
             wait_until(
                 lambda: drained[0] not in owners(kazoo_client).values(), "the drained container emptied"
@@ -207,6 +217,22 @@ def test_add_and_drain_mid_replay_keeps_results_equal(
     moved_out = [s for s in result.switches if s.src == drained[0]]
     assert moved_in and all(s.seq > 8 for s in moved_in)
     assert moved_out and all(s.seq > 16 for s in moved_out)
+    # The moves carried operator state (join relations, aggregates, results), restored by
+    # the new owners rather than re-derived from their stream buffers.
+    shipped = [m for m in result.migrations if m.shipped]
+    assert {m.src for m in shipped} >= {drained[0]}, result.migrations
+    assert all(m.bytes > 0 for m in shipped) and sum(m.rows for m in shipped) > 0
+    restored_rows = 0.0
+    for c in cluster_status(kazoo_client)["containers"]:
+        with urllib.request.urlopen(f"http://{c['metrics']}/metrics", timeout=10) as resp:
+            for family in text_string_to_metric_families(resp.read().decode()):
+                for sample in family.samples:
+                    if (
+                        sample.name == "linkstream_state_migrated_rows_total"
+                        and sample.labels["direction"] == "in"
+                    ):
+                        restored_rows += sample.value
+    assert restored_rows > 0
     wait_until(lambda: not pid_alive(cluster.pid(drained[0])), "the drained container to exit")
 
 

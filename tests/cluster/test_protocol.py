@@ -9,10 +9,12 @@ import pytest
 from linkstream.containers.protocol import (
     Elements,
     Failed,
+    Handover,
     Hello,
     ProtocolError,
     Ready,
     Result,
+    State,
     Tick,
     Unready,
     decode,
@@ -20,6 +22,7 @@ from linkstream.containers.protocol import (
 )
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.embedded import Engine
+from linkstream.operators.state import decode_state, encode_state
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.scheduler.runs import RunSpec
@@ -42,6 +45,8 @@ def test_every_message_round_trips() -> None:
         Unready("r1", "oc-1", "q1", 9),
         Result("r1", "oc-1", 3, 4000, {"q1": ['{"a": 1}', '{"a": 2}'], "q2": []}, ["q3"]),
         Failed("r1", "oc-1", "q1", "boom"),
+        Handover("r1", "q1", "oc-2", 7),
+        State("r1", "oc-1", "q1", "oc-2", 7, [], "no state"),
     ):
         frames = [bytes(memoryview(f)) for f in encode(message)]
         got = decode(frames)
@@ -141,3 +146,33 @@ def test_replica_rejects_ids_it_was_never_sent() -> None:
         replica.apply(Elements("r1", 1, ["<a>"], meta, np.array([[1, 2, 1]], dtype=np.int64), sync_tick=0))
     with pytest.raises(ProtocolError):
         replica.apply(Elements("r1", 3, ["<b>"], meta, np.array([[1, 1, 1]], dtype=np.int64)))
+
+
+def test_state_message_carries_a_snapshot_between_replicas() -> None:
+    """A query's state goes from one replica through ``state`` frames into another."""
+    spec = RunSpec(
+        id="r1", driver="tcp://127.0.0.1:1", base="http://localhost/", default_step=1000,
+        statics=(), streams=(S,), horizons=(None,), queries={"t1": "q"},
+    )  # fmt: skip
+    src, dst = RunReplica(spec), RunReplica(spec)
+    for r in (src, dst):
+        r.preplan({"q": QUERY})
+    src.register("q", QUERY)
+    terms = [
+        "<http://example.org/a>",
+        "<http://example.org/p>",
+        '"1"^^<http://www.w3.org/2001/XMLSchema#integer>',
+    ]
+    meta = np.array([[0], [500], [1]], dtype=np.int64)
+    for r in (src, dst):
+        r.apply(Elements("r1", 1, terms, meta, np.array([[1, 2, 3]], dtype=np.int64), sync_tick=0))
+        r.tick(1, 1000, ["q"] if r is src else [])
+    state = src.snapshot("q")
+    message = State("r1", "oc-1", "q", "oc-2", 1, encode_state(state))
+    got = decode([bytes(memoryview(f)) for f in encode(message)])
+    assert isinstance(got, State) and got.seq == 1 and len(got.frames) == 1 + len(state.arrays)
+    assert dst.register_restored("q", QUERY, decode_state(got.frames))
+    assert state.rows > 0
+    # Both now answer the next report identically (the window slid by one step).
+    a, b = src.tick(2, 2000, ["q"]), dst.tick(2, 2000, ["q"])
+    assert a.lines == b.lines and a.lines["q"]

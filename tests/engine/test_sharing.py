@@ -178,6 +178,33 @@ def test_thousand_queries_from_five_templates_share_joins_and_scans(trimmed):
     assert all(not b.windows for b in eng.buffers.values())
 
 
+def test_thousand_queries_five_templates_five_ranges_two_dialects_one_join_each(trimmed):
+    """Window ranges and dialects (CQELS-QL, RSP-QL) vary too: the shared join + router
+    rewrite keeps one join (and one router) per template."""
+    from linkstream.operators.router import RouterOperator
+
+    d, static = trimmed
+    eng = Engine()
+    tr = load_graph(str(static), eng.dictionary)
+    eng.add_static(None, tr)
+    eng.add_static(REPO, tr)
+    shapes = [(0, 0, 1), (1, 0, 1), (2, 1, 2), (3, 0, 2), (0, 1, 2)]
+    for i in range(1000):
+        kind, a, b = shapes[i % 5]
+        rng = (1000, 2000, 3000, 4000, 5000)[(i // 5) % 5]
+        dialect = ("cqels", "rspql")[(i // 25) % 2]
+        text = template_query(kind, TRAFFIC[a], TRAFFIC[b], rng, 1000, 0.01, dialect, f"t{i}")
+        eng.register(parse_continuous(text, default_name=f"t{i}"))
+    ops = list(eng.operators.values())
+    assert sum(isinstance(op, MJoinOperator) for op in ops) == 5
+    assert sum(isinstance(op, RouterOperator) for op in ops) == 5
+    assert sum(isinstance(op, ScanOperator) for op in ops) <= 40
+    for i in range(1000):
+        eng.unregister(f"t{i}")
+    assert eng.operator_count() == 0
+    assert all(not b.windows for b in eng.buffers.values())
+
+
 def test_register_mid_stream_reports_from_next_close_with_retained_elements(trimmed, tmp_path, capsys):
     """A query registered while streams run equals the oracle's rows for the report times
     after its registration (its windows hold every retained element in range)."""

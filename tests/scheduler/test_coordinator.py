@@ -105,6 +105,11 @@ def test_graceful_drain_migrates_and_signals_completion(
     assert AssignmentTable(kazoo_factory()).complete_migration("sig-window")
     wait_until(lambda: a.drain_state("oc-a") == "complete", what="drain complete")
     assert coordinator.losses == []
+    # The moves are counted on the coordinator's /metrics registry.
+    reg = coordinator.metrics.registry
+    assert reg.get_sample_value("linkstream_scheduler_task_moves_total") >= 2
+    assert reg.get_sample_value("linkstream_scheduler_containers") == 2
+    assert reg.get_sample_value("linkstream_scheduler_tasks", {"state": "assigned"}) == 2
 
 
 def test_standby_coordinator_takes_over_and_keeps_assigning(
@@ -124,3 +129,6 @@ def test_standby_coordinator_takes_over_and_keeps_assigning(
     planner.submit(TaskSpec("sig-1"))
     wait_until(lambda: owners(planner) == {"sig-0": "oc-a", "sig-1": "oc-a"}, what="new leader assigns")
     assert second.core is not None and second.core.assignment() == {"sig-0": "oc-a", "sig-1": "oc-a"}
+    assert second.metrics.registry.get_sample_value("linkstream_scheduler_leader") == 1
+    assert second.metrics.registry.get_sample_value("linkstream_scheduler_elections_total") == 1
+    assert first.metrics.registry.get_sample_value("linkstream_scheduler_leader") == 0

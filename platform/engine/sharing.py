@@ -1,0 +1,398 @@
+"""Operator sharing between registered queries: hash-consing on canonical signatures.
+
+:class:`Sharing` turns one query's freshly planned operator tree into operators shared
+with every other registered query.  Three rewrites, bottom-up:
+
+* **Exact.** An operator whose signature (type, variables, configuration, children's
+  signatures) equals a running one's is replaced by the running instance.
+* **Alpha-renaming.** Pattern scans and multiway joins are signed with their variables
+  renamed canonically (``%0``, ``%1``, ... by first appearance, join inputs in a
+  canonical order), so ``?s :p ?o`` and ``?x :p ?y`` share one scan; a
+  :class:`~linkstream.operators.router.RenameOperator` relabels the shared instance's
+  columns for each query.
+* **Shared join + router.**  A multiway join whose inputs are pattern scans over
+  time-based windows (one stream window per named graph: CQELS-QL / RSP-QL) and over
+  static graphs is signed *without* its window ranges and with subject/object constants
+  that partner a join variable generalised to hidden variables.  All queries with that
+  signature share one join over timed windows of the largest range; a router splits its
+  rows by window containment and constant (see ``operators/router.py``).
+
+Growing: a query whose ranges exceed the shared join's widens it in place while it has
+not started sliding; once it has, a new instance with the larger ranges is created and
+later queries join that one (the old instance keeps serving its subscribers, exactly).
+C-SPARQL's merged default graph, count and NOW windows stay on the exact path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..operators.base import AttachOperator, Operator
+from ..operators.graph import GraphOperator
+from ..operators.mjoin import MJoinOperator
+from ..operators.router import (
+    LatestGraphOperator,
+    RenameOperator,
+    RouteOperator,
+    RouterOperator,
+    TimedScanOperator,
+    TimedWindowOperator,
+)
+from ..operators.scan import ScanOperator
+from ..operators.static_result import StaticResultOperator
+from ..operators.window import WindowOperator
+from ..query.expressions import Bound, Exists, Expr, Var
+from ..query.windows import WindowSpec
+
+if TYPE_CHECKING:
+    from .embedded import Engine
+
+
+def rename_expr(e: Expr, m: dict[str, str]) -> Expr | None:
+    """``e`` with variables renamed by ``m`` (``None`` when a variable is not in ``m``)."""
+    if isinstance(e, Var):
+        return Var(m[e.name]) if e.name in m else None
+    if isinstance(e, Bound):
+        return Bound(m[e.var]) if e.var in m else None
+    if isinstance(e, Exists) or not dataclasses.is_dataclass(e):
+        return None
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            r = rename_expr(v, m)
+            if r is None:
+                return None
+            changes[f.name] = r
+        elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
+            items = [rename_expr(x, m) if isinstance(x, Expr) else x for x in v]
+            if any(x is None for x in items):
+                return None
+            changes[f.name] = tuple(items)
+    return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
+
+
+def _canon_pattern(pattern: tuple, names: dict[str, str], fmt: str = "%{}") -> tuple:
+    out = []
+    for k, v in pattern:
+        if k == "var":
+            if v not in names:
+                names[v] = fmt.format(len(names))
+            out.append(("var", names[v]))
+        else:
+            out.append((k, v))
+    return tuple(out)
+
+
+@dataclass
+class _Leaf:
+    scan: ScanOperator | None  # a pattern scan ...
+    window: WindowOperator | None  # ... over this time window (None: a static graph)
+    graph: Operator | None
+    static: StaticResultOperator | None = None  # ... or a stored static sub-join (a set)
+    gen: tuple[int, ...] = ()  # pattern positions generalised to hidden variables
+    key: str = ""
+
+
+@dataclass
+class _Instance:
+    """The running shared join of one routed signature."""
+
+    no: int
+    ranges: list[int]
+    windows: list[TimedWindowOperator] = field(default_factory=list)
+    router: RouterOperator | None = None
+
+    @property
+    def started(self) -> bool:
+        return any(w.now is not None for w in self.windows)
+
+
+class Sharing:
+    """Hash-conses operator trees of queries into the engine's running operators."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.eng = engine
+        self._generation = 0
+        self._instances: dict[object, _Instance] = {}
+        self._next_instance = 0
+        self.routing = True  # shared joins + routers (off: per-range joins)
+        self.renaming = True  # alpha-renaming of scans and joins
+
+    # ------------------------------------------------------------ core
+
+    def _sig(self, op: Operator, kids: list[Operator]) -> object:
+        sig = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))  # type: ignore[attr-defined]
+        if not self.eng.share:
+            sig = (sig, id(op))  # every query on its own operators (benchmark baseline)
+        return sig
+
+    def _intern(self, op: Operator, kids: list[Operator]) -> Operator:
+        """The running instance equal to ``op`` over ``kids``; ``op`` itself if none is."""
+        sig = self._sig(op, kids)
+        existing = self.eng.operators.get(sig) if self.eng.share else None
+        if existing is not None:
+            self._fresh.append(op)
+            return existing
+        gen = self._generation
+        attach = getattr(op, "attach_children", True)
+        mapping: dict[int, Operator] = {}
+        for old, new in zip(op.children, kids):
+            if attach and getattr(new, "generation", gen) < gen:
+                new = AttachOperator(new)
+            mapping[id(old)] = new
+        op.rebind(mapping)
+        op.sig = sig  # type: ignore[attr-defined]
+        op.generation = gen  # type: ignore[attr-defined]
+        self.eng.operators[sig] = op
+        self._new.append(op)
+        return op
+
+    def _rename(self, shared: Operator, mapping: dict[str, str], order: tuple[str, ...]) -> Operator:
+        if all(mapping.get(v, v) == v for v in shared.vars) and shared.vars == order:
+            return shared
+        return self._intern(RenameOperator(shared, mapping, order), [shared])
+
+    def share(self, root: Operator) -> Operator:
+        """Replace ``root``'s subplans by running instances; returns the query's root."""
+        self._generation += 1
+        gen = self._generation
+        self._fresh: list[Operator] = []
+        self._new: list[Operator] = []
+        memo: dict[int, Operator] = {}
+        original = root.walk()
+
+        def canon(op: Operator) -> Operator:
+            got = memo.get(id(op))
+            if got is not None:
+                return got
+            out = None
+            if self.eng.share and self.routing and type(op) is MJoinOperator:
+                out = self._routed(op, canon)
+            if out is None:
+                kids = [canon(c) for c in op.children]
+                if self.eng.share and self.renaming and type(op) is ScanOperator:
+                    out = self._renamed_scan(op, kids[0])
+                elif self.eng.share and self.renaming and type(op) is MJoinOperator:
+                    out = self._renamed_join(op, kids)
+                if out is None:
+                    out = self._intern(op, kids)
+            memo[id(op)] = out
+            return out
+
+        out = canon(root)
+        if getattr(out, "generation", gen) < gen:
+            out = AttachOperator(out)
+        # operators interned on the way but not used by the final plan (e.g. the renamed
+        # scans a canonical join re-labelled) are dropped again
+        used = {id(o) for o in out.walk()}
+        for o in self._new:
+            if id(o) not in used:
+                self._fresh.append(self.eng.operators.pop(o.sig))  # type: ignore[attr-defined]
+        self._new = []
+        ops = self.eng.operators
+        done: set[int] = set()
+        for op in [*self._fresh, *original]:
+            kept = ops.get(getattr(op, "sig", None)) is op  # type: ignore[arg-type]
+            if not kept and id(op) not in done:
+                done.add(id(op))
+                op.discard()
+        self._fresh = []
+        return out
+
+    def forget(self, dead: list[Operator]) -> None:
+        """Drop the shared-join instances whose router was freed by an unregistration."""
+        ids = {id(o) for o in dead if isinstance(o, RouterOperator)}
+        if ids:
+            for k in [k for k, inst in self._instances.items() if id(inst.router) in ids]:
+                del self._instances[k]
+
+    # ------------------------------------------------------------ alpha-renaming
+
+    def _renamed_scan(self, op: ScanOperator, graph: Operator) -> Operator:
+        names: dict[str, str] = {}
+        pattern = _canon_pattern(op.pattern, names)
+        shared = self._intern(ScanOperator(graph, pattern), [graph])  # type: ignore[arg-type]
+        return self._rename(shared, {c: q for q, c in names.items()}, op.vars)
+
+    def _renamed_join(self, op: MJoinOperator, kids: list[Operator]) -> Operator | None:
+        if not kids or not all(isinstance(k, RenameOperator) for k in kids):
+            return None
+        inner = [k.child for k in kids]  # type: ignore[attr-defined]
+        inner = [i.shared if isinstance(i, AttachOperator) else i for i in inner]
+        order = sorted(range(len(kids)), key=lambda i: repr(inner[i].sig))  # type: ignore[attr-defined]
+        jn: dict[str, str] = {}
+        children = []
+        for i in order:
+            m = kids[i].mapping  # type: ignore[attr-defined]
+            for v in inner[i].vars:
+                q = m.get(v, v)
+                if q not in jn:
+                    jn[q] = f"%{len(jn)}"
+            local = {v: jn[m.get(v, v)] for v in inner[i].vars}
+            children.append(self._rename(inner[i], local, tuple(local[v] for v in inner[i].vars)))
+        filters = [rename_expr(f, jn) for f, _ in op.filters]
+        if any(f is None for f in filters):
+            return None
+        join = MJoinOperator(children, filters, op.evaluator)  # type: ignore[arg-type]
+        shared = self._intern(join, children)
+        return self._rename(shared, {c: q for q, c in jn.items()}, op.vars)
+
+    # ------------------------------------------------------------ shared join + router
+
+    def _leaves(self, op: MJoinOperator, leaves: list[_Leaf], filters: list[Expr]) -> bool:
+        filters.extend(f for f, _ in op.filters)
+        for c in op.children:
+            if type(c) is MJoinOperator:
+                if not self._leaves(c, leaves, filters):
+                    return False
+                continue
+            if type(c) is StaticResultOperator:
+                leaves.append(_Leaf(None, None, None, c))
+                continue
+            if type(c) is not ScanOperator or type(c.graph) is not GraphOperator:
+                return False
+            g = c.graph
+            if not g.children:
+                leaves.append(_Leaf(c, None, g))
+                continue
+            w = g.children[0]
+            if (
+                len(g.children) != 1
+                or len(g.static)
+                or type(w) is not WindowOperator
+                or w.spec.kind != "time"
+                or w.spec.range_ms is None
+            ):
+                return False
+            leaves.append(_Leaf(c, w, g))
+        return True
+
+    def _routed(self, op: MJoinOperator, canon) -> Operator | None:
+        leaves: list[_Leaf] = []
+        filters: list[Expr] = []
+        if not self._leaves(op, leaves, filters) or not any(lf.window for lf in leaves):
+            return None
+        if any(rename_expr(f, {v: v for v in f.vars()}) is None for f in filters):
+            return None
+        # subject/object constants partnering a join variable become hidden variables
+        occurs: dict[str, int] = {}
+        for lf in leaves:
+            for v in lf.static.vars if lf.static else {v for k, v in lf.scan.pattern if k == "var"}:  # type: ignore[union-attr]
+                occurs[v] = occurs.get(v, 0) + 1  # type: ignore[index]
+        for lf in leaves:
+            if lf.scan is None:
+                continue
+            p = lf.scan.pattern
+            if p[1][0] != "const":
+                continue
+            lf.gen = tuple(
+                i for i in (0, 2) if p[i][0] == "const" and p[2 - i][0] == "var" and occurs[p[2 - i][1]] > 1
+            )
+        graphs: dict[int, Operator] = {}
+        for lf in leaves:
+            if lf.static is not None:
+                lf.key = repr(("r", lf.static.graphs, lf.static.canonical))
+                continue
+            if lf.window is None and id(lf.graph) not in graphs:
+                graphs[id(lf.graph)] = canon(lf.graph)
+            local = _canon_pattern(
+                tuple(("hid", 0) if i in lf.gen else s for i, s in enumerate(lf.scan.pattern)), {}, "?{}"
+            )
+            if lf.window is None:
+                lf.key = repr(("s", graphs[id(lf.graph)].sig, local))  # type: ignore[attr-defined]
+            else:
+                lf.key = repr(("w", lf.window.buffer.iri, lf.window.step, local))
+        leaves.sort(key=lambda lf: lf.key)
+        slots: list[WindowOperator] = []
+        jn: dict[str, str] = {}
+        consts: list[tuple[str, int]] = []
+        shape: list[tuple] = []
+        patterns: list[tuple] = []
+        ts_vars: list[str | None] = []
+        for j, lf in enumerate(leaves):
+            if lf.static is not None:
+                for v in lf.static.canonical_order:
+                    jn.setdefault(v, f"%{len(jn)}")
+                pats = tuple(_canon_pattern(p, jn) for p in lf.static.patterns)
+                fs = tuple(rename_expr(f, jn) for f in lf.static.filters)
+                if any(f is None for f in fs):
+                    return None
+                patterns.append((pats, fs))
+                ts_vars.append(None)
+                shape.append(("r", lf.static.graphs, pats, fs))
+                continue
+            pat = []
+            for i, (k, v) in enumerate(lf.scan.pattern):
+                if i in lf.gen:
+                    h = f"%h{len(consts)}"
+                    consts.append((h, int(v)))  # type: ignore[call-overload]
+                    pat.append(("var", h))
+                elif k == "var":
+                    if v not in jn:
+                        jn[v] = f"%{len(jn)}"  # type: ignore[index]
+                    pat.append(("var", jn[v]))  # type: ignore[index]
+                else:
+                    pat.append((k, v))
+            patterns.append(tuple(pat))
+            if lf.window is None:
+                ts_vars.append(None)
+                shape.append(("s", graphs[id(lf.graph)].sig, tuple(pat)))  # type: ignore[attr-defined]
+            else:
+                if lf.window not in slots:
+                    slots.append(lf.window)
+                ts_vars.append(f"%t{j}")
+                shape.append(("w", slots.index(lf.window), tuple(pat)))
+        cfilters = [rename_expr(f, jn) for f in filters]
+        if any(f is None for f in cfilters):
+            return None
+        slot_desc = tuple((w.buffer.iri, w.step) for w in slots)
+        key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
+        ranges = [int(w.spec.range_ms) for w in slots]  # type: ignore[arg-type]
+        inst = self._instance(key, ranges)
+        # build the shared instance (operators that already run are found by signature)
+        windows: list[Operator] = []
+        for k, w in enumerate(slots):
+            spec = WindowSpec("time", inst.ranges[k], w.step)
+            tw = TimedWindowOperator(w.buffer, spec, w.step, (inst.no, k))
+            tw = self._intern(tw, [])
+            windows.append(self._intern(LatestGraphOperator(tw), [tw]))
+        children: list[Operator] = []
+        for lf, pat, tv in zip(leaves, patterns, ts_vars):
+            if lf.static is not None:
+                sr = StaticResultOperator(lf.static.ctx, lf.static.graphs, pat[0], pat[1])
+                children.append(self._intern(sr, []))
+            elif tv is None:
+                g = graphs[id(lf.graph)]
+                children.append(self._intern(ScanOperator(g, pat), [g]))  # type: ignore[arg-type]
+            else:
+                tw = windows[slots.index(lf.window)]  # type: ignore[arg-type]
+                children.append(self._intern(TimedScanOperator(tw, pat, tv), [tw]))  # type: ignore[arg-type]
+        join = self._intern(MJoinOperator(children, cfilters, op.evaluator), children)  # type: ignore[arg-type]
+        out_vars = tuple(jn.values())
+        slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if lf.window is w] for w in slots]
+        tws = [w.children[0] for w in windows]
+        tws = [w.shared if isinstance(w, AttachOperator) else w for w in tws]
+        router = self._intern(RouterOperator(join, list(zip(tws, slot_ts)), out_vars), [join])
+        inst.windows = tws
+        inst.router = router  # type: ignore[assignment]
+        rkey = (tuple(ranges), tuple(consts))
+        route = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])  # type: ignore[arg-type]
+        return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
+
+    def _instance(self, key: object, ranges: list[int]) -> _Instance:
+        """The shared-join instance for ``key`` that covers ``ranges`` (grown or new)."""
+        inst = self._instances.get(key)
+        if inst is not None and all(r <= R for r, R in zip(ranges, inst.ranges)):
+            return inst
+        if inst is not None and not inst.started:
+            inst.ranges = [max(r, R) for r, R in zip(ranges, inst.ranges)]
+            for w, r in zip(inst.windows, inst.ranges):
+                w.grow(r)
+            return inst
+        grown = ranges if inst is None else [max(r, R) for r, R in zip(ranges, inst.ranges)]
+        self._next_instance += 1
+        inst = self._instances[key] = _Instance(self._next_instance, grown)
+        return inst

@@ -1,0 +1,428 @@
+"""Shared multiway join + router (CQELS Cloud), and the column relabel used by sharing.
+
+Queries whose joins differ only in window ranges (same streams, same steps, time-based
+windows) -- and, optionally, in a subject/object constant -- share one join over the
+largest range.  The shared join reads *timed* windows: every triple carries the
+timestamp of its stream element as a hidden column, so each join row remembers the
+timestamps of the triples it was built from.  The :class:`RouterOperator` keeps the
+join's current rows; at every report time ``c`` and for every subscriber group (a range
+per window slot, a value per generalised constant) it derives the group's result -- the
+distinct bindings of the rows whose every input timestamp lies in the group's window
+instance ``[close - r, close)`` (SEMANTICS.md §3) and whose hidden constant columns hold
+the group's constants -- and emits the difference to the previous result as +1 / -1
+rows.  That covers rows the shared join reports as new or expired *and* rows that only
+slid out of a smaller window, which the large join never reports.
+
+Why dropping the timestamp columns and deduplicating restores the per-query answer: a
+window graph is a *set* of triples, and a triple pattern's binding (its variables plus
+its constants) determines the matched triple.  So a per-query BGP solution is present
+exactly when at least one combination of timestamped occurrences of its triples lies in
+that query's window.
+
+:class:`RenameOperator` relabels a shared operator's canonical variable names to one
+query's names (no copy of the columns unless their order changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..query.windows import WindowSpec
+from .base import Operator
+from .batch import Batch, concat, consolidate
+from .relation import Relation
+from .scan import ScanOperator, Slot
+from .window import StreamBuffer, WindowOperator
+
+TIMED_VARS = ("_s", "_p", "_o", "_t")
+
+
+class RenameOperator(Operator):
+    """The child's mappings with variables renamed by ``mapping`` and put in ``order``."""
+
+    #: output changes only with the child's (the engine may skip quiet epochs)
+    event_driven = True
+
+    def __init__(self, child: Operator, mapping: Mapping[str, str], order: Sequence[str]) -> None:
+        super().__init__()
+        self.child = child
+        self.children = (child,)
+        self.mapping = dict(mapping)
+        self.vars = tuple(order)
+        self.certain = frozenset(self.mapping.get(v, v) for v in child.certain)
+
+    def describe(self) -> str:
+        pairs = " ".join(f"{a}->{b}" for a, b in sorted(self.mapping.items()))
+        return f"Rename {pairs}"
+
+    def config_key(self) -> object:
+        return (tuple(sorted(self.mapping.items())), self.vars)
+
+    def apply(self, d: Batch) -> Batch:
+        m = self.mapping
+        renamed = tuple(m.get(v, v) for v in d.vars)
+        return Batch(renamed, d.cols, d.counts).project(self.vars)
+
+    def current(self) -> Batch:
+        return self.apply(self.child.current())
+
+    def compute(self, epoch: int) -> Batch:
+        return self.apply(self.child.delta(epoch))
+
+
+class TimedWindowOperator(WindowOperator):
+    """A time window whose triples carry their element's timestamp as a fourth column.
+
+    Its signature leaves out the range: a shared join's windows may *grow* (to the
+    largest range of their subscribers) as long as they have not started sliding.
+    """
+
+    vars = TIMED_VARS
+    certain = frozenset(TIMED_VARS)
+    event_driven = True
+
+    def __init__(self, buffer: StreamBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
+        super().__init__(buffer, spec, default_step)
+        self.key = key
+        #: the last report time this window advanced to (None: never advanced)
+        self.now: int | None = None
+
+    def describe(self) -> str:
+        return "Timed" + super().describe()
+
+    def grow(self, range_ms: int) -> None:
+        """Widen the range (only before the first advance: nothing has been emitted yet)."""
+        assert self.now is None, "a started window cannot grow"
+        if self.spec.range_ms is None or range_ms > self.spec.range_ms:
+            self.spec = WindowSpec("time", range_ms, self.spec.step_ms)
+
+    def _rows(self, lo: int, hi: int, sign: int) -> Batch:
+        tr = self.buffer.slice(lo, hi)
+        ts = self.buffer.times()[lo - self.buffer.base : hi - self.buffer.base]
+        cols = np.empty((4, tr.shape[1]), dtype=np.int64)
+        cols[:3] = tr
+        cols[3] = ts
+        return Batch(TIMED_VARS, cols, np.full(tr.shape[1], sign, dtype=np.int64))
+
+    def advance(self, c: int) -> None:
+        self.now = c
+        lo, hi = self.bounds(c)
+        lo, hi = max(lo, self.lo), max(hi, self.hi)
+        if hi > self.hi and hi > max(self.hi, lo):
+            self._pending.append(self._rows(max(self.hi, lo), hi, 1))
+        if lo > self.lo and min(self.hi, lo) > self.lo:
+            self._pending.append(self._rows(self.lo, min(self.hi, lo), -1))
+        self.lo, self.hi = lo, hi
+
+    def compute(self, epoch: int) -> Batch:
+        if not self._pending:
+            return Batch.empty(TIMED_VARS)
+        out = concat(self._pending, TIMED_VARS)
+        self._pending = []
+        return out
+
+    def current(self) -> Batch:
+        return self._rows(self.lo, self.hi, 1)
+
+    def config_key(self) -> object:
+        return (self.buffer.iri, self.step, "timed", self.key)
+
+
+class LatestGraphOperator(Operator):
+    """Each triple of a timed window once, with the timestamp of its latest occurrence.
+
+    A triple lies in a window instance ``[close - r, close)`` of a subscriber exactly
+    when its latest occurrence in the shared (larger) window does, so the latest
+    timestamp is all the router needs -- and the shared join holds one row per binding
+    instead of one per combination of occurrences (a triple repeated in k elements would
+    otherwise multiply the join's rows by k).
+    """
+
+    vars = TIMED_VARS
+    certain = frozenset(TIMED_VARS)
+    event_driven = True
+
+    def __init__(self, window: Operator) -> None:
+        super().__init__()
+        self.window = window
+        self.children = (window,)
+        self.occurrences = Relation(TIMED_VARS)
+        self.latest = Relation(TIMED_VARS)
+
+    def describe(self) -> str:
+        return f"LatestGraph triples={len(self.latest)}"
+
+    def config_key(self) -> object:
+        return ("latest",)
+
+    def current(self) -> Batch:
+        rows = self.latest.rows
+        return rows.mask(rows.counts > 0).with_counts(np.ones(int((rows.counts > 0).sum()), dtype=np.int64))
+
+    def compute(self, epoch: int) -> Batch:
+        d = self.window.delta(epoch)
+        if not len(d):
+            return Batch.empty(TIMED_VARS)
+        d = consolidate(d)
+        if not len(d):
+            return Batch.empty(TIMED_VARS)
+        triples = consolidate(Batch(TIMED_VARS[:3], d.cols[:3], np.ones(len(d), dtype=np.int64)))
+        probe = Batch(TIMED_VARS[:3], triples.cols, np.ones(len(triples), dtype=np.int64))
+        # a relation's base and recent parts answer separately: consolidate before reading
+        old = consolidate(self.latest.join(probe, TIMED_VARS))
+        old = old.mask(old.counts > 0)
+        self.occurrences.apply(d)
+        occ = consolidate(self.occurrences.join(probe, TIMED_VARS))
+        occ = occ.mask(occ.counts > 0)
+        parts = [old.with_counts(-np.ones(len(old), dtype=np.int64))]
+        if len(occ):
+            c = occ.cols
+            order = np.lexsort((c[3], c[2], c[1], c[0]))
+            c = c[:, order]
+            last = np.ones(c.shape[1], dtype=bool)
+            last[:-1] = (c[:3, 1:] != c[:3, :-1]).any(axis=0)
+            parts.append(Batch(TIMED_VARS, c[:, last], np.ones(int(last.sum()), dtype=np.int64)))
+        out = consolidate(concat(parts, TIMED_VARS))
+        self.latest.apply(out)
+        return out
+
+
+class TimedScanOperator(ScanOperator):
+    """A pattern scan over a timed window: its mappings carry the triple's timestamp."""
+
+    event_driven = True
+
+    def __init__(self, graph: Operator, pattern: tuple[Slot, Slot, Slot], time_var: str) -> None:
+        super().__init__(graph, pattern)
+        self.time_var = time_var
+        self.positions = [*self.positions, 3]
+        self.vars = (*self.vars, time_var)
+        self.certain = frozenset(self.vars)
+
+    def config_key(self) -> object:
+        return ("timed", self.pattern, self.time_var)
+
+
+@dataclass
+class _Group:
+    """One subscriber group: a range per slot and a value per hidden constant column."""
+
+    ranges: tuple[int, ...]
+    consts: tuple[tuple[str, int], ...]
+    #: the group's id in the router's count relation
+    gid: int
+    refs: int = 0
+    #: the window closes of the group's last evaluation (None: not evaluated yet)
+    closes: tuple[int, ...] | None = None
+
+    def qualify(
+        self, mins: list[np.ndarray], closes: tuple[int, ...] | None, const: np.ndarray
+    ) -> np.ndarray:
+        """Rows whose every slot's smallest timestamp lies in the group's window instance."""
+        if closes is None:
+            return np.zeros(len(const), dtype=bool)
+        q = const.copy()
+        for m, close, r in zip(mins, closes, self.ranges):
+            q &= m >= close - r
+        return q
+
+
+class RouterOperator(Operator):
+    """Splits a shared join's rows among subscriber groups by window containment.
+
+    Per group and report time the change of its result is computed from the rows whose
+    qualification changed only: with ``new = old + delta`` and ``q`` the containment
+    test, ``sum(q_now * new) - sum(q_before * old) = sum((q_now - q_before) * old) +
+    sum(q_now * delta)``.  A per-binding count of qualifying rows turns that into set
+    semantics: a binding enters when its count becomes positive and leaves when it
+    drops to zero.  The counts of all groups live in one relation keyed by (group id,
+    binding), so each report time costs one consolidation and one probe for all groups.
+
+    Args:
+        join: The shared join (its vars include the timestamp and hidden constant columns).
+        slots: Per window slot, the timed window and the timestamp variables of its scans.
+        out_vars: The binding variables forwarded to subscribers (no hidden columns).
+    """
+
+    #: a group's result changes when its window instance slides, even without a join delta
+    event_driven = False
+
+    def __init__(
+        self,
+        join: Operator,
+        slots: Sequence[tuple[TimedWindowOperator, Sequence[str]]],
+        out_vars: Sequence[str],
+    ) -> None:
+        super().__init__()
+        self.join = join
+        self.children = (join,)
+        self.windows = [w for w, _ in slots]
+        self.slot_ts = [tuple(ts) for _, ts in slots]
+        self.out_vars = tuple(out_vars)
+        self.vars = ()
+        self.jvars = join.vars
+        self.state = Batch.empty(self.jvars)
+        self.groups: dict[tuple, _Group] = {}
+        self.emitted: dict[tuple, Batch] = {}
+        self._gvars = ("%group", *self.out_vars)
+        self.counts = Relation(self._gvars)
+        self._next_gid = 0
+        self._out_idx = [self.jvars.index(v) for v in self.out_vars]
+        self._ts_idx = [[self.jvars.index(v) for v in ts] for ts in self.slot_ts]
+
+    def describe(self) -> str:
+        return f"Router groups={len(self.groups)} rows={len(self.state)}"
+
+    def config_key(self) -> object:
+        return (self.out_vars, tuple(self.slot_ts))
+
+    # -------------------------------------------------------- subscribers
+
+    def add_group(self, key: tuple) -> _Group:
+        ranges, consts = key
+        g = self.groups.get(key)
+        if g is None:
+            self._next_gid += 1
+            g = self.groups[key] = _Group(ranges, consts, self._next_gid)
+        g.refs += 1
+        return g
+
+    def remove_group(self, key: tuple) -> None:
+        g = self.groups.get(key)
+        if g is None:
+            return
+        g.refs -= 1
+        if g.refs <= 0:
+            rows = self._rows_of(g.gid)
+            if len(rows):
+                self.counts.apply(rows.negate())
+            del self.groups[key]
+            self.emitted.pop(key, None)
+
+    def _rows_of(self, gid: int) -> Batch:
+        rows = self.counts.rows
+        return rows.mask((rows.cols[0] == gid) & (rows.counts > 0)) if len(rows) else rows
+
+    def present(self, key: tuple) -> Batch:
+        """The current result of group ``key`` (each binding once)."""
+        rows = self._rows_of(self.groups[key].gid)
+        return Batch(self.out_vars, rows.cols[1:], np.ones(len(rows), dtype=np.int64))
+
+    # -------------------------------------------------------- evaluation
+
+    def current(self) -> Batch:
+        return Batch.empty(())
+
+    def _mins(self, cols: np.ndarray) -> list[np.ndarray]:
+        return [cols[idx[0]] if len(idx) == 1 else cols[idx].min(axis=0) for idx in self._ts_idx]
+
+    def _consts(self, b: Batch, consts: tuple, cache: dict) -> np.ndarray:
+        mask = cache.get(consts)
+        if mask is None:
+            mask = np.ones(len(b), dtype=bool)
+            for v, c in consts:
+                mask &= b.cols[self.jvars.index(v)] == c
+            cache[consts] = mask
+        return mask
+
+    def compute(self, epoch: int) -> Batch:
+        d = self.join.delta(epoch)
+        d = consolidate(d.project(self.jvars)) if len(d) else Batch.empty(self.jvars)
+        old = self.state
+        if len(d):
+            self.state = consolidate(concat([old, d], self.jvars))
+        self.emitted = {}
+        if any(w.now is None for w in self.windows):
+            return Batch.empty(())
+        closes = tuple((w.now // w.step) * w.step for w in self.windows)  # type: ignore[operator]
+        old_mins, d_mins = self._mins(old.cols), self._mins(d.cols)
+        old_cc: dict[tuple, np.ndarray] = {}
+        d_cc: dict[tuple, np.ndarray] = {}
+        old_out = old.cols[self._out_idx]
+        d_out = d.cols[self._out_idx]
+        cols, counts, gids = [], [], []
+        for g in self.groups.values():
+            if g.closes == closes and not len(d):
+                continue
+            if len(old):
+                oc = self._consts(old, g.consts, old_cc)
+                change = g.qualify(old_mins, closes, oc).astype(np.int64) - g.qualify(old_mins, g.closes, oc)
+                idx = np.flatnonzero(change)
+                if len(idx):
+                    cols.append(old_out[:, idx])
+                    counts.append(change[idx] * old.counts[idx])
+                    gids.append(np.full(len(idx), g.gid, dtype=np.int64))
+            if len(d):
+                idx = np.flatnonzero(g.qualify(d_mins, closes, self._consts(d, g.consts, d_cc)))
+                if len(idx):
+                    cols.append(d_out[:, idx])
+                    counts.append(d.counts[idx])
+                    gids.append(np.full(len(idx), g.gid, dtype=np.int64))
+            g.closes = closes
+        if not cols:
+            return Batch.empty(())
+        allc = np.concatenate(cols, axis=1)
+        delta = consolidate(
+            Batch(self._gvars, np.vstack([np.concatenate(gids)[None, :], allc]), np.concatenate(counts))
+        )
+        if not len(delta):
+            return Batch.empty(())
+        before = self.counts.key_counts(delta, self._gvars)
+        after = before + delta.counts
+        enter, leave = (before <= 0) & (after > 0), (before > 0) & (after <= 0)
+        self.counts.apply(delta)
+        moved = np.flatnonzero(enter | leave)
+        if not len(moved):
+            return Batch.empty(())
+        # split the moved rows per group
+        moved = moved[np.argsort(delta.cols[0, moved], kind="stable")]
+        mg = delta.cols[0, moved]
+        sign = np.where(enter[moved], 1, -1).astype(np.int64)
+        by_gid = {g.gid: key for key, g in self.groups.items()}
+        starts = np.flatnonzero(np.r_[True, mg[1:] != mg[:-1]])
+        ends = np.r_[starts[1:], len(mg)]
+        for lo, hi in zip(starts.tolist(), ends.tolist()):
+            sel = moved[lo:hi]
+            self.emitted[by_gid[int(mg[lo])]] = Batch(self.out_vars, delta.cols[1:, sel], sign[lo:hi])
+        return Batch.empty(())
+
+
+class RouteOperator(Operator):
+    """One subscriber group's view of a router: the group's result as +/- deltas."""
+
+    #: the engine must not put an AttachOperator between a route and its router
+    attach_children = False
+    event_driven = False
+
+    def __init__(self, router: RouterOperator, key: tuple, certain: frozenset[str]) -> None:
+        super().__init__()
+        self.router = router
+        self.children = (router,)
+        self.key = key
+        self.vars = router.out_vars
+        self.certain = certain
+        router.add_group(key)
+        self._discarded = False
+
+    def describe(self) -> str:
+        ranges, consts = self.key
+        return f"Route ranges={list(ranges)} consts={dict(consts)}"
+
+    def config_key(self) -> object:
+        return (self.key, tuple(sorted(self.certain)))
+
+    def current(self) -> Batch:
+        return self.router.present(self.key)
+
+    def compute(self, epoch: int) -> Batch:
+        self.router.delta(epoch)
+        out = self.router.emitted.get(self.key)
+        return out if out is not None else Batch.empty(self.vars)
+
+    def discard(self) -> None:
+        if not self._discarded:
+            self._discarded = True
+            self.router.remove_group(self.key)

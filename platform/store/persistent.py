@@ -1,0 +1,522 @@
+"""The persistent graph store: indexed static graphs plus absorbed "timeless" stream data.
+
+Each graph is a base :class:`~linkstream.store.index.GraphIndex` (built from a store
+directory's partitions, cached under ``DIR/index/<gdir>/`` and memory-mapped on the next
+open) plus a short list of small *delta runs* holding the triples streams absorbed
+since the last compaction (an LSM: a new batch's run is merged with the previous run
+while that one is not much larger, so there are O(log n) runs).  All of it, together
+with the stream names and the stable vector timestamp, sits in one immutable
+:class:`_Version` object:
+
+* ``absorb`` builds the next version off to the side and publishes it with one reference
+  swap under a small lock -- a snapshot (one reference read) therefore sees a batch
+  wholly or not at all, and its VTS always describes exactly what it sees;
+* compaction merges the runs into a new base in a background thread; readers keep the
+  arrays of the version they hold (copy-on-write), writers are held only for the final
+  swap, and batches absorbed meanwhile stay in the new version's delta.
+
+Absorbed batches are also appended to ``DIR/delta/log.bin`` (write-ahead) when the store
+was opened from a directory, and replayed when it is reopened; :meth:`PersistentStore.checkpoint`
+writes them into the partitions (with the stable VTS into the manifest) and empties the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from linkstream.rdf.dictionary import Dictionary
+
+from .deltalog import DeltaLog
+from .index import GraphIndex, unique_counts
+from .layout import (
+    INDEX,
+    GraphEntry,
+    Manifest,
+    open_store_dictionary,
+    partition_path,
+    read_graph,
+    read_manifest,
+    tmp_suffix,
+    write_manifest,
+    write_partitions,
+)
+from .layout import unique_rows as _unique_rows
+from .protocol import RDF_TYPE
+
+_log = logging.getLogger(__name__)
+_I64 = np.int64
+_EMPTY3 = np.empty((0, 3), dtype=_I64)
+_INDEX_FORMAT = 1
+
+
+def _e() -> np.ndarray:
+    return np.empty(0, dtype=_I64)
+
+
+@dataclass(frozen=True)
+class _GraphState:
+    """One graph in one version: base index, delta runs, and the raw batches of the delta."""
+
+    base: GraphIndex
+    runs: tuple[GraphIndex, ...] = ()
+    # new triples of each batch since the last compaction, newest first, as an immutable
+    # linked list ``(array, rest)`` so that appending one is O(1) and shares the rest
+    pending: tuple | None = None
+    pending_n: int = 0
+
+    def pending_since(self, done: int) -> list[np.ndarray]:
+        """The batches after the first ``done`` pending ones, oldest first."""
+        out, node = [], self.pending
+        for _ in range(self.pending_n - done):
+            assert node is not None
+            out.append(node[0])
+            node = node[1]
+        out.reverse()
+        return out
+
+    @property
+    def parts(self) -> tuple[GraphIndex, ...]:
+        return (self.base, *self.runs)
+
+    @property
+    def delta_size(self) -> int:
+        return sum(r.size for r in self.runs)
+
+
+@dataclass(frozen=True)
+class _Version:
+    graphs: Mapping[str | None, _GraphState]
+    streams: tuple[str, ...]
+    vts: tuple[int, ...]
+    number: int = 0  # batches applied: the snapshot's scalar version
+
+
+_NO_GRAPH = _GraphState(GraphIndex.empty())
+
+
+class PersistentSnapshot:
+    """An immutable view of a :class:`PersistentStore` version (satisfies ``Snapshot``).
+
+    Attributes:
+        vts: the stable vector timestamp of the view (one entry per stream).
+        streams: the stream names, in VTS order.
+        number: the scalarised snapshot: how many batches the store had applied (equal
+            numbers on one store mean equal contents, e.g. for caching derived results).
+    """
+
+    def __init__(self, version: _Version) -> None:
+        self._v = version
+        self.vts: tuple[int, ...] = version.vts
+        self.streams: tuple[str, ...] = version.streams
+        self.number: int = version.number
+
+    def stream_ts(self, stream: str) -> int | None:
+        """The stable local timestamp of ``stream`` in this view (``None`` if unknown)."""
+        try:
+            return self.vts[self.streams.index(stream)]
+        except ValueError:
+            return None
+
+    def graphs(self) -> list[str | None]:
+        """The graphs of the view, default graph first."""
+        return sorted(self._v.graphs, key=lambda g: (g is not None, g or ""))
+
+    def _parts(self, graph: str | None) -> tuple[GraphIndex, ...]:
+        return self._v.graphs.get(graph, _NO_GRAPH).parts
+
+    def match(self, graph: str | None, s: int | None, p: int | None, o: int | None) -> np.ndarray:
+        """Triples of ``graph`` matching the constants (``None`` = any), by binary search."""
+        return _concat3([ix.match(s, p, o) for ix in self._parts(graph) if ix.size])
+
+    def triples(self, graph: str | None) -> np.ndarray:
+        """All triples of ``graph``."""
+        return _concat3([ix.triples() for ix in self._parts(graph) if ix.size])
+
+    def cardinality(self, graph: str | None, p: int | None) -> int:
+        """Triples of ``graph`` with predicate ``p`` (all if ``None``)."""
+        return sum(ix.cardinality(p) for ix in self._parts(graph))
+
+    def neighbours(
+        self, graph: str | None, vertices: np.ndarray, p: int | None, direction: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(row, predicate, neighbour)`` of every vertex along ``direction``."""
+        res = [ix.neighbours(vertices, p, direction) for ix in self._parts(graph) if ix.size]
+        res = [r for r in res if len(r[0])]
+        if not res:
+            if direction not in ("out", "in"):
+                raise ValueError(f"direction must be 'out' or 'in', got {direction!r}")
+            return _e(), _e(), _e()
+        if len(res) == 1:
+            return res[0]
+        rows, preds, nbrs = (np.concatenate(c) for c in zip(*res))
+        order = np.argsort(rows, kind="stable")
+        return rows[order], preds[order], nbrs[order]
+
+    def subjects(self, graph: str | None, p: int) -> np.ndarray:
+        """Predicate index: distinct subjects having ``p`` (sorted)."""
+        return _union([ix.subjects(p) for ix in self._parts(graph)])
+
+    def objects(self, graph: str | None, p: int) -> np.ndarray:
+        """Predicate index: distinct objects of ``p`` (sorted)."""
+        return _union([ix.objects(p) for ix in self._parts(graph)])
+
+    def instances(self, graph: str | None, type_id: int) -> np.ndarray:
+        """Type index: instances of ``type_id`` (sorted)."""
+        return _union([ix.instances(type_id) for ix in self._parts(graph)])
+
+
+class PersistentStore:
+    """Indexed graphs with timeless absorption and VTS snapshots (see the module docstring).
+
+    Use :meth:`open` for a store directory; the constructor takes graphs directly.
+
+    Args:
+        dictionary: the dictionary the ids belong to.
+        graphs: ``{iri_or_None: (n, 3) int64 triples or a GraphIndex}``.
+        store_dir: the store directory (enables the delta log), if any.
+        compact_threshold: compact a graph once its delta holds more triples than
+            ``max(compact_threshold, base size / 4)``.
+        background_compaction: compact in a background thread (else inline in ``absorb``).
+        fsync: fsync the delta log after each batch.
+        vts: stable timestamps of streams already absorbed (``{stream: ts}``).
+    """
+
+    capabilities = frozenset({"persistent", "snapshots", "timeless"})
+
+    def __init__(
+        self,
+        dictionary: Dictionary,
+        graphs: Mapping[str | None, np.ndarray | GraphIndex] | None = None,
+        *,
+        store_dir: str | os.PathLike[str] | None = None,
+        compact_threshold: int = 65536,
+        background_compaction: bool = True,
+        fsync: bool = False,
+        vts: Mapping[str, int] | None = None,
+    ) -> None:
+        self.dictionary = dictionary
+        self.store_dir = Path(store_dir) if store_dir is not None else None
+        self.manifest: Manifest | None = None
+        self._own_dictionary = False
+        self.rdf_type = int(dictionary.lookup_many([RDF_TYPE])[0])
+        states = {
+            g: _GraphState(ix if isinstance(ix, GraphIndex) else GraphIndex.build(ix, self.rdf_type))
+            for g, ix in (graphs or {}).items()
+        }
+        vts = dict(vts or {})
+        self._version = _Version(states, tuple(vts), tuple(int(x) for x in vts.values()))
+        self._lock = threading.Lock()  # guards the version reference only
+        self._write_lock = threading.RLock()  # one absorb / swap at a time
+        self._compact_lock = threading.Lock()
+        self._compact_threshold = max(1, compact_threshold)
+        self._background = background_compaction
+        self._compactor: threading.Thread | None = None
+        self.compactions = 0
+        self._dlog: DeltaLog | None = None
+        if self.store_dir is not None:
+            self._dlog = DeltaLog(self.store_dir / "delta" / "log.bin", fsync=fsync)
+            replayed = 0
+            for b in self._dlog.replay():
+                v = self._version
+                if b.stream in v.streams and b.ts < v.vts[v.streams.index(b.stream)]:
+                    continue  # checkpointed already (a crash came before the log was emptied)
+                self._apply(b.stream, b.ts, b.triples, b.graph, log=False)
+                replayed += 1
+            if replayed:
+                _log.info("%s: replayed %d absorbed batches", self.store_dir, replayed)
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        store_dir: str | os.PathLike[str],
+        *,
+        dictionary: Dictionary | None = None,
+        cache_index: bool = True,
+        **kwargs: object,
+    ) -> PersistentStore:
+        """Open a store directory, building (and caching) or memory-mapping its indexes.
+
+        Args:
+            store_dir: the directory (``layout.py`` format).
+            dictionary: use this dictionary instead of the manifest's.
+            cache_index: write built indexes under ``DIR/index/`` and reuse them later.
+            **kwargs: passed to the constructor (``compact_threshold`` ...).
+        """
+        manifest = read_manifest(store_dir)
+        dic = dictionary if dictionary is not None else open_store_dictionary(store_dir, manifest)
+        rdf_type = int(dic.lookup_many([RDF_TYPE])[0])
+        graphs = {g.iri: _open_index(store_dir, manifest, g, rdf_type, cache_index) for g in manifest.graphs}
+        vts = manifest.extra.get("vts")
+        if isinstance(vts, dict):
+            kwargs.setdefault("vts", {str(k): int(v) for k, v in vts.items()})
+        store = cls(dic, graphs, store_dir=store_dir, **kwargs)  # type: ignore[arg-type]
+        store.manifest = manifest
+        store._own_dictionary = dictionary is None
+        return store
+
+    # ------------------------------------------------------------------ reading
+
+    def snapshot(self) -> PersistentSnapshot:
+        """A consistent view: all batches up to the stable VTS, nothing newer (O(1))."""
+        with self._lock:
+            v = self._version
+        return PersistentSnapshot(v)
+
+    @property
+    def vts(self) -> tuple[int, ...]:
+        """The current stable vector timestamp."""
+        return self._version.vts
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """Stream names in VTS order."""
+        return self._version.streams
+
+    def delta_size(self, graph: str | None = None) -> int:
+        """Triples of ``graph`` absorbed but not yet compacted into its base."""
+        return self._version.graphs.get(graph, _NO_GRAPH).delta_size
+
+    # ------------------------------------------------------------------ absorbing
+
+    def absorb(self, stream: str, ts: int, triples: np.ndarray, graph: str | None = None) -> None:
+        """Apply one stream batch atomically (see ``AbsorbingStore.absorb``)."""
+        t = np.asarray(triples)
+        if t.ndim != 2 or t.shape[1] != 3:
+            raise ValueError(f"expected an (n, 3) array of triples, got shape {t.shape}")
+        if t.size and int(t.min()) <= 0:
+            raise ValueError("triple ids must be positive")
+        self._apply(stream, int(ts), t.astype(_I64, copy=False), graph, log=True)
+
+    def _apply(self, stream: str, ts: int, t: np.ndarray, graph: str | None, *, log: bool) -> None:
+        with self._write_lock:
+            if not self.rdf_type:  # rdf:type may have been encoded since we opened
+                self.rdf_type = int(self.dictionary.lookup_many([RDF_TYPE])[0])
+            v = self._version
+            streams, vts = list(v.streams), list(v.vts)
+            if stream in streams:
+                i = streams.index(stream)
+                if ts < vts[i]:
+                    raise ValueError(f"stream {stream!r}: timestamp {ts} is older than {vts[i]}")
+            else:
+                streams.append(stream)
+                vts.append(-1)
+                i = len(streams) - 1
+            vts[i] = ts
+            if log and self._dlog is not None:
+                self._dlog.append(stream, ts, graph, t)  # write-ahead: logged before visible
+            graphs = dict(v.graphs)
+            state = graphs.get(graph, _NO_GRAPH)
+            new = _unique_rows(t)
+            for ix in state.parts:
+                # a subject-range test spares the lookups for runs of unrelated subjects
+                if len(new) and ix.size and new[-1, 0] >= ix.out_v[0] and new[0, 0] <= ix.out_v[-1]:
+                    new = new[~ix.contains(new)]
+            if len(new):
+                run = GraphIndex.build(new, self.rdf_type, distinct=True)
+                runs = list(state.runs)
+                # LSM merge: keep run sizes geometrically decreasing -> O(log n) runs
+                while runs and runs[-1].size <= 2 * run.size:
+                    merged = np.concatenate([runs.pop().triples(), run.triples()])
+                    run = GraphIndex.build(merged, self.rdf_type)
+                runs.append(run)
+                state = replace(
+                    state, runs=tuple(runs), pending=(new, state.pending), pending_n=state.pending_n + 1
+                )
+                graphs[graph] = state
+            nv = _Version(graphs, tuple(streams), tuple(vts), v.number + 1)
+            with self._lock:
+                self._version = nv  # the publication point: batch and VTS become visible together
+            if state.delta_size > max(self._compact_threshold, state.base.size // 4):
+                self._schedule_compaction()
+
+    # ------------------------------------------------------------------ compaction
+
+    def _schedule_compaction(self) -> None:
+        if not self._background:
+            self.compact()
+            return
+        if self._compactor is not None and self._compactor.is_alive():
+            return
+        self._compactor = threading.Thread(target=self.compact, name="store-compaction", daemon=True)
+        self._compactor.start()
+
+    def compact(self) -> int:
+        """Merge every graph's delta into its base; returns the number of graphs compacted.
+
+        Readers are never blocked; writers only during the final swap.  Batches absorbed
+        while the new base is built stay in the delta of the version published after it.
+        """
+        with self._compact_lock:
+            return self._compact_locked()
+
+    def _compact_locked(self) -> int:
+        # the caller holds _compact_lock (lock order: compact, then write)
+        start = self._version
+        built: dict[str | None, tuple[GraphIndex, int]] = {}
+        for g, st in start.graphs.items():
+            if st.runs:
+                merged = np.concatenate([ix.triples() for ix in st.parts])
+                built[g] = (GraphIndex.build(merged, self.rdf_type), st.pending_n)
+        if not built:
+            return 0
+        with self._write_lock:
+            cur = self._version
+            graphs = dict(cur.graphs)
+            for g, (base, done) in built.items():
+                rest = cur.graphs[g].pending_since(done)
+                if rest:
+                    run = GraphIndex.build(np.concatenate(rest), self.rdf_type)
+                    pending: tuple | None = None
+                    for arr in rest:
+                        pending = (arr, pending)
+                    graphs[g] = _GraphState(base, (run,), pending, len(rest))
+                else:
+                    graphs[g] = _GraphState(base)
+            nv = _Version(graphs, cur.streams, cur.vts, cur.number)
+            with self._lock:
+                self._version = nv
+        self.compactions += 1
+        _log.debug("compacted %d graphs", len(built))
+        return len(built)
+
+    def checkpoint(self) -> None:
+        """Write the absorbed triples into the store directory and truncate the delta log.
+
+        Compacts, rewrites the partitions (and index cache) of every graph holding absorbed
+        data, records the stable VTS in the manifest, then empties the log.  A crash at
+        any point is harmless: replaying the old log onto the new partitions skips the
+        triples they already hold.  Readers are not blocked; writers wait.
+        """
+        if self.store_dir is None or self.manifest is None:
+            raise ValueError("checkpoint needs a store opened from a directory")
+        with self._compact_lock:
+            self._compact_locked()
+            with self._write_lock:
+                self._compact_locked()  # batches absorbed since the first compaction
+                self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        assert self.store_dir is not None and self.manifest is not None
+        v = self._version
+        m = self.manifest
+        entries = {g.iri: g for g in m.graphs}
+        for g, st in v.graphs.items():
+            old = entries.get(g)
+            if old is not None and st.base.size == old.triples:
+                continue
+            gdir = old.dir if old is not None else _free_graph_dir(self.store_dir, entries.values())
+            new = write_partitions(self.store_dir, g, st.base.triples(), m.partitions, gdir=gdir)
+            entries[g] = new
+            _save_index(self.store_dir, m, new, self.rdf_type, st.base)
+        extra = {k: val for k, val in m.extra.items() if k != "vts"}
+        write_manifest(
+            self.store_dir,
+            dictionary=m.dictionary,
+            partitions=m.partitions,
+            graphs=list(entries.values()),
+            sources=m.sources,
+            loader=m.loader,
+            vts=dict(zip(v.streams, v.vts)),
+            **extra,
+        )
+        self.manifest = read_manifest(self.store_dir)
+        if self._dlog is not None:
+            self._dlog.truncate()
+
+    def wait_compaction(self, timeout: float | None = None) -> None:
+        """Wait for a running background compaction to finish."""
+        t = self._compactor
+        if t is not None:
+            t.join(timeout)
+
+    def close(self) -> None:
+        """Finish compaction, close the delta log and the dictionary handle we opened."""
+        self.wait_compaction()
+        if self._dlog is not None:
+            self._dlog.close()
+        if self._own_dictionary:
+            self._own_dictionary = False
+            self.dictionary.close()
+
+
+# ---------------------------------------------------------------------- index caching
+
+
+def _fingerprint(
+    store_dir: str | os.PathLike[str], manifest: Manifest, entry: GraphEntry, rdf_type: int
+) -> dict:
+    parts = []
+    for k in range(manifest.partitions):
+        p = partition_path(store_dir, entry.dir, k)
+        st = p.stat() if p.exists() else None
+        parts.append([st.st_size, st.st_mtime_ns] if st else None)
+    return {"format": _INDEX_FORMAT, "rdf_type": rdf_type, "triples": entry.triples, "partitions": parts}
+
+
+def index_dir(store_dir: str | os.PathLike[str], entry: GraphEntry) -> Path:
+    """Where the cached indexes of a graph live."""
+    return Path(store_dir) / INDEX / entry.dir
+
+
+def _open_index(
+    store_dir: str | os.PathLike[str], manifest: Manifest, entry: GraphEntry, rdf_type: int, cache: bool
+) -> GraphIndex:
+    folder = index_dir(store_dir, entry)
+    meta_path = folder / "meta.json"
+    fp = _fingerprint(store_dir, manifest, entry, rdf_type)
+    if cache and meta_path.exists():
+        try:
+            if json.loads(meta_path.read_text(encoding="utf-8")) == fp:
+                return GraphIndex.load(folder, mmap=True)
+        except (OSError, ValueError) as e:
+            _log.warning("%s: unusable index cache, rebuilding: %s", folder, e)
+    ix = GraphIndex.build(read_graph(store_dir, entry, manifest=manifest), rdf_type)
+    if cache:
+        _save_index(store_dir, manifest, entry, rdf_type, ix)
+    return ix
+
+
+def _save_index(
+    store_dir: str | os.PathLike[str], manifest: Manifest, entry: GraphEntry, rdf_type: int, ix: GraphIndex
+) -> None:
+    folder = index_dir(store_dir, entry)
+    meta_path = folder / "meta.json"
+    try:
+        meta_path.unlink(missing_ok=True)  # invalid while the arrays are rewritten
+        ix.save(folder)
+        tmp = folder / f"meta.json{tmp_suffix()}"
+        tmp.write_text(json.dumps(_fingerprint(store_dir, manifest, entry, rdf_type)), encoding="utf-8")
+        os.replace(tmp, meta_path)
+    except OSError as e:
+        _log.warning("%s: cannot cache indexes: %s", folder, e)
+
+
+def _free_graph_dir(store_dir: Path, used: object) -> str:
+    taken = {e.dir for e in used}  # type: ignore[attr-defined]
+    k = 0
+    while f"g{k}" in taken or (store_dir / "graphs" / f"g{k}").exists():
+        k += 1
+    return f"g{k}"
+
+
+def _concat3(parts: list[np.ndarray]) -> np.ndarray:
+    if not parts:
+        return _EMPTY3.copy()
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return _e()
+    return np.asarray(parts[0]) if len(parts) == 1 else unique_counts(np.concatenate(parts))[0]

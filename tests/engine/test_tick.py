@@ -1,0 +1,87 @@
+"""Engine epochs: queries with nothing new are not pulled, and results do not change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from linkstream.engine import embedded
+from linkstream.engine.embedded import Engine
+from linkstream.operators.mjoin import MJoinOperator
+from linkstream.query.continuous import parse_continuous
+
+EX = "http://ex.org/"
+
+
+def _query(name: str, stream: str, rng: int = 2) -> str:
+    return (
+        f"PREFIX ex: <{EX}>\nSELECT ?s ?o ?k WHERE {{ STREAM ex:{stream} [RANGE {rng}s SLIDE 1s] "
+        f"{{ ?s ex:p ?o . ?s ex:q ?k }} ?k ex:label ?l }}"
+    )
+
+
+def _run(monkeypatch, skip: bool, share: bool = False):
+    if not skip:
+        monkeypatch.setattr(embedded, "_quiet_windows", lambda rq: False)
+    eng = Engine()
+    # unshared: every query on plain windows (a shared join's router is driven by the
+    # clock, and the queries reading it are updated at every epoch)
+    eng.share = share
+    enc = eng.dictionary.encode
+    eng.add_static(
+        None, np.array([[enc(f"<{EX}k{i}>"), enc(f"<{EX}label>"), enc(f'"k{i}"')] for i in range(3)])
+    )
+    rqs = [
+        eng.register(parse_continuous(_query("a", "s1"), default_name="a")),
+        eng.register(parse_continuous(_query("b", "s2"), default_name="b")),
+        eng.register(parse_continuous(_query("c", "s2", 3), default_name="c")),
+    ]
+    out = []
+    pulls = []
+    for step in range(12):
+        t = 1000 * step + 10
+        # s1 gets an element every epoch; s2 only in the first three (then it is quiet)
+        streams = ["s1", "s2"] if step < 3 else ["s1"]
+        for s in streams:
+            o = enc(f"<{EX}o{s}{step}>")
+            tr = [[o, enc(f"<{EX}p>"), enc(f'"{step}"')], [o, enc(f"<{EX}q>"), enc(f"<{EX}k{step % 3}>")]]
+            eng.ingest(EX + s, t, np.array(tr, dtype=np.int64))
+        if step == 8:  # a static change reaches every query, quiet or not
+            eng.add_static(None, np.array([[enc(f"<{EX}k1>"), enc(f"<{EX}label>"), enc('"one"')]]))
+        res = eng.tick(1000 * (step + 1), [q.name for q in rqs])
+        out.append(res)
+        pulls.append({q.name: [op._epoch for op in q.ops if isinstance(op, MJoinOperator)] for q in rqs})
+    return out, pulls, eng
+
+
+def test_quiet_queries_are_skipped_without_changing_results(monkeypatch):
+    got, pulls, eng = _run(monkeypatch, skip=True)
+    with monkeypatch.context() as m:
+        want, _, _ = _run(m, skip=False)
+    assert got == want
+    assert any(lines for res in got for lines in res.values())  # not vacuous
+    # b and c (stream s2) stop being pulled once their windows no longer move ...
+    b_epochs = [p["b"][0] for p in pulls]
+    assert b_epochs[6] == b_epochs[7], b_epochs
+    # ... but a static change is delivered to them
+    assert b_epochs[8] == 9, b_epochs
+    # a (stream s1) is pulled every epoch
+    assert [p["a"][0] for p in pulls] == list(range(1, 13))
+    # a quiet RStream query still reports its (unchanged) result at every report time
+    assert all(res["c"] == [] or res["c"][0].startswith('{"query": "c", "t": ') for res in got)
+
+
+def test_shared_plans_give_the_same_results(monkeypatch):
+    got, _, _ = _run(monkeypatch, skip=True, share=True)
+    with monkeypatch.context() as m:
+        want, _, _ = _run(m, skip=False, share=False)
+    assert got == want
+
+
+@pytest.mark.parametrize("stream", ["s1", "s2"])
+def test_registered_between_epochs_gets_its_first_update(monkeypatch, stream):
+    _, _, eng = _run(monkeypatch, skip=True)
+    late = eng.register(parse_continuous(_query("late", stream), default_name="late"))
+    res = eng.tick(13000, ["late"])
+    assert late.stats.reports == 1
+    assert isinstance(res["late"], list)

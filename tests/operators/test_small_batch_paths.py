@@ -1,0 +1,93 @@
+"""The small-batch fast paths of ``batch.consolidate`` and ``Relation.join``/``key_counts``
+give exactly (same rows, same order) what the general numpy paths give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from linkstream.operators import batch as B
+from linkstream.operators import relation as R
+from linkstream.operators.batch import Batch
+
+VARS = ("a", "b", "c", "d")
+
+
+def _general_consolidate(b: Batch) -> Batch:
+    old = B.SMALL_CONSOLIDATE
+    B.SMALL_CONSOLIDATE = 0
+    try:
+        return B.consolidate(b)
+    finally:
+        B.SMALL_CONSOLIDATE = old
+
+
+def _same(x: Batch, y: Batch) -> None:
+    assert x.vars == y.vars
+    assert x.cols.shape == y.cols.shape and x.cols.dtype == y.cols.dtype == np.int64
+    assert np.array_equal(x.cols, y.cols)
+    assert np.array_equal(x.counts, y.counts)
+
+
+def _batch(vars_, rows, counts) -> Batch:
+    cols = np.array(rows, dtype=np.int64).T.reshape(len(vars_), len(rows))
+    return Batch(tuple(vars_), cols, np.array(counts, dtype=np.int64).reshape(len(rows)))
+
+
+rows_st = st.integers(1, 4).flatmap(
+    lambda k: st.lists(
+        st.tuples(st.tuples(*[st.integers(0, 3)] * k), st.integers(-2, 2)), min_size=0, max_size=14
+    ).map(lambda rc: (VARS[:k], [r for r, _ in rc], [c for _, c in rc]))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows_st)
+def test_small_consolidate_equals_general(data):
+    vars_, rows, counts = data
+    b = _batch(vars_, rows, counts)
+    _same(B.consolidate(b), _general_consolidate(b))
+
+
+def test_consolidated_input_is_returned_as_is():
+    b = _batch(("a", "b"), [(1, 2), (1, 3), (2, 1)], [1, -1, 2])
+    assert B.consolidate(b) is b
+
+
+def _relation(vars_, deltas) -> R.Relation:
+    rel = R.Relation(vars_)
+    for d in deltas:
+        rel.apply(d)
+    return rel
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_small_join_and_key_counts_equal_the_indexed_path(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    for trial in range(300):
+        rv = tuple(rng.choice(VARS, size=int(rng.integers(1, 4)), replace=False))
+        pv = tuple(rng.choice(VARS, size=int(rng.integers(0, 4)), replace=False))
+        low = 0 if trial % 4 == 0 else 1  # some unbound (0) values: the general path decides
+        deltas = []
+        for _ in range(int(rng.integers(1, 4))):
+            n = int(rng.integers(0, 30))
+            deltas.append(
+                Batch(
+                    rv, rng.integers(low, 4, size=(len(rv), n)), rng.integers(-2, 3, size=n).astype(np.int64)
+                )
+            )
+        n = int(rng.integers(0, 20))
+        probe = Batch(
+            pv, rng.integers(low, 4, size=(len(pv), n)), rng.integers(-2, 3, size=n).astype(np.int64)
+        )
+        fast = _relation(rv, deltas)
+        monkeypatch.setattr(R, "SMALL_PAIRS", -1)  # every probe through the sorted index
+        slow = _relation(rv, deltas)
+        want = slow.join(probe)
+        want_kc = slow.key_counts(probe, tuple(v for v in pv if v in rv))
+        monkeypatch.setattr(R, "SMALL_PAIRS", 2048)
+        _same(fast.join(probe), want)
+        assert np.array_equal(fast.key_counts(probe, tuple(v for v in pv if v in rv)), want_kc)
+        assert len(fast) == len(slow) == len(fast._base.rows) + len(fast._recent.rows)
