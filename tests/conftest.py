@@ -159,3 +159,23 @@ def kazoo_factory(zk_server: str, zk_chroot: str) -> Iterator[Callable[..., Kazo
 def kazoo_client(kazoo_factory: Callable[..., KazooClient]) -> KazooClient:
     """A started kazoo client whose chroot is the test's own (short session timeout)."""
     return kazoo_factory()
+
+
+# HBase contract suites (tests/rdf, tests/store): the Thrift emulator and the optional live gateway
+
+
+@pytest.fixture(scope="module")
+def hbase_emulator_address() -> Iterator[str]:
+    """An HBase Thrift 1 emulator (test double) for the module; yields ``host:port``."""
+    from tests.rdf.hbase_emulator import HBaseThriftEmulator
+
+    with HBaseThriftEmulator() as emulator:
+        yield emulator.address
+
+
+@pytest.fixture(scope="module")
+def hbase_live_address() -> str:
+    """``LINKSTREAM_TEST_HBASE`` (a real HBase Thrift gateway), or skip."""
+    from tests.rdf.hbase_support import live_address_or_skip
+
+    return live_address_or_skip()

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from linkstream.rdf.dictionary import open_dictionary
-from linkstream.rdf.ntriples import LINE_STRIP, LineParser, NTriplesError, parser_for
+from linkstream.rdf.ntriples import LINE_STRIP, LineParser, NTriplesError, parse_file_line, parser_for
 
 PARSED_SCHEMA = "s string, p string, o string, g string, err string"
 IDS_SCHEMA = "t string, h long, id long, new boolean"
@@ -85,16 +85,10 @@ def parse_lines(
                 parser = parsers.get(path)
                 if parser is None:
                     parser = parsers[path] = parser_for(prefixes.get(spark_file_key(path), ""))
-            line = raw.strip(LINE_STRIP)
-            if not line or line[0] == "#":
-                continue
             try:
-                if "\r" in line:
-                    quads = parser.parse_statements(line)
-                else:
-                    q = parser.parse_statement(line)
-                    quads = [q] if q is not None else []
+                quads = parse_file_line(parser, raw)
             except NTriplesError as e:
+                line = raw.strip(LINE_STRIP)
                 excerpt = line if len(line) <= _EXCERPT else line[:_EXCERPT] + "..."
                 s_col.append(None)
                 p_col.append(None)

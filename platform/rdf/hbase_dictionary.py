@@ -83,6 +83,27 @@ HASHED = b"h:"
 _MAX_ID = (1 << 63) - 1
 
 
+def connect(
+    host: str,
+    port: int,
+    timeout_ms: int | None = None,
+    table_prefix: str | None = None,
+    transport: str = "buffered",
+    protocol: str = "binary",
+) -> happybase.Connection:
+    """A happybase connection to an HBase Thrift 1 gateway.
+
+    Raises:
+        ConnectionError: The gateway cannot be reached.
+    """
+    try:
+        return happybase.Connection(
+            host, port, timeout=timeout_ms, table_prefix=table_prefix, transport=transport, protocol=protocol
+        )
+    except (TException, OSError) as e:
+        raise ConnectionError(f"cannot reach the HBase Thrift gateway at {host}:{port}: {e}") from e
+
+
 def _pack(i: int) -> bytes:
     return i.to_bytes(8, "big")
 
@@ -151,17 +172,7 @@ class HBaseDictionary:
         #: New terms another writer published first (``checkAndPut`` lost).
         self.lost_races = 0
         self._closed = False
-        try:
-            self._conn = happybase.Connection(
-                host,
-                port,
-                timeout=timeout_ms,
-                table_prefix=table_prefix,
-                transport=transport,
-                protocol=protocol,
-            )
-        except (TException, OSError) as e:
-            raise ConnectionError(f"cannot reach the HBase Thrift gateway at {host}:{port}: {e}") from e
+        self._conn = connect(host, port, timeout_ms, table_prefix, transport, protocol)
         try:
             self._table = self._open_table(table)
         except BaseException:

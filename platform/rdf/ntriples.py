@@ -533,3 +533,21 @@ def parse_line(line: str, bnode_prefix: str = "") -> Quad | None:
         NTriplesError: the line is malformed; ``str(err)`` says why.
     """
     return parser_for(bnode_prefix).parse_line(line)
+
+
+def parse_file_line(parser: LineParser, raw: str) -> list[tuple[str, str, str, str | None]]:
+    """The statements of one raw line of an N-Triples / N-Quads file.
+
+    Blank lines and comments give ``[]``; a line with a bare carriage return inside is
+    split there (old Mac line ends), as the stream reader does.
+
+    Raises:
+        NTriplesError: The line is malformed.
+    """
+    line = raw.strip(LINE_STRIP)
+    if not line or line[0] == "#":
+        return []
+    if "\r" in line:
+        return parser.parse_statements(line)
+    q = parser.parse_statement(line)
+    return [q] if q is not None else []

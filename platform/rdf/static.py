@@ -18,7 +18,7 @@ from itertools import islice
 import numpy as np
 
 from .dictionary import Dictionary
-from .ntriples import LINE_STRIP, NTriplesError, parser_for
+from .ntriples import NTriplesError, parse_file_line, parser_for
 from .terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term, canonical
 
 _log = logging.getLogger(__name__)
@@ -103,24 +103,24 @@ def _encode_chunks(triples: Iterable[tuple[str, str, str]], dictionary: Dictiona
         yield dictionary.encode_many(terms).reshape(-1, 3)
 
 
-def _line_triples(path: str, bnode_prefix: str, log: Callable[[str], None]) -> Iterator[tuple[str, str, str]]:
+def line_quads(
+    path: str, bnode_prefix: str, log: Callable[[str], None]
+) -> Iterator[tuple[str, str, str, str | None]]:
+    """The statements of an N-Triples / N-Quads file; malformed lines are logged and skipped."""
     parser = parser_for(bnode_prefix)
     with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
         for lineno, raw in enumerate(f, 1):
-            line = raw.strip(LINE_STRIP)
-            if not line or line[0] == "#":
-                continue
             try:
-                if "\r" in line:
-                    quads = parser.parse_statements(line)
-                else:
-                    q = parser.parse_statement(line)
-                    quads = [q] if q is not None else []
+                quads = parse_file_line(parser, raw)
             except NTriplesError as e:
                 log("%s:%d: rejected: %s" % (path, lineno, e))
                 continue
-            for s, p, o, _g in quads:
-                yield s, p, o
+            yield from quads
+
+
+def _line_triples(path: str, bnode_prefix: str, log: Callable[[str], None]) -> Iterator[tuple[str, str, str]]:
+    for s, p, o, _g in line_quads(path, bnode_prefix, log):
+        yield s, p, o
 
 
 def _rdflib_triples(path: str, fmt: str, bnode_prefix: str) -> Iterator[tuple[str, str, str]]:

@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary, open_dictionary
-from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, parser_for
-from linkstream.rdf.static import LINE_FORMATS, RDFLIB_FORMATS, load_graph
+from linkstream.rdf.static import LINE_FORMATS, RDFLIB_FORMATS, line_quads, load_graph
 
 from .layout import (
     DEFAULT_DICTIONARY,
@@ -164,30 +163,15 @@ def _line_chunks(
     path: str, prefix: str, dic: Dictionary, default_graph: bool, reject: Callable[[str], None]
 ) -> Iterator[tuple[str | None, np.ndarray]]:
     """Encoded ``(graph, (n, 3) triples)`` chunks of an N-Triples / N-Quads file."""
-    parser = parser_for(prefix)
     buf: dict[str | None, list[tuple[str, str, str]]] = {}
     pending = 0
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.strip(LINE_STRIP)
-            if not line or line[0] == "#":
-                continue
-            try:
-                if "\r" in line:
-                    quads = parser.parse_statements(line)
-                else:
-                    q = parser.parse_statement(line)
-                    quads = [q] if q is not None else []
-            except NTriplesError as e:
-                reject("%s:%d: rejected: %s" % (path, lineno, e))
-                continue
-            for s, p, o, g in quads:
-                key = None if default_graph or g is None else graph_name(g)
-                buf.setdefault(key, []).append((s, p, o))
-                pending += 1
-            if pending >= _CHUNK:
-                yield from _encode(buf, dic)
-                buf, pending = {}, 0
+    for s, p, o, g in line_quads(path, prefix, reject):
+        key = None if default_graph or g is None else graph_name(g)
+        buf.setdefault(key, []).append((s, p, o))
+        pending += 1
+        if pending >= _CHUNK:
+            yield from _encode(buf, dic)
+            buf, pending = {}, 0
     yield from _encode(buf, dic)
 
 

@@ -271,22 +271,13 @@ class HBaseStaticResultStore:
         transport: str = "buffered",
         protocol: str = "binary",
     ) -> None:
-        import happybase
         from thriftpy2.thrift import TException
+
+        from ..rdf.hbase_dictionary import connect
 
         self.uri = f"hbase://{host}:{port}/{table}"
         self._lock = threading.RLock()
-        try:
-            self._conn = happybase.Connection(
-                host,
-                port,
-                timeout=timeout_ms,
-                table_prefix=table_prefix,
-                transport=transport,
-                protocol=protocol,
-            )
-        except (TException, OSError) as e:
-            raise ConnectionError(f"cannot reach the HBase Thrift gateway at {host}:{port}: {e}") from e
+        self._conn = connect(host, port, timeout_ms, table_prefix, transport, protocol)
         try:
             if table.encode() not in self._conn.tables():
                 try:

@@ -15,17 +15,9 @@ import numpy as np
 import pytest
 
 from linkstream.rdf.dictionary import BulkDictionary, open_dictionary
-from tests.rdf.hbase_emulator import HBaseThriftEmulator
 from tests.rdf.hbase_support import drop_table, fresh_table
 
 TERMS = [f"<http://ex.org/t{i}>" for i in range(50)] + ['"x"@en', "_:b1", '"' + "long " * 200 + '"']
-
-
-@pytest.fixture(scope="module")
-def hbase_emulator_address() -> Iterator[str]:
-    """An HBase Thrift 1 emulator (test double) for this module."""
-    with HBaseThriftEmulator() as emulator:
-        yield emulator.address
 
 
 @pytest.fixture(params=["memory", "lmdb", "hbase"])

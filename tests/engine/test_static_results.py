@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,6 @@ from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.dictionary import open_dictionary
 from linkstream.rdf.static import load_graph
 from linkstream.store.static_results import LmdbStaticResultStore
-from tests.rdf.hbase_emulator import HBaseThriftEmulator
 from tests.rdf.hbase_support import drop_table, fresh_table
 from tests.shared_paths import load_tool, shared_or_skip
 
@@ -142,13 +140,6 @@ def test_n_queries_sharing_a_static_part_evaluate_it_once():
     for name in texts:
         assert sorted(rows[name]) == sorted(rows[name[:3] + "0"]), name
     _close(eng)
-
-
-@pytest.fixture(scope="module")
-def hbase_emulator_address() -> Iterator[str]:
-    """An HBase Thrift 1 emulator (a test double, not HBase); yields ``host:port``."""
-    with HBaseThriftEmulator() as emulator:
-        yield emulator.address
 
 
 @pytest.mark.parametrize("backend", ["lmdb", "hbase-emulator"])

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import happybase
 import pytest
@@ -54,3 +57,30 @@ def drop_table(address: str, table: str) -> None:
             conn.delete_table(table, disable=True)
     finally:
         conn.close()
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend of a contract suite run over memory:, lmdb:, the emulator and a live gateway."""
+
+    uri: Callable[[Path, str], str]  # (test directory, server address) -> URI
+    persistent: bool
+    server: str | None = None  # fixture giving the server's "host:port"
+
+
+def backends(lmdb_name: str) -> dict[str, Backend]:
+    """The backends of a contract suite; LMDB data lives in ``<test dir>/<lmdb_name>``."""
+    return {
+        "memory": Backend(uri=lambda tmp, addr: "memory:", persistent=False),
+        "lmdb": Backend(uri=lambda tmp, addr: f"lmdb:{tmp / lmdb_name}", persistent=True),
+        "hbase": Backend(
+            uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}",
+            persistent=True,
+            server="hbase_emulator_address",
+        ),
+        "hbase-live": Backend(
+            uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}",
+            persistent=True,
+            server="hbase_live_address",
+        ),
+    }

@@ -10,8 +10,7 @@ gets a fresh table, dropped afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,42 +18,13 @@ import pytest
 
 from linkstream.rdf.dictionary import Dictionary, open_dictionary
 from linkstream.rdf.lmdb_dictionary import LmdbDictionary
-from tests.rdf.hbase_emulator import HBaseThriftEmulator
-from tests.rdf.hbase_support import drop_table, fresh_table, live_address_or_skip
+from tests.rdf.hbase_support import (
+    Backend,
+    backends,
+    drop_table,
+)
 
-
-@dataclass(frozen=True)
-class Backend:
-    uri: Callable[[Path, str], str]  # (test directory, server address) -> URI
-    persistent: bool
-    server: str | None = None  # fixture giving the server's "host:port"
-
-
-BACKENDS = {
-    "memory": Backend(uri=lambda tmp, addr: "memory:", persistent=False),
-    "lmdb": Backend(uri=lambda tmp, addr: f"lmdb:{tmp / 'dict'}", persistent=True),
-    "hbase": Backend(
-        uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}",
-        persistent=True,
-        server="hbase_emulator_address",
-    ),
-    "hbase-live": Backend(
-        uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}", persistent=True, server="hbase_live_address"
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def hbase_emulator_address() -> Iterator[str]:
-    """An HBase Thrift 1 emulator (test double) for this module; yields ``host:port``."""
-    with HBaseThriftEmulator() as emulator:
-        yield emulator.address
-
-
-@pytest.fixture(scope="module")
-def hbase_live_address() -> str:
-    """``LINKSTREAM_TEST_HBASE`` (a real HBase Thrift gateway), or skip."""
-    return live_address_or_skip()
+BACKENDS = backends("dict")
 
 
 @pytest.fixture(params=sorted(BACKENDS))

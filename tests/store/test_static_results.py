@@ -8,8 +8,7 @@ installed here); ``hbase-live`` runs it against a real gateway named by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import happybase
@@ -29,42 +28,15 @@ from linkstream.store.static_results import (
     open_static_results,
     signature_key,
 )
-from tests.rdf.hbase_emulator import HBaseThriftEmulator
-from tests.rdf.hbase_support import drop_table, fresh_table, live_address_or_skip, split_address
+from tests.rdf.hbase_support import (
+    Backend,
+    backends,
+    drop_table,
+    fresh_table,
+    split_address,
+)
 
-
-@dataclass(frozen=True)
-class Backend:
-    uri: Callable[[Path, str], str]  # (test directory, server address) -> URI
-    persistent: bool
-    server: str | None = None  # fixture giving the server's "host:port"
-
-
-BACKENDS = {
-    "memory": Backend(uri=lambda tmp, addr: "memory:", persistent=False),
-    "lmdb": Backend(uri=lambda tmp, addr: f"lmdb:{tmp / 'results'}", persistent=True),
-    "hbase": Backend(
-        uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}",
-        persistent=True,
-        server="hbase_emulator_address",
-    ),
-    "hbase-live": Backend(
-        uri=lambda tmp, addr: f"hbase://{addr}/{fresh_table()}", persistent=True, server="hbase_live_address"
-    ),
-}
-
-
-@pytest.fixture(scope="module")
-def hbase_emulator_address() -> Iterator[str]:
-    """An HBase Thrift 1 emulator (test double) for this module; yields ``host:port``."""
-    with HBaseThriftEmulator() as emulator:
-        yield emulator.address
-
-
-@pytest.fixture(scope="module")
-def hbase_live_address() -> str:
-    """``LINKSTREAM_TEST_HBASE`` (a real HBase Thrift gateway), or skip."""
-    return live_address_or_skip()
+BACKENDS = backends("results")
 
 
 @pytest.fixture(params=sorted(BACKENDS))
