@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 MAX_GRAPHS = 100_000
 #: sample of malformed lines kept for the report
 ERROR_SAMPLE = 20
-#: term tables up to this size are broadcast to the encoding joins (else shuffle joins)
-BROADCAST_TERMS = 4_000_000
+#: term tables up to this size are broadcast to the encoding joins (else shuffle joins);
+#: three broadcast copies of a larger table can exhaust a 2 GB driver
+BROADCAST_TERMS = 1_000_000
 #: work folder inside the store directory (removed when the load ends)
 WORK_DIR = ".spark-work"
 
