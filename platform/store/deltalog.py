@@ -8,6 +8,12 @@ so a reopened store replays exactly the batches it had acknowledged::
 
 A torn last record (a crash mid-append) is detected by its short length, reported and
 cut off; nothing here unpickles or evaluates what it reads.
+
+Several processes may share one log (see :mod:`linkstream.store.storelock`: every call
+here except :meth:`DeltaLog.replay` runs under the store's lock).  Each keeps the offset
+up to which it has read (:meth:`DeltaLog.read_from` returns the records others appended
+since), and emptying the log replaces the file by a new one, so a process still holding
+the old file sees :meth:`DeltaLog.replaced` and starts over from the checkpoint.
 """
 
 from __future__ import annotations
@@ -58,14 +64,47 @@ class DeltaLog:
                 f.truncate(self._good)
         self._f = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
 
-    def append(self, stream: str, ts: int, graph: str | None, triples: np.ndarray) -> None:
-        """Append one batch and flush it to the OS."""
+    @property
+    def end(self) -> int:
+        """The size of the log file this object appends to."""
+        return os.fstat(self._f.fileno()).st_size
+
+    def append(self, stream: str, ts: int, graph: str | None, triples: np.ndarray) -> int:
+        """Append one batch and flush it to the OS; returns the log's new end offset."""
         t = np.ascontiguousarray(triples, dtype="<i8").reshape(-1, 3)
         header = msgpack.packb({"stream": stream, "ts": int(ts), "graph": graph, "n": len(t)})
         self._f.write(_LEN.pack(len(header)) + header + t.tobytes())
         self._f.flush()
         if self._fsync:
             os.fsync(self._f.fileno())
+        return self.end
+
+    def read_from(self, offset: int) -> tuple[list[LoggedBatch], int]:
+        """The complete records from byte ``offset`` on, and the offset after them."""
+        out: list[LoggedBatch] = []
+        if self.end <= offset:
+            return out, offset
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            while True:
+                rec, pos = _read_record(f)
+                if rec is None:
+                    return out, pos
+                out.append(rec)
+
+    def replaced(self) -> bool:
+        """Whether the log file was replaced (emptied by another process) since we opened it."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        mine = os.fstat(self._f.fileno())
+        return (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev)
+
+    def reopen(self) -> None:
+        """Append to the file now at the log's path (after :meth:`replaced`)."""
+        self.close()
+        self._f = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
 
     def replay(self) -> Iterator[LoggedBatch]:
         """The complete records of the log, oldest first."""
@@ -79,12 +118,18 @@ class DeltaLog:
                 yield rec
 
     def truncate(self) -> None:
-        """Empty the log (after its batches were written elsewhere)."""
+        """Empty the log (after its batches were written elsewhere).
+
+        A new empty file replaces the old one, so that other processes appending to the
+        old file notice (:meth:`replaced`) instead of reading new records at old offsets.
+        """
         self._f.flush()
-        self._f.truncate(0)
-        self._f.seek(0)
-        if self._fsync:
-            os.fsync(self._f.fileno())
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            if self._fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.reopen()
 
     def close(self) -> None:
         """Close the file (idempotent)."""

@@ -25,6 +25,7 @@ from ..operators.batch import Batch, consolidate
 from ..operators.evaluate import Evaluator
 from ..operators.window import TRIPLE_VARS
 from ..query.expressions import Expr
+from .literals import NO_ALIASES, AliasMap
 from .protocol import Snapshot
 
 #: a pattern position: ("var", name) or ("const", id)
@@ -32,6 +33,7 @@ Slot = tuple[str, object]
 Pattern = tuple[Slot, Slot, Slot]
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_MIN_CHUNK = 64  # smallest chunk of a LIMITed exploration (numpy overhead dominates below)
 
 
 def _dedup_rows(*cols: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -48,21 +50,55 @@ def _dedup_rows(*cols: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(c[keep] for c in s)
 
 
+def _duplicates(cols: Sequence[np.ndarray], among: np.ndarray) -> np.ndarray | None:
+    """A keep-mask dropping repeated rows, which can only be rows flagged in ``among``.
+
+    Row order is kept (so rows grouped by their first column stay grouped); ``None``
+    when nothing repeats.
+    """
+    idx = np.flatnonzero(among)
+    if len(idx) < 2:
+        return None
+    sub = [c[idx] for c in cols]
+    order = np.lexsort(sub[::-1])
+    same = np.ones(len(idx) - 1, dtype=bool)
+    for c in sub:
+        cs = c[order]
+        same &= cs[1:] == cs[:-1]
+    if not same.any():
+        return None
+    keep = np.ones(len(cols[0]), dtype=bool)
+    keep[idx[order[1:][same]]] = False
+    return keep
+
+
 class SnapshotGraph(Operator):
     """One graph of a query's dataset: the RDF merge of store graphs ``keys`` in a snapshot.
 
     Reading the whole graph (:meth:`compute`) is possible but only a fallback; pattern
     evaluation goes through :meth:`match` and :meth:`neighbours`, which use the indexes.
+
+    Every triple read is seen through ``aliases`` (see :mod:`linkstream.store.literals`):
+    an alias literal reads as its canonical term, and triples that become equal so are
+    one triple, as in pyoxigraph; a canonical id given as a constant or a vertex also
+    finds the triples holding its aliases.
     """
 
     vars = TRIPLE_VARS
     certain = frozenset(TRIPLE_VARS)
 
-    def __init__(self, snapshot: Snapshot | None, keys: Sequence[str | None], name: str) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot | None,
+        keys: Sequence[str | None],
+        name: str,
+        aliases: AliasMap = NO_ALIASES,
+    ) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.keys = tuple(dict.fromkeys(keys)) if snapshot is not None else ()
         self.name = name
+        self.aliases = aliases
         self._sent = False
 
     def describe(self) -> str:
@@ -71,13 +107,33 @@ class SnapshotGraph(Operator):
     def match(self, s: int | None, p: int | None, o: int | None) -> np.ndarray:
         """``(n, 3)`` triples of the merged graph matching the constants."""
         assert self.snapshot is not None or not self.keys
-        parts = [self.snapshot.match(g, s, p, o) for g in self.keys]  # type: ignore[union-attr]
+        al = self.aliases
+        if not al:
+            parts = [self.snapshot.match(g, s, p, o) for g in self.keys]  # type: ignore[union-attr]
+        else:
+            ss = [None] if s is None else al.members(s)
+            os_ = [None] if o is None else al.members(o)
+            parts = [
+                self.snapshot.match(g, a, p, b)  # type: ignore[union-attr]
+                for g in self.keys
+                for a in ss
+                for b in os_
+            ]
         parts = [np.asarray(x, dtype=np.int64).reshape(-1, 3) for x in parts if len(x)]
         if not parts:
             return np.empty((0, 3), dtype=np.int64)
+        t = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if al:
+            S, cs = al.canon(t[:, 0])
+            O, co = al.canon(t[:, 2])
+            if cs or co:
+                t = np.stack([S, t[:, 1], O], axis=1)
+                if len(parts) == 1:
+                    # only triples holding a canonical term can have become equal
+                    keep = _duplicates((S, t[:, 1], O), al.is_target(S) | al.is_target(O))
+                    return t if keep is None else t[keep]
         if len(parts) == 1:
-            return parts[0]
-        t = np.concatenate(parts)
+            return t
         return np.stack(_dedup_rows(t[:, 0], t[:, 1], t[:, 2]), axis=1)
 
     def cardinality(self, p: int | None) -> int:
@@ -87,24 +143,46 @@ class SnapshotGraph(Operator):
     def neighbours(
         self, vertices: np.ndarray, p: int | None, direction: str
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One-hop exploration (see :meth:`Snapshot.neighbours`), deduplicated across graphs."""
+        """One-hop exploration (see :meth:`Snapshot.neighbours`), deduplicated across graphs.
+
+        Rows come grouped by vertex index, ascending.
+        """
         if not self.keys or len(vertices) == 0:
             return _EMPTY, _EMPTY, _EMPTY
-        parts = [self.snapshot.neighbours(g, vertices, p, direction) for g in self.keys]  # type: ignore[union-attr]
+        vs, origin = self.aliases.widen(vertices)
+        parts = [self.snapshot.neighbours(g, vs, p, direction) for g in self.keys]  # type: ignore[union-attr]
         parts = [x for x in parts if len(x[0])]
         if not parts:
             return _EMPTY, _EMPTY, _EMPTY
         if len(parts) == 1:
-            r, q, n = parts[0]
-            return np.asarray(r, np.int64), np.asarray(q, np.int64), np.asarray(n, np.int64)
-        r, q, n = (np.concatenate([x[k] for x in parts]).astype(np.int64) for k in range(3))
-        return _dedup_rows(r, q, n)  # type: ignore[return-value]
+            r, q, n = (np.asarray(x, np.int64) for x in parts[0])
+        else:
+            r, q, n = (np.concatenate([x[k] for x in parts]).astype(np.int64) for k in range(3))
+        al = self.aliases
+        hit = False
+        if al:
+            n, hit = al.canon(n)
+        if len(parts) > 1:
+            if origin is not None:
+                r = origin[r]
+            return _dedup_rows(r, q, n)  # type: ignore[return-value]
+        if origin is not None:
+            # rows found from an alias of a vertex belong to the vertex's row
+            r = origin[r]
+            order = np.argsort(r, kind="stable")
+            r, q, n = r[order], q[order], n[order]
+        if origin is not None or hit:
+            # only rows of a widened vertex or with a canonical neighbour can repeat
+            keep = _duplicates((r, q, n), al.is_target(vertices[r]) | al.is_target(n))
+            if keep is not None:
+                r, q, n = r[keep], q[keep], n[keep]
+        return r, q, n
 
     def compute(self, epoch: int) -> Batch:
         if self._sent:
             return Batch.empty(TRIPLE_VARS)
         self._sent = True
-        t = self.match(None, None, None)
+        t = self.match(None, None, None)  # aliases already read as their canonical terms
         return Batch(TRIPLE_VARS, np.ascontiguousarray(t.T), np.ones(len(t), dtype=np.int64))
 
 
@@ -143,12 +221,15 @@ class ExploreOperator(Operator):
         self.certain = frozenset(vs)
         self.children = (graph,) if seed is None else (graph, seed)
         self.explored = 0  # candidate triples looked at (stats, tests)
+        # stop once this many solutions exist (a LIMIT the caller applies anyway)
+        self.limit: int | None = None
         self._sent = False
 
     def describe(self) -> str:
         f = f" filters={len(self.filters)}" if self.filters else ""
         s = " seeded" if self.seed is not None else ""
-        return f"Explore n={len(self.patterns)}{f}{s} on {self.graph.name} explored={self.explored}"
+        lim = f" limit={self.limit}" if self.limit is not None else ""
+        return f"Explore n={len(self.patterns)}{f}{s}{lim} on {self.graph.name} explored={self.explored}"
 
     def compute(self, epoch: int) -> Batch:
         if self._sent:
@@ -182,11 +263,20 @@ class _Exploration:
     def run(self) -> Batch:
         pending = list(range(len(self.op.patterns)))
         self._filter()
+        if self.op.limit is not None and pending and self.n:
+            return self._run_limited(pending, self.op.limit)
+        self._finish(pending)
+        return self._batch()
+
+    def _finish(self, pending: list[int]) -> None:
+        """Applies the pending patterns, cheapest first, to all current rows."""
         while pending and self.n:
             k = min(pending, key=self._cost)
             pending.remove(k)
             self._apply(self.op.patterns[k], k)
             self._filter()
+
+    def _batch(self) -> Batch:
         vs = self.op.vars
         if not self.n:
             return Batch.empty(vs)
@@ -194,6 +284,50 @@ class _Exploration:
         for j, v in enumerate(vs):
             cols[j] = self.cols[v]
         return Batch(vs, cols, self.counts)
+
+    def _run_limited(self, pending: list[int], limit: int) -> Batch:
+        """At least ``limit`` solutions (all if fewer exist), exploring as little as possible.
+
+        The first pattern's candidate triples are read from the index at once (a slice),
+        then unified and explored further in chunks of geometrically growing size until
+        enough solutions exist, so the work done follows ``limit``, not the data.
+        """
+        k = min(pending, key=self._cost)
+        pending.remove(k)
+        pat = self.op.patterns[k]
+        rows, tcols = self._candidates(pat, k)
+        parts: list[Batch] = []
+        got, start, size = 0, 0, max(_MIN_CHUNK, 2 * limit)
+        while start < len(rows) and got < limit:
+            stop = min(start + size, len(rows))
+            sub = self._fork()
+            self.op.explored += stop - start
+            sub._unify(pat, rows[start:stop], tuple(c[start:stop] for c in tcols))
+            sub._filter()
+            sub._finish(list(pending))
+            b = sub._batch()
+            if len(b):
+                parts.append(b)
+                got += int(b.counts.sum())
+            start, size = stop, size * 4
+        if not parts:
+            return Batch.empty(self.op.vars)
+        if len(parts) == 1:
+            return parts[0]
+        return Batch(
+            self.op.vars,
+            np.concatenate([b.cols for b in parts], axis=1),
+            np.concatenate([b.counts for b in parts]),
+        )
+
+    def _fork(self) -> _Exploration:
+        """A copy of the current state that shares the statistics caches."""
+        sub = object.__new__(_Exploration)
+        sub.op, sub.g = self.op, self.g
+        sub.cols, sub.counts = dict(self.cols), self.counts
+        sub.pending_filters = list(self.pending_filters)
+        sub._sizes, sub._matched, sub._cards = self._sizes, self._matched, self._cards
+        return sub
 
     # ------------------------------------------------------------ planning one step
 
@@ -254,6 +388,12 @@ class _Exploration:
         return self.cols.get(slot[1])  # type: ignore[arg-type]
 
     def _apply(self, pat: Pattern, k: int) -> None:
+        rows, tcols = self._candidates(pat, k)
+        self.op.explored += len(rows)
+        self._unify(pat, rows, tcols)
+
+    def _candidates(self, pat: Pattern, k: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """(row, s, p, o) of every triple that may extend a current row along ``pat``."""
         s, p, o = pat
         sv, pv, ov = self._value(s), self._value(p), self._value(o)
         pc = pv if isinstance(pv, int) else None
@@ -263,15 +403,12 @@ class _Exploration:
             if m is None:
                 m = self.g.match(None, pc, None)
             rows = np.repeat(np.arange(n), len(m))
-            S, P, O = (np.tile(m[:, j], n) for j in range(3))
-        else:
-            out = sv is not None and (ov is None or not isinstance(sv, int) or isinstance(ov, int))
-            vert = sv if out else ov
-            rows, P, N = self._expand(vert, pc, "out" if out else "in")  # type: ignore[arg-type]
-            V = np.full(len(rows), vert, dtype=np.int64) if isinstance(vert, int) else vert[rows]
-            S, O = (V, N) if out else (N, V)
-        self.op.explored += len(rows)
-        self._unify(pat, rows, (S, P, O))
+            return rows, tuple(np.tile(m[:, j], n) for j in range(3))
+        out = sv is not None and (ov is None or not isinstance(sv, int) or isinstance(ov, int))
+        vert = sv if out else ov
+        rows, P, N = self._expand(vert, pc, "out" if out else "in")  # type: ignore[arg-type]
+        V = np.full(len(rows), vert, dtype=np.int64) if isinstance(vert, int) else vert[rows]
+        return rows, ((V, P, N) if out else (N, P, V))
 
     def _expand(self, vert: np.ndarray | int, p: int | None, direction: str):
         """(row, predicate, neighbour) for every current row's vertex ``vert``."""

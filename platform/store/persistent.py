@@ -18,15 +18,21 @@ with the stream names and the stable vector timestamp, sits in one immutable
 Absorbed batches are also appended to ``DIR/delta/log.bin`` (write-ahead) when the store
 was opened from a directory, and replayed when it is reopened; :meth:`PersistentStore.checkpoint`
 writes them into the partitions (with the stable VTS into the manifest) and empties the log.
+
+Several processes may open one directory and absorb into it: the shared files are only
+touched under the directory's ``flock`` (:mod:`~linkstream.store.storelock`), and a
+process first applies the batches others have logged since it last looked (and reloads
+the partitions if another process checkpointed), so the log, the partitions and every
+process's view stay consistent and each batch is stored exactly once.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,25 +42,23 @@ from linkstream.rdf.dictionary import Dictionary
 
 from .deltalog import DeltaLog
 from .index import GraphIndex, unique_counts
+from .indexcache import index_dir, open_index, save_index
 from .layout import (
-    INDEX,
-    GraphEntry,
     Manifest,
     open_store_dictionary,
-    partition_path,
-    read_graph,
     read_manifest,
-    tmp_suffix,
     write_manifest,
     write_partitions,
 )
 from .layout import unique_rows as _unique_rows
 from .protocol import RDF_TYPE
+from .storelock import StoreLock, StoreLockedError
+
+__all__ = ["PersistentSnapshot", "PersistentStore", "index_dir"]
 
 _log = logging.getLogger(__name__)
 _I64 = np.int64
 _EMPTY3 = np.empty((0, 3), dtype=_I64)
-_INDEX_FORMAT = 1
 
 
 def _e() -> np.ndarray:
@@ -187,6 +191,10 @@ class PersistentStore:
         background_compaction: compact in a background thread (else inline in ``absorb``).
         fsync: fsync the delta log after each batch.
         vts: stable timestamps of streams already absorbed (``{stream: ts}``).
+        lock_timeout: seconds to wait for another process holding the store directory's
+            lock before :class:`~linkstream.store.storelock.StoreLockedError` (``None``:
+            wait without limit, ``0``: fail at once).
+        lock: the directory's lock, if the caller holds it already (:meth:`open`).
     """
 
     capabilities = frozenset({"persistent", "snapshots", "timeless"})
@@ -201,6 +209,8 @@ class PersistentStore:
         background_compaction: bool = True,
         fsync: bool = False,
         vts: Mapping[str, int] | None = None,
+        lock_timeout: float | None = 30.0,
+        lock: StoreLock | None = None,
     ) -> None:
         self.dictionary = dictionary
         self.store_dir = Path(store_dir) if store_dir is not None else None
@@ -221,17 +231,80 @@ class PersistentStore:
         self._compactor: threading.Thread | None = None
         self.compactions = 0
         self._dlog: DeltaLog | None = None
+        self._flock: StoreLock | None = None
+        self._log_pos = 0  # the log is applied up to here (others may append after it)
         if self.store_dir is not None:
-            self._dlog = DeltaLog(self.store_dir / "delta" / "log.bin", fsync=fsync)
-            replayed = 0
-            for b in self._dlog.replay():
-                v = self._version
-                if b.stream in v.streams and b.ts < v.vts[v.streams.index(b.stream)]:
-                    continue  # checkpointed already (a crash came before the log was emptied)
-                self._apply(b.stream, b.ts, b.triples, b.graph, log=False)
-                replayed += 1
+            self._flock = lock if lock is not None else StoreLock(self.store_dir, lock_timeout)
+            with self._disk():
+                self._dlog = DeltaLog(self.store_dir / "delta" / "log.bin", fsync=fsync)
+                replayed = self._replay_log()
             if replayed:
                 _log.info("%s: replayed %d absorbed batches", self.store_dir, replayed)
+
+    @contextlib.contextmanager
+    def _disk(self) -> Iterator[None]:
+        """The store directory's cross-process lock (nothing for a store without one)."""
+        if self._flock is None:
+            yield
+            return
+        self._flock.acquire()
+        try:
+            yield
+        finally:
+            self._flock.release()
+
+    def _replay_log(self) -> int:
+        """Applies the log's records after ``_log_pos`` (caller holds the locks)."""
+        assert self._dlog is not None
+        recs, self._log_pos = self._dlog.read_from(self._log_pos)
+        n = 0
+        for b in recs:
+            v = self._version
+            if b.stream in v.streams and b.ts < v.vts[v.streams.index(b.stream)]:
+                continue  # checkpointed already (a crash came before the log was emptied)
+            self._apply(b.stream, b.ts, b.triples, b.graph, log=False)
+            n += 1
+        return n
+
+    def _catch_up(self) -> None:
+        """Applies what other processes logged since we looked (caller holds both locks).
+
+        If one of them checkpointed (and so replaced the log), our base is stale: the
+        partitions are read again -- they hold every batch logged before, ours too --
+        and the new log is replayed from its start.
+        """
+        if self._dlog is None or self.store_dir is None:
+            return
+        if self._dlog.replaced():
+            self._reload()
+        n = self._replay_log()
+        if n:
+            _log.debug("%s: applied %d batches absorbed by other processes", self.store_dir, n)
+
+    def _reload(self) -> None:
+        assert self.store_dir is not None and self._dlog is not None
+        m = read_manifest(self.store_dir)
+        self.rdf_type = int(self.dictionary.lookup_many([RDF_TYPE])[0])
+        states = {g.iri: _GraphState(open_index(self.store_dir, m, g, self.rdf_type, True)) for g in m.graphs}
+        vts = m.extra.get("vts")
+        vts = {str(k): int(x) for k, x in vts.items()} if isinstance(vts, dict) else {}
+        old = self._version
+        nv = _Version(states, tuple(vts), tuple(vts.values()), old.number + 1)
+        with self._lock:
+            self._version = nv
+        self.manifest = m
+        self._dlog.reopen()
+        self._log_pos = 0
+        _log.info("%s: reloaded after another process's checkpoint", self.store_dir)
+
+    def refresh(self) -> None:
+        """Applies the batches other processes absorbed into the store directory meanwhile.
+
+        Absorbing and checkpointing do this first anyway; a process that only reads calls
+        it to see their batches.
+        """
+        with self._write_lock, self._disk():
+            self._catch_up()
 
     # ------------------------------------------------------------------ opening
 
@@ -252,14 +325,20 @@ class PersistentStore:
             cache_index: write built indexes under ``DIR/index/`` and reuse them later.
             **kwargs: passed to the constructor (``compact_threshold`` ...).
         """
-        manifest = read_manifest(store_dir)
-        dic = dictionary if dictionary is not None else open_store_dictionary(store_dir, manifest)
-        rdf_type = int(dic.lookup_many([RDF_TYPE])[0])
-        graphs = {g.iri: _open_index(store_dir, manifest, g, rdf_type, cache_index) for g in manifest.graphs}
-        vts = manifest.extra.get("vts")
-        if isinstance(vts, dict):
-            kwargs.setdefault("vts", {str(k): int(v) for k, v in vts.items()})
-        store = cls(dic, graphs, store_dir=store_dir, **kwargs)  # type: ignore[arg-type]
+        timeout = kwargs.pop("lock_timeout", 30.0)
+        lock = StoreLock(store_dir, timeout)  # type: ignore[arg-type]
+        # the manifest, partitions, index cache and log must be read as one state
+        with lock:
+            manifest = read_manifest(store_dir)
+            dic = dictionary if dictionary is not None else open_store_dictionary(store_dir, manifest)
+            rdf_type = int(dic.lookup_many([RDF_TYPE])[0])
+            graphs = {
+                g.iri: open_index(store_dir, manifest, g, rdf_type, cache_index) for g in manifest.graphs
+            }
+            vts = manifest.extra.get("vts")
+            if isinstance(vts, dict):
+                kwargs.setdefault("vts", {str(k): int(v) for k, v in vts.items()})
+            store = cls(dic, graphs, store_dir=store_dir, lock=lock, **kwargs)  # type: ignore[arg-type]
         store.manifest = manifest
         store._own_dictionary = dictionary is None
         return store
@@ -295,7 +374,9 @@ class PersistentStore:
             raise ValueError(f"expected an (n, 3) array of triples, got shape {t.shape}")
         if t.size and int(t.min()) <= 0:
             raise ValueError("triple ids must be positive")
-        self._apply(stream, int(ts), t.astype(_I64, copy=False), graph, log=True)
+        with self._write_lock, self._disk():
+            self._catch_up()  # other processes' batches first: the log's order is the truth
+            self._apply(stream, int(ts), t.astype(_I64, copy=False), graph, log=True)
 
     def _apply(self, stream: str, ts: int, t: np.ndarray, graph: str | None, *, log: bool) -> None:
         with self._write_lock:
@@ -313,7 +394,8 @@ class PersistentStore:
                 i = len(streams) - 1
             vts[i] = ts
             if log and self._dlog is not None:
-                self._dlog.append(stream, ts, graph, t)  # write-ahead: logged before visible
+                # write-ahead: logged before visible (absorb holds the directory's lock)
+                self._log_pos = self._dlog.append(stream, ts, graph, t)
             graphs = dict(v.graphs)
             state = graphs.get(graph, _NO_GRAPH)
             new = _unique_rows(t)
@@ -347,8 +429,14 @@ class PersistentStore:
             return
         if self._compactor is not None and self._compactor.is_alive():
             return
-        self._compactor = threading.Thread(target=self.compact, name="store-compaction", daemon=True)
+        self._compactor = threading.Thread(target=self._compact_quietly, name="store-compaction", daemon=True)
         self._compactor.start()
+
+    def _compact_quietly(self) -> None:
+        try:
+            self.compact()
+        except StoreLockedError as e:  # the next absorb schedules it again
+            _log.warning("compaction postponed: %s", e)
 
     def compact(self) -> int:
         """Merge every graph's delta into its base; returns the number of graphs compacted.
@@ -369,7 +457,7 @@ class PersistentStore:
                 built[g] = (GraphIndex.build(merged, self.rdf_type), st.pending_n)
         if not built:
             return 0
-        with self._write_lock:
+        with self._write_lock, self._disk():
             cur = self._version
             graphs = dict(cur.graphs)
             for g, (base, done) in built.items():
@@ -401,7 +489,8 @@ class PersistentStore:
             raise ValueError("checkpoint needs a store opened from a directory")
         with self._compact_lock:
             self._compact_locked()
-            with self._write_lock:
+            with self._write_lock, self._disk():
+                self._catch_up()  # never drop batches other processes logged
                 self._compact_locked()  # batches absorbed since the first compaction
                 self._write_checkpoint()
 
@@ -417,7 +506,7 @@ class PersistentStore:
             gdir = old.dir if old is not None else _free_graph_dir(self.store_dir, entries.values())
             new = write_partitions(self.store_dir, g, st.base.triples(), m.partitions, gdir=gdir)
             entries[g] = new
-            _save_index(self.store_dir, m, new, self.rdf_type, st.base)
+            save_index(self.store_dir, m, new, self.rdf_type, st.base)
         extra = {k: val for k, val in m.extra.items() if k != "vts"}
         write_manifest(
             self.store_dir,
@@ -432,6 +521,7 @@ class PersistentStore:
         self.manifest = read_manifest(self.store_dir)
         if self._dlog is not None:
             self._dlog.truncate()
+            self._log_pos = 0
 
     def wait_compaction(self, timeout: float | None = None) -> None:
         """Wait for a running background compaction to finish."""
@@ -447,58 +537,6 @@ class PersistentStore:
         if self._own_dictionary:
             self._own_dictionary = False
             self.dictionary.close()
-
-
-# ---------------------------------------------------------------------- index caching
-
-
-def _fingerprint(
-    store_dir: str | os.PathLike[str], manifest: Manifest, entry: GraphEntry, rdf_type: int
-) -> dict:
-    parts = []
-    for k in range(manifest.partitions):
-        p = partition_path(store_dir, entry.dir, k)
-        st = p.stat() if p.exists() else None
-        parts.append([st.st_size, st.st_mtime_ns] if st else None)
-    return {"format": _INDEX_FORMAT, "rdf_type": rdf_type, "triples": entry.triples, "partitions": parts}
-
-
-def index_dir(store_dir: str | os.PathLike[str], entry: GraphEntry) -> Path:
-    """Where the cached indexes of a graph live."""
-    return Path(store_dir) / INDEX / entry.dir
-
-
-def _open_index(
-    store_dir: str | os.PathLike[str], manifest: Manifest, entry: GraphEntry, rdf_type: int, cache: bool
-) -> GraphIndex:
-    folder = index_dir(store_dir, entry)
-    meta_path = folder / "meta.json"
-    fp = _fingerprint(store_dir, manifest, entry, rdf_type)
-    if cache and meta_path.exists():
-        try:
-            if json.loads(meta_path.read_text(encoding="utf-8")) == fp:
-                return GraphIndex.load(folder, mmap=True)
-        except (OSError, ValueError) as e:
-            _log.warning("%s: unusable index cache, rebuilding: %s", folder, e)
-    ix = GraphIndex.build(read_graph(store_dir, entry, manifest=manifest), rdf_type)
-    if cache:
-        _save_index(store_dir, manifest, entry, rdf_type, ix)
-    return ix
-
-
-def _save_index(
-    store_dir: str | os.PathLike[str], manifest: Manifest, entry: GraphEntry, rdf_type: int, ix: GraphIndex
-) -> None:
-    folder = index_dir(store_dir, entry)
-    meta_path = folder / "meta.json"
-    try:
-        meta_path.unlink(missing_ok=True)  # invalid while the arrays are rewritten
-        ix.save(folder)
-        tmp = folder / f"meta.json{tmp_suffix()}"
-        tmp.write_text(json.dumps(_fingerprint(store_dir, manifest, entry, rdf_type)), encoding="utf-8")
-        os.replace(tmp, meta_path)
-    except OSError as e:
-        _log.warning("%s: cannot cache indexes: %s", folder, e)
 
 
 def _free_graph_dir(store_dir: Path, used: object) -> str:

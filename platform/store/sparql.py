@@ -13,6 +13,10 @@ The query's own terms (constants absent from the store, computed values such as
 ``COUNT`` results or ``CONCAT`` strings) never enter the store's dictionary: they get
 private ids above the ids the snapshot can contain (:class:`QueryDictionary`).
 
+Literals of the types derived from ``xsd:integer`` are the ``xsd:integer`` of their
+value, as in pyoxigraph (see :mod:`linkstream.store.literals`): the snapshot is read
+through an alias map and query terms are canonicalised before they are encoded.
+
 The dataset follows :mod:`linkstream.api.oneshot`: the default graph is the store's
 default graph merged with the ``FROM`` graphs; the named graphs are the ``FROM NAMED``
 graphs, else every named graph not used by ``FROM``; the protocol's
@@ -25,6 +29,7 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +41,8 @@ from ..operators.base import Operator
 from ..operators.base import explain as explain_plan
 from ..operators.batch import Batch, consolidate
 from ..operators.evaluate import Evaluator
+from ..operators.extend import ExtendOperator
+from ..operators.project import ProjectOperator
 from ..operators.values import ConstantOperator
 from ..query.continuous import ContinuousQuery
 from ..query.errors import QueryError
@@ -44,6 +51,8 @@ from ..query.planner import Dataset, Planner, QueryShape
 from ..rdf.dictionary import Dictionary
 from ..rdf.terminfo import TermInfo
 from .explore import ExploreOperator, SnapshotGraph
+from .layout import INDEX
+from .literals import ALIAS_CACHE, NO_ALIASES, AliasMap, LiteralAliases, canonical_terms
 from .protocol import Snapshot
 
 DEFAULT_BASE = "http://localhost/"
@@ -55,7 +64,8 @@ class QueryDictionary:
     Ids below ``start`` are the store's (``start`` is one above the dictionary's size
     when the snapshot was taken, so every id a snapshot triple holds is below it); a term
     the store does not know, or knows only under an id allocated after the snapshot, gets
-    a private id ``>= start`` that no snapshot triple can hold.
+    a private id ``>= start`` that no snapshot triple can hold.  Terms are looked up in
+    their canonical form (:func:`~linkstream.store.literals.canonical_term`).
     """
 
     def __init__(self, base: Dictionary, start: int) -> None:
@@ -65,7 +75,8 @@ class QueryDictionary:
         self._terms: list[str] = []
 
     def encode_many(self, terms: Sequence[str]) -> np.ndarray:
-        ids = np.asarray(self.base.lookup_many(list(terms)), dtype=np.int64).copy()
+        terms = canonical_terms(terms)
+        ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
         for k in np.flatnonzero((ids == 0) | (ids >= self.start)).tolist():
             t = terms[k]
             i = self._ids.get(t)
@@ -77,7 +88,8 @@ class QueryDictionary:
         return ids
 
     def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
-        ids = np.asarray(self.base.lookup_many(list(terms)), dtype=np.int64).copy()
+        terms = canonical_terms(terms)
+        ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
         for k in np.flatnonzero((ids == 0) | (ids >= self.start)).tolist():
             ids[k] = self._ids.get(terms[k], 0)
         return ids
@@ -114,6 +126,8 @@ class _Session:
         self.lock = threading.Lock()
         self.terms: TermInfo | None = None
         self.evaluator: Evaluator | None = None
+        self.literals = LiteralAliases(base)
+        self.aliases: AliasMap = NO_ALIASES
 
     def begin(self) -> Evaluator:
         """The evaluator for a query over a snapshot taken just before (lock held)."""
@@ -139,6 +153,9 @@ class _Session:
             terms.dictionary = QueryDictionary(self.base, start)
         self.terms = terms
         self.evaluator = Evaluator(terms)
+        # the new ids may hold alias literals; canonical ids may have become store ids
+        self.literals.update(size)
+        self.aliases = self.literals.bind(terms.dictionary.encode_many)
         return self.evaluator
 
 
@@ -284,8 +301,17 @@ def evaluate_on_store(
     snap, base_dict = _snapshot_and_dictionary(store_or_snapshot, dictionary)
     session = _session(base_dict)
     with session.lock:
+        cache = _alias_cache(store_or_snapshot)
+        if cache is not None:
+            session.literals.attach_cache(cache)
         ev = session.begin()
-        return _evaluate(snap, cq, ev, default_graphs, named_graphs, explain)
+        return _evaluate(snap, cq, ev, default_graphs, named_graphs, explain, session.aliases)
+
+
+def _alias_cache(store: Any) -> Path | None:
+    """Where a store directory caches its literal aliases (``None`` without a directory)."""
+    d = getattr(store, "store_dir", None) or getattr(getattr(store, "persistent", None), "store_dir", None)
+    return Path(d) / INDEX / ALIAS_CACHE if d is not None else None
 
 
 def _evaluate(
@@ -295,6 +321,7 @@ def _evaluate(
     default_graphs: Sequence[str | None] | None,
     named_graphs: Sequence[str] | None,
     explain: Callable[[str], None] | None = None,
+    aliases: AliasMap = NO_ALIASES,
 ) -> dict[str, Any]:
     dflt_keys = tuple(default_graphs) if default_graphs is not None else (None, *cq.static_from)
     if named_graphs is not None:
@@ -304,8 +331,8 @@ def _evaluate(
     else:
         named_iris = sorted(g for g in snap.graphs() if g is not None and g not in cq.static_from)
     ds = Dataset(
-        default=SnapshotGraph(snap, dflt_keys, "default"),
-        named={g: SnapshotGraph(snap, (g,), g) for g in named_iris},
+        default=SnapshotGraph(snap, dflt_keys, "default", aliases),
+        named={g: SnapshotGraph(snap, (g,), g, aliases) for g in named_iris},
         empty=SnapshotGraph(None, (), "empty"),
     )
     algebra, unlimited = _keep_order(_construct_where(cq.algebra.algebra))  # type: ignore[attr-defined]
@@ -317,11 +344,32 @@ def _evaluate(
         raise QueryError(f"cannot plan the query: {e}") from None
     if unlimited:
         shape.limit = None
+    _push_limit(root, shape)
     try:
         return _results(root, shape, ev)
     finally:
         if explain is not None:
             explain(explain_plan(root))
+
+
+def _push_limit(root: Operator, shape: QueryShape) -> None:
+    """Lets a lone exploration stop once the rows the solution modifiers keep exist.
+
+    Only when nothing between the exploration and the output drops rows or needs all of
+    them: no ORDER BY, DISTINCT, aggregate, join or filter above it (filters pushed into
+    the exploration are applied inside it).  ASK needs one row.
+    """
+    if shape.form == "ASK":
+        need: int | None = 1
+    elif shape.form == "SELECT" and shape.limit is not None and not shape.order and not shape.distinct:
+        need = shape.offset + shape.limit
+    else:
+        return
+    node = root
+    while isinstance(node, (ExtendOperator, ProjectOperator)) and len(node.children) == 1:
+        node = node.children[0]
+    if isinstance(node, ExploreOperator):
+        node.limit = need
 
 
 def _results(root: Operator, shape: QueryShape, ev: Evaluator) -> dict[str, Any]:
