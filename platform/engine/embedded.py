@@ -21,14 +21,15 @@ from ..operators.evaluate import Evaluator
 from ..operators.graph import GraphOperator, dedup_triples
 from ..operators.project import ProjectOperator
 from ..operators.static_result import StaticResults
-from ..operators.window import StreamBuffer, WindowOperator
+from ..operators.window import RingBuffer, StreamBuffer, WindowBuffer, WindowOperator
 from ..query.continuous import ContinuousQuery
 from ..query.errors import QueryError
-from ..query.planner import Dataset, Planner
+from ..query.planner import Dataset, Planner, QueryShape
 from ..rdf.dictionary import Dictionary, MemoryDictionary
 from ..rdf.terminfo import TermInfo
 from ..store.static_results import StaticResultStore, engine_static_results
-from .output import QueryOutput
+from ..store.transient import TransientStore
+from .output import QueryOutput, ResultView
 from .sharing import Sharing
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class Engine:
         default_step: int = 1000,
         log_fn: Callable[[str], None] | None = None,
         static_results: str | StaticResultStore | bool | None = None,
+        transient: TransientStore | None = None,
     ) -> None:
         self.dictionary = dictionary if dictionary is not None else MemoryDictionary()
         self.terms = TermInfo(self.dictionary)
@@ -121,12 +123,15 @@ class Engine:
         self.default_step = default_step
         self.statics: dict[str | None, list[np.ndarray]] = {}
         self._static_cache: dict[tuple, np.ndarray] = {}
-        self.buffers: dict[str, StreamBuffer] = {}
+        #: stream elements live in ``transient``'s rings when given (e.g. a HybridStore's)
+        self.transient = transient
+        self.buffers: dict[str, WindowBuffer] = {}
         self.queries: dict[str, RegisteredQuery] = {}
         self.log = log_fn or log.warning
         #: operator signature -> the one running instance (shared by every query using it)
         self.operators: dict[object, Operator] = {}
         self._refs: dict[int, int] = {}
+        self._views: dict[tuple, ResultView] = {}  # queries equal but for their names share one
         self._sharing = Sharing(self)
         self.epoch = 0
         self.share = True
@@ -154,10 +159,11 @@ class Engine:
             )
         return self._static_results
 
-    def buffer(self, stream: str) -> StreamBuffer:
+    def buffer(self, stream: str) -> WindowBuffer:
         b = self.buffers.get(stream)
         if b is None:
-            b = self.buffers[stream] = StreamBuffer(stream)
+            t = self.transient
+            b = self.buffers[stream] = StreamBuffer(stream) if t is None else RingBuffer(stream, t)
         return b
 
     def ingest(self, stream: str, t: int, triples: np.ndarray) -> None:
@@ -232,12 +238,24 @@ class Engine:
         ops = [op for op in root.walk() if not isinstance(op, AttachOperator)]
         for op in ops:
             self._refs[id(op)] = self._refs.get(id(op), 0) + 1
-        output = QueryOutput(cq.name, cq.mode, root, shape, self.evaluator)
+        output = QueryOutput(cq.name, cq.mode, root, shape, self.evaluator, view=self._view(cq.mode, root, shape))
         steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
         used_windows = [op for op in ops if isinstance(op, WindowOperator)]
         rq = RegisteredQuery(cq, used_windows, root, output, steps, ops=ops)
         self.queries[cq.name] = rq
         return rq
+
+    def _view(self, mode: str, root: Operator, shape: QueryShape) -> ResultView:
+        """The result view of a new query: shared with the queries that have the same root,
+        mode and shape as long as none of them has been evaluated yet (a view that has run
+        holds a result the new query must build from :class:`AttachOperator` instead)."""
+        key = ResultView.share_key(mode, root, shape)
+        view = self._views.get(key) if key is not None else None
+        if view is None or view._started or view.users <= 0:
+            view = ResultView(mode, root, shape, self.evaluator)
+            if key is not None:
+                self._views[key] = view
+        return view
 
     def _share(self, root: Operator) -> Operator:
         """Replace every subplan that is already running by the running instance.
@@ -257,6 +275,12 @@ class Engine:
     def unregister(self, name: str) -> None:
         """Remove a query; operators no other query uses are freed."""
         rq = self.queries.pop(name)
+        view = rq.output.view
+        view.users -= 1
+        if view.users <= 0:
+            key = ResultView.share_key(view.mode, view.root, view.shape)
+            if key is not None and self._views.get(key) is view:
+                del self._views[key]
         dead = []
         for op in rq.ops:
             n = self._refs.get(id(op), 0) - 1

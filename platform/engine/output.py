@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..operators.base import Operator
+from ..operators.base import AttachOperator, Operator
 from ..operators.batch import Batch, concat, consolidate, group_starts
 from ..operators.evaluate import Evaluator
 from ..operators.relation import Relation
@@ -70,11 +70,16 @@ def order_rows(ev: Evaluator, rows: Batch, order: Sequence[tuple[Expr, bool]]) -
     return np.lexsort(keys[::-1])
 
 
-class QueryOutput:
-    """Turns a plan root's deltas into the result lines of each report."""
+class ResultView:
+    """The materialised result of one plan root as one output mode sees it.
 
-    def __init__(self, name: str, mode: str, root: Operator, shape: QueryShape, evaluator: Evaluator) -> None:
-        self.name = name
+    Queries that differ only in their names (same shared root, same mode and shape: the
+    common case when thousands of queries come from a few templates) share one view: the
+    root delta is applied and the result rows are rendered once per epoch, and each query
+    only puts its own ``{"query": .., "t": ..`` head in front of the shared bodies.
+    """
+
+    def __init__(self, mode: str, root: Operator, shape: QueryShape, evaluator: Evaluator) -> None:
         self.mode = mode
         self.shape = shape
         self.ev = evaluator
@@ -88,11 +93,25 @@ class QueryOutput:
         self.full = Relation(root.vars)
         self.sliced = bool(shape.limit is not None or shape.offset)
         self.result = Relation(self.vars)  # current result (after projection/distinct/slice)
-        self._qname = json.dumps(name, ensure_ascii=False)
         self._started = False  # pulled the plan at least once
         self._sliced_started = False  # computed the sliced / distinct result at least once
         self._bodies: list[str] | None = None
         self._by_row: dict[tuple[int, ...], str] = {}  # RStream: row -> its rendered body
+        # per-epoch memos (tuples: not part of a migrated state snapshot)
+        self.memo: tuple[int, bool, Batch] | None = None  # (epoch, pulled, delta)
+        self.rendered: tuple[int, list[str]] | None = None
+        self.users = 0  # queries reading this view
+
+    @staticmethod
+    def share_key(mode: str, root: Operator, shape: QueryShape) -> tuple | None:
+        """The key under which equal queries share a view (``None``: not shareable)."""
+        if shape.order or shape.template:
+            return None
+        # a query registered after others reads a shared root through its own
+        # AttachOperator; before the first evaluation they all give the same deltas
+        while isinstance(root, AttachOperator):
+            root = root.shared
+        return (id(root), mode, shape.form, shape.project, shape.distinct, shape.offset, shape.limit)
 
     def _current(self) -> Batch:
         rows = self.full.rows
@@ -109,15 +128,25 @@ class QueryOutput:
         return Batch(self.vars, rows.cols, np.ones(len(rows), dtype=np.int64))
 
     def update(self, epoch: int, changed: bool = True) -> Batch:
-        """Apply this epoch's root delta; return the delta of the visible result.
+        """Apply this epoch's root delta (once per epoch); the delta of the visible result.
 
         Args:
             epoch: The engine's epoch.
             changed: ``False`` when the engine knows the root delta is empty this epoch
                 (nothing under the query moved): the plan is then not pulled at all.
         """
+        memo = self.memo
+        if memo is not None and memo[0] == epoch and (memo[1] or not changed):
+            return memo[2]
         if not changed and self._started:
-            return Batch.empty(self.vars)
+            d = Batch.empty(self.vars)
+            self.memo = (epoch, False, d)
+            return d
+        d = self._apply(epoch)
+        self.memo = (epoch, True, d)
+        return d
+
+    def _apply(self, epoch: int) -> Batch:
         self._started = True
         d = self.root.delta(epoch)
         if self.sliced or (self.shape.distinct and self.shape.form == "SELECT"):
@@ -133,26 +162,29 @@ class QueryOutput:
         self.result.apply(d)
         return consolidate(d)
 
-    def lines(self, epoch: int, t: int, changed: bool = True) -> list[str]:
-        """Result lines of the report at time ``t`` (``changed`` as in :meth:`update`)."""
+    def bodies(self, epoch: int, changed: bool = True) -> list[str]:
+        """Everything after the head of each result line of the report of ``epoch``."""
         delta = self.update(epoch, changed)
         form = self.shape.form
-        head = '{"query": %s, "t": %d, ' % (self._qname, t)
         if form == "ASK":
-            return [head + '"ask": %s}' % ("true" if len(self.result.rows) else "false")]
-        if self.mode == "ISTREAM":
-            rows = delta.mask(delta.counts > 0)
-        elif self.mode == "DSTREAM":
-            rows = delta.mask(delta.counts < 0).negate()
-        else:
+            return ['"ask": %s}' % ("true" if len(self.result.rows) else "false")]
+        done = self.rendered
+        if done is not None and done[0] == epoch:
+            return done[1]
+        if self.mode not in ("ISTREAM", "DSTREAM"):
             # RStream repeats the whole result: when it did not change, the rendered rows
             # of the previous report are reused and only the report time differs.
             if len(delta) or self._bodies is None:
                 self._bodies = self._rstream_bodies(self.result.rows)
-            return [head + b for b in self._bodies]
-        if not len(rows):
-            return []
-        return [head + b for b in self._render(rows.take(rows.expand()))]
+            self.rendered = (epoch, self._bodies)
+            return self._bodies
+        if self.mode == "ISTREAM":
+            rows = delta.mask(delta.counts > 0)
+        else:
+            rows = delta.mask(delta.counts < 0).negate()
+        out = self._render(rows.take(rows.expand())) if len(rows) else []
+        self.rendered = (epoch, out)
+        return out
 
     def _rstream_bodies(self, rows: Batch) -> list[str]:
         """Bodies of the whole current result (consolidated ``rows``), repeated by
@@ -244,3 +276,53 @@ class QueryOutput:
                         seen.add(key)
                         out.append(head + '"triple": ' + json.dumps(triple, ensure_ascii=False) + "}")
         return out
+
+
+class QueryOutput:
+    """One query's output edge: its name and report times around a (shared) view."""
+
+    def __init__(
+        self,
+        name: str,
+        mode: str,
+        root: Operator,
+        shape: QueryShape,
+        evaluator: Evaluator,
+        view: ResultView | None = None,
+    ) -> None:
+        self.name = name
+        self.view = view if view is not None else ResultView(mode, root, shape, evaluator)
+        self.view.users += 1
+        self._qname = json.dumps(name, ensure_ascii=False)
+
+    @property
+    def mode(self) -> str:
+        return self.view.mode
+
+    @property
+    def shape(self) -> QueryShape:
+        return self.view.shape
+
+    @property
+    def root(self) -> Operator:
+        return self.view.root
+
+    @property
+    def vars(self) -> tuple[str, ...]:
+        return self.view.vars
+
+    @property
+    def result(self) -> Relation:
+        return self.view.result
+
+    def update(self, epoch: int, changed: bool = True) -> Batch:
+        """Apply this epoch's root delta; return the delta of the visible result."""
+        return self.view.update(epoch, changed)
+
+    def lines(self, epoch: int, t: int, changed: bool = True) -> list[str]:
+        """Result lines of the report at time ``t`` (``changed`` as in :meth:`update`)."""
+        bodies = self.view.bodies(epoch, changed)
+        if not bodies:
+            return []
+        head = '{"query": %s, "t": %d, ' % (self._qname, t)
+        return [head + b for b in bodies]

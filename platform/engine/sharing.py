@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..operators.base import AttachOperator, Operator
+from ..operators.filter import FilterOperator
 from ..operators.graph import GraphOperator
 from ..operators.mjoin import MJoinOperator
 from ..operators.router import (
@@ -43,7 +44,7 @@ from ..operators.router import (
 from ..operators.scan import ScanOperator
 from ..operators.static_result import StaticResultOperator
 from ..operators.window import WindowOperator
-from ..query.expressions import Bound, Exists, Expr, Var
+from ..query.expressions import Bound, Const, Exists, Expr, Var
 from ..query.windows import WindowSpec
 
 if TYPE_CHECKING:
@@ -72,6 +73,11 @@ def rename_expr(e: Expr, m: dict[str, str]) -> Expr | None:
                 return None
             changes[f.name] = tuple(items)
     return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
+
+
+def _has_const(e: Expr) -> bool:
+    """Whether a constant occurs in ``e``."""
+    return isinstance(e, Const) or any(_has_const(c) for c in e.children())
 
 
 def _canon_pattern(pattern: tuple, names: dict[str, str], fmt: str = "%{}") -> tuple:
@@ -236,8 +242,13 @@ class Sharing:
         filters = [rename_expr(f, jn) for f, _ in op.filters]
         if any(f is None for f in filters):
             return None
+        # as for routed joins: queries that differ in a filter constant share the join
+        after = [f for f in filters if _has_const(f)]  # type: ignore[arg-type]
+        filters = [f for f in filters if not _has_const(f)]  # type: ignore[arg-type]
         join = MJoinOperator(children, filters, op.evaluator)  # type: ignore[arg-type]
         shared = self._intern(join, children)
+        if after:
+            shared = self._intern(FilterOperator(shared, after, op.evaluator), [shared])  # type: ignore[arg-type]
         return self._rename(shared, {c: q for q, c in jn.items()}, op.vars)
 
     # ------------------------------------------------------------ shared join + router
@@ -348,6 +359,10 @@ class Sharing:
         cfilters = [rename_expr(f, jn) for f in filters]
         if any(f is None for f in cfilters):
             return None
+        # filters with constants (FILTER(?v > 0.01) in one query, > 0.02 in the next) are
+        # applied per subscriber after the router, so those queries share one join
+        after = [f for f in cfilters if _has_const(f)]  # type: ignore[arg-type]
+        cfilters = [f for f in cfilters if not _has_const(f)]  # type: ignore[arg-type]
         slot_desc = tuple((w.buffer.iri, w.step) for w in slots)
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
         ranges = [int(w.spec.range_ms) for w in slots]  # type: ignore[arg-type]
@@ -380,6 +395,8 @@ class Sharing:
         inst.router = router  # type: ignore[assignment]
         rkey = (tuple(ranges), tuple(consts))
         route = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])  # type: ignore[arg-type]
+        if after:
+            route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]
         return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
 
     def _instance(self, key: object, ranges: list[int]) -> _Instance:

@@ -226,7 +226,7 @@ def snapshot_query(engine: Any, name: str, c: int) -> QueryState:
             nodes.append({})  # its content is in the stream buffer the target holds too
         else:
             nodes.append(w.obj(op))
-    output = w.obj(rq.output)
+    output = w.obj(getattr(rq.output, "view", rq.output))
     uniq = w.ids()
     terms = engine.dictionary.decode_many(uniq) if len(uniq) else []
     header = {
@@ -338,7 +338,7 @@ def restore_query(engine: Any, name: str, state: QueryState, c: int) -> None:
             reader.obj(op, entries)
     for a in attaches:
         a._attached = True
-    reader.obj(rq.output, h["output"])
+    reader.obj(getattr(rq.output, "view", rq.output), h["output"])
     rq.last_report = h["last_report"]
 
 

@@ -1,13 +1,25 @@
 """Stream buffers and time / count / NOW windows (SEMANTICS.md §3).
 
-A :class:`StreamBuffer` is the transient store of one stream: a growable int64 array of
-triples with the event time of each, in arrival order.  A :class:`WindowOperator` is a
-view on it: at report time ``c`` it computes which slice of the buffer is the window's
-content and emits the triples entering it (+1) and leaving it (-1).  Expiry is a delta
-like any other, so nothing downstream ever recomputes a window from scratch.
+A stream buffer holds the elements of one stream, in arrival order, and numbers their
+triples with absolute *positions* (stable across garbage collection).  A
+:class:`WindowOperator` is a view on one: at report time ``c`` it finds the positions
+``[lo, hi)`` of the window's content and emits the triples entering it (+1) and leaving
+it (-1).  Expiry is a delta like any other, so nothing downstream ever recomputes a
+window from scratch.
+
+Two buffers implement :class:`WindowBuffer`:
+
+* :class:`StreamBuffer` -- a growable int64 array with ``searchsorted`` (the default);
+* :class:`RingBuffer` -- the stream's ring in a
+  :class:`~linkstream.store.transient.TransientStore` (the hybrid store's transient
+  part): bounds come from its stream index, deltas are read batch by batch, and every
+  window is a retention holder of the ring, so collection frees the batches no window
+  needs.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -15,7 +27,69 @@ from ..query.windows import WindowSpec
 from .base import Operator
 from .batch import Batch
 
+if TYPE_CHECKING:
+    from ..store.transient import TransientStore
+
 TRIPLE_VARS = ("_s", "_p", "_o")
+
+
+class WindowReader(Protocol):
+    """What a buffer needs of a reader in its ``windows`` list: the oldest position read."""
+
+    lo: int
+
+
+class WindowBuffer(Protocol):
+    """The elements of one stream as windows read them (positions are absolute triple indices).
+
+    ``windows`` lists the readers (window operators, retention guards): collection keeps
+    every position from the smallest ``lo`` among them on.
+    """
+
+    iri: str
+    windows: list
+    watermark: int | None
+
+    @property
+    def base(self) -> int:
+        """Position of the oldest triple held."""
+        ...
+
+    @property
+    def end(self) -> int:
+        """Position one past the last triple."""
+        ...
+
+    @property
+    def n(self) -> int:
+        """Number of triples held."""
+        ...
+
+    def append(self, t: int, triples: np.ndarray) -> None: ...
+
+    def search(self, t: int) -> int:
+        """Position of the first triple with time >= ``t``."""
+        ...
+
+    def slice(self, lo: int, hi: int) -> np.ndarray:
+        """Triples at positions ``[lo, hi)`` as a (3, n) array (may be a view)."""
+        ...
+
+    def slice_timed(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Triples at ``[lo, hi)`` as (3, n) and their element timestamps (n,)."""
+        ...
+
+    def latest_element_before(self, c: int) -> int | None:
+        """Timestamp of the latest element (empty or not) with time < ``c``."""
+        ...
+
+    def gc(self) -> None:
+        """Free what no reader in ``windows`` needs any more."""
+        ...
+
+    def detach(self, reader: object) -> None:
+        """Remove ``reader`` from ``windows`` (it reads nothing any more)."""
+        ...
 
 
 class StreamBuffer:
@@ -64,6 +138,10 @@ class StreamBuffer:
     def times(self) -> np.ndarray:
         return self._t[: self.n]
 
+    def slice_timed(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Triples at ``[lo, hi)`` as (3, n) and their element timestamps."""
+        return self._tr[:, lo - self.base : hi - self.base], self._t[lo - self.base : hi - self.base]
+
     def search(self, t: int) -> int:
         """Absolute index of the first triple with time >= t."""
         return self.base + int(np.searchsorted(self._t[: self.n], t, "left"))
@@ -96,6 +174,98 @@ class StreamBuffer:
                 self._et[: self._ne - first] = self._et[first : self._ne]
                 self._ne -= first
 
+    def detach(self, reader: object) -> None:
+        """Remove ``reader`` from ``windows``."""
+        if reader in self.windows:
+            self.windows.remove(reader)
+
+
+class RingBuffer:
+    """A stream's elements in the ring of a :class:`~linkstream.store.transient.TransientStore`.
+
+    Every element is one ring batch (empty ones too: ``[NOW]`` looks at elements).  The
+    buffer holds no triples itself: window bounds are positions found through the ring's
+    stream index (:meth:`TransientStore.position`), deltas are read by batch sequence
+    ranges (:meth:`TransientStore.slice`), and :meth:`gc` declares each reader in
+    ``windows`` a retention holder of the ring with the timestamp of the oldest batch it
+    still reads -- the ring then frees every batch older than all of them.
+
+    Args:
+        iri: The stream.
+        store: The transient store (shared, e.g. a ``HybridStore``'s transient part);
+            this buffer must be the only writer of ``iri`` in it.
+    """
+
+    def __init__(self, iri: str, store: TransientStore) -> None:
+        self.iri = iri
+        self.store = store
+        self.windows: list = []
+        self.watermark: int | None = store.last_ts(iri)
+        self._holder = f"ring{id(self):x}:"
+
+    @property
+    def base(self) -> int:
+        """Position of the oldest triple held."""
+        return self.store.extent(self.iri)[0]
+
+    @property
+    def end(self) -> int:
+        """Position one past the last triple."""
+        return self.store.extent(self.iri)[1]
+
+    @property
+    def n(self) -> int:
+        """Number of triples held."""
+        a, b = self.store.extent(self.iri)
+        return b - a
+
+    def append(self, t: int, triples: np.ndarray) -> None:
+        """Append one element (``triples`` shape (n, 3)) with timestamp ``t`` as a ring batch.
+
+        Raises:
+            ValueError: ``t`` is older than the stream's last element.
+        """
+        self.store.append(self.iri, t, triples)
+        if self.watermark is None or t > self.watermark:
+            self.watermark = t
+
+    def search(self, t: int) -> int:
+        """Position of the first triple with time >= ``t``."""
+        return self.store.position(self.iri, t)
+
+    def slice(self, lo: int, hi: int) -> np.ndarray:
+        """Triples at positions ``[lo, hi)`` as a (3, n) array (a read-only view)."""
+        return self.store.slice(self.iri, lo, hi)[0].T
+
+    def slice_timed(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Triples at ``[lo, hi)`` as (3, n) and their element timestamps."""
+        tr, ts = self.store.slice(self.iri, lo, hi, times=True)
+        assert ts is not None
+        return tr.T, ts
+
+    def latest_element_before(self, c: int) -> int | None:
+        """Timestamp of the latest element (empty or not) with time < ``c``."""
+        return self.store.last_before(self.iri, c)
+
+    def _name(self, reader: object) -> str:
+        return f"{self._holder}{id(reader):x}"
+
+    def gc(self) -> None:
+        """Make every reader a retention holder at its oldest batch; the ring frees the rest."""
+        floors: dict[str, int] = {}
+        for w in self.windows:
+            f = self.store.floor(self.iri, w.lo)
+            if f is not None:
+                floors[self._name(w)] = f
+        # (no reader left: only this buffer's holds are dropped, nothing is freed for it)
+        self.store.retain_many(self.iri, floors, prefix=self._holder)
+
+    def detach(self, reader: object) -> None:
+        """Remove ``reader`` from ``windows`` and release its hold on the ring."""
+        if reader in self.windows:
+            self.windows.remove(reader)
+        self.store.release(self.iri, self._name(reader))
+
 
 class WindowOperator(Operator):
     """The content of one window over one stream, as +/- triple deltas per report time."""
@@ -103,7 +273,7 @@ class WindowOperator(Operator):
     vars = TRIPLE_VARS
     certain = frozenset(TRIPLE_VARS)
 
-    def __init__(self, buffer: StreamBuffer, spec: WindowSpec, default_step: int) -> None:
+    def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int) -> None:
         super().__init__()
         self.buffer = buffer
         self.spec = spec
@@ -179,5 +349,4 @@ class WindowOperator(Operator):
         self.close()
 
     def close(self) -> None:
-        if self in self.buffer.windows:
-            self.buffer.windows.remove(self)
+        self.buffer.detach(self)

@@ -4,6 +4,11 @@
 take :meth:`HybridStore.snapshot` (the persistent side, consistent with the stable VTS),
 timeless streams :meth:`HybridStore.absorb` into the graphs, and windowed streams keep
 their batches in the transient ring (:meth:`append`, :meth:`window`, :meth:`retain`).
+
+An engine running on a store keeps its windows in that same ring:
+``Engine(store.dictionary, transient=store.transient)`` makes every stream buffer a
+:class:`~linkstream.operators.window.RingBuffer` over it (``linkstream replay --store``
+and ``linkstream run --store`` do so), so there is one transient store per process.
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ class HybridStore:
     def retain(self, stream: str, min_ts: int, holder: str = "default") -> int:
         """Let ``holder`` keep ``stream`` from ``min_ts`` on; collects older batches."""
         return self.transient.retain(stream, min_ts, holder)
+
+    def release(self, stream: str, holder: str = "default") -> int:
+        """Forget ``holder``'s hold on ``stream``; collects what nobody else needs."""
+        return self.transient.release(stream, holder)
 
     def close(self) -> None:
         """Close the persistent side."""

@@ -13,6 +13,13 @@ the persistent graphs (Wukong+S's transient store).  Per stream:
   declares the oldest timestamp it may still read with :meth:`TransientStore.retain`;
   batches older than every holder's floor are garbage-collected.  A stream nobody
   holds keeps at most ``capacity`` batches (when set), oldest dropped first.
+
+Besides time ranges, the ring answers reads by *triple position*: every triple a stream
+ever received has an absolute position (0, 1, ... in arrival order, stable across GC), and
+each batch records the position of its first triple.  Window operators
+(:class:`~linkstream.operators.window.RingBuffer`) keep their bounds as positions, found
+from timestamps through the stream index (:meth:`TransientStore.position`) and read back
+by batch sequence ranges (:meth:`TransientStore.slice`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,10 @@ import numpy as np
 
 _log = logging.getLogger(__name__)
 _I64 = np.int64
+_EMPTY3 = np.empty((0, 3), dtype=_I64)
+_EMPTY1 = np.empty(0, dtype=_I64)
+_EMPTY3.flags.writeable = False
+_EMPTY1.flags.writeable = False
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,8 @@ class _Ring:
     head: int = 0  # sequence number of ts[0] / data[0]
     ts: list[int] = field(default_factory=list)
     data: list[np.ndarray] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)  # triple position of data[k][0]
+    total: int = 0  # triples ever appended (position one past the last)
     slots: list[int] = field(default_factory=list)  # occupied slots, ascending
     index: dict[int, list[int]] = field(default_factory=dict)  # slot -> [first seq, end seq)
     holders: dict[str, int] = field(default_factory=dict)
@@ -93,6 +106,8 @@ class TransientStore:
             seq = r.end
             r.ts.append(ts)
             r.data.append(t)
+            r.starts.append(r.total)
+            r.total += len(t)
             slot = ts // self.slot_ms
             if r.slots and r.slots[-1] == slot:
                 r.index[slot][1] = seq + 1
@@ -143,25 +158,148 @@ class TransientStore:
             np.array([x.ts for x in bs], dtype=_I64), lens
         )
 
+    # ------------------------------------------------------------------ reading by position
+
+    def _seek(self, r: _Ring, t: int) -> int:
+        """Ring index of the first batch with ``ts >= t`` (``len(r.ts)`` if none).
+
+        The first occupied slot at or after ``t``'s slot holds it; only that slot is
+        searched.
+        """
+        slots = r.slots
+        i = bisect_left(slots, t // self.slot_ms)
+        if i == len(slots):
+            return len(r.ts)
+        lo, hi = r.index[slots[i]]
+        return bisect_left(r.ts, t, lo - r.head, hi - r.head)
+
+    def seek(self, stream: str, t: int) -> int:
+        """Sequence number of the first batch of ``stream`` with ``ts >= t`` (its end if none)."""
+        with self._lock:
+            r = self._rings.get(stream)
+            return 0 if r is None else r.head + self._seek(r, int(t))
+
+    def position(self, stream: str, t: int) -> int:
+        """Position of the first triple of ``stream`` with ``ts >= t`` (one past the last if none).
+
+        Positions number every triple the stream ever received, in arrival order; they do
+        not change when older batches are collected.
+        """
+        with self._lock:
+            r = self._rings.get(stream)
+            if r is None:
+                return 0
+            k = self._seek(r, int(t))
+            return r.starts[k] if k < len(r.starts) else r.total
+
+    def extent(self, stream: str) -> tuple[int, int]:
+        """Positions ``(first held triple, one past the last triple)`` of ``stream``."""
+        with self._lock:
+            r = self._rings.get(stream)
+            if r is None:
+                return 0, 0
+            return (r.starts[0] if r.starts else r.total), r.total
+
+    def last_ts(self, stream: str) -> int | None:
+        """Timestamp of the newest batch of ``stream`` held (``None`` if none is)."""
+        with self._lock:
+            r = self._rings.get(stream)
+            return r.ts[-1] if r is not None and r.ts else None
+
+    def last_before(self, stream: str, t: int) -> int | None:
+        """Timestamp of the latest batch (empty ones included) with ``ts < t``, if held."""
+        with self._lock:
+            r = self._rings.get(stream)
+            if r is None:
+                return None
+            k = self._seek(r, int(t))
+            return r.ts[k - 1] if k else None
+
+    def slice(
+        self, stream: str, lo: int, hi: int, *, times: bool = False
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Triples of ``stream`` at positions ``[lo, hi)``, read batch by batch.
+
+        The positions map to the batch sequence range holding them (a binary search over
+        the batches' first positions); positions already collected are skipped (only a
+        ``capacity`` bound can collect what a reader still holds, and that is logged).
+
+        Returns:
+            ``(triples (n, 3), ts (n,) or None)``; the triples may be a read-only view.
+        """
+        with self._lock:
+            r = self._rings.get(stream)
+            if r is None or hi <= lo or not r.starts:
+                return _EMPTY3, (_EMPTY1 if times else None)
+            starts = r.starts
+            k0 = max(bisect_right(starts, lo) - 1, 0)
+            k1 = bisect_left(starts, hi, k0)
+            parts = r.data[k0:k1]
+            stamps = r.ts[k0:k1]
+            off = starts[k0]
+        if not parts:
+            return _EMPTY3, (_EMPTY1 if times else None)
+        arr = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        a, b = max(lo - off, 0), hi - off
+        ts = None
+        if times:
+            ts = np.repeat(np.array(stamps, dtype=_I64), [len(p) for p in parts])[a:b]
+        return arr[a:b], ts
+
+    def floor(self, stream: str, pos: int) -> int | None:
+        """Timestamp a reader at position ``pos`` must keep: its batch's (``None``: nothing held).
+
+        A reader past the last triple keeps the newest batch (its timestamp still answers
+        "the latest element before ``c``").
+        """
+        with self._lock:
+            r = self._rings.get(stream)
+            if r is None or not r.ts:
+                return None
+            if pos >= r.total:
+                return r.ts[-1]
+            return r.ts[max(bisect_right(r.starts, pos) - 1, 0)]
+
+    def retain_many(self, stream: str, floors: dict[str, int], prefix: str | None = None) -> int:
+        """:meth:`retain` for several holders at once (one collection pass).
+
+        Args:
+            stream: The stream.
+            floors: ``holder -> oldest timestamp it may still read``.
+            prefix: If given, holders whose name starts with it and that are not in
+                ``floors`` are released (a reader that left without saying so).
+
+        Returns:
+            The number of batches freed.
+        """
+        with self._lock:
+            r = self._rings.setdefault(stream, _Ring())
+            if prefix is not None:
+                for h in [h for h in r.holders if h.startswith(prefix) and h not in floors]:
+                    del r.holders[h]
+            r.holders.update(floors)
+            return self._collect(r)
+
     def streams(self) -> list[str]:
         """Streams with a ring."""
         with self._lock:
             return list(self._rings)
 
     def stats(self, stream: str) -> dict[str, int]:
-        """Batches held, triples held, batches freed so far, first/last sequence numbers."""
+        """Batches held, triples held, batches freed so far, first/last sequence numbers, holders."""
         with self._lock:
             r = self._rings.get(stream)
             if r is None:
                 return {"batches": 0, "triples": 0, "freed": 0, "head": 0, "end": 0}
             return {
                 "batches": len(r.ts),
-                "triples": sum(len(d) for d in r.data),
+                "triples": r.total - r.starts[0] if r.starts else 0,
                 "freed": r.freed,
                 "head": r.head,
                 "end": r.end,
                 "slots": len(r.slots),
                 "dropped_needed": r.dropped_needed,
+                "holders": len(r.holders),
             }
 
     # ------------------------------------------------------------------ retention / GC
@@ -201,6 +339,7 @@ class TransientStore:
                 _log.warning("transient ring over capacity: dropped %d batches a window still needed", needed)
         del r.ts[:n]
         del r.data[:n]
+        del r.starts[:n]
         r.head += n
         r.freed += n
         k = 0
