@@ -27,6 +27,24 @@ def dedup_triples(triples: np.ndarray) -> np.ndarray:
     return np.unique(np.asarray(triples, dtype=np.int64), axis=0)
 
 
+#: static triple arrays already laid out as columns: thousands of queries over the same
+#: static graphs get one (3, n) copy, not one each (keyed by the array's identity, which
+#: the entry keeps alive)
+_STATIC_COLUMNS: dict[int, tuple[np.ndarray, Batch]] = {}
+
+
+def _static_batch(st: np.ndarray) -> Batch:
+    hit = _STATIC_COLUMNS.get(id(st))
+    if hit is not None and hit[0] is st:
+        return hit[1]
+    b = Batch(TRIPLE_VARS, np.ascontiguousarray(st.T), np.ones(len(st), dtype=np.int64))
+    if len(st) > 64:
+        if len(_STATIC_COLUMNS) >= 32:
+            _STATIC_COLUMNS.pop(next(iter(_STATIC_COLUMNS)))
+        _STATIC_COLUMNS[id(st)] = (st, b)
+    return b
+
+
 class GraphOperator(Operator):
     """The set of triples of ``static`` (fixed) plus the contents of ``windows``."""
 
@@ -49,7 +67,7 @@ class GraphOperator(Operator):
             st = np.empty((0, 3), dtype=np.int64)
         else:
             st = static if deduplicated else dedup_triples(static)
-        self.static = Batch(TRIPLE_VARS, np.ascontiguousarray(st.T), np.ones(len(st), dtype=np.int64))
+        self.static = _static_batch(st)
         self._static_index: SortedIndex | None = None
         self.children = tuple(windows)
         self.dynamic = Relation(TRIPLE_VARS)
