@@ -73,6 +73,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     if getattr(args, "placement", "queries") != "queries" and not (args.cluster or args.zk):
         return _err("--placement operators needs --cluster N or --zk HOST:PORT")
+    if getattr(args, "parallelism", 1) != 1 and getattr(args, "placement", "queries") != "operators":
+        return _err("--parallelism needs --placement operators")
+    if getattr(args, "parallelism", 1) < 1:
+        return _err("--parallelism must be at least 1")
     if args.store and (args.cluster or args.zk):
         return _err("--store works for embedded replays; cluster containers load --static files")
     if args.cluster or args.zk:
@@ -84,15 +88,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.store:
             if args.dictionary != "memory:":
                 return _err("--store uses the store's own dictionary; do not also give --dictionary")
-            from .store.persistent import PersistentStore
+            from .store.hybrid import HybridStore
 
-            store = PersistentStore.open(args.store)
+            store = HybridStore.open(args.store)  # windows keep their streams in its transient ring
             dictionary = store.dictionary
         else:
             dictionary = open_dictionary(args.dictionary)
     except (ValueError, OSError) as e:
         return _err(str(e))
-    engine = Engine(dictionary, default_step=args.default_step, log_fn=log)
+    transient = store.transient if store is not None else None
+    engine = Engine(dictionary, default_step=args.default_step, log_fn=log, transient=transient)
     if store is not None:
         snap = store.snapshot()
         for g in snap.graphs():
@@ -278,6 +283,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="queries",
         help="cluster mode: place whole queries (default) or also their shared join/scan "
         "operators as tasks of their own, exchanging deltas over ZeroMQ",
+    )
+    rp.add_argument(
+        "--parallelism",
+        type=int,
+        default=1,
+        metavar="K",
+        help="operator placement: run every shared join whose inputs bind a common variable "
+        "as K instances, each joining one hash partition of it (default 1: unpartitioned)",
+    )
+    rp.add_argument(
+        "--route",
+        choices=("streams", "broadcast"),
+        default="streams",
+        help="cluster mode: send each stream element only to the containers whose queries "
+        "read its stream (default) or to every container",
     )
     rp.add_argument(
         "--answer-timeout",

@@ -65,11 +65,13 @@ def build_live(
     if store is not None:
         if dictionary != "memory:":
             raise ValueError("--store uses the store's own dictionary; do not also give --dictionary")
-        from ..store.persistent import PersistentStore
+        from ..store.hybrid import HybridStore
 
         t0 = time.perf_counter()
-        opened = PersistentStore.open(store)
-        engine = Engine(opened.dictionary, default_step=default_step, log_fn=log.warning)
+        opened = HybridStore.open(store)  # one store: graphs for /sparql, transient ring for windows
+        engine = Engine(
+            opened.dictionary, default_step=default_step, log_fn=log.warning, transient=opened.transient
+        )
         engine.store = opened  # type: ignore[attr-defined]
         snap = opened.snapshot()
         for g in snap.graphs():

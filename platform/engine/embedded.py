@@ -238,7 +238,9 @@ class Engine:
         ops = [op for op in root.walk() if not isinstance(op, AttachOperator)]
         for op in ops:
             self._refs[id(op)] = self._refs.get(id(op), 0) + 1
-        output = QueryOutput(cq.name, cq.mode, root, shape, self.evaluator, view=self._view(cq.mode, root, shape))
+        output = QueryOutput(
+            cq.name, cq.mode, root, shape, self.evaluator, view=self._view(cq.mode, root, shape)
+        )
         steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
         used_windows = [op for op in ops if isinstance(op, WindowOperator)]
         rq = RegisteredQuery(cq, used_windows, root, output, steps, ops=ops)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..api.subscription import Subscription
-from ..operators.window import StreamBuffer
+from ..operators.window import WindowBuffer
 from ..query.continuous import ContinuousQuery
 from ..query.errors import QueryError
 from .embedded import QueryStats, RegisteredQuery
@@ -42,7 +42,7 @@ class RetentionGuard:
         self.retention_ms = retention_ms
         self.lo = 0
 
-    def advance(self, buffer: StreamBuffer, now: int) -> None:
+    def advance(self, buffer: WindowBuffer, now: int) -> None:
         """Lets collection drop what is older than ``now - retention_ms`` in ``buffer``."""
         self.lo = max(self.lo, buffer.search(now - self.retention_ms))
 

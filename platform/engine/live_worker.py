@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..operators.window import StreamBuffer
+from ..operators.window import WindowBuffer
 from ..query.continuous import ContinuousQuery
 from ..rdf.static import dedup_triples
 from .live_state import (
@@ -136,7 +136,7 @@ class LiveWorker:
     def _frontier_now(self) -> int | None:
         return max((x for x in (self._fired, self._explicit) if x is not None), default=None)
 
-    def _guard(self, stream: str, buf: StreamBuffer) -> None:
+    def _guard(self, stream: str, buf: WindowBuffer) -> None:
         if stream not in self._guards:
             g = self._guards[stream] = RetentionGuard(self.retention_ms)
             g.lo = buf.base

@@ -35,7 +35,7 @@ from .base import Operator
 from .batch import Batch, concat, consolidate
 from .relation import Relation
 from .scan import ScanOperator, Slot
-from .window import StreamBuffer, WindowOperator
+from .window import WindowBuffer, WindowOperator
 
 TIMED_VARS = ("_s", "_p", "_o", "_t")
 
@@ -84,7 +84,7 @@ class TimedWindowOperator(WindowOperator):
     certain = frozenset(TIMED_VARS)
     event_driven = True
 
-    def __init__(self, buffer: StreamBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
+    def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
         super().__init__(buffer, spec, default_step)
         self.key = key
         #: the last report time this window advanced to (None: never advanced)
@@ -100,8 +100,7 @@ class TimedWindowOperator(WindowOperator):
             self.spec = WindowSpec("time", range_ms, self.spec.step_ms)
 
     def _rows(self, lo: int, hi: int, sign: int) -> Batch:
-        tr = self.buffer.slice(lo, hi)
-        ts = self.buffer.times()[lo - self.buffer.base : hi - self.buffer.base]
+        tr, ts = self.buffer.slice_timed(lo, hi)
         cols = np.empty((4, tr.shape[1]), dtype=np.int64)
         cols[:3] = tr
         cols[3] = ts
