@@ -1,35 +1,49 @@
 #!/usr/bin/env python3
-"""Cluster mode vs embedded mode: end-to-end triples/s of one CityBench workload.
+"""Cluster mode vs embedded mode, and routed vs broadcast elements, on one CityBench workload.
 
 One run measures, on the same workload (CityBench queries of the shared manifest, each
 named by its manifest id, the first ``--max-reports`` report times):
 
 * ``embedded``: the embedded engine in this process (``linkstream replay``);
-* ``cluster-N`` for N = 1, 2, 3: a local cluster (ZooKeeper + coordinator + N container
-  processes, ``linkstream.containers.localcluster``) driven by this process
-  (``linkstream replay --zk``); containers are added one at a time between runs.
+* ``cluster-N`` for N = 1 .. ``--containers``: a local cluster (ZooKeeper +
+  coordinator + N container processes, ``linkstream.containers.localcluster``) driven
+  by this process (``linkstream replay --zk``), elements routed by stream (the default:
+  each element goes only to the containers whose queries read its stream); containers
+  are added one at a time between runs;
+* ``cluster-N-broadcast`` for the largest N: the same cluster with ``--route
+  broadcast`` (every element to every container), the peer the routing is measured
+  against.  Routed and broadcast runs take turns.
 
 CPU s is the CPU time of the replay: this process for embedded, driver plus every
 container (from the containers' logs) for the cluster runs.
 
-Throughput is stream triples / replay seconds (reading, encoding and broadcasting the
+Throughput is stream triples / replay seconds (reading, encoding and sending the
 streams, evaluating every report and writing every result line; not the one-off start:
 static graphs loaded and queries registered, reported separately as ``startup_s``).
 Every cluster run is checked against the embedded results with
 ``shared/tools/compare_results.py``; ``equal`` records the outcome.  The data-plane
-figure is what the driver pushed (broadcast elements, ticks, sync messages) per second.
+figures are what the driver pushed: all bytes (elements with their dictionary terms,
+syncs, ticks) and, of them, the element bytes, plus the elements sent summed over the
+containers.
 
-By default the three CityBench queries whose result sets dwarf every other (``Q8``,
-``Q10_5``, ``Q10_8``: hundreds of thousands of rows for a few reports) are left out, so
-that output formatting does not hide evaluation; ``--all`` keeps them.  On a 2-core
-machine the driver and N containers share two cores: read the ratios with that in mind.
+Workloads (``--workload``): ``spread`` (default) is twelve queries of both dialects
+over different streams (user locations, one traffic sensor, two car parks, pollution,
+weather, another traffic sensor: ``SPREAD``), where routing can leave streams out;
+``light`` is every CityBench query but the three whose result sets dwarf every other
+(``Q8``, ``Q10_5``, ``Q10_8``: hundreds of thousands of rows for a few reports, which
+would let output formatting hide evaluation), where most containers read the busiest
+streams anyway; ``all`` (or ``--all``) is every query.  On a 2-core machine the driver
+and N containers share two cores: read the ratios with that in mind.
+``--routes-only`` skips the clusters smaller than ``--containers``.
 
 Each configuration runs ``--repeat`` times (embedded and cluster runs taking turns); the
 median run is reported with the spread (max - min) / median.
 
-    python bench/cluster.py [--max-reports N] [--all] [--containers 3] [--repeat K] [--out FILE]
+    python bench/cluster.py [--workload spread|light|all] [--max-reports N] [--containers 3]
+                            [--repeat K] [--routes-only] [--out FILE]
 
-Raw figures go to ``bench/results/cluster.json``.
+Raw figures go to ``bench/results/cluster.json``, one entry per workload (a run updates
+its own).
 """
 
 from __future__ import annotations
@@ -57,6 +71,7 @@ from linkstream.rdf.static import load_graph
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
 HEAVY = ("Q8", "Q10_5", "Q10_8")
+SPREAD = tuple(f"{d}-{q}" for q in ("Q4", "Q5", "Q7", "Q10", "Q11", "Q12") for d in ("csparql", "cqels"))
 
 
 def load_compare():
@@ -67,12 +82,14 @@ def load_compare():
     return mod
 
 
-def workload(include_all: bool) -> tuple[list, list[tuple[str, str]], list[tuple[str | None, str]], str]:
+def workload(name: str) -> tuple[list, list[tuple[str, str]], list[tuple[str | None, str]], str]:
     man = json.loads((SHARED / "citybench" / "manifest.json").read_text())
     base = man.get("base", "http://localhost/")
     queries, streams, statics = [], {}, {}
     for q in man["queries"]:
-        if not include_all and q["id"].split("-", 1)[1] in HEAVY:
+        if name == "light" and q["id"].split("-", 1)[1] in HEAVY:
+            continue
+        if name == "spread" and q["id"] not in SPREAD:
             continue
         text = (SHARED / q["query"]).read_text()
         queries.append(parse_continuous(text, default_name=q["id"], base=base, source=q["query"]))
@@ -120,7 +137,9 @@ def container_cpu(cluster: LocalCluster, run_id: str, n: int) -> float | None:
     return None
 
 
-def run_cluster(cluster: LocalCluster, n: int, queries, streams, statics, base, max_reports, out) -> dict:
+def run_cluster(
+    cluster: LocalCluster, n: int, queries, streams, statics, base, max_reports, out, route: str
+) -> dict:
     t0 = time.perf_counter()
     started: list[float] = []
     cpu0 = time.process_time()
@@ -135,11 +154,13 @@ def run_cluster(cluster: LocalCluster, n: int, queries, streams, statics, base, 
             max_reports=max_reports,
             on_start=lambda _e: started.append(time.perf_counter()),
             log=lambda _m: None,
+            route=route,
         )
     res = result.replay
     driver_cpu = time.process_time() - cpu0
     return {
-        "config": f"cluster-{n}",
+        "config": f"cluster-{n}" + ("-broadcast" if route == "broadcast" else ""),
+        "route": route,
         "driver_cpu_s": driver_cpu,
         "containers_cpu_s": container_cpu(cluster, result.run_id, n),
         "containers": len(result.containers),
@@ -150,6 +171,9 @@ def run_cluster(cluster: LocalCluster, n: int, queries, streams, statics, base, 
         "triples_per_s": res.triples / res.seconds,
         "dataplane_MB": result.bytes_sent / 1e6,
         "dataplane_MB_per_s": result.bytes_sent / 1e6 / res.seconds,
+        "element_MB": result.element_bytes / 1e6,
+        "elements_sent": result.elements_sent,
+        "elements_by_container": result.elements_by_container,
         "lost": len(result.lost),
     }
 
@@ -169,58 +193,111 @@ def median_run(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-reports", type=int, default=150, help="report times per query (default 150)")
-    ap.add_argument("--all", action="store_true", help="include the heavy-output queries Q8, Q10_5, Q10_8")
+    ap.add_argument(
+        "--workload",
+        choices=("spread", "light", "all"),
+        default="spread",
+        help="queries over different streams (default), every query but Q8/Q10_5/Q10_8, or all",
+    )
+    ap.add_argument("--all", action="store_true", help="same as --workload all")
     ap.add_argument("--containers", type=int, default=3, help="largest cluster measured (default 3)")
     ap.add_argument(
         "--repeat", type=int, default=3, help="runs per configuration, median reported (default 3)"
     )
+    ap.add_argument(
+        "--routes-only",
+        action="store_true",
+        help="measure only the largest cluster, routed and broadcast (no 1 .. N-1 scaling)",
+    )
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "cluster.json"))
     args = ap.parse_args(argv)
     compare = load_compare()
-    queries, streams, statics, base = workload(args.all)
+    name = "all" if args.all else args.workload
+    queries, streams, statics, base = workload(name)
     runs: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         want = Path(tmp) / "embedded.jsonl"
         cluster = LocalCluster(Path(tmp) / "cluster", capacity=len(queries))
         try:
-            cluster.start(1)
-            for n in range(1, args.containers + 1):
-                if n > 1:
+            first = args.containers if args.routes_only else 1
+            cluster.start(first)
+            for n in range(first, args.containers + 1):
+                if n > first:
                     cluster.add_containers(1)
+                routes = ["streams", "broadcast"] if n == args.containers else ["streams"]
                 for _ in range(args.repeat):  # embedded and cluster runs take turns
                     if len(runs.get("embedded", [])) < args.repeat:
                         row = run_embedded(queries, streams, statics, args.max_reports, want)
                         runs.setdefault("embedded", []).append(row)
-                    got = Path(tmp) / f"cluster-{n}.jsonl"
-                    row = run_cluster(cluster, n, queries, streams, statics, base, args.max_reports, got)
-                    with contextlib.redirect_stdout(io.StringIO()):
-                        row["equal"] = compare.main([str(want), str(got)]) == 0
-                    runs.setdefault(row["config"], []).append(row)
+                    for route in routes:
+                        got = Path(tmp) / f"cluster-{n}-{route}.jsonl"
+                        row = run_cluster(
+                            cluster, n, queries, streams, statics, base, args.max_reports, got, route
+                        )
+                        with contextlib.redirect_stdout(io.StringIO()):
+                            row["equal"] = compare.main([str(want), str(got)]) == 0
+                        runs.setdefault(row["config"], []).append(row)
+                        print(
+                            f"  {row['config']}: {row['triples_per_s']:,.0f} triples/s, "
+                            f"{row['dataplane_MB']:.1f} MB out, equal={row['equal']}",
+                            flush=True,
+                        )
         finally:
             cluster.stop()
     results = [median_run(rows) for rows in runs.values()]
     emb = results[0]["triples_per_s"]
-    print(f"{len(queries)} queries, {args.max_reports} reports each, {results[0]['triples']} stream triples")
     print(
-        f"{'config':<12}{'triples/s':>12}{'spread':>8}{'x embedded':>12}{'replay s':>10}{'startup s':>11}"
+        f"workload {name}: {len(queries)} queries over {len(streams)} streams, {args.max_reports} reports "
+        f"each, {results[0]['triples']} stream triples"
+    )
+    print(
+        f"{'config':<20}{'triples/s':>12}{'spread':>8}{'x embedded':>12}{'replay s':>10}{'startup s':>11}"
         f"{'CPU s':>8}{'MB/s out':>10}  equal"
     )
     for r in results:
         mbs = f"{r['dataplane_MB_per_s']:.1f}" if "dataplane_MB_per_s" in r else "-"
         cpu = r.get("cpu_s") or ((r.get("containers_cpu_s") or 0.0) + r.get("driver_cpu_s", 0.0))
         print(
-            f"{r['config']:<12}{r['triples_per_s']:>12,.0f}{r['spread']:>8.2f}{r['triples_per_s'] / emb:>12.2f}"
+            f"{r['config']:<20}{r['triples_per_s']:>12,.0f}{r['spread']:>8.2f}{r['triples_per_s'] / emb:>12.2f}"
             f"{r['replay_s']:>10.2f}{r['startup_s']:>11.2f}{cpu:>8.2f}{mbs:>10}  {'-' if r.get('equal') is None else r['equal']}"
         )
+    by = {r["config"]: r for r in results}
+    routed, broadcast = by[f"cluster-{args.containers}"], by[f"cluster-{args.containers}-broadcast"]
+    routing = {
+        "containers": args.containers,
+        "streams": len(streams),
+        "dataplane_bytes_broadcast_over_routed": broadcast["dataplane_MB"] / routed["dataplane_MB"],
+        "element_bytes_broadcast_over_routed": broadcast["element_MB"] / routed["element_MB"],
+        "elements_broadcast_over_routed": broadcast["elements_sent"] / routed["elements_sent"],
+        "throughput_routed_over_broadcast": routed["triples_per_s"] / broadcast["triples_per_s"],
+    }
+    print(
+        f"\nrouting on {args.containers} containers, {len(streams)} streams: data plane "
+        f"{routed['dataplane_MB']:.1f} MB routed vs {broadcast['dataplane_MB']:.1f} MB broadcast "
+        f"({routing['dataplane_bytes_broadcast_over_routed']:.2f}x less; elements "
+        f"{routed['elements_sent']:,} vs {broadcast['elements_sent']:,}); throughput "
+        f"{routed['triples_per_s']:,.0f} vs {broadcast['triples_per_s']:,.0f} triples/s "
+        f"({routing['throughput_routed_over_broadcast']:.2f}x)"
+    )
     body = {
+        "workload": name,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "queries": [cq.name for cq in queries],
         "max_reports": args.max_reports,
+        "repeat": args.repeat,
         "results": results,
         "summary": {r["config"]: r["triples_per_s"] / emb for r in results},
+        "routing": routing,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(body, indent=1))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    saved: dict = {}
+    if out.exists():
+        with contextlib.suppress(ValueError):
+            saved = json.loads(out.read_text())
+    workloads = saved.get("workloads") if isinstance(saved.get("workloads"), dict) else {}
+    workloads[name] = body
+    out.write_text(json.dumps({"workloads": workloads}, indent=1))
     return 0 if all(r.get("equal") is not False and not r.get("lost") for r in results) else 1
 
 

@@ -73,6 +73,7 @@ from prometheus_client import (
 METRIC_NAMES: tuple[str, ...] = (
     "linkstream_ingest_triples_total",
     "linkstream_ingest_elements_total",
+    "linkstream_stream_elements_total",
     "linkstream_late_elements_total",
     "linkstream_rejected_lines_total",
     "linkstream_queries_registered",
@@ -107,6 +108,13 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_scheduler_task_moves_total",
     "linkstream_scheduler_lost_tasks_total",
     "linkstream_scheduler_elections_total",
+    # operator placement (``linkstream.containers.operator_edges``)
+    "linkstream_operator_edge_batches_total",
+    "linkstream_operator_edge_bytes_total",
+    "linkstream_operator_hostings_total",
+    "linkstream_operator_partition_rows_total",
+    "linkstream_operator_partition_input_rows_total",
+    "linkstream_operator_channel_takeovers_total",
 )
 
 #: ZooKeeper session states of ``linkstream_zookeeper_session_state`` (kazoo's names)
@@ -244,6 +252,9 @@ class ContainerMetrics(_ProcessMetrics):
         )
         self.ingest_elements = Counter(
             "linkstream_ingest_elements", "Stream elements accepted for ingestion", registry=r
+        )
+        self.stream_elements = Counter(
+            "linkstream_stream_elements", "Stream elements received, by stream", ["stream"], registry=r
         )
         self.queries_registered = Gauge(
             "linkstream_queries_registered", "Continuous queries currently registered", registry=r

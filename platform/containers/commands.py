@@ -244,6 +244,8 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
             answer_timeout=args.answer_timeout,
             log=log,
             placement=getattr(args, "placement", "queries"),
+            parallelism=getattr(args, "parallelism", 1),
+            route=getattr(args, "route", "streams"),
         )
     except (ClusterError, RunActiveError) as e:
         return _err(str(e))
@@ -272,6 +274,9 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
                 "answerers": {sw.query: sw.dst for sw in result.switches},
                 "moves": len(result.switches),
                 "placement": result.placement,
+                "route": result.route,
+                "bytes_sent": result.bytes_sent,
+                "elements_by_container": result.elements_by_container,
                 "lost": [[x.query, x.t, x.container, x.reason] for x in result.lost],
                 "migrations": [
                     {

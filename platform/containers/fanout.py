@@ -1,13 +1,26 @@
-"""The driver's half of the broadcast data plane: one PUSH socket per operator container.
+"""The driver's half of the element data plane: one PUSH socket per operator container.
 
-A cluster replay sends every stream element to every container (an *all* grouping).
-:class:`Fanout` buffers elements and sends them in batches, each with the dictionary
-entries it introduces (the *delta*: driver ids ``lo ..`` with their N-Triples strings),
-so every container can translate the driver's ids into its own.  It also keeps the
-backlog a container joining mid-run needs: the retained elements of each stream
-(``horizon`` ms before the last report time, everything for a stream read by count or
-NOW windows) are sent with the whole dictionary so far in that container's ``sync``
-message, after which it receives the same broadcast as everyone else.
+:class:`Fanout` buffers stream elements and sends them in batches.  Which container
+gets which element depends on the run's route (``RunSpec.route``):
+
+``streams`` (default)
+    Each container receives only the elements of the streams it *subscribed* to (the
+    streams of the queries it holds or ZooKeeper assigned it; it says so in
+    ``subscribe`` messages, see :mod:`linkstream.containers.runtime`).  A new
+    subscription is answered with a ``sync`` message holding the retained backlog of
+    the newly subscribed streams, exactly from the element after the last one this
+    container was sent of each (so a stream dropped and taken up again is neither
+    duplicated nor, within what any window can still read, missing).
+``broadcast``
+    Every container subscribes to every stream when it joins (an *all* grouping).
+
+Each message carries the dictionary entries of its triples that its container was not
+sent before (driver ids with their N-Triples strings), so every container can translate
+the driver's ids into its own and holds no terms it never sees.  The backlog a joining
+or subscribing container needs -- the retained elements of each stream, ``horizon`` ms
+before the last report time, everything for a stream read by count or NOW windows -- is
+kept here; the first message of a container is its ``sync`` (the backlog of its initial
+subscription: every stream when broadcasting, none when routing by stream).
 
 Sends wait out back-pressure (high-water marks) unless the peer is known dead or stalls
 longer than ``stall_timeout``; while waiting the caller's ``on_wait`` runs, so the driver
@@ -19,7 +32,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,19 +49,32 @@ FLUSH_ELEMENTS = 2048
 SEND_RETRY_S = 0.2
 SNDHWM = 10000
 
+_Row = tuple[int, int, int, np.ndarray]  # stream index, element seq in its stream, time, triples
+
+
+@dataclass
+class _Route:
+    """What one container subscribed to and what it was sent."""
+
+    streams: set[int]
+    version: int
+    sent: np.ndarray  # per stream: seq one past the last element sent to this container
+    seen: np.ndarray  # per driver id: whether its term was sent to this container
+
 
 class Fanout:
-    """Every synced container receives every element, in order, exactly once.
+    """Every synced container receives every element of its streams, in order, exactly once.
 
     Args:
         run: Run id stamped on every message.
         streams: Stream IRIs; elements refer to them by index.
-        horizons: Per stream, ms of history to retain for late joiners (``None``: all).
-        dictionary: The driver's dictionary (the source of the deltas).
+        horizons: Per stream, ms of history to retain for late subscribers (``None``: all).
+        dictionary: The driver's dictionary (the source of the terms shipped).
         is_dead: Tells whether a container is known to be gone (stop waiting for it).
         on_wait: Called while a send waits for room.
         on_drop: Called with the id of a peer dropped because it died or stalled.
         stall_timeout: Seconds a live peer may refuse messages before it is dropped.
+        route: ``"streams"`` (by subscription) or ``"broadcast"`` (every stream to every peer).
     """
 
     def __init__(
@@ -61,43 +88,83 @@ class Fanout:
         on_wait: Callable[[], None],
         on_drop: Callable[[str], None],
         stall_timeout: float = 60.0,
+        route: str = "streams",
     ) -> None:
+        if route not in ("streams", "broadcast"):
+            raise ValueError(f"unknown route {route!r} (streams or broadcast)")
         self.run = run
         self.streams = list(streams)
         self.horizons = list(horizons)
         self.dictionary = dictionary
+        self.route = route
         self.peers: dict[str, Sender] = {}
+        self.routes: dict[str, _Route] = {}
         self.joined: list[str] = []
         self.bytes_sent = 0
         self.messages_sent = 0
+        #: bytes of ``els`` and ``sync`` messages (stream elements and their terms)
+        self.element_bytes = 0
+        #: elements sent, summed over containers
+        self.elements_sent = 0
         self._is_dead = is_dead
         self._on_wait = on_wait
         self._on_drop = on_drop
         self._stall_timeout = stall_timeout
-        self._dict_sent = 0  # driver ids 1.._dict_sent were shipped to every synced peer
+        self._elements: dict[str, int] = {}
         self._pending: list[tuple[int, int, np.ndarray]] = []
         self._pending_triples = 0
-        self._backlog: list[deque[tuple[int, np.ndarray]]] = [deque() for _ in self.streams]
+        self._count = [0] * len(self.streams)  # elements of each stream flushed so far
+        self._backlog: list[deque[_Row]] = [deque() for _ in self.streams]
 
     # ------------------------------------------------------------------ peers
 
     def add(self, cid: str, address: str, tick_seq: int) -> None:
-        """Connects to a container and sends its ``sync`` message (replacing an older peer)."""
+        """Connects to a container and sends its ``sync`` message (replacing an older peer).
+
+        The container starts with every stream when broadcasting, with none when routing
+        by stream (it subscribes next).
+        """
+        self.flush()
         old = self.peers.pop(cid, None)
         if old is not None:
             old.close(linger_ms=0)
-        sender = Sender(address, sndhwm=SNDHWM, linger_ms=0)
-        n = self._dict_sent
-        terms = self.dictionary.decode_many(np.arange(1, n + 1, dtype=np.int64)) if n else []
-        rows = [(k, t, tr) for k, dq in enumerate(self._backlog) for t, tr in dq]
-        self.peers[cid] = sender
+        streams = set(range(len(self.streams))) if self.route == "broadcast" else set()
+        self.routes[cid] = _Route(
+            set(), 0, np.zeros(len(self.streams), dtype=np.int64), np.zeros(1024, dtype=bool)
+        )
+        self.peers[cid] = Sender(address, sndhwm=SNDHWM, linger_ms=0)
         if cid not in self.joined:
             self.joined.append(cid)
-        self._send(cid, encode(self._elements(rows, 1, terms, sync_tick=tick_seq)))
+        self._sync(cid, 0, streams, tick_seq)
         logger.info("driver: container %s joined the run at tick %d", cid, tick_seq)
+
+    def subscribe(self, cid: str, version: int, streams: Iterable[int], tick_seq: int) -> None:
+        """Applies subscription ``version`` of ``cid``: backlog of new streams, then their elements.
+
+        Ignored for an unknown peer, an outdated version, or when broadcasting.
+        """
+        route = self.routes.get(cid)
+        if route is None or self.route == "broadcast" or version <= route.version:
+            return
+        wanted = {k for k in streams if 0 <= k < len(self.streams)}
+        route.streams &= wanted
+        route.version = version
+        if wanted - route.streams:  # dropping streams needs no answer
+            self.flush()
+            self._sync(cid, version, wanted, tick_seq)
+
+    def subscribed(self, cid: str) -> set[int]:
+        """Streams whose elements ``cid`` receives (empty for an unknown peer)."""
+        route = self.routes.get(cid)
+        return set() if route is None else set(route.streams)
+
+    def elements_by_container(self) -> dict[str, int]:
+        """Stream elements sent to each container that took part (dropped ones included)."""
+        return {cid: self._elements.get(cid, 0) for cid in self.joined}
 
     def drop(self, cid: str) -> bool:
         """Disconnects a container; returns whether it was a peer."""
+        self.routes.pop(cid, None)
         sender = self.peers.pop(cid, None)
         if sender is None:
             return False
@@ -109,13 +176,14 @@ class Fanout:
         for sender in self.peers.values():
             sender.close(linger_ms=200)
         self.peers.clear()
+        self.routes.clear()
 
     # ------------------------------------------------------------------ sending
 
-    def _send(self, cid: str, frames: list[Frame]) -> None:
+    def _send(self, cid: str, frames: list[Frame]) -> bool:
         sender = self.peers.get(cid)
         if sender is None:
-            return
+            return False
         deadline = time.monotonic() + self._stall_timeout
         while not sender.offer_frames(frames, SEND_RETRY_S):
             self._on_wait()
@@ -124,9 +192,10 @@ class Fanout:
                 self.drop(cid)
                 logger.warning("driver: container %s %s; dropped", cid, "is gone" if dead else "stalled")
                 self._on_drop(cid)
-                return
+                return False
         self.messages_sent += 1
         self.bytes_sent += sum(memoryview(f).nbytes for f in frames)
+        return True
 
     def send(self, cid: str, frames: list[Frame]) -> None:
         """Queues ``frames`` for one peer (after everything queued for it before)."""
@@ -139,16 +208,8 @@ class Fanout:
 
     # ------------------------------------------------------------------ elements
 
-    def _elements(
-        self, rows: list[tuple[int, int, np.ndarray]], lo: int, terms: list[str], sync_tick: int | None = None
-    ) -> Elements:
-        meta = np.array([[k for k, _, _ in rows], [t for _, t, _ in rows], [len(tr) for _, _, tr in rows]])
-        parts = [tr for _, _, tr in rows if len(tr)]
-        triples = np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
-        return Elements(self.run, lo, terms, meta.reshape(3, len(rows)).astype(np.int64), triples, sync_tick)
-
     def ingest(self, stream: int, t: int, triples: np.ndarray) -> None:
-        """Buffers one element of stream number ``stream`` for the next broadcast."""
+        """Buffers one element of stream number ``stream`` for the next flush."""
         tr = np.ascontiguousarray(triples, dtype=np.int64).reshape(-1, 3)
         self._pending.append((stream, t, tr))
         self._pending_triples += len(tr)
@@ -156,21 +217,100 @@ class Fanout:
             self.flush()
 
     def flush(self) -> None:
-        """Broadcasts the buffered elements with the dictionary entries new since the last."""
-        n = len(self.dictionary)
-        if not self._pending and n == self._dict_sent:
+        """Sends the buffered elements to the containers subscribed to their streams."""
+        if not self._pending:
             return
-        lo = self._dict_sent + 1
-        terms = self.dictionary.decode_many(np.arange(lo, n + 1, dtype=np.int64)) if n >= lo else []
-        rows, self._pending, self._pending_triples = self._pending, [], 0
-        self.broadcast(encode(self._elements(rows, lo, terms)))
-        self._dict_sent = n
-        for k, t, tr in rows:
-            self._backlog[k].append((t, tr))
+        pending, self._pending, self._pending_triples = self._pending, [], 0
+        rows: list[_Row] = []
+        for k, t, tr in pending:
+            row = (k, self._count[k], t, tr)
+            self._count[k] += 1
+            self._backlog[k].append(row)
+            rows.append(row)
+        # Containers with the same streams get the same elements: select and join them once.
+        by_streams: dict[frozenset[int], list[str]] = {}
+        for cid, route in self.routes.items():
+            by_streams.setdefault(frozenset(route.streams), []).append(cid)
+        parts: dict[str, tuple[list[_Row], np.ndarray, np.ndarray]] = {}
+        for streams, cids in by_streams.items():
+            mine = [r for r in rows if r[0] in streams]
+            if not mine:
+                continue
+            meta, triples = _table(mine)
+            for cid in cids:
+                parts[cid] = (mine, meta, triples)
+        self._deliver(parts, {})
+
+    def _sync(self, cid: str, version: int, wanted: set[int], tick_seq: int) -> None:
+        """Sends ``cid`` the backlog of the streams of ``wanted`` it does not get yet."""
+        route = self.routes.get(cid)
+        if route is None:
+            return  # dropped while a flush waited for it
+        new = sorted(wanted - route.streams)
+        rows = [r for k in new for r in self._backlog[k] if r[1] >= route.sent[k]]
+        route.streams |= wanted
+        route.version = version
+        meta, triples = _table(rows)
+        self._deliver({cid: (rows, meta, triples)}, {cid: (tick_seq, version, tuple(new))})
+        if new:
+            logger.info(
+                "driver: %s subscribed to %s (version %d, %d backlog elements)",
+                cid,
+                ", ".join(self.streams[k] for k in new),
+                version,
+                len(rows),
+            )
+
+    def _deliver(
+        self,
+        parts: dict[str, tuple[list[_Row], np.ndarray, np.ndarray]],
+        syncs: dict[str, tuple[int, int, tuple[int, ...]]],
+    ) -> None:
+        """Sends each container its rows with the terms it lacks (``syncs``: as ``sync``)."""
+        uniq: dict[int, np.ndarray] = {}
+        new: dict[str, np.ndarray] = {}
+        for cid, (_rows, _meta, triples) in parts.items():
+            u = uniq.get(id(triples))
+            if u is None:
+                u = uniq[id(triples)] = np.unique(triples)
+            route = self.routes[cid]
+            if len(u) and int(u[-1]) >= len(route.seen):
+                grown = np.zeros(max(int(u[-1]) + 1, 2 * len(route.seen)), dtype=bool)
+                grown[: len(route.seen)] = route.seen
+                route.seen = grown
+            fresh = u[~route.seen[u]]
+            route.seen[fresh] = True
+            new[cid] = fresh
+        # Decode every term once, however many containers it goes to.
+        every = np.unique(np.concatenate(list(new.values()))) if new else np.empty(0, dtype=np.int64)
+        decoded = self.dictionary.decode_many(every) if len(every) else []
+        for cid in sorted(parts):
+            rows, meta, triples = parts[cid]
+            ids = new[cid]
+            terms = [decoded[i] for i in np.searchsorted(every, ids).tolist()] if len(ids) else []
+            tick, version, streams = syncs.get(cid, (None, 0, ()))
+            frames = encode(Elements(self.run, ids, terms, meta, triples, tick, streams, version))
+            route = self.routes.get(cid)
+            if route is None or not self._send(cid, frames):
+                continue
+            self.element_bytes += sum(memoryview(f).nbytes for f in frames)
+            self.elements_sent += len(rows)
+            self._elements[cid] = self._elements.get(cid, 0) + len(rows)
+            for k, seq, _t, _tr in rows:
+                if seq >= route.sent[k]:
+                    route.sent[k] = seq + 1
 
     def prune(self, c: int) -> None:
         """Forgets backlog no window opened after report time ``c`` can read."""
         for dq, h in zip(self._backlog, self.horizons):
             if h is not None:
-                while dq and dq[0][0] < c - h:
+                while dq and dq[0][2] < c - h:
                     dq.popleft()
+
+
+def _table(rows: list[_Row]) -> tuple[np.ndarray, np.ndarray]:
+    """The element table ``(3, k)`` and the joined triples ``(n, 3)`` of ``rows``."""
+    meta = np.array([[r[0] for r in rows], [r[2] for r in rows], [len(r[3]) for r in rows]], dtype=np.int64)
+    parts = [r[3] for r in rows if len(r[3])]
+    triples = np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
+    return meta.reshape(3, len(rows)), triples

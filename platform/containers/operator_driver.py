@@ -6,15 +6,18 @@ Once every query (consumer task) is registered and ready on its container, the d
    (:class:`~linkstream.containers.replica.RunReplica`: same static graphs, same
    constant ids), and cuts the plans into producer and consumer tasks
    (:func:`linkstream.scheduler.tasks.plan_tasks`);
-2. places the producer tasks with the sans-IO scheduler core, given the containers'
+2. places the producer channels (one per producer, or ``parallelism`` instances of a
+   partitionable join) with the sans-IO scheduler core, given the containers'
    capacities and where the coordinator put the consumers
    (:func:`linkstream.scheduler.tasks.place_producers`);
 3. sends each container an ``optasks`` message
    (:mod:`linkstream.containers.operator_tasks`) on its data-plane socket, ahead of
    the first tick, so it sets up its producers and remote inputs before evaluating.
-
-Producer placements live in the run (the driver), not in ZooKeeper task nodes: they
-do not move during the run.
+   Every cut of every query is read through its producer's channels, also where the
+   producer runs on the query's own container (delivered without a socket), so a
+   producer that moves later changes nothing in its consumers' plans;
+4. publishes every channel as a ZooKeeper task owned by its container and follows
+   the coordinator's moves of them (:mod:`linkstream.containers.operator_control`).
 """
 
 from __future__ import annotations
@@ -23,12 +26,19 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kazoo.client import KazooClient
+
+from linkstream.containers.operator_control import ProducerController
 from linkstream.containers.operator_tasks import HostedProducer, OpTasks, RemoteCut, encode_optasks
 from linkstream.containers.replica import RunReplica
 from linkstream.query.continuous import ContinuousQuery
+from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.membership import Member
 from linkstream.scheduler.runs import RunSpec
-from linkstream.scheduler.tasks import TaskPlan, place_producers, plan_tasks, summarize
+from linkstream.scheduler.tasks import TaskPlan, place_producers, plan_tasks, producer_specs, summarize
+
+#: default number of instances of a partitionable shared join (1: no partitioning)
+DEFAULT_PARALLELISM = 1
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +47,13 @@ class PlacementError(RuntimeError):
     """Operator placement cannot be set up (e.g. a container without an edge address)."""
 
 
-def plan_run(spec: RunSpec, queries: Sequence[ContinuousQuery]) -> TaskPlan:
+def plan_run(spec: RunSpec, queries: Sequence[ContinuousQuery], parallelism: int = 1) -> TaskPlan:
     """Plans ``queries`` together, as a container would, and cuts them into tasks."""
     scratch = RunReplica(spec, log=lambda msg: logger.debug("planning: %s", msg))
     try:
         for cq in sorted(queries, key=lambda q: q.name):
             scratch.register(cq.name, cq.text)
-        return plan_tasks({n: rq.root for n, rq in scratch.engine.queries.items()})
+        return plan_tasks({n: rq.root for n, rq in scratch.engine.queries.items()}, parallelism)
     finally:
         scratch.close()
 
@@ -55,6 +65,10 @@ def setup(
     members: Mapping[str, Member],
     consumer_task: Mapping[str, str],
     send: Callable[[str, list[Any]], None],
+    *,
+    client: KazooClient | None = None,
+    root: str = DEFAULT_ROOT,
+    parallelism: int = DEFAULT_PARALLELISM,
 ) -> dict[str, Any]:
     """Plans, places and announces the operator tasks of a run.
 
@@ -65,15 +79,22 @@ def setup(
         members: The run's containers (membership nodes, with ``meta["ops"]``).
         consumer_task: Query name -> scheduler task id of its consumer task.
         send: Sends frames to one container (after what was sent to it before).
+        client: The driver's kazoo client: with one, the producer channels become
+            ZooKeeper tasks that move with the coordinator's decisions; without, they
+            stay where they are placed.
+        root: Cluster root inside the chroot.
+        parallelism: Instances of every partitionable shared join.
 
     Returns:
-        JSON-ready summary: producers with their container and queries, consumers, and
-        the edges that cross containers.
+        JSON-ready summary: producers with their container(s) and queries, consumers,
+        the edges that cross containers, and (updated while the run lasts) the moves.
 
     Raises:
-        PlacementError: A container has no edge address.
+        PlacementError: A container has no edge address, or ``parallelism`` < 1.
     """
-    plan = plan_run(spec, queries)
+    if parallelism < 1:
+        raise PlacementError(f"parallelism must be at least 1, not {parallelism}")
+    plan = plan_run(spec, queries, parallelism)
     caps = {cid: m.capacity for cid, m in members.items()}
     hosts = place_producers(plan, consumers, caps, consumer_task)
     address = {}
@@ -85,23 +106,44 @@ def setup(
     texts = {cq.name: cq.text for cq in queries}
     host: dict[str, list[HostedProducer]] = {cid: [] for cid in members}
     remote: dict[str, list[RemoteCut]] = {cid: [] for cid in members}
+    hosted: dict[str, HostedProducer] = {}
     for pid, uses in plan.producers.items():
-        dsts = sorted({consumers[q] for q, _ in uses if consumers.get(q) not in (None, hosts[pid])})
-        if not dsts:
-            continue  # read only where it runs: part of the local queries' own plans
+        dsts = sorted({consumers[q] for q, _ in uses if consumers.get(q) in address})
         q0, k0 = uses[0]
-        host[hosts[pid]].append(HostedProducer(pid, q0, k0, texts[q0], [(d, address[d]) for d in dsts]))
+        channels = plan.channels(pid)
+        for i, ch in enumerate(channels):
+            h = HostedProducer(
+                ch,
+                q0,
+                k0,
+                texts[q0],
+                [(d, address[d]) for d in dsts],
+                part=i,
+                parts=len(channels),
+                var=plan.partition.get(pid, ""),
+            )
+            hosted[ch] = h
+            host[hosts[ch]].append(h)
     for q, cuts in plan.cuts.items():
+        c = consumers.get(q)
+        if c is None or c not in remote:
+            continue
         for k, pid in enumerate(cuts):
-            c = consumers.get(q)
-            if c is not None and c != hosts[pid]:
-                remote[c].append(RemoteCut(q, k, pid))
+            remote[c].append(RemoteCut(q, k, pid, plan.channels(pid), plan.partition.get(pid, "")))
     for cid in sorted(members):
         send(cid, encode_optasks(OpTasks(spec.id, cid, host[cid], remote[cid])))
     summary = summarize(plan, consumers, hosts)
+    summary["parallelism"] = parallelism
+    if client is not None:
+        control = ProducerController(client, root, spec.id, hosted, hosts, members)
+        control.start(producer_specs(plan))
+        summary["moves"] = control.moves  # the controller appends while the run lasts
+        summary["gone"] = control.gone
+        summary["tasks"] = {ch: control.tasks.task_id(ch) for ch in hosted}
     logger.info(
-        "driver: %d producer task(s), %d consumer task(s), %d cross-container edge(s)",
+        "driver: %d producer(s) in %d channel(s), %d consumer task(s), %d cross-container edge(s)",
         len(plan.producers),
+        len(hosted),
         len(plan.cuts),
         len(summary["remote_edges"]),  # type: ignore[arg-type]
     )

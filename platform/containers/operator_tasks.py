@@ -3,19 +3,37 @@
 Opt-in mode (``linkstream replay ... --cluster N --placement operators``).  Queries are
 still placed whole by the coordinator (the *consumer* tasks), and every container still
 receives every stream element; what changes is the shared stream part of each plan (see
-:mod:`linkstream.scheduler.tasks`): every *producer* task (a shared join, route or
-window scan signature) runs on exactly one container, which sends the operator's delta
-of every tick to the containers of its consumers over ZeroMQ.  There the query's plan
-reads a :class:`RemoteInput` instead of its own copy of the subplan (which is released).
+:mod:`linkstream.scheduler.tasks`): every *producer* channel (a shared join, route or
+window scan signature, or one hash-partitioned instance of a join) runs on exactly one
+container at a time, in a producer engine of its own
+(:mod:`linkstream.containers.operator_producers`), and sends its delta of every tick to
+the containers of its consumers over ZeroMQ (to its own container without a socket).
+There the query's plan reads a :class:`RemoteInput` instead of its own copy of the
+subplan (which is released); :mod:`linkstream.containers.operator_channels` says how
+generations make a channel's deltas exact while its producer moves.
+
+Producer channels are ZooKeeper tasks (:mod:`linkstream.scheduler.producers`) and move
+when the coordinator moves them (drain, rebalance, a dead host): the driver sends the
+new host ``ophost``; it builds the producer from its buffers, sends its whole state as
+the first batch of the new generation, and tells the other containers ``ophosting``,
+upon which the old host (if alive) stops.  Consumers never re-subscribe by hand: a
+channel's batches carry the generation, whoever sends them.
 
 Messages (never pickled):
 
 ``optasks`` (driver to container, on the driver's data-plane socket, before tick 1)
     msgpack header ``{"v": 1, "kind": "optasks", "run", "container", "host": [{"id",
-    "query", "cut", "text", "to": [[container, address], ...]}], "remote": [{"query",
-    "cut", "id"}]}``: the producers this container hosts (planned from ``query``'s text,
-    cut number ``cut``) with the edge addresses of their consumers, and the cuts of its
-    own queries that it must read remotely.
+    "query", "cut", "text", "to": [[container, address], ...], "gen", "part", "parts",
+    "var", "peers"}], "remote": [{"query", "cut", "id", "channels", "var"}]}``: the
+    producer channels this container hosts (planned from ``query``'s text, cut number
+    ``cut``; instance ``part`` of ``parts`` partitioned on ``var``) with the edge
+    addresses of their consumers, and the cuts of its own queries, each read through
+    its producer's channels (also a producer hosted here: then without a socket).
+``ophost`` / ``opdrop`` (driver to container, on the edge socket, any time)
+    host a channel from a generation on (the ``optasks`` producer fields), or forget a
+    container that left the run (no more batches to it).
+``ophosting`` (new host to every other container, after its first batch)
+    ``{"src", "id", "gen"}``: a container hosting an older generation of ``id`` stops.
 ``ophello`` (container to container, before the first batch of a producer on an edge)
     header ``{"v": 1, "kind": "ophello", "run", "src", "id", "fp"}``: the producer's
     :func:`~linkstream.scheduler.tasks.cut_fingerprint`.  The consumer compares it with
@@ -27,14 +45,14 @@ Messages (never pickled):
     has its own dictionary (computed terms make ids diverge), so the receiver encodes the
     terms and keeps a sender id -> local id table, as the replica does for the driver.
 ``batch`` (container to container)
-    :mod:`linkstream.containers.wire`'s batch message: ``stream`` = producer task id,
-    ``task`` = ``run/sender``, ``seq`` = tick sequence number, the delta's columns as
-    raw int64 frames.  One per producer, consumer container and tick (empty included),
-    so a consumer knows when a tick's input is complete.
+    :mod:`linkstream.containers.wire`'s batch message: ``stream`` = channel id,
+    ``task`` = ``run/sender``, ``epoch`` = generation, ``seq`` = tick sequence number,
+    the delta's columns as raw int64 frames.  One per channel, consumer container and
+    tick (empty included), so a consumer knows when a tick's input is complete.
 
-A consumer waits for the batch of the tick it evaluates.  While waiting it computes and
-sends its own producers' deltas for that tick first (they read only local windows), so
-two containers waiting for each other always make progress.
+A container sends its producers' deltas of a tick before it evaluates its own queries
+(they read only the buffers), and while it waits for a batch it keeps handling edge
+messages (an ``ophost`` among them), so containers waiting for each other progress.
 Message formats live in :mod:`linkstream.containers.operator_messages` (re-exported here).
 """
 
@@ -43,31 +61,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgpack
-import numpy as np
 
-from linkstream.containers.groupings import AllGrouping
+from linkstream.containers.operator_channels import Channel, RemoteInput
+from linkstream.containers.operator_edges import EdgeCounters, EdgeLinks, EdgeMetrics
 from linkstream.containers.operator_messages import (
     VERSION,
     HostedProducer,
     OperatorPlaneError,
     OpTasks,
     RemoteCut,
+    decode_control,
     decode_optasks,
-    decode_terms,
+    encode_hosting,
     encode_optasks,
-    encode_terms,
     header_kind,
 )
-from linkstream.containers.transport import LOOPBACK_ANY, Receiver, Sender
-from linkstream.containers.wire import BatchMessage, Frame, WireError, encode_batch, payload_bytes
+from linkstream.containers.operator_producers import Hosted, ProducerEngines, release_ops
+from linkstream.containers.partitions import TermHashes, foreign_rows
+from linkstream.containers.transport import LOOPBACK_ANY, Receiver
+from linkstream.containers.wire import BatchMessage, Frame, WireError
 from linkstream.containers.wire import decode as wire_decode
 from linkstream.operators.base import AttachOperator, Operator
-from linkstream.operators.batch import Batch, concat, consolidate
-from linkstream.query.continuous import parse_continuous
+from linkstream.operators.batch import Batch
 from linkstream.scheduler.tasks import cut_fingerprint, cut_points, is_cut
 
 __all__ = [
@@ -85,15 +103,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-_ALL = AllGrouping()
 
 WAIT_TIMEOUT_S = 60.0
-SEND_TIMEOUT_S = 30.0
-
-
-def _id_vars(vars_: tuple[str, ...]) -> list[int]:
-    """Columns holding dictionary ids (timestamp columns of timed scans do not)."""
-    return [i for i, v in enumerate(vars_) if not v.startswith("%t")]
 
 
 def edge_endpoint(bind: str) -> str:
@@ -106,69 +117,6 @@ def edge_endpoint(bind: str) -> str:
         host = bind[len("tcp://") :].rsplit(":", 1)[0]
         return f"tcp://{host}:*"
     return bind + "-ops"
-
-
-# ----------------------------------------------------------------------------- operators
-
-
-class RemoteInput(Operator):
-    """Stands in a consumer's plan for a producer that runs on another container.
-
-    Its delta at an epoch is what the producer sent for the tick being evaluated (and for
-    any earlier tick nobody pulled), translated into this container's dictionary ids.
-    """
-
-    #: its output changes whenever the producer's does: the engine must pull it every epoch
-    event_driven = False
-
-    def __init__(
-        self, plane: OperatorPlane, producer: str, vars_: tuple[str, ...], certain: frozenset[str]
-    ) -> None:
-        super().__init__()
-        self.plane = plane
-        self.producer = producer
-        self.vars = vars_
-        self.certain = certain
-        self._seen: list[Batch] = []
-
-    def describe(self) -> str:
-        return f"RemoteInput {self.producer}"
-
-    def compute(self, epoch: int) -> Batch:
-        d = self.plane.take(self.producer, self.vars)
-        if len(d):
-            self._seen.append(d)
-            if len(self._seen) > 64:
-                self._seen = [consolidate(concat(self._seen, self.vars))]
-        return d
-
-    def current(self) -> Batch:
-        if not self._seen:
-            return Batch.empty(self.vars)
-        self._seen = [consolidate(concat(self._seen, self.vars))]
-        return self._seen[0]
-
-
-def _release(engine: Any, ops: list[Operator]) -> None:
-    """Drops one reference to each of ``ops`` in ``engine`` (as ``Engine.unregister`` does)."""
-    refs: dict[int, int] = engine._refs
-    dead = []
-    for op in ops:
-        if isinstance(op, (AttachOperator, RemoteInput)):
-            continue
-        n = refs.get(id(op), 0) - 1
-        if n <= 0:
-            refs.pop(id(op), None)
-            dead.append(op)
-        else:
-            refs[id(op)] = n
-    for op in dead:
-        sig = getattr(op, "sig", None)
-        if sig is not None and engine.operators.get(sig) is op:
-            del engine.operators[sig]
-    for op in dead:
-        op.discard()
-    engine._sharing.forget(dead)
 
 
 def _above_cuts(root: Operator) -> list[Operator]:
@@ -192,35 +140,6 @@ def _above_cuts(root: Operator) -> list[Operator]:
 
 
 # ----------------------------------------------------------------------------- the plane
-
-
-@dataclass
-class _Producer:
-    op: Operator
-    to: list[tuple[str, str]]
-    fingerprint: str = ""
-    sent_seq: int = 0
-    greeted: set[str] = field(default_factory=set)
-
-
-@dataclass
-class _Peer:
-    sender: Sender
-    known: np.ndarray = field(default_factory=lambda: np.zeros(1024, dtype=bool))
-
-
-@dataclass
-class EdgeCounters:
-    """Operator-edge traffic of one container (also exported as Prometheus counters)."""
-
-    batches_sent: int = 0
-    batches_received: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    rows_sent: int = 0
-    terms_sent: int = 0
-    waits_timed_out: int = 0
-    mismatches: int = 0
 
 
 class OperatorPlane:
@@ -248,50 +167,61 @@ class OperatorPlane:
         self.on_error = on_error
         self.errors: list[str] = []
         self._registry = registry
-        self._prom: tuple[Any, Any] | None = None
+        self._prom: EdgeMetrics | None = None
         self._reset_state()
 
     def _reset_state(self) -> None:
         self.run: str | None = None
         self.cid = ""
         self.engine: Any = None
-        self.producers: dict[str, _Producer] = {}
+        self.replica: Any = None
+        self.base = ""
+        self.engines: ProducerEngines | None = None
+        self.channels: dict[str, Channel] = {}
         self.inputs: dict[str, RemoteInput] = {}
         self._fingerprints: dict[str, str] = {}
+        self._greeted: dict[str, set[str]] = {}
+        self._announced: set[tuple[str, int]] = set()
+        self._waiting: list[HostedProducer] = []
+        self.links: EdgeLinks | None = None
         self._queries_seen = -1
         self._live: set[str] = set()
-        self._peers: dict[str, _Peer] = {}
-        self._inbox: dict[str, dict[int, Batch]] = {}
-        self._xlate: dict[str, np.ndarray] = {}
+        self._hashes: TermHashes | None = None
         self.seq = 0
-        self._epoch = -1
+        self.c: int | None = None
 
     @property
     def active(self) -> bool:
-        """Whether the current run uses operator placement on this container."""
+        """Whether a run is bound to the plane."""
         return self.run is not None
 
-    def _metrics(self) -> tuple[Any, Any] | None:
-        if self._prom is None and self._registry is not None:
-            from prometheus_client import Counter
+    @property
+    def producers(self) -> dict[str, Hosted]:
+        """The producer channels hosted here, by id."""
+        return {} if self.engines is None else self.engines.hosted
 
-            self._prom = (
-                Counter(
-                    "linkstream_operator_edge_batches",
-                    "Operator-edge batches between containers",
-                    ["direction"],
-                    registry=self._registry,
-                ),
-                Counter(
-                    "linkstream_operator_edge_bytes",
-                    "Operator-edge bytes between containers",
-                    ["direction"],
-                    registry=self._registry,
-                ),
-            )
+    def _metrics(self) -> EdgeMetrics | None:
+        if self._prom is None and self._registry is not None:
+            self._prom = EdgeMetrics.create(self._registry)
         return self._prom
 
     # ------------------------------------------------------------------ set-up
+
+    def bind(self, cid: str, run: str, replica: Any, base: str) -> None:
+        """Binds a run's replica (its engine and buffers) to the plane; resets an older run."""
+        if self.run == run and self.replica is replica:
+            return
+        if self.run is not None:
+            self.reset()
+        self._bind(cid, run, replica.engine, base, replica)
+
+    def _bind(self, cid: str, run: str, engine: Any, base: str, replica: Any) -> None:
+        self.run, self.cid, self.engine, self.replica, self.base = run, cid, engine, replica, base
+        self.engines = ProducerEngines(engine, base)
+        self._hashes = self.engines.hashes
+        self.links = EdgeLinks(
+            run, cid, engine.dictionary, self.counters, self._metrics(), lambda: self._receive(0.0)
+        )
 
     def configure(self, cid: str, run: str, engine: Any, base: str, m: OpTasks) -> None:
         """Sets up the producers this container hosts and rewires its remote cuts.
@@ -299,24 +229,12 @@ class OperatorPlane:
         Raises:
             OperatorPlaneError: The message does not fit the registered queries.
         """
-        self.run, self.cid, self.engine = run, cid, engine
-        self._metrics()
-        # Producers first: a cut hosted here stays local for the queries here.
+        if self.run != run or self.engine is not engine:
+            if self.run is not None:
+                self.reset()
+            self._bind(cid, run, engine, base, None)
         for h in m.host:
-            if h.id in self.producers:
-                continue
-            cq = parse_continuous(h.text, default_name=h.query, base=base)
-            hidden = replace(cq, name=f"__op__/{h.id}")
-            rq = engine.register(hidden)
-            del engine.queries[hidden.name]  # never evaluated as a query: only its cut is pulled
-            cuts = cut_points(rq.root)
-            if h.cut >= len(cuts):
-                raise OperatorPlaneError(f"{h.query} has {len(cuts)} cuts here, not {h.cut + 1}")
-            op = cuts[h.cut]
-            keep = {id(o) for o in op.walk()}
-            _release(engine, [o for o in rq.ops if id(o) not in keep])
-            self.producers[h.id] = _Producer(op, list(h.to), cut_fingerprint(op))
-            logger.info("%s: hosts producer %s (%s) for %d container(s)", cid, h.id, op.describe(), len(h.to))
+            self.host(h, "placed")
         # Every query's cuts are found before any rewiring: rewiring one query changes the
         # operators it shares with the next.
         found: dict[str, list[Operator]] = {}
@@ -332,11 +250,16 @@ class OperatorPlane:
             if r.cut >= len(cuts):
                 raise OperatorPlaneError(f"{r.query} has {len(cuts)} cuts here, not {r.cut + 1}")
             op = cuts[r.cut]
+            channels = list(r.channels) or [r.id]
             remote = self.inputs.get(r.id)
             if remote is None:
-                remote = self.inputs[r.id] = RemoteInput(self, r.id, op.vars, op.certain)
-                self._inbox.setdefault(r.id, {})
-            self._fingerprints[r.id] = cut_fingerprint(op)
+                remote = self.inputs[r.id] = RemoteInput(self, r.id, channels, op.vars, op.certain)
+                for i, ch in enumerate(channels):
+                    part = (r.var, i, len(channels)) if len(channels) > 1 else None
+                    self.channels.setdefault(ch, Channel(ch, op.vars, part))
+            fp = cut_fingerprint(op)
+            for ch in channels:
+                self._fingerprints[ch] = fp
             targets.setdefault(r.query, {})[id(op)] = remote
         for name, mapping in targets.items():
             self._rewire(engine, name, mapping)
@@ -354,7 +277,7 @@ class OperatorPlane:
             if sub:
                 op.rebind(sub)
         reach = {id(o) for o in rq.root.walk()}
-        _release(engine, [o for o in rq.ops if id(o) not in reach])
+        release_ops(engine, [o for o in rq.ops if id(o) not in reach])
         remotes = [o for o in rq.root.walk() if isinstance(o, RemoteInput)]
         rq.ops = [o for o in rq.ops if id(o) in reach] + remotes
         rq.windows = [w for w in rq.windows if id(w) in reach]
@@ -363,15 +286,81 @@ class OperatorPlane:
             "%s: %s reads %s remotely", self.cid, name, ", ".join(sorted({r.producer for r in remotes}))
         )
 
+    # ------------------------------------------------------------------ hosting
+
+    def host(self, spec: HostedProducer, reason: str = "moved") -> None:
+        """Hosts channel ``spec.id`` from generation ``spec.gen`` on (now, or once synced).
+
+        A container that joined the run mid-way builds nothing before its buffers are
+        synced and it has seen a tick: the old host serves until then.
+        """
+        assert self.engines is not None
+        current = self.engines.hosted.get(spec.id)
+        if current is not None and current.gen >= spec.gen:
+            return
+        if not self._can_build():
+            self._waiting = [w for w in self._waiting if w.id != spec.id] + [spec]
+            return
+        self.engines.host(spec)
+        self._greeted[spec.id] = set()
+        self.counters.hosted += 1
+        prom = self._metrics()
+        if prom is not None:
+            prom.hostings.labels(reason).inc()
+        if self.c is not None:
+            self.flush()  # catch up at once: a consumer may be waiting for this tick
+
+    def _can_build(self) -> bool:
+        # Mid-run, a producer built now must catch up to a tick this container has seen.
+        r = self.replica
+        return r is None or (r.synced and (self.c is not None or r.last_seq == 0))
+
+    def _host_waiting(self) -> None:
+        if self._waiting and self._can_build():
+            waiting, self._waiting = self._waiting, []
+            for spec in waiting:
+                self.host(spec)
+
+    def _apply_control(self, frames: list[Frame]) -> None:
+        kind, run, body = decode_control(frames)
+        if run != self.run:
+            return
+        if kind == "ophost":
+            try:
+                self.host(body)
+            except Exception as exc:  # a plan that does not fit fails the run, not the container
+                self._fail(f"cannot host {body.id}: {exc}")
+        elif kind == "ophosting":
+            src, channel, gen = body
+            # A deferred hosting that a newer generation overtook is moot.
+            self._waiting = [w for w in self._waiting if w.id != channel or w.gen >= gen]
+            h = self.producers.get(channel)
+            if src != self.cid and h is not None and h.gen < gen:
+                assert self.engines is not None
+                self.engines.release(channel)
+                self.counters.released += 1
+                logger.info(
+                    "%s: stops producer %s gen %d: gen %d runs on %s", self.cid, channel, h.gen, gen, src
+                )
+        elif kind == "opdrop":
+            assert self.links is not None
+            self.links.dropped.add(body)  # every send to it is skipped from now on
+
     # ------------------------------------------------------------------ per tick
 
-    def before_tick(self, seq: int) -> None:
-        """Called before the engine evaluates tick ``seq``."""
+    def before_tick(self, seq: int, c: int | None = None) -> None:
+        """Called before the engine evaluates tick ``seq`` (report time ``c``).
+
+        Sends the hosted producers' deltas of the tick first: they read only the buffers.
+        """
         self.seq = seq
-        self._epoch = self.engine.epoch + 1
+        if c is not None:
+            self.c = c
+            self._host_waiting()
+            self.flush()
 
     def after_tick(self) -> None:
-        """Sends the producers' deltas of the tick nobody here pulled yet.
+        """Sends what is still unsent of the tick and drops batches nobody here reads.
 
         Batches for remote inputs that no registered query reads any more (the query
         moved to another container) are dropped, so they do not pile up.
@@ -380,76 +369,60 @@ class OperatorPlane:
         if len(self.engine.queries) != self._queries_seen:
             self._queries_seen = len(self.engine.queries)
             self._live = {
-                o.producer
+                ch
                 for rq in self.engine.queries.values()
                 for o in rq.ops
                 if isinstance(o, RemoteInput)
+                for ch in o.channels
             }
-        for pid, box in self._inbox.items():
-            if pid not in self._live and box:
-                box.clear()
+        for ch, channel in self.channels.items():
+            if ch not in self._live:
+                channel.clear()
+
+    def poll(self) -> None:
+        """Handles every edge message already queued (the container's idle loop calls this)."""
+        if self.run is None:
+            return
+        while self._receive(0.0):
+            pass
+        self._host_waiting()
 
     def flush(self) -> None:
-        """Computes and sends every hosted producer's delta of the current tick (once)."""
-        if self.engine is None or self.engine.epoch != self._epoch:
-            return  # the engine has not started this tick's epoch yet
-        for pid, p in self.producers.items():
-            if p.sent_seq >= self.seq:
-                continue
-            d = p.op.delta(self._epoch)
-            # Every consumer is a whole query and needs the whole delta: the all grouping.
-            # (A fields grouping on the join keys needs producers partitioned across
-            # containers, which this mode does not do yet.)
-            parts = _ALL.split(d, len(p.to)) if p.to else []
-            for (cid, address), part in zip(p.to, parts):
-                if cid not in p.greeted:
+        """Computes and sends every hosted channel's delta of the current tick (once)."""
+        if self.engines is None or self.links is None or self.c is None or self.seq <= 0:
+            return
+        links = self.links
+        for h, d in self.engines.deltas(self.seq, self.c):
+            self._count_partition(h)
+            for cid, address in list(h.spec.to):
+                if cid == self.cid:
+                    self._deliver(h.id, h.gen, self.seq, d, self.cid)
+                    continue
+                greeted = self._greeted.setdefault(h.id, set())
+                if cid not in greeted:
                     hello = {"v": VERSION, "kind": "ophello", "run": self.run, "src": self.cid}
-                    hello.update(id=pid, fp=p.fingerprint)
-                    self._offer(self._peer(address), [msgpack.packb(hello, use_bin_type=True)], "hello")
-                    p.greeted.add(cid)
-                self._send(pid, cid, address, part)
-            p.sent_seq = self.seq
+                    hello.update(id=h.id, fp=h.fingerprint)
+                    if not links.offer(cid, address, [msgpack.packb(hello, use_bin_type=True)]):
+                        continue
+                    greeted.add(cid)
+                links.send_batch(h.id, h.gen, self.seq, cid, address, d)
+            key = (h.id, h.gen)
+            if key not in self._announced:
+                # The new generation's first batch is out: older hosts may stop.
+                self._announced.add(key)
+                for cid, address in h.spec.peers:
+                    if cid != self.cid:
+                        links.offer(cid, address, encode_hosting(self.run or "", self.cid, h.id, h.gen))
 
-    def _peer(self, address: str) -> _Peer:
-        peer = self._peers.get(address)
-        if peer is None:
-            peer = self._peers[address] = _Peer(Sender(address, sndhwm=10000, linger_ms=1000))
-        return peer
-
-    def _offer(self, peer: _Peer, frames: list[Frame], what: str) -> None:
-        deadline = time.monotonic() + SEND_TIMEOUT_S
-        while not peer.sender.offer_frames(frames, 0.5):
-            if time.monotonic() > deadline:
-                raise OperatorPlaneError(f"{self.cid}: cannot send {what}: the consumer does not take it")
-        self.counters.bytes_sent += payload_bytes(frames)
-
-    def _send(self, pid: str, cid: str, address: str, d: Batch) -> None:
-        peer = self._peer(address)
-        cols = np.asarray(d.cols)
-        idc = _id_vars(d.vars)
-        if len(d) and idc:
-            ids = np.unique(cols[idc] if len(idc) != cols.shape[0] else cols)
-            ids = ids[ids > 0]
-            if len(ids):
-                top = int(ids[-1])
-                if top >= len(peer.known):
-                    grown = np.zeros(max(top + 1, 2 * len(peer.known)), dtype=bool)
-                    grown[: len(peer.known)] = peer.known
-                    peer.known = grown
-                new = ids[~peer.known[ids]]
-                if len(new):
-                    terms = self.engine.dictionary.decode_many(new)
-                    self._offer(peer, encode_terms(self.run or "", self.cid, new, list(terms)), "terms")
-                    peer.known[new] = True
-                    self.counters.terms_sent += len(new)
-        frames = encode_batch(d, stream=pid, task=f"{self.run}/{self.cid}", epoch=0, seq=self.seq)
-        self._offer(peer, frames, f"{pid} to {cid}")
-        self.counters.batches_sent += 1
-        self.counters.rows_sent += len(d)
+    def _count_partition(self, h: Hosted) -> None:
         prom = self._metrics()
-        if prom is not None:
-            prom[0].labels("sent").inc()
-            prom[1].labels("sent").inc(payload_bytes(frames))
+        if h.partitions is None or prom is None:
+            return
+        rows_in = sum(p.rows_in for p in h.partitions)
+        kept = sum(p.rows_kept for p in h.partitions)
+        prom.partition_input_rows.labels(h.id, "in").inc(rows_in - h.reported[0])
+        prom.partition_input_rows.labels(h.id, "kept").inc(kept - h.reported[1])
+        h.reported = (rows_in, kept)
 
     # ------------------------------------------------------------------ receiving
 
@@ -457,24 +430,18 @@ class OperatorPlane:
         frames = self.receiver.recv_frames(timeout)
         if frames is None:
             return False
+        if self.links is None:
+            return True
         kind = header_kind(frames)
         try:
             if kind == "ophello":
                 self._check_hello(frames)
                 return True
+            if kind in ("ophost", "ophosting", "opdrop"):
+                self._apply_control(frames)
+                return True
             if kind == "opterms":
-                run, src, ids, terms = decode_terms(frames)
-                if run != self.run:
-                    return True
-                local = np.asarray(self.engine.dictionary.encode_many(terms), dtype=np.int64)
-                xl = self._xlate.get(src)
-                top = int(ids.max()) if len(ids) else 0
-                if xl is None or top >= len(xl):
-                    grown = np.zeros(max(top + 1, 1024, 0 if xl is None else 2 * len(xl)), dtype=np.int64)
-                    if xl is not None:
-                        grown[: len(xl)] = xl
-                    xl = self._xlate[src] = grown
-                xl[ids] = local
+                self.links.learn_terms(frames)
                 return True
             message = wire_decode(frames)
         except (WireError, OperatorPlaneError) as exc:
@@ -483,17 +450,45 @@ class OperatorPlane:
         if not isinstance(message, BatchMessage):
             return True
         run, _, src = message.task.partition("/")
-        if run != self.run or message.stream not in self._inbox:
+        if run != self.run or message.stream not in self.channels:
             return True
-        self.counters.batches_received += 1
-        nbytes = payload_bytes(frames)
-        self.counters.bytes_received += nbytes
-        prom = self._metrics()
-        if prom is not None:
-            prom[0].labels("received").inc()
-            prom[1].labels("received").inc(nbytes)
-        self._inbox[message.stream][message.seq] = self._translate(src, message.batch)
+        self.links.received(frames)
+        try:
+            batch = self.links.translate(src, message.batch)
+        except OperatorPlaneError as exc:
+            self._fail(str(exc))
+            return True
+        self._deliver(message.stream, message.epoch, message.seq, batch, src)
         return True
+
+    def _deliver(self, ch: str, gen: int, seq: int, batch: Batch, src: str) -> None:
+        channel = self.channels.get(ch)
+        if channel is None:
+            return
+        if src == self.cid and ch in self._fingerprints:
+            h = self.producers.get(ch)
+            if h is not None and h.fingerprint != self._fingerprints[ch]:
+                self.counters.mismatches += 1
+                self._fail(f"producer {ch} here computes another plan than its consumers here")
+        before = channel.gen
+        if not channel.offer(gen, seq, batch):
+            self.counters.stale += 1
+            return
+        if channel.gen != before and before:
+            self.counters.resets += 1
+            prom = self._metrics()
+            if prom is not None:
+                prom.takeovers.inc()
+        if channel.partition is not None and len(batch) and self._hashes is not None:
+            var, index, parts = channel.partition
+            foreign = foreign_rows(batch, var, index, parts, self._hashes)
+            self.counters.partition_rows += len(batch)
+            self.counters.foreign_rows += foreign
+            prom = self._metrics()
+            if prom is not None:
+                prom.partition_rows.labels(ch, "own").inc(len(batch) - foreign)
+                if foreign:
+                    prom.partition_rows.labels(ch, "foreign").inc(foreign)
 
     def _check_hello(self, frames: list[Frame]) -> None:
         try:
@@ -513,36 +508,25 @@ class OperatorPlane:
         if self.on_error is not None:
             self.on_error(message)
 
-    def _translate(self, src: str, b: Batch) -> Batch:
-        cols = np.array(b.cols, dtype=np.int64)  # own the memory: ZeroMQ's frame goes away
-        idc = _id_vars(b.vars)
-        if len(b) and idc:
-            xl = self._xlate.get(src, np.zeros(1, dtype=np.int64))
-            sub = cols[idc]
-            if int(sub.max()) >= len(xl):
-                raise OperatorPlaneError(f"batch from {src} uses ids it never sent terms for")
-            cols[idc] = xl[sub]
-        return Batch(b.vars, cols, np.array(b.counts, dtype=np.int64))
-
-    def take(self, pid: str, vars_: tuple[str, ...]) -> Batch:
-        """The delta of producer ``pid`` for the tick being evaluated (waits for it)."""
-        box = self._inbox[pid]
+    def take(self, ch: str) -> Batch:
+        """The delta of channel ``ch`` for the tick being evaluated (waits for it)."""
+        channel = self.channels[ch]
         deadline = time.monotonic() + self.wait_timeout
-        while self.seq not in box:
+        while not channel.ready(self.seq):
             if self._receive(0.0):
                 continue
+            self._host_waiting()
             self.flush()  # our own producers first: the peer we wait for may wait for us
             if time.monotonic() > deadline:
                 self.counters.waits_timed_out += 1
-                self._fail(f"no delta of {pid} for tick {self.seq} within {self.wait_timeout:g}s")
+                self._fail(f"no delta of {ch} for tick {self.seq} within {self.wait_timeout:g}s")
                 break
             self._receive(0.02)
-        due = sorted(s for s in box if s <= self.seq)
-        parts = [box.pop(s) for s in due]
-        parts = [p if p.vars == vars_ else p.project(vars_) for p in parts if len(p)]
-        if not parts:
-            return Batch.empty(vars_)
-        return parts[0] if len(parts) == 1 else concat(parts, vars_)
+        return channel.take(self.seq)
+
+    def channel_state(self, ch: str) -> Batch:
+        """Everything taken of channel ``ch`` so far."""
+        return self.channels[ch].state()
 
     # ------------------------------------------------------------------ end
 
@@ -551,16 +535,22 @@ class OperatorPlane:
         if self.run is not None:
             c = self.counters
             logger.info(
-                "%s: operator edges of run %s: %d batches (%d bytes) sent, %d received, %d wait timeouts",
+                "%s: operator edges of run %s: %d batches (%d bytes) sent, %d received, %d wait timeouts, "
+                "%d hostings, %d released, %d resets",
                 self.cid,
                 self.run,
                 c.batches_sent,
                 c.bytes_sent,
                 c.batches_received,
                 c.waits_timed_out,
+                c.hosted,
+                c.released,
+                c.resets,
             )
-        for peer in self._peers.values():
-            peer.sender.close(linger_ms=500)
+        if self.engines is not None:
+            self.engines.close()
+        if self.links is not None:
+            self.links.close()
         self._reset_state()
 
     def close(self) -> None:

@@ -9,13 +9,17 @@ in further frames as raw little-endian int64 buffers or UTF-8 text.  Nothing is 
 Driver to container:
 
 ``els`` / ``sync``
-    Stream elements.  Header ``{"lo": int, "nt": int, "k": int, "n": int}`` (plus
-    ``"tick": int`` for ``sync``), frames: the *dictionary delta* (msgpack list of ``nt``
-    N-Triples term strings, the driver's ids ``lo .. lo+nt-1``), the element table
-    ``(3, k)`` int64 (stream index, event time, number of triples) and the triples
-    ``(n, 3)`` int64 in the driver's ids.  ``sync`` is the first message a container gets
-    in a run: the whole dictionary so far and the retained backlog, and ``tick`` is the
-    sequence number of the last tick sent before it.
+    Stream elements.  Header ``{"nt": int, "k": int, "n": int}`` (plus ``"tick": int,
+    "sub": int, "streams": [int]`` for ``sync``), frames: the *dictionary delta*
+    (msgpack list of ``nt`` N-Triples term strings), their driver ids (``nt`` int64), the
+    element table ``(3, k)`` int64 (stream index, event time, number of triples) and the
+    triples ``(n, 3)`` int64 in the driver's ids.  The delta holds exactly the ids of
+    these triples that this container was not sent before, so a container holds the
+    terms of what it received and nothing else.  ``sync`` is the first message a
+    container gets in a run (``tick``: the sequence number of the last tick sent
+    before it) and the answer to each ``subscribe``: the retained backlog of the
+    streams it newly subscribes to (``streams``, for subscription version ``sub``);
+    from then on the driver sends it every element of those streams.
 ``tick``
     ``{"seq", "c", "due": [query], "owners": {query: container}, "rel": {container:
     token}}``: evaluate report time ``c``; the queries in ``due`` report, each answered
@@ -30,6 +34,10 @@ Container to driver:
 
 ``hello``
     ``{"container", "address"}``: ready to receive this run's data.
+``subscribe``
+    ``{"container", "sub", "streams"}``: version ``sub`` (increasing per run) of the set
+    of stream indexes the container needs (the streams of the queries it holds or
+    ZooKeeper assigned it); only in runs that route by stream.
 ``ready`` / ``unready``
     ``{"container", "query", "from"}``: the query is registered and may be named as
     answerer from tick ``from`` on; ``{"container", "query", "token"}``: the container
@@ -77,19 +85,24 @@ class Elements:
 
     Attributes:
         run: Replay id.
-        lo: Driver id of ``terms[0]``.
-        terms: N-Triples strings of driver ids ``lo, lo + 1, ...``.
+        ids: Driver ids of ``terms`` (int64, one per term).
+        terms: N-Triples strings of ``ids``.
         meta: ``(3, k)`` int64: stream index, event time and triple count per element.
         triples: ``(n, 3)`` int64 triples of all elements, in the driver's ids.
         sync_tick: For a ``sync`` message the last tick sequence number sent, else ``None``.
+        streams: For a ``sync`` message, the streams whose backlog it carries: the driver
+            sends the container every later element of them.
+        version: For a ``sync`` message, the subscription version it answers.
     """
 
     run: str
-    lo: int
+    ids: np.ndarray
     terms: list[str]
     meta: np.ndarray
     triples: np.ndarray
     sync_tick: int | None = None
+    streams: tuple[int, ...] = ()
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,16 @@ class Hello:
     run: str
     container: str
     address: str
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    """``container`` needs the elements of ``streams`` (its subscription ``version``)."""
+
+    run: str
+    container: str
+    version: int
+    streams: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -178,7 +201,7 @@ class State:
     error: str = ""
 
 
-Message = Elements | Tick | Hello | Ready | Unready | Result | Failed | Handover | State
+Message = Elements | Tick | Hello | Subscribe | Ready | Unready | Result | Failed | Handover | State
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -197,18 +220,28 @@ def encode(message: Message) -> list[Frame]:
     if isinstance(message, Elements):
         meta = _i8(message.meta).reshape(3, -1)
         triples = _i8(message.triples).reshape(-1, 3)
+        ids = _i8(message.ids).reshape(-1)
+        if len(ids) != len(message.terms):
+            raise ProtocolError(f"{len(ids)} ids for {len(message.terms)} terms")
         header: dict[str, Any] = {
             "kind": "els" if message.sync_tick is None else "sync",
             "run": message.run,
-            "lo": message.lo,
             "nt": len(message.terms),
             "k": meta.shape[1],
             "n": triples.shape[0],
         }
         if message.sync_tick is not None:
-            header["tick"] = message.sync_tick
+            header.update(
+                tick=message.sync_tick, sub=message.version, streams=[int(k) for k in message.streams]
+            )
         terms = msgpack.packb(list(message.terms), use_bin_type=True)
-        return [_pack(header), terms, memoryview(meta.reshape(-1)), memoryview(triples.reshape(-1))]
+        return [
+            _pack(header),
+            terms,
+            memoryview(ids),
+            memoryview(meta.reshape(-1)),
+            memoryview(triples.reshape(-1)),
+        ]
     if isinstance(message, Tick):
         return [
             _pack(
@@ -234,6 +267,9 @@ def encode(message: Message) -> list[Frame]:
                 }
             )
         ]
+    if isinstance(message, Subscribe):
+        body = {"container": message.container, "sub": message.version, "streams": list(message.streams)}
+        return [_pack({"kind": "subscribe", "run": message.run, **body})]
     if isinstance(message, Ready):
         body = {"container": message.container, "query": message.query, "from": message.first_tick}
         return [_pack({"kind": "ready", "run": message.run, **body})]
@@ -339,21 +375,41 @@ def _frames(frames: Sequence[Frame], n: int, kind: str) -> None:
         raise ProtocolError(f"{kind} message has {len(frames)} frames, expected {n}")
 
 
+def _ints(h: dict[str, Any], key: str) -> tuple[int, ...]:
+    x = h.get(key)
+    if type(x) is not list or not all(type(i) is int and 0 <= i < 2**31 for i in x):
+        raise ProtocolError(f"{h.get('kind')}: {key} must be a list of non-negative ints")
+    return tuple(x)
+
+
 def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
-    _frames(frames, 4, h["kind"])
-    lo, nt, k, n = _int(h, "lo", 1), _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
+    _frames(frames, 5, h["kind"])
+    nt, k, n = _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
     try:
         terms = msgpack.unpackb(_view(frames[1]), raw=False)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise ProtocolError(f"dictionary delta is not valid msgpack: {exc}") from exc
     if type(terms) is not list or len(terms) != nt or not all(type(t) is str for t in terms):
         raise ProtocolError("dictionary delta must be a list of nt strings")
-    meta = _array(frames[2], 3 * k, "element table").reshape(3, k)
-    triples = _array(frames[3], 3 * n, "triples").reshape(n, 3)
+    ids = _array(frames[2], nt, "term ids")
+    if nt and int(ids.min()) <= 0:
+        raise ProtocolError("term ids must be positive")
+    meta = _array(frames[3], 3 * k, "element table").reshape(3, k)
+    triples = _array(frames[4], 3 * n, "triples").reshape(n, 3)
     if k and (int(meta[2].min()) < 0 or int(meta[2].sum()) != n):
         raise ProtocolError("element sizes do not add up to the triples sent")
-    sync = _int(h, "tick", 0) if h["kind"] == "sync" else None
-    return Elements(_str(h, "run"), lo, terms, meta, triples, sync)
+    if h["kind"] == "sync":
+        return Elements(
+            _str(h, "run"),
+            ids,
+            terms,
+            meta,
+            triples,
+            _int(h, "tick", 0),
+            _ints(h, "streams"),
+            _int(h, "sub", 0),
+        )
+    return Elements(_str(h, "run"), ids, terms, meta, triples)
 
 
 def decode(frames: Sequence[Frame]) -> Message:
@@ -380,6 +436,9 @@ def decode(frames: Sequence[Frame]) -> Message:
     if kind == "hello":
         _frames(frames, 1, kind)
         return Hello(run, _str(h, "container"), _str(h, "address"))
+    if kind == "subscribe":
+        _frames(frames, 1, kind)
+        return Subscribe(run, _str(h, "container"), _int(h, "sub", 1), _ints(h, "streams"))
     if kind == "ready":
         _frames(frames, 1, kind)
         return Ready(run, _str(h, "container"), _str(h, "query"), _int(h, "from", 1))

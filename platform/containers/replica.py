@@ -1,25 +1,36 @@
-"""One replay's state inside an operator container: an embedded engine fed by broadcast.
+"""One replay's state inside an operator container: an embedded engine fed by the driver.
 
-Every container of a cluster replay receives every stream element (the driver
-broadcasts, an *all* grouping), so each holds the same stream buffers, and evaluates
-only the queries assigned to it.  Because the buffers are replicated, a query that
-arrives on a container mid-stream (a move, a drain, a failover) is simply registered
-there: the engine attaches it to the running operators and its windows hold every
-retained element in range, so its report lines equal those of a query that ran there
-all along (``tests/engine/test_sharing.py`` checks this for the embedded engine).
+A container receives the elements of the streams it *subscribes* to (``RunSpec.route``
+``"streams"``, the default: the streams its queries read) or of every stream
+(``"broadcast"``, an *all* grouping), and evaluates only the queries assigned to it.
+A query that arrives on a container mid-stream (a move, a drain, a failover) is
+registered there once the container holds every stream the query reads: either it
+already subscribed to them, or the driver answered its subscription with the retained
+backlog of those streams (a ``sync`` message).  The engine then attaches the query to
+the running operators and its windows hold every retained element in range, so its
+report lines equal those of a query that ran there all along
+(``tests/engine/test_sharing.py`` checks this for the embedded engine).
 
-Two things make the replicas exact:
+Three things make the replicas exact:
 
 * **Dictionary.** The driver encodes stream terms with its own dictionary and ships,
-  with each message, the id -> term entries new since the previous one.  The replica
-  encodes those terms into its *own* dictionary (which also holds the static graphs and
-  whatever terms query planning and expression evaluation allocate) and keeps a
-  translation table driver id -> local id, so equal terms get equal ids even when the
-  container allocated one before the driver shipped it.  Results are decoded here.
+  with each message, the id -> term entries of its triples that this container was not
+  sent before.  The replica encodes those terms into its *own* dictionary (which also
+  holds the static graphs and whatever terms query planning and expression evaluation
+  allocate) and keeps a translation table driver id -> local id, so equal terms get
+  equal ids even when the container allocated one before the driver shipped it.
+  Results are decoded here.
 * **Retention.** The engine collects a stream's prefix once no *local* window needs it;
   a query moved here later may need more.  A retention guard per stream keeps
   ``horizon`` ms of history (the largest range plus step of any window of the run on
   that stream), or everything for streams read by count or NOW windows.
+* **Subscriptions.** :attr:`RunReplica.live` is the set of streams whose elements the
+  driver is known to send here without a gap since their backlog: a subscription
+  version is live only once the ``sync`` answering *that* version arrived (an answer
+  to an older version, overtaken by a newer request, is applied but proves nothing).
+  A stream the container stops needing may keep arriving for a while; its elements are
+  appended all the same, so the buffer stays a gap-free suffix of what the driver sent
+  (the driver resumes a later subscription right after the last element it sent).
 """
 
 from __future__ import annotations
@@ -121,8 +132,15 @@ class RunReplica:
             guard = RetentionGuard(horizon)
             self.engine.buffer(iri).windows.append(guard)  # type: ignore[arg-type]
             self._guards.append(guard)
-        self._xlate = np.zeros(1024, dtype=np.int64)  # driver id -> local id; 0 stays 0
-        self._nx = 1  # driver ids below this are translated
+        self._xlate = np.zeros(1024, dtype=np.int64)  # driver id -> local id; 0: not shipped
+        self._reads: dict[str, frozenset[int]] = {}
+        #: streams received without a gap since their backlog (see the module docstring)
+        self.live: set[int] = set()
+        #: the last subscription requested (version, streams); version 0 is the hello's
+        self.version = 0
+        self.wanted: frozenset[int] = frozenset()
+        #: elements received per stream (index as in ``spec.streams``)
+        self.stream_elements = [0] * len(spec.streams)
         self.synced = False
         self.last_seq = 0
         self.last_c: int | None = None  # report time of the last tick
@@ -138,27 +156,28 @@ class RunReplica:
         """Extends the dictionary translation and appends the elements to the buffers.
 
         Raises:
-            ProtocolError: The delta does not continue the dictionary, or a triple uses
-                an id the driver never shipped, or an element names an unknown stream.
+            ProtocolError: A triple uses an id the driver never shipped here, or an
+                element names an unknown stream.
         """
         t0, cpu0 = time.perf_counter(), time.process_time()
         if message.terms:
-            if message.lo != self._nx:
-                raise ProtocolError(f"dictionary delta starts at {message.lo}, expected {self._nx}")
-            local = np.asarray(self.engine.dictionary.encode_many(message.terms), dtype=np.int64)
-            need = self._nx + len(local)
+            ids = np.asarray(message.ids, dtype=np.int64)
+            if len(ids) != len(message.terms) or int(ids.min()) <= 0:
+                raise ProtocolError("dictionary delta ids do not match its terms")
+            need = int(ids.max()) + 1
             if need > len(self._xlate):
                 grown = np.zeros(max(need, 2 * len(self._xlate)), dtype=np.int64)
-                grown[: self._nx] = self._xlate[: self._nx]
+                grown[: len(self._xlate)] = self._xlate
                 self._xlate = grown
-            self._xlate[self._nx : need] = local
-            self._nx = need
+            self._xlate[ids] = np.asarray(self.engine.dictionary.encode_many(message.terms), dtype=np.int64)
         triples = message.triples
         if len(triples):
             lo, hi = int(triples.min()), int(triples.max())
-            if lo <= 0 or hi >= self._nx:
+            if lo <= 0 or hi >= len(self._xlate):
                 raise ProtocolError(f"triple ids outside the shipped dictionary ({lo}..{hi})")
             triples = self._xlate[triples]
+            if not triples.all():
+                raise ProtocolError("triple ids the driver never shipped to this container")
         meta = message.meta
         k = meta.shape[1]
         if k and (int(meta[0].min()) < 0 or int(meta[0].max()) >= len(self.spec.streams)):
@@ -167,12 +186,46 @@ class RunReplica:
         streams, times = meta[0].tolist(), meta[1].tolist()
         for i in range(k):
             self.engine.ingest(self.spec.streams[streams[i]], times[i], triples[offsets[i] : offsets[i + 1]])
+        if k:
+            for j, n in enumerate(np.bincount(meta[0], minlength=len(self.spec.streams)).tolist()):
+                self.stream_elements[j] += n
         self.triples += len(triples)
         self.apply_seconds += time.perf_counter() - t0
         self.cpu_seconds += time.process_time() - cpu0
         if message.sync_tick is not None:
+            if any(not 0 <= j < len(self.spec.streams) for j in message.streams):
+                raise ProtocolError("sync of an unknown stream")
             self.synced = True
             self.last_seq = message.sync_tick
+            if message.version == self.version:
+                self.live |= set(message.streams)
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def reads(self, name: str, text: str) -> frozenset[int]:
+        """Indexes of the run's streams that query ``name`` (of ``text``) reads."""
+        got = self._reads.get(name)
+        if got is None:
+            index = {iri: j for j, iri in enumerate(self.spec.streams)}
+            try:
+                cq = parse_continuous(text, default_name=name, base=self.spec.base)
+            except Exception:  # reported when the query is registered
+                return frozenset()
+            got = self._reads[name] = frozenset(index[w.stream] for w in cq.windows if w.stream in index)
+        return got
+
+    def request(self, streams: frozenset[int]) -> int | None:
+        """Records a new subscription; returns its version, or ``None`` if nothing changed.
+
+        Streams dropped from the subscription stop being live at once; new ones become
+        live when the driver's ``sync`` for the returned version arrives.
+        """
+        if streams == self.wanted:
+            return None
+        self.version += 1
+        self.wanted = streams
+        self.live &= streams
+        return self.version
 
     # ------------------------------------------------------------------ queries
 
@@ -196,6 +249,7 @@ class RunReplica:
         """
         done = 0
         for name in sorted(texts):
+            self.reads(name, texts[name])
             try:
                 self.register(name, texts[name])
             except Exception as exc:  # reported when the query is really registered

@@ -6,18 +6,23 @@ ZooKeeper membership with its capacity, and from then on follows three watches:
 * the **run node** (:mod:`linkstream.scheduler.runs`): when a replay starts, the
   container builds a :class:`~linkstream.containers.replica.RunReplica` (an embedded
   engine with the run's static graphs), connects a PUSH socket to the driver and says
-  *hello*; the driver answers with a *sync* message (dictionary and retained backlog)
-  and then broadcasts every stream element and every tick;
+  *hello*; the driver answers with a *sync* message and then sends every tick and the
+  stream elements: of every stream when the run broadcasts (``RunSpec.route``
+  ``"broadcast"``), else only of the streams this container *subscribes* to -- the
+  streams of the queries it holds or ZooKeeper assigned it.  It says so in a
+  ``subscribe`` message whenever that set changes; the driver answers a new stream
+  with its retained backlog (a *sync*) and from then on routes it here;
 * its **assignments** (:mod:`linkstream.scheduler.assignment`): the unit of placement is
   a query (task id = hash of the query name); an assigned query is registered in the
-  replica and announced to the driver as *ready* from a given tick on; a query taken
+  replica once every stream it reads is live here (subscribed and its backlog
+  received), and announced to the driver as *ready* from a given tick on; a query taken
   away is announced *unready* and unregistered once the driver has named another
   answerer and released it (so no tick the driver still sends to this container goes
   unanswered);
   a query that *moves* here in a running replay (``migrating_from`` set) is not built
   from the stream buffers: the driver brings its operator state in a ``state`` message
   (snapshotted by the old owner on the driver's ``handover`` request) and the replica
-  restores it;
+  restores it (:mod:`linkstream.containers.takeover`);
 * its **drain request** (:mod:`linkstream.scheduler.membership`): once the coordinator
   has moved every task away and marks the drain complete, the container exits as soon
   as it holds no query.
@@ -43,9 +48,9 @@ import queue
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import zmq
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException
@@ -61,16 +66,17 @@ from linkstream.containers.protocol import (
     Ready,
     Result,
     State,
+    Subscribe,
     Tick,
     Unready,
     decode,
     encode,
 )
 from linkstream.containers.replica import RunReplica
+from linkstream.containers.takeover import Slot, StateMigration
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver, Sender
 from linkstream.containers.wire import payload_bytes
 from linkstream.metrics import ContainerMetrics, serve_metrics
-from linkstream.operators.state import decode_state, encode_state
 from linkstream.scheduler.assignment import Assignment, AssignmentTable
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.membership import Membership
@@ -84,17 +90,7 @@ SEND_RETRY_S = 0.5
 SHUTDOWN_S = 5.0
 
 
-@dataclass
-class _Slot:
-    """A query registered in the replica and what the driver was told about it."""
-
-    task: str
-    reg_seq: int | None  # last tick processed before registration (None: before sync)
-    announced: bool = False
-    unready: int | None = None  # token of the pending unready announcement
-
-
-class ContainerRuntime:
+class ContainerRuntime(StateMigration):
     """One operator container: membership, assignment watch, replica, data plane.
 
     Args:
@@ -147,13 +143,14 @@ class ContainerRuntime:
         self._spec_seen: RunSpec | None = None
         self._replica: RunReplica | None = None
         self._sender: Sender | None = None
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, Slot] = {}
         self._failed: set[str] = set()
         self._texts: dict[str, str] = {}
         self._owners: dict[str, str] = {}
         self._released = 0
         self._token = 0
         self._acked: set[tuple[str, str | None, str | None]] = set()
+        self._rebuild: set[str] = set()  # moved here, but its state came before its streams
         self._drain: str | None = None
         self.results_sent = 0
 
@@ -202,8 +199,8 @@ class ContainerRuntime:
         stop = stop or threading.Event()
         while not stop.is_set():
             self._handle_events()
-            # Producer tasks of an operator-placement run do not move: their host stays
-            # until the run ends (its queries have left), or their consumers would starve.
+            # Producer channels of an operator-placement run stay until a newer host of
+            # theirs runs (``ophosting``), or their consumers would starve.
             if self._drain == "complete" and not self._slots and not self._ops.producers:
                 logger.info("container %s drained; leaving", self.id)
                 break
@@ -213,6 +210,7 @@ class ContainerRuntime:
             else:
                 self.metrics.queue_depth.set(self._burst)
                 self._burst = 0
+            self._ops.poll()  # operator-edge control (a producer moving here) while idle
             frames = self._receiver.recv_frames(POLL_S)
             if frames is None:
                 continue
@@ -310,6 +308,7 @@ class ContainerRuntime:
             self._sender = None
             return
         self._run, self._replica = spec, replica
+        self._ops.bind(self.id, spec.id, replica, spec.base)
         self.metrics.runs.inc()
         replica.preplan(self._run_texts(spec))
         logger.info("%s: run %s set up in %.2fs", self.id, spec.id, time.perf_counter() - t0)
@@ -349,6 +348,7 @@ class ContainerRuntime:
         self._run = self._replica = self._sender = None
         self._slots.clear()
         self._failed.clear()
+        self._rebuild.clear()
         self._texts.clear()
         self._owners = {}
         self._released = 0
@@ -381,13 +381,18 @@ class ContainerRuntime:
             slot = self._slots.get(name)
             if slot is None:
                 src = self._assigned[task].migrating_from
-                if src is not None and src != self.id and (not replica.synced or replica.last_seq > 0):
+                moving = src is not None and src != self.id and name not in self._rebuild
+                if moving and (not replica.synced or replica.last_seq > 0):
                     # A stateful move in a running replay: the driver brings the state (or
                     # says rebuild); before the sync it is not known yet whether one runs.
                     continue
+                text = self._text(task)
+                # Registered only on the streams' full backlog, or its windows would miss it.
+                if text is None or not replica.synced or not replica.live >= replica.reads(name, text):
+                    continue
                 if name in self._failed or not self._register(replica, name, task):
                     continue
-                slot = self._slots[name] = _Slot(task, replica.last_seq if replica.synced else None)
+                slot = self._slots[name] = Slot(task, replica.last_seq)
                 if replica.last_seq > 0:
                     self.metrics.task_moves.labels("in").inc()
             if slot.unready is not None:  # assigned back before it was released
@@ -410,8 +415,37 @@ class ContainerRuntime:
             if self._owners.get(name) != self.id and self._released >= slot.unready:
                 replica.unregister(name)
                 del self._slots[name]
+                self._rebuild.discard(name)
                 self.metrics.task_moves.labels("out").inc()
                 logger.info("%s: released %s", self.id, name)
+        self._subscribe(run, replica, desired)
+
+    def _text(self, task: str) -> str | None:
+        """The text of query task ``task`` (``None`` while the registry cannot tell)."""
+        assert self._registry is not None
+        text = self._texts.get(task)
+        if text is None:
+            try:
+                text = self._texts[task] = self._registry.get(task).text
+            except (QueryNotFoundError, KazooException):
+                return None
+        return text
+
+    def _subscribe(self, run: RunSpec, replica: RunReplica, desired: dict[str, str]) -> None:
+        """Asks the driver for the streams of the queries held or assigned here, if they changed."""
+        if run.route != "streams" or not replica.synced:
+            return  # broadcast: every stream arrives anyway
+        tasks = {name: task for name, task in desired.items() if name not in self._failed}
+        tasks.update((name, slot.task) for name, slot in self._slots.items())
+        streams: set[int] = set()
+        for name, task in tasks.items():
+            text = self._text(task)
+            if text is not None:
+                streams |= replica.reads(name, text)
+        version = replica.request(frozenset(streams))
+        if version is not None:
+            logger.info("%s: subscribes to streams %s (version %d)", self.id, sorted(streams), version)
+            self._send(Subscribe(run.id, self.id, version, tuple(sorted(streams))))
 
     def _register(self, replica: RunReplica, name: str, task: str) -> bool:
         assert self._registry is not None and self._run is not None
@@ -429,18 +463,6 @@ class ContainerRuntime:
         logger.info("%s: registered %s (after tick %d)", self.id, name, replica.last_seq)
         return True
 
-    def _ack_idle_handovers(self) -> None:
-        # Without a replay there is no state to hand over: acknowledge moves at once.
-        assert self._table is not None
-        for task, a in self._assigned.items():
-            key = (task, a.container, a.migrating_from)
-            if a.migrating_from is not None and key not in self._acked:
-                self._acked.add(key)
-                try:
-                    self._table.complete_migration(task)
-                except KazooException as exc:
-                    logger.warning("%s: cannot acknowledge hand-over of %s: %s", self.id, task, exc)
-
     # ------------------------------------------------------------------ data plane
 
     def _handle(self, message: Message) -> None:
@@ -455,9 +477,19 @@ class ContainerRuntime:
             replica.apply(message)
             m.batch_latency.observe(time.perf_counter() - t0)
             m.ingest_elements.inc(message.meta.shape[1])
+            if message.meta.shape[1]:
+                counts = np.bincount(message.meta[0], minlength=len(replica.spec.streams)).tolist()
+                for iri, n in zip(replica.spec.streams, counts):
+                    if n:
+                        m.stream_elements.labels(iri).inc(n)
             m.ingest_triples.inc(len(message.triples))
             if message.sync_tick is not None:
-                logger.info("%s: synced at tick %d", self.id, message.sync_tick)
+                logger.info(
+                    "%s: synced at tick %d (streams %s live)",
+                    self.id,
+                    message.sync_tick,
+                    sorted(replica.live),
+                )
                 self._reconcile()
         elif isinstance(message, Tick):
             self._owners = message.owners
@@ -465,7 +497,7 @@ class ContainerRuntime:
             answer = [n for n in message.due if message.owners.get(n) == self.id]
             t0 = time.perf_counter()
             if self._ops.active:
-                self._ops.before_tick(message.seq)
+                self._ops.before_tick(message.seq, message.c)
             done = replica.tick(message.seq, message.c, answer)
             if self._ops.active:
                 self._ops.after_tick()
@@ -485,96 +517,6 @@ class ContainerRuntime:
             self._take_over(replica, message)
         else:
             logger.debug("%s: ignoring %s", self.id, type(message).__name__)
-
-    # ------------------------------------------------------------------ state migration
-
-    def _hand_over(self, replica: RunReplica, message: Handover) -> None:
-        """Snapshots a query that moves away and sends its state to the driver."""
-        assert self._run is not None
-        frames: list[Any] = []
-        error = ""
-        if replica.last_seq != message.seq:
-            error = f"at tick {replica.last_seq}, not {message.seq}"
-        else:
-            try:
-                t0 = time.perf_counter()
-                state = replica.snapshot(message.query)
-                frames = encode_state(state)
-                m = self.metrics
-                m.migrations.labels("out").inc()
-                m.migrated_bytes.labels("out").inc(state.nbytes)
-                m.migrated_rows.labels("out").inc(state.rows)
-                logger.info(
-                    "%s: snapshot of %s for %s: %d rows, %d bytes in %.3fs",
-                    self.id,
-                    message.query,
-                    message.dst,
-                    state.rows,
-                    state.nbytes,
-                    time.perf_counter() - t0,
-                )
-            except Exception as exc:  # StateError, or encoding: the new owner rebuilds
-                error = str(exc)
-        if error:
-            logger.warning("%s: no state of %s to hand over: %s", self.id, message.query, error)
-        self._send(State(self._run.id, self.id, message.query, message.dst, message.seq, frames, error))
-
-    def _take_over(self, replica: RunReplica, message: State) -> None:
-        """Registers a query that moved here, restoring the state its source sent."""
-        assert self._run is not None and self._table is not None
-        name = message.query
-        task = next((t for t, n in self._run.queries.items() if n == name), None)
-        if task is None or message.dst != self.id or name in self._slots:
-            return
-        try:
-            # The driver saw the move in ZooKeeper: make sure this container sees it too,
-            # or the next reconcile would give the query straight back.
-            assignment = self._table.get(task)
-        except KazooException:
-            assignment = None
-        if assignment is None or assignment.container != self.id:
-            logger.warning("%s: state of %s arrived, but the task is not assigned here", self.id, name)
-            return
-        self._assigned[task] = assignment
-        state = None
-        if message.frames and not message.error and message.seq == replica.last_seq:
-            try:
-                state = decode_state(message.frames)
-            except Exception as exc:  # StateError or worse: rebuild
-                logger.warning("%s: malformed state of %s: %s", self.id, name, exc)
-        try:
-            text = self._texts.get(task) or self._registry.get(task).text  # type: ignore[union-attr]
-            self._texts[task] = text
-            restored = replica.register_restored(name, text, state)
-        except (QueryNotFoundError, KazooException):
-            return  # the reconcile after the next assignment event retries (as a rebuild)
-        except Exception as exc:
-            logger.error("%s: cannot register %s: %s", self.id, name, exc)
-            self._failed.add(name)
-            self._send(Failed(self._run.id, self.id, name, str(exc)))
-            return
-        reg = replica.last_seq
-        slot = self._slots[name] = _Slot(task, reg)
-        self.metrics.task_moves.labels("in").inc()
-        if restored and state is not None:
-            m = self.metrics
-            m.migrations.labels("in").inc()
-            m.migrated_bytes.labels("in").inc(state.nbytes)
-            m.migrated_rows.labels("in").inc(state.rows)
-            first = reg + 1  # the state is that of the last tick: it answers the next one
-        else:
-            first = reg + 1 if replica.mode(name) == "RSTREAM" else reg + 2
-        logger.info(
-            "%s: took over %s from %s (%s) after tick %d",
-            self.id,
-            name,
-            message.container,
-            "state restored" if restored else "rebuilt",
-            reg,
-        )
-        if self._send(Ready(self._run.id, self.id, name, first)):
-            slot.announced = True
-        self.metrics.queries_registered.set(len(self._slots))
 
     def _operator_error(self, message: str) -> None:
         if self._run is not None:

@@ -30,6 +30,9 @@ from linkstream.scheduler.state import TaskSpec
 
 logger = logging.getLogger(__name__)
 
+#: how a run's driver sends stream elements to its containers (``RunSpec.route``)
+ROUTES = ("streams", "broadcast")
+
 
 class RunActiveError(RuntimeError):
     """Another replay already drives this cluster."""
@@ -50,6 +53,10 @@ class RunSpec:
             (largest range plus step of any window of the run on it), or ``None`` when
             a count or NOW window reads it: then nothing of it is ever collected.
         queries: Task id to query name, for every query of the run.
+        route: How the driver sends stream elements: ``"broadcast"`` (every element to
+            every container) or ``"streams"`` (each element only to the containers that
+            subscribed to its stream; a container subscribes to the streams of the
+            queries ZooKeeper assigns it, see :mod:`linkstream.containers.fanout`).
     """
 
     id: str
@@ -60,6 +67,7 @@ class RunSpec:
     streams: tuple[str, ...] = ()
     horizons: tuple[int | None, ...] = ()
     queries: dict[str, str] = field(default_factory=dict)
+    route: str = "broadcast"
 
     def to_json(self) -> dict[str, Any]:
         """The node payload."""
@@ -72,6 +80,7 @@ class RunSpec:
             "streams": list(self.streams),
             "horizons": list(self.horizons),
             "queries": dict(self.queries),
+            "route": self.route,
         }
 
     @classmethod
@@ -87,6 +96,9 @@ class RunSpec:
             streams = tuple(str(s) for s in body.get("streams", []))
             if len(horizons) != len(streams):
                 raise ValueError("one horizon per stream")
+            route = str(body.get("route", "broadcast"))
+            if route not in ROUTES:
+                raise ValueError(f"unknown route {route!r}")
             return cls(
                 id=str(body["id"]),
                 driver=str(body["driver"]),
@@ -96,6 +108,7 @@ class RunSpec:
                 streams=streams,
                 horizons=horizons,
                 queries={str(k): str(v) for k, v in dict(body.get("queries", {})).items()},
+                route=route,
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed run description: {exc}") from exc

@@ -86,7 +86,7 @@ def test_every_citybench_query_on_three_containers_equals_embedded(
             capsys.readouterr()
             assert compare([str(expected), str(got)]) == 0, f"{label}: {capsys.readouterr().out}"
             body = json.loads(stats.read_text())
-            assert body["lost"] == []
+            assert body["lost"] == [] and body["route"] == "streams"
             assert sorted(body["containers"]) == ["oc-1", "oc-2", "oc-3"]
             assert sorted(body["answerers"]) == sorted(q["id"] for q in group)
             assert len(set(body["answerers"].values())) == 3, f"{label}: not spread over 3 containers"

@@ -182,6 +182,51 @@ def test_three_containers_equal_embedded(
     assert status["leader"] == "coord-1" and status["run"] is None and status["tasks"] == []
 
 
+def stream_elements(metrics: str) -> dict[str, float]:
+    """``linkstream_stream_elements_total`` of one container, by stream IRI."""
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "linkstream_stream_elements_total":
+                out[sample.labels["stream"]] = sample.value
+    return out
+
+
+def test_routing_sends_each_container_only_the_streams_of_its_queries(
+    workload: Workload, start_cluster: Callable[..., LocalCluster], tmp_path: Path, capsys, kazoo_client
+) -> None:
+    cluster = start_cluster(3)
+    out = tmp_path / "routed.jsonl"
+    routed = run(workload, cluster.hosts, out)
+    assert routed.lost == [] and routed.route == "streams"
+    compare(workload.expected, out, capsys)
+    assert len(routed.switches) == len(workload.queries)  # placed once, never moved
+    hosts = {s.query: s.dst for s in routed.switches}
+    reads = {cq.name: {w.stream for w in cq.windows} for cq in workload.queries}
+    every = {iri for iri, _ in workload.streams}
+    left_out = 0
+    for c in cluster_status(kazoo_client)["containers"]:
+        got = stream_elements(c["metrics"])
+        mine = set().union(*(reads[q] for q, h in hosts.items() if h == c["id"]))
+        assert mine, f"{c['id']} holds no query"
+        # A container hosting no query of stream S received no element of S ...
+        assert {s: got[s] for s in every - mine if got.get(s)} == {}, c["id"]
+        # ... and every element of the streams its queries read (the driver's count).
+        assert all(got.get(s, 0) > 0 for s in mine), (c["id"], got)
+        assert sum(got.values()) == routed.elements_by_container[c["id"]]
+        left_out += len(every - mine)
+    assert left_out > 0, "every container reads every stream: the workload proves nothing"
+    # The broadcast route, on the same cluster, gives the same results for more bytes.
+    out = tmp_path / "broadcast.jsonl"
+    broadcast = run(workload, cluster.hosts, out, route="broadcast")
+    assert broadcast.lost == [] and broadcast.route == "broadcast"
+    compare(workload.expected, out, capsys)
+    assert routed.elements_sent < broadcast.elements_sent
+    assert routed.element_bytes < broadcast.element_bytes
+
+
 def test_add_and_drain_mid_replay_keeps_results_equal(
     workload: Workload, start_cluster: Callable[..., LocalCluster], tmp_path: Path, capsys, kazoo_client
 ) -> None:
@@ -211,8 +256,11 @@ def test_add_and_drain_mid_replay_keeps_results_equal(
 
     out = tmp_path / "cluster.jsonl"
     result = run(workload, cluster.hosts, out, on_tick=on_tick, on_start=engines.append)
-    assert result.lost == []
+    assert result.lost == [] and result.route == "streams"
     compare(workload.expected, out, capsys)
+    # The container added mid-replay subscribed to its queries' streams (their backlog
+    # came in a sync) and was sent their elements from then on.
+    assert result.elements_by_container[added[0]] > 0
     moved_in = [s for s in result.switches if s.dst == added[0]]
     moved_out = [s for s in result.switches if s.src == drained[0]]
     assert moved_in and all(s.seq > 8 for s in moved_in)
@@ -285,6 +333,7 @@ def test_killed_container_is_detected_and_its_queries_reassigned(
             # Let the replacements announce themselves before the replay runs on.
             def replaced() -> bool:
                 engine.pump(0.05)
+                engine.admit()  # the new owners subscribe to the queries' streams first
                 return all(engine.ready_on(n) - {"oc-1"} for n in victim_queries)
 
             wait_until(replaced, "the killed container's queries to be registered elsewhere")

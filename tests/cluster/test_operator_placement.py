@@ -88,6 +88,11 @@ class Workload:
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
     """The queries (manifest ones and derived aggregates) and their embedded results."""
+    return make_workload(tmp_path_factory)
+
+
+def make_workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
+    """Builds :func:`workload` (other operator-placement test modules share it)."""
     tmp_path = tmp_path_factory.mktemp("operator-workload")
     shared = shared_or_skip()
     manifest = json.loads((shared / "citybench" / "manifest.json").read_text())
@@ -212,7 +217,7 @@ def wait_until(predicate: Callable[[], object], what: str, timeout: float = 30.0
 def test_operator_placement_survives_an_added_and_a_drained_container(
     workload: Workload, tmp_path: Path, zk_server: str, zk_chroot: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Consumer tasks move (to a new container, off a drained one) while producers stay."""
+    """Consumer and producer tasks move (to a new container, off a drained one); results stay equal."""
     from kazoo.client import KazooClient
 
     cluster = LocalCluster(
@@ -243,7 +248,7 @@ def test_operator_placement_survives_an_added_and_a_drained_container(
             wait_until(lambda: added[0] in owners().values(), "tasks moved to the new container")
             settle()
         elif seq == 16:
-            # The busiest producer host: its queries leave, its producers must keep serving.
+            # The busiest producer host: its queries and its producers leave.
             placement = engines[0].placement
             assert placement is not None
             hosts = [d["container"] for d in placement["producers"].values()]  # type: ignore[attr-defined]

@@ -30,7 +30,16 @@ from linkstream.engine.embedded import Engine
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.rdf.static import load_graph
 from linkstream.rdf.streams import StreamReader
-from linkstream.scheduler.tasks import cut_points, place_producers, plan_tasks, spread_queries
+from linkstream.scheduler.tasks import (
+    cut_points,
+    partition_coverage,
+    partition_join,
+    partition_var,
+    place_producers,
+    plan_tasks,
+    producer_specs,
+    spread_queries,
+)
 from tests.shared_paths import shared_or_skip
 
 IDS = ["cqels-Q1", "cqels-Q1_win_1", "cqels-Q3", "csparql-Q1", "csparql-Q2", "cqels-Q11"]
@@ -164,10 +173,10 @@ def test_a_remote_input_equals_the_local_plan_across_dictionaries() -> None:
                 for iri, t, triples in elements[eng_no]:
                     if c - 1000 <= t < c:
                         eng.ingest(iri, t, triples)
-            producer.before_tick(seq)
+            producer.before_tick(seq, c)
             producer_eng.tick(c, ())
             producer.after_tick()
-            consumer.before_tick(seq)
+            consumer.before_tick(seq, c)
             got = consumer_eng.tick(c, (qid,))[qid]
             want = reference.tick(c, (qid,))[qid]
             assert sorted(got) == sorted(want), f"tick {seq}"
@@ -188,13 +197,43 @@ def test_a_producer_planned_with_other_constant_ids_is_refused() -> None:
     errors: list[str] = []
     consumer.on_error = errors.append
     try:
-        producer.before_tick(1)
+        producer.before_tick(1, 10_000)
         producer_eng.tick(10_000, ())
         producer.after_tick()
-        consumer.before_tick(1)
+        consumer.before_tick(1, 10_000)
         consumer_eng.tick(10_000, ())
         assert consumer.counters.mismatches == 1
         assert errors and "another plan" in errors[0]
     finally:
         producer.close()
         consumer.close()
+
+
+def test_partitioned_producers_are_planned_per_join_and_placed_as_instances() -> None:
+    shared, by_id, base = _manifest()
+    eng = _engine(shared, [by_id[i] for i in IDS])
+    roots = {i: eng.register(_query(shared, by_id[i], base)).root for i in sorted(IDS)}
+    assert plan_tasks(roots).partition == {}  # parallelism 1: nothing is partitioned
+    plan = plan_tasks(roots, 3)
+    q1 = plan.cuts["cqels-Q1"][0]
+    win = plan.cuts["cqels-Q1_win_1"][0]
+    # Routes of one shared join agree on the variable (they share the join's filters).
+    assert plan.partition[q1] == plan.partition[win]
+    assert plan.channels(q1) == [f"{q1}.{i}" for i in range(3)]
+    ops = {pid: op for q, pids in plan.cuts.items() for pid, op in zip(pids, cut_points(roots[q]))}
+    assert set(plan.partition) == set(ops)  # every CityBench join here can be partitioned
+    for pid, var in plan.partition.items():
+        cover = partition_coverage(ops[pid])  # inputs binding each candidate variable
+        assert cover[var] >= 2 and var == min(cover, key=lambda v: (-cover[v], v))
+    # Q11's join: every input binds the variable (no input is broadcast).
+    q11 = cut_points(roots["cqels-Q11"])[0]
+    j = partition_join(q11)
+    assert j is not None and partition_coverage(q11)[partition_var(q11) or ""] == len(j.children)
+    specs = producer_specs(plan)
+    assert [s.id for s in specs] == plan.all_channels()
+    by_id_ = {s.id: s for s in specs}
+    assert by_id_[f"{q1}.1"].colocate_with == f"{plan.groups[q1]}.1"  # instance i with instance i
+    assert by_id_[f"{q1}.1"].weight == len(plan.consumers(q1)) / 3
+    hosts = place_producers(plan, {q: "oc-1" for q in IDS}, {"oc-1": 8, "oc-2": 8, "oc-3": 8})
+    assert set(hosts) == set(plan.all_channels())
+    assert len({hosts[ch] for ch in plan.channels(q1)}) > 1  # instances spread

@@ -15,6 +15,7 @@ from linkstream.containers.protocol import (
     Ready,
     Result,
     State,
+    Subscribe,
     Tick,
     Unready,
     decode,
@@ -37,8 +38,11 @@ def test_every_message_round_trips() -> None:
     meta = np.array([[0, 1], [1000, 1500], [2, 1]], dtype=np.int64)
     triples = np.arange(9, dtype=np.int64).reshape(3, 3) + 1
     for message in (
-        Elements("r1", 5, ["<a>", '"x"@en'], meta, triples),
-        Elements("r1", 1, [], meta, triples, sync_tick=7),
+        Elements("r1", np.array([5, 9]), ["<a>", '"x"@en'], meta, triples),
+        Elements(
+            "r1", np.empty(0, dtype=np.int64), [], meta, triples, sync_tick=7, streams=(0, 2), version=3
+        ),
+        Subscribe("r1", "oc-1", 4, (0, 3)),
         Tick("r1", 3, 4000, ["q1"], {"q1": "oc-1", "q2": "oc-2"}, {"oc-1": 2}),
         Hello("r1", "oc-1", "tcp://127.0.0.1:5000"),
         Ready("r1", "oc-1", "q1", 4),
@@ -53,12 +57,14 @@ def test_every_message_round_trips() -> None:
         assert type(got) is type(message)
         if isinstance(message, Elements):
             assert isinstance(got, Elements)
-            assert (got.run, got.lo, got.terms, got.sync_tick) == (
+            assert (got.run, got.terms, got.sync_tick, got.streams, got.version) == (
                 message.run,
-                message.lo,
                 message.terms,
                 message.sync_tick,
+                message.streams,
+                message.version,
             )
+            assert np.array_equal(got.ids, message.ids)
             assert np.array_equal(got.meta, meta) and np.array_equal(got.triples, triples)
         else:
             assert got == message
@@ -92,10 +98,23 @@ def test_every_message_round_trips() -> None:
             )
         ],
         [
-            msgpack.packb({"v": 1, "kind": "els", "run": "r", "lo": 1, "nt": 0, "k": 1, "n": 1}),
+            msgpack.packb({"v": 1, "kind": "els", "run": "r", "nt": 0, "k": 1, "n": 1}),
             msgpack.packb([]),
+            b"",
             np.array([0, 0, 2], dtype=np.int64).tobytes(),  # says 2 triples, sends 1
             np.zeros(3, dtype=np.int64).tobytes(),
+        ],
+        [
+            msgpack.packb({"v": 1, "kind": "els", "run": "r", "nt": 1, "k": 0, "n": 0}),
+            msgpack.packb(["<a>"]),
+            np.array([0], dtype=np.int64).tobytes(),  # id 0 is "unbound", never a term
+            b"",
+            b"",
+        ],
+        [
+            msgpack.packb(
+                {"v": 1, "kind": "subscribe", "run": "r", "container": "c", "sub": 1, "streams": [-1]}
+            )
         ],
     ],
 )
@@ -115,7 +134,7 @@ def test_replica_translates_ids_and_reports_like_the_embedded_engine() -> None:
     replica.register("q", QUERY)
     embedded = Engine()
     embedded.register(parse_continuous(QUERY, default_name="q"))
-    sent = 0
+    sent = np.zeros(1, dtype=bool)  # driver ids shipped so far
     lines = []
     for step in range(6):
         t = 1000 * step + 10
@@ -126,11 +145,14 @@ def test_replica_translates_ids_and_reports_like_the_embedded_engine() -> None:
         ]
         ids = driver.encode_many(terms).reshape(1, 3)
         embedded.ingest(S, t, embedded.dictionary.encode_many(terms).reshape(1, 3))
-        # ... then the driver ships its own, some of them equal to the replica's ("1" + 1 = 2).
-        new = driver.decode_many(np.arange(sent + 1, len(driver) + 1))
+        # ... then the driver ships its own, some of them equal to the replica's ("1" + 1 = 2),
+        # each id once: the predicate only with the first element.
+        sent = np.concatenate([sent, np.zeros(len(driver) + 1 - len(sent), dtype=bool)])
+        fresh = np.unique(ids)[~sent[np.unique(ids)]]
+        sent[fresh] = True
         meta = np.array([[0], [t], [1]], dtype=np.int64)
-        replica.apply(Elements("r1", sent + 1, new, meta, ids, sync_tick=0 if step == 0 else None))
-        sent = len(driver)
+        sync = 0 if step == 0 else None
+        replica.apply(Elements("r1", fresh, driver.decode_many(fresh), meta, ids, sync_tick=sync))
         c = 1000 * (step + 1)
         got = replica.tick(step + 1, c, ["q"])
         want = embedded.tick(c, ["q"])
@@ -143,9 +165,10 @@ def test_replica_rejects_ids_it_was_never_sent() -> None:
     replica = RunReplica(_spec())
     meta = np.array([[0], [5], [1]], dtype=np.int64)
     with pytest.raises(ProtocolError):
-        replica.apply(Elements("r1", 1, ["<a>"], meta, np.array([[1, 2, 1]], dtype=np.int64), sync_tick=0))
-    with pytest.raises(ProtocolError):
-        replica.apply(Elements("r1", 3, ["<b>"], meta, np.array([[1, 1, 1]], dtype=np.int64)))
+        replica.apply(Elements("r1", np.array([1]), ["<a>"], meta, np.array([[1, 2, 1]]), sync_tick=0))
+    replica.apply(Elements("r1", np.array([1, 3]), ["<a>", "<c>"], meta, np.array([[1, 3, 1]]), sync_tick=0))
+    with pytest.raises(ProtocolError):  # id 2 lies inside the ids shipped, but was never shipped
+        replica.apply(Elements("r1", np.array([4]), ["<b>"], meta, np.array([[1, 2, 4]])))
 
 
 def test_state_message_carries_a_snapshot_between_replicas() -> None:
@@ -165,7 +188,7 @@ def test_state_message_carries_a_snapshot_between_replicas() -> None:
     ]
     meta = np.array([[0], [500], [1]], dtype=np.int64)
     for r in (src, dst):
-        r.apply(Elements("r1", 1, terms, meta, np.array([[1, 2, 3]], dtype=np.int64), sync_tick=0))
+        r.apply(Elements("r1", np.array([1, 2, 3]), terms, meta, np.array([[1, 2, 3]]), sync_tick=0))
         r.tick(1, 1000, ["q"] if r is src else [])
     state = src.snapshot("q")
     message = State("r1", "oc-1", "q", "oc-2", 1, encode_state(state))
