@@ -16,8 +16,9 @@ its attributes are classified by type:
 * everything else (children, expressions, evaluators, config tuples) is configuration,
   which the target's own planning reproduced.
 
-Windows are views on the stream buffers every container holds (the driver broadcasts
-every element): a restored window is moved to the source's last report time without
+Windows are views on the stream buffers, which the target holds for every stream the
+query reads (it subscribed to them, and got their retained backlog, before the state is
+shipped; see :mod:`linkstream.containers.replica`): a restored window is moved to the source's last report time without
 emitting anything, so its next delta is that of the next report only.  Operators that
 pre-existed on the target (reached through an ``AttachOperator``) already hold the same
 state and are left alone; the attach wrappers are marked attached so they do not replay

@@ -43,6 +43,8 @@ def cluster_status(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[str, A
     tasks = [
         {
             "task": tid,
+            # operator placement's producer tasks (``p-<run>-<channel>``) serve many queries
+            "kind": "producer" if tid.startswith("p-") else "query",
             "query": names.get(tid),
             "container": a.container,
             "migrating_from": a.migrating_from,
@@ -128,7 +130,8 @@ def format_status(status: dict[str, Any]) -> str:
     out.append(f"tasks ({len(status['tasks'])}):")
     for t in status["tasks"]:
         move = f" <- {t['migrating_from']}" if t["migrating_from"] else ""
-        out.append(f"  {t['task']:<24} {t['query'] or '?':<28} {t['container'] or 'pending'}{move}")
+        what = t["query"] or ("(shared producer)" if t.get("kind") == "producer" else "?")
+        out.append(f"  {t['task']:<24} {what:<28} {t['container'] or 'pending'}{move}")
     out.append(f"queries ({len(status['queries'])}):")
     for q in status["queries"]:
         out.append(f"  {q['id']:<24} {q['name']:<28} {q['language']}")
