@@ -75,6 +75,29 @@ def rename_expr(e: Expr, m: dict[str, str]) -> Expr | None:
     return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
 
 
+def _mergeable(g: GraphOperator) -> bool:
+    """Whether the shared join + router can read ``g``: one time window, or (a C-SPARQL
+    default graph) static triples plus time windows of one range and step over distinct
+    streams -- a triple is then in a smaller window's graph exactly when it is static or
+    its latest occurrence in any of the windows lies in that window."""
+    ws = g.children
+    if not ws or any(type(w) is not WindowOperator for w in ws):
+        return False
+    specs = {(w.spec.kind, w.spec.range_ms, w.step) for w in ws}  # type: ignore[attr-defined]
+    kind, rng, _ = next(iter(specs))
+    return (
+        len(specs) == 1 and kind == "time" and rng is not None and len({w.buffer.iri for w in ws}) == len(ws)  # type: ignore[attr-defined]
+    )
+
+
+def _slot_windows(slot: Operator) -> list[WindowOperator]:
+    return list(slot.children) if isinstance(slot, GraphOperator) else [slot]  # type: ignore[list-item]
+
+
+def _merged_desc(g: GraphOperator) -> tuple:
+    return ("m", tuple(w.buffer.iri for w in g.children), g.children[0].step, repr(g.static_key))  # type: ignore[attr-defined]
+
+
 def _has_const(e: Expr) -> bool:
     """Whether a constant occurs in ``e``."""
     return isinstance(e, Const) or any(_has_const(c) for c in e.children())
@@ -100,6 +123,9 @@ class _Leaf:
     static: StaticResultOperator | None = None  # ... or a stored static sub-join (a set)
     gen: tuple[int, ...] = ()  # pattern positions generalised to hidden variables
     key: str = ""
+    #: a C-SPARQL default graph merging static triples and time windows of one range and
+    #: step (the leaf's slot is the whole merged graph, ``window`` its first window)
+    merged: GraphOperator | None = None
 
 
 @dataclass
@@ -108,12 +134,13 @@ class _Instance:
 
     no: int
     ranges: list[int]
-    windows: list[TimedWindowOperator] = field(default_factory=list)
+    #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
+    windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
 
     @property
     def started(self) -> bool:
-        return any(w.now is not None for w in self.windows)
+        return any(w.now is not None for ws in self.windows for w in ws)
 
 
 class Sharing:
@@ -270,15 +297,12 @@ class Sharing:
                 leaves.append(_Leaf(c, None, g))
                 continue
             w = g.children[0]
-            if (
-                len(g.children) != 1
-                or len(g.static)
-                or type(w) is not WindowOperator
-                or w.spec.kind != "time"
-                or w.spec.range_ms is None
-            ):
-                return False
-            leaves.append(_Leaf(c, w, g))
+            if _mergeable(g):
+                leaves.append(
+                    _Leaf(c, w, g, merged=None if len(g.children) == 1 and not len(g.static) else g)
+                )
+                continue
+            return False
         return True
 
     def _routed(self, op: MJoinOperator, canon) -> Operator | None:
@@ -294,7 +318,9 @@ class Sharing:
             for v in lf.static.vars if lf.static else {v for k, v in lf.scan.pattern if k == "var"}:  # type: ignore[union-attr]
                 occurs[v] = occurs.get(v, 0) + 1  # type: ignore[index]
         for lf in leaves:
-            if lf.scan is None:
+            # (not over a merged C-SPARQL graph: there a generalised pattern would match the
+            # triples of every window, and a join of such patterns multiplies them)
+            if lf.scan is None or lf.merged is not None:
                 continue
             p = lf.scan.pattern
             if p[1][0] != "const":
@@ -314,10 +340,12 @@ class Sharing:
             )
             if lf.window is None:
                 lf.key = repr(("s", graphs[id(lf.graph)].sig, local))  # type: ignore[attr-defined]
+            elif lf.merged is not None:
+                lf.key = repr(("m", _merged_desc(lf.merged), local))
             else:
                 lf.key = repr(("w", lf.window.buffer.iri, lf.window.step, local))
         leaves.sort(key=lambda lf: lf.key)
-        slots: list[WindowOperator] = []
+        slots: list[Operator] = []  # a time window, or a merged C-SPARQL graph
         jn: dict[str, str] = {}
         consts: list[tuple[str, int]] = []
         shape: list[tuple] = []
@@ -352,10 +380,11 @@ class Sharing:
                 ts_vars.append(None)
                 shape.append(("s", graphs[id(lf.graph)].sig, tuple(pat)))  # type: ignore[attr-defined]
             else:
-                if lf.window not in slots:
-                    slots.append(lf.window)
+                slot = lf.merged or lf.window
+                if slot not in slots:
+                    slots.append(slot)
                 ts_vars.append(f"%t{j}")
-                shape.append(("w", slots.index(lf.window), tuple(pat)))
+                shape.append(("w", slots.index(slot), tuple(pat)))
         cfilters = [rename_expr(f, jn) for f in filters]
         if any(f is None for f in cfilters):
             return None
@@ -363,17 +392,23 @@ class Sharing:
         # applied per subscriber after the router, so those queries share one join
         after = [f for f in cfilters if _has_const(f)]  # type: ignore[arg-type]
         cfilters = [f for f in cfilters if not _has_const(f)]  # type: ignore[arg-type]
-        slot_desc = tuple((w.buffer.iri, w.step) for w in slots)
+        slot_desc = tuple(
+            _merged_desc(w) if isinstance(w, GraphOperator) else (w.buffer.iri, w.step)  # type: ignore[attr-defined]
+            for w in slots
+        )
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
-        ranges = [int(w.spec.range_ms) for w in slots]  # type: ignore[arg-type]
+        ranges = [int(_slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]
         inst = self._instance(key, ranges)
         # build the shared instance (operators that already run are found by signature)
         windows: list[Operator] = []
-        for k, w in enumerate(slots):
-            spec = WindowSpec("time", inst.ranges[k], w.step)
-            tw = TimedWindowOperator(w.buffer, spec, w.step, (inst.no, k))
-            tw = self._intern(tw, [])
-            windows.append(self._intern(LatestGraphOperator(tw), [tw]))
+        for k, slot in enumerate(slots):
+            tws_k = []
+            for j, w in enumerate(_slot_windows(slot)):
+                spec = WindowSpec("time", inst.ranges[k], w.step)
+                tws_k.append(self._intern(TimedWindowOperator(w.buffer, spec, w.step, (inst.no, k, j)), []))
+            static = slot.static if isinstance(slot, GraphOperator) else None
+            latest = LatestGraphOperator(tws_k, static, getattr(slot, "static_key", None))
+            windows.append(self._intern(latest, tws_k))
         children: list[Operator] = []
         for lf, pat, tv in zip(leaves, patterns, ts_vars):
             if lf.static is not None:
@@ -383,15 +418,16 @@ class Sharing:
                 g = graphs[id(lf.graph)]
                 children.append(self._intern(ScanOperator(g, pat), [g]))  # type: ignore[arg-type]
             else:
-                tw = windows[slots.index(lf.window)]  # type: ignore[arg-type]
+                tw = windows[slots.index(lf.merged or lf.window)]  # type: ignore[arg-type]
                 children.append(self._intern(TimedScanOperator(tw, pat, tv), [tw]))  # type: ignore[arg-type]
         join = self._intern(MJoinOperator(children, cfilters, op.evaluator), children)  # type: ignore[arg-type]
         out_vars = tuple(jn.values())
-        slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if lf.window is w] for w in slots]
-        tws = [w.children[0] for w in windows]
-        tws = [w.shared if isinstance(w, AttachOperator) else w for w in tws]
+        slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if (lf.merged or lf.window) is w] for w in slots]
+        per_slot = [[c.shared if isinstance(c, AttachOperator) else c for c in w.children] for w in windows]
+        # every window of a slot has the slot's step and advances at the same report times
+        tws = [ws[0] for ws in per_slot]
         router = self._intern(RouterOperator(join, list(zip(tws, slot_ts)), out_vars), [join])
-        inst.windows = tws
+        inst.windows = per_slot  # type: ignore[assignment]
         inst.router = router  # type: ignore[assignment]
         rkey = (tuple(ranges), tuple(consts))
         route = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])  # type: ignore[arg-type]
@@ -406,8 +442,9 @@ class Sharing:
             return inst
         if inst is not None and not inst.started:
             inst.ranges = [max(r, R) for r, R in zip(ranges, inst.ranges)]
-            for w, r in zip(inst.windows, inst.ranges):
-                w.grow(r)
+            for ws, r in zip(inst.windows, inst.ranges):
+                for w in ws:
+                    w.grow(r)
             return inst
         grown = ranges if inst is None else [max(r, R) for r, R in zip(ranges, inst.ranges)]
         self._next_instance += 1

@@ -39,6 +39,9 @@ from .window import WindowBuffer, WindowOperator
 
 TIMED_VARS = ("_s", "_p", "_o", "_t")
 
+#: the "timestamp" of a static triple in a merged (C-SPARQL) graph: in every window instance
+STATIC_TS = np.iinfo(np.int64).max // 4
+
 
 class RenameOperator(Operator):
     """The child's mappings with variables renamed by ``mapping`` and put in ``order``."""
@@ -131,41 +134,67 @@ class TimedWindowOperator(WindowOperator):
 
 
 class LatestGraphOperator(Operator):
-    """Each triple of a timed window once, with the timestamp of its latest occurrence.
+    """Each triple of timed windows once, with the timestamp of its latest occurrence.
 
     A triple lies in a window instance ``[close - r, close)`` of a subscriber exactly
     when its latest occurrence in the shared (larger) window does, so the latest
     timestamp is all the router needs -- and the shared join holds one row per binding
     instead of one per combination of occurrences (a triple repeated in k elements would
     otherwise multiply the join's rows by k).
+
+    Several windows (of one range and step) and static triples make a C-SPARQL default
+    graph: the RDF merge of the static graph and the windows.  A triple's latest
+    occurrence is then taken over all windows, and a static triple carries
+    :data:`STATIC_TS`, which every window instance contains.
     """
 
     vars = TIMED_VARS
     certain = frozenset(TIMED_VARS)
     event_driven = True
 
-    def __init__(self, window: Operator) -> None:
+    def __init__(
+        self,
+        windows: Operator | Sequence[Operator],
+        static: Batch | None = None,
+        static_key: object = None,
+    ) -> None:
         super().__init__()
-        self.window = window
-        self.children = (window,)
+        self.children = (windows,) if isinstance(windows, Operator) else tuple(windows)
+        self.window = self.children[0]
         self.occurrences = Relation(TIMED_VARS)
         self.latest = Relation(TIMED_VARS)
+        self.static = static if static is not None and len(static) else None
+        self.static_key = static_key if self.static is not None else None
+        self._seeded = self.static is None
 
     def describe(self) -> str:
-        return f"LatestGraph triples={len(self.latest)}"
+        st = f" static={len(self.static)}" if self.static is not None else ""
+        return f"LatestGraph windows={len(self.children)}{st} triples={len(self.latest)}"
 
     def config_key(self) -> object:
-        return ("latest",)
+        return ("latest", repr(self.static_key))
 
     def current(self) -> Batch:
         rows = self.latest.rows
         return rows.mask(rows.counts > 0).with_counts(np.ones(int((rows.counts > 0).sum()), dtype=np.int64))
 
+    def _static_rows(self) -> Batch:
+        st = self.static
+        assert st is not None
+        cols = np.empty((4, len(st)), dtype=np.int64)
+        cols[:3] = st.cols
+        cols[3] = STATIC_TS
+        return Batch(TIMED_VARS, cols, np.ones(len(st), dtype=np.int64))
+
     def compute(self, epoch: int) -> Batch:
-        d = self.window.delta(epoch)
-        if not len(d):
+        parts = [c.delta(epoch) for c in self.children]
+        if not self._seeded:  # the static triples enter once and never leave
+            self._seeded = True
+            parts.append(self._static_rows())
+        parts = [d for d in parts if len(d)]
+        if not parts:
             return Batch.empty(TIMED_VARS)
-        d = consolidate(d)
+        d = consolidate(parts[0] if len(parts) == 1 else concat(parts, TIMED_VARS))
         if not len(d):
             return Batch.empty(TIMED_VARS)
         triples = consolidate(Batch(TIMED_VARS[:3], d.cols[:3], np.ones(len(d), dtype=np.int64)))
