@@ -32,7 +32,7 @@ import numpy as np
 
 from ..query.windows import WindowSpec
 from .base import Operator
-from .batch import Batch, concat, consolidate
+from .batch import Batch, SortedIndex, concat, consolidate, row_keys
 from .relation import Relation
 from .scan import ScanOperator, Slot
 from .window import WindowBuffer, WindowOperator
@@ -145,7 +145,9 @@ class LatestGraphOperator(Operator):
     Several windows (of one range and step) and static triples make a C-SPARQL default
     graph: the RDF merge of the static graph and the windows.  A triple's latest
     occurrence is then taken over all windows, and a static triple carries
-    :data:`STATIC_TS`, which every window instance contains.
+    :data:`STATIC_TS`, which every window instance contains.  Static triples are emitted
+    once and kept out of the occurrence relations (window occurrences of a static triple
+    are dropped): the windows' churn costs work in the window triples only.
     """
 
     vars = TIMED_VARS
@@ -166,6 +168,7 @@ class LatestGraphOperator(Operator):
         self.static = static if static is not None and len(static) else None
         self.static_key = static_key if self.static is not None else None
         self._seeded = self.static is None
+        self._static_index: SortedIndex | None = None
 
     def describe(self) -> str:
         st = f" static={len(self.static)}" if self.static is not None else ""
@@ -176,7 +179,25 @@ class LatestGraphOperator(Operator):
 
     def current(self) -> Batch:
         rows = self.latest.rows
-        return rows.mask(rows.counts > 0).with_counts(np.ones(int((rows.counts > 0).sum()), dtype=np.int64))
+        rows = rows.mask(rows.counts > 0).with_counts(np.ones(int((rows.counts > 0).sum()), dtype=np.int64))
+        if self.static is not None and self._seeded:
+            rows = concat([rows, self._static_rows()], TIMED_VARS)
+        return rows
+
+    def _not_static(self, d: Batch) -> Batch:
+        """``d`` without the occurrences of static triples."""
+        st = self.static
+        if st is None or not len(d):
+            return d
+        if self._static_index is None:
+            self._static_index = SortedIndex(row_keys(st.cols))
+        li, rj = self._static_index.probe(row_keys(d.cols[:3]))
+        if not len(li):
+            return d
+        ok = np.all(d.cols[:3, li] == st.cols[:, rj], axis=0)
+        keep = np.ones(len(d), dtype=bool)
+        keep[li[ok]] = False
+        return d.mask(keep)
 
     def _static_rows(self) -> Batch:
         st = self.static
@@ -187,14 +208,18 @@ class LatestGraphOperator(Operator):
         return Batch(TIMED_VARS, cols, np.ones(len(st), dtype=np.int64))
 
     def compute(self, epoch: int) -> Batch:
-        parts = [c.delta(epoch) for c in self.children]
+        out = self._window_delta(epoch)
         if not self._seeded:  # the static triples enter once and never leave
             self._seeded = True
-            parts.append(self._static_rows())
-        parts = [d for d in parts if len(d)]
+            out = concat([out, self._static_rows()], TIMED_VARS) if len(out) else self._static_rows()
+        return out
+
+    def _window_delta(self, epoch: int) -> Batch:
+        parts = [d for d in (c.delta(epoch) for c in self.children) if len(d)]
         if not parts:
             return Batch.empty(TIMED_VARS)
         d = consolidate(parts[0] if len(parts) == 1 else concat(parts, TIMED_VARS))
+        d = self._not_static(d)
         if not len(d):
             return Batch.empty(TIMED_VARS)
         triples = consolidate(Batch(TIMED_VARS[:3], d.cols[:3], np.ones(len(d), dtype=np.int64)))
