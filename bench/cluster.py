@@ -12,7 +12,12 @@ named by its manifest id, the first ``--max-reports`` report times):
   are added one at a time between runs;
 * ``cluster-N-broadcast`` for the largest N: the same cluster with ``--route
   broadcast`` (every element to every container), the peer the routing is measured
-  against.  Routed and broadcast runs take turns.
+  against.  Routed and broadcast runs take turns;
+* ``cluster-N-noaffinity`` for the largest N: routed by stream, but the queries' task
+  specs name no streams, so the scheduler places them by load and colocation only (no
+  stream affinity: ``--no-affinity``), the peer stream affinity is measured against
+  (skip it with ``--no-affinity-peer``).  ``subscriptions`` is the most
+  ``(container, stream)`` pairs the driver routed to during the run.
 
 CPU s is the CPU time of the replay: this process for embedded, driver plus every
 container (from the containers' logs) for the cluster runs.
@@ -40,7 +45,7 @@ Each configuration runs ``--repeat`` times (embedded and cluster runs taking tur
 median run is reported with the spread (max - min) / median.
 
     python bench/cluster.py [--workload spread|light|all] [--max-reports N] [--containers 3]
-                            [--repeat K] [--routes-only] [--out FILE]
+                            [--repeat K] [--routes-only] [--no-affinity-peer] [--out FILE]
 
 Raw figures go to ``bench/results/cluster.json``, one entry per workload (a run updates
 its own).
@@ -138,10 +143,30 @@ def container_cpu(cluster: LocalCluster, run_id: str, n: int) -> float | None:
 
 
 def run_cluster(
-    cluster: LocalCluster, n: int, queries, streams, statics, base, max_reports, out, route: str
+    cluster: LocalCluster,
+    n: int,
+    queries,
+    streams,
+    statics,
+    base,
+    max_reports,
+    out,
+    route: str,
+    affinity: bool = True,
 ) -> dict:
     t0 = time.perf_counter()
     started: list[float] = []
+    engines: list = []
+    subscriptions = [0]
+
+    def on_start(engine) -> None:
+        started.append(time.perf_counter())
+        engines.append(engine)
+
+    def on_tick(_seq: int, _c: int) -> None:
+        fanout = engines[0].fanout
+        subscriptions[0] = max(subscriptions[0], sum(len(fanout.subscribed(c)) for c in fanout.peers))
+
     cpu0 = time.process_time()
     with open(out, "w", encoding="utf-8") as f:
         result = replay_on_cluster(
@@ -152,15 +177,21 @@ def run_cluster(
             f,
             base=base,
             max_reports=max_reports,
-            on_start=lambda _e: started.append(time.perf_counter()),
+            on_start=on_start,
+            on_tick=on_tick,
             log=lambda _m: None,
             route=route,
+            affinity=affinity,
         )
     res = result.replay
     driver_cpu = time.process_time() - cpu0
     return {
-        "config": f"cluster-{n}" + ("-broadcast" if route == "broadcast" else ""),
+        "config": f"cluster-{n}"
+        + ("-broadcast" if route == "broadcast" else "")
+        + ("" if affinity else "-noaffinity"),
         "route": route,
+        "affinity": affinity,
+        "subscriptions": subscriptions[0] if route == "streams" else None,
         "driver_cpu_s": driver_cpu,
         "containers_cpu_s": container_cpu(cluster, result.run_id, n),
         "containers": len(result.containers),
@@ -209,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure only the largest cluster, routed and broadcast (no 1 .. N-1 scaling)",
     )
+    ap.add_argument(
+        "--no-affinity-peer",
+        action="store_true",
+        help="do not measure the routed run without stream affinity on the largest cluster",
+    )
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "cluster.json"))
     args = ap.parse_args(argv)
     compare = load_compare()
@@ -224,22 +260,37 @@ def main(argv: list[str] | None = None) -> int:
             for n in range(first, args.containers + 1):
                 if n > first:
                     cluster.add_containers(1)
-                routes = ["streams", "broadcast"] if n == args.containers else ["streams"]
+                routes = [("streams", True)]
+                if n == args.containers:
+                    routes += [] if args.no_affinity_peer else [("streams", False)]
+                    routes += [("broadcast", True)]
                 for _ in range(args.repeat):  # embedded and cluster runs take turns
                     if len(runs.get("embedded", [])) < args.repeat:
                         row = run_embedded(queries, streams, statics, args.max_reports, want)
                         runs.setdefault("embedded", []).append(row)
-                    for route in routes:
-                        got = Path(tmp) / f"cluster-{n}-{route}.jsonl"
+                    for route, affinity in routes:
+                        got = Path(tmp) / f"cluster-{n}-{route}-{affinity}.jsonl"
                         row = run_cluster(
-                            cluster, n, queries, streams, statics, base, args.max_reports, got, route
+                            cluster,
+                            n,
+                            queries,
+                            streams,
+                            statics,
+                            base,
+                            args.max_reports,
+                            got,
+                            route,
+                            affinity,
                         )
                         with contextlib.redirect_stdout(io.StringIO()):
                             row["equal"] = compare.main([str(want), str(got)]) == 0
                         runs.setdefault(row["config"], []).append(row)
+                        subs = row["subscriptions"]
                         print(
                             f"  {row['config']}: {row['triples_per_s']:,.0f} triples/s, "
-                            f"{row['dataplane_MB']:.1f} MB out, equal={row['equal']}",
+                            f"{row['dataplane_MB']:.1f} MB out"
+                            + ("" if subs is None else f", {subs} subscriptions")
+                            + f", equal={row['equal']}",
                             flush=True,
                         )
         finally:
@@ -279,6 +330,30 @@ def main(argv: list[str] | None = None) -> int:
         f"{routed['triples_per_s']:,.0f} vs {broadcast['triples_per_s']:,.0f} triples/s "
         f"({routing['throughput_routed_over_broadcast']:.2f}x)"
     )
+    affinity_peer = by.get(f"cluster-{args.containers}-noaffinity")
+    stream_affinity = None
+    if affinity_peer is not None:
+        stream_affinity = {
+            "containers": args.containers,
+            "subscriptions_with": routed["subscriptions"],
+            "subscriptions_without": affinity_peer["subscriptions"],
+            "dataplane_bytes_without_over_with": affinity_peer["dataplane_MB"] / routed["dataplane_MB"],
+            "element_bytes_without_over_with": affinity_peer["element_MB"] / routed["element_MB"],
+            "elements_without_over_with": affinity_peer["elements_sent"] / routed["elements_sent"],
+            "element_bytes_broadcast_over_with": broadcast["element_MB"] / routed["element_MB"],
+            "element_bytes_broadcast_over_without": broadcast["element_MB"] / affinity_peer["element_MB"],
+            "throughput_with_over_without": routed["triples_per_s"] / affinity_peer["triples_per_s"],
+        }
+        print(
+            f"stream affinity on {args.containers} containers: {routed['subscriptions']} vs "
+            f"{affinity_peer['subscriptions']} (container, stream) subscriptions; routed data plane "
+            f"{routed['dataplane_MB']:.2f} MB with vs {affinity_peer['dataplane_MB']:.2f} MB without "
+            f"({stream_affinity['dataplane_bytes_without_over_with']:.2f}x less; element bytes "
+            f"{stream_affinity['element_bytes_without_over_with']:.2f}x less); routed vs broadcast "
+            f"element bytes {stream_affinity['element_bytes_broadcast_over_with']:.2f}x with, "
+            f"{stream_affinity['element_bytes_broadcast_over_without']:.2f}x without; throughput "
+            f"{stream_affinity['throughput_with_over_without']:.2f}x"
+        )
     body = {
         "workload": name,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
@@ -288,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "summary": {r["config"]: r["triples_per_s"] / emb for r in results},
         "routing": routing,
+        "stream_affinity": stream_affinity,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -300,6 +300,13 @@ def build_parser() -> argparse.ArgumentParser:
         "read its stream (default) or to every container",
     )
     rp.add_argument(
+        "--no-affinity",
+        action="store_true",
+        help="cluster mode: do not tell the scheduler which streams each query reads "
+        "(placement by load and colocation only; default: prefer containers already "
+        "receiving a query's streams)",
+    )
+    rp.add_argument(
         "--answer-timeout",
         type=float,
         default=60.0,
@@ -373,6 +380,11 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     )
     op.add_argument("--tolerance", type=float, default=0.25, help="rebalance tolerance (default 0.25)")
     op.add_argument("--max-moves", type=int, default=4, help="tasks moved per rebalance round (default 4)")
+    op.add_argument(
+        "--no-affinity",
+        action="store_true",
+        help="place tasks by load and colocation only, ignoring the streams they read",
+    )
     op.set_defaults(func=_delegate("cmd_coordinator"))
 
     sp = sub.add_parser("status", help="print containers, tasks, queries and coordinators")

@@ -93,7 +93,9 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     client.start(timeout=30)
     metrics.zookeeper_state(client.state)
     client.add_listener(metrics.zookeeper_state)
-    policy = Policy(tolerance=args.tolerance, max_moves=args.max_moves)
+    policy = Policy(
+        tolerance=args.tolerance, max_moves=args.max_moves, affinity=not getattr(args, "no_affinity", False)
+    )
     coordinator = Coordinator(
         client,
         identifier,
@@ -246,6 +248,7 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
             placement=getattr(args, "placement", "queries"),
             parallelism=getattr(args, "parallelism", 1),
             route=getattr(args, "route", "streams"),
+            affinity=not getattr(args, "no_affinity", False),
         )
     except (ClusterError, RunActiveError) as e:
         return _err(str(e))

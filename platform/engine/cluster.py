@@ -2,7 +2,9 @@
 
 The unit of placement is a **query** (task id = hash of its name; queries with equal
 plans share a colocation group so they land on one container and still share
-operators there).  The driver (:func:`replay_on_cluster`)
+operators there; the task spec names the streams the query reads, so the scheduler's
+stream affinity puts it where they already arrive -- ``affinity=False`` /
+``--no-affinity`` leaves them out).  The driver (:func:`replay_on_cluster`)
 
 1. publishes the run (:class:`~linkstream.scheduler.runs.RunSpec`: its result endpoint,
    the static files, the streams, the route) as an ephemeral ZooKeeper node, registers
@@ -176,6 +178,7 @@ def replay_on_cluster(
     placement: str = "queries",
     route: str = "streams",
     parallelism: int = 1,
+    affinity: bool = True,
 ) -> ClusterReplayResult:
     """Replays ``streams`` through ``queries`` on the cluster at ``hosts``.
 
@@ -206,6 +209,9 @@ def replay_on_cluster(
             Operator placement always broadcasts.
         parallelism: Operator placement: instances of every shared join whose inputs
             all bind one variable, each joining one hash partition of it.
+        affinity: Whether each query's task names the streams it reads, so that the
+            scheduler places it where they already arrive (stream affinity); ``False``
+            places by load and colocation only (so does broadcasting, where it saves nothing).
 
     Raises:
         ClusterError: The cluster could not run the replay.
@@ -243,7 +249,9 @@ def replay_on_cluster(
     for cq in queries:
         steps = tuple(sorted({w.spec.step_or(default_step) for w in cq.windows}))
         remote[cq.name] = RemoteQuery(cq, steps)
-        task = TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True)
+        # Affinity saves routed elements only when routing by stream.
+        reads = tuple(w.stream for w in cq.windows) if affinity and route == "streams" else ()
+        task = TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=reads)
         submissions.append(RunQuery(task, cq.name, cq.text, cq.dialect))
     try:
         run_node.open(spec, submissions)

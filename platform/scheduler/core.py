@@ -11,10 +11,22 @@ Policies:
   slot: the one already hosting most of its colocation group, else the one whose
   utilisation ``(load + weight) / capacity`` stays lowest (ties: more free slots, then
   id).  Without a free slot anywhere the task is pending until capacity arrives.
+* **Stream affinity** (``Policy.affinity``, on by default).  A task outside a placed
+  colocation group that names the streams it reads (``TaskSpec.streams``) goes, among
+  the containers whose utilisation with it stays within ``Policy.affinity_slack`` of the
+  least utilised other one (and within ``Policy.affinity_tasks`` of its own weight), to the one that needs the fewest new ``(container, stream)``
+  subscriptions -- the one already receiving most of its streams -- so routing by
+  stream sends each element to fewer containers.  Drains and loss recovery place
+  through the same rule.  Opt-in ``Policy.consolidate``: on ``Tick`` (with
+  ``rebalance_on_tick``), units whose readers greedy placement split while the load was
+  tight move to where their streams arrive, if that removes subscriptions and keeps the
+  gap within ``Policy.tolerance`` (off by default: it migrates running tasks).
 * **Rebalance.** When a container joins (and on ``Tick``), whole colocation groups or
   single tasks move from the most to the least utilised container while that gap
   exceeds ``Policy.tolerance`` and a move narrows it, at most ``Policy.max_moves``
-  tasks per event, stateless tasks first.
+  tasks per event, stateless tasks first.  With affinity, groups of units that read a
+  common stream are candidates too, and the move adding the fewest subscriptions
+  (streams that leave the source with the group) wins before the closest balance.
 * **Graceful drain.** Every task on a draining container migrates off (stateful ones by
   snapshot/restore); ``DrainComplete`` follows once it owns nothing and every stateful
   hand-over from it was acknowledged.
@@ -107,7 +119,9 @@ class SchedulerCore:
                 self._place_pending(out)
                 self._progress_drains(out)
                 if self.policy.rebalance_on_tick:
-                    self._rebalance("Tick", out)
+                    moved = self._rebalance("Tick", out)
+                    if self.policy.affinity and self.policy.consolidate:
+                        self._consolidate(self.policy.max_moves - moved, out)
                 self._check_drains(out)
             case _:
                 raise TypeError(f"not a scheduler event: {event!r}")
@@ -262,9 +276,43 @@ class SchedulerCore:
                     counts[owner] = counts.get(owner, 0) + 1
             if counts:
                 return min(counts, key=lambda c: (-counts[c], state.utilisation(c), c))
+        after = {c: state.utilisation(c, spec.weight) for c in candidates}
+        best = min(candidates, key=lambda c: (after[c], -state.containers[c].free, c))
+        if not (self.policy.affinity and spec.streams) or len(candidates) < 2:
+            return best
+        return self._choose_by_affinity(spec, candidates, after, best)
+
+    def _choose_by_affinity(
+        self, spec: TaskSpec, candidates: list[str], after: dict[str, float], best: str
+    ) -> str:
+        """Among containers the load allows, the one needing the fewest new subscriptions.
+
+        A container is allowed when, with ``spec`` on it, its utilisation exceeds the
+        least utilised *other* candidate's by at most ``Policy.affinity_slack`` (so no
+        rebalance would undo the choice) and by at most ``Policy.affinity_tasks`` times
+        the task's own share of it (with equal capacities: it holds at most that many
+        tasks more); the least loaded choice ``best`` always is.
+        """
+        state = self.state
+        slack = self.policy.affinity_slack + _EPS
+        tasks = self.policy.affinity_tasks * spec.weight
+        now = {c: state.utilisation(c) for c in candidates}
+        ordered = sorted(candidates, key=lambda c: (now[c], c))
+        lowest, second = ordered[0], ordered[1]
+
+        def allowed(c: str) -> bool:
+            floor = now[second] if c == lowest else now[lowest]
+            gap = after[c] - floor
+            return c == best or (gap <= slack and gap <= tasks / state.containers[c].capacity + _EPS)
+
         return min(
-            candidates,
-            key=lambda c: (state.utilisation(c, spec.weight), -state.containers[c].free, c),
+            (c for c in candidates if allowed(c)),
+            key=lambda c: (
+                state.new_subscriptions(c, spec.streams),
+                after[c],
+                -state.containers[c].free,
+                c,
+            ),
         )
 
     def _place(self, task_id: str, out: list[Action], announce: bool) -> bool:
@@ -365,8 +413,54 @@ class SchedulerCore:
             units.setdefault(key, []).append(task_id)
         return [units[key] for key in sorted(units)]
 
-    def _rebalance(self, trigger: str, out: list[Action]) -> None:
+    def _stream_groups(self, units: list[list[str]]) -> list[list[str]]:
+        """Unions of ``units`` that read a common stream (connected components), if merged.
+
+        Moving such a group whole lets its source drop the streams only it read, where
+        moving one of its units would subscribe the destination without relieving the
+        source.  Only groups of two or more units are returned; members keep sorted order.
+        """
         state = self.state
+        parent = list(range(len(units)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        first: dict[str, int] = {}
+        for i, unit in enumerate(units):
+            for task_id in unit:
+                for stream in state.tasks[task_id].spec.streams:
+                    j = first.setdefault(stream, i)
+                    ri, rj = find(i), find(j)
+                    if ri != rj:
+                        parent[max(ri, rj)] = min(ri, rj)
+        merged: dict[int, list[str]] = {}
+        sizes: dict[int, int] = {}
+        for i, unit in enumerate(units):
+            root = find(i)
+            merged.setdefault(root, []).extend(unit)
+            sizes[root] = sizes.get(root, 0) + 1
+        return [sorted(merged[r]) for r in sorted(merged) if sizes[r] > 1]
+
+    def _subscription_delta(self, unit: list[str], src: str, dst: str) -> int:
+        """Change of the total ``(container, stream)`` subscriptions if ``unit`` moves src -> dst."""
+        state = self.state
+        reads: dict[str, int] = {}
+        for task_id in unit:
+            for stream in state.tasks[task_id].spec.streams:
+                reads[stream] = reads.get(stream, 0) + 1
+        held_src, held_dst = state.containers[src].streams, state.containers[dst].streams
+        gained = sum(1 for s in reads if s not in held_dst)
+        freed = sum(1 for s, n in reads.items() if held_src.get(s, 0) <= n)
+        return gained - freed
+
+    def _rebalance(self, trigger: str, out: list[Action]) -> int:
+        """Moves units from the most to the least utilised container; returns the tasks moved."""
+        state = self.state
+        affinity = self.policy.affinity
         before = state.spread()
         moves = 0
         while moves < self.policy.max_moves:
@@ -384,8 +478,11 @@ class SchedulerCore:
                 break
             src_state, dst_state = state.containers[src], state.containers[dst]
             src_load, dst_load = state.load(src), state.load(dst)
-            best: tuple[tuple[bool, float, int, str], list[str]] | None = None
-            for unit in self._movable_units(src):
+            units = self._movable_units(src)
+            if affinity:
+                units += self._stream_groups(units)
+            best: tuple[tuple[bool, int, float, int, str], list[str]] | None = None
+            for unit in units:
                 if len(unit) > dst_state.free or moves + len(unit) > self.policy.max_moves:
                     continue
                 weight = sum(state.tasks[t].spec.weight for t in unit)
@@ -395,7 +492,10 @@ class SchedulerCore:
                 if new_gap >= gap - _EPS:
                     continue
                 stateful = any(state.tasks[t].spec.stateful for t in unit)
-                key = (stateful, round(new_gap, 9), len(unit), unit[0])
+                # With affinity, a move that adds the fewest subscriptions (a group whose
+                # streams leave the source with it) beats a closer balance.
+                delta = self._subscription_delta(unit, src, dst) if affinity else 0
+                key = (stateful, delta, round(new_gap, 9), len(unit), unit[0])
                 if best is None or key < best[0]:
                     best = (key, unit)
             if best is None:
@@ -409,3 +509,64 @@ class SchedulerCore:
             logger.info(
                 "rebalance on %s moved %d task(s): spread %.3f -> %.3f", trigger, moves, before, after
             )
+        return moves
+
+    def _gap_after(self, unit: list[str], src: str, dst: str) -> float:
+        """The rebalance gap (most utilised vs least utilised with a free slot) if ``unit`` moved."""
+        state = self.state
+        weight = sum(state.tasks[t].spec.weight for t in unit)
+        util, free = {}, {}
+        for c in state.eligible():
+            container = state.containers[c]
+            shift = weight if c == dst else -weight if c == src else 0.0
+            slots = -len(unit) if c == dst else len(unit) if c == src else 0
+            util[c] = state.utilisation(c, shift)
+            free[c] = container.capacity - len(container.tasks) + slots
+        receivers = [util[c] for c in util if free[c] > 0]
+        return max(util.values()) - min(receivers) if len(util) > 1 and receivers else 0.0
+
+    def _consolidate(self, budget: int, out: list[Action]) -> None:
+        """Moves stream-coherent units to where their streams already arrive (on ``Tick``).
+
+        Greedy placement can split the readers of a stream when the load tolerance was
+        tight at the time; once load allows, a unit moves if that removes subscriptions
+        and leaves the rebalance gap within ``Policy.tolerance`` (so no rebalance undoes
+        it).  Every move strictly lowers the total subscriptions, so this settles; at
+        most ``budget`` tasks move per event.
+        """
+        state = self.state
+        before = state.spread()
+        moves = 0
+        while moves < budget:
+            eligible = state.eligible()
+            if len(eligible) < 2:
+                break
+            bound = self.policy.tolerance + _EPS
+            best: tuple[tuple[int, bool, float, int, str, str], list[str], str] | None = None
+            for src in eligible:
+                units = self._movable_units(src)
+                for unit in units + self._stream_groups(units):
+                    if moves + len(unit) > budget:
+                        continue
+                    for dst in eligible:
+                        if dst == src or state.containers[dst].free < len(unit):
+                            continue
+                        delta = self._subscription_delta(unit, src, dst)
+                        if delta >= 0:
+                            continue
+                        gap = self._gap_after(unit, src, dst)
+                        if gap > bound:
+                            continue
+                        stateful = any(state.tasks[t].spec.stateful for t in unit)
+                        key = (delta, stateful, round(gap, 9), len(unit), unit[0], dst)
+                        if best is None or key < best[0]:
+                            best = (key, unit, dst)
+            if best is None:
+                break
+            for task_id in best[1]:
+                self._move(task_id, best[2], out)
+            moves += len(best[1])
+        if moves:
+            after = state.spread()
+            out.append(Rebalanced("Tick", moves, before, after))
+            logger.info("affinity moved %d task(s) to where their streams arrive", moves)

@@ -21,12 +21,22 @@ class TaskSpec:
             are placed on the same container when capacity allows.
         stateful: Whether the task holds state (window contents, join or aggregate
             state) that must be migrated rather than restarted.
+        streams: Keys (names or short hashes) of the streams the task reads, sorted and
+            unique; its container must receive every element of them.  Empty: unknown,
+            and stream affinity has nothing to go on for this task.
     """
 
     id: str
     weight: float = 1.0
     colocate_with: str | None = None
     stateful: bool = False
+    streams: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Canonical form, so that equal stream sets compare (and serialise) equal.
+        canonical = tuple(sorted(set(self.streams)))
+        if canonical != self.streams:
+            object.__setattr__(self, "streams", canonical)
 
     def to_json(self) -> dict[str, object]:
         """Returns the spec as a JSON-ready dict."""
@@ -35,17 +45,22 @@ class TaskSpec:
             "weight": self.weight,
             "colocate_with": self.colocate_with,
             "stateful": self.stateful,
+            "streams": list(self.streams),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> TaskSpec:
         """Builds a spec from :meth:`to_json` output (unknown keys are ignored)."""
         colocate = data.get("colocate_with")
+        streams = data.get("streams") or ()
+        if not isinstance(streams, (list, tuple)):
+            raise ValueError(f"task streams must be a list, got {streams!r}")
         return cls(
             id=str(data["id"]),
             weight=float(data.get("weight", 1.0)),  # type: ignore[arg-type]
             colocate_with=None if colocate is None else str(colocate),
             stateful=bool(data.get("stateful", False)),
+            streams=tuple(str(s) for s in streams),
         )
 
 
@@ -60,11 +75,40 @@ class Policy:
             loss recovery are not bounded by it.
         rebalance_on_tick: Whether :class:`~linkstream.scheduler.events.Tick` rebalances
             (container joins always do).
+        affinity: Stream affinity: place a task where its streams already arrive (fewest
+            new ``(container, stream)`` subscriptions) among the containers that keep the
+            load within ``affinity_tolerance``, and let rebalances move stream-coherent
+            groups.  Off: placement by load and colocation only.
+        affinity_tolerance: Largest utilisation gap affinity may open between the chosen
+            container and the least utilised other one with a free slot (``None``: the
+            rebalance ``tolerance``).  Never above ``tolerance``, or a rebalance would undo
+            what placement chose.
+        affinity_tasks: Also bounds that gap by this many times the task's own weight
+            over the chosen container's capacity: with equal capacities, affinity never
+            puts a task where it makes the container hold more than this many tasks
+            (weights) above the least loaded other one.  A utilisation tolerance alone
+            would allow a third of a large container's slots of imbalance, enough to
+            leave a container idle.
+        consolidate: With affinity, ``Tick`` also moves settled tasks (whole stream
+            groups) to containers that already receive their streams when that removes
+            subscriptions within the tolerance -- repairing splits that greedy placement
+            made while the load was tight.  Off by default: it migrates running tasks.
     """
 
     tolerance: float = 0.25
     max_moves: int = 4
     rebalance_on_tick: bool = True
+    affinity: bool = True
+    affinity_tolerance: float | None = None
+    affinity_tasks: float = 2.0
+    consolidate: bool = False
+
+    @property
+    def affinity_slack(self) -> float:
+        """The utilisation gap affinity may open (see ``affinity_tolerance``)."""
+        if self.affinity_tolerance is None:
+            return self.tolerance
+        return max(0.0, min(self.affinity_tolerance, self.tolerance))
 
 
 @dataclass
@@ -81,6 +125,8 @@ class ContainerState:
         weight: Sum of those tasks' weights (kept up to date by ``SchedulerState``).
         outgoing: Ids of stateful tasks whose hand-over from it is not acknowledged yet.
         drain_acknowledged: ``DrainComplete`` was already emitted.
+        streams: Stream key -> how many of its tasks read that stream: the streams it
+            subscribes to (kept up to date by ``SchedulerState``).
     """
 
     id: str
@@ -92,6 +138,16 @@ class ContainerState:
     weight: float = 0.0
     outgoing: set[str] = field(default_factory=set)
     drain_acknowledged: bool = False
+    streams: dict[str, int] = field(default_factory=dict)
+
+    def subscribe(self, streams: tuple[str, ...], sign: int) -> None:
+        """Counts (``sign`` +1) or uncounts (-1) one task reading ``streams``."""
+        for s in streams:
+            n = self.streams.get(s, 0) + sign
+            if n > 0:
+                self.streams[s] = n
+            else:
+                self.streams.pop(s, None)
 
     @property
     def free(self) -> int:
@@ -140,7 +196,11 @@ class SchedulerState:
         """Replaces a known task's spec (weight, group, statefulness), keeping its owner."""
         task = self.tasks[spec.id]
         if task.container is not None and task.container in self.containers:
-            self.containers[task.container].weight += spec.weight - task.spec.weight
+            owner = self.containers[task.container]
+            owner.weight += spec.weight - task.spec.weight
+            if spec.streams != task.spec.streams:
+                owner.subscribe(task.spec.streams, -1)
+                owner.subscribe(spec.streams, +1)
         old_group, new_group = task.spec.colocate_with, spec.colocate_with
         if old_group != new_group:
             if old_group is not None:
@@ -174,12 +234,14 @@ class SchedulerState:
             old.tasks.discard(task_id)
             # Recomputed when emptied so that float drift never accumulates.
             old.weight = old.weight - task.spec.weight if old.tasks else 0.0
+            old.subscribe(task.spec.streams, -1)
             old.reported_load = None
         task.container = container_id
         if container_id is not None:
             new = self.containers[container_id]
             new.tasks.add(task_id)
             new.weight += task.spec.weight
+            new.subscribe(task.spec.streams, +1)
             new.reported_load = None
 
     def set_migrating(self, task_id: str, source: str | None) -> None:
@@ -225,6 +287,15 @@ class SchedulerState:
         if len(utils) < 2:
             return 0.0
         return max(utils) - min(utils)
+
+    def new_subscriptions(self, container_id: str, streams: tuple[str, ...]) -> int:
+        """How many of ``streams`` ``container_id`` does not receive yet."""
+        held = self.containers[container_id].streams
+        return sum(1 for s in streams if s not in held)
+
+    def subscriptions(self) -> int:
+        """Total ``(container, stream)`` subscriptions: what routing by stream sends."""
+        return sum(len(c.streams) for c in self.containers.values())
 
     def assignment(self) -> dict[str, str | None]:
         """Task id to owner (``None`` when pending), in submission order."""

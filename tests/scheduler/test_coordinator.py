@@ -132,3 +132,29 @@ def test_standby_coordinator_takes_over_and_keeps_assigning(
     assert second.metrics.registry.get_sample_value("linkstream_scheduler_leader") == 1
     assert second.metrics.registry.get_sample_value("linkstream_scheduler_elections_total") == 1
     assert first.metrics.registry.get_sample_value("linkstream_scheduler_leader") == 0
+
+
+def test_task_streams_survive_zookeeper_and_steer_placement(
+    kazoo_factory: Factory, start_coordinator: Callable[[str], Coordinator]
+) -> None:
+    coordinator = start_coordinator("coord-1")
+    wait_until(lambda: coordinator.is_leader, what="leadership")
+    members = {"oc-a": kazoo_factory(), "oc-b": kazoo_factory()}
+    for port, (container_id, client) in enumerate(sorted(members.items()), start=5711):
+        Membership(client).join(8, f"tcp://127.0.0.1:{port}", member_id=container_id)
+    wait_until(lambda: coordinator.core is not None and len(coordinator.core.state.containers) == 2)
+    planner = AssignmentTable(kazoo_factory())
+    reads = {"q-1": ("s1",), "q-2": ("s2",), "q-3": ("s1",), "q-4": ("s2",)}
+    for task_id, streams in reads.items():
+        planner.submit(TaskSpec(task_id, stateful=True, streams=streams))
+    wait_until(lambda: None not in owners(planner).values(), what="all tasks assigned")
+    table = planner.all()
+    assert {t: a.task.streams for t, a in table.items()} == reads
+    # Each stream reaches one container, and the load stays balanced.
+    by_stream: dict[str, set[str | None]] = {}
+    for task_id, a in table.items():
+        by_stream.setdefault(reads[task_id][0], set()).add(a.container)
+    assert all(len(holders) == 1 for holders in by_stream.values()), by_stream
+    assert Counter(owners(planner).values()) == {"oc-a": 2, "oc-b": 2}
+    core = coordinator.core
+    assert core is not None and core.state.subscriptions() == 2
