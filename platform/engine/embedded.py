@@ -135,6 +135,10 @@ class Engine:
         self._sharing = Sharing(self)
         self.epoch = 0
         self.share = True
+        #: also share C-SPARQL joins across window ranges (a default graph merging static
+        #: triples and windows read through a router); off by default, since queries on a
+        #: router are rebuilt, not migrated, when a cluster moves them
+        self.share_merged = False
         self._static_version = 0
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results

@@ -297,10 +297,11 @@ class Sharing:
                 leaves.append(_Leaf(c, None, g))
                 continue
             w = g.children[0]
-            if _mergeable(g):
-                leaves.append(
-                    _Leaf(c, w, g, merged=None if len(g.children) == 1 and not len(g.static) else g)
-                )
+            single = len(g.children) == 1 and not len(g.static)
+            # a merged C-SPARQL graph only when the engine asks for it (``share_merged``):
+            # queries on a router are rebuilt rather than migrated when a cluster moves them
+            if _mergeable(g) and (single or getattr(self.eng, "share_merged", False)):
+                leaves.append(_Leaf(c, w, g, merged=None if single else g))
                 continue
             return False
         return True

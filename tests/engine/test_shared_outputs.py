@@ -4,12 +4,14 @@ Both are checked for sharing *and* for results equal to the oracle's per query."
 
 from __future__ import annotations
 
+import io
 import json
 from collections import defaultdict
 
 import numpy as np
 
 from linkstream.engine.embedded import Engine
+from linkstream.engine.replay import replay
 from linkstream.operators.filter import FilterOperator
 from linkstream.operators.mjoin import MJoinOperator
 from linkstream.query.continuous import parse_continuous
@@ -109,8 +111,9 @@ def test_queries_differing_in_a_filter_constant_share_one_join(trimmed, tmp_path
 
 
 def test_csparql_queries_over_other_ranges_share_one_routed_join(trimmed, tmp_path):  # noqa: F811
-    """C-SPARQL merges the static graph and every window into one default graph; queries
-    that differ in the windows' range (and filter constants) still share one join."""
+    """C-SPARQL merges the static graph and every window into one default graph; with
+    ``share_merged`` queries that differ in the windows' range (and filter constants)
+    still share one join."""
     from linkstream.operators.router import RouterOperator
 
     d, static = trimmed
@@ -123,7 +126,11 @@ def test_csparql_queries_over_other_ranges_share_one_routed_join(trimmed, tmp_pa
                 queries[name] = template_query(
                     kind, TRAFFIC[1], TRAFFIC[2], rng, 1000, const, "csparql", name
                 )
-    eng, buf = run_linkstream(queries, streams, static)
+    eng = _engine(static)
+    eng.share_merged = True  # (off by default: routed queries are rebuilt, not migrated)
+    rqs = [eng.register(parse_continuous(text, default_name=name)) for name, text in queries.items()]
+    buf = io.StringIO()
+    replay(eng, rqs, streams, buf)
     ops = list(eng.operators.values())
     # one per distinct BGP: kinds 2 (aggregate) and 3 (ASK with a filter) join the same patterns
     assert sum(isinstance(op, MJoinOperator) for op in ops) == 3
