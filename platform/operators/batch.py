@@ -43,11 +43,24 @@ class Batch:
         except ValueError:
             return np.zeros(len(self), dtype=np.int64)
 
+    # (``take``/``compress`` along an axis: fancy indexing of a 2-d array costs ~10x more
+    # per call, which dominates on the small batches of a window's churn)
     def take(self, idx: np.ndarray) -> Batch:
-        return Batch(self.vars, self.cols[:, idx], self.counts[idx])
+        idx = np.asarray(idx)
+        if idx.dtype.kind != "i":
+            if idx.dtype == bool:
+                return self.mask(idx)
+            if not idx.size:  # an empty list
+                idx = EMPTY_I64
+            else:  # (indexing raises as it always did)
+                return Batch(self.vars, self.cols[:, idx], self.counts[idx])
+        return Batch(self.vars, self.cols.take(idx, axis=1), self.counts.take(idx))
 
     def mask(self, m: np.ndarray) -> Batch:
-        return Batch(self.vars, self.cols[:, m], self.counts[m])
+        m = np.asarray(m)
+        if m.dtype != bool or m.ndim != 1:
+            return Batch(self.vars, self.cols[:, m], self.counts[m])
+        return Batch(self.vars, self.cols.compress(m, axis=1), self.counts.compress(m))
 
     def negate(self) -> Batch:
         return Batch(self.vars, self.cols, -self.counts)
@@ -64,7 +77,7 @@ class Batch:
             return self
         sv = self.vars
         if all(v in sv for v in vars):
-            return Batch(vars, self.cols[[sv.index(v) for v in vars]], self.counts)
+            return Batch(vars, self.cols.take([sv.index(v) for v in vars], axis=0), self.counts)
         n = len(self)
         cols = np.empty((len(vars), n), dtype=np.int64)
         for j, v in enumerate(vars):
@@ -146,12 +159,18 @@ def consolidate(b: Batch) -> Batch:
     if n <= SMALL_CONSOLIDATE and b.cols.shape[0]:
         return _consolidate_small(b)
     order = sort_order(b.cols)
-    cols = b.cols[:, order]
-    start = group_starts(cols)
-    idx = np.flatnonzero(start)
-    counts = np.add.reduceat(b.counts[order], idx)
-    keep = counts != 0
-    return Batch(b.vars, cols[:, idx[keep]], counts[keep])
+    cols = b.cols.take(order, axis=1)
+    idx = group_starts(cols).nonzero()[0]
+    counts = b.counts.take(order)
+    if len(idx) != n:
+        counts = np.add.reduceat(counts, idx)
+    keep = counts.nonzero()[0]
+    if len(keep) != len(idx):
+        idx = idx.take(keep)
+        counts = counts.take(keep)
+    elif len(idx) == n:  # no equal rows, no zero count: only the order changed
+        return Batch(b.vars, cols, counts)
+    return Batch(b.vars, cols.take(idx, axis=1), counts)
 
 
 def _consolidate_small(b: Batch) -> Batch:
@@ -238,7 +257,7 @@ def equal_on(a: np.ndarray, ai: np.ndarray, b: np.ndarray, bi: np.ndarray) -> np
     """Mask of pairs whose rows ``a[:, ai]`` and ``b[:, bi]`` are equal in every column."""
     if a.shape[0] == 0:
         return np.ones(len(ai), dtype=bool)
-    return (a[:, ai] == b[:, bi]).all(axis=0)
+    return (a.take(ai, axis=1) == b.take(bi, axis=1)).all(axis=0)
 
 
 def compatible_pairs_broadcast(
@@ -280,3 +299,18 @@ def merge_columns(
         else:
             out[j] = right.cols[rv.index(v), ri]
     return out
+
+
+def cross_product(a: Batch, b: Batch) -> Batch:
+    """Every row of ``a`` with every row of ``b`` (variables disjoint), ``a``-major order."""
+    n, m = len(a), len(b)
+    if not n or not m:
+        return Batch.empty(a.vars + b.vars)
+    li, rj = np.divmod(np.arange(n * m), m)
+    ka = a.cols.shape[0]
+    cols = np.empty((ka + b.cols.shape[0], n * m), dtype=np.int64)
+    a.cols.take(li, axis=1, out=cols[:ka])
+    b.cols.take(rj, axis=1, out=cols[ka:])
+    counts = a.counts.take(li)
+    counts *= b.counts.take(rj)
+    return Batch(a.vars + b.vars, cols, counts)

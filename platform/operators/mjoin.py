@@ -8,6 +8,14 @@ and the probe stops as soon as the intermediate result is empty.  Deltas of seve
 inputs in one epoch are applied one after the other, which is the standard incremental
 rule  d(R1..Rn) = sum_i R1'..R(i-1)' dRi R(i+1)..Rn  (primed = already updated).
 
+Inputs that share no variable with the rest (e.g. the star patterns of several streams
+joined only by a filter or not at all) form independent components.  Their joins are
+cached until an input changes, and the partial result is crossed with them rather than
+with one input at a time.  When every changed component is small, an epoch recomputes
+each changed component's join and applies the same product rule to the components
+instead of probing input by input: one small join per component replaces one probe per
+changed input.
+
 Filters whose variables are all certainly bound by a set of inputs are evaluated as soon
 as the intermediate result binds them (filter push-down into the join).
 """
@@ -18,9 +26,14 @@ from collections.abc import Sequence
 
 from ..query.expressions import Expr
 from .base import Operator
-from .batch import Batch, concat, consolidate
+from .batch import Batch, concat, consolidate, cross_product
 from .evaluate import Evaluator
 from .relation import Relation, union_vars
+
+#: a join whose inputs form independent components (sharing no variable) recomputes the
+#: join of a changed component and diffs it with the previous one when the component's
+#: smallest input and its join have at most this many rows; above, it probes input by input
+COMPONENT_MAX = 4096
 
 
 class MJoinOperator(Operator):
@@ -82,6 +95,23 @@ class MJoinOperator(Operator):
         while remaining and len(cur):
             cv = cur.vars
             connected = [j for j in remaining if not cvars[j].isdisjoint(cv)]
+            if not connected and len(remaining) > 1:
+                # the rest shares no variable with the partial result: join its connected
+                # components on their own (cached until their inputs change) and cross
+                # the partial result with them, instead of crossing with one input and
+                # joining the others against the blown-up product
+                for comp in self._components(remaining):
+                    if not len(cur):
+                        break
+                    rows, applied, comp_bound = self._component_join(comp)
+                    cur = cross_product(cur, rows)
+                    self.probes += 1
+                    done |= applied
+                    bound |= comp_bound
+                    if filters:
+                        cur = self._apply_filters(cur, done, bound)
+                remaining = []
+                break
             pool = connected or remaining
             j = pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
             remaining.remove(j)
@@ -94,6 +124,63 @@ class MJoinOperator(Operator):
             return Batch.empty(self.vars)
         return self._apply_filters(cur, done, set(self.vars)).project(self.vars)
 
+    def _components(self, idx: list[int]) -> list[tuple[int, ...]]:
+        """Inputs ``idx`` grouped into connected components (shared variables), smallest
+        current cardinality first."""
+        cvars = self._child_vars()
+        comps: list[tuple[list[int], set[str]]] = []
+        for j in idx:
+            hit = [c for c in comps if not cvars[j].isdisjoint(c[1])]
+            merged = ([j], set(cvars[j]))
+            for c in hit:
+                comps.remove(c)
+                merged[0].extend(c[0])
+                merged[1].update(c[1])
+            comps.append(merged)
+        state = self.state
+        out = [tuple(sorted(c[0])) for c in comps]
+        out.sort(key=lambda c: min(len(state[k]) for k in c))
+        return out
+
+    def _component_join(self, comp: tuple[int, ...]) -> tuple[Batch, set[int], set[str]]:
+        """The join of the current states of inputs ``comp`` with the filters that only
+        read variables they certainly bind applied, the indexes of those filters and
+        those variables.  Cached until one of the inputs' relations changes."""
+        state = self.state
+        rels = tuple(state[k] for k in comp)
+        versions = tuple(r.version for r in rels)
+        cache = self.__dict__.setdefault("_comp_cache", {})
+        hit = cache.get(comp)
+        if hit is not None and hit[1] == versions and all(a is b for a, b in zip(hit[0], rels)):
+            return hit[2]
+        first = min(comp, key=lambda k: len(state[k]))
+        remaining = [k for k in comp if k != first]
+        # its parts as they are (join is bilinear): reading ``rows`` would merge them
+        cur = state[first].contents()
+        bound = set(cur.vars) & self.children[first].certain
+        done: set[int] = set()
+        cvars = self._child_vars()
+        if self.filters:
+            cur = self._apply_filters(cur, done, bound)
+        while remaining and len(cur):
+            cv = cur.vars
+            pool = [j for j in remaining if not cvars[j].isdisjoint(cv)] or remaining
+            j = pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
+            remaining.remove(j)
+            cur = state[j].join(cur)
+            bound |= self.children[j].certain
+            if self.filters:
+                cur = self._apply_filters(cur, done, bound)
+        if remaining or not len(cur):  # the join became empty: keep every variable
+            vs: tuple[str, ...] = ()
+            for j in comp:
+                vs = union_vars(vs, self.children[j].vars)
+                bound |= self.children[j].certain
+            cur = Batch.empty(vs)
+        res = (cur, done, bound)
+        cache[comp] = (rels, versions, res)
+        return res
+
     def config_key(self) -> object:
         return tuple(f for f, _ in self.filters)
 
@@ -105,6 +192,13 @@ class MJoinOperator(Operator):
 
     def compute(self, epoch: int) -> Batch:
         deltas = [c.delta(epoch) for c in self.children]
+        if not any(len(d) for d in deltas):
+            return Batch.empty(self.vars)
+        comps = self._all_components()
+        if len(comps) > 1:
+            out = self._compute_by_components(deltas, comps)
+            if out is not None:
+                return out
         out = []
         for i, d in enumerate(deltas):
             if not len(d):
@@ -119,3 +213,59 @@ class MJoinOperator(Operator):
         if not out:
             return Batch.empty(self.vars)
         return concat(out, self.vars)
+
+    def _all_components(self) -> list[tuple[int, ...]]:
+        cache = self.__dict__.get("_all_comps")
+        if cache is None or cache[0] is not self.children:
+            comps = self._components(list(range(len(self.children))))
+            cache = self._all_comps = (self.children, sorted(comps))
+        return cache[1]
+
+    def _compute_by_components(self, deltas: list[Batch], comps: list[tuple[int, ...]]) -> Batch | None:
+        """The epoch's output delta when the inputs form several independent components
+        (a cross product of star patterns, say) whose joins are small, or ``None`` when
+        they are not (the caller then probes input by input).
+
+        Each changed component's join is recomputed from its inputs (a few small joins)
+        and diffed with the cached previous one; the product rule then gives the output
+        delta:  d(A1..An) = sum_k A1'..A(k-1)' dAk A(k+1)..An  (primed = new).  This
+        replaces one probe per changed input, each crossing with the other components,
+        by one small join per changed component.
+        """
+        state = self.state
+        changed = [any(len(deltas[j]) for j in c) for c in comps]
+        for c, ch in zip(comps, changed):
+            # the join restarts from the smallest input and (re)indexes the changed ones:
+            # that must stay small next to probing with the deltas
+            if ch and (
+                min(len(state[j]) for j in c) > COMPONENT_MAX
+                or any(len(deltas[j]) and len(state[j]) > COMPONENT_MAX for j in c)
+            ):
+                return None
+        olds = [self._component_join(c) for c in comps]
+        if any(len(o[0]) > COMPONENT_MAX for o, ch in zip(olds, changed) if ch):
+            return None
+        for i, d in enumerate(deltas):
+            if len(d):
+                state[i].apply(d)
+        news = [self._component_join(c) if ch else o for c, ch, o in zip(comps, changed, olds)]
+        done: set[int] = set()
+        for o in olds:
+            done |= o[1]
+        out = []
+        for k in range(len(comps)):
+            if not changed[k] or news[k] is olds[k]:
+                continue
+            cur = consolidate(concat([news[k][0], olds[k][0].negate()]))
+            for m in range(len(comps)):
+                if not len(cur):
+                    break
+                if m != k:
+                    cur = cross_product(cur, (news[m] if m < k else olds[m])[0])
+            if len(cur):
+                cur = self._apply_filters(cur, set(done), set(self.vars))
+            if len(cur):
+                out.append(cur.project(self.vars))
+        if not out:
+            return Batch.empty(self.vars)
+        return out[0] if len(out) == 1 else concat(out, self.vars)

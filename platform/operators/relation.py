@@ -42,21 +42,90 @@ def _split_bound(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(bound), np.flatnonzero(~bound)
 
 
+class _BoundIndex:
+    """Key columns of a part whose key values are all bound, with a lazily sorted index.
+
+    Single-variable keys are the column itself; multi-variable keys are hashed by
+    :func:`row_keys` and candidate pairs are verified column by column.
+    """
+
+    __slots__ = ("kcols", "_keys", "_order")
+
+    def __init__(self, kcols: np.ndarray) -> None:
+        self.kcols = kcols  # (m,) for one key variable, (k, m) for several
+        self._keys: np.ndarray | None = None
+        self._order = EMPTY_I64
+
+    def probe(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (i, j) of equal keys, ``i`` ascending then ``j`` ascending."""
+        kc = self.kcols
+        keys = self._keys
+        if keys is None:
+            keys = kc if kc.ndim == 1 else row_keys(kc)
+            self._order = np.argsort(keys, kind="stable")
+            keys = self._keys = keys[self._order]
+        pk = a if a.ndim == 1 else row_keys(a)
+        lo = keys.searchsorted(pk, "left")
+        cnt = keys.searchsorted(pk, "right")
+        cnt -= lo
+        total = int(cnt.sum())
+        if total == 0:
+            return EMPTY_I64, EMPTY_I64
+        n = len(pk)
+        if total == n and cnt.all():  # one match per probe row (e.g. unique keys)
+            li = np.arange(n)
+            rj = self._order[lo]
+        else:
+            li = np.arange(n).repeat(cnt)
+            # position of each pair in the sorted keys: its probe row's first match plus
+            # its rank among that row's matches
+            off = lo - cnt.cumsum()
+            off += cnt
+            pos = np.arange(total)
+            pos += off.repeat(cnt)
+            rj = self._order[pos]
+        if kc.ndim == 2:  # hash keys: rule out collisions
+            ok = (a.take(li, axis=1) == kc.take(rj, axis=1)).all(axis=0)
+            if not ok.all():
+                li, rj = li[ok], rj[ok]
+        return li, rj
+
+
 class _Part:
     """One consolidated multiset with lazily built key indexes."""
 
-    __slots__ = ("rows", "_indexes")
+    __slots__ = ("rows", "_indexes", "_bound", "_extra")
 
     def __init__(self, rows: Batch) -> None:
         self.rows = rows
         self._indexes: dict[tuple[str, ...], tuple[SortedIndex, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._bound: dict[tuple[int, ...], _BoundIndex | None] = {}
+        self._extra: dict[tuple[int, ...], np.ndarray] = {}
+
+    def bound_index(self, r_idx: tuple[int, ...]) -> _BoundIndex | None:
+        """The key index on columns ``r_idx``, or ``None`` if some key value is unbound."""
+        try:
+            return self._bound[r_idx]
+        except KeyError:
+            pass
+        cols = self.rows.cols
+        kc = cols[r_idx[0]] if len(r_idx) == 1 else cols.take(r_idx, axis=0)
+        ix = self._bound[r_idx] = _BoundIndex(kc) if kc.all() else None
+        return ix
+
+    def extra_cols(self, extra: tuple[int, ...]) -> np.ndarray:
+        """Columns ``extra`` as one contiguous array (cached: probed once per probe batch)."""
+        e = self._extra.get(extra)
+        if e is None:
+            e = self._extra[extra] = self.rows.cols.take(extra, axis=0)
+        return e
 
     def index(self, keyvars: tuple[str, ...]):
         ix = self._indexes.get(keyvars)
         if ix is None:
             cols = self.rows.project(keyvars).cols
             bound, partial = _split_bound(cols)
-            ix = (SortedIndex(row_keys(cols[:, bound])), bound, partial, cols)
+            ix = (SortedIndex(row_keys(cols.take(bound, axis=1))), bound, partial, cols)
             self._indexes[keyvars] = ix
         return ix
 
@@ -78,11 +147,11 @@ class _Part:
         if len(ppartial) or len(rpartial):
             extra_i, extra_j = [li], [rj]
             if len(ppartial):
-                a, b = compatible_pairs_broadcast(pcols[:, ppartial], rcols)
+                a, b = compatible_pairs_broadcast(pcols.take(ppartial, axis=1), rcols)
                 extra_i.append(ppartial[a])
                 extra_j.append(b)
             if len(rpartial) and len(pbound):
-                a, b = compatible_pairs_broadcast(pcols[:, pbound], rcols[:, rpartial])
+                a, b = compatible_pairs_broadcast(pcols.take(pbound, axis=1), rcols.take(rpartial, axis=1))
                 extra_i.append(pbound[a])
                 extra_j.append(rpartial[b])
             li, rj = np.concatenate(extra_i), np.concatenate(extra_j)
@@ -90,46 +159,50 @@ class _Part:
 
 
 #: a probe whose candidate pairs (probe rows x part rows) are at most this many compares
-#: all pairs at once (an equality matrix) instead of hashing keys and probing the sorted
-#: index: a handful of numpy calls instead of ~20 for the tiny batches of a window's churn
-SMALL_PAIRS = 2048
+#: all pairs at once (an equality matrix) instead of probing the sorted key index: a
+#: handful of numpy calls for the small batches of a window's churn
+SMALL_PAIRS = 4096
+
+#: joins whose shared values are all bound on both sides take the direct path
+#: (:func:`_bound_pairs` and column takes); off, every join takes the general path that
+#: handles unbound values (kept switchable so tests can compare the two)
+BOUND_FAST = True
 
 
 class _Plan:
     """How probes with given variables join a relation (cached per probe variables)."""
 
-    __slots__ = ("shared", "out", "p_idx", "r_idx", "extra", "n_probe")
+    __slots__ = ("shared", "out", "p_idx", "r_idx", "extra", "n_probe", "p_key", "r_key")
 
     def __init__(self, probe_vars: tuple[str, ...], rel_vars: tuple[str, ...]) -> None:
         self.shared = tuple(v for v in probe_vars if v in rel_vars)
         self.out = union_vars(probe_vars, rel_vars)
         self.p_idx = [probe_vars.index(v) for v in self.shared]
         self.r_idx = [rel_vars.index(v) for v in self.shared]
-        self.extra = [rel_vars.index(v) for v in self.out[len(probe_vars) :]]
+        self.extra = tuple(rel_vars.index(v) for v in self.out[len(probe_vars) :])
         self.n_probe = len(probe_vars)
+        self.p_key = self.p_idx[0] if len(self.p_idx) == 1 else self.p_idx
+        self.r_key = tuple(self.r_idx)
 
 
-def _small_pairs(plan: _Plan, probe: Batch, rows: Batch) -> tuple[np.ndarray, np.ndarray] | None:
-    """All pairs (i, j) of equal shared values, in (i, j) order, or ``None`` when a
-    shared value is unbound on either side (the general path handles compatibility)."""
-    n, m = len(probe), len(rows)
-    k = len(plan.p_idx)
-    if k == 0:
-        return np.repeat(np.arange(n), m), np.tile(np.arange(m), n)
-    if k == 1:
-        a = probe.cols[plan.p_idx[0]]
-        b = rows.cols[plan.r_idx[0]]
-        if not (a.all() and b.all()):
-            return None
-        eq = a[:, None] == b[None, :]
-    else:
-        a = probe.cols[plan.p_idx]
-        b = rows.cols[plan.r_idx]
-        if not (a.all() and b.all()):
-            return None
-        eq = (a[:, :, None] == b[:, None, :]).all(axis=0)
-    li, rj = np.nonzero(eq)
-    return li, rj
+def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np.ndarray] | None:
+    """All pairs (i, j) of equal shared values, ``i`` ascending then ``j`` ascending, or
+    ``None`` when a shared value is unbound on either side (the general path handles
+    compatibility with unbound values)."""
+    n, m = len(probe), len(part.rows)
+    if not plan.p_idx:
+        return np.divmod(np.arange(n * m), m)
+    a = probe.cols[plan.p_key] if len(plan.p_idx) == 1 else probe.cols.take(plan.p_idx, axis=0)
+    if not a.all():
+        return None
+    ix = part.bound_index(plan.r_key)
+    if ix is None:
+        return None
+    if n * m > SMALL_PAIRS:
+        return ix.probe(a)
+    b = ix.kcols
+    eq = (a[:, None] == b) if a.ndim == 1 else (a[:, :, None] == b[:, None, :]).all(axis=0)
+    return np.divmod(np.flatnonzero(eq), m)
 
 
 class Relation:
@@ -140,6 +213,10 @@ class Relation:
     #: merge the recent part into the base once it exceeds base/RATIO (+ a floor)
     RATIO = 4
     FLOOR = 256
+    #: a relation of at most this many rows stays one part: joins then probe one part,
+    #: and re-sorting it all costs no more than sorting the recent part (numpy's per-call
+    #: overhead dominates at this size)
+    SMALL = 512
 
     def __init__(self, vars: Sequence[str]) -> None:
         self.vars = tuple(vars)
@@ -164,6 +241,17 @@ class Relation:
             self._rows = self._base.rows
         return self._rows
 
+    def contents(self) -> Batch:
+        """The content as a batch that may hold equal rows twice (base and recent part,
+        whose counts may cancel): cheaper than :attr:`rows` for a bilinear use."""
+        if self._rows is not None:
+            return self._rows
+        if not len(self._recent.rows):
+            return self._base.rows
+        if not len(self._base.rows):
+            return self._recent.rows
+        return concat([self._base.rows, self._recent.rows], self.vars)
+
     def cardinality(self) -> int:
         r = self.rows
         return int(r.counts.sum()) if len(r) else 0
@@ -175,7 +263,7 @@ class Relation:
         self.version += 1
         self._rows = None
         nb, nr = len(self._base.rows), len(self._recent.rows)
-        if nr + len(delta) > nb // self.RATIO + self.FLOOR:
+        if nb + nr + len(delta) <= self.SMALL or nr + len(delta) > nb // self.RATIO + self.FLOOR:
             self._base = _Part(consolidate(concat([self._base.rows, self._recent.rows, delta], self.vars)))
             self._recent = _Part(Batch.empty(self.vars))
             self._rows = self._base.rows
@@ -196,7 +284,7 @@ class Relation:
     def _probe_prep(self, probe: Batch, shared: tuple[str, ...]):
         pcols = probe.project(shared).cols
         pbound, ppartial = _split_bound(pcols)
-        pkeys = row_keys(pcols[:, pbound] if len(pbound) != pcols.shape[1] else pcols)
+        pkeys = row_keys(pcols.take(pbound, axis=1) if len(pbound) != pcols.shape[1] else pcols)
         return pcols, pbound, ppartial, pkeys
 
     def _plan(self, probe_vars: tuple[str, ...]) -> _Plan:
@@ -208,35 +296,41 @@ class Relation:
     def join(self, probe: Batch, out_vars: Sequence[str] | None = None) -> Batch:
         """Join ``probe`` with this relation (SPARQL compatibility, counts multiply)."""
         plan = self._plan(probe.vars)
-        shared = plan.shared
         out = tuple(out_vars) if out_vars is not None else plan.out
         n = len(probe)
-        parts = self._parts()
-        if not parts or not n:
+        if not n or not self._n:
             return Batch.empty(out)
+        direct = BOUND_FAST and out == plan.out and probe.cols.dtype == np.int64
         prep = None
         results = []
-        for part in parts:
+        for part in (self._base, self._recent):
             rows = part.rows
-            pairs = _small_pairs(plan, probe, rows) if n * len(rows) <= SMALL_PAIRS else None
-            if pairs is not None and out == plan.out:
+            if not len(rows):
+                continue
+            pairs = _bound_pairs(plan, probe, part) if direct else None
+            if pairs is not None:
                 # every shared value is bound on both sides, hence equal: the probe's
                 # columns then the relation's own ones are the merged mapping
                 li, rj = pairs
-                if not len(li):
+                t = len(li)
+                if not t:
                     continue
-                cols = np.empty((len(out), len(li)), dtype=np.int64)
-                cols[: plan.n_probe] = probe.cols[:, li]
+                cols = np.empty((len(out), t), dtype=np.int64)
+                k = plan.n_probe
+                if k:
+                    probe.cols.take(li, axis=1, out=cols[:k])
                 if plan.extra:
-                    cols[plan.n_probe :] = rows.cols[plan.extra][:, rj]
+                    part.extra_cols(plan.extra).take(rj, axis=1, out=cols[k:])
             else:
                 if prep is None:
-                    prep = self._probe_prep(probe, shared)
-                li, rj = part.pairs(probe, shared, *prep)
+                    prep = self._probe_prep(probe, plan.shared)
+                li, rj = part.pairs(probe, plan.shared, *prep)
                 if not len(li):
                     continue
                 cols = merge_columns(out, probe, li, rows, rj)
-            results.append(Batch(out, cols, probe.counts[li] * rows.counts[rj]))
+            counts = probe.counts.take(li)
+            counts *= rows.counts.take(rj)
+            results.append(Batch(out, cols, counts))
         if not results:
             return Batch.empty(out)
         return results[0] if len(results) == 1 else concat(results, out)
@@ -244,17 +338,17 @@ class Relation:
     def key_counts(self, probe: Batch, shared: tuple[str, ...]) -> np.ndarray:
         """For each probe row, the total multiplicity of compatible rows here."""
         out = np.zeros(len(probe), dtype=np.int64)
-        parts = self._parts()
         n = len(probe)
-        if not parts or not n:
+        if not n or not self._n:
             return out
-        plan = self._plan(probe.vars) if shared == tuple(v for v in probe.vars if v in self.vars) else None
+        plan = self._plan(probe.vars)
+        direct = BOUND_FAST and shared == plan.shared
         prep = None
-        for part in parts:
+        for part in (self._base, self._recent):
             rows = part.rows
-            pairs = None
-            if plan is not None and n * len(rows) <= SMALL_PAIRS:
-                pairs = _small_pairs(plan, probe, rows)
+            if not len(rows):
+                continue
+            pairs = _bound_pairs(plan, probe, part) if direct else None
             if pairs is None:
                 if prep is None:
                     prep = self._probe_prep(probe, shared)

@@ -82,12 +82,50 @@ def test_small_join_and_key_counts_equal_the_indexed_path(seed, monkeypatch):
         probe = Batch(
             pv, rng.integers(low, 4, size=(len(pv), n)), rng.integers(-2, 3, size=n).astype(np.int64)
         )
+        shared = tuple(v for v in pv if v in rv)
         fast = _relation(rv, deltas)
-        monkeypatch.setattr(R, "SMALL_PAIRS", -1)  # every probe through the sorted index
         slow = _relation(rv, deltas)
+        monkeypatch.setattr(R, "BOUND_FAST", False)  # every probe through the general path
         want = slow.join(probe)
-        want_kc = slow.key_counts(probe, tuple(v for v in pv if v in rv))
-        monkeypatch.setattr(R, "SMALL_PAIRS", 2048)
-        _same(fast.join(probe), want)
-        assert np.array_equal(fast.key_counts(probe, tuple(v for v in pv if v in rv)), want_kc)
+        want_kc = slow.key_counts(probe, shared)
+        monkeypatch.setattr(R, "BOUND_FAST", True)
+        for small_pairs in (R.SMALL_PAIRS, -1):  # equality matrix, then the sorted key index
+            monkeypatch.setattr(R, "SMALL_PAIRS", small_pairs)
+            _same(fast.join(probe), want)
+            assert np.array_equal(fast.key_counts(probe, shared), want_kc)
         assert len(fast) == len(slow) == len(fast._base.rows) + len(fast._recent.rows)
+
+
+def test_bound_join_with_duplicate_keys_and_multi_variable_keys():
+    rel = _relation(
+        ("a", "b", "c"),
+        [_batch(("a", "b", "c"), [(1, 2, 3), (1, 2, 4), (1, 3, 3), (2, 2, 3)], [1, 2, 1, -1])],
+    )
+    probe = _batch(("a", "b", "d"), [(1, 2, 9), (2, 2, 8), (1, 2, 7), (5, 5, 5)], [1, 3, -1, 1])
+    for small_pairs in (2048, -1):
+        R.SMALL_PAIRS, old = small_pairs, R.SMALL_PAIRS
+        try:
+            out = rel.join(probe)
+        finally:
+            R.SMALL_PAIRS = old
+        assert out.vars == ("a", "b", "d", "c")
+        got = sorted(zip(map(tuple, out.cols.T.tolist()), out.counts.tolist()))
+        assert got == [
+            ((1, 2, 7, 3), -1),
+            ((1, 2, 7, 4), -2),
+            ((1, 2, 9, 3), 1),
+            ((1, 2, 9, 4), 2),
+            ((2, 2, 8, 3), -3),
+        ]
+
+
+def test_take_and_mask_equal_fancy_indexing():
+    b = _batch(("a", "b"), [(1, 2), (3, 4), (5, 6)], [1, -2, 3])
+    m = np.array([True, False, True])
+    for idx in (np.array([2, 0, 2]), [1], [], np.array([], dtype=np.int64), m):
+        want_cols, want_counts = b.cols[:, idx], b.counts[idx]
+        got = b.take(idx) if not isinstance(idx, np.ndarray) or idx.dtype != bool else b.mask(idx)
+        assert got.cols.shape == want_cols.shape
+        assert np.array_equal(got.cols, want_cols) and np.array_equal(got.counts, want_counts)
+    _same(b.mask(m), b.take(np.array([0, 2])))
+    _same(b.mask(np.array([0, 2])), b.take(m))  # an index array passed as a mask, and back
