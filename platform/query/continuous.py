@@ -15,6 +15,7 @@ column of the offending token in the original text, SPARQL syntax errors include
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -44,7 +45,10 @@ from linkstream.query.lexer import (
     map_offset,
     quote,
 )
+from linkstream.query.template import AlgebraTemplate, constant_slots
 from linkstream.query.windows import WindowSpec, read_window
+
+log = logging.getLogger(__name__)
 
 WINDOW_GRAPH_PREFIX = "urn:linkstream:window:"
 DIALECT_NAMES = {"csparql": "C-SPARQL", "cqels": "CQELS-QL", "rspql": "RSP-QL"}
@@ -178,8 +182,13 @@ class _Scan(TokenStream):
         values_pending = False
         before_form: Token | None = None  # first token that is neither prologue nor REGISTER
         j = 0
-        while j < len(self.sig):
-            t = self.toks[self.sig[j]]
+        toks, sig, n = self.toks, self.sig, len(self.sig)
+        while j < n:
+            t = toks[sig[j]]
+            if self.form is not None:  # fast path: variables and plain punctuation in the body
+                if t.kind == "var" or (t.kind == "punct" and t.text not in "{}@"):
+                    j += 1
+                    continue
             key, depth = t.key, len(stack)
             if t.kind == "punct":
                 if t.text == "{":
@@ -412,6 +421,10 @@ class _Scan(TokenStream):
 #: algebra is shared read-only by the queries (planners only read it).
 _ALGEBRA_CACHE: dict[tuple[str, str], Any] = {}
 ALGEBRA_CACHE_SIZE = 4096
+#: Algebra templates by shape text and base (see :mod:`.template`); ``None`` marks a
+#: shape whose queries are parsed one by one.
+_TEMPLATES: dict[tuple[str, str], AlgebraTemplate | None] = {}
+_MISSING = object()
 
 
 def parse_continuous(
@@ -451,10 +464,13 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
     scan.run()
     decls = scan.finish()
     sparql, sparql_map = scan.render(decode=False)
-    parse_text, parse_map = scan.render(decode=True, extra=scan.parser_spacing())
+    spacing = scan.parser_spacing()
+    parse_text, parse_map = scan.render(decode=True, extra=spacing)
 
     key = (parse_text, base)
     compiled = _ALGEBRA_CACHE.get(key)
+    if compiled is None:
+        compiled = _from_template(scan, spacing, base)
     if compiled is None:
         tree = _parse_sparql(scan, parse_text, parse_map)
         _check_iris(scan, tree)
@@ -466,6 +482,7 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
             raise
         except Exception as e:  # rdflib raises bare Exceptions here
             scan.fail("cannot compile the query: %s" % e, scan.tok(scan.form_j or 0))
+    if key not in _ALGEBRA_CACHE:
         if len(_ALGEBRA_CACHE) >= ALGEBRA_CACHE_SIZE:
             _ALGEBRA_CACHE.clear()  # crude bound; a dict stays safe under concurrent parses
         _ALGEBRA_CACHE[key] = compiled
@@ -484,6 +501,48 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
         algebra=compiled,
         offset_map=sparql_map,
     )
+
+
+def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> Any:
+    """The algebra from the template of the query's shape, or ``None`` (parse the text).
+
+    The shape is the parser text with its constants replaced by placeholders (see
+    :mod:`.template`); its first query parses and checks it.  A shape that fails, or whose
+    algebra a template cannot hold, is remembered as ``None``: its queries are parsed
+    one by one, so that errors are found and located on the original text.
+    """
+    slots, texts = constant_slots(scan, spacing)
+    if not texts:
+        return None
+    shape_text = scan.render(decode=True, extra={**spacing, **slots})[0]
+    tkey = (shape_text, base)
+    template = _TEMPLATES.get(tkey, _MISSING)
+    if template is _MISSING:
+        template = _build_template(scan, shape_text, base, len(texts))
+        if len(_TEMPLATES) >= ALGEBRA_CACHE_SIZE:
+            _TEMPLATES.clear()
+        _TEMPLATES[tkey] = template
+    if template is None:
+        return None
+    try:
+        values = template.values(texts)
+        return None if values is None else template.instantiate(values)
+    except Exception:  # never expected; the text's own parse is the reference
+        log.warning("algebra template failed; parsing the query text", exc_info=True)
+        return None
+
+
+def _build_template(scan: _Scan, shape_text: str, base: str, count: int) -> AlgebraTemplate | None:
+    rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
+    try:
+        tree = parser.Query.parse_string(shape_text, parse_all=True)
+        _check_iris(scan, tree)
+        check_sparql_rules(scan, tree, scan.form_j)
+        OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
+        return AlgebraTemplate(algebra.translateQuery(tree, base=base, initNs={}), count)
+    except Exception:  # the original text's parse finds and locates the problem
+        log.debug("no template for this query shape", exc_info=True)
+        return None
 
 
 # --------------------------------------------------------------------------- SPARQL 1.1 layer

@@ -16,8 +16,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from linkstream.query.errors import QueryError
 
@@ -34,7 +33,39 @@ _TOKEN_RE = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 
+#: :data:`_TOKEN_RE` without groups: ``findall`` then returns the token texts alone, and
+#: the kind of a token follows from its first character (and its length), see
+#: :func:`_kind_of`; no match objects are made for the millions of tokens of thousands
+#: of registered queries.
+_SPLIT_RE = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _TOKEN_RE.pattern), re.VERBOSE | re.DOTALL)
+#: Kinds that a token of length > 1 has instead of ``punct``, by first character.
+_LONG_KIND = {"<": "iri", "'": "string", '"': "string", "?": "var", "$": "var"}
+
+
+def _kind_of(ch: str) -> str:
+    """The kind of the tokens that start with ``ch`` (``"?"``: see :data:`_LONG_KIND`).
+
+    The alternatives of :data:`_TOKEN_RE` are tried in order: white space (``\\s``, which
+    is :meth:`str.isspace`), then a comment (``#``), an IRI (``<``), a string (a quote) or
+    a variable (``?``, ``$``), each longer than one character or else punctuation, then a
+    word (its first-character class), and punctuation for any other character.
+    """
+    if ch.isspace():
+        return "ws"
+    if ch == "#":
+        return "comment"
+    if ch in _LONG_KIND:
+        return "?"
+    if ch.isascii():
+        return "word" if (ch.isalnum() or ch in "_:") else "punct"
+    return "word" if "\u00c0" <= ch <= "\uffff" else "punct"
+
+
+_FIRST_KIND = {chr(c): _kind_of(chr(c)) for c in range(128)}
 _SPARQL_WS = frozenset(" \t\r\n")
+_INSIGNIFICANT = frozenset(("ws", "comment"))
+#: Punctuation that needs no check (see :func:`_check_punct`).
+_PLAIN_PUNCT = frozenset("{}()[].,;*+-/<>=!&|^?@")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _ECHAR = frozenset("tbnrf\"'\\")
 _ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))")
@@ -45,9 +76,8 @@ _IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
 _KEEP_ESCAPED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
-    """One lexical token.
+class Token(NamedTuple):
+    """One lexical token (an immutable tuple: thousands of queries make millions of them).
 
     Attributes:
         kind: ``ws``, ``comment``, ``iri``, ``string``, ``var``, ``word`` or ``punct``.
@@ -118,39 +148,43 @@ def tokenize(text: str) -> list[Token]:
             (the error's ``column`` is filled in, ``line`` too), so that binary input
             fails fast.
     """
-    index = LineIndex(text)
     tokens: list[Token] = []
     surrogate = _SURROGATE_RE.search(text)
     first_surrogate = surrogate.start() if surrogate else len(text)
-    pos = 0
-    n = len(text)
-    match = _TOKEN_RE.match
-    while pos < n:
-        m = match(text, pos)
-        assert m is not None  # the punct alternative matches any character
-        kind = m.lastgroup or "punct"
-        tok_text = m.group()
-        start, end = m.start(), m.end()
+    new = tuple.__new__
+    append = tokens.append
+    # the alternatives cover every character (``punct`` matches any), so the matches of
+    # findall are contiguous; words and plain punctuation (most tokens) need no check
+    first_kind = _FIRST_KIND.get
+    end = 0
+    for tok_text in _SPLIT_RE.findall(text):
+        start = end
+        end = start + len(tok_text)
+        ch = tok_text[0]
+        kind = first_kind(ch) or _kind_of(ch)
+        if kind == "?":
+            kind = _LONG_KIND[ch] if end - start > 1 else "punct"
         if end > first_surrogate and kind != "ws":
-            raise _error(index, first_surrogate, _describe_char(text[first_surrogate]))
-        key = ""
+            raise _error(LineIndex(text), first_surrogate, _describe_char(text[first_surrogate]))
         if kind == "word":
-            if ":" not in tok_text:
-                key = tok_text.upper()
-        elif kind == "ws":
-            if tok_text.strip(" \t\r\n"):
+            append(new(Token, (kind, tok_text, start, end, "" if ":" in tok_text else tok_text.upper())))
+            continue
+        if kind == "ws":
+            if tok_text != " " and tok_text.strip(" \t\r\n"):
                 k = next(k for k, ch in enumerate(tok_text) if ch not in _SPARQL_WS)
                 ch = tok_text[k]
                 what = _describe_char(ch) if _bad_char(ch) else "white space U+%04X" % ord(ch)
-                raise _error(index, start + k, "%s is not allowed here" % what)
+                raise _error(LineIndex(text), start + k, "%s is not allowed here" % what)
         elif kind == "punct":
-            _check_punct(text, index, tok_text, start)
+            if tok_text in _PLAIN_PUNCT:
+                append(new(Token, ("punct", tok_text, start, end, "")))
+                continue
+            _check_punct(text, LineIndex(text), tok_text, start)
         elif kind == "string" and "\\" in tok_text:
-            _check_string_escapes(index, tok_text, start)
+            _check_string_escapes(LineIndex(text), tok_text, start)
         elif kind == "iri" and "\\" in tok_text:
-            _check_iri_escapes(index, tok_text, start)
-        tokens.append(Token(kind, tok_text, start, end, key))
-        pos = end
+            _check_iri_escapes(LineIndex(text), tok_text, start)
+        append(new(Token, (kind, tok_text, start, end, "")))
     return tokens
 
 
@@ -282,10 +316,10 @@ class TokenStream:
         self.text = text
         self.index = LineIndex(text)
         self.toks = tokenize(text)
-        self.sig = [i for i, t in enumerate(self.toks) if t.significant]
-        self.repl: dict[int, str] = {
-            i: " " * len(t.text) for i, t in enumerate(self.toks) if t.kind == "comment"
-        }
+        self.sig = [i for i, t in enumerate(self.toks) if t.kind not in _INSIGNIFICANT]
+        self.repl: dict[int, str] = {}
+        if "#" in text:  # a comment starts with '#'
+            self.repl = {i: " " * len(t.text) for i, t in enumerate(self.toks) if t.kind == "comment"}
 
     def tok(self, j: int | None) -> Token | None:
         """The ``j``-th significant token, or ``None`` past the end."""
@@ -469,11 +503,19 @@ def iri_problem(iri: str) -> str | None:
     Returns:
         ``None`` if it is valid, else a short reason.
     """
+    if iri in _VALID_IRIS:  # the same few prefix and namespace IRIs, query after query
+        return None
     if _IRI_REF_RE.fullmatch(iri):
+        if len(_VALID_IRIS) >= 65536:
+            _VALID_IRIS.clear()
+        _VALID_IRIS.add(iri)
         return None
     if re.search("%(?![0-9A-Fa-f]{2})", iri):
         return "bad percent-encoding"
     return "not a valid IRI"
+
+
+_VALID_IRIS: set[str] = set()
 
 
 # --------------------------------------------------------------------------- language tags (BCP 47)

@@ -11,7 +11,9 @@ are returned in :class:`QueryShape` for the output operator.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from rdflib import BNode as RBNode
@@ -36,6 +38,10 @@ from ..operators.values import ConstantOperator
 from ..rdf.terms import IRI, Term
 from .errors import QueryError
 from .expressions import Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
+
+#: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
+#: access, a good part of planning time when thousands of queries register).
+_at = dict.get
 
 _AGG = {
     "Aggregate_Count": "COUNT",
@@ -72,6 +78,36 @@ class QueryShape:
     template: list[tuple] = field(default_factory=list)
 
 
+class _Memo:
+    """What planning derives from the (read-only) algebra alone, per dictionary.
+
+    An id never changes meaning within one dictionary, and thousands of queries name the
+    same few predicates and classes and share algebra nodes (see the parse caches of
+    :mod:`.continuous`); compiled expressions are immutable.
+    """
+
+    SIZE = 65536
+
+    def __init__(self) -> None:
+        self.slots: dict[object, tuple[str, object]] = {}
+        #: ``id(CompValue) -> (the CompValue, its compiled Expr)``; the node is kept so
+        #: that its id is not reused while the entry lives
+        self.exprs: dict[int, tuple[object, Expr]] = {}
+
+
+_MEMOS: weakref.WeakKeyDictionary[Any, _Memo] = weakref.WeakKeyDictionary()
+
+
+def _memo(dictionary: object) -> _Memo:
+    try:
+        memo = _MEMOS.get(dictionary)
+        if memo is None:
+            memo = _MEMOS[dictionary] = _Memo()
+        return memo
+    except TypeError:  # not weakly referenceable: a memo for this planner only
+        return _Memo()
+
+
 class Planner:
     """Builds the operator graph of one query over a :class:`Dataset`."""
 
@@ -80,6 +116,8 @@ class Planner:
         self.ev = evaluator
         self.terms = evaluator.terms
         self._hidden = 0
+        memo = _memo(self.terms.dictionary)
+        self._slots, self._exprs = memo.slots, memo.exprs
 
     # ------------------------------------------------------------ helpers
 
@@ -87,18 +125,34 @@ class Planner:
         return self.terms.encode_one(t)
 
     def expr(self, e: object) -> Expr:
-        return compile_expr(e, self.encode)
+        if not isinstance(e, CompValue):
+            return compile_expr(e, self.encode)
+        hit = self._exprs.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        out = compile_expr(e, self.encode)
+        if len(self._exprs) >= _Memo.SIZE:
+            self._exprs.clear()
+        self._exprs[id(e)] = (e, out)
+        return out
 
     def hidden(self, prefix: str) -> str:
         self._hidden += 1
         return f"_{prefix}{self._hidden}"
 
     def slot(self, t: object) -> tuple[str, object]:
-        if isinstance(t, Variable):
-            return ("var", str(t))
-        if isinstance(t, RBNode):
-            return ("var", "_:" + str(t))  # blank nodes in patterns are variables
-        return ("const", self.encode(from_rdflib(t)))
+        s = self._slots.get(t)
+        if s is None:
+            if isinstance(t, Variable):
+                s = ("var", str(t))
+            elif isinstance(t, RBNode):
+                s = ("var", "_:" + str(t))  # blank nodes in patterns are variables
+            else:
+                s = ("const", self.encode(from_rdflib(t)))
+            if len(self._slots) >= _Memo.SIZE:
+                self._slots.clear()
+            self._slots[t] = s
+        return s
 
     # ------------------------------------------------------------ top level
 
@@ -106,22 +160,22 @@ class Planner:
         form = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT"}.get(q.name)
         if form is None:
             raise QueryError(f"{q.name} is not supported in continuous queries")
-        node = q.p
+        node = _at(q, "p")
         shape = QueryShape(form=form, project=None)
         if node.name == "Slice":
-            shape.offset = int(node.start or 0)
-            shape.limit = None if node.length is None else int(node.length)
-            node = node.p
+            shape.offset = int(_at(node, "start") or 0)
+            shape.limit = None if _at(node, "length") is None else int(_at(node, "length"))
+            node = _at(node, "p")
         if node.name in ("Distinct", "Reduced"):
             shape.distinct = True
-            node = node.p
+            node = _at(node, "p")
         if node.name == "Project":
-            shape.project = tuple(str(v) for v in node.PV)
-            node = node.p
+            shape.project = tuple(str(v) for v in _at(node, "PV"))
+            node = _at(node, "p")
         if node.name == "OrderBy":
             if shape.limit is not None or shape.offset:
-                shape.order = [(self.expr(c.expr), c.order == "DESC") for c in node.expr]
-            node = node.p
+                shape.order = [(self.expr(c.expr), c.order == "DESC") for c in _at(node, "expr")]
+            node = _at(node, "p")
         if form == "CONSTRUCT":
             shape.template = [tuple(self._template_slot(x) for x in tr) for tr in q.template]
             shape.project = None
@@ -156,26 +210,26 @@ class Planner:
         if name == "LeftJoin":
             return self._left_join(n, graph)
         if name == "Union":
-            return UnionOperator([self.plan(n.p1, graph), self.plan(n.p2, graph)])
+            return UnionOperator([self.plan(_at(n, "p1"), graph), self.plan(_at(n, "p2"), graph)])
         if name == "Minus":
-            return self._minus(self.plan(n.p1, graph), self.plan(n.p2, graph))
+            return self._minus(self.plan(_at(n, "p1"), graph), self.plan(_at(n, "p2"), graph))
         if name == "Extend":
-            child = self.plan(n.p, graph)
-            if str(n.var) in child.vars:
+            child = self.plan(_at(n, "p"), graph)
+            if str(_at(n, "var")) in child.vars:
                 # rdflib re-binds each GROUP BY variable to a SAMPLE of itself above the
                 # aggregation: the value is the group key already in scope.
                 return child
-            return ExtendOperator(child, str(n.var), self.expr(n.expr), self.ev)
+            return ExtendOperator(child, str(_at(n, "var")), self.expr(_at(n, "expr")), self.ev)
         if name == "Project":
-            return ProjectOperator(self.plan(n.p, graph), [str(v) for v in n.PV])
+            return ProjectOperator(self.plan(_at(n, "p"), graph), [str(v) for v in _at(n, "PV")])
         if name in ("Distinct", "Reduced"):
-            return DistinctOperator(self.plan(n.p, graph))
+            return DistinctOperator(self.plan(_at(n, "p"), graph))
         if name == "OrderBy":
-            return self.plan(n.p, graph)  # order is irrelevant inside a multiset
+            return self.plan(_at(n, "p"), graph)  # order is irrelevant inside a multiset
         if name == "Slice":
             return self._sub_slice(n, graph)
         if name == "ToMultiSet":
-            return self.plan(n.p, graph)
+            return self.plan(_at(n, "p"), graph)
         if name == "values":
             return self._values(n)
         if name == "Graph":
@@ -191,11 +245,11 @@ class Planner:
 
     def _join_leaves(self, n: CompValue, graph: Operator) -> list[Operator]:
         if n.name == "BGP":
-            if not n.triples:
+            if not _at(n, "triples"):
                 return [ConstantOperator((), np.zeros((0, 1), dtype=np.int64))]
-            return [ScanOperator(graph, tuple(self.slot(x) for x in tr)) for tr in n.triples]  # type: ignore[misc]
+            return [ScanOperator(graph, tuple(self.slot(x) for x in tr)) for tr in _at(n, "triples")]  # type: ignore[misc]
         if n.name == "Join":
-            return self._join_leaves(n.p1, graph) + self._join_leaves(n.p2, graph)
+            return self._join_leaves(_at(n, "p1"), graph) + self._join_leaves(_at(n, "p2"), graph)
         return [self.plan(n, graph)]
 
     def _join(self, leaves: list[Operator], filters: list[Expr]) -> Operator:
@@ -212,13 +266,13 @@ class Planner:
         return MJoinOperator(leaves, filters, self.ev)
 
     def _filter(self, n: CompValue, graph: Operator) -> Operator:
-        exprs = conjuncts(self.expr(n.expr))
+        exprs = conjuncts(self.expr(_at(n, "expr")))
         exists = [e for e in exprs if isinstance(e, Exists)]
         plain = [e for e in exprs if not isinstance(e, Exists)]
         for e in plain:
             if _has_exists(e):
                 raise QueryError("EXISTS is supported only as a top-level conjunct of FILTER")
-        inner = n.p
+        inner = _at(n, "p")
         if inner.name in ("BGP", "Join"):
             leaves = self._join_leaves(inner, graph)
             cert: set[str] = set()
@@ -328,16 +382,16 @@ class Planner:
         return ConstantOperator(vs, cols)
 
     def _graph(self, n: CompValue) -> Operator:
-        term = n.term
+        term = _at(n, "term")
         if isinstance(term, URIRef):
             g = self.ds.named.get(str(term), self.ds.empty)
-            return self.plan(n.p, g)
+            return self.plan(_at(n, "p"), g)
         if not isinstance(term, Variable):
             raise QueryError(f"GRAPH {term!r} is not supported")
         var = str(term)
         branches = []
         for iri, g in self.ds.named.items():
-            op = self.plan(n.p, g)
+            op = self.plan(_at(n, "p"), g)
             gid = self.encode(IRI(iri))
             if var in op.vars:
                 op = FilterOperator(op, [_eq(var, IRI(iri), gid)], self.ev)

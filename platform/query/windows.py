@@ -183,6 +183,11 @@ def parse_window(words: list[str]) -> WindowSpec:
     return WindowSpec(TIME, range_ms=rng, step_ms=step)
 
 
+#: Windows by the words of their body: registering thousands of queries reads the same
+#: few windows over and over.  Only successes are kept (errors need the token position).
+_WINDOWS: dict[tuple[str, ...], WindowSpec] = {}
+
+
 def read_window(stream: TokenStream, j: int) -> tuple[WindowSpec, int]:
     """Reads the window ``[...]`` that starts at significant token ``j`` of a query.
 
@@ -208,7 +213,15 @@ def read_window(stream: TokenStream, j: int) -> tuple[WindowSpec, int]:
         k += 1
     if t is None or not t.is_punct("]"):
         stream.fail("unterminated window '['", opening)
+    texts = tuple(w.text for w in words)
+    spec = _WINDOWS.get(texts)
+    if spec is not None:
+        return spec, k
     try:
-        return parse_window([w.text for w in words]), k
+        spec = parse_window(list(texts))
     except WindowWordError as e:
         stream.fail(e.message, opening if e.index is None else words[e.index])
+    if len(_WINDOWS) >= 4096:
+        _WINDOWS.clear()  # crude bound; queries use few distinct windows
+    _WINDOWS[texts] = spec
+    return spec, k

@@ -3,6 +3,8 @@ name, windows, stream IRIs) share one rdflib algebra; errors are never cached.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from linkstream.query import continuous as C
@@ -46,3 +48,104 @@ def test_cache_is_bounded(monkeypatch):
     for k in range(5):
         parse_continuous(TEMPLATE.format(name="a", stream="s1", rng=3, const=k))
     assert 1 <= len(C._ALGEBRA_CACHE) <= 2
+
+
+# --------------------------------------------------------------------------- shape templates
+
+PFX = "PREFIX ex: <http://ex.org/>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+STREAM = "REGISTER RSTREAM <q> AS\n"
+WIN = "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT{r}S STEP PT1S]\n"
+#: Query shapes with constants ``{a}`` (an IRI or prefixed name) and ``{n}`` (a number) in
+#: every place the grammar allows them, and where a template must not stand for them.
+SHAPES = [
+    "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p {a} . ?s ex:q ?v FILTER(?v > {n}) }} }}",
+    "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p ?o }} OPTIONAL {{ ?o ex:r {a} }} }}",
+    "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p ?o }} VALUES ?o {{ {a} ex:zz {n} }} }}",
+    "SELECT ?s (?v * {n} AS ?w) " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p ?v ; ex:q {a} }} }}",
+    "SELECT ?s (COUNT(*) AS ?c) "
+    + WIN
+    + "WHERE {{ WINDOW ex:w {{ ?s ex:p ?v }} }} GROUP BY ?s HAVING (SUM(?v) > {n}) ORDER BY ?c LIMIT 3",
+    "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p/ex:q {a} . ?s ex:q ?v FILTER(?v < -{n}) }} }}",
+    "SELECT ?s " + WIN + 'WHERE {{ WINDOW ex:w {{ ?s ex:p "{n}"^^xsd:integer . ?s ex:p {a} }} }}',
+    "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p ?v BIND(xsd:double(?v) + {n} AS ?d) }} }}",
+    "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p ?v }} FILTER NOT EXISTS {{ ?s ex:q {a} }} }}",
+    "CONSTRUCT {{ ?s ex:t {a} . ?s ex:n {n} }} " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p {a} }} }}",
+    "ASK "
+    + WIN
+    + "WHERE {{ WINDOW ex:w {{ ?s ex:p {a}, ex:b, {n} }} {{ SELECT ?s WHERE {{ ?s ex:k {n} }} }} }}",
+    "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s {a} ?o . ?o {a} {a} }} MINUS {{ ?s ex:q {n} }} }}",
+]
+CONSTANTS = [
+    ("ex:a", "1"),
+    ("<http://ex.org/b>", "2.5"),
+    ("ex:b", "1e3"),
+    ("<http://ex.org/a>", "10"),
+    ("ex:a.b-c", "0.50"),
+    ("ex:", "7"),
+]
+
+
+def _canon(x):
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    if isinstance(x, CompValue):
+        attrs = sorted((k, _canon(v)) for k, v in vars(x).items() if k not in ("name", "_evalfn"))
+        return (type(x).__name__, x.name, tuple((k, _canon(v)) for k, v in dict.items(x)), tuple(attrs))
+    if isinstance(x, dict):
+        return tuple(sorted(((repr(k), _canon(v)) for k, v in x.items()), key=repr))
+    if isinstance(x, (set, frozenset)):
+        return ("set", tuple(sorted((_canon(v) for v in x), key=repr)))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_canon(v) for v in x))
+    return (type(x).__name__, repr(x))
+
+
+def _parse_all(texts, monkeypatch, templates: bool):
+    C._ALGEBRA_CACHE.clear()
+    C._TEMPLATES.clear()
+    with monkeypatch.context() as m:
+        if not templates:
+            m.setattr(C, "_from_template", lambda *a: None)
+        out = []
+        for t in texts:
+            try:
+                out.append(_canon(parse_continuous(t).algebra.algebra))
+            except QueryError as e:
+                out.append(str(e))
+    return out
+
+
+def test_templates_give_the_algebra_of_the_text(monkeypatch):
+    texts = [PFX + STREAM + s.format(a=a, n=n, r=r) for s in SHAPES for a, n in CONSTANTS for r in (3, 4)]
+    with_templates = _parse_all(texts, monkeypatch, True)
+    used = sum(t is not None for t in C._TEMPLATES.values())
+    assert with_templates == _parse_all(texts, monkeypatch, False)
+    assert all(not isinstance(x, str) for x in with_templates)  # all parse
+    assert used >= len(SHAPES) // 2  # and most shapes were instantiated, not parsed per text
+
+
+def test_templates_keep_equal_constants_equal(monkeypatch):
+    shape = PFX + STREAM + "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p {a} . ?s ex:p {b} }} }}"
+    texts = [
+        shape.format(a=a, b=b, r=3)
+        for a, b in [("ex:a", "ex:b"), ("ex:a", "<http://ex.org/a>"), ("ex:b", "ex:b")]
+    ]
+    assert _parse_all(texts, monkeypatch, True) == _parse_all(texts, monkeypatch, False)
+
+
+def test_errors_of_template_shapes_are_the_texts_own(monkeypatch):
+    bad = [
+        PFX
+        + STREAM
+        + "SELECT ?s "
+        + WIN.format(r=3)
+        + "WHERE { WINDOW ex:w { ?s ex:p <http://ex.org/a b> } }",
+        PFX + STREAM + "SELECT ?s " + WIN.format(r=3) + "WHERE { WINDOW ex:w { ?s ex:p 1 FILTER(?s > ) } }",
+        PFX + STREAM + "SELECT ?s " + WIN.format(r=3) + "WHERE { WINDOW ex:w { ?s ex:p ex:a } } LIMIT 1.5",
+        PFX + STREAM + "SELECT ?x " + WIN.format(r=3) + "WHERE { WINDOW ex:w { ?s ex:p 2 } } GROUP BY ?s",
+    ]
+    good = PFX + STREAM + "SELECT ?s " + WIN.format(r=3) + "WHERE { WINDOW ex:w { ?s ex:p 3 } }"
+    got = _parse_all([good, *bad], monkeypatch, True)
+    assert got == _parse_all([good, *bad], monkeypatch, False)
+    assert not isinstance(got[0], str)
+    assert all(re.match(r"[45]:\d+: ", e) for e in got[1:])  # errors located, as before
