@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
 
 from linkstream.containers.operator_channels import RemoteInput
 from linkstream.containers.operator_messages import HostedProducer, OperatorPlaneError
@@ -34,26 +33,10 @@ from linkstream.scheduler.tasks import cut_fingerprint, cut_points
 logger = logging.getLogger(__name__)
 
 
-def release_ops(engine: Any, ops: list[Operator]) -> None:
-    """Drops one reference to each of ``ops`` in ``engine`` (as ``Engine.unregister`` does)."""
-    refs: dict[int, int] = engine._refs
-    dead = []
-    for op in ops:
-        if isinstance(op, (AttachOperator, RemoteInput)):
-            continue  # wrappers and remote inputs hold no engine reference
-        n = refs.get(id(op), 0) - 1
-        if n <= 0:
-            refs.pop(id(op), None)
-            dead.append(op)
-        else:
-            refs[id(op)] = n
-    for op in dead:
-        sig = getattr(op, "sig", None)
-        if sig is not None and engine.operators.get(sig) is op:
-            del engine.operators[sig]
-    for op in dead:
-        op.discard()
-    engine._sharing.forget(dead)
+def release_ops(engine: Engine, ops: list[Operator]) -> None:
+    """Drops one reference to each of ``ops`` in ``engine`` (as ``Engine.unregister`` does);
+    attach wrappers and remote inputs hold no engine reference and are skipped."""
+    engine.release([op for op in ops if not isinstance(op, (AttachOperator, RemoteInput))])
 
 
 @dataclass

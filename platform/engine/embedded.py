@@ -287,8 +287,12 @@ class Engine:
             key = ResultView.share_key(view.mode, view.root, view.shape)
             if key is not None and self._views.get(key) is view:
                 del self._views[key]
+        self.release(rq.ops)
+
+    def release(self, ops: Collection[Operator]) -> None:
+        """Drops one reference to each of ``ops``; operators no query uses any more are freed."""
         dead = []
-        for op in rq.ops:
+        for op in ops:
             n = self._refs.get(id(op), 0) - 1
             if n <= 0:
                 self._refs.pop(id(op), None)
