@@ -26,3 +26,37 @@ def load_tool(name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def trim_citybench_streams(dest: Path, names: list[str], elements: int) -> None:
+    """Writes the first ``elements`` elements of each CityBench stream in ``names`` to
+    ``dest/<name>.nq`` (short streams keep oracle runs short)."""
+    shared = shared_or_skip()
+    for s in names:
+        lines, els = [], 0
+        with open(shared / "citybench" / "streams" / f"{s}.nq", encoding="utf-8") as f:
+            for line in f:
+                if "generatedAtTime" in line:
+                    els += 1
+                    if els > elements:
+                        break
+                lines.append(line)
+        (dest / f"{s}.nq").write_text("".join(lines), encoding="utf-8")
+
+
+def run_oracle(queries: dict[str, str], streams, statics: list[str], tmp: Path) -> Path:
+    """The oracle's results of ``queries`` (name -> text), each evaluated alone, over
+    ``streams`` ((iri, path) pairs) and ``statics`` (``--static`` arguments)."""
+    qdir = tmp / "q"
+    qdir.mkdir(exist_ok=True)
+    args = []
+    for name, text in queries.items():
+        (qdir / f"{name}.rq").write_text(text, encoding="utf-8")
+        args += ["--query", str(qdir / f"{name}.rq")]
+    for iri, path in streams:
+        args += ["--stream", f"{iri}={path}"]
+    for st in statics:
+        args += ["--static", st]
+    want = tmp / "want.jsonl"
+    assert load_tool("oracle").main([*args, "--out", str(want), "--quiet"]) == 0
+    return want

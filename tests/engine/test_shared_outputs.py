@@ -17,7 +17,7 @@ from linkstream.operators.mjoin import MJoinOperator
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.static import load_graph
 from tests.engine.test_sharing import REPO, SES, TRAFFIC, run_linkstream, template_query, trimmed  # noqa: F401, F811
-from tests.shared_paths import load_tool
+from tests.shared_paths import load_tool, run_oracle
 
 
 def _engine(static) -> Engine:
@@ -29,17 +29,7 @@ def _engine(static) -> Engine:
 
 
 def _oracle_equal(queries: dict[str, str], streams, static, got: str, tmp_path) -> None:
-    qdir = tmp_path / "q"
-    qdir.mkdir()
-    args = []
-    for name, text in queries.items():
-        (qdir / f"{name}.rq").write_text(text)
-        args += ["--query", str(qdir / f"{name}.rq")]
-    for iri, path in streams:
-        args += ["--stream", f"{iri}={path}"]
-    args += ["--static", str(static), "--static", f"{REPO}={static}", "--quiet"]
-    want = tmp_path / "want.jsonl"
-    assert load_tool("oracle").main([*args, "--out", str(want)]) == 0
+    want = run_oracle(queries, streams, [str(static), f"{REPO}={static}"], tmp_path)
     (tmp_path / "got.jsonl").write_text(got)
     assert load_tool("compare_results").main([str(want), str(tmp_path / "got.jsonl")]) == 0
 

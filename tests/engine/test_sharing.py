@@ -18,7 +18,7 @@ from linkstream.operators.mjoin import MJoinOperator
 from linkstream.operators.scan import ScanOperator
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.static import load_graph
-from tests.shared_paths import load_tool, shared_or_skip
+from tests.shared_paths import load_tool, run_oracle, shared_or_skip, trim_citybench_streams
 
 SES = "http://www.insight-centre.org/dataset/SampleEventService#"
 REPO = "http://127.0.0.1:9000/WebGlCity/RDF/SensorRepository.rdf"
@@ -88,15 +88,7 @@ def trimmed(tmp_path_factory):
     """The first 25 elements of three traffic streams (keeps the oracle run short)."""
     shared = shared_or_skip()
     d = tmp_path_factory.mktemp("trimmed")
-    for s in TRAFFIC:
-        lines, els = [], 0
-        for line in open(shared / "citybench" / "streams" / f"{s}.nq"):
-            if "generatedAtTime" in line:
-                els += 1
-                if els > 25:
-                    break
-            lines.append(line)
-        (d / f"{s}.nq").write_text("".join(lines))
+    trim_citybench_streams(d, TRAFFIC, 25)
     return d, shared / "citybench" / "static" / "SensorRepository.nt"
 
 
@@ -131,17 +123,7 @@ def test_many_queries_together_equal_the_oracle_per_query(trimmed, tmp_path, cap
     got = tmp_path / "got.jsonl"
     got.write_text(buf.getvalue())
     # the oracle evaluates every query on its own (its own graphs and windows)
-    qdir = tmp_path / "q"
-    qdir.mkdir()
-    args = []
-    for name, text in queries.items():
-        (qdir / f"{name}.rq").write_text(text)
-        args += ["--query", str(qdir / f"{name}.rq")]
-    for iri, path in streams:
-        args += ["--stream", f"{iri}={path}"]
-    args += ["--static", str(static), "--static", f"{REPO}={static}"]
-    want = tmp_path / "want.jsonl"
-    assert load_tool("oracle").main([*args, "--out", str(want), "--quiet"]) == 0
+    want = run_oracle(queries, streams, [str(static), f"{REPO}={static}"], tmp_path)
     rc = load_tool("compare_results").main([str(want), str(got)])
     assert rc == 0, capsys.readouterr().out
     assert len(by_query(want.read_text())) > MANY // 2  # most queries produce rows: not vacuous

@@ -28,7 +28,7 @@ from linkstream.query.continuous import parse_continuous
 from linkstream.query.windows import WindowSpec
 from linkstream.rdf.static import load_graph
 from linkstream.store.transient import TransientStore
-from tests.shared_paths import load_tool, shared_or_skip
+from tests.shared_paths import load_tool, run_oracle, shared_or_skip, trim_citybench_streams
 
 # ----------------------------------------------------------------------------- property
 
@@ -206,31 +206,12 @@ def trimmed(tmp_path_factory):
     """The first 60 elements of two traffic streams (keeps the oracle run short)."""
     shared = shared_or_skip()
     d = tmp_path_factory.mktemp("ring_trimmed")
-    for s in TRAFFIC:
-        lines, els = [], 0
-        for line in open(shared / "citybench" / "streams" / f"{s}.nq"):
-            if "generatedAtTime" in line:
-                els += 1
-                if els > 60:
-                    break
-            lines.append(line)
-        (d / f"{s}.nq").write_text("".join(lines))
+    trim_citybench_streams(d, TRAFFIC, 60)
     return d, shared / "citybench" / "static" / "SensorRepository.nt"
 
 
 def _oracle(queries: dict[str, str], streams, static: Path, tmp_path: Path) -> Path:
-    qdir = tmp_path / "q"
-    qdir.mkdir(exist_ok=True)
-    args = []
-    for name, text in queries.items():
-        (qdir / f"{name}.rq").write_text(text)
-        args += ["--query", str(qdir / f"{name}.rq")]
-    for iri, path in streams:
-        args += ["--stream", f"{iri}={path}"]
-    args += ["--static", str(static), "--static", f"{REPO}={static}"]
-    want = tmp_path / "want.jsonl"
-    assert load_tool("oracle").main([*args, "--out", str(want), "--quiet"]) == 0
-    return want
+    return run_oracle(queries, streams, [str(static), f"{REPO}={static}"], tmp_path)
 
 
 def _run_many(queries: dict[str, str], streams, static: Path, store: TransientStore) -> tuple[str, Engine]:
