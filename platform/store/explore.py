@@ -80,7 +80,7 @@ class SnapshotGraph(Operator):
 
     Every triple read is seen through ``aliases`` (see :mod:`linkstream.store.literals`):
     an alias literal reads as its canonical term, and triples that become equal so are
-    one triple, as in pyoxigraph; a canonical id given as a constant or a vertex also
+    one triple, as in the reference store; a canonical id given as a constant or a vertex also
     finds the triples holding its aliases.
     """
 

@@ -2,8 +2,8 @@
 
 The N-Triples parser already stores every numeric and boolean literal in its canonical
 lexical form *within its datatype* (``"01"^^xsd:integer`` is stored as ``"1"``,
-``"1.50"^^xsd:decimal`` as ``"1.5"``, ``"1"^^xsd:boolean`` as ``"true"``).  pyoxigraph,
-the reference for one-shot results, goes one step further: a valid literal of a type
+``"1.50"^^xsd:decimal`` as ``"1.5"``, ``"1"^^xsd:boolean`` as ``"true"``).  The reference
+store the one-shot tests compare with goes one step further: a valid literal of a type
 derived from ``xsd:integer`` (``xsd:int``, ``xsd:long``, ``xsd:short``, ``xsd:byte``,
 ``xsd:nonNegativeInteger``, ``xsd:unsignedByte`` ...) is stored as the ``xsd:integer`` of
 the same value (range facets are not checked: ``"300"^^xsd:byte`` becomes ``300``; a
@@ -50,7 +50,7 @@ _PROBES = 8  # ids whose terms the cache records, to notice a different dictiona
 
 
 def canonical_term(nt: str) -> str:
-    """The term pyoxigraph stores for the N-Triples term ``nt`` (derived integers only).
+    """The term the reference store keeps for the N-Triples term ``nt`` (derived integers only).
 
     Returns ``nt`` itself unless it is a valid literal of a type derived from
     ``xsd:integer`` whose value fits in 64 bits; then the ``xsd:integer`` literal of the
@@ -61,7 +61,7 @@ def canonical_term(nt: str) -> str:
     end = nt.rfind('"^^<')
     lex = nt[1:end]
     if not _INT_RE.fullmatch(lex):
-        return nt  # invalid (or escaped) lexical form: pyoxigraph keeps it as written
+        return nt  # invalid (or escaped) lexical form: kept as written
     v = int(lex)
     if not _I64_MIN <= v <= _I64_MAX:
         return nt

@@ -14,7 +14,7 @@ The query's own terms (constants absent from the store, computed values such as
 private ids above the ids the snapshot can contain (:class:`QueryDictionary`).
 
 Literals of the types derived from ``xsd:integer`` are the ``xsd:integer`` of their
-value, as in pyoxigraph (see :mod:`linkstream.store.literals`): the snapshot is read
+value, as in the reference store (see :mod:`linkstream.store.literals`): the snapshot is read
 through an alias map and query terms are canonicalised before they are encoded.
 
 The dataset follows :mod:`linkstream.api.oneshot`: the default graph is the store's
