@@ -9,7 +9,7 @@ import sys
 import time
 from urllib.parse import urljoin
 
-from .query.errors import QueryError
+from linkstream.query.errors import QueryError
 
 DEFAULT_BASE = "http://localhost/"
 
@@ -60,11 +60,11 @@ def _percentile(xs: list[float], p: float) -> float:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .engine.embedded import Engine
-    from .engine.replay import replay
-    from .query.continuous import parse_continuous
-    from .rdf.dictionary import open_dictionary
-    from .rdf.static import load_graph
+    from linkstream.engine.embedded import Engine
+    from linkstream.engine.replay import replay
+    from linkstream.query.continuous import parse_continuous
+    from linkstream.rdf.dictionary import open_dictionary
+    from linkstream.rdf.static import load_graph
 
     quiet = args.quiet
 
@@ -80,7 +80,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.store and (args.cluster or args.zk):
         return _err("--store works for embedded replays; cluster containers load --static files")
     if args.cluster or args.zk:
-        from .containers.commands import cmd_replay_cluster
+        from linkstream.containers.commands import cmd_replay_cluster
 
         return cmd_replay_cluster(args, log)
     store = None
@@ -88,7 +88,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.store:
             if args.dictionary != "memory:":
                 return _err("--store uses the store's own dictionary; do not also give --dictionary")
-            from .store.hybrid import HybridStore
+            from linkstream.store.hybrid import HybridStore
 
             store = HybridStore.open(args.store)  # windows keep their streams in its transient ring
             dictionary = store.dictionary
@@ -204,7 +204,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from linkstream.demo import run_demo
 
     return run_demo(args)
 
@@ -321,13 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")
     dp.set_defaults(func=cmd_demo)
 
-    from .api.commands import add_parsers  # run, queries add|ls|rm
+    from linkstream.api.commands import add_parsers  # run, queries add|ls|rm
 
     add_parsers(sub)
-    from .store.commands import add_parsers as add_store_parsers  # sparql
+    from linkstream.store.commands import add_parsers as add_store_parsers  # sparql
 
     add_store_parsers(sub)
-    from .bulk.commands import add_parsers as add_bulk_parsers  # load
+    from linkstream.bulk.commands import add_parsers as add_bulk_parsers  # load
 
     add_bulk_parsers(sub)
     return ap
@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _delegate(name: str):
     def run(args: argparse.Namespace) -> int:
-        from .containers import commands
+        from linkstream.containers import commands
 
         return getattr(commands, name)(args)
 
@@ -359,7 +359,7 @@ def _zk_options(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
-    from .containers.localcluster import DEFAULT_DIR
+    from linkstream.containers.localcluster import DEFAULT_DIR
 
     cp = sub.add_parser(
         "container", help="run an operator container", description="Serve as an operator container."

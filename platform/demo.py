@@ -22,10 +22,10 @@ def _find_data(arg: str | None) -> Path:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .engine.embedded import Engine
-    from .engine.replay import replay
-    from .query.continuous import parse_continuous
-    from .rdf.static import load_graph
+    from linkstream.engine.embedded import Engine
+    from linkstream.engine.replay import replay
+    from linkstream.query.continuous import parse_continuous
+    from linkstream.rdf.static import load_graph
 
     data = _find_data(args.data)
     if not (data / "queries").is_dir():

@@ -39,13 +39,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..engine.live import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
-from ..query.errors import QueryError
-from ..rdf.ntriples import iri_error
-from ..rdf.streams import parse_datetime_ms
-from .bodies import BodyError, parse_body
-from .openapi import openapi_schema
-from .subscription import SubscriptionClosed
+from linkstream.api.bodies import BodyError, parse_body
+from linkstream.api.openapi import openapi_schema
+from linkstream.api.subscription import SubscriptionClosed
+from linkstream.engine.live import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
+from linkstream.query.errors import QueryError
+from linkstream.rdf.ntriples import iri_error
+from linkstream.rdf.streams import parse_datetime_ms
 
 log = logging.getLogger(__name__)
 
@@ -420,7 +420,7 @@ class Api:
         return _json({"status": "ok", **self.live.status()})
 
     async def metrics(self, request: Request) -> Response:
-        from ..metrics import CONTENT_TYPE
+        from linkstream.metrics import CONTENT_TYPE
 
         return Response(self.live.metrics.exposition(), media_type=CONTENT_TYPE)
 

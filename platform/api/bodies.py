@@ -28,10 +28,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..rdf.ntriples import LINE_STRIP, NTriplesError, parser_for
-from ..rdf.static import rdflib_term_str
-from ..rdf.streams import PROV_GENERATED_AT, parse_datetime_ms
-from ..rdf.terms import XSD_DATETIME, unescape_string
+from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, parser_for
+from linkstream.rdf.static import rdflib_term_str
+from linkstream.rdf.streams import PROV_GENERATED_AT, parse_datetime_ms
+from linkstream.rdf.terms import XSD_DATETIME, unescape_string
 
 Triple = tuple[str, str, str]
 

@@ -121,9 +121,9 @@ def _err(msg: str) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``linkstream run``: load the static graphs and serve until interrupted."""
-    from ..cli import split_binding
-    from .app import create_app
-    from .server import build_live, serve
+    from linkstream.api.app import create_app
+    from linkstream.api.server import build_live, serve
+    from linkstream.cli import split_binding
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from .client import Client
+    from linkstream.api.client import Client
 
     return Client(args.url, token=args.token or os.environ.get(TOKEN_ENV) or None)
 
@@ -163,7 +163,7 @@ def _client(args: argparse.Namespace) -> Any:
 def _call(args: argparse.Namespace, fn: Any) -> int:
     import httpx
 
-    from .client import ApiError
+    from linkstream.api.client import ApiError
 
     try:
         with _client(args) as c:

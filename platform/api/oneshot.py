@@ -25,14 +25,14 @@ from typing import Any
 import numpy as np
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from ..engine.embedded import Engine
-from ..engine.output import QueryOutput, order_rows
-from ..operators.batch import Batch, consolidate
-from ..operators.graph import GraphOperator
-from ..query.continuous import ContinuousQuery, parse_continuous
-from ..query.errors import QueryError
-from ..query.planner import Dataset, Planner
-from ..rdf.terms import IRI, XSD_STRING, BNode, parse_term
+from linkstream.engine.embedded import Engine
+from linkstream.engine.output import QueryOutput, order_rows
+from linkstream.operators.batch import Batch, consolidate
+from linkstream.operators.graph import GraphOperator
+from linkstream.query.continuous import ContinuousQuery, parse_continuous
+from linkstream.query.errors import QueryError
+from linkstream.query.planner import Dataset, Planner
+from linkstream.rdf.terms import IRI, XSD_STRING, BNode, parse_term
 
 _NO_LIMIT = 1 << 62  # a LIMIT that keeps every row, so that the planner keeps ORDER BY
 
@@ -75,7 +75,7 @@ def evaluate_one_shot(
     """
     store = getattr(engine, "store", None)
     if callable(getattr(store, "snapshot", None)):  # a store-backed engine answers as `linkstream sparql`
-        from ..store.sparql import evaluate_on_store
+        from linkstream.store.sparql import evaluate_on_store
 
         return evaluate_on_store(store, cq, default_graphs, named_graphs)
     statics = engine.statics

@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 import uvicorn
 from starlette.types import ASGIApp
 
-from ..engine.embedded import Engine
-from ..engine.live import LiveEngine
-from ..metrics import LiveMetrics, with_process_collectors
-from ..rdf.dictionary import open_dictionary
-from ..rdf.static import load_graph
+from linkstream.engine.embedded import Engine
+from linkstream.engine.live import LiveEngine
+from linkstream.metrics import LiveMetrics, with_process_collectors
+from linkstream.rdf.dictionary import open_dictionary
+from linkstream.rdf.static import load_graph
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def build_live(
     if store is not None:
         if dictionary != "memory:":
             raise ValueError("--store uses the store's own dictionary; do not also give --dictionary")
-        from ..store.hybrid import HybridStore
+        from linkstream.store.hybrid import HybridStore
 
         t0 = time.perf_counter()
         opened = HybridStore.open(store)  # one store: graphs for /sparql, transient ring for windows

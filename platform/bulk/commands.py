@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from .session import DEFAULT_MASTER
+from linkstream.bulk.session import DEFAULT_MASTER
 
 
 def add_parsers(sub: Any) -> None:
@@ -64,10 +64,10 @@ def cmd_load(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         if master:
-            from .session import SparkUnavailable
+            from linkstream.bulk.session import SparkUnavailable
 
             try:
-                from .spark_load import spark_load
+                from linkstream.bulk.spark_load import spark_load
             except ImportError as e:
                 return err(
                     f"the Spark loader needs pyspark and pyarrow: pip install 'linkstream[spark]' ({e})"

@@ -32,12 +32,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
+from linkstream.bulk import tasks
+from linkstream.bulk.inputs import InputFile, expand_inputs
+from linkstream.bulk.progress import StageProgress
+from linkstream.bulk.session import DEFAULT_MASTER, spark_session
 from linkstream.store import layout
-
-from . import tasks
-from .inputs import InputFile, expand_inputs
-from .progress import StageProgress
-from .session import DEFAULT_MASTER, spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -15,22 +15,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..operators.base import AttachOperator, Operator, explain
-from ..operators.distinct import DistinctOperator
-from ..operators.evaluate import Evaluator
-from ..operators.graph import GraphOperator, dedup_triples
-from ..operators.project import ProjectOperator
-from ..operators.static_result import StaticResults
-from ..operators.window import RingBuffer, StreamBuffer, WindowBuffer, WindowOperator
-from ..query.continuous import ContinuousQuery
-from ..query.errors import QueryError
-from ..query.planner import Dataset, Planner, QueryShape
-from ..rdf.dictionary import Dictionary, MemoryDictionary
-from ..rdf.terminfo import TermInfo
-from ..store.static_results import StaticResultStore, engine_static_results
-from ..store.transient import TransientStore
-from .output import QueryOutput, ResultView
-from .sharing import Sharing
+from linkstream.engine.output import QueryOutput, ResultView
+from linkstream.engine.sharing import Sharing
+from linkstream.operators.base import AttachOperator, Operator, explain
+from linkstream.operators.distinct import DistinctOperator
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.graph import GraphOperator, dedup_triples
+from linkstream.operators.project import ProjectOperator
+from linkstream.operators.static_result import StaticResults
+from linkstream.operators.window import RingBuffer, StreamBuffer, WindowBuffer, WindowOperator
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.query.errors import QueryError
+from linkstream.query.planner import Dataset, Planner, QueryShape
+from linkstream.rdf.dictionary import Dictionary, MemoryDictionary
+from linkstream.rdf.terminfo import TermInfo
+from linkstream.store.static_results import StaticResultStore, engine_static_results
+from linkstream.store.transient import TransientStore
 
 log = logging.getLogger(__name__)
 

@@ -36,15 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from ..api.oneshot import evaluate_one_shot, parse_one_shot
-from ..api.subscription import Subscription
-from ..metrics import LiveMetrics
-from ..query.continuous import parse_continuous
-from ..query.errors import QueryError
-from ..rdf.dictionary import Dictionary
-from ..rdf.static import dedup_triples
-from .embedded import Engine
-from .live_state import (
+from linkstream.api.oneshot import evaluate_one_shot, parse_one_shot
+from linkstream.api.subscription import Subscription
+from linkstream.engine.embedded import Engine
+from linkstream.engine.live_state import (
     EngineClosed,
     QueryConflict,
     QueryView,
@@ -54,7 +49,12 @@ from .live_state import (
     _Entry,
     _Stream,
 )
-from .live_worker import _STREAM_FIGURES, LiveWorker, Triples
+from linkstream.engine.live_worker import _STREAM_FIGURES, LiveWorker, Triples
+from linkstream.metrics import LiveMetrics
+from linkstream.query.continuous import parse_continuous
+from linkstream.query.errors import QueryError
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.static import dedup_triples
 
 log = logging.getLogger(__name__)
 

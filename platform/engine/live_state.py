@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..api.subscription import Subscription
-from ..operators.window import WindowBuffer
-from ..query.continuous import ContinuousQuery
-from ..query.errors import QueryError
-from .embedded import QueryStats, RegisteredQuery
+from linkstream.api.subscription import Subscription
+from linkstream.engine.embedded import QueryStats, RegisteredQuery
+from linkstream.operators.window import WindowBuffer
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.query.errors import QueryError
 
 
 class UnknownQuery(KeyError):

@@ -19,10 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..operators.window import WindowBuffer
-from ..query.continuous import ContinuousQuery
-from ..rdf.static import dedup_triples
-from .live_state import (
+from linkstream.engine.live_state import (
     EngineClosed,
     QueryConflict,
     RetentionGuard,
@@ -30,6 +27,9 @@ from .live_state import (
     _Entry,
     _Stream,
 )
+from linkstream.operators.window import WindowBuffer
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.rdf.static import dedup_triples
 
 log = logging.getLogger(__name__)
 

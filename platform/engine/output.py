@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..operators.base import AttachOperator, Operator
-from ..operators.batch import Batch, concat, consolidate, group_starts
-from ..operators.evaluate import Evaluator
-from ..operators.relation import Relation
-from ..query import functions as F
-from ..query.expressions import Expr
-from ..query.planner import QueryShape
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.batch import Batch, concat, consolidate, group_starts
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.relation import Relation
+from linkstream.query import functions as F
+from linkstream.query.expressions import Expr
+from linkstream.query.planner import QueryShape
 
 _bnode_counter = itertools.count(1)
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ..rdf.streams import Element, StreamReader, StreamStats
-from .embedded import Engine, RegisteredQuery, ReportSchedule
+from linkstream.engine.embedded import Engine, RegisteredQuery, ReportSchedule
+from linkstream.rdf.streams import Element, StreamReader, StreamStats
 
 
 @dataclass

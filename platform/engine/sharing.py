@@ -29,11 +29,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..operators.base import AttachOperator, Operator
-from ..operators.filter import FilterOperator
-from ..operators.graph import GraphOperator
-from ..operators.mjoin import MJoinOperator
-from ..operators.router import (
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.filter import FilterOperator
+from linkstream.operators.graph import GraphOperator
+from linkstream.operators.mjoin import MJoinOperator
+from linkstream.operators.router import (
     LatestGraphOperator,
     RenameOperator,
     RouteOperator,
@@ -41,14 +41,14 @@ from ..operators.router import (
     TimedScanOperator,
     TimedWindowOperator,
 )
-from ..operators.scan import ScanOperator
-from ..operators.static_result import StaticResultOperator
-from ..operators.window import WindowOperator
-from ..query.expressions import Bound, Const, Exists, Expr, Var
-from ..query.windows import WindowSpec
+from linkstream.operators.scan import ScanOperator
+from linkstream.operators.static_result import StaticResultOperator
+from linkstream.operators.window import WindowOperator
+from linkstream.query.expressions import Bound, Const, Exists, Expr, Var
+from linkstream.query.windows import WindowSpec
 
 if TYPE_CHECKING:
-    from .embedded import Engine
+    from linkstream.engine.embedded import Engine
 
 
 def rename_expr(e: Expr, m: dict[str, str]) -> Expr | None:

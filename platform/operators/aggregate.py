@@ -15,13 +15,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..query import functions as F
-from ..rdf.terminfo import NUM_DECIMAL, NUM_INTEGER
-from ..rdf.terms import XSD_INTEGER, XSD_STRING, Literal
-from .base import Operator
-from .batch import Batch, SortedIndex, concat, consolidate, group_starts, row_keys, sort_order
-from .evaluate import Evaluator, Num
-from .relation import Relation
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import (
+    Batch,
+    SortedIndex,
+    concat,
+    consolidate,
+    group_starts,
+    row_keys,
+    sort_order,
+)
+from linkstream.operators.evaluate import Evaluator, Num
+from linkstream.operators.relation import Relation
+from linkstream.query import functions as F
+from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_INTEGER
+from linkstream.rdf.terms import XSD_INTEGER, XSD_STRING, Literal
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .batch import Batch
+from linkstream.operators.batch import Batch
 
 
 class Operator:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Operator
-from .batch import Batch, consolidate
-from .relation import Relation
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, consolidate
+from linkstream.operators.relation import Relation
 
 
 class DistinctOperator(Operator):

@@ -15,8 +15,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from ..query import functions as F
-from ..query.expressions import (
+from linkstream.operators.batch import Batch
+from linkstream.query import functions as F
+from linkstream.query.expressions import (
     And,
     Arith,
     Bound,
@@ -33,8 +34,8 @@ from ..query.expressions import (
     Unary,
     Var,
 )
-from ..rdf.terminfo import NUM_DECIMAL, NUM_DOUBLE, NUM_FLOAT, NUM_INTEGER, TermInfo
-from ..rdf.terms import (
+from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_DOUBLE, NUM_FLOAT, NUM_INTEGER, TermInfo
+from linkstream.rdf.terms import (
     KIND_LITERAL,
     XSD_DECIMAL,
     XSD_DOUBLE,
@@ -44,7 +45,6 @@ from ..rdf.terms import (
     format_decimal,
     format_double,
 )
-from .batch import Batch
 
 _NUM_DT = {NUM_INTEGER: XSD_INTEGER, NUM_DECIMAL: XSD_DECIMAL, NUM_FLOAT: XSD_FLOAT, NUM_DOUBLE: XSD_DOUBLE}
 

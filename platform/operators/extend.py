@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..query.expressions import Expr
-from .base import Operator
-from .batch import Batch
-from .evaluate import Evaluator
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch
+from linkstream.operators.evaluate import Evaluator
+from linkstream.query.expressions import Expr
 
 
 class ExtendOperator(Operator):

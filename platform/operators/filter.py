@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..query.expressions import Expr
-from .base import Operator
-from .batch import Batch
-from .evaluate import Evaluator
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch
+from linkstream.operators.evaluate import Evaluator
+from linkstream.query.expressions import Expr
 
 
 class FilterOperator(Operator):

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import Operator
-from .batch import Batch, SortedIndex, concat, consolidate, row_keys
-from .relation import Relation
-from .window import TRIPLE_VARS
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, SortedIndex, concat, consolidate, row_keys
+from linkstream.operators.relation import Relation
+from linkstream.operators.window import TRIPLE_VARS
 
 
 def dedup_triples(triples: np.ndarray) -> np.ndarray:

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..query.expressions import Expr
-from .base import Operator
-from .batch import Batch, concat, consolidate, cross_product
-from .evaluate import Evaluator
-from .relation import Relation, union_vars
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, concat, consolidate, cross_product
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.relation import Relation, union_vars
+from linkstream.query.expressions import Expr
 
 #: a join whose inputs form independent components (sharing no variable) recomputes the
 #: join of a changed component and diffs it with the previous one when the component's

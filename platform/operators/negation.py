@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import Operator
-from .batch import Batch, concat, consolidate
-from .relation import Relation
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, concat, consolidate
+from linkstream.operators.relation import Relation
 
 
 class KeyedNegationOperator(Operator):

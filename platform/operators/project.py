@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import Operator
-from .batch import Batch, concat
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, concat
 
 
 class ProjectOperator(Operator):

@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..query.expressions import Expr
-from .base import Operator
-from .batch import Batch, compatible_pairs_broadcast, concat, consolidate, merge_columns
-from .evaluate import Evaluator
-from .relation import Relation, union_vars
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, compatible_pairs_broadcast, concat, consolidate, merge_columns
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.relation import Relation, union_vars
+from linkstream.query.expressions import Expr
 
 BatchFn = Callable[[list[Batch]], Batch]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .batch import (
+from linkstream.operators.batch import (
     EMPTY_I64,
     Batch,
     SortedIndex,

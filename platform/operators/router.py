@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..query.windows import WindowSpec
-from .base import Operator
-from .batch import Batch, SortedIndex, concat, consolidate, row_keys
-from .relation import Relation
-from .scan import ScanOperator, Slot
-from .window import WindowBuffer, WindowOperator
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, SortedIndex, concat, consolidate, row_keys
+from linkstream.operators.relation import Relation
+from linkstream.operators.scan import ScanOperator, Slot
+from linkstream.operators.window import WindowBuffer, WindowOperator
+from linkstream.query.windows import WindowSpec
 
 TIMED_VARS = ("_s", "_p", "_o", "_t")
 

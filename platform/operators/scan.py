@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Operator
-from .batch import Batch
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch
 
 #: a pattern position: ("var", name) or ("const", id)
 Slot = tuple[str, object]

@@ -44,10 +44,10 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .base import AttachOperator, Operator
-from .batch import Batch
-from .relation import Relation
-from .window import WindowOperator
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.batch import Batch
+from linkstream.operators.relation import Relation
+from linkstream.operators.window import WindowOperator
 
 STATE_VERSION = 1
 _I8 = np.dtype("<i8")

@@ -30,15 +30,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..query.expressions import Bound, Call, Exists, Expr, Var
-from ..store.static_results import StaticResult, StaticResultStore
-from .base import Operator
-from .batch import Batch, concat, consolidate
-from .evaluate import Evaluator
-from .graph import GraphOperator
-from .mjoin import MJoinOperator
-from .relation import union_vars
-from .scan import ScanOperator, Slot
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, concat, consolidate
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.graph import GraphOperator
+from linkstream.operators.mjoin import MJoinOperator
+from linkstream.operators.relation import union_vars
+from linkstream.operators.scan import ScanOperator, Slot
+from linkstream.query.expressions import Bound, Call, Exists, Expr, Var
+from linkstream.store.static_results import StaticResult, StaticResultStore
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import Operator
-from .batch import Batch
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch
 
 
 class ConstantOperator(Operator):

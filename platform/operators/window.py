@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..query.windows import WindowSpec
-from .base import Operator
-from .batch import Batch
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch
+from linkstream.query.windows import WindowSpec
 
 if TYPE_CHECKING:
-    from ..store.transient import TransientStore
+    from linkstream.store.transient import TransientStore
 
 TRIPLE_VARS = ("_s", "_p", "_o")
 
@@ -330,7 +330,7 @@ class WindowOperator(Operator):
         return self.buffer.slice(self.lo, self.hi)
 
     def compute(self, epoch: int) -> Batch:
-        from .batch import concat
+        from linkstream.operators.batch import concat
 
         if not self._pending:
             return Batch.empty(TRIPLE_VARS)

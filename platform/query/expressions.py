@@ -15,8 +15,8 @@ from rdflib import Literal as RLiteral
 from rdflib import URIRef, Variable
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from ..rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term, canonical
-from .errors import QueryError
+from linkstream.query.errors import QueryError
+from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term, canonical
 
 
 class Expr:

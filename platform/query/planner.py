@@ -22,22 +22,22 @@ from rdflib import URIRef, Variable
 from rdflib.plugins.sparql import algebra as ralg
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from ..operators.aggregate import AggregateOperator, AggSpec
-from ..operators.base import Operator
-from ..operators.distinct import DistinctOperator
-from ..operators.evaluate import Evaluator
-from ..operators.extend import ExtendOperator
-from ..operators.filter import FilterOperator
-from ..operators.mjoin import MJoinOperator
-from ..operators.negation import KeyedNegationOperator
-from ..operators.project import ProjectOperator, UnionOperator
-from ..operators.recompute import RecomputeOperator, exists_batch, left_join_batch, minus_batch
-from ..operators.scan import ScanOperator
-from ..operators.static_result import StaticResults
-from ..operators.values import ConstantOperator
-from ..rdf.terms import IRI, Term
-from .errors import QueryError
-from .expressions import Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
+from linkstream.operators.aggregate import AggregateOperator, AggSpec
+from linkstream.operators.base import Operator
+from linkstream.operators.distinct import DistinctOperator
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.extend import ExtendOperator
+from linkstream.operators.filter import FilterOperator
+from linkstream.operators.mjoin import MJoinOperator
+from linkstream.operators.negation import KeyedNegationOperator
+from linkstream.operators.project import ProjectOperator, UnionOperator
+from linkstream.operators.recompute import RecomputeOperator, exists_batch, left_join_batch, minus_batch
+from linkstream.operators.scan import ScanOperator
+from linkstream.operators.static_result import StaticResults
+from linkstream.operators.values import ConstantOperator
+from linkstream.query.errors import QueryError
+from linkstream.query.expressions import Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
+from linkstream.rdf.terms import IRI, Term
 
 #: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
 #: access, a good part of planning time when thousands of queries register).
@@ -329,7 +329,7 @@ class Planner:
         )
 
     def _sub_slice(self, n: CompValue, graph: Operator) -> Operator:
-        from ..engine.output import order_rows
+        from linkstream.engine.output import order_rows
 
         start = int(n.start or 0)
         length = None if n.length is None else int(n.length)
@@ -440,7 +440,7 @@ def _has_exists(e: Expr) -> bool:
 
 
 def _eq(var: str, t: Term, tid: int) -> Expr:
-    from .expressions import Cmp
+    from linkstream.query.expressions import Cmp
 
     return Cmp("=", Var(var), Const(t, tid))
 

@@ -71,7 +71,7 @@ import numpy as np
 from Hbase_thrift import AlreadyExists, Mutation  # the IDL module happybase loads on import
 from thriftpy2.thrift import TApplicationException, TException
 
-from .dictionary import register_backend
+from linkstream.rdf.dictionary import register_backend
 
 FAMILIES = {"t": {"max_versions": 1}, "i": {"max_versions": 1}}
 COUNTER_ROW = b"~counters"

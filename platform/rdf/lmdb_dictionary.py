@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import lmdb
 import numpy as np
 
-from .dictionary import register_backend
+from linkstream.rdf.dictionary import register_backend
 
 _NEXT_ID = b"next_id"
 _HASHED = b"\xff"

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from .terms import (
+from linkstream.rdf.terms import (
     NUMERIC_TYPES,
     RDF,
     RDF_LANGSTRING,

@@ -17,9 +17,9 @@ from itertools import islice
 
 import numpy as np
 
-from .dictionary import Dictionary
-from .ntriples import NTriplesError, parse_file_line, parser_for
-from .terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term, canonical
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.ntriples import NTriplesError, parse_file_line, parser_for
+from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term, canonical
 
 _log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from itertools import islice
 
 import numpy as np
 
-from .dictionary import Dictionary
-from .ntriples import LINE_STRIP, NTriplesError, Quad, parser_for
-from .terms import XSD_DATETIME, unescape_string
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for
+from linkstream.rdf.terms import XSD_DATETIME, unescape_string
 
 PROV_GENERATED_AT = "http://www.w3.org/ns/prov#generatedAtTime"
 _PROV_TOKEN = "<" + PROV_GENERATED_AT + ">"

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .dictionary import Dictionary
-from .terms import (
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.terms import (
     INTEGER_TYPES,
     IRI,
     KIND_BNODE,

@@ -162,7 +162,7 @@ def register(t: Transport) -> None:
 
 def _load_builtin() -> None:
     # importing the modules registers them; kept lazy so that `import regions` stays cheap
-    from . import shm, tcp, verbs  # noqa: F401
+    from linkstream.rdma import shm, tcp, verbs  # noqa: F401
 
 
 def transport(name: str) -> Transport:

@@ -15,7 +15,15 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-from .regions import RegionDescriptor, RegionError, RegionInfo, Transport, as_region, check_range, register
+from linkstream.rdma.regions import (
+    RegionDescriptor,
+    RegionError,
+    RegionInfo,
+    Transport,
+    as_region,
+    check_range,
+    register,
+)
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:

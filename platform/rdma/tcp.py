@@ -16,7 +16,15 @@ import msgpack
 import numpy as np
 import zmq
 
-from .regions import RegionDescriptor, RegionError, RegionInfo, Transport, as_region, check_range, register
+from linkstream.rdma.regions import (
+    RegionDescriptor,
+    RegionError,
+    RegionInfo,
+    Transport,
+    as_region,
+    check_range,
+    register,
+)
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,15 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .regions import RegionDescriptor, RegionError, RegionInfo, Transport, as_region, check_range, register
+from linkstream.rdma.regions import (
+    RegionDescriptor,
+    RegionError,
+    RegionInfo,
+    Transport,
+    as_region,
+    check_range,
+    register,
+)
 
 log = logging.getLogger(__name__)
 

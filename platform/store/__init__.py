@@ -12,11 +12,11 @@
 
 from __future__ import annotations
 
-from .hybrid import HybridStore
-from .memory import MemoryStore
-from .persistent import PersistentSnapshot, PersistentStore
-from .protocol import DIRECTIONS, RDF_TYPE, AbsorbingStore, Snapshot, Store
-from .transient import TransientStore
+from linkstream.store.hybrid import HybridStore
+from linkstream.store.memory import MemoryStore
+from linkstream.store.persistent import PersistentSnapshot, PersistentStore
+from linkstream.store.protocol import DIRECTIONS, RDF_TYPE, AbsorbingStore, Snapshot, Store
+from linkstream.store.transient import TransientStore
 
 __all__ = [
     "DIRECTIONS",

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from ..query.errors import QueryError
+from linkstream.query.errors import QueryError
 
 
 def add_parsers(sub: Any) -> None:
@@ -63,9 +63,9 @@ def _read_query(arg: str) -> tuple[str, str]:
 
 def cmd_sparql(args: argparse.Namespace) -> int:
     """Runs ``linkstream sparql``."""
-    from .layout import read_manifest
-    from .persistent import PersistentStore
-    from .sparql import run_sparql
+    from linkstream.store.layout import read_manifest
+    from linkstream.store.persistent import PersistentStore
+    from linkstream.store.sparql import run_sparql
 
     def err(msg: str) -> int:
         print("error: " + msg, file=sys.stderr)

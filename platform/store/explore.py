@@ -20,13 +20,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..operators.base import Operator
-from ..operators.batch import Batch, consolidate
-from ..operators.evaluate import Evaluator
-from ..operators.window import TRIPLE_VARS
-from ..query.expressions import Expr
-from .literals import NO_ALIASES, AliasMap
-from .protocol import Snapshot
+from linkstream.operators.base import Operator
+from linkstream.operators.batch import Batch, consolidate
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.window import TRIPLE_VARS
+from linkstream.query.expressions import Expr
+from linkstream.store.literals import NO_ALIASES, AliasMap
+from linkstream.store.protocol import Snapshot
 
 #: a pattern position: ("var", name) or ("const", id)
 Slot = tuple[str, object]

@@ -18,9 +18,8 @@ import os
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
-
-from .persistent import PersistentSnapshot, PersistentStore
-from .transient import TimedBatch, TransientStore
+from linkstream.store.persistent import PersistentSnapshot, PersistentStore
+from linkstream.store.transient import TimedBatch, TransientStore
 
 
 class HybridStore:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .layout import order2, sorted_columns, tmp_suffix
+from linkstream.store.layout import order2, sorted_columns, tmp_suffix
 
 _I64 = np.int64
 _EMPTY3 = np.empty((0, 3), dtype=_I64)

@@ -13,8 +13,8 @@ import logging
 import os
 from pathlib import Path
 
-from .index import GraphIndex
-from .layout import INDEX, GraphEntry, Manifest, partition_path, read_graph, tmp_suffix
+from linkstream.store.index import GraphIndex
+from linkstream.store.layout import INDEX, GraphEntry, Manifest, partition_path, read_graph, tmp_suffix
 
 _log = logging.getLogger(__name__)
 _INDEX_FORMAT = 1

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..rdf.dictionary import Dictionary
-from ..rdf.terms import INTEGER_TYPES, XSD_INTEGER
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.terms import INTEGER_TYPES, XSD_INTEGER
 
 _log = logging.getLogger(__name__)
 _I64 = np.int64

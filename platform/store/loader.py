@@ -21,8 +21,7 @@ import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary, open_dictionary
 from linkstream.rdf.static import LINE_FORMATS, RDFLIB_FORMATS, line_quads, load_graph
-
-from .layout import (
+from linkstream.store.layout import (
     DEFAULT_DICTIONARY,
     GRAPHS,
     INDEX,

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary, MemoryDictionary
-
-from .layout import unique_rows
+from linkstream.store.layout import unique_rows
 
 _EMPTY = np.empty((0, 3), dtype=np.int64)
 _EMPTY.flags.writeable = False

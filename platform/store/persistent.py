@@ -39,20 +39,19 @@ from pathlib import Path
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
-
-from .deltalog import DeltaLog
-from .index import GraphIndex, unique_counts
-from .indexcache import index_dir, open_index, save_index
-from .layout import (
+from linkstream.store.deltalog import DeltaLog
+from linkstream.store.index import GraphIndex, unique_counts
+from linkstream.store.indexcache import index_dir, open_index, save_index
+from linkstream.store.layout import (
     Manifest,
     open_store_dictionary,
     read_manifest,
     write_manifest,
     write_partitions,
 )
-from .layout import unique_rows as _unique_rows
-from .protocol import RDF_TYPE
-from .storelock import StoreLock, StoreLockedError
+from linkstream.store.layout import unique_rows as _unique_rows
+from linkstream.store.protocol import RDF_TYPE
+from linkstream.store.storelock import StoreLock, StoreLockedError
 
 __all__ = ["PersistentSnapshot", "PersistentStore", "index_dir"]
 

@@ -35,25 +35,25 @@ from typing import Any
 import numpy as np
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from ..api.oneshot import _keep_order, parse_one_shot, term_json
-from ..engine.output import QueryOutput, order_rows
-from ..operators.base import Operator
-from ..operators.base import explain as explain_plan
-from ..operators.batch import Batch, consolidate
-from ..operators.evaluate import Evaluator
-from ..operators.extend import ExtendOperator
-from ..operators.project import ProjectOperator
-from ..operators.values import ConstantOperator
-from ..query.continuous import ContinuousQuery
-from ..query.errors import QueryError
-from ..query.expressions import Expr
-from ..query.planner import Dataset, Planner, QueryShape
-from ..rdf.dictionary import Dictionary
-from ..rdf.terminfo import TermInfo
-from .explore import ExploreOperator, SnapshotGraph
-from .layout import INDEX
-from .literals import ALIAS_CACHE, NO_ALIASES, AliasMap, LiteralAliases, canonical_terms
-from .protocol import Snapshot
+from linkstream.api.oneshot import _keep_order, parse_one_shot, term_json
+from linkstream.engine.output import QueryOutput, order_rows
+from linkstream.operators.base import Operator
+from linkstream.operators.base import explain as explain_plan
+from linkstream.operators.batch import Batch, consolidate
+from linkstream.operators.evaluate import Evaluator
+from linkstream.operators.extend import ExtendOperator
+from linkstream.operators.project import ProjectOperator
+from linkstream.operators.values import ConstantOperator
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.query.errors import QueryError
+from linkstream.query.expressions import Expr
+from linkstream.query.planner import Dataset, Planner, QueryShape
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.terminfo import TermInfo
+from linkstream.store.explore import ExploreOperator, SnapshotGraph
+from linkstream.store.layout import INDEX
+from linkstream.store.literals import ALIAS_CACHE, NO_ALIASES, AliasMap, LiteralAliases, canonical_terms
+from linkstream.store.protocol import Snapshot
 
 DEFAULT_BASE = "http://localhost/"
 

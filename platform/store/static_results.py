@@ -273,7 +273,7 @@ class HBaseStaticResultStore:
     ) -> None:
         from thriftpy2.thrift import TException
 
-        from ..rdf.hbase_dictionary import connect
+        from linkstream.rdf.hbase_dictionary import connect
 
         self.uri = f"hbase://{host}:{port}/{table}"
         self._lock = threading.RLock()
