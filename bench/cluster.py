@@ -6,7 +6,7 @@ named by its manifest id, the first ``--max-reports`` report times):
 
 * ``embedded``: the embedded engine in this process (``linkstream replay``);
 * ``cluster-N`` for N = 1 .. ``--containers``: a local cluster (ZooKeeper +
-  coordinator + N container processes, ``linkstream.containers.localcluster``) driven
+  coordinator + N container processes, ``linkstream.cluster.localcluster``) driven
   by this process (``linkstream replay --zk``), elements routed by stream (the default:
   each element goes only to the containers whose queries read its stream); containers
   are added one at a time between runs;
@@ -66,8 +66,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from linkstream.containers.localcluster import LocalCluster
-from linkstream.engine.cluster import replay_on_cluster
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.cluster.replay import replay_on_cluster
 from linkstream.engine.embedded import Engine
 from linkstream.engine.replay import replay
 from linkstream.query.continuous import parse_continuous

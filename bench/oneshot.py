@@ -5,7 +5,7 @@ Loads the CityBench static graphs (``--scale K`` adds K-1 renamed copies of them
 graph grows while each query's answer from a constant stays the same size) into
 
 * a LinkStream store directory (``linkstream.store.loader``), opened as a
-  ``PersistentStore`` and queried with ``linkstream.store.sparql.run_sparql``;
+  ``PersistentStore`` and queried with ``linkstream.engine.oneshot.store.run_sparql``;
 * a pyoxigraph ``Store`` (bulk load of the same N-Triples);
 * for reference, LinkStream's former one-shot path (``api.oneshot`` planning scans and
   hash joins over whole static graphs of an ``Engine``).
@@ -115,12 +115,12 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "oneshot.json"))
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from linkstream.api.oneshot import evaluate_one_shot, parse_one_shot
     from linkstream.engine.embedded import Engine
+    from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
+    from linkstream.engine.oneshot.store import run_sparql
     from linkstream.rdf.static import load_graph
     from linkstream.store.loader import load_store
     from linkstream.store.persistent import PersistentStore
-    from linkstream.store.sparql import run_sparql
 
     with tempfile.TemporaryDirectory(prefix="ls-oneshot-") as tmpd:
         tmp = Path(tmpd)

@@ -38,8 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from linkstream.containers.localcluster import LocalCluster
-from linkstream.engine.cluster import replay_on_cluster
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.cluster.replay import replay_on_cluster
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -108,7 +108,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_scheduler_task_moves_total",
     "linkstream_scheduler_lost_tasks_total",
     "linkstream_scheduler_elections_total",
-    # operator placement (``linkstream.containers.operator_edges``)
+    # operator placement (``linkstream.containers.placement.edges``)
     "linkstream_operator_edge_batches_total",
     "linkstream_operator_edge_bytes_total",
     "linkstream_operator_hostings_total",

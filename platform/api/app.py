@@ -41,8 +41,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from linkstream.api.bodies import BodyError, parse_body
 from linkstream.api.openapi import openapi_schema
-from linkstream.api.subscription import SubscriptionClosed
-from linkstream.engine.live import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
+from linkstream.engine.live.runtime import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
+from linkstream.engine.live.subscription import SubscriptionClosed
 from linkstream.query.errors import QueryError
 from linkstream.rdf.ntriples import iri_error
 from linkstream.rdf.streams import parse_datetime_ms

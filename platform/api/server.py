@@ -18,7 +18,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from linkstream.engine.embedded import Engine
-from linkstream.engine.live import LiveEngine
+from linkstream.engine.live.runtime import LiveEngine
 from linkstream.metrics import LiveMetrics, with_process_collectors
 from linkstream.rdf.dictionary import open_dictionary
 from linkstream.rdf.static import load_graph

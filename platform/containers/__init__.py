@@ -1,1 +1,15 @@
-"""LinkStream containers package."""
+"""The operator container process (layer: above ``engine`` and ``scheduler``; below ``cluster``).
+
+* ``runtime.py``    -- the process itself: ``linkstream container --zk HOST:PORT``.
+* ``replica.py``    -- one run's state inside a container: an embedded engine fed by the driver.
+* ``takeover.py``   -- the container's half of stateful task moves.
+* ``protocol.py``   -- messages between a driver and its containers.
+* ``wire.py``       -- the data-plane wire format: msgpack header + raw numpy buffers (no pickle).
+* ``transport.py``  -- ZeroMQ PUSH/PULL channels carrying wire messages.
+* ``groupings.py``  -- Storm-style stream groupings (shuffle, all, fields).
+* ``watermarks.py`` -- the combined watermark of a task's upstream partitions.
+* ``placement/``    -- operator-level placement inside containers: producer tasks, their
+  channels and edges between containers.
+
+The driver's half of each protocol lives in :mod:`linkstream.cluster`.
+"""

@@ -1,6 +1,6 @@
 """Messages between a cluster replay's driver and its operator containers.
 
-The driver (:mod:`linkstream.engine.cluster`) pushes to every container's PULL endpoint;
+The driver (:mod:`linkstream.cluster.replay`) pushes to every container's PULL endpoint;
 each container pushes back to the driver's PULL endpoint.  Every message is one ZeroMQ
 multipart message whose first frame is a small msgpack map (the header, ``"v"`` and
 ``"kind"`` always present, ``"run"`` naming the replay it belongs to); bulk data travels

@@ -31,7 +31,7 @@ In a run with operator-level placement the driver also sends an ``optasks`` mess
 before the first tick: this container then runs the producer tasks it is given and
 reads some of its queries' shared operators from other containers over its operator
 edge socket (advertised in membership as ``ops``; see
-:mod:`linkstream.containers.operator_tasks`).
+:mod:`linkstream.containers.placement.tasks`).
 
 Ticks name, for every due query, the container that answers it; every container still
 updates all its queries at every tick (the engine's report-time semantics), and answers
@@ -55,7 +55,7 @@ import zmq
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException
 
-from linkstream.containers.operator_tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
+from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
 from linkstream.containers.protocol import (
     Elements,
     Failed,

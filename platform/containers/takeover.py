@@ -1,6 +1,6 @@
 """The container's half of stateful task moves (:class:`StateMigration`, a part of the runtime).
 
-When a drain or rebalance moves a query, the driver (:mod:`linkstream.containers.handover`)
+When a drain or rebalance moves a query, the driver (:mod:`linkstream.cluster.handover`)
 asks the query's old container for a snapshot of its operator state (a ``handover``
 message) and forwards the ``state`` it gets back to the new owner, which registers the
 query with that state instead of rebuilding it from its stream buffers

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from linkstream.engine.output import QueryOutput, ResultView
+from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.sharing import Sharing
 from linkstream.operators.base import AttachOperator, Operator, explain
 from linkstream.operators.distinct import DistinctOperator
@@ -26,7 +27,6 @@ from linkstream.operators.static_result import StaticResults
 from linkstream.operators.window import RingBuffer, StreamBuffer, WindowBuffer, WindowOperator
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.errors import QueryError
-from linkstream.query.planner import Dataset, Planner, QueryShape
 from linkstream.rdf.dictionary import Dictionary, MemoryDictionary
 from linkstream.rdf.terminfo import TermInfo
 from linkstream.store.static_results import StaticResultStore, engine_static_results

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from linkstream.engine.planner import QueryShape
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, concat, consolidate, group_starts
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation
-from linkstream.query import functions as F
 from linkstream.query.expressions import Expr
-from linkstream.query.planner import QueryShape
+from linkstream.query.functions import scalar as F
 
 _bnode_counter = itertools.count(1)
 

@@ -27,7 +27,7 @@ from linkstream.operators.batch import (
 )
 from linkstream.operators.evaluate import Evaluator, Num
 from linkstream.operators.relation import Relation
-from linkstream.query import functions as F
+from linkstream.query.functions import scalar as F
 from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_INTEGER
 from linkstream.rdf.terms import XSD_INTEGER, XSD_STRING, Literal
 

@@ -16,7 +16,6 @@ from decimal import Decimal
 import numpy as np
 
 from linkstream.operators.batch import Batch
-from linkstream.query import functions as F
 from linkstream.query.expressions import (
     And,
     Arith,
@@ -34,6 +33,7 @@ from linkstream.query.expressions import (
     Unary,
     Var,
 )
+from linkstream.query.functions import scalar as F
 from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_DOUBLE, NUM_FLOAT, NUM_INTEGER, TermInfo
 from linkstream.rdf.terms import (
     KIND_LITERAL,

@@ -27,13 +27,7 @@ import rdflib
 from rdflib.plugins.sparql import algebra, parser
 from rdflib.term import URIRef
 
-from linkstream.query.errors import (
-    QueryError,
-    check_sparql_rules,
-    describe_failure,
-    iter_tree,
-    trace_parse_failure,
-)
+from linkstream.query.errors import QueryError
 from linkstream.query.lexer import (
     LineIndex,
     OffsetMap,
@@ -44,6 +38,12 @@ from linkstream.query.lexer import (
     langtag_problem,
     map_offset,
     quote,
+)
+from linkstream.query.rules import (
+    check_sparql_rules,
+    describe_failure,
+    iter_tree,
+    trace_parse_failure,
 )
 from linkstream.query.template import AlgebraTemplate, constant_slots
 from linkstream.query.windows import WindowSpec, read_window

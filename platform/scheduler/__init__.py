@@ -1,5 +1,7 @@
 """LinkStream's global scheduler: placement decisions and ZooKeeper coordination.
 
+Layer: above ``metrics``; imports no operator, no engine and no transport.
+
 Sans-IO decisions (no ZooKeeper needed to import or test them):
 
 * :mod:`.state` -- task specs, containers, ownership bookkeeping, policy knobs.
@@ -15,6 +17,10 @@ Kazoo recipes, one per module, all rooted at a configurable cluster root
 * :mod:`.registry` -- registered queries.
 * :mod:`.config` -- cluster-wide settings node.
 
-:mod:`.coordinator` wires the core to the recipes.  ``signature`` (operator
-signatures) belongs to the query engine.
+* :mod:`.producers` -- producer tasks of operator placement and where their hosts follow them.
+* :mod:`.runs` -- the running replay node every container reads.
+* :mod:`.status` -- a read-only snapshot of a cluster (``linkstream status``).
+
+:mod:`.coordinator` wires the core to the recipes.  Operator signatures and cutting plans
+into tasks belong to the engine (:mod:`linkstream.engine.cutting`).
 """

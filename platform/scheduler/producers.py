@@ -1,6 +1,6 @@
 """Producer tasks of operator placement in ZooKeeper, and where their hosts follow them.
 
-Recipe: every producer channel of a run (see :mod:`linkstream.scheduler.tasks`) is an
+Recipe: every producer channel of a run (see :mod:`linkstream.engine.cutting`) is an
 ordinary task node ``<root>/tasks/<task>`` (task id :func:`producer_task_id`) with its
 owner and index entry, like a query task, so the leading coordinator places, rebalances,
 drains and fails it over with the same :class:`~linkstream.scheduler.core.SchedulerCore`

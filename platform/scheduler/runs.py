@@ -56,7 +56,7 @@ class RunSpec:
         route: How the driver sends stream elements: ``"broadcast"`` (every element to
             every container) or ``"streams"`` (each element only to the containers that
             subscribed to its stream; a container subscribes to the streams of the
-            queries ZooKeeper assigns it, see :mod:`linkstream.containers.fanout`).
+            queries ZooKeeper assigns it, see :mod:`linkstream.cluster.fanout`).
     """
 
     id: str

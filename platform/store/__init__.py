@@ -7,7 +7,14 @@
 * :mod:`.persistent` -- indexed graphs + absorbed timeless batches, VTS snapshots, compaction;
 * :mod:`.transient`  -- the per-stream ring of timestamped batches with its stream index;
 * :mod:`.hybrid`     -- both behind one object (``HybridStore.open(DIR)``);
-* :mod:`.loader`     -- pure-Python loading of RDF files into a store directory.
+* :mod:`.loader`     -- pure-Python loading of RDF files into a store directory;
+* :mod:`.deltalog`, :mod:`.indexcache`, :mod:`.storelock` -- the absorbed-batch log, cached
+  indexes and the cross-process write lock of a store directory;
+* :mod:`.literals`   -- literal keys one-shot queries compare by;
+* :mod:`.static_results` -- stored results of static sub-joins (LMDB / HBase).
+
+Layer: data only, above ``rdf``.  Queries over a store (one-shot SPARQL, graph exploration)
+are :mod:`linkstream.engine.oneshot`.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ import queue
 import pytest
 
 from linkstream.api.bodies import BodyError, parse_body
-from linkstream.api.subscription import SubscriptionClosed
-from linkstream.engine.live import LiveEngine, QueryConflict, UnknownQuery
+from linkstream.engine.live.runtime import LiveEngine, QueryConflict, UnknownQuery
+from linkstream.engine.live.subscription import SubscriptionClosed
 from linkstream.query.errors import QueryError
 
 EX = "http://ex.org/"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from linkstream.cli import main as cli_main
-from linkstream.containers.localcluster import LocalCluster
+from linkstream.cluster.localcluster import LocalCluster
 from tests.shared_paths import load_tool, shared_or_skip
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]

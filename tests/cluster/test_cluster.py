@@ -25,8 +25,8 @@ from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from linkstream.cli import main as cli_main
-from linkstream.containers.localcluster import LocalCluster, pid_alive
-from linkstream.engine.cluster import ClusterEngine, ClusterReplayResult, replay_on_cluster, task_id
+from linkstream.cluster.localcluster import LocalCluster, pid_alive
+from linkstream.cluster.replay import ClusterEngine, ClusterReplayResult, replay_on_cluster, task_id
 from linkstream.engine.embedded import Engine
 from linkstream.operators.state import migratable as state_migratable
 from linkstream.query.continuous import ContinuousQuery, parse_continuous

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from linkstream.containers.fanout import Fanout
+from linkstream.cluster.fanout import Fanout
 from linkstream.containers.protocol import Elements, decode
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from linkstream.cli import main as cli_main
-from linkstream.containers.localcluster import LocalCluster
+from linkstream.cluster.localcluster import LocalCluster
 from linkstream.metrics import METRIC_NAMES
 from tests.shared_paths import shared_or_skip
 

@@ -1,6 +1,6 @@
 """Producer channels without ZooKeeper: generations, resets, partitioned instances, a move.
 
-:class:`~linkstream.containers.operator_channels.Channel` is checked on hand-made
+:class:`~linkstream.containers.placement.channels.Channel` is checked on hand-made
 batches; then real operator planes (real ZeroMQ edges, one engine each, dictionaries
 that disagree on ids) run a CityBench join as two hash-partitioned instances whose
 union a consumer reads, and one instance moves to a third plane mid-stream: the
@@ -13,11 +13,11 @@ import time
 
 import numpy as np
 
-from linkstream.containers.operator_channels import Channel
-from linkstream.containers.operator_tasks import HostedProducer, OperatorPlane, OpTasks, RemoteCut
+from linkstream.containers.placement.channels import Channel
+from linkstream.containers.placement.tasks import HostedProducer, OperatorPlane, OpTasks, RemoteCut
+from linkstream.engine.cutting import cut_points, partition_var
 from linkstream.operators.batch import Batch, consolidate
 from linkstream.rdf.streams import StreamReader
-from linkstream.scheduler.tasks import cut_points, partition_var
 from tests.cluster.test_operator_tasks import _engine, _manifest, _query
 
 

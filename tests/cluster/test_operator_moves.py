@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from linkstream.containers.localcluster import LocalCluster, pid_alive
-from linkstream.engine.cluster import ClusterEngine, ClusterReplayResult, replay_on_cluster
+from linkstream.cluster.localcluster import LocalCluster, pid_alive
+from linkstream.cluster.replay import ClusterEngine, ClusterReplayResult, replay_on_cluster
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.membership import Membership
 from tests.cluster.test_operator_placement import (

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from linkstream.cli import main as cli_main
-from linkstream.containers.localcluster import LocalCluster
+from linkstream.cluster.localcluster import LocalCluster
 from tests.cluster.test_operator_moves import metric
 from tests.cluster.test_operator_placement import (
     SESSION_S,

@@ -23,8 +23,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from linkstream.cli import main as cli_main
-from linkstream.containers.localcluster import LocalCluster, pid_alive
-from linkstream.engine.cluster import ClusterEngine, replay_on_cluster
+from linkstream.cluster.localcluster import LocalCluster, pid_alive
+from linkstream.cluster.replay import ClusterEngine, replay_on_cluster
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.membership import Membership

@@ -2,7 +2,7 @@
 
 The cluster test (``test_operator_placement.py``) runs the whole thing on container
 processes; these check the pieces in one process: the sans-IO cut and placement of
-:mod:`linkstream.scheduler.tasks`, the ``optasks`` message, and a producer engine feeding
+:mod:`linkstream.engine.cutting`, the ``optasks`` message, and a producer engine feeding
 a consumer engine over a real ZeroMQ edge while their dictionaries disagree on ids.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from linkstream.containers.operator_tasks import (
+from linkstream.containers.placement.tasks import (
     HostedProducer,
     OperatorPlane,
     OperatorPlaneError,
@@ -26,11 +26,7 @@ from linkstream.containers.operator_tasks import (
     encode_optasks,
     header_kind,
 )
-from linkstream.engine.embedded import Engine
-from linkstream.query.continuous import ContinuousQuery, parse_continuous
-from linkstream.rdf.static import load_graph
-from linkstream.rdf.streams import StreamReader
-from linkstream.scheduler.tasks import (
+from linkstream.engine.cutting import (
     cut_points,
     partition_coverage,
     partition_join,
@@ -40,6 +36,10 @@ from linkstream.scheduler.tasks import (
     producer_specs,
     spread_queries,
 )
+from linkstream.engine.embedded import Engine
+from linkstream.query.continuous import ContinuousQuery, parse_continuous
+from linkstream.rdf.static import load_graph
+from linkstream.rdf.streams import StreamReader
 from tests.shared_paths import shared_or_skip
 
 IDS = ["cqels-Q1", "cqels-Q1_win_1", "cqels-Q3", "csparql-Q1", "csparql-Q2", "cqels-Q11"]

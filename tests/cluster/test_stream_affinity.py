@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from linkstream.cli import main as cli_main
-from linkstream.containers.localcluster import LocalCluster
-from linkstream.engine.cluster import ClusterEngine, ClusterReplayResult, replay_on_cluster
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.cluster.replay import ClusterEngine, ClusterReplayResult, replay_on_cluster
 from linkstream.query.continuous import parse_continuous
 from tests.shared_paths import load_tool, shared_or_skip
 

@@ -294,7 +294,7 @@ def test_static_triples_added_mid_stream_refresh_the_results(share, tmp_path):
 
 
 def test_live_engine_adds_static_triples_at_runtime():
-    from linkstream.engine.live import LiveEngine
+    from linkstream.engine.live.runtime import LiveEngine
 
     ex = "http://ex.org/"
     q = f"""PREFIX ex: <{ex}>

@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import pytest
 
-from linkstream.query.func_numeric import to_f32
-from linkstream.query.functions import (
+from linkstream.query.functions.numeric import to_f32
+from linkstream.query.functions.scalar import (
     ExprError,
     arithmetic,
     call,

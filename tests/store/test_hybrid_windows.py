@@ -22,12 +22,12 @@ import pytest
 from linkstream.api.server import build_live
 from linkstream.cli import main as cli_main
 from linkstream.engine.embedded import Engine
+from linkstream.engine.oneshot.store import run_sparql
 from linkstream.engine.replay import replay
 from linkstream.operators.window import RingBuffer
 from linkstream.query.continuous import parse_continuous
 from linkstream.store.hybrid import HybridStore
 from linkstream.store.loader import load_store
-from linkstream.store.sparql import run_sparql
 from tests.shared_paths import load_tool, shared_or_skip
 
 QID = "csparql-Q1"

@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
+from linkstream.engine.oneshot.store import run_sparql
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.store.memory import MemoryStore
 from linkstream.store.persistent import PersistentStore
-from linkstream.store.sparql import run_sparql
 
 BATCHES = 400
 Q = """PREFIX ex: <http://example.org/>

@@ -7,14 +7,14 @@ import re
 import numpy as np
 import pytest
 
+from linkstream.engine.oneshot.explore import ExploreOperator, SnapshotGraph
+from linkstream.engine.oneshot.store import QueryDictionary, run_sparql
 from linkstream.operators.base import Operator
 from linkstream.operators.values import ConstantOperator
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.rdf.static import load_graph
-from linkstream.store.explore import ExploreOperator, SnapshotGraph
 from linkstream.store.memory import MemoryStore
 from linkstream.store.persistent import PersistentStore
-from linkstream.store.sparql import QueryDictionary, run_sparql
 from tests.shared_paths import shared_or_skip
 
 
@@ -153,8 +153,8 @@ def test_exploration_reads_little_from_a_constant() -> None:
 
 
 def test_fast_term_json_agrees_with_the_full_parser() -> None:
-    from linkstream.api.oneshot import term_json
-    from linkstream.store.sparql import fast_term_json
+    from linkstream.engine.oneshot.embedded import term_json
+    from linkstream.engine.oneshot.store import fast_term_json
 
     shared = shared_or_skip()
     d = MemoryDictionary()

@@ -17,11 +17,11 @@ import numpy as np
 import pyoxigraph as ox
 import pytest
 
+from linkstream.engine.oneshot.store import run_sparql
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.rdf.static import load_graph
 from linkstream.store.memory import MemoryStore
 from linkstream.store.persistent import PersistentStore
-from linkstream.store.sparql import run_sparql
 from tests.shared_paths import shared_or_skip
 from tests.store.test_sparql_oneshot import P, _load_ox
 

@@ -25,6 +25,7 @@ import numpy as np
 import pyoxigraph as ox
 import pytest
 
+from linkstream.engine.oneshot.store import run_sparql
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.rdf.static import load_graph
 from linkstream.store import literals
@@ -32,7 +33,6 @@ from linkstream.store.literals import ALIAS_CACHE, AliasMap, LiteralAliases, can
 from linkstream.store.loader import load_store
 from linkstream.store.memory import MemoryStore
 from linkstream.store.persistent import PersistentStore
-from linkstream.store.sparql import run_sparql
 from tests.shared_paths import shared_or_skip
 from tests.store.test_sparql_oneshot import P, _load_ox, assert_same
 

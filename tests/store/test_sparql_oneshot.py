@@ -20,6 +20,7 @@ import numpy as np
 import pyoxigraph as ox
 import pytest
 
+from linkstream.engine.oneshot.store import run_sparql
 from linkstream.query.errors import QueryError
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.rdf.static import load_graph
@@ -27,7 +28,6 @@ from linkstream.rdf.streams import StreamReader
 from linkstream.store.loader import load_store
 from linkstream.store.memory import MemoryStore
 from linkstream.store.persistent import PersistentStore
-from linkstream.store.sparql import run_sparql
 from tests.shared_paths import load_tool, shared_or_skip
 
 _CR = load_tool("compare_results")
@@ -556,8 +556,8 @@ def assert_same(ours: dict[str, Any], ref: Any, ordered: bool = False) -> int:
 
 
 def test_api_one_shot_uses_the_engine_store(citybench) -> None:
-    from linkstream.api.oneshot import evaluate_one_shot, parse_one_shot
     from linkstream.engine.embedded import Engine
+    from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 
     store, ref = citybench
     engine = Engine(dictionary=store.dictionary)

@@ -1,0 +1,301 @@
+"""What the cluster-mode subcommands of ``linkstream`` do (the parsers live in ``cli/main.py``).
+
+``container`` and ``coordinator`` run a process until SIGTERM/SIGINT (a container also
+ends once its graceful drain completes); ``status`` prints a snapshot; ``containers
+add|remove`` change a running local cluster; ``replay --zk|--cluster`` runs a replay
+through :func:`linkstream.cluster.replay.replay_on_cluster`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_S = 5.0
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(_sig: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _exit_if_stuck(status: int) -> int:
+    """Ends the process now if ZooKeeper could not be left (kazoo threads would block exit)."""
+    if status >= 0:
+        return status
+    logger.warning("ZooKeeper unreachable at shutdown; exiting without closing the session")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def cmd_container(args: argparse.Namespace) -> int:
+    """``linkstream container``: serve as an operator container."""
+    from linkstream.containers.runtime import ContainerRuntime, serve
+
+    _setup_logging(args.log_level)
+    runtime = ContainerRuntime(
+        args.zk,
+        container_id=args.id,
+        capacity=args.capacity,
+        bind=args.bind,
+        session_timeout=args.session_timeout,
+        root=args.root,
+        metrics_port=args.metrics_port,
+    )
+    return _exit_if_stuck(serve(runtime, _stop_on_signals()))
+
+
+def cmd_coordinator(args: argparse.Namespace) -> int:
+    """``linkstream coordinator``: contend for leadership and schedule while leading."""
+    from linkstream.metrics import CoordinatorMetrics, serve_metrics
+    from linkstream.scheduler.coordinator import Coordinator
+    from linkstream.scheduler.state import Policy
+
+    _setup_logging(args.log_level)
+    stop = _stop_on_signals()
+    identifier = args.id or f"{os.uname().nodename}-{os.getpid()}"
+    metrics = CoordinatorMetrics()
+    meta: dict[str, object] = {"pid": os.getpid(), "host": os.uname().nodename}
+    server = None
+    if args.metrics_port is not None:
+        server, port = serve_metrics(metrics.registry, args.metrics_port)
+        meta["metrics"] = f"127.0.0.1:{port}"
+        logger.info("coordinator %s serves /metrics on port %d", identifier, port)
+    client = KazooClient(hosts=args.zk, timeout=args.session_timeout)
+    client.start(timeout=30)
+    metrics.zookeeper_state(client.state)
+    client.add_listener(metrics.zookeeper_state)
+    policy = Policy(
+        tolerance=args.tolerance, max_moves=args.max_moves, affinity=not getattr(args, "no_affinity", False)
+    )
+    coordinator = Coordinator(
+        client,
+        identifier,
+        root=args.root,
+        policy=policy,
+        tick_interval=args.tick_interval,
+        metrics=metrics,
+        meta=meta,
+    )
+    coordinator.start()
+    logger.info("coordinator %s started", identifier)
+    try:
+        while not stop.wait(0.2):
+            pass
+    finally:
+
+        def shutdown() -> None:
+            coordinator.stop()
+            client.stop()
+            client.close()
+            if server is not None:
+                server.shutdown()  # type: ignore[attr-defined]
+
+        # With ZooKeeper gone the election's threads may wait out their own timeouts.
+        bounded = threading.Thread(target=shutdown, name="shutdown", daemon=True)
+        bounded.start()
+        bounded.join(SHUTDOWN_S)
+    return _exit_if_stuck(-1 if bounded.is_alive() else 0)
+
+
+def _hosts(args: argparse.Namespace) -> str:
+    if args.zk:
+        return args.zk
+    from linkstream.cluster.localcluster import LocalCluster
+
+    return LocalCluster.load(args.dir).hosts
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``linkstream status``: containers, tasks, queries, coordinators, run."""
+    from linkstream.scheduler.status import cluster_status, format_status
+
+    try:
+        hosts = _hosts(args)
+    except FileNotFoundError:
+        print(f"error: no --zk and no local cluster in {args.dir}", file=sys.stderr)
+        return 2
+    client = KazooClient(hosts=hosts, timeout=10.0)
+    client.start(timeout=30)
+    try:
+        status = cluster_status(client, args.root)
+    finally:
+        client.stop()
+        client.close()
+    print(json.dumps(status, indent=1) if args.json else format_status(status))
+    return 0
+
+
+def cmd_containers(args: argparse.Namespace) -> int:
+    """``linkstream containers add N`` / ``containers remove ID`` on a local cluster."""
+    from linkstream.cluster.localcluster import LocalCluster
+
+    try:
+        cluster = LocalCluster.load(args.dir)
+    except FileNotFoundError:
+        print(
+            f"error: no local cluster recorded in {args.dir} (start one with infra/local-cluster)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.action == "add":
+        print(" ".join(cluster.add_containers(int(args.target), capacity=args.capacity)))
+        return 0
+    try:
+        cluster.remove_container(args.target, timeout=args.timeout)
+    except TimeoutError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.target} drained and stopped")
+    return 0
+
+
+def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    """``linkstream replay --zk HOSTS`` or ``--cluster N``: the replay on operator containers."""
+    from linkstream.cli.args import err, split_binding, stream_bindings
+    from linkstream.cluster.localcluster import LocalCluster
+    from linkstream.cluster.replay import ClusterError, replay_on_cluster
+    from linkstream.engine.embedded import Engine
+    from linkstream.query.continuous import parse_continuous
+    from linkstream.query.errors import QueryError
+    from linkstream.rdf.dictionary import open_dictionary
+    from linkstream.scheduler.runs import RunActiveError
+
+    statics: list[tuple[str | None, str]] = []
+    for arg in args.static:
+        iri, path = split_binding(arg, args.base)
+        if not os.path.exists(path):
+            return err(f"static graph file {path!r} does not exist")
+        statics.append((iri, os.path.abspath(path)))
+    streams = stream_bindings(args.stream, args.base)
+    if isinstance(streams, str):
+        return err(streams)
+    queries = []
+    scratch = Engine(default_step=args.default_step, log_fn=lambda _msg: None)
+    for path in args.query:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            stem = os.path.splitext(os.path.basename(path))[0]
+            cq = parse_continuous(text, default_name=stem, base=args.base, source=path)
+            scratch.register(cq)  # plan once here so that errors are reported as in embedded mode
+        except (OSError, UnicodeDecodeError) as e:
+            return err(f"cannot read query {path}: {e}")
+        except QueryError as e:
+            msg = str(e)
+            return err(msg if msg.startswith(path) else f"{path}: {msg}")
+        queries.append(cq)
+    try:
+        dictionary = open_dictionary(args.dictionary)
+    except (ValueError, OSError) as e:
+        return err(str(e))
+    cluster = None
+    hosts = args.zk
+    if args.cluster:
+        # Room for every query even on one container; the scheduler still spreads them.
+        cluster = LocalCluster(tempfile.mkdtemp(prefix="linkstream-cluster-"), capacity=max(16, len(queries)))
+        try:
+            cluster.start(args.cluster)
+        except (RuntimeError, TimeoutError) as e:
+            cluster.stop()
+            return err(f"local cluster did not start: {e} (logs in {cluster.dir})")
+        hosts = cluster.hosts
+        if not args.quiet:
+            log(cluster.describe())
+    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
+    try:
+        result = replay_on_cluster(
+            hosts,
+            queries,
+            streams,
+            statics,
+            out,
+            base=args.base,
+            default_step=args.default_step,
+            lateness_ms=args.lateness,
+            max_reports=args.max_reports,
+            dictionary=dictionary,
+            answer_timeout=args.answer_timeout,
+            log=log,
+            placement=getattr(args, "placement", "queries"),
+            parallelism=getattr(args, "parallelism", 1),
+            route=getattr(args, "route", "streams"),
+            affinity=not getattr(args, "no_affinity", False),
+        )
+    except (ClusterError, RunActiveError) as e:
+        return err(str(e))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+        dictionary.close()
+    res = result.replay
+    rate = res.triples / res.seconds if res.seconds > 0 else 0.0
+    if not args.quiet or args.stats:
+        log(
+            f"replayed {res.triples} triples in {res.elements} elements in {res.seconds:.2f}s "
+            f"({rate:,.0f} triples/s) on {len(result.containers)} container(s), {res.rows} result rows, "
+            f"{len(result.switches)} placements/moves"
+        )
+    if args.stats and args.stats != "-":
+        with open(args.stats, "w", encoding="utf-8") as f:
+            body = {
+                "triples": res.triples,
+                "seconds": res.seconds,
+                "triples_per_s": rate,
+                "containers": result.containers,
+                "answerers": {sw.query: sw.dst for sw in result.switches},
+                "moves": len(result.switches),
+                "placement": result.placement,
+                "route": result.route,
+                "bytes_sent": result.bytes_sent,
+                "elements_by_container": result.elements_by_container,
+                "lost": [[x.query, x.t, x.container, x.reason] for x in result.lost],
+                "migrations": [
+                    {
+                        "query": m.query,
+                        "src": m.src,
+                        "dst": m.dst,
+                        "seq": m.seq,
+                        "bytes": m.bytes,
+                        "rows": m.rows,
+                    }
+                    for m in result.migrations
+                ],
+            }
+            json.dump(body, f, indent=1)
+    if result.lost:
+        queries_lost = sorted({x.query for x in result.lost})
+        log(f"lost: {len(result.lost)} report(s) of {', '.join(queries_lost)} (a container died or stalled)")
+        return 3
+    return 0

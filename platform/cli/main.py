@@ -1,0 +1,386 @@
+"""The ``linkstream`` command: the parser of every subcommand and the dispatch to their modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from linkstream.cli.args import DEFAULT_BASE, err, split_binding, stream_bindings
+from linkstream.query.errors import QueryError
+
+
+def _percentile(xs: list[float], p: float) -> float:
+    if not xs:
+        return 0.0
+    ys = sorted(xs)
+    k = min(len(ys) - 1, max(0, int(round(p / 100.0 * (len(ys) - 1)))))
+    return ys[k]
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from linkstream.engine.embedded import Engine
+    from linkstream.engine.replay import replay
+    from linkstream.query.continuous import parse_continuous
+    from linkstream.rdf.dictionary import open_dictionary
+    from linkstream.rdf.static import load_graph
+
+    quiet = args.quiet
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    if getattr(args, "placement", "queries") != "queries" and not (args.cluster or args.zk):
+        return err("--placement operators needs --cluster N or --zk HOST:PORT")
+    if getattr(args, "parallelism", 1) != 1 and getattr(args, "placement", "queries") != "operators":
+        return err("--parallelism needs --placement operators")
+    if getattr(args, "parallelism", 1) < 1:
+        return err("--parallelism must be at least 1")
+    if args.store and (args.cluster or args.zk):
+        return err("--store works for embedded replays; cluster containers load --static files")
+    if args.cluster or args.zk:
+        from linkstream.cli.cluster import cmd_replay_cluster
+
+        return cmd_replay_cluster(args, log)
+    store = None
+    try:
+        if args.store:
+            if args.dictionary != "memory:":
+                return err("--store uses the store's own dictionary; do not also give --dictionary")
+            from linkstream.store.hybrid import HybridStore
+
+            store = HybridStore.open(args.store)  # windows keep their streams in its transient ring
+            dictionary = store.dictionary
+        else:
+            dictionary = open_dictionary(args.dictionary)
+    except (ValueError, OSError) as e:
+        return err(str(e))
+    transient = store.transient if store is not None else None
+    engine = Engine(dictionary, default_step=args.default_step, log_fn=log, transient=transient)
+    if store is not None:
+        snap = store.snapshot()
+        for g in snap.graphs():
+            triples = snap.triples(g)
+            engine.add_static(g, triples)
+            if not quiet:
+                log(
+                    f"static {'<' + g + '>' if g else 'default graph'}: {len(triples)} triples from store {args.store}"
+                )
+    for k, arg in enumerate(args.static):
+        iri, path = split_binding(arg, args.base)
+        if not os.path.exists(path):
+            return err(f"static graph file {path!r} does not exist")
+        t0 = time.perf_counter()
+        triples = load_graph(path, dictionary, bnode_prefix=f"s{k}_", log=log)
+        engine.add_static(iri, triples)
+        if not quiet:
+            log(
+                f"static {'<' + iri + '>' if iri else 'default graph'}: {len(triples)} triples from {path} "
+                f"({time.perf_counter() - t0:.2f}s)"
+            )
+    streams = stream_bindings(args.stream, args.base)
+    if isinstance(streams, str):
+        return err(streams)
+    engine.declare_streams({i for i, _ in streams})
+    queries = []
+    for path in args.query:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            return err(f"cannot read query {path}: {e}")
+        stem = os.path.splitext(os.path.basename(path))[0]
+        try:
+            cq = parse_continuous(text, default_name=stem, base=args.base, source=path)
+            rq = engine.register(cq)
+        except QueryError as e:
+            msg = str(e)
+            if not msg.startswith(path):
+                msg = f"{path}: {msg}"
+            return err(msg)
+        queries.append(rq)
+        if args.explain:
+            log(f"---- {rq.name} ({cq.dialect}, {cq.mode})\n{rq.explain()}")
+    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
+    try:
+        res = replay(
+            engine, queries, streams, out, lateness_ms=args.lateness, max_reports=args.max_reports, log=log
+        )
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    for iri, st in res.streams.items():
+        if not quiet:
+            log(
+                f"stream <{iri}>: {st.elements} elements, {st.triples} triples, {st.rejected} rejected lines, "
+                f"{st.late} late elements"
+            )
+    if res.rejected:
+        log(f"rejected lines in stream files: {res.rejected}")
+    if args.stats or not quiet:
+        rate = res.triples / res.seconds if res.seconds > 0 else 0.0
+        report = []
+        for q in queries:
+            st = q.stats
+            report.append(
+                {
+                    "query": q.name,
+                    "reports": st.reports,
+                    "rows": st.rows,
+                    "eval_seconds": round(st.eval_seconds, 4),
+                    "latency_ms_p50": round(_percentile(st.latencies, 50) * 1e3, 4),
+                    "latency_ms_p95": round(_percentile(st.latencies, 95) * 1e3, 4),
+                    "latency_ms_p99": round(_percentile(st.latencies, 99) * 1e3, 4),
+                }
+            )
+        if not quiet or args.stats:
+            for r in report:
+                log(
+                    f"{r['query']:<24} reports={r['reports']:<6} rows={r['rows']:<8} "
+                    f"p50={r['latency_ms_p50']:.3f}ms p99={r['latency_ms_p99']:.3f}ms"
+                )
+            log(
+                f"replayed {res.triples} triples in {res.elements} elements in {res.seconds:.2f}s "
+                f"({rate:,.0f} triples/s), {res.rows} result rows"
+            )
+        if args.stats and args.stats != "-":
+            with open(args.stats, "w", encoding="utf-8") as f:
+                json.dump(
+                    {
+                        "triples": res.triples,
+                        "seconds": res.seconds,
+                        "triples_per_s": rate,
+                        "queries": report,
+                    },
+                    f,
+                    indent=1,
+                )
+    if store is not None:
+        store.close()
+    else:
+        dictionary.close()
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from linkstream.cli.demo import run_demo
+
+    return run_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="linkstream", description="LinkStream: continuous queries over RDF streams."
+    )
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay timestamped N-Quads streams through continuous queries",
+        description="Replay stream files (SEMANTICS.md §2) through C-SPARQL / CQELS-QL / RSP-QL "
+        "queries and write JSON Lines results (§6).",
+    )
+    rp.add_argument("--query", action="append", required=True, metavar="Q.rq", help="query file (repeatable)")
+    rp.add_argument(
+        "--stream", action="append", default=[], metavar="IRI=PATH", help="stream file (repeatable)"
+    )
+    rp.add_argument(
+        "--static",
+        action="append",
+        default=[],
+        metavar="[IRI=]PATH",
+        help="static graph: IRI=PATH binds a named graph, PATH adds to the default graph",
+    )
+    rp.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help="store directory (linkstream load --store): each of its graphs is a static graph "
+        "(N-Quads graph names become named graphs) and its dictionary is used",
+    )
+    rp.add_argument(
+        "--default-step",
+        type=int,
+        default=1000,
+        metavar="MS",
+        help="report step for windows without STEP/SLIDE, [TRIPLES n] and [NOW] (default 1000)",
+    )
+    rp.add_argument("--lateness", type=int, default=0, metavar="MS", help="allowed lateness (default 0)")
+    rp.add_argument("--base", default=DEFAULT_BASE, help="base IRI for relative IRIs (default %(default)s)")
+    rp.add_argument("--out", required=True, help="output JSON Lines file ('-' for stdout)")
+    rp.add_argument(
+        "--stats",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help="print per-query statistics (and write them as JSON to FILE)",
+    )
+    rp.add_argument(
+        "--dictionary",
+        default="memory:",
+        metavar="URI",
+        help="term dictionary: memory: (default), lmdb:PATH, hbase://HOST:PORT/TABLE",
+    )
+    rp.add_argument(
+        "--max-reports",
+        type=int,
+        default=None,
+        metavar="N",
+        help="evaluate only the first N report times of each query (testing aid)",
+    )
+    rp.add_argument("--explain", action="store_true", help="print each query's operator plan")
+    rp.add_argument("--quiet", action="store_true", help="no progress output")
+    where = rp.add_mutually_exclusive_group()
+    where.add_argument(
+        "--cluster", type=int, default=None, metavar="N", help="run on a local cluster of N containers"
+    )
+    where.add_argument("--zk", default=None, metavar="HOST:PORT", help="run on the cluster of this ZooKeeper")
+    rp.add_argument(
+        "--placement",
+        choices=("queries", "operators"),
+        default="queries",
+        help="cluster mode: place whole queries (default) or also their shared join/scan "
+        "operators as tasks of their own, exchanging deltas over ZeroMQ",
+    )
+    rp.add_argument(
+        "--parallelism",
+        type=int,
+        default=1,
+        metavar="K",
+        help="operator placement: run every shared join whose inputs bind a common variable "
+        "as K instances, each joining one hash partition of it (default 1: unpartitioned)",
+    )
+    rp.add_argument(
+        "--route",
+        choices=("streams", "broadcast"),
+        default="streams",
+        help="cluster mode: send each stream element only to the containers whose queries "
+        "read its stream (default) or to every container",
+    )
+    rp.add_argument(
+        "--no-affinity",
+        action="store_true",
+        help="cluster mode: do not tell the scheduler which streams each query reads "
+        "(placement by load and colocation only; default: prefer containers already "
+        "receiving a query's streams)",
+    )
+    rp.add_argument(
+        "--answer-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="cluster mode: seconds to wait for a report before counting it lost (default 60)",
+    )
+    rp.set_defaults(func=cmd_replay)
+    _add_cluster_commands(sub)
+
+    dp = sub.add_parser("demo", help="replay the bundled CityBench slice and print results and throughput")
+    dp.add_argument("--data", default=None, help="folder with the demo data (default: examples/citybench)")
+    dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")
+    dp.set_defaults(func=cmd_demo)
+
+    from linkstream.cli.service import add_parsers  # run, queries add|ls|rm
+
+    add_parsers(sub)
+    from linkstream.cli.sparql import add_parsers as add_store_parsers  # sparql
+
+    add_store_parsers(sub)
+    from linkstream.cli.load import add_parsers as add_bulk_parsers  # load
+
+    add_bulk_parsers(sub)
+    return ap
+
+
+def _delegate(name: str):
+    def run(args: argparse.Namespace) -> int:
+        from linkstream.cli import cluster as commands
+
+        return getattr(commands, name)(args)
+
+    return run
+
+
+def _zk_options(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument(
+        "--zk", required=required, metavar="HOST:PORT[/CHROOT]", help="ZooKeeper connection string"
+    )
+    p.add_argument(
+        "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
+    )
+    p.add_argument(
+        "--session-timeout", type=float, default=10.0, metavar="S", help="ZooKeeper session timeout"
+    )
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.add_argument(
+        "--metrics-port", type=int, default=None, metavar="PORT", help="serve /metrics here (0: a free port)"
+    )
+
+
+def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
+    from linkstream.cluster.localcluster import DEFAULT_DIR
+
+    cp = sub.add_parser(
+        "container", help="run an operator container", description="Serve as an operator container."
+    )
+    _zk_options(cp)
+    cp.add_argument("--id", default=None, help="container id (default: numbered by ZooKeeper)")
+    cp.add_argument("--capacity", type=int, default=16, help="query slots (default 16)")
+    cp.add_argument(
+        "--bind", default="tcp://127.0.0.1:*", help="data-plane endpoint to bind (default %(default)s)"
+    )
+    cp.set_defaults(func=_delegate("cmd_container"))
+
+    op = sub.add_parser("coordinator", help="run a coordinator (leader or standby)")
+    _zk_options(op)
+    op.add_argument("--id", default=None, help="identifier in the leader election (default host-pid)")
+    op.add_argument(
+        "--tick-interval", type=float, default=1.0, metavar="S", help="scheduler tick (default 1 s)"
+    )
+    op.add_argument("--tolerance", type=float, default=0.25, help="rebalance tolerance (default 0.25)")
+    op.add_argument("--max-moves", type=int, default=4, help="tasks moved per rebalance round (default 4)")
+    op.add_argument(
+        "--no-affinity",
+        action="store_true",
+        help="place tasks by load and colocation only, ignoring the streams they read",
+    )
+    op.set_defaults(func=_delegate("cmd_coordinator"))
+
+    sp = sub.add_parser("status", help="print containers, tasks, queries and coordinators")
+    sp.add_argument(
+        "--zk", default=None, metavar="HOST:PORT[/CHROOT]", help="ZooKeeper (default: the local cluster)"
+    )
+    sp.add_argument("--dir", default=str(DEFAULT_DIR), help="local cluster directory (default %(default)s)")
+    sp.add_argument(
+        "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
+    )
+    sp.add_argument("--json", action="store_true", help="print JSON")
+    sp.set_defaults(func=_delegate("cmd_status"))
+
+    kp = sub.add_parser("containers", help="add or gracefully remove containers of a local cluster")
+    kp.add_argument("action", choices=["add", "remove"])
+    kp.add_argument("target", metavar="N|ID", help="how many containers to add, or the id to remove")
+    kp.add_argument("--dir", default=str(DEFAULT_DIR), help="local cluster directory (default %(default)s)")
+    kp.add_argument("--capacity", type=int, default=None, help="query slots of added containers")
+    kp.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a drain (default 120)")
+    kp.set_defaults(func=_delegate("cmd_containers"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not getattr(args, "func", None):
+        ap.print_help()
+        return 1
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""``linkstream sparql``: one-shot SPARQL 1.1 queries over a store directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from linkstream.query.errors import QueryError
+
+
+def add_parsers(sub: Any) -> None:
+    """Adds ``sparql`` to the ``linkstream`` subcommand parsers."""
+    sp = sub.add_parser(
+        "sparql",
+        help="answer a one-shot SPARQL 1.1 query over a store directory",
+        description=(
+            "Answer a SELECT, ASK or CONSTRUCT query over a store directory (written by "
+            "'linkstream load') by graph exploration of its indexes. SELECT/ASK results are "
+            "printed as SPARQL 1.1 Query Results JSON (or TSV), CONSTRUCT results as "
+            'N-Triples statements (a JSON object {"triples": [...]} with --format json).'
+        ),
+    )
+    sp.add_argument("--store", required=True, metavar="DIR", help="the store directory")
+    sp.add_argument(
+        "query", metavar="QUERY_OR_FILE", help="the query text, a file holding it, or - for stdin"
+    )
+    sp.add_argument(
+        "--default-graph-uri",
+        action="append",
+        default=None,
+        metavar="IRI",
+        help="a graph of the default graph, replacing the query's FROM (repeatable)",
+    )
+    sp.add_argument(
+        "--named-graph-uri",
+        action="append",
+        default=None,
+        metavar="IRI",
+        help="a named graph, replacing the query's FROM NAMED (repeatable)",
+    )
+    sp.add_argument("--format", choices=("json", "tsv"), default="json", help="output format (default json)")
+    sp.add_argument(
+        "--base", default="http://localhost/", metavar="IRI", help="base IRI (default %(default)s)"
+    )
+    sp.add_argument("--stats", action="store_true", help="print timings and the result size on stderr")
+    sp.add_argument("--explain", action="store_true", help="print the operator plan on stderr")
+    sp.set_defaults(func=cmd_sparql)
+
+
+def _read_query(arg: str) -> tuple[str, str]:
+    """(text, source name) of the QUERY_OR_FILE argument."""
+    if arg == "-":
+        return sys.stdin.read(), "<stdin>"
+    if os.path.isfile(arg):
+        with open(arg, encoding="utf-8", errors="surrogateescape") as f:
+            return f.read(), arg
+    return arg, "query"
+
+
+def cmd_sparql(args: argparse.Namespace) -> int:
+    """Runs ``linkstream sparql``."""
+    from linkstream.engine.oneshot.store import run_sparql
+    from linkstream.store.layout import read_manifest
+    from linkstream.store.persistent import PersistentStore
+
+    def err(msg: str) -> int:
+        print("error: " + msg, file=sys.stderr)
+        return 2
+
+    try:
+        text, source = _read_query(args.query)
+    except OSError as e:
+        return err(f"cannot read {args.query}: {e.strerror or e}")
+    try:
+        manifest = read_manifest(args.store)
+    except (FileNotFoundError, ValueError) as e:
+        return err(str(e))
+    t0 = time.perf_counter()
+    if args.stats or manifest.total_triples > 5_000_000:
+        print(f"opening {args.store} ({manifest.total_triples} triples) ...", file=sys.stderr)
+    try:
+        store = PersistentStore.open(args.store, background_compaction=False)
+    except (OSError, ValueError) as e:
+        return err(f"cannot open store {args.store}: {e}")
+    t1 = time.perf_counter()
+    try:
+        res = run_sparql(
+            store,
+            text,
+            args.default_graph_uri,
+            args.named_graph_uri,
+            base=args.base,
+            source=source,
+            explain=(lambda text: print(text, file=sys.stderr)) if args.explain else None,
+        )
+    except QueryError as e:
+        return err(str(e))
+    finally:
+        t2 = time.perf_counter()
+    try:
+        _print_result(res, args.format)
+    finally:
+        store.close()
+    if args.stats:
+        n = len(res["results"]["bindings"]) if "results" in res else len(res.get("triples", [])) or 1
+        print(f"open {t1 - t0:.3f}s  query {t2 - t1:.3f}s  results {n}", file=sys.stderr)
+    return 0
+
+
+def _print_result(res: dict[str, Any], fmt: str) -> None:
+    out = sys.stdout
+    if fmt == "json":
+        json.dump(res, out, ensure_ascii=False)
+        out.write("\n")
+        return
+    if "triples" in res:
+        for t in res["triples"]:
+            out.write(t + "\n")
+    elif "boolean" in res:
+        out.write(("true" if res["boolean"] else "false") + "\n")
+    else:
+        names = res["head"]["vars"]
+        out.write("\t".join("?" + v for v in names) + "\n")
+        for b in res["results"]["bindings"]:
+            out.write("\t".join(tsv_term(b[v]) if v in b else "" for v in names) + "\n")
+
+
+def _escape(s: str) -> str:
+    return (
+        s.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+
+
+def tsv_term(t: dict[str, Any]) -> str:
+    """A SPARQL JSON term in the SPARQL 1.1 TSV results form (N-Triples-like)."""
+    if t["type"] == "uri":
+        return f"<{t['value']}>"
+    if t["type"] == "bnode":
+        return f"_:{t['value']}"
+    lex = '"' + _escape(t["value"]) + '"'
+    if "xml:lang" in t:
+        return lex + "@" + t["xml:lang"]
+    if "datatype" in t:
+        return lex + f"^^<{t['datatype']}>"
+    return lex

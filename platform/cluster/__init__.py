@@ -1,0 +1,15 @@
+"""The cluster's driver / gateway side (layer: above ``containers``, ``engine``, ``scheduler``).
+
+What runs outside the operator containers and feeds them:
+
+* ``replay.py``       -- ``replay --cluster N / --zk``: the driver that feeds operator containers.
+* ``driver.py``       -- the driver's protocol state (:class:`ClusterEngine`): elements out,
+  ticks, results in.
+* ``fanout.py``       -- the element data plane: one PUSH socket per container, stream routing.
+* ``handover.py``     -- the driver's side of stateful task moves (old owner -> new owner).
+* ``placement/``      -- the driver's side of operator-level placement (``--placement operators``).
+* ``localcluster.py`` -- a whole cluster on one machine (ZooKeeper, coordinators, containers);
+  ``infra/local-cluster`` runs it.
+
+Only ``cli`` is above this package.
+"""

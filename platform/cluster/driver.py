@@ -1,0 +1,486 @@
+"""The driver's protocol state in a cluster replay: :class:`ClusterEngine`.
+
+:class:`ClusterEngine` is the engine interface that :func:`linkstream.engine.replay.replay`
+drives in cluster mode (:func:`linkstream.cluster.replay.replay_on_cluster` sets it up).
+It follows ZooKeeper (membership, every query's assignment), reads the containers'
+messages (hello, subscribe, ready/unready, results, state), admits and syncs
+containers, routes the stream elements (:class:`~linkstream.cluster.fanout.Fanout`),
+carries out stateful moves between ticks (:mod:`linkstream.cluster.handover`),
+names one answerer per query and tick, and collects the ticks' result lines.
+
+Each tick names one answerer per query.  The answerer changes only on a tick boundary
+and only to a container that announced the query *ready* from that tick on.  A container
+announces a query ready only once it holds the query's streams: when the run routes by
+stream (the default) it first subscribes to them and the driver, between two ticks,
+sends it their retained backlog; when the run broadcasts, it holds every stream anyway.
+Either way the query's windows on its new container are full, so the lines from the
+switch on are those of the old one -- no loss, no duplicates.  Stateful hand-overs are
+acknowledged in ZooKeeper once the switch is sent, which lets the coordinator complete a
+graceful drain; they start only once the new owner subscribed to the query's streams,
+so the state arrives after their backlog.  A container that dies (its ephemeral node
+goes) or does not answer within ``answer_timeout`` costs the lines of the ticks it
+owed: they are recorded as lost, never waited for forever; the coordinator reassigns
+its queries and they report again from their new container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.recipe.watchers import DataWatch
+
+from linkstream.cluster.fanout import Fanout
+from linkstream.cluster.handover import Handovers, Migration
+from linkstream.containers.protocol import (
+    Failed,
+    Hello,
+    Ready,
+    Result,
+    State,
+    Subscribe,
+    Tick,
+    Unready,
+    decode,
+    encode,
+)
+from linkstream.containers.transport import Receiver
+from linkstream.engine.embedded import QueryStats, ReportSchedule
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.scheduler.assignment import Assignment, AssignmentTable
+from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout
+from linkstream.scheduler.layout import decode as zk_decode
+from linkstream.scheduler.membership import Member, Membership
+from linkstream.scheduler.runs import RunSpec
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterError(RuntimeError):
+    """The cluster replay cannot start or continue (no containers, a query failed ...)."""
+
+
+def task_id(name: str) -> str:
+    """The task (and registry) id of query ``name``: a valid ZooKeeper node name."""
+    return "q-" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:20]
+
+
+def plan_key(cq: ContinuousQuery) -> str:
+    """Colocation group of a query: equal for queries with equal plans."""
+    body = [cq.dialect, cq.mode, cq.sparql, [[w.stream, str(w.spec)] for w in cq.windows]]
+    body += [list(cq.static_from), list(cq.static_named)]
+    return "p-" + hashlib.sha1(json.dumps(body).encode("utf-8")).hexdigest()[:20]
+
+
+@dataclass
+class RemoteQuery(ReportSchedule):
+    """What :func:`~linkstream.engine.replay.replay` needs of a query evaluated elsewhere."""
+
+    cq: ContinuousQuery
+    steps: tuple[int, ...]
+    stats: QueryStats = field(default_factory=QueryStats)
+    last_report: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.cq.name
+
+
+@dataclass(frozen=True)
+class Lost:
+    """Report lines of ``query`` at time ``t`` that were not received."""
+
+    query: str
+    t: int
+    container: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Switch:
+    """From tick ``seq`` on, ``query`` is answered by ``dst`` instead of ``src``."""
+
+    seq: int
+    query: str
+    src: str | None
+    dst: str
+
+
+class ClusterEngine:
+    """The engine interface of :func:`~linkstream.engine.replay.replay`, backed by containers.
+
+    Args:
+        client: Started kazoo client of the driver.
+        spec: The run (published by :func:`replay_on_cluster`).
+        queries: The run's queries, by name.
+        receiver: The driver's result PULL socket (``spec.driver``).
+        dictionary: Encodes stream terms on the driver.
+        answer_timeout: Seconds to wait for a tick's answers before counting them lost.
+        root: Cluster root inside the chroot.
+        on_tick: Called with ``(seq, c)`` after each tick's answers are in (tests use it
+            to change the cluster mid-replay).
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        spec: RunSpec,
+        queries: dict[str, RemoteQuery],
+        receiver: Receiver,
+        dictionary: Dictionary,
+        *,
+        answer_timeout: float = 60.0,
+        root: str = DEFAULT_ROOT,
+        on_tick: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.spec = spec
+        self.queries = queries
+        self.receiver = receiver
+        self.dictionary = dictionary
+        self.answer_timeout = answer_timeout
+        self.on_tick = on_tick
+        self.layout = ClusterLayout(root)
+        self.table = AssignmentTable(client, root)
+        self.seq = 0
+        self.lost: list[Lost] = []
+        self.switches: list[Switch] = []
+        self._stream_index = {iri: k for k, iri in enumerate(spec.streams)}
+        #: stream indexes each query reads (what its container must subscribe to)
+        self.reads = {
+            name: frozenset(
+                self._stream_index[w.stream] for w in q.cq.windows if w.stream in self._stream_index
+            )
+            for name, q in queries.items()
+        }
+        self.fanout = Fanout(
+            spec.id,
+            spec.streams,
+            spec.horizons,
+            dictionary,
+            is_dead=self._dead,
+            on_wait=self.pump,
+            on_drop=self._forget,
+            stall_timeout=answer_timeout,
+            route=spec.route,
+        )
+        self._peers = self.fanout.peers
+        self.handovers = Handovers(spec.id, self.fanout, self.pump, answer_timeout, self._dead)
+        self._control: list[Hello | Subscribe] = []  # in arrival order
+        self._ready: dict[str, dict[str, int]] = {n: {} for n in queries}
+        self._answerer: dict[str, str] = {}
+        self._released: dict[str, int] = {}
+        self._results: dict[int, dict[str, Result]] = {}
+        self._failures: list[Failed] = []
+        self._acked: set[tuple[str, str | None, str | None]] = set()
+        self._lock = threading.Lock()
+        self._members: set[str] = set()
+        self._departed: set[str] = set()
+        self._targets: dict[str, Assignment | None] = {}
+        self._watches: list[DataWatch] = []
+        self._stopped = False
+        #: operator-level placement of the run (``placement="operators"``), else ``None``
+        self.placement: dict[str, object] | None = None
+        self._member_watch = Membership(client, root).watch(self._on_members)
+        for name in queries:
+            self._watch_task(name)
+
+    # ------------------------------------------------------------------ ZooKeeper observations
+
+    def _on_members(self, members: dict[str, Member]) -> None:
+        with self._lock:
+            now = set(members)
+            self._departed |= self._members - now
+            self._departed -= now
+            self._members = now
+
+    def _watch_task(self, name: str) -> None:
+        def on_data(data: bytes | None, _stat: object) -> bool | None:
+            if self._stopped:
+                return False
+            assignment = None
+            if data is not None:
+                try:
+                    assignment = Assignment.from_json(zk_decode(data))
+                except (ValueError, KeyError):
+                    logger.warning("malformed assignment of %s", name)
+            with self._lock:
+                self._targets[name] = assignment
+            return None
+
+        self._watches.append(DataWatch(self.client, self.layout.task(task_id(name)), on_data))
+
+    def _dead(self, cid: str) -> bool:
+        with self._lock:
+            return cid in self._departed
+
+    def owner_in_zookeeper(self, name: str) -> str | None:
+        """The container ZooKeeper currently assigns ``name`` to."""
+        with self._lock:
+            a = self._targets.get(name)
+        return None if a is None else a.container
+
+    def answerers(self) -> dict[str, str]:
+        """The container currently named to answer each query."""
+        return dict(self._answerer)
+
+    def ready_on(self, name: str) -> set[str]:
+        """Containers that announced query ``name`` ready (and did not take it back)."""
+        return set(self._ready[name])
+
+    def settled(self) -> bool:
+        """Whether every query's ZooKeeper owner has announced it ready (no move in flight)."""
+        for name in self.queries:
+            owner = self.owner_in_zookeeper(name)
+            if owner is None or owner not in self._ready[name]:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ inbox
+
+    def pump(self, timeout: float = 0.0) -> None:
+        """Receives and handles every message already queued (waiting ``timeout`` for one)."""
+        wait = timeout
+        while True:
+            frames = self.receiver.recv_frames(wait)
+            if frames is None:
+                break
+            wait = 0.0
+            try:
+                message = decode(frames)
+            except ValueError as exc:
+                logger.warning("driver: rejected malformed message: %s", exc)
+                continue
+            if getattr(message, "run", None) != self.spec.id:
+                continue
+            if isinstance(message, Result):
+                if message.seq <= self.seq:
+                    self._results.setdefault(message.seq, {})[message.container] = message
+            elif isinstance(message, (Hello, Subscribe)):
+                self._control.append(message)
+            elif isinstance(message, Ready) and message.query in self._ready:
+                self._ready[message.query][message.container] = message.first_tick
+            elif isinstance(message, Unready) and message.query in self._ready:
+                self._ready[message.query].pop(message.container, None)
+                self._released[message.container] = max(
+                    self._released.get(message.container, 0), message.token
+                )
+            elif isinstance(message, Failed):
+                self._failures.append(message)
+            elif isinstance(message, State):
+                self.handovers.on_state(message)
+
+    def _check_failures(self) -> None:
+        if self._failures:
+            f = self._failures[0]
+            what = f"register {f.query}" if f.query else "take part"
+            raise ClusterError(f"container {f.container} cannot {what}: {f.error}")
+
+    def admit(self) -> None:
+        """Syncs containers that said hello and answers subscriptions (between ticks only).
+
+        Hellos and subscriptions are applied in arrival order, so a subscription a
+        container sent before it rejoined (with a new hello) cannot outlive the rejoin.
+        """
+        control, self._control = self._control, []
+        for message in control:
+            if isinstance(message, Hello):
+                self._forget(message.container)
+                self.fanout.add(message.container, message.address, self.seq)
+            else:
+                self.fanout.subscribe(message.container, message.version, message.streams, self.seq)
+
+    def _forget(self, cid: str) -> None:
+        for ready in self._ready.values():
+            ready.pop(cid, None)
+        self.handovers.forget(cid)
+
+    def migrate(self) -> list[Migration]:
+        """Carries out the stateful moves ZooKeeper shows (between ticks only).
+
+        A query whose ZooKeeper owner is a synced container that has not announced it
+        ready, while the assignment still names the container it migrates from, gets its
+        operator state from its current answerer (see :mod:`linkstream.cluster.handover`).
+        """
+        moves = []
+        for name in sorted(self.queries):
+            with self._lock:
+                a = self._targets.get(name)
+            if a is None or a.migrating_from is None or a.container is None:
+                continue
+            dst = a.container
+            if dst not in self._peers or dst in self._ready[name] or dst == self._answerer.get(name):
+                continue
+            if not self.reads[name] <= self.fanout.subscribed(dst):
+                continue  # the state must follow the backlog of the query's streams
+            # The answerer holds the query until the driver names another one (even after
+            # it saw the move and said *unready*), so it can snapshot the state.
+            src = self._answerer.get(name)
+            if src is not None and src not in self._peers:
+                src = None
+            moves.append((name, src, dst))
+        if not moves:
+            return []
+        return self.handovers.run_moves(self.seq, moves, lambda q, c: c in self._ready[q])
+
+    # ------------------------------------------------------------------ engine interface
+
+    def buffer(self, iri: str) -> None:
+        """Checks that ``iri`` is one of the run's streams (the buffers live on the containers)."""
+        if iri not in self._stream_index:
+            raise ValueError(f"stream <{iri}> is not part of the run")
+
+    def ingest(self, stream: str, t: int, triples: np.ndarray) -> None:
+        """Buffers one element for the containers subscribed to ``stream``."""
+        self.fanout.ingest(self._stream_index[stream], t, triples)
+
+    def gc(self) -> None:
+        """Handles what arrived meanwhile (the replay calls this every 256 elements)."""
+        self.pump(0.0)
+        self._check_failures()
+
+    def choose_owners(self, seq: int) -> dict[str, str]:
+        """The answerer of every query at tick ``seq`` (switching only to ready containers)."""
+        for name in sorted(self.queries):
+            cur = self._answerer.get(name)
+            ready = self._ready[name]
+
+            def ok(cid: str | None, ready: dict[str, int] = ready) -> bool:
+                return cid is not None and cid in self._peers and ready.get(cid, seq + 1) <= seq
+
+            target = self.owner_in_zookeeper(name)
+            new = cur
+            if target != cur and ok(target):
+                new = target
+            elif cur is None or cur not in self._peers:
+                new = next((c for c in sorted(ready) if ok(c)), cur)
+            if new is not None and new != cur:
+                self._answerer[name] = new
+                self.switches.append(Switch(seq, name, cur, new))
+                logger.info("driver: %s answered by %s from tick %d (was %s)", name, new, seq, cur)
+        return dict(self._answerer)
+
+    def _ack_handovers(self, owners: dict[str, str]) -> None:
+        for name, owner in owners.items():
+            with self._lock:
+                a = self._targets.get(name)
+            if a is None or a.migrating_from is None or a.container != owner:
+                continue
+            key = (a.task.id, a.container, a.migrating_from)
+            if key in self._acked:
+                continue
+            self._acked.add(key)
+            try:
+                self.table.complete_migration(a.task.id)
+            except KazooException as exc:
+                logger.warning("driver: cannot acknowledge the hand-over of %s: %s", name, exc)
+
+    def tick(self, c: int, reporting: Sequence[str]) -> dict[str, list[str]]:
+        """Sends report time ``c`` to every container; returns the lines of the ``reporting`` queries."""
+        self.fanout.flush()
+        self.pump(0.0)
+        self._check_failures()
+        for cid in [c_ for c_ in self._peers if self._dead(c_)]:
+            self.fanout.drop(cid)
+            self._forget(cid)
+        self.admit()
+        self.migrate()
+        self.seq += 1
+        seq = self.seq
+        owners = self.choose_owners(seq)
+        due = sorted(reporting)
+        t0 = time.perf_counter()
+        self.fanout.broadcast(encode(Tick(self.spec.id, seq, c, due, owners, dict(self._released))))
+        self._ack_handovers(owners)
+        self.fanout.prune(c)
+        out = self._collect(seq, c, due, owners)
+        dt = time.perf_counter() - t0
+        for name in due:
+            st = self.queries[name].stats
+            st.reports += 1
+            st.rows += len(out[name])
+            st.eval_seconds += dt
+            st.latencies.append(dt)
+            self.queries[name].last_report = c
+        if self.on_tick is not None:
+            self.on_tick(seq, c)
+        return out
+
+    def _collect(self, seq: int, c: int, due: list[str], owners: dict[str, str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {name: [] for name in due}
+        waiting: dict[str, list[str]] = {}
+        for name in due:
+            cid = owners.get(name)
+            if cid is None or cid not in self._peers:
+                self._lose(name, c, cid, "no live container holds the query")
+            else:
+                waiting.setdefault(cid, []).append(name)
+        deadline = time.monotonic() + self.answer_timeout
+        while waiting:
+            got = self._results.get(seq, {})
+            for cid in [x for x in waiting if x in got]:
+                result = got[cid]
+                for name in waiting.pop(cid):
+                    if name in result.lines:
+                        out[name] = result.lines[name]
+                    else:
+                        self._lose(name, c, cid, "the container did not hold the query")
+            for cid in [x for x in waiting if self._dead(x)]:
+                for name in waiting.pop(cid):
+                    self._lose(name, c, cid, "the container died")
+            if waiting and time.monotonic() > deadline:
+                for cid, names in waiting.items():
+                    for name in names:
+                        self._lose(name, c, cid, f"no answer within {self.answer_timeout:g}s")
+                    # A container that stalls this long is out of the run: later ticks fail fast.
+                    self.fanout.drop(cid)
+                    self._forget(cid)
+                break
+            if waiting:
+                self.pump(0.02)
+        self._results.pop(seq, None)
+        return out
+
+    def _lose(self, name: str, c: int, cid: str | None, reason: str) -> None:
+        self.lost.append(Lost(name, c, cid, reason))
+        logger.warning("driver: lines of %s at t=%d lost (%s: %s)", name, c, cid, reason)
+
+    # ------------------------------------------------------------------ start and stop
+
+    def wait_until_ready(self, timeout: float) -> None:
+        """Waits until every query has a container ready to answer its first tick.
+
+        Raises:
+            ClusterError: Some query still has none after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.pump(0.05)
+            self._check_failures()
+            self.admit()
+            missing = [n for n in sorted(self.queries) if not any(v <= 1 for v in self._ready[n].values())]
+            if not missing:
+                self.choose_owners(1)
+                return
+            if time.monotonic() > deadline:
+                with self._lock:
+                    members = sorted(self._members)
+                raise ClusterError(
+                    f"no container became ready for {', '.join(missing)} within {timeout:g}s "
+                    f"(containers: {', '.join(members) or 'none'}; is a coordinator running?)"
+                )
+
+    def close(self) -> None:
+        """Stops the watches and closes the sockets to the containers."""
+        self._stopped = True
+        self._member_watch.stop()
+        self.fanout.close()

@@ -1,0 +1,412 @@
+"""A whole cluster on one machine: ZooKeeper, coordinators and operator containers.
+
+:class:`LocalCluster` starts each part as its own process (ZooKeeper through
+``infra/zookeeper.sh``, the others as ``python -m linkstream.cli coordinator|container``),
+logs each to ``DIR/logs/<name>.log`` and records them in ``DIR/cluster.json`` so that a
+later command (``linkstream containers add``, ``infra/local-cluster stop``) can find and
+change the same cluster.  Given an external ZooKeeper (``zk=HOST:PORT[/chroot]``) it
+starts only coordinators and containers; tests use that with their ZooKeeper fixture.
+
+Command line (``infra/local-cluster`` runs this module)::
+
+    python -m linkstream.cluster.localcluster start N [--dir DIR] [--coordinators K]
+        [--capacity C] [--session-timeout S] [--detach]
+    python -m linkstream.cluster.localcluster stop|status [--dir DIR]
+    python -m linkstream.cluster.localcluster add N | remove ID [--dir DIR]
+
+``start`` prints the endpoints and, unless ``--detach``, stays in the foreground until
+Ctrl-C, then stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from linkstream.scheduler.layout import DEFAULT_ROOT
+from linkstream.scheduler.membership import Membership
+
+logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+ZK_SCRIPT = REPO / "infra" / "zookeeper.sh"
+DEFAULT_DIR = Path(tempfile.gettempdir()) / "linkstream-local-cluster"
+STATE_FILE = "cluster.json"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a child that exited is reaped)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        # An exited process of another parent is a zombie until that parent (or init) reaps it.
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@dataclass
+class ProcessRecord:
+    """One process of the cluster."""
+
+    name: str
+    kind: str  # zookeeper | coordinator | container
+    pid: int
+    log: str
+
+
+@dataclass
+class ClusterState:
+    """What ``DIR/cluster.json`` holds."""
+
+    hosts: str
+    own_zookeeper: bool
+    session_timeout: float
+    capacity: int
+    root: str = DEFAULT_ROOT
+    next_container: int = 1
+    next_coordinator: int = 1
+    processes: dict[str, ProcessRecord] = field(default_factory=dict)
+
+
+class LocalCluster:
+    """ZooKeeper, coordinators and containers as local processes.
+
+    Args:
+        directory: Where state and logs go.
+        zk: External ZooKeeper (``HOST:PORT[/chroot]``); ``None`` starts one.
+        session_timeout: ZooKeeper session timeout of coordinators and containers.
+        capacity: Default query slots per container.
+        python: Interpreter that runs the ``linkstream`` processes.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path = DEFAULT_DIR,
+        *,
+        zk: str | None = None,
+        session_timeout: float = 4.0,
+        capacity: int = 16,
+        python: str = sys.executable,
+    ) -> None:
+        self.dir = Path(directory)
+        self.python = python
+        self.state = ClusterState(zk or "", zk is None, session_timeout, capacity)
+
+    # ------------------------------------------------------------------ state
+
+    @classmethod
+    def load(cls, directory: str | Path = DEFAULT_DIR) -> LocalCluster:
+        """The cluster recorded in ``directory`` (raises ``FileNotFoundError``)."""
+        body = json.loads((Path(directory) / STATE_FILE).read_text())
+        procs = {k: ProcessRecord(**v) for k, v in body.pop("processes").items()}
+        cluster = cls(directory)
+        cluster.state = ClusterState(**body, processes=procs)
+        return cluster
+
+    def save(self) -> None:
+        """Writes ``DIR/cluster.json``."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        body = asdict(self.state)
+        tmp = self.dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(body, indent=1))
+        tmp.replace(self.dir / STATE_FILE)
+
+    @property
+    def hosts(self) -> str:
+        """ZooKeeper connection string (with chroot) of the cluster."""
+        return self.state.hosts
+
+    def pid(self, name: str) -> int:
+        """PID of process ``name`` (``oc-1``, ``coord-1``, ``zookeeper``)."""
+        return self.state.processes[name].pid
+
+    def names(self, kind: str) -> list[str]:
+        """Names of the recorded processes of one kind that still run."""
+        return [n for n, p in sorted(self.state.processes.items()) if p.kind == kind and pid_alive(p.pid)]
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, containers: int, coordinators: int = 1, wait: float = 60.0) -> None:
+        """Starts ZooKeeper (unless external), ``coordinators`` and ``containers``."""
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        if self.state.own_zookeeper:
+            self._start_zookeeper()
+        self.save()
+        for _ in range(coordinators):
+            self.start_coordinator()
+        self.add_containers(containers, wait=wait)
+
+    def _start_zookeeper(self) -> None:
+        port = free_port()
+        data = self.dir / "zookeeper"
+        result = subprocess.run(
+            ["bash", str(ZK_SCRIPT), "--port", str(port), "--data-dir", str(data), "--tick-time", "500"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"ZooKeeper did not start: {result.stderr.strip()[-1000:]}")
+        pid = int(result.stdout.strip().splitlines()[-1])
+        self.state.hosts = f"127.0.0.1:{port}"
+        self.state.processes["zookeeper"] = ProcessRecord(
+            "zookeeper", "zookeeper", pid, str(data / "zookeeper.log")
+        )
+
+    def _spawn(self, name: str, kind: str, args: list[str]) -> ProcessRecord:
+        log_path = self.dir / "logs" / f"{name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [self.python, "-m", "linkstream.cli", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        record = ProcessRecord(name, kind, proc.pid, str(log_path))
+        self.state.processes[name] = record
+        self.save()
+        return record
+
+    def start_coordinator(self) -> str:
+        """Starts one more coordinator (a standby if one leads); returns its name."""
+        name = f"coord-{self.state.next_coordinator}"
+        self.state.next_coordinator += 1
+        tick = min(1.0, self.state.session_timeout / 4)
+        args = ["coordinator", "--zk", self.hosts, "--id", name, "--root", self.state.root]
+        args += ["--session-timeout", str(self.state.session_timeout), "--tick-interval", str(tick)]
+        args += ["--metrics-port", "0"]
+        self._spawn(name, "coordinator", args)
+        return name
+
+    def add_containers(self, n: int, capacity: int | None = None, wait: float = 60.0) -> list[str]:
+        """Starts ``n`` containers and waits until they are members; returns their ids."""
+        ids = []
+        for _ in range(n):
+            cid = f"oc-{self.state.next_container}"
+            self.state.next_container += 1
+            args = ["container", "--zk", self.hosts, "--id", cid, "--root", self.state.root]
+            args += ["--capacity", str(capacity or self.state.capacity)]
+            args += ["--session-timeout", str(self.state.session_timeout), "--metrics-port", "0"]
+            self._spawn(cid, "container", args)
+            ids.append(cid)
+        if wait:
+            self.wait_members(set(ids), wait)
+            self.write_prometheus_targets()
+        return ids
+
+    def write_prometheus_targets(self) -> Path:
+        """Writes ``DIR/prometheus/targets.json``: every process's ``/metrics`` endpoint.
+
+        ``infra/prometheus.yml`` reads it through ``file_sd_configs`` (the processes pick
+        free ports, so the scrape targets change with every start).
+        """
+        from linkstream.scheduler.status import cluster_status, metrics_targets
+
+        client = self._client()
+        try:
+            groups = metrics_targets(cluster_status(client, self.state.root))
+        finally:
+            client.stop()
+            client.close()
+        path = self.dir / "prometheus" / "targets.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(groups, indent=1))
+        tmp.replace(path)  # Prometheus re-reads the file on change: never show it half written
+        return path
+
+    def _client(self) -> KazooClient:
+        client = KazooClient(hosts=self.hosts, timeout=max(2.0, self.state.session_timeout))
+        client.start(timeout=30)
+        return client
+
+    def members(self) -> set[str]:
+        """Ids of the containers registered right now."""
+        client = self._client()
+        try:
+            return set(Membership(client, self.state.root).members())
+        finally:
+            client.stop()
+            client.close()
+
+    def wait_members(self, ids: set[str], timeout: float) -> None:
+        """Waits until every id in ``ids`` is a member (raises ``TimeoutError``)."""
+        deadline = time.monotonic() + timeout
+        while not ids <= self.members():
+            for cid in ids:
+                record = self.state.processes.get(cid)
+                if record is not None and not pid_alive(record.pid):
+                    raise RuntimeError(f"container {cid} exited; see {record.log}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"containers {sorted(ids)} did not register within {timeout:g}s")
+            time.sleep(0.1)
+
+    # ------------------------------------------------------------------ change and stop
+
+    def remove_container(self, cid: str, timeout: float = 120.0) -> None:
+        """Drains ``cid`` (the coordinator moves its queries away) and waits until it exits."""
+        client = self._client()
+        try:
+            membership = Membership(client, self.state.root)
+            membership.request_drain(cid)
+            deadline = time.monotonic() + timeout
+            while cid in membership.members():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"container {cid} did not drain within {timeout:g}s")
+                time.sleep(0.1)
+        finally:
+            client.stop()
+            client.close()
+        record = self.state.processes.get(cid)
+        if record is not None:
+            _terminate(record.pid, 5.0)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Sends ``sig`` to process ``name`` (tests use it to crash a part)."""
+        pid = self.pid(name)
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        if sig == signal.SIGKILL:
+            _reap(pid, 5.0)
+
+    def stop(self) -> None:
+        """Stops containers, then coordinators, then ZooKeeper (each kind at once)."""
+        for kind in ("container", "coordinator", "zookeeper"):
+            _terminate_all([r.pid for r in self.state.processes.values() if r.kind == kind], 5.0)
+        self.save()
+
+    def describe(self) -> str:
+        """Human-readable endpoints and processes."""
+        lines = [f"zookeeper: {self.hosts}  (state: {self.dir / STATE_FILE})"]
+        targets = self.dir / "prometheus" / "targets.json"
+        if targets.exists():
+            lines.append(f"metrics: /metrics endpoints in {targets} (infra/prometheus.yml reads it)")
+        for name, record in sorted(self.state.processes.items()):
+            status = "running" if pid_alive(record.pid) else "exited"
+            lines.append(f"{record.kind:<12} {name:<10} pid {record.pid:<8} {status:<8} log {record.log}")
+        return "\n".join(lines)
+
+
+def _reap(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    _terminate_all([pid], timeout)
+
+
+def _terminate_all(pids: list[int], timeout: float) -> None:
+    """SIGTERM to every process, then SIGKILL to those still running after ``timeout``."""
+    live = [pid for pid in pids if pid_alive(pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in live:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while live and time.monotonic() < deadline:
+            live = [pid for pid in live if pid_alive(pid)]
+            time.sleep(0.05)
+        if not live:
+            return
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``infra/local-cluster``."""
+    ap = argparse.ArgumentParser(
+        prog="local-cluster", description="Run a LinkStream cluster on this machine."
+    )
+    ap.add_argument("action", choices=["start", "stop", "status", "add", "remove"])
+    ap.add_argument("arg", nargs="?", help="number of containers (start, add) or container id (remove)")
+    ap.add_argument("--dir", default=str(DEFAULT_DIR), help="state and log directory (default %(default)s)")
+    ap.add_argument("--coordinators", type=int, default=1, help="coordinators to start (default 1)")
+    ap.add_argument("--capacity", type=int, default=16, help="query slots per container (default 16)")
+    ap.add_argument("--session-timeout", type=float, default=4.0, help="ZooKeeper session timeout (s)")
+    ap.add_argument("--detach", action="store_true", help="start in the background and return")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.action == "start":
+        cluster = LocalCluster(args.dir, session_timeout=args.session_timeout, capacity=args.capacity)
+        try:
+            cluster.start(int(args.arg or 3), args.coordinators)
+        except BaseException:
+            cluster.stop()
+            raise
+        print(cluster.describe(), flush=True)
+        print(f"replay with: linkstream replay ... --zk {cluster.hosts}", flush=True)
+        if args.detach:
+            return 0
+        try:
+            signal.signal(signal.SIGTERM, _interrupt)
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("stopping", flush=True)
+        finally:
+            cluster.stop()
+        return 0
+    try:
+        cluster = LocalCluster.load(args.dir)
+    except FileNotFoundError:
+        print(f"no local cluster recorded in {args.dir}", file=sys.stderr)
+        return 1
+    if args.action == "stop":
+        cluster.stop()
+    elif args.action == "status":
+        print(cluster.describe())
+    elif args.action == "add":
+        print(" ".join(cluster.add_containers(int(args.arg or 1))))
+    elif args.action == "remove":
+        if not args.arg:
+            ap.error("remove needs a container id")
+        cluster.remove_container(args.arg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

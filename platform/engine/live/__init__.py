@@ -1,0 +1,7 @@
+"""The live engine: a thread-safe runtime around the embedded engine, for servers.
+
+* ``runtime.py``      -- :class:`LiveEngine`, the public face (register, push, subscribe, query).
+* ``worker.py``       -- the worker thread: command loop, ingestion, report scheduling, ticks.
+* ``state.py``        -- state records: errors, per-query and per-stream bookkeeping.
+* ``subscription.py`` -- result subscriptions: a bounded queue of one query's reports.
+"""

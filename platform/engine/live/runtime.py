@@ -1,0 +1,391 @@
+"""A thread-safe live runtime around the embedded engine, for servers.
+
+:class:`LiveEngine` owns one :class:`~linkstream.engine.embedded.Engine` and one worker
+thread, the only one that touches the engine; other threads send it commands through a
+FIFO.  :meth:`~LiveEngine.push` enqueues an element and returns at once; registering,
+unregistering, one-shot queries and :meth:`~LiveEngine.advance_to` wait for the worker.
+
+Report times are driven by event time (SEMANTICS.md §1, §4).  A stream's watermark is
+the largest timestamp the worker has ingested from it; the engine's watermark is the
+smallest watermark of the streams registered queries read, leaving out streams silent
+for ``idle_ms`` of wall-clock time, and never below an explicit ``advance_to``.  Report
+time ``c`` fires, as one engine tick, once the watermark reaches ``c`` (a window closing
+at ``c`` holds elements with ``t < c``), in order, exactly as a replay fires them.  An
+element older than its stream's largest timestamp or than a report time already fired
+is late: dropped, counted, logged once per stream.
+
+A query registered while streams run reports from its first close strictly after the
+current event time (its streams' watermarks, the last report fired, the explicit
+watermark); one registered before its streams have data reports from the first close
+after their earliest element, as in a replay.  Its windows hold every retained element
+in range: a :class:`RetentionGuard` per stream keeps ``retention_ms`` of event time in
+the buffers.  (Count and NOW windows registered late see only what time retention kept.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from linkstream.engine.embedded import Engine
+from linkstream.engine.live.state import (
+    EngineClosed,
+    QueryConflict,
+    QueryView,
+    RetentionGuard,
+    UnknownQuery,
+    _Accepted,
+    _Entry,
+    _Stream,
+)
+from linkstream.engine.live.subscription import Subscription
+from linkstream.engine.live.worker import _STREAM_FIGURES, LiveWorker, Triples
+from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
+from linkstream.metrics import LiveMetrics
+from linkstream.query.continuous import parse_continuous
+from linkstream.query.errors import QueryError
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.static import dedup_triples
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EngineClosed", "LiveEngine", "QueryConflict", "QueryView", "RetentionGuard", "UnknownQuery"]
+
+
+class LiveEngine(LiveWorker):
+    """A continuous query engine fed and queried while it runs (thread-safe).
+
+    Args:
+        engine: The engine to run (a fresh one on ``dictionary`` when ``None``); it must
+            not be used by anything else once the live engine has started.
+        dictionary: Term dictionary of a fresh engine.
+        default_step: Report step (ms) of windows without STEP, count and NOW windows.
+        idle_ms: Wall-clock ms after which a stream that ingested nothing stops holding
+            back the watermark; ``None`` or ``<= 0``: streams never go idle.
+        retention_ms: Event time (ms) of stream history kept for late-registered queries.
+        subscriber_queue: Lines a subscriber may have pending before it loses the oldest.
+        max_pending: Elements queued for the worker before :meth:`push` blocks.
+        base: Base IRI for relative IRIs in queries.
+        metrics: Where to count; a private :class:`~linkstream.metrics.LiveMetrics` if ``None``.
+        clock: Wall clock in seconds (monotonic), for idleness.
+    """
+
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        dictionary: Dictionary | None = None,
+        default_step: int = 1000,
+        idle_ms: int | None = 5000,
+        retention_ms: int = 60_000,
+        subscriber_queue: int = 10_000,
+        max_pending: int = 100_000,
+        base: str = "http://localhost/",
+        metrics: LiveMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        absorb: Collection[str] = (),
+    ) -> None:
+        self.engine = engine if engine is not None else Engine(dictionary, default_step=default_step)
+        #: streams whose elements are also absorbed into ``engine.store`` (timeless data that
+        #: one-shot queries see on consistent snapshots)
+        self.absorb = frozenset(absorb)
+        if self.absorb and not callable(getattr(getattr(self.engine, "store", None), "absorb", None)):
+            raise ValueError("absorbing streams needs an engine with a store (engine.store)")
+        self.idle_s = idle_ms / 1000.0 if idle_ms and idle_ms > 0 else None
+        self.retention_ms = retention_ms
+        self.subscriber_queue = subscriber_queue
+        self.base = base
+        self.metrics = metrics if metrics is not None else LiveMetrics()
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._parse_lock = threading.Lock()
+        self._queue: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self._space = threading.BoundedSemaphore(max(1, max_pending))
+        self._entries: dict[str, _Entry] = {}
+        self._accepted: dict[str, _Accepted] = {}
+        self._frontier: int | None = None  # push side: elements older than this are late
+        self._names = itertools.count(1)
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        # worker-only state
+        self._streams: dict[str, _Stream] = {}
+        self._guards: dict[str, RetentionGuard] = {}
+        self._relevant: dict[str, int] = {}
+        self._relevant_since: dict[str, float] = {}
+        self._heap: list[tuple[int, str]] = []
+        self._pending: set[str] = set()
+        self._fired: int | None = None
+        self._explicit: int | None = None
+        self._batches = 0
+        self._operators = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> LiveEngine:
+        """Starts the worker thread (idempotent)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="linkstream-live", daemon=True)
+                self._thread.start()
+        return self
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops the worker, ends every subscription, and releases nothing else."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(("stop",))
+            thread.join(timeout)
+        for e in list(self._entries.values()):
+            for sub in list(e.subscribers):
+                sub.finish()
+
+    def __enter__(self) -> LiveEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ commands
+
+    def _submit(self, kind: str, fn: Callable[[], Any], timeout: float | None) -> Any:
+        if self._closed:
+            raise EngineClosed("the live engine is closed")
+        if self._thread is None:
+            self.start()
+        fut: Future[Any] = Future()
+        self._queue.put((kind, fn, fut))
+        return fut.result(timeout)
+
+    def push(self, stream: str, t: int, triples: Triples, *, timeout: float | None = None) -> bool:
+        """Enqueues one element of ``stream`` at event time ``t`` (ms); ``False`` if it was late.
+
+        Args:
+            stream: The stream's IRI (its elements come in non-decreasing time).
+            t: Event time in ms.
+            triples: ``(n, 3)`` int64 ids, or ``(s, p, o)`` canonical N-Triples strings.
+            timeout: Seconds to wait for room in the worker's queue (``None``: forever).
+
+        Raises:
+            ValueError: ``triples`` is not a sequence of triples.
+            TimeoutError: The worker's queue stayed full for ``timeout`` seconds.
+        """
+        if isinstance(triples, np.ndarray):
+            if triples.ndim != 2 or triples.shape[1] != 3:
+                raise ValueError("triples must have shape (n, 3)")
+            triples = np.ascontiguousarray(triples, dtype=np.int64)
+        elif any(len(tr) != 3 for tr in triples):
+            raise ValueError("every triple must have three terms")
+        t = int(t)
+        if self._closed:
+            raise EngineClosed("the live engine is closed")
+        if self._thread is None:
+            self.start()
+        if not self._space.acquire(timeout=timeout):
+            raise TimeoutError("the engine's input queue is full")
+        with self._lock:
+            acc = self._accepted.get(stream)
+            if acc is None:
+                acc = self._accepted[stream] = _Accepted()
+            floor = max((x for x in (acc.watermark, self._frontier) if x is not None), default=None)
+            if floor is not None and t < floor:
+                self._space.release()
+                self._count_late(stream, acc, t, floor)
+                return False
+            acc.watermark = t
+            acc.elements += 1
+            acc.triples += len(triples)
+            # enqueued under the lock: elements of one stream reach the worker in order
+            self._queue.put(("push", stream, t, triples))
+        self.metrics.ingest_elements.inc()
+        self.metrics.ingest_triples.inc(len(triples))
+        return True
+
+    def _count_late(self, stream: str, acc: _Accepted, t: int, floor: int) -> None:
+        acc.late += 1
+        self.metrics.late_elements.inc()
+        if not acc.late_logged:
+            acc.late_logged = True
+            log.warning(
+                "stream <%s>: late element dropped (t=%d < watermark %d); further late elements of "
+                "this stream are only counted",
+                stream,
+                t,
+                floor,
+            )
+
+    def add_static(self, iri: str | None, triples: Triples, *, timeout: float | None = 60.0) -> None:
+        """Adds triples to a static graph at runtime (``iri=None``: the default graph).
+
+        Running queries see them from their next report on: their static sub-join results
+        are refreshed and the difference flows through their operators.
+        """
+
+        def add() -> None:
+            ids = triples
+            if not isinstance(ids, np.ndarray):
+                terms = [term for tr in ids for term in tr]
+                ids = np.asarray(self.engine.dictionary.encode_many(terms), dtype=np.int64)
+            self.engine.add_static(iri, dedup_triples(np.asarray(ids, dtype=np.int64).reshape(-1, 3)))
+
+        self._submit("call", add, timeout)
+
+    def advance_to(self, t: int, *, timeout: float | None = 60.0) -> int | None:
+        """Declares that every stream has passed ``t`` and fires the report times ``<= t``.
+
+        Returns:
+            The last report time fired (``None`` if none ever fired).
+        """
+        return self._submit("barrier", lambda: self._do_advance(int(t)), timeout)
+
+    def flush(self, timeout: float | None = 60.0) -> int | None:
+        """Waits until everything enqueued so far is ingested and what is due has fired.
+
+        Returns:
+            The last report time fired.
+        """
+        return self._submit("barrier", lambda: None, timeout)
+
+    def register(
+        self,
+        text: str,
+        name: str | None = None,
+        *,
+        default_name: str | None = None,
+        timeout: float | None = 60.0,
+    ) -> str:
+        """Parses and registers a continuous query; returns its name.
+
+        Args:
+            text: C-SPARQL, CQELS-QL or RSP-QL text.
+            name: The query's name (overrides a REGISTER clause).
+            default_name: The name of a query without REGISTER clause (default ``q<N>``).
+
+        Raises:
+            QueryError: The query does not parse or cannot be planned (``.line``/``.column``).
+            QueryConflict: A query of that name is already registered.
+        """
+        for n in (name, default_name):
+            if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
+                raise QueryError("a query name must be 1-512 printable characters")
+        with self._parse_lock:  # the SPARQL parser's error tracing patches pyparsing globally
+            cq = parse_continuous(text, default_name=name or default_name or "", base=self.base)
+        if name is not None and cq.name != name:
+            cq = replace(cq, name=name)
+        while not cq.name:
+            with self._lock:
+                n = "q%d" % next(self._names)
+                cq = cq if n in self._entries else replace(cq, name=n)
+        if not cq.windows:
+            raise QueryError(
+                "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
+            )
+        with self._lock:
+            if cq.name in self._entries:
+                raise QueryConflict("a query named %r is already registered" % cq.name)
+        return self._submit("call", lambda: self._do_register(cq), timeout)
+
+    def unregister(self, name: str, *, timeout: float | None = 60.0) -> None:
+        """Removes a query; its subscriptions end and operators no other query uses go.
+
+        Raises:
+            UnknownQuery: No such query.
+        """
+        with self._lock:
+            if name not in self._entries:
+                raise UnknownQuery(name)
+        self._submit("call", lambda: self._do_unregister(name), timeout)
+
+    def subscribe(self, name: str, maxlen: int | None = None) -> Subscription:
+        """A new subscription to the reports of ``name`` from the next report on.
+
+        Raises:
+            UnknownQuery: No such query.
+        """
+        with self._lock:
+            e = self._entries.get(name)
+            if e is None:
+                raise UnknownQuery(name)
+            sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe)
+            e.subscribers = [*e.subscribers, sub]
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            e = self._entries.get(sub.query)
+            if e is not None and sub in e.subscribers:
+                e.subscribers = [s for s in e.subscribers if s is not sub]
+
+    def one_shot(
+        self,
+        sparql: str,
+        *,
+        default_graphs: Sequence[str] | None = None,
+        named_graphs: Sequence[str] | None = None,
+        timeout: float | None = 60.0,
+    ) -> dict[str, Any]:
+        """Evaluates a plain SPARQL 1.1 query once over the static graphs.
+
+        Args:
+            sparql: A SELECT, ASK or CONSTRUCT query without stream windows.
+            default_graphs: Protocol ``default-graph-uri``: overrides the default graph.
+            named_graphs: Protocol ``named-graph-uri``: overrides the named graphs.
+
+        Returns:
+            SPARQL 1.1 Query Results JSON (``{"head", "results"}`` or ``{"head", "boolean"}``);
+            for CONSTRUCT ``{"triples": [N-Triples statements]}``.
+
+        Raises:
+            QueryError: The query does not parse, reads a stream window, or is a DESCRIBE.
+        """
+        with self._parse_lock:
+            cq = parse_one_shot(sparql, self.base)
+        dflt = tuple(default_graphs) if default_graphs else None
+        named = tuple(named_graphs) if named_graphs else None
+        return self._submit("call", lambda: evaluate_one_shot(self.engine, cq, dflt, named), timeout)
+
+    # ------------------------------------------------------------ reading state
+
+    def query_names(self) -> list[str]:
+        """Names of the registered queries, in registration order."""
+        with self._lock:
+            return list(self._entries)
+
+    def view(self, name: str) -> QueryView:
+        """A snapshot of one query: its parsed form, schedule and statistics.
+
+        Raises:
+            UnknownQuery: No such query.
+        """
+        with self._lock:
+            e = self._entries.get(name)
+            if e is None:
+                raise UnknownQuery(name)
+            subs = list(e.subscribers)
+        return QueryView(e.cq, e.rq.stats, e.first_report, e.due, e.rq.last_report, len(subs), e.dropped)
+
+    def status(self) -> dict[str, Any]:
+        """Engine-wide figures: queries, operators, last report time, per-stream counts."""
+        with self._lock:
+            streams = {s: {k: getattr(a, k) for k in _STREAM_FIGURES} for s, a in self._accepted.items()}
+            n = len(self._entries)
+        last, explicit = self._fired, self._explicit
+        return {
+            "queries": n,
+            "operators": self._operators,
+            "last_report": last,
+            "explicit_watermark": explicit,
+            "streams": streams,
+        }

@@ -1,0 +1,95 @@
+"""State records of the live engine: errors, per-query and per-stream bookkeeping.
+
+Kept apart from :mod:`linkstream.engine.live.runtime` (the worker and its command loop) so that
+each module stays small; :mod:`~linkstream.engine.live.runtime` re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from linkstream.engine.embedded import QueryStats, RegisteredQuery
+from linkstream.engine.live.subscription import Subscription
+from linkstream.operators.window import WindowBuffer
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.query.errors import QueryError
+
+
+class UnknownQuery(KeyError):
+    """No query of that name is registered."""
+
+    def __str__(self) -> str:
+        return "no query named %r is registered" % (self.args[0] if self.args else "")
+
+
+class QueryConflict(QueryError):
+    """A query of that name is already registered."""
+
+
+class EngineClosed(RuntimeError):
+    """The live engine has been closed."""
+
+
+class RetentionGuard:
+    """Sits in a stream buffer's window list so that ``StreamBuffer.gc`` (which keeps all
+    from the smallest window ``lo`` on) keeps ``retention_ms`` of event time.
+
+    Args:
+        retention_ms: Event time (ms) of history to keep.
+    """
+
+    def __init__(self, retention_ms: int) -> None:
+        self.retention_ms = retention_ms
+        self.lo = 0
+
+    def advance(self, buffer: WindowBuffer, now: int) -> None:
+        """Lets collection drop what is older than ``now - retention_ms`` in ``buffer``."""
+        self.lo = max(self.lo, buffer.search(now - self.retention_ms))
+
+
+@dataclass(frozen=True)
+class QueryView:
+    """A snapshot of one registered query: parsed form, live statistics, schedule (report
+    times; ``first_report`` is ``None`` until its streams have data), subscriptions and
+    the result lines its subscribers lost by not keeping up."""
+
+    cq: ContinuousQuery
+    stats: QueryStats
+    first_report: int | None
+    next_report: int | None
+    last_report: int | None
+    subscribers: int
+    dropped: int
+
+
+@dataclass
+class _Entry:
+    """A registered query as the live engine tracks it."""
+
+    cq: ContinuousQuery
+    rq: RegisteredQuery
+    streams: frozenset[str]
+    due: int | None = None  # next report time; None until its streams have data
+    first_report: int | None = None
+    subscribers: list[Subscription] = field(default_factory=list)
+    dropped: int = 0
+
+
+@dataclass
+class _Stream:
+    """Worker-side state of one stream: what has really been ingested."""
+
+    watermark: int | None = None
+    first: int | None = None
+    last_seen: float = 0.0
+
+
+@dataclass
+class _Accepted:
+    """Push-side state of one stream (under the engine lock)."""
+
+    watermark: int | None = None
+    elements: int = 0
+    triples: int = 0
+    late: int = 0
+    late_logged: bool = False

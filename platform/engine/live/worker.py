@@ -1,0 +1,298 @@
+"""The worker side of :class:`~linkstream.engine.live.runtime.LiveEngine`.
+
+Everything here runs on the live engine's one worker thread, the only thread that
+touches the embedded engine: the command loop, ingestion with late-element accounting,
+report scheduling by watermark and the ticks themselves.  :class:`LiveWorker` is a mixin
+of :class:`~linkstream.engine.live.runtime.LiveEngine` (which holds the state these methods use
+and the thread-safe API the other threads call).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import queue
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from linkstream.engine.live.state import (
+    EngineClosed,
+    QueryConflict,
+    RetentionGuard,
+    UnknownQuery,
+    _Entry,
+    _Stream,
+)
+from linkstream.operators.window import WindowBuffer
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.rdf.static import dedup_triples
+
+log = logging.getLogger(__name__)
+
+#: an element's triples: ``(n, 3)`` int64 dictionary ids, or ``(s, p, o)`` N-Triples strings
+Triples = np.ndarray | Sequence[tuple[str, str, str]]
+
+_GC_EVERY = 64  # command batches between stream-buffer collections
+_LATENCY_KEEP = 512  # latencies kept per query (the engine appends one per report)
+_TICKS_PER_BATCH = 256  # report times evaluated between two looks at the command queue
+_STREAM_FIGURES = ("watermark", "elements", "triples", "late")
+
+
+class LiveWorker:
+    """The worker-thread methods of :class:`~linkstream.engine.live.runtime.LiveEngine`."""
+
+    def _run(self) -> None:
+        poll = 0.05 if self.idle_s is None else min(0.05, self.idle_s / 4)
+        stop = busy = False
+        barriers: list[Future[Any]] = []  # resolved once nothing due is left
+        while not stop:
+            try:
+                batch = [self._queue.get(timeout=0 if busy else poll)]
+            except queue.Empty:
+                batch = []
+            while batch and len(batch) < 4096:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            for cmd in batch:
+                kind = cmd[0]
+                if kind == "push":
+                    try:
+                        self._ingest(cmd[1], cmd[2], cmd[3])
+                    except Exception:  # a bad element must not stop the engine
+                        log.exception("cannot ingest an element of <%s>", cmd[1])
+                    finally:
+                        self._space.release()
+                elif kind == "stop":
+                    stop = True
+                else:
+                    fn, fut = cmd[1], cmd[2]
+                    if not fut.set_running_or_notify_cancel():
+                        continue
+                    try:
+                        res = fn()
+                    except BaseException as e:  # handed to the caller
+                        fut.set_exception(e)
+                        continue
+                    if kind == "call":
+                        fut.set_result(res)
+                    else:
+                        barriers.append(fut)
+            try:
+                busy = self._fire()
+            except Exception:  # never let the worker die: it owns the engine
+                log.exception("report scheduling failed")
+                busy = False
+            if not busy or stop:
+                for fut in barriers:
+                    fut.set_result(self._fired)
+                barriers = []
+            self._batches += 1
+            if batch and self._batches % _GC_EVERY == 0:
+                self._collect()
+        while True:  # stopped: whoever still waits gets an answer
+            try:
+                cmd = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if cmd[0] == "push":
+                self._space.release()
+            elif cmd[0] != "stop" and cmd[2].set_running_or_notify_cancel():
+                cmd[2].set_exception(EngineClosed("the live engine is closed"))
+
+    def _ingest(self, stream: str, t: int, triples: Triples) -> None:
+        frontier = self._frontier_now()
+        if frontier is not None and t < frontier:
+            with self._lock:
+                acc = self._accepted[stream]
+                self._count_late(stream, acc, t, frontier)
+            return
+        if isinstance(triples, np.ndarray):
+            ids = triples
+        elif len(triples):
+            terms = [term for tr in triples for term in tr]
+            ids = np.asarray(self.engine.dictionary.encode_many(terms), dtype=np.int64).reshape(-1, 3)
+        else:
+            ids = np.empty((0, 3), dtype=np.int64)
+        buf = self.engine.buffer(stream)
+        self._guard(stream, buf)
+        ids = dedup_triples(ids)
+        self.engine.ingest(stream, t, ids)
+        if stream in self.absorb:
+            # one element = one atomic batch of the store; published with the stream's VTS entry
+            self.engine.store.absorb(stream, t, ids)  # type: ignore[attr-defined]
+        st = self._streams.get(stream)
+        if st is None:
+            st = self._streams[stream] = _Stream()
+        st.watermark = t if st.watermark is None else max(st.watermark, t)
+        st.first = t if st.first is None else min(st.first, t)
+        st.last_seen = self.clock()
+
+    def _frontier_now(self) -> int | None:
+        return max((x for x in (self._fired, self._explicit) if x is not None), default=None)
+
+    def _guard(self, stream: str, buf: WindowBuffer) -> None:
+        if stream not in self._guards:
+            g = self._guards[stream] = RetentionGuard(self.retention_ms)
+            g.lo = buf.base
+            buf.windows.append(g)  # type: ignore[arg-type]  # gc reads only ``lo``
+
+    def _collect(self) -> None:
+        frontier = self._frontier_now()
+        for s, g in self._guards.items():
+            buf = self.engine.buffers[s]
+            now = max((x for x in (frontier, buf.watermark) if x is not None), default=None)
+            if now is not None:
+                g.advance(buf, now)
+        self.engine.gc()
+
+    def _do_advance(self, t: int) -> None:
+        if self._explicit is None or t > self._explicit:
+            self._explicit = t
+            with self._lock:
+                self._frontier = self._frontier_now()
+
+    def _do_register(self, cq: ContinuousQuery) -> str:
+        with self._lock:
+            if cq.name in self._entries:
+                raise QueryConflict("a query named %r is already registered" % cq.name)
+        rq = self.engine.register(cq)
+        streams = frozenset(w.stream for w in cq.windows)
+        now = self.clock()
+        for s in streams:
+            self._guard(s, self.engine.buffer(s))
+            if not self._relevant.get(s):
+                self._relevant_since[s] = now
+            self._relevant[s] = self._relevant.get(s, 0) + 1
+        e = _Entry(cq, rq, streams)
+        marks = [self._streams[s].watermark for s in streams if s in self._streams]
+        ref = max((x for x in (*marks, self._fired, self._explicit) if x is not None), default=None)
+        if ref is None:
+            self._pending.add(cq.name)
+        else:
+            self._schedule(cq.name, e, rq.first_report_after(ref))
+        with self._lock:
+            self._entries[cq.name] = e
+        self._gauges()
+        log.info("registered query %s (%s, %d windows)", cq.name, cq.dialect, len(cq.windows))
+        return cq.name
+
+    def _gauges(self) -> None:
+        self._operators = self.engine.operator_count()
+        self.metrics.operators.set(self._operators)
+        self.metrics.queries_registered.set(len(self._entries))
+
+    def _schedule(self, name: str, e: _Entry, c: int) -> None:
+        e.due = c
+        if e.first_report is None:
+            e.first_report = c
+        heapq.heappush(self._heap, (c, name))
+
+    def _do_unregister(self, name: str) -> None:
+        with self._lock:
+            e = self._entries.pop(name, None)
+        if e is None:
+            raise UnknownQuery(name)
+        self._pending.discard(name)
+        self.engine.unregister(name)
+        for s in e.streams:
+            self._relevant[s] -= 1
+            if not self._relevant[s]:
+                del self._relevant[s]
+        for sub in e.subscribers:
+            sub.finish()
+        self._gauges()
+        log.info("unregistered query %s", name)
+
+    def _watermark(self) -> int | None:
+        """The event time every stream read by a query has passed (see the module docstring)."""
+        now = self.clock()
+        marks: list[int] = []
+        blocked = False
+        for s in self._relevant:
+            st = self._streams.get(s)
+            if self.idle_s is not None:
+                last = max(st.last_seen if st else 0.0, self._relevant_since.get(s, 0.0))
+                if now - last >= self.idle_s:
+                    continue
+            if st is None or st.watermark is None:
+                blocked = True
+                break
+            marks.append(st.watermark)
+        if blocked:
+            w = None
+        elif marks:
+            w = min(marks)
+        else:  # every stream idle: nothing holds back what they ingested
+            got = [self._streams[s].watermark for s in self._relevant if s in self._streams]
+            w = max((x for x in got if x is not None), default=None)
+        return max((x for x in (w, self._explicit) if x is not None), default=None)
+
+    def _fire(self) -> bool:
+        """Evaluates the report times the watermark has passed; ``True`` if some are left.
+
+        At most ``_TICKS_PER_BATCH`` report times go per call, so that a large jump of the
+        watermark does not keep the worker from its commands.
+        """
+        wm = self._watermark()
+        if wm is None:
+            return False
+        self.metrics.watermark.set(wm)
+        for name in list(self._pending):
+            e = self._entries[name]
+            firsts = [self._streams[s].first for s in e.streams if s in self._streams]
+            if not firsts:
+                continue
+            c = e.rq.first_report_after(min(firsts))  # type: ignore[type-var]
+            if self._fired is not None:
+                c = max(c, e.rq.first_report_after(self._fired))
+            self._pending.discard(name)
+            self._schedule(name, e, c)
+        heap = self._heap
+        ticks = 0
+        while heap and heap[0][0] <= wm:
+            if ticks == _TICKS_PER_BATCH:
+                return True
+            c = heap[0][0]
+            names: list[str] = []
+            while heap and heap[0][0] == c:
+                _, name = heapq.heappop(heap)
+                e = self._entries.get(name)
+                if e is not None and e.due == c and name not in names:
+                    names.append(name)
+            if names:
+                self._tick(c, names)
+                ticks += 1
+        return False
+
+    def _tick(self, c: int, names: list[str]) -> None:
+        t0 = time.perf_counter()
+        try:
+            out = self.engine.tick(c, names)
+        except Exception:  # an engine bug: keep the schedule, report nothing at c
+            log.exception("evaluation of report time %d failed (queries %s)", c, ", ".join(names))
+            out = {}
+        self.metrics.report_latency.observe(time.perf_counter() - t0)
+        self._fired = c
+        with self._lock:
+            self._frontier = self._frontier_now()
+        m = self.metrics
+        for name in names:
+            e = self._entries[name]
+            lines = tuple(out.get(name, ()))
+            m.reports.inc()
+            m.result_lines.inc(len(lines))
+            lat = e.rq.stats.latencies
+            if len(lat) > 2 * _LATENCY_KEEP:
+                del lat[:-_LATENCY_KEEP]
+            for sub in e.subscribers:
+                lost = sub.offer(c, lines)
+                if lost:
+                    e.dropped += lost
+                    m.subscriber_dropped.inc(lost)
+            self._schedule(name, e, e.rq.next_report(c))
