@@ -22,9 +22,14 @@ system-deps:
 demo: venv
 	$(VENV)/bin/linkstream demo
 
+# import-linter finds the package by name: a symlink gives platform/ its installed name
+LAYERS_PATH := build/layers
+
 lint: venv
 	$(VENV)/bin/ruff check platform tests bench
 	$(VENV)/bin/ruff format --check platform tests bench
+	@mkdir -p $(LAYERS_PATH) && ln -sfn ../../platform $(LAYERS_PATH)/linkstream
+	PYTHONPATH=$(LAYERS_PATH) $(VENV)/bin/lint-imports pyproject.toml --no-cache
 
 format: venv
 	$(VENV)/bin/ruff format platform tests bench

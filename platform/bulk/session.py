@@ -13,6 +13,9 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
+from linkstream.config import load as load_config
+from linkstream.config import set_default_environment
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -25,7 +28,7 @@ class SparkUnavailable(RuntimeError):
 
 def java_available() -> bool:
     """Whether a Java runtime can be found (``JAVA_HOME`` or ``java`` on ``PATH``)."""
-    home = os.environ.get("JAVA_HOME")
+    home = load_config().spark.java_home
     if home and os.path.exists(os.path.join(home, "bin", "java")):
         return True
     return shutil.which("java") is not None
@@ -59,10 +62,9 @@ def spark_session(
         ) from e
     if not java_available():
         raise SparkUnavailable("Spark needs a Java runtime (17 or later): none on PATH and no JAVA_HOME")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    set_default_environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        set_default_environment(SPARK_LOCAL_IP="127.0.0.1")
     if shuffle_partitions is None:
         shuffle_partitions = 4 * _local_cores(master) if master.startswith("local") else 64
     builder = (

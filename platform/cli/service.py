@@ -2,7 +2,8 @@
 
 ``run`` serves the HTTP API with uvicorn; ``queries`` talks to a running server through
 :class:`linkstream.api.client.Client`.  The bearer token defaults to the environment
-variable ``LINKSTREAM_API_TOKEN`` (read here, at the command-line edge, only).
+variable ``LINKSTREAM_API_TOKEN`` (read by :mod:`linkstream.config`, the only reader of the
+environment).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from typing import Any
 
 from linkstream.cli.args import DEFAULT_BASE, err, split_binding
+from linkstream.config import load as load_config
 
 TOKEN_ENV = "LINKSTREAM_API_TOKEN"
 
@@ -143,7 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as e:
         return err(str(e))
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    token = args.token or load_config().api.token or None
     app = create_app(live, token=token, base=args.base)
     serve(app, args.host, args.port, args.log_level, on_shutdown=live.close)
     return 0
@@ -152,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> Any:
     from linkstream.api.client import Client
 
-    return Client(args.url, token=args.token or os.environ.get(TOKEN_ENV) or None)
+    return Client(args.url, token=args.token or load_config().api.token or None)
 
 
 def _call(args: argparse.Namespace, fn: Any) -> int:
