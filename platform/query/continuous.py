@@ -1,8 +1,8 @@
 """Continuous queries: C-SPARQL, CQELS-QL and RSP-QL parsed into plain SPARQL 1.1 plus windows.
 
 :func:`parse_continuous` accepts what the reference evaluator (``shared/tools/oracle.py``)
-accepts and reads windows exactly as it does (``shared/spec/SEMANTICS.md`` sections 3, 5
-and 6).  The result carries the query rewritten into plain SPARQL 1.1 *without* dataset
+accepts and reads windows exactly as it does (``docs/semantics.md`` §3, §5
+and §6).  The result carries the query rewritten into plain SPARQL 1.1 *without* dataset
 clauses: every CQELS ``STREAM <s> [w] {`` and RSP-QL ``WINDOW :w {`` becomes
 ``GRAPH <window graph> {``, REGISTER clauses and ``FROM ...`` clauses are blanked, comments
 too.  The caller builds the dataset from :attr:`ContinuousQuery.windows`,

@@ -1,6 +1,6 @@
 """Stream windows: ``[RANGE a STEP b]``, ``[TRIPLES n]``, ``[NOW]`` and friends.
 
-The accepted forms and their meaning are those of ``shared/spec/SEMANTICS.md`` section 3
+The accepted forms and their meaning are those of ``docs/semantics.md`` §3
 and of the reference evaluator's ``parse_window_body``: durations in ``ms``/``s``/``m``/
 ``h``/``d``, ISO-8601 (``PT3S``, ``PT1.5S``, ``P1DT2H``) or bare milliseconds; ``STEP``
 and ``SLIDE`` are synonyms; ``RANGE a TUMBLING`` steps by ``a``.  Stricter than the
