@@ -26,14 +26,14 @@ demo: venv
 LAYERS_PATH := build/layers
 
 lint: venv
-	$(VENV)/bin/ruff check platform tests bench
-	$(VENV)/bin/ruff format --check platform tests bench
+	$(VENV)/bin/ruff check platform tests bench dashboards
+	$(VENV)/bin/ruff format --check platform tests bench dashboards
 	@mkdir -p $(LAYERS_PATH) && ln -sfn ../../platform $(LAYERS_PATH)/linkstream
 	PYTHONPATH=$(LAYERS_PATH) $(VENV)/bin/lint-imports pyproject.toml --no-cache
 
 format: venv
-	$(VENV)/bin/ruff format platform tests bench
-	$(VENV)/bin/ruff check --fix platform tests bench
+	$(VENV)/bin/ruff format platform tests bench dashboards
+	$(VENV)/bin/ruff check --fix platform tests bench dashboards
 
 test: venv system-deps lint
 	LINKSTREAM_SHARED=$(SHARED) $(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -56,9 +56,20 @@ name                                                 type       what
 ``linkstream_scheduler_lost_tasks_total``            counter    task states lost with a crash
 ``linkstream_scheduler_elections_total``             counter    times this process was elected
 ===================================================  =========  ==============================
+
+Cluster processes also export prometheus-client's process collectors
+(``PROCESS_METRIC_NAMES``, e.g. ``process_resident_memory_bytes``), as ``linkstream run``
+does.  A server on a store (``linkstream run --store``) adds :class:`StoreCollector`:
+``linkstream_store_stable_timestamp_ms{stream}`` (the store's stable vector timestamp, what
+``/sparql`` snapshots see), ``linkstream_store_snapshot_age_seconds`` (wall time since that
+timestamp last moved, at scrape resolution) and ``linkstream_store_delta_rows`` (absorbed
+triples not yet compacted).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -68,6 +79,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 #: exposition names of every metric defined here (what a dashboard may query)
 METRIC_NAMES: tuple[str, ...] = (
@@ -115,6 +128,19 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_operator_partition_rows_total",
     "linkstream_operator_partition_input_rows_total",
     "linkstream_operator_channel_takeovers_total",
+    # a store's state (StoreCollector, ``linkstream run --store``)
+    "linkstream_store_stable_timestamp_ms",
+    "linkstream_store_snapshot_age_seconds",
+    "linkstream_store_delta_rows",
+)
+
+#: prometheus-client's process collector names (``with_process_collectors``) dashboards use
+PROCESS_METRIC_NAMES: tuple[str, ...] = (
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_cpu_seconds_total",
+    "process_open_fds",
+    "process_start_time_seconds",
 )
 
 #: ZooKeeper session states of ``linkstream_zookeeper_session_state`` (kazoo's names)
@@ -199,7 +225,7 @@ class _ProcessMetrics:
     """What every cluster process exports: identity and ZooKeeper session state."""
 
     def __init__(self, role: str, registry: CollectorRegistry | None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry = registry if registry is not None else with_process_collectors(CollectorRegistry())
         r = self.registry
         self.role = role
         self.info = Gauge("linkstream_process_info", "1 for this process", ["role", "id"], registry=r)
@@ -369,6 +395,44 @@ class CoordinatorMetrics(_ProcessMetrics):
         )
         for state in ("assigned", "pending", "migrating"):
             self.tasks.labels(state).set(0)
+
+
+class StoreCollector(Collector):
+    """Reads a store's state at scrape time (register it on a registry).
+
+    Args:
+        store: A :class:`~linkstream.store.hybrid.HybridStore` or ``PersistentStore``.
+    """
+
+    def __init__(self, store: object) -> None:
+        self.persistent = getattr(store, "persistent", store)
+        self._vts: tuple[int, ...] | None = None
+        self._moved = time.time()
+
+    def collect(self) -> Iterator[Metric]:
+        p = self.persistent
+        vts, streams = tuple(p.vts), tuple(p.streams)  # type: ignore[attr-defined]
+        if vts != self._vts:
+            self._vts, self._moved = vts, time.time()
+        stable = GaugeMetricFamily(
+            "linkstream_store_stable_timestamp_ms",
+            "Stable timestamp (ms) of each absorbed stream",
+            labels=["stream"],
+        )
+        for stream, ts in zip(streams, vts):
+            stable.add_metric([stream], ts)
+        yield stable
+        yield GaugeMetricFamily(
+            "linkstream_store_snapshot_age_seconds",
+            "Wall time since the store's stable timestamp (its snapshot) last moved",
+            value=time.time() - self._moved,
+        )
+        graphs = p.snapshot().graphs()  # type: ignore[attr-defined]
+        yield GaugeMetricFamily(
+            "linkstream_store_delta_rows",
+            "Absorbed triples not yet compacted into the graph indexes",
+            value=sum(p.delta_size(g) for g in graphs),  # type: ignore[attr-defined]
+        )
 
 
 def serve_metrics(registry: CollectorRegistry, port: int = 0, addr: str = "127.0.0.1") -> tuple[object, int]:

@@ -145,6 +145,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as e:
         return err(str(e))
+    if args.store:  # the store's stable timestamp, snapshot age and delta at /metrics
+        from linkstream.metrics import StoreCollector
+
+        live.metrics.registry.register(StoreCollector(live.engine.store))  # type: ignore[attr-defined]
     token = args.token or load_config().api.token or None
     app = create_app(live, token=token, base=args.base)
     serve(app, args.host, args.port, args.log_level, on_shutdown=live.close)
