@@ -1,4 +1,10 @@
-"""Where the shared corpus and reference tools live (``../shared`` or $LINKSTREAM_SHARED)."""
+"""Where the shared corpus and reference tools live (``../shared`` or $LINKSTREAM_SHARED).
+
+A clone without ``../shared`` runs every test that does not need the full CityBench corpus
+or the reference tools (``shared/tools/oracle.py``); those skip, saying so.  The project's
+own CityBench slice (``tests/data/conformance/``, :data:`SLICE`) and results comparison
+(``tests/result_compare.py``) need neither.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +16,23 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
+#: the CityBench slice kept in the repository (see its README.md)
+SLICE = REPO / "tests" / "data" / "conformance"
 
 
 def shared_or_skip() -> Path:
     if not (SHARED / "citybench" / "manifest.json").exists():
-        pytest.skip(f"shared corpus not found at {SHARED} (set LINKSTREAM_SHARED)")
+        pytest.skip(f"needs the full shared CityBench corpus: not found at {SHARED} (set LINKSTREAM_SHARED)")
     return SHARED
 
 
 def load_tool(name: str):
-    """Import ``shared/tools/<name>.py`` as a module."""
-    path = shared_or_skip() / "tools" / f"{name}.py"
+    """Import ``shared/tools/<name>.py`` as a module (skips the test if it is missing)."""
+    path = SHARED / "tools" / f"{name}.py"
+    if not path.is_file():
+        pytest.skip(
+            f"needs the shared reference tool tools/{name}.py: not found at {SHARED} (set LINKSTREAM_SHARED)"
+        )
     spec = importlib.util.spec_from_file_location(f"shared_{name}", path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)

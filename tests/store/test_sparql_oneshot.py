@@ -28,9 +28,8 @@ from linkstream.rdf.streams import StreamReader
 from linkstream.store.loader import load_store
 from linkstream.store.memory import MemoryStore
 from linkstream.store.persistent import PersistentStore
-from tests.shared_paths import load_tool, shared_or_skip
-
-_CR = load_tool("compare_results")
+from tests import result_compare
+from tests.shared_paths import shared_or_skip
 
 G = "http://example.org/g/"
 EXTRA = """
@@ -517,15 +516,15 @@ def ox_term_nt(t: Any) -> str:
 
 
 def _row(pairs: list[tuple[str, str]]) -> tuple:
-    return ("b", tuple(sorted((k, _CR.one_term(v)) for k, v in pairs)))
+    return ("b", tuple(sorted((k, result_compare.one_term(v)) for k, v in pairs)))
 
 
 def _triples(texts: list[str]) -> set:
-    return {("triple", tuple(_CR.parse_terms(t))) for t in texts}
+    return {("triple", tuple(result_compare.parse_terms(t))) for t in texts}
 
 
 def assert_same(ours: dict[str, Any], ref: Any, ordered: bool = False) -> int:
-    """Asserts our result equals pyoxigraph's (compare_results.py term equality).
+    """Asserts our result equals pyoxigraph's (SEMANTICS.md section 6 term equality, ``tests/result_compare.py``).
 
     Returns:
         The number of rows (triples) compared.
@@ -545,10 +544,10 @@ def assert_same(ours: dict[str, Any], ref: Any, ordered: bool = False) -> int:
     if ordered:
         assert len(a) == len(b), (len(a), len(b))
         for i, (x, y) in enumerate(zip(a, b)):
-            assert _CR._close_row(x, y), (i, x, y)
+            assert result_compare.close_rows(x, y), (i, x, y)
     else:
         ca, cb = Counter(a), Counter(b)
-        assert _CR.equal_multisets(ca, cb), (
+        assert result_compare.equal_multisets(ca, cb), (
             f"ours {len(a)} rows, pyoxigraph {len(b)}; "
             f"only ours {list((ca - cb).items())[:4]}; only ref {list((cb - ca).items())[:4]}"
         )
