@@ -2,7 +2,8 @@
 
 Endpoints (``/openapi.json`` describes them in full):
 
-* ``POST /queries`` register (text body, or JSON ``{"query", "name"}``), ``GET /queries``,
+* ``POST /queries`` register (text body, JSON ``{"query", "name"}``, or a JSON array of
+  those: a batch), ``GET /queries``,
   ``GET /queries/{name}``, ``DELETE /queries/{name}``;
 * ``GET /queries/{name}/results`` (Server-Sent Events, one event per result line) and
   ``GET /queries/{name}/results.jsonl`` (chunked JSON Lines);
@@ -39,9 +40,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from linkstream.api.backend import LiveBackend
 from linkstream.api.bodies import BodyError, parse_body
 from linkstream.api.openapi import openapi_schema
-from linkstream.engine.live.runtime import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
+from linkstream.engine.live.runtime import EngineClosed, QueryConflict, QueryView, UnknownQuery
 from linkstream.engine.live.subscription import SubscriptionClosed
 from linkstream.query.errors import QueryError
 from linkstream.rdf.ntriples import iri_error
@@ -116,6 +118,7 @@ def query_json(view: QueryView, default_step: int, *, full: bool = True) -> dict
         "first_report": view.first_report,
         "next_report": view.next_report,
         "last_report": view.last_report,
+        "state": view.state,
     }
     if full:
         st = view.stats
@@ -164,7 +167,7 @@ class BearerAuth:
 class Api:
     """The request handlers, bound to one live engine."""
 
-    def __init__(self, live: LiveEngine, base: str = "http://localhost/") -> None:
+    def __init__(self, live: LiveBackend, base: str = "http://localhost/") -> None:
         self.live = live
         self.base = base
         self._requests = itertools.count(1)
@@ -187,6 +190,8 @@ class Api:
                 doc = json.loads(text)
             except json.JSONDecodeError as e:
                 raise ApiError(400, "invalid JSON body: %s (line %d)" % (e.msg, e.lineno)) from None
+            if isinstance(doc, list):
+                return await self._register_many(doc)
             if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
                 raise ApiError(400, 'a JSON body must be an object with a string "query"')
             text = doc["query"]
@@ -210,6 +215,44 @@ class Api:
         except UnknownQuery:  # unregistered by another request meanwhile
             body = {"name": registered}
         return _json(body, 201, {"Location": "/queries/" + quote(registered, safe="")})
+
+    async def _register_many(self, docs: list[Any]) -> Response:
+        """A JSON array of ``{"query", "name"?, "default_name"?}``: registered in order; the
+        first failure stops the batch (its ``index`` and the names registered before it
+        are in the error body)."""
+        for i, doc in enumerate(docs):
+            ok = isinstance(doc, dict) and isinstance(doc.get("query"), str) and doc["query"].strip()
+            if not ok or any(
+                doc.get(k) is not None and not isinstance(doc[k], str) for k in ("name", "default_name")
+            ):
+                raise ApiError(
+                    400, 'item %d: each item must be an object with a non-empty string "query"' % i
+                )
+        done: list[str] = []
+        for i, doc in enumerate(docs):
+            try:
+                done.append(
+                    await run_in_threadpool(
+                        lambda d=doc: self.live.register(
+                            d["query"], d.get("name") or None, default_name=d.get("default_name") or None
+                        )
+                    )
+                )
+            except QueryConflict as e:
+                raise ApiError(409, "item %d: %s" % (i, e.message), index=i, registered=done) from None
+            except QueryError as e:
+                err = _query_error(e)
+                raise ApiError(
+                    400, "item %d: %s" % (i, err.message), index=i, registered=done, **err.extra
+                ) from None
+        step = self.live.engine.default_step
+        out = []
+        for name in done:
+            try:
+                out.append(query_json(self.live.view(name), step, full=False))
+            except UnknownQuery:
+                out.append({"name": name})
+        return _json({"queries": out}, 201)
 
     async def list_queries(self, request: Request) -> Response:
         step = self.live.engine.default_step
@@ -451,7 +494,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return _json({"error": "internal error: %s" % type(exc).__name__}, 500)
 
 
-def create_app(live: LiveEngine, *, token: str | None = None, base: str = "http://localhost/") -> ASGIApp:
+def create_app(live: LiveBackend, *, token: str | None = None, base: str = "http://localhost/") -> ASGIApp:
     """The ASGI application serving ``live``.
 
     Args:

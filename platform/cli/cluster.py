@@ -1,6 +1,7 @@
 """What the cluster-mode subcommands of ``linkstream`` do (the parsers live in ``cli/main.py``).
 
-``container`` and ``coordinator`` run a process until SIGTERM/SIGINT (a container also
+``container`` and ``coordinator`` (an alias of ``run --zk``: a coordinator that serves the
+HTTP API, :mod:`linkstream.cluster.service`) run a process until SIGTERM/SIGINT (a container also
 ends once its graceful drain completes); ``status`` prints a snapshot; ``containers
 add|remove`` change a running local cluster; ``replay --zk|--cluster`` runs a replay
 through :func:`linkstream.cluster.replay.replay_on_cluster`.
@@ -74,55 +75,93 @@ def cmd_container(args: argparse.Namespace) -> int:
 
 
 def cmd_coordinator(args: argparse.Namespace) -> int:
-    """``linkstream coordinator``: contend for leadership and schedule while leading."""
+    """``linkstream coordinator``: an alias of ``run --zk`` with the API on a free loopback port.
+
+    Every coordinator of a cluster serves the HTTP API (a coordinator without one could
+    win the election and leave the API without a leader); this one binds 127.0.0.1 on a
+    free port and publishes the URL in ZooKeeper (``linkstream status`` shows it).
+    """
+    args.host = getattr(args, "host", None) or "127.0.0.1"
+    args.port = getattr(args, "port", None) or 0
+    return cmd_run_cluster(args)
+
+
+def cmd_run_cluster(args: argparse.Namespace) -> int:
+    """``linkstream run --zk``: a coordinator (leader or standby) serving the HTTP API."""
+    import socket
+
+    import uvicorn
+
+    from linkstream.cli.args import DEFAULT_BASE, split_binding
+    from linkstream.cluster.service import ClusterService, create_service_app
     from linkstream.metrics import CoordinatorMetrics, serve_metrics
-    from linkstream.scheduler.coordinator import Coordinator
     from linkstream.scheduler.state import Policy
 
     _setup_logging(args.log_level)
-    stop = _stop_on_signals()
+    base = getattr(args, "base", None) or DEFAULT_BASE
+    statics = []
+    for arg in getattr(args, "static", None) or []:
+        iri, path = split_binding(arg, base)
+        if not os.path.exists(path):
+            print(f"error: static graph file {path!r} does not exist", file=sys.stderr)
+            return 2
+        statics.append((iri, os.path.abspath(path)))
     identifier = args.id or f"{os.uname().nodename}-{os.getpid()}"
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    host, port = sock.getsockname()[:2]
+    advertised = host if host not in ("0.0.0.0", "") else socket.gethostname()
+    api_url = f"http://{advertised}:{port}"
     metrics = CoordinatorMetrics()
     meta: dict[str, object] = {"pid": os.getpid(), "host": os.uname().nodename}
-    server = None
-    if args.metrics_port is not None:
-        server, port = serve_metrics(metrics.registry, args.metrics_port)
-        meta["metrics"] = f"127.0.0.1:{port}"
-        logger.info("coordinator %s serves /metrics on port %d", identifier, port)
-    client = KazooClient(hosts=args.zk, timeout=args.session_timeout)
-    client.start(timeout=30)
-    metrics.zookeeper_state(client.state)
-    client.add_listener(metrics.zookeeper_state)
+    mserver = None
+    if getattr(args, "metrics_port", None) is not None:
+        mserver, mport = serve_metrics(metrics.registry, args.metrics_port)
+        meta["metrics"] = f"127.0.0.1:{mport}"
     policy = Policy(
-        tolerance=args.tolerance, max_moves=args.max_moves, affinity=not getattr(args, "no_affinity", False)
+        tolerance=getattr(args, "tolerance", 0.25),
+        max_moves=getattr(args, "max_moves", 4),
+        affinity=not getattr(args, "no_affinity", False),
     )
-    coordinator = Coordinator(
-        client,
-        identifier,
+    idle = getattr(args, "idle_ms", 5000)
+    service = ClusterService(
+        args.zk,
+        identifier=identifier,
+        api_url=api_url,
+        statics=statics,
+        base=base,
+        default_step=getattr(args, "default_step", 1000),
+        idle_ms=idle or None,
+        retention_ms=getattr(args, "retention_ms", 60_000),
         root=args.root,
+        session_timeout=args.session_timeout,
+        tick_interval=getattr(args, "tick_interval", 1.0),
         policy=policy,
-        tick_interval=args.tick_interval,
-        metrics=metrics,
         meta=meta,
+        coordinator_metrics=metrics,
     )
-    coordinator.start()
-    logger.info("coordinator %s started", identifier)
+    service.client.add_listener(metrics.zookeeper_state)
+    token = getattr(args, "token", None) or os.environ.get("LINKSTREAM_API_TOKEN") or None
+    app = create_service_app(service, token=token)
+    print(f"coordinator {identifier}: API at {api_url}", file=sys.stderr, flush=True)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            service.close()  # ends the result streams first, so they finish cleanly
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
+        app, log_level=str(args.log_level).lower(), timeout_graceful_shutdown=3, lifespan="on"
+    )
     try:
-        while not stop.wait(0.2):
-            pass
+        Server(config).run(sockets=[sock])
     finally:
-
-        def shutdown() -> None:
-            coordinator.stop()
-            client.stop()
-            client.close()
-            if server is not None:
-                server.shutdown()  # type: ignore[attr-defined]
-
-        # With ZooKeeper gone the election's threads may wait out their own timeouts.
-        bounded = threading.Thread(target=shutdown, name="shutdown", daemon=True)
+        bounded = threading.Thread(target=service.close, name="shutdown", daemon=True)
         bounded.start()
         bounded.join(SHUTDOWN_S)
+        if mserver is not None:
+            mserver.shutdown()  # type: ignore[attr-defined]
     return _exit_if_stuck(-1 if bounded.is_alive() else 0)
 
 

@@ -1,6 +1,6 @@
 """The ``linkstream run`` and ``linkstream queries add|ls|rm`` subcommands.
 
-``run`` serves the HTTP API with uvicorn; ``queries`` talks to a running server through
+``run`` serves the HTTP API with uvicorn (``run --zk``: as a coordinator of a cluster); ``queries`` talks to a running server through
 :class:`linkstream.api.client.Client`.  The bearer token defaults to the environment
 variable ``LINKSTREAM_API_TOKEN`` (read by :mod:`linkstream.config`, the only reader of the
 environment).
@@ -86,6 +86,36 @@ def add_parsers(sub: Any) -> None:
     rp.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="(default info)"
     )
+    cl = rp.add_argument_group(
+        "cluster",
+        "with --zk this process is a coordinator of a cluster (leader election, scheduling) that "
+        "serves the same API; standbys forward requests to the leader, which feeds the operator "
+        "containers (`linkstream container`); queries live in ZooKeeper",
+    )
+    cl.add_argument(
+        "--zk", default=None, metavar="HOST:PORT[/CHROOT]", help="serve the cluster of this ZooKeeper"
+    )
+    cl.add_argument("--id", default=None, help="identifier in the leader election (default host-pid)")
+    cl.add_argument(
+        "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
+    )
+    cl.add_argument(
+        "--session-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="ZooKeeper session timeout (default 10)",
+    )
+    cl.add_argument(
+        "--tick-interval", type=float, default=1.0, metavar="S", help="scheduler tick (default 1 s)"
+    )
+    cl.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="scheduler /metrics here (0: a free port)",
+    )
     rp.set_defaults(func=cmd_run)
 
     qp = sub.add_parser(
@@ -118,7 +148,14 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """``linkstream run``: load the static graphs and serve until interrupted."""
+    """``linkstream run``: load the static graphs and serve until interrupted (``--zk``: as a
+    coordinator of a cluster, :func:`linkstream.cli.cluster.cmd_run_cluster`)."""
+    if args.zk:
+        if args.store or args.absorb or args.dictionary != "memory:":
+            return err("--store, --absorb and --dictionary are not supported with --zk yet")
+        from linkstream.cli.cluster import cmd_run_cluster
+
+        return cmd_run_cluster(args)
     from linkstream.api.app import create_app
     from linkstream.api.server import build_live, serve
 

@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from kazoo.client import KazooClient
@@ -205,7 +205,7 @@ class ClusterEngine:
 
     def _watch_task(self, name: str) -> None:
         def on_data(data: bytes | None, _stat: object) -> bool | None:
-            if self._stopped:
+            if self._stopped or name not in self.queries:
                 return False
             assignment = None
             if data is not None:
@@ -269,8 +269,9 @@ class ClusterEngine:
                 self._control.append(message)
             elif isinstance(message, Ready) and message.query in self._ready:
                 self._ready[message.query][message.container] = message.first_tick
-            elif isinstance(message, Unready) and message.query in self._ready:
-                self._ready[message.query].pop(message.container, None)
+            elif isinstance(message, Unready):
+                # released even when the query left the run meanwhile (live service)
+                self._ready.get(message.query, {}).pop(message.container, None)
                 self._released[message.container] = max(
                     self._released.get(message.container, 0), message.token
                 )
@@ -331,6 +332,56 @@ class ClusterEngine:
         if not moves:
             return []
         return self.handovers.run_moves(self.seq, moves, lambda q, c: c in self._ready[q])
+
+    # ------------------------------------------------------------------ a run that changes (live service)
+
+    def add_stream(self, iri: str, horizon: int | None) -> int:
+        """Adds stream ``iri`` to the run (``spec`` and fan-out); returns its index.
+
+        The caller publishes the new ``spec`` before any container may need the stream.
+        """
+        k = self._stream_index.get(iri)
+        if k is not None:
+            return k
+        k = self.fanout.add_stream(iri, horizon)
+        self._stream_index[iri] = k
+        self.spec = replace(
+            self.spec, streams=(*self.spec.streams, iri), horizons=(*self.spec.horizons, horizon)
+        )
+        return k
+
+    def set_horizon(self, iri: str, horizon: int | None) -> None:
+        """Changes the retained backlog of a stream of the run (``spec`` and fan-out)."""
+        k = self._stream_index[iri]
+        if self.spec.horizons[k] == horizon:
+            return
+        self.fanout.set_horizon(k, horizon)
+        hs = list(self.spec.horizons)
+        hs[k] = horizon
+        self.spec = replace(self.spec, horizons=tuple(hs))
+
+    def add_query(self, query: RemoteQuery) -> None:
+        """Adds a query to the run (its streams must be in the run already)."""
+        name = query.name
+        self.queries[name] = query
+        self.reads[name] = frozenset(
+            self._stream_index[w.stream] for w in query.cq.windows if w.stream in self._stream_index
+        )
+        self._ready.setdefault(name, {})
+        self.spec = replace(self.spec, queries={**self.spec.queries, task_id(name): name})
+        self._watch_task(name)
+
+    def remove_query(self, name: str) -> None:
+        """Removes a query from the run (its DataWatch ends at its next event)."""
+        self.queries.pop(name, None)
+        self.reads.pop(name, None)
+        self._ready.pop(name, None)
+        self._answerer.pop(name, None)
+        with self._lock:
+            self._targets.pop(name, None)
+        qs = dict(self.spec.queries)
+        qs.pop(task_id(name), None)
+        self.spec = replace(self.spec, queries=qs)
 
     # ------------------------------------------------------------------ engine interface
 

@@ -116,6 +116,29 @@ class Fanout:
         self._count = [0] * len(self.streams)  # elements of each stream flushed so far
         self._backlog: list[deque[_Row]] = [deque() for _ in self.streams]
 
+    # ------------------------------------------------------------------ streams
+
+    def add_stream(self, iri: str, horizon: int | None) -> int:
+        """Adds a stream to a running fan-out (live service); returns its index.
+
+        Indexes of known streams never change; peers get the new one only once they
+        subscribe to it (routing by stream) -- a live run never broadcasts.
+        """
+        if self.route == "broadcast":
+            raise ValueError("streams cannot be added to a broadcasting run")
+        self.flush()
+        self.streams.append(iri)
+        self.horizons.append(horizon)
+        self._count.append(0)
+        self._backlog.append(deque())
+        for route in self.routes.values():
+            route.sent = np.concatenate([route.sent, np.zeros(1, dtype=np.int64)])
+        return len(self.streams) - 1
+
+    def set_horizon(self, stream: int, horizon: int | None) -> None:
+        """Changes how much backlog of stream number ``stream`` is kept from now on."""
+        self.horizons[stream] = horizon
+
     # ------------------------------------------------------------------ peers
 
     def add(self, cid: str, address: str, tick_seq: int) -> None:

@@ -1,7 +1,7 @@
 """A whole cluster on one machine: ZooKeeper, coordinators and operator containers.
 
 :class:`LocalCluster` starts each part as its own process (ZooKeeper through
-``infra/zookeeper.sh``, the others as ``python -m linkstream.cli coordinator|container``),
+``infra/zookeeper.sh``, the others as ``python -m linkstream.cli run --zk|container``),
 logs each to ``DIR/logs/<name>.log`` and records them in ``DIR/cluster.json`` so that a
 later command (``linkstream containers add``, ``infra/local-cluster stop``) can find and
 change the same cluster.  Given an external ZooKeeper (``zk=HOST:PORT[/chroot]``) it
@@ -14,7 +14,8 @@ Command line (``infra/local-cluster`` runs this module)::
     python -m linkstream.cluster.localcluster stop|status [--dir DIR]
     python -m linkstream.cluster.localcluster add N | remove ID [--dir DIR]
 
-``start`` prints the endpoints and, unless ``--detach``, stays in the foreground until
+Every coordinator serves the HTTP API (``linkstream coordinator`` is ``run --zk`` on a free
+loopback port); ``start`` prints their URLs with the other endpoints and, unless ``--detach``, stays in the foreground until
 Ctrl-C, then stops everything.
 """
 
@@ -200,14 +201,18 @@ class LocalCluster:
         self.save()
         return record
 
-    def start_coordinator(self) -> str:
-        """Starts one more coordinator (a standby if one leads); returns its name."""
+    def start_coordinator(self, extra: list[str] | None = None) -> str:
+        """Starts one more coordinator (a standby if one leads); returns its name.
+
+        It is ``linkstream run --zk`` serving the HTTP API on a free loopback port
+        (:meth:`api_urls`); ``extra`` arguments go to ``run`` (``--static``, ``--idle-ms`` ...).
+        """
         name = f"coord-{self.state.next_coordinator}"
         self.state.next_coordinator += 1
         tick = min(1.0, self.state.session_timeout / 4)
-        args = ["coordinator", "--zk", self.hosts, "--id", name, "--root", self.state.root]
+        args = ["run", "--zk", self.hosts, "--id", name, "--root", self.state.root, "--port", "0"]
         args += ["--session-timeout", str(self.state.session_timeout), "--tick-interval", str(tick)]
-        args += ["--metrics-port", "0"]
+        args += ["--metrics-port", "0", *(extra or [])]
         self._spawn(name, "coordinator", args)
         return name
 
@@ -258,6 +263,37 @@ class LocalCluster:
         client = self._client()
         try:
             return set(Membership(client, self.state.root).members())
+        finally:
+            client.stop()
+            client.close()
+
+    def api_urls(self, timeout: float = 0.0) -> dict[str, str]:
+        """The HTTP API URL of every running coordinator (``run --zk``), by coordinator id.
+
+        Waits up to ``timeout`` seconds until every coordinator recorded as running has
+        published its URL.
+        """
+        from linkstream.scheduler.layout import ClusterLayout, decode
+
+        deadline = time.monotonic() + timeout
+        layout = ClusterLayout(self.state.root)
+        client = self._client()
+        try:
+            while True:
+                urls = {}
+                for cid in (
+                    client.get_children(layout.coordinators) if client.exists(layout.coordinators) else []
+                ):
+                    try:
+                        data, _ = client.get(layout.coordinator(cid))
+                    except Exception:  # gone meanwhile
+                        continue
+                    url = decode(data).get("api")
+                    if url:
+                        urls[cid] = str(url)
+                if set(self.names("coordinator")) <= set(urls) or time.monotonic() > deadline:
+                    return urls
+                time.sleep(0.1)
         finally:
             client.stop()
             client.close()
@@ -378,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
             raise
         print(cluster.describe(), flush=True)
+        for cid, url in sorted(cluster.api_urls(timeout=30).items()):
+            print(f"api: {url}  (coordinator {cid}; any coordinator answers)", flush=True)
         print(f"replay with: linkstream replay ... --zk {cluster.hosts}", flush=True)
         if args.detach:
             return 0

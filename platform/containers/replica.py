@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -150,6 +150,29 @@ class RunReplica:
         self.tick_seconds = 0.0
         self.cpu_seconds = 0.0  # process CPU time spent in apply and tick
 
+    def extend(self, spec: RunSpec) -> None:
+        """Takes a newer description of the same run (a live service adds queries and streams).
+
+        Streams are only ever appended, so known indexes keep their meaning; a changed
+        horizon applies to the retention guard from the next tick on.
+
+        Raises:
+            ProtocolError: ``spec`` is another run, or drops or reorders streams.
+        """
+        old = self.spec.streams
+        if spec.id != self.spec.id or spec.streams[: len(old)] != old:
+            raise ProtocolError("a run description may only append streams")
+        for iri, horizon in zip(spec.streams[len(old) :], spec.horizons[len(old) :]):
+            guard = RetentionGuard(horizon)
+            self.engine.buffer(iri).windows.append(guard)  # type: ignore[arg-type]
+            self._guards.append(guard)
+            self.stream_elements.append(0)
+        for guard, horizon in zip(self._guards, spec.horizons):
+            guard.horizon = horizon
+        self.engine.declare_streams(set(spec.streams))
+        self.spec = spec
+        self._reads.clear()  # a query's streams may have been unknown before
+
     # ------------------------------------------------------------------ data
 
     def apply(self, message: Elements) -> None:
@@ -233,7 +256,8 @@ class RunReplica:
         """Parses and registers one query of the run (raises ``QueryError``)."""
         cq = parse_continuous(text, default_name=name, base=self.spec.base)
         if cq.name != name:
-            raise ValueError(f"query text registers {cq.name!r}, expected {name!r}")
+            # the HTTP API lets a name override the text's REGISTER clause
+            cq = replace(cq, name=name)
         return self.engine.register(cq)
 
     def preplan(self, texts: dict[str, str]) -> int:

@@ -291,6 +291,13 @@ class ContainerRuntime(StateMigration):
 
     def _set_run(self, spec: RunSpec | None) -> None:
         if spec is not None and spec.id == self._run_id:
+            if spec != self._run and self._replica is not None:
+                # A live service's run grows: new queries and streams (same indexes for old ones).
+                try:
+                    self._replica.extend(spec)
+                    self._run = spec
+                except ProtocolError as exc:
+                    logger.error("%s: cannot follow run %s: %s", self.id, spec.id, exc)
             return
         self._end_run()
         if spec is None:

@@ -63,7 +63,9 @@ class Coordinator:
         on_loss: Called with each ``ReportLoss`` (replay from checkpoint goes here).
         metrics: Where to count elections, moves and rebalances (a private set if ``None``).
         meta: JSON fields advertised in the ephemeral node ``<root>/coordinators/<id>``
-            while this coordinator runs (its metrics endpoint, pid ...).
+            while this coordinator runs (its metrics endpoint, API URL, pid ...).
+        on_leading: Called with ``True`` when this coordinator is elected and ``False``
+            when it stops leading (on the election's thread: hand the work off quickly).
     """
 
     def __init__(
@@ -76,8 +78,10 @@ class Coordinator:
         on_loss: Callable[[ReportLoss], None] | None = None,
         metrics: CoordinatorMetrics | None = None,
         meta: dict[str, Any] | None = None,
+        on_leading: Callable[[bool], None] | None = None,
     ) -> None:
         self.client = client
+        self._on_leading = on_leading
         self.identifier = identifier
         self.policy = policy or Policy()
         self.tick_interval = tick_interval
@@ -150,6 +154,8 @@ class Coordinator:
         self.metrics.elections.inc()
         self.metrics.leader.set(1)
         self._queue.put(("rebuild", self._term, None))
+        if self._on_leading is not None:
+            self._on_leading(True)
 
     def _revoked(self) -> None:
         self._term += 1
@@ -157,6 +163,12 @@ class Coordinator:
         self._leading = False
         self.metrics.leader.set(0)
         self._queue.put(("drop", self._term, None))
+        if self._on_leading is not None:
+            self._on_leading(False)
+
+    def leader(self) -> str | None:
+        """Identifier of the coordinator that leads now (``None`` when none does)."""
+        return self._election.leader()
 
     # ------------------------------------------------------------------ worker
 

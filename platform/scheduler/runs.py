@@ -25,7 +25,7 @@ from kazoo.recipe.watchers import DataWatch
 
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode, encode
-from linkstream.scheduler.registry import QueryRegistry
+from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
 from linkstream.scheduler.state import TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -162,10 +162,20 @@ class RunNode:
             AssignmentTable(self.client, self.layout.root),
             QueryRegistry(self.client, self.layout.root),
         )
-        for task in table.all():
-            table.withdraw(task)
+        # Queries registered through the HTTP API of a live service (``linkstream run --zk``)
+        # are not a dead driver's leftovers: they stay registered.
+        kept = set()
         for query in registry.list():
+            try:
+                if registry.get(query).metadata.get("origin") == "api":
+                    kept.add(query)
+                    continue
+            except QueryNotFoundError:
+                continue
             registry.unregister(query)
+        for task in table.all():
+            if task not in kept:
+                table.withdraw(task)
         for q in queries:
             registry.register(q.task.id, q.text, q.language, {"name": q.name, "run": spec.id})
         for q in queries:
@@ -184,6 +194,10 @@ class RunNode:
                 registry.unregister(task)
         except KazooException:
             logger.warning("could not clean up run %s in ZooKeeper", spec.id, exc_info=True)
+
+    def update(self, spec: RunSpec) -> None:
+        """Publishes a newer description of this session's run (a live service grows its run)."""
+        self.client.set(self.path, encode(spec.to_json()))
 
     def release(self) -> None:
         """Ends the run (deletes the node; containers drop its state)."""

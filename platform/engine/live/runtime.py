@@ -250,6 +250,14 @@ class LiveEngine(LiveWorker):
         """
         return self._submit("barrier", lambda: self._do_advance(int(t)), timeout)
 
+    def call(self, fn: Callable[[], Any], timeout: float | None = 60.0) -> Any:
+        """Runs ``fn`` on the worker thread (between commands) and returns its result.
+
+        For engines whose own upkeep must happen on the thread that drives them (the
+        cluster service polls its containers this way).
+        """
+        return self._submit("call", fn, timeout)
+
     def flush(self, timeout: float | None = 60.0) -> int | None:
         """Waits until everything enqueued so far is ingested and what is due has fired.
 

@@ -51,7 +51,9 @@ class RetentionGuard:
 class QueryView:
     """A snapshot of one registered query: parsed form, live statistics, schedule (report
     times; ``first_report`` is ``None`` until its streams have data), subscriptions and
-    the result lines its subscribers lost by not keeping up."""
+    the result lines its subscribers lost by not keeping up.  ``state`` is ``running`` in
+    one process; a cluster also shows ``pending`` (no container holds it yet) and
+    ``failed: <reason>``."""
 
     cq: ContinuousQuery
     stats: QueryStats
@@ -60,6 +62,7 @@ class QueryView:
     last_report: int | None
     subscribers: int
     dropped: int
+    state: str = "running"
 
 
 @dataclass
@@ -93,3 +96,4 @@ class _Accepted:
     triples: int = 0
     late: int = 0
     late_logged: bool = False
+    rejected: int = 0  # elements refused for their event time (range, jump)

@@ -1,0 +1,57 @@
+"""What the HTTP API needs of the engine it serves: :class:`LiveBackend`.
+
+Two classes satisfy it: :class:`linkstream.engine.live.runtime.LiveEngine` (``linkstream
+run``, one process) and :class:`linkstream.cluster.service.ClusterService` (``linkstream run
+--zk``, a coordinator of a cluster).  ``api/app.py`` codes against this protocol only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from linkstream.engine.live.runtime import QueryView
+from linkstream.engine.live.subscription import Subscription
+from linkstream.metrics import LiveMetrics
+
+
+class _Engine(Protocol):
+    default_step: int
+
+
+class LiveBackend(Protocol):
+    """The engine calls of ``api/app.py`` (see :class:`~linkstream.engine.live.runtime.LiveEngine`)."""
+
+    engine: _Engine
+    metrics: LiveMetrics
+
+    def start(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+    def register(self, text: str, name: str | None = None, *, default_name: str | None = None) -> str: ...
+
+    def unregister(self, name: str) -> None: ...
+
+    def query_names(self) -> list[str]: ...
+
+    def view(self, name: str) -> QueryView: ...
+
+    def subscribe(self, name: str, maxlen: int | None = None) -> Subscription: ...
+
+    def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool: ...
+
+    def advance_to(self, t: int) -> int | None: ...
+
+    def one_shot(
+        self,
+        sparql: str,
+        *,
+        default_graphs: Sequence[str] | None = None,
+        named_graphs: Sequence[str] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+__all__ = ["LiveBackend"]

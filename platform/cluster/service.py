@@ -1,0 +1,874 @@
+"""The cluster as a live service: ``linkstream run --zk HOST:PORT[/chroot]``.
+
+Every such process is a coordinator (it takes part in the leader election of
+:mod:`linkstream.scheduler.coordinator` and schedules while it leads) *and* serves the
+HTTP API of ``linkstream run`` -- same routes, same OpenAPI, same client.
+:class:`ClusterService` is the object ``api/app.py`` drives (it satisfies
+:class:`linkstream.api.backend.LiveBackend`, as :class:`~linkstream.engine.live.runtime.LiveEngine`
+does).
+
+Design (first cut of issue 15):
+
+* **The registry is the truth.**  ``POST /queries`` writes the query (text, name,
+  dialect, owner token id, registration time) to :mod:`linkstream.scheduler.registry`
+  before it is placed; a query survives coordinator restarts and leader fail-over: a
+  newly elected leader re-loads every query of the registry whose metadata says
+  ``"origin": "api"``.  ``GET /queries/{name}`` shows a ``state``: ``pending`` (no
+  container holds it yet), ``running`` or ``failed: <reason>``; the leader writes it
+  into the registry record, so a standby that cannot reach the leader still answers
+  ``GET /queries`` from ZooKeeper.
+* **One leader does the ingest.**  The leader runs a :class:`LiveEngine` whose engine is
+  a :class:`RemoteEngine`: the live engine keeps every rule of embedded ``run`` (event
+  time, per-stream watermarks, idle streams, late elements dropped and counted, report
+  times, subscriptions), and the remote engine carries its calls to the operator
+  containers through the machinery of ``replay --zk``
+  (:class:`~linkstream.cluster.driver.ClusterEngine`, :class:`~linkstream.cluster.fanout.Fanout`):
+  pushed elements are sequenced per stream and routed to the containers whose queries
+  read them, every report time is one tick on every container, and the lines of the
+  due queries come back from their answerers and go to the SSE / JSONL subscribers.
+  The run (:mod:`linkstream.scheduler.runs`) *grows*: registering a query adds it (and
+  its streams) to the published run node and submits its task; containers follow the
+  node (:meth:`linkstream.containers.replica.RunReplica.extend`).  The run node is
+  claimed at the first query and released with the last one, so ``replay --zk`` still
+  works on a cluster whose API holds no query (and is refused while it holds some).
+* **Standbys forward.**  A coordinator that does not lead forwards every request but
+  ``/healthz``, ``/metrics`` and ``/openapi.json`` to the leader's API (its URL is in
+  the leader's ``<root>/coordinators/<id>`` node), streaming SSE / JSONL through
+  (:class:`LeaderProxy`).  Limit: all ingest, ticks and result fan-out go through one
+  process; a standby adds one hop; subscriptions end (SSE ``event: end``) when the
+  leader changes and clients re-subscribe; elements pushed while no leader serves are
+  refused (503), and what the old leader had buffered but not yet ticked is lost.
+
+Also missing from this cut: elements pushed before the first query is registered are
+not retained for it (no run exists yet); an ISTREAM/DSTREAM query registered while
+data flows misses its first report (its container needs one tick to prime it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
+from linkstream.containers.transport import LOOPBACK_ANY, Receiver
+from linkstream.engine.embedded import Engine, QueryStats
+from linkstream.engine.live.runtime import LiveEngine, QueryConflict, QueryView, UnknownQuery
+from linkstream.engine.live.subscription import Subscription
+from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
+from linkstream.metrics import CoordinatorMetrics, LiveMetrics
+from linkstream.query.continuous import ContinuousQuery, parse_continuous
+from linkstream.query.errors import QueryError
+from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.rdf.static import load_graph
+from linkstream.scheduler.assignment import AssignmentTable
+from linkstream.scheduler.coordinator import Coordinator
+from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
+from linkstream.scheduler.registry import QueryExistsError, QueryNotFoundError, QueryRegistry
+from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
+from linkstream.scheduler.state import Policy, TaskSpec
+
+logger = logging.getLogger(__name__)
+
+#: the token id of the request being served (set by :class:`LeaderProxy`), for ``owner``
+OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("linkstream_owner", default=None)
+
+#: header a forwarded request carries (a coordinator never forwards it again)
+FORWARDED = "x-linkstream-forwarded-by"
+LOCAL_PATHS = frozenset({"/healthz", "/metrics", "/openapi.json"})
+_HOP = frozenset({b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"})
+
+
+class ClusterBusy(QueryConflict):
+    """Another driver (a ``replay --zk``) holds the cluster's run."""
+
+
+class NotLeading(TimeoutError):
+    """This coordinator does not lead (answered 503, retry later)."""
+
+
+def token_id(authorization: str | None) -> str | None:
+    """A short, non-reversible id of a bearer token (the ``owner`` of what it registers)."""
+    if not authorization:
+        return None
+    return "tok-" + hashlib.sha256(authorization.encode("utf-8")).hexdigest()[:12]
+
+
+class _NoBuffer:
+    """Stands in for a stream buffer on the leader: the windows live on the containers."""
+
+    base = 0
+    watermark = None
+
+    def __init__(self) -> None:
+        self.windows: list[object] = []
+
+    def search(self, t: int) -> int:
+        return 0
+
+
+class _LiveClusterEngine(ClusterEngine):
+    """A :class:`ClusterEngine` whose failed queries are marked, not fatal."""
+
+    failed: dict[str, str]
+
+    def _check_failures(self) -> None:
+        failures, self._failures = self._failures, []
+        for f in failures:
+            if f.query:
+                self.failed[f.query] = f"{f.container}: {f.error}"
+                logger.error("query %s failed on %s: %s", f.query, f.container, f.error)
+            else:
+                logger.error("container %s cannot take part: %s", f.container, f.error)
+
+
+class RemoteEngine:
+    """The engine interface :class:`LiveEngine`'s worker drives, backed by operator containers.
+
+    Only the live engine's worker thread calls it.  The run (receiver socket, run node,
+    :class:`ClusterEngine`) exists while at least one query is registered.
+
+    Args:
+        client: The coordinator's started kazoo client.
+        base: Base IRI of the queries.
+        default_step: Report step of windows without STEP.
+        statics: ``(iri or None, path)`` static graph files every container loads.
+        retention_ms: Stream history kept for queries registered later (the fan-out's backlog).
+        root: Cluster root inside the chroot.
+        answer_timeout: Seconds to wait for a tick's answers.
+        ready_timeout: Seconds a query's first report waits for a container to hold it.
+        on_state: Called with ``(name, state)`` when a query's state changes.
+        bind: Endpoint of the result socket.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        base: str,
+        default_step: int,
+        statics: Sequence[tuple[str | None, str]] = (),
+        retention_ms: int = 60_000,
+        root: str = DEFAULT_ROOT,
+        answer_timeout: float = 30.0,
+        ready_timeout: float = 30.0,
+        on_state: Callable[[str, str], None] | None = None,
+        bind: str = LOOPBACK_ANY,
+    ) -> None:
+        self.client = client
+        self.base = base
+        self.default_step = default_step
+        self.statics = tuple(statics)
+        self.retention_ms = retention_ms
+        self.root = root
+        self.answer_timeout = answer_timeout
+        self.ready_timeout = ready_timeout
+        self.on_state = on_state
+        self.bind = bind
+        self.dictionary = MemoryDictionary()
+        self.buffers: dict[str, _NoBuffer] = {}
+        self.states: dict[str, str] = {}
+        self.table = AssignmentTable(client, root)
+        self.run_node = RunNode(client, root)
+        self.cluster: _LiveClusterEngine | None = None
+        self._receiver: Receiver | None = None
+        self._waited: set[str] = set()
+
+    # ------------------------------------------------------------------ the run
+
+    def _open_run(self) -> _LiveClusterEngine:
+        if self.cluster is not None:
+            return self.cluster
+        receiver = Receiver(self.bind, rcvhwm=100000)
+        spec = RunSpec(
+            id="live-" + uuid.uuid4().hex[:10],
+            driver=receiver.endpoint,
+            base=self.base,
+            default_step=self.default_step,
+            statics=self.statics,
+            route="streams",
+        )
+        try:
+            self.run_node.claim(spec)
+        except RunActiveError as exc:
+            receiver.close()
+            raise ClusterBusy(f"the cluster is busy: {exc}") from None
+        cluster = _LiveClusterEngine(
+            self.client,
+            spec,
+            {},
+            receiver,
+            self.dictionary,
+            answer_timeout=self.answer_timeout,
+            root=self.root,
+        )
+        cluster.failed = {}
+        self.cluster, self._receiver = cluster, receiver
+        for iri in self.buffers:  # streams pushed before: known to the run from the start
+            cluster.add_stream(iri, self.retention_ms)
+        self.run_node.update(cluster.spec)
+        logger.info("live run %s opened (results at %s)", spec.id, receiver.endpoint)
+        return cluster
+
+    def _close_run(self) -> None:
+        cluster, receiver = self.cluster, self._receiver
+        self.cluster = self._receiver = None
+        if cluster is None:
+            return
+        cluster.close()
+        try:
+            if self.run_node.get() == cluster.spec:
+                self.run_node.release()
+        except KazooException:
+            logger.warning("cannot release the live run node", exc_info=True)
+        if receiver is not None:
+            receiver.close()
+        logger.info("live run %s closed", cluster.spec.id)
+
+    def _publish(self) -> None:
+        assert self.cluster is not None
+        self.run_node.update(self.cluster.spec)
+
+    def _horizon(self, iri: str) -> int | None:
+        assert self.cluster is not None
+        h = self.retention_ms
+        for q in self.cluster.queries.values():
+            for w in q.cq.windows:
+                if w.stream != iri:
+                    continue
+                if w.spec.kind != "time" or w.spec.range_ms is None:
+                    return None
+                h = max(h, w.spec.range_ms + w.spec.step_or(self.default_step))
+        return h
+
+    def _set_state(self, name: str, state: str) -> None:
+        if self.states.get(name) == state:
+            return
+        self.states[name] = state
+        if self.on_state is not None:
+            self.on_state(name, state)
+
+    # ------------------------------------------------------------------ engine interface
+
+    def register(self, cq: ContinuousQuery) -> RemoteQuery:
+        """Adds ``cq`` to the run (opening it) and submits its task; placement is asynchronous."""
+        cluster = self._open_run()
+        steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
+        rq = RemoteQuery(cq, steps)
+        streams = list(dict.fromkeys(w.stream for w in cq.windows))
+        for iri in streams:
+            cluster.add_stream(iri, self.retention_ms)
+            self.buffers.setdefault(iri, _NoBuffer())
+        cluster.add_query(rq)
+        for iri in streams:
+            cluster.set_horizon(iri, self._horizon(iri))
+        self._publish()  # the run names the query before its task exists
+        self.table.submit(
+            TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=streams)
+        )
+        cluster.failed.pop(cq.name, None)
+        self._waited.discard(cq.name)
+        self._set_state(cq.name, "pending")
+        return rq
+
+    def unregister(self, name: str) -> None:
+        """Withdraws the query's task and takes it out of the run (closing it after the last)."""
+        cluster = self.cluster
+        try:
+            self.table.withdraw(task_id(name))
+        except KazooException:
+            logger.warning("cannot withdraw the task of %s", name, exc_info=True)
+        self.states.pop(name, None)
+        if cluster is None:
+            return
+        cluster.remove_query(name)
+        if not cluster.queries:
+            self._close_run()
+        else:
+            self._publish()
+
+    def buffer(self, iri: str) -> _NoBuffer:
+        """The (empty) stand-in buffer of ``iri``; adds the stream to the run."""
+        buf = self.buffers.get(iri)
+        if buf is None:
+            buf = self.buffers[iri] = _NoBuffer()
+            if self.cluster is not None:
+                self.cluster.add_stream(iri, self.retention_ms)
+                self._publish()
+        return buf
+
+    def ingest(self, stream: str, t: int, ids: np.ndarray) -> None:
+        """Routes one element to the containers subscribed to ``stream``."""
+        if self.cluster is not None:
+            self.cluster.ingest(stream, t, ids)
+
+    def poll(self) -> None:
+        """Reads the containers' messages, admits new ones, updates the queries' states."""
+        cluster = self.cluster
+        if cluster is None:
+            return
+        cluster.pump(0.0)
+        cluster._check_failures()
+        cluster.admit()
+        self._observe(cluster)
+
+    def _observe(self, cluster: _LiveClusterEngine) -> None:
+        for name in cluster.queries:
+            if name in cluster.failed:
+                self._set_state(name, "failed: " + cluster.failed[name])
+            elif cluster.ready_on(name):
+                self._set_state(name, "running")
+
+    def tick(self, c: int, names: Sequence[str]) -> dict[str, list[str]]:
+        """Report time ``c`` on every container; the lines of ``names``.
+
+        Waits (once per query, at most ``ready_timeout``) until a container holds each
+        due query, so that a query's first report is not lost to its placement.
+        """
+        cluster = self.cluster
+        out: dict[str, list[str]] = {n: [] for n in names}
+        if cluster is None:
+            return out
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            cluster.pump(0.0)
+            cluster._check_failures()
+            cluster.admit()
+            waiting = [
+                n
+                for n in names
+                if n not in cluster.failed and n not in self._waited and not cluster.ready_on(n)
+            ]
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                logger.warning("no container holds %s yet; their lines are lost", ", ".join(waiting))
+                self._waited.update(waiting)
+                break
+            cluster.pump(0.02)
+        for n in names:
+            if cluster.ready_on(n):
+                self._waited.add(n)
+        live = [n for n in names if n not in cluster.failed and n in cluster.queries]
+        out.update(cluster.tick(c, live))
+        self._observe(cluster)
+        return out
+
+    def gc(self) -> None:
+        """Handles what the containers sent meanwhile."""
+        self.poll()
+
+    def operator_count(self) -> int:
+        """Queries of the run (their operators live on the containers)."""
+        return 0 if self.cluster is None else len(self.cluster.queries)
+
+    def close(self) -> None:
+        """Ends the run (the containers drop it) and closes the sockets."""
+        self._close_run()
+
+
+class _Defaults:
+    def __init__(self, default_step: int) -> None:
+        self.default_step = default_step
+
+
+class ClusterService:
+    """A coordinator that serves the HTTP API (see the module docstring).
+
+    Args:
+        hosts: ZooKeeper connection string (with chroot).
+        identifier: This coordinator's name in the election.
+        api_url: The URL other coordinators forward requests to (published in ZooKeeper).
+        statics: ``(iri or None, path)`` static graph files (containers load them; this
+            process too, for one-shot ``/sparql``).
+        base: Base IRI.
+        default_step: Report step of windows without STEP.
+        idle_ms: As for ``linkstream run``.
+        retention_ms: As for ``linkstream run``.
+        root: Cluster root inside the chroot.
+        session_timeout: ZooKeeper session timeout (how fast a dead leader is replaced).
+        tick_interval: Scheduler tick while leading.
+        policy: Scheduler policy.
+        meta: More fields for the coordinator's ZooKeeper node (metrics endpoint ...).
+        coordinator_metrics: The scheduler's metrics.
+        ready_timeout: See :class:`RemoteEngine`.
+    """
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        identifier: str,
+        api_url: str | None,
+        statics: Sequence[tuple[str | None, str]] = (),
+        base: str = "http://localhost/",
+        default_step: int = 1000,
+        idle_ms: int | None = 5000,
+        retention_ms: int = 60_000,
+        root: str = DEFAULT_ROOT,
+        session_timeout: float = 10.0,
+        tick_interval: float = 1.0,
+        policy: Policy | None = None,
+        meta: dict[str, Any] | None = None,
+        coordinator_metrics: CoordinatorMetrics | None = None,
+        ready_timeout: float = 30.0,
+    ) -> None:
+        self.identifier = identifier
+        self.api_url = api_url
+        self.statics = tuple(statics)
+        self.base = base
+        self.engine = _Defaults(default_step)
+        self.idle_ms = idle_ms
+        self.retention_ms = retention_ms
+        self.root = root
+        self.ready_timeout = ready_timeout
+        self.metrics = LiveMetrics()
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout)
+        self.registry = QueryRegistry(self.client, root)
+        self.layout = ClusterLayout(root)
+        info = dict(meta or {})
+        if api_url:
+            info["api"] = api_url
+        self.coordinator = Coordinator(
+            self.client,
+            identifier,
+            root=root,
+            policy=policy,
+            tick_interval=tick_interval,
+            metrics=coordinator_metrics,
+            meta=info,
+            on_leading=self._leading_changed,
+        )
+        self._static = Engine(MemoryDictionary(), default_step=default_step, log_fn=logger.warning)
+        for k, (iri, path) in enumerate(self.statics):
+            self._static.add_static(iri, load_graph(path, self._static.dictionary, bnode_prefix=f"s{k}_"))
+        self._static_lock = threading.Lock()
+        self._parse_lock = threading.Lock()
+        self._events: queue.Queue[bool | None] = queue.Queue()
+        self._live: LiveEngine | None = None
+        self._remote: RemoteEngine | None = None
+        self._ready = threading.Event()
+        self._cq_cache: dict[tuple[str, str], ContinuousQuery] = {}
+        self._leader_cache: tuple[float, str | None, str | None] = (0.0, None, None)
+        self._started = False
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ClusterService:
+        """Connects to ZooKeeper and joins the election (idempotent)."""
+        if self._started:
+            return self
+        self._started = True
+        self.client.start(timeout=30)
+        for target, name in ((self._control, "service-control"), (self._upkeep, "service-upkeep")):
+            th = threading.Thread(target=target, name=name, daemon=True)
+            th.start()
+            self._threads.append(th)
+        self.coordinator.start()
+        logger.info("coordinator %s serves the API at %s", self.identifier, self.api_url)
+        return self
+
+    def close(self) -> None:
+        """Leaves the election, ends the leader's run and closes the session."""
+        if self._closed:
+            return
+        self._closed = True
+        self._events.put(None)
+        for th in self._threads:
+            th.join(10)
+        try:
+            self.coordinator.stop()
+        finally:
+            self.client.stop()
+            self.client.close()
+
+    def _leading_changed(self, leading: bool) -> None:
+        self._events.put(leading)
+
+    def _control(self) -> None:
+        while True:
+            ev = self._events.get()
+            self._teardown()
+            if ev is None:
+                return
+            if ev:
+                try:
+                    self._bring_up()
+                except Exception:
+                    logger.exception("%s: cannot start the live backend", self.identifier)
+                    self._teardown()
+
+    def _upkeep(self) -> None:
+        """Lets the leader read its containers' messages while no tick or push does."""
+        while not self._closed:
+            time.sleep(0.25)
+            live, remote = self._live, self._remote
+            if live is not None and remote is not None and self._ready.is_set():
+                try:
+                    live.call(remote.poll, timeout=30)
+                except Exception:  # closed meanwhile, or a ZooKeeper hiccup: next round
+                    logger.debug("upkeep poll failed", exc_info=True)
+
+    def _bring_up(self) -> None:
+        remote = RemoteEngine(
+            self.client,
+            base=self.base,
+            default_step=self.engine.default_step,
+            statics=self.statics,
+            retention_ms=self.retention_ms,
+            root=self.root,
+            ready_timeout=self.ready_timeout,
+            on_state=self._write_state,
+        )
+        live = LiveEngine(
+            remote,  # type: ignore[arg-type]
+            idle_ms=self.idle_ms,
+            retention_ms=self.retention_ms,
+            base=self.base,
+            metrics=self.metrics,
+        ).start()
+        self._live, self._remote = live, remote
+        records = []
+        for qid in self.registry.list():
+            try:
+                rec = self.registry.get(qid)
+            except QueryNotFoundError:
+                continue
+            if rec.metadata.get("origin") == "api" and rec.metadata.get("name"):
+                records.append(rec)
+        records.sort(key=lambda r: (r.metadata.get("registered_at") or 0, r.id))
+        # Tasks nobody registered (a crashed replay driver's) would hold container slots.
+        keep = {r.id for r in records}
+        for task in AssignmentTable(self.client, self.root).all():
+            if task not in keep and RunNode(self.client, self.root).get() is None:
+                AssignmentTable(self.client, self.root).withdraw(task)
+        for rec in records:
+            name = rec.metadata["name"]
+            try:
+                live.register(rec.text, name)
+            except QueryError as exc:
+                logger.error("%s: cannot re-load query %s: %s", self.identifier, name, exc)
+                self._write_state(name, f"failed: {exc}")
+        self._ready.set()
+        logger.info("%s: leading; %d queries re-loaded from the registry", self.identifier, len(records))
+
+    def _teardown(self) -> None:
+        self._ready.clear()
+        live, remote = self._live, self._remote
+        self._live = self._remote = None
+        if live is not None:
+            live.close()
+        if remote is not None:
+            try:
+                remote.close()
+            except Exception:
+                logger.warning("closing the live run failed", exc_info=True)
+
+    def _write_state(self, name: str, state: str) -> None:
+        try:
+            self.registry.update(task_id(name), metadata={"state": state})
+        except (QueryNotFoundError, KazooException):
+            pass
+
+    def _leader_live(self, wait: float = 10.0) -> LiveEngine:
+        if not self._ready.wait(wait if self.coordinator.is_leader else 0.0):
+            raise NotLeading("this coordinator does not lead (yet); retry later")
+        live = self._live
+        if live is None:
+            raise NotLeading("this coordinator does not lead; retry later")
+        return live
+
+    # ------------------------------------------------------------------ leader discovery
+
+    def leading(self) -> bool:
+        """Whether this coordinator leads (its backend may still be starting)."""
+        return self.coordinator.is_leader
+
+    def leader(self, max_age: float = 1.0) -> tuple[str | None, str | None]:
+        """``(identifier, API URL)`` of the leader (cached for ``max_age`` seconds)."""
+        at, ident, url = self._leader_cache
+        if time.monotonic() - at < max_age:
+            return ident, url
+        ident = url = None
+        try:
+            ident = self.coordinator.leader()
+            if ident is not None:
+                data, _ = self.client.get(self.layout.coordinator(ident))
+                url = decode(data).get("api")
+        except (NoNodeError, KazooException, ValueError):
+            pass
+        self._leader_cache = (time.monotonic(), ident, url)
+        return ident, url
+
+    def forget_leader(self) -> None:
+        self._leader_cache = (0.0, None, None)
+
+    # ------------------------------------------------------------------ queries
+
+    def register(self, text: str, name: str | None = None, *, default_name: str | None = None) -> str:
+        """Writes the query to the registry, then registers it on the leader's live engine."""
+        live = self._leader_live()
+        for n in (name, default_name):
+            if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
+                raise QueryError("a query name must be 1-512 printable characters")
+        with self._parse_lock:
+            cq = parse_continuous(text, default_name=name or default_name or "", base=self.base)
+        if not cq.windows:
+            raise QueryError(
+                "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
+            )
+        qname = name or cq.name
+        meta = {
+            "origin": "api",
+            "dialect": cq.dialect,
+            "owner": OWNER.get(),
+            "registered_at": int(time.time() * 1000),
+            "state": "pending",
+        }
+        n = len(self.registry.list())
+        while True:
+            candidate = qname or "q%d" % (n + 1)
+            try:
+                self.registry.register(task_id(candidate), text, cq.dialect, {**meta, "name": candidate})
+                qname = candidate
+                break
+            except QueryExistsError:
+                if qname:
+                    raise QueryConflict("a query named %r is already registered" % qname) from None
+                n += 1
+        try:
+            return live.register(text, qname)
+        except BaseException:
+            self.registry.unregister(task_id(qname))
+            raise
+
+    def unregister(self, name: str) -> None:
+        """Removes the query from the registry and from the run."""
+        live = self._leader_live()
+        existed = self.registry.unregister(task_id(name))
+        try:
+            live.unregister(name)
+        except UnknownQuery:
+            if not existed:
+                raise
+
+    def _records(self) -> dict[str, Any]:
+        out = {}
+        for qid in self.registry.list():
+            try:
+                rec = self.registry.get(qid)
+            except QueryNotFoundError:
+                continue
+            if rec.metadata.get("origin") == "api" and rec.metadata.get("name"):
+                out[rec.metadata["name"]] = rec
+        return out
+
+    def query_names(self) -> list[str]:
+        """Registered queries: the leader's, then any the registry holds that it does not."""
+        live = self._live if self._ready.is_set() else None
+        names = live.query_names() if live is not None else []
+        recs = self._records()
+        seen = set(names)
+        extra = sorted(
+            (n for n in recs if n not in seen), key=lambda n: recs[n].metadata.get("registered_at") or 0
+        )
+        return names + extra
+
+    def view(self, name: str) -> QueryView:
+        """The leader's view of the query, else what the registry says."""
+        live, remote = (self._live, self._remote) if self._ready.is_set() else (None, None)
+        if live is not None and remote is not None:
+            try:
+                v = live.view(name)
+                return replace(v, state=remote.states.get(name, "pending"))
+            except UnknownQuery:
+                pass
+        try:
+            rec = self.registry.get(task_id(name))
+        except QueryNotFoundError:
+            raise UnknownQuery(name) from None
+        key = (name, rec.text)
+        cq = self._cq_cache.get(key)
+        if cq is None:
+            with self._parse_lock:
+                cq = parse_continuous(rec.text, default_name=name, base=self.base)
+            cq = self._cq_cache[key] = replace(cq, name=name)
+        state = str(rec.metadata.get("state") or "pending")
+        return QueryView(cq, QueryStats(), None, None, None, 0, 0, state)
+
+    def subscribe(self, name: str, maxlen: int | None = None) -> Subscription:
+        return self._leader_live().subscribe(name, maxlen)
+
+    def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool:
+        return self._leader_live().push(stream, t, triples, timeout=timeout)
+
+    def advance_to(self, t: int) -> int | None:
+        return self._leader_live().advance_to(t)
+
+    def one_shot(
+        self,
+        sparql: str,
+        *,
+        default_graphs: Sequence[str] | None = None,
+        named_graphs: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """One-shot SPARQL over the static graphs (any coordinator answers it itself)."""
+        with self._parse_lock:
+            cq = parse_one_shot(sparql, self.base)
+        dflt = tuple(default_graphs) if default_graphs else None
+        named = tuple(named_graphs) if named_graphs else None
+        with self._static_lock:
+            return evaluate_one_shot(self._static, cq, dflt, named)
+
+    def status(self) -> dict[str, Any]:
+        ident, url = self.leader()
+        out: dict[str, Any] = {
+            "role": "leader" if self._ready.is_set() else "standby",
+            "coordinator": self.identifier,
+            "leader": ident,
+            "leader_api": url,
+        }
+        live = self._live if self._ready.is_set() else None
+        if live is not None:
+            out.update(live.status())
+            remote = self._remote
+            cluster = remote.cluster if remote is not None else None
+            out["run"] = None if cluster is None else cluster.spec.id
+            out["containers"] = [] if cluster is None else sorted(cluster.fanout.peers)
+        else:
+            out["queries"] = len(self._records())
+        return out
+
+
+class LeaderProxy:
+    """ASGI middleware: a standby forwards requests to the leader's API, streaming answers.
+
+    Requests for ``/healthz``, ``/metrics`` and ``/openapi.json``, requests already
+    forwarded once, and every request on the leader go to the wrapped application.  When
+    no leader can be reached the wrapped application answers: reads of ``/queries``
+    from the registry, anything else with 503.  It also sets :data:`OWNER` from the
+    ``Authorization`` header.
+    """
+
+    def __init__(self, app: ASGIApp, service: ClusterService) -> None:
+        self.app = app
+        self.service = service
+        self._http: httpx.AsyncClient | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        auth = headers.get(b"authorization")
+        OWNER.set(token_id(auth.decode("latin-1") if auth else None))
+        if scope["path"] in LOCAL_PATHS or FORWARDED.encode() in headers or self.service.leading():
+            await self.app(scope, receive, send)
+            return
+        ident, url = await asyncio.to_thread(self.service.leader)
+        if not url or ident == self.service.identifier:
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            body += msg.get("body", b"")
+            if not msg.get("more_body", False):
+                break
+        started = await self._forward(scope, receive, send, url, bytes(body))
+        if started:
+            return
+        self.service.forget_leader()
+        replayed = False
+
+        async def again() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, again, send)
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> bool:
+        """Forwards one request; ``False`` if the leader could not be reached (nothing sent)."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), follow_redirects=False)
+        path = scope.get("raw_path") or quote(scope["path"]).encode()
+        target = url.rstrip("/") + path.decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        fwd = [
+            (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k.lower() not in _HOP
+        ]
+        fwd.append((FORWARDED, self.service.identifier))
+        request = self._http.build_request(scope["method"], target, headers=fwd, content=body)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError:
+            return False
+        started = False
+
+        async def relay() -> None:
+            nonlocal started
+            out = [
+                (k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in response.headers.multi_items()
+                if k.lower().encode("latin-1") not in _HOP
+            ]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": out})
+            started = True
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def disconnected() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        relay_task = asyncio.ensure_future(relay())
+        watch_task = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({relay_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (relay_task, watch_task):
+                t.cancel()
+            await response.aclose()
+        if relay_task.done() and not relay_task.cancelled() and relay_task.exception() is not None:
+            if not started:
+                await send({"type": "http.response.start", "status": 502, "headers": []})
+                await send({"type": "http.response.body", "body": b'{"error": "leader connection failed"}'})
+            logger.info("forwarding to %s ended: %s", url, relay_task.exception())
+        return True
+
+
+def create_service_app(service: ClusterService, *, token: str | None = None) -> ASGIApp:
+    """The HTTP API of ``run --zk``: the same application as ``run``, behind :class:`LeaderProxy`."""
+    from linkstream.api.app import BearerAuth, create_app
+
+    app: ASGIApp = LeaderProxy(create_app(service, base=service.base), service)
+    if token:
+        app = BearerAuth(app, token)
+    return app
+
+
+__all__ = ["ClusterBusy", "ClusterService", "LeaderProxy", "NotLeading", "RemoteEngine", "create_service_app"]

@@ -1,0 +1,168 @@
+"""Issue 15, first cut: the cluster is a live service (``linkstream run --zk``).
+
+Real processes: the session's ZooKeeper, two API coordinators (``run --zk``) and two
+operator containers.  Queries are registered (one batch) and the CityBench slice of
+``tests/api`` is pushed over HTTP on the *standby*, which forwards to the leader; the
+result lines read over JSONL and SSE from the standby must equal those of an embedded
+``run`` (a :class:`LiveEngine` behind the same app) fed the same pushes.  Then the
+leader is killed with SIGKILL: the other coordinator still lists the queries (the
+registry is the truth) and, once elected, re-loads them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from linkstream.api.app import create_app
+from linkstream.api.client import Client
+from linkstream.api.server import BackgroundServer, build_live
+from linkstream.cluster.localcluster import LocalCluster
+from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+
+pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
+
+SESSION_S = 2.0
+QUERIES = ["cqels-Q1", "rspql-avg-congestion", "csparql-Q1"]
+TIMEOUT = 60.0
+
+
+def _roles(urls: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for cid, url in urls.items():
+        try:
+            out[cid] = httpx.get(url + "/healthz", timeout=5).json().get("role", "?")
+        except httpx.HTTPError:
+            out[cid] = "down"
+    return out
+
+
+def _wait_roles(urls: dict[str, str], timeout: float = 30.0) -> tuple[str, str]:
+    """``(leader, standby)`` coordinator ids once one leads with its backend up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        roles = _roles(urls)
+        leaders = [c for c, r in roles.items() if r == "leader"]
+        standbys = [c for c, r in roles.items() if r == "standby"]
+        if len(leaders) == 1 and standbys:
+            return leaders[0], standbys[0]
+        assert time.monotonic() < deadline, f"no leader: {roles}"
+        time.sleep(0.2)
+
+
+def _collect(client: Client, name: str, until: int, sse: bool, into: dict, key: str) -> None:
+    try:
+        into[key] = [line for line in _lines(client, name, until, sse)]
+    except Exception as exc:  # reported by the main thread
+        into[key] = exc
+
+
+def _lines(client: Client, name: str, until: int, sse: bool):
+    import json
+
+    for row in client.results(name, until=until, sse=sse, timeout=TIMEOUT):
+        yield json.dumps(row, sort_keys=True)
+
+
+def test_cluster_serves_the_api_like_embedded_run(tmp_path: Path, zk_server: str, zk_chroot: str) -> None:
+    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
+    corpus = build_corpus(shared, tmp_path)
+    if corpus is None:
+        pytest.skip("no CityBench data")
+    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
+    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    until = corpus.last_report(1000)
+
+    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
+    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
+    try:
+        (tmp_path / "cluster" / "logs").mkdir(parents=True)
+        cluster.save()
+        for _ in range(2):
+            cluster.start_coordinator(["--idle-ms", "0", *statics])
+        cluster.add_containers(2)
+        urls = cluster.api_urls(timeout=30)
+        assert len(urls) == 2, urls
+        leader, standby = _wait_roles(urls)
+
+        # register: one batch on the standby (forwarded), the same queries one by one embedded
+        t0 = time.perf_counter()
+        r = httpx.post(
+            urls[standby] + "/queries",
+            json=[{"query": texts[q], "name": q} for q in QUERIES],
+            timeout=TIMEOUT,
+        )
+        reg_s = time.perf_counter() - t0
+        assert r.status_code == 201, r.text
+        assert [q["name"] for q in r.json()["queries"]] == QUERIES
+        emb = Client(embedded.url)
+        for q in QUERIES:
+            emb.register(texts[q], q)
+        std = Client(urls[standby], timeout=TIMEOUT)
+        assert sorted(q["name"] for q in std.queries()) == sorted(QUERIES)
+
+        # subscribe (JSONL on both, SSE too on the standby), then push the same elements
+        got: dict[str, object] = {}
+        threads = []
+        for q in QUERIES:
+            for key, client, sse in (
+                (f"emb/{q}", emb, False),
+                (f"cl/{q}", std, False),
+                (f"sse/{q}", std, True),
+            ):
+                if key.startswith("sse/") and q != QUERIES[0]:
+                    continue
+                th = threading.Thread(target=_collect, args=(client, q, until, sse, got, key), daemon=True)
+                th.start()
+                threads.append(th)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            views = [std.query(q) for q in QUERIES] + [emb.query(q) for q in QUERIES]
+            if all(v["subscribers"] >= 1 for v in views):
+                break
+            time.sleep(0.1)
+        t0 = time.perf_counter()
+        for el in corpus.elements:
+            assert std.push(el.stream, el.ntriples, t=el.t)["elements"] == 1
+        push_s = time.perf_counter() - t0
+        for el in corpus.elements:
+            emb.push(el.stream, el.ntriples, t=el.t)
+        std.advance(until)
+        emb.advance(until)
+        for th in threads:
+            th.join(TIMEOUT)
+        for key, value in got.items():
+            assert not isinstance(value, Exception), f"{key}: {value!r}"
+        for q in QUERIES:
+            want, have = Counter(got[f"emb/{q}"]), Counter(got[f"cl/{q}"])
+            assert have == want, f"{q}: cluster {sum(have.values())} lines, embedded {sum(want.values())}"
+        assert Counter(got[f"sse/{QUERIES[0]}"]) == Counter(got[f"emb/{QUERIES[0]}"])
+        assert sum(len(got[f"emb/{q}"]) for q in QUERIES) > 0, "no result lines at all"  # type: ignore[arg-type]
+        state = std.query(QUERIES[0])["state"]
+        assert state == "running", state
+        print(
+            f"\nregistered {len(QUERIES)} queries in {reg_s * 1e3:.0f} ms (batch, via standby); pushed "
+            f"{len(corpus.elements)} elements in {push_s:.2f} s ({len(corpus.elements) / push_s:.0f}/s, via standby)"
+        )
+
+        # kill -9 the leader: the other coordinator lists the queries, then leads with them
+        cluster.kill(leader, signal.SIGKILL)
+        names = sorted(q["name"] for q in std.queries())
+        assert names == sorted(QUERIES)
+        deadline = time.monotonic() + 30
+        while _roles({standby: urls[standby]})[standby] != "leader":
+            assert time.monotonic() < deadline, "the standby did not take over"
+            time.sleep(0.2)
+        assert sorted(q["name"] for q in std.queries()) == sorted(QUERIES)
+        assert std.query(QUERIES[1])["state"] in ("pending", "running")
+    finally:
+        cluster.stop()
+        embedded.stop()
