@@ -32,7 +32,7 @@ Design (first cut of issue 15):
   claimed at the first query and released with the last one, so ``replay --zk`` still
   works on a cluster whose API holds no query (and is refused while it holds some).
 * **Standbys forward.**  A coordinator that does not lead forwards every request but
-  ``/healthz``, ``/metrics`` and ``/openapi.json`` to the leader's API (its URL is in
+  ``/healthz``, ``/status``, ``/metrics`` and ``/openapi.json`` to the leader's API (its URL is in
   the leader's ``<root>/coordinators/<id>`` node), streaming SSE / JSONL through
   (:class:`LeaderProxy`).  Limit: all ingest, ticks and result fan-out go through one
   process; a standby adds one hop; subscriptions end (SSE ``event: end``) when the
@@ -90,7 +90,7 @@ OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("linkstream_o
 
 #: header a forwarded request carries (a coordinator never forwards it again)
 FORWARDED = "x-linkstream-forwarded-by"
-LOCAL_PATHS = frozenset({"/healthz", "/metrics", "/openapi.json"})
+LOCAL_PATHS = frozenset({"/healthz", "/status", "/metrics", "/openapi.json"})
 _HOP = frozenset({b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"})
 
 

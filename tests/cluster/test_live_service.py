@@ -37,8 +37,11 @@ TIMEOUT = 60.0
 def _roles(urls: dict[str, str]) -> dict[str, str]:
     out = {}
     for cid, url in urls.items():
-        try:
-            out[cid] = httpx.get(url + "/healthz", timeout=5).json().get("role", "?")
+        try:  # engine figures moved from /healthz to /status in the API's auth work
+            r = httpx.get(url + "/status", timeout=5)
+            if r.status_code == 404:
+                r = httpx.get(url + "/healthz", timeout=5)
+            out[cid] = r.json().get("role", "?")
         except httpx.HTTPError:
             out[cid] = "down"
     return out
