@@ -333,7 +333,10 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     )
     cp.set_defaults(func=_delegate("cmd_container"))
 
-    op = sub.add_parser("coordinator", help="run a coordinator (leader or standby)")
+    op = sub.add_parser(
+        "coordinator",
+        help="run a coordinator (leader or standby): an alias of `run --zk` serving the API on a free port",
+    )
     _zk_options(op)
     op.add_argument("--id", default=None, help="identifier in the leader election (default host-pid)")
     op.add_argument(
