@@ -1,12 +1,13 @@
-# Coordinators (leader + standbys, each also serving the HTTP API) and the elastic pool
-# of operator containers on EFA (RDMA) instances in one cluster placement group.
+# Coordinators (leader + standbys; each node also serves the HTTP API, `linkstream run`,
+# behind the load balancer in lb.tf) and the elastic pool of operator containers on EFA
+# (RDMA) instances in one cluster placement group.
 
 resource "aws_instance" "coordinator" {
   count                  = var.coordinators
   ami                    = local.ami
   instance_type          = var.coordinator_instance_type
   subnet_id              = aws_subnet.cluster.id
-  vpc_security_group_ids = [aws_security_group.cluster.id, aws_security_group.admin.id]
+  vpc_security_group_ids = [aws_security_group.cluster.id, aws_security_group.admin.id, aws_security_group.api.id]
   iam_instance_profile   = aws_iam_instance_profile.node.name
   key_name               = var.key_name != "" ? var.key_name : null
   user_data = templatefile("${path.module}/templates/linkstream.sh.tftpl", {
@@ -16,7 +17,11 @@ resource "aws_instance" "coordinator" {
     region          = var.region
     bucket          = aws_s3_bucket.checkpoints.bucket
     token_parameter = var.api_token_parameter
-    command         = "/opt/linkstream/bin/linkstream coordinator --zk ${local.zk_connect}${local.zk_chroot} --id coordinator-${count.index + 1}"
+    services = {
+      coordinator = "/opt/linkstream/bin/linkstream coordinator --zk ${local.zk_connect}${local.zk_chroot} --id coordinator-${count.index + 1}"
+      # the HTTP API on the node's private address; the load balancer forwards port 8080 here
+      api = "/opt/linkstream/bin/linkstream run --host $PRIVATE_IP --port ${local.api_port}"
+    }
   })
   metadata_options {
     http_tokens = "required"
@@ -78,7 +83,10 @@ resource "aws_launch_template" "container" {
     region          = var.region
     bucket          = aws_s3_bucket.checkpoints.bucket
     token_parameter = ""
-    command         = "/opt/linkstream/bin/linkstream container --zk ${local.zk_connect}${local.zk_chroot} --capacity ${var.container_slots} --bind tcp://0.0.0.0:*"
+    services = {
+      # bind (and so advertise) the private address: peers connect to what a container binds
+      container = "/opt/linkstream/bin/linkstream container --zk ${local.zk_connect}${local.zk_chroot} --capacity ${var.container_slots} --bind tcp://$PRIVATE_IP:*"
+    }
   }))
 
   tag_specifications {

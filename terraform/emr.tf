@@ -1,19 +1,17 @@
 # Optional EMR cluster: HBase (term dictionary, static subquery results; LinkStream talks to
 # its Thrift server, port 9090) and Spark (`linkstream load --spark yarn`).
-data "aws_iam_policy_document" "assume_emr" {
-  statement {
-    actions = ["sts:AssumeRole"]
-    principals {
-      type        = "Service"
-      identifiers = ["elasticmapreduce.amazonaws.com"]
-    }
-  }
-}
 
 resource "aws_iam_role" "emr_service" {
-  count              = var.enable_emr ? 1 : 0
-  name_prefix        = "${var.name}-emr-"
-  assume_role_policy = data.aws_iam_policy_document.assume_emr.json
+  count       = var.enable_emr ? 1 : 0
+  name_prefix = "${var.name}-emr-"
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Action    = "sts:AssumeRole"
+      Principal = { Service = "elasticmapreduce.amazonaws.com" }
+    }]
+  })
 }
 
 resource "aws_iam_role_policy_attachment" "emr_service" {

@@ -88,13 +88,13 @@ resource "aws_security_group" "cluster" {
 
 resource "aws_security_group" "admin" {
   name        = "${var.name}-admin"
-  description = "LinkStream HTTP API and SSH from the admin CIDRs only"
+  description = "SSH from the admin CIDRs only"
   vpc_id      = aws_vpc.this.id
 
   dynamic "ingress" {
-    for_each = length(var.admin_cidrs) > 0 ? [8080, 22] : []
+    for_each = length(var.admin_cidrs) > 0 ? [22] : []
     content {
-      description = ingress.value == 8080 ? "LinkStream HTTP API" : "SSH"
+      description = "SSH"
       from_port   = ingress.value
       to_port     = ingress.value
       protocol    = "tcp"

@@ -4,13 +4,13 @@ output "zookeeper_connect" {
 }
 
 output "coordinator_private_ips" {
-  description = "Coordinators (the leader serves the HTTP API on port 8080)."
+  description = "Coordinator nodes (scheduler leader election; each also serves the HTTP API behind the load balancer)."
   value       = aws_instance.coordinator[*].private_ip
 }
 
-output "api_urls" {
-  description = "HTTP API endpoints (reachable from admin_cidrs)."
-  value       = [for ip in aws_instance.coordinator[*].public_ip : "http://${ip}:8080"]
+output "api_url" {
+  description = "The HTTP API through the load balancer (reachable from admin_cidrs)."
+  value       = "http://${aws_lb.api.dns_name}:${local.api_port}"
 }
 
 output "container_group" {

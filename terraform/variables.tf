@@ -104,6 +104,10 @@ variable "coordinators" {
   description = "Coordinator processes (one leader, the rest standbys)."
   type        = number
   default     = 2
+  validation {
+    condition     = var.coordinators >= 1
+    error_message = "coordinators must be at least 1."
+  }
 }
 
 variable "coordinator_instance_type" {
@@ -146,4 +150,10 @@ variable "api_token_parameter" {
   description = "Name of an SSM SecureString holding the HTTP API bearer token (created outside Terraform; never in the repo). Empty = no token."
   type        = string
   default     = ""
+}
+
+variable "api_public" {
+  description = "Make the API load balancer internet-facing (still reachable from admin_cidrs only); false keeps it internal to the VPC."
+  type        = bool
+  default     = false
 }
