@@ -34,6 +34,8 @@ class ApiError(Exception):
         message: The server's ``error`` text.
         line: Line of a query or body error, if given.
         column: Column of a query error, if given.
+        where: The part of the request at fault (``"body"``, ``"header Authorization"``, ...).
+        limit: The server limit reached (``"max_body_bytes"``, ...), for 408/413/422/429/503.
         body: The whole decoded error body.
     """
 
@@ -44,6 +46,8 @@ class ApiError(Exception):
         self.body = body or {}
         self.line = self.body.get("line")
         self.column = self.body.get("column")
+        self.where = self.body.get("where")
+        self.limit = self.body.get("limit")
 
 
 def _q(name: str) -> str:
@@ -55,7 +59,7 @@ class Client:
 
     Args:
         url: The server's base URL.
-        token: Bearer token, if the server requires one.
+        token: Bearer token (its secret), if the server requires one.
         timeout: Seconds to wait for an answer (result streams wait for each chunk).
     """
 
@@ -218,8 +222,12 @@ class Client:
         return r.json()
 
     def health(self) -> dict[str, Any]:
-        """``/healthz``: status and engine figures."""
+        """``/healthz``: ``{"status": "ok"}`` while the server answers (no token needed)."""
         return self._request("GET", "/healthz").json()
+
+    def status(self) -> dict[str, Any]:
+        """``/status``: engine figures (queries, operators, streams) and the limits in force."""
+        return self._request("GET", "/status").json()
 
     def metrics(self) -> str:
         """``/metrics`` in the Prometheus text format."""
