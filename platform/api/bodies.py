@@ -28,6 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from linkstream.api.limits import JsonTooDeep, check_json_depth
 from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, parser_for
 from linkstream.rdf.static import rdflib_term_str
 from linkstream.rdf.streams import PROV_GENERATED_AT, parse_datetime_ms
@@ -47,6 +48,8 @@ MEDIA_TYPES = {
     "application/json": "json-ld",
 }
 _MAX_ERRORS = 20
+#: JSON-LD bodies nested deeper are refused (422) before any recursive parser sees them
+MAX_JSON_DEPTH = 64
 _PROV = "<" + PROV_GENERATED_AT + ">"
 _DT_SUFFIX = '"^^<' + XSD_DATETIME + ">"
 _RDFLIB_LOCK = threading.Lock()  # rdflib.NORMALIZE_LITERALS is process-global
@@ -59,7 +62,8 @@ class BodyError(ValueError):
         message: One line saying what is wrong (with the first bad line's number).
         line: 1-based line of the first problem, if known.
         errors: Every problem found (up to 20), as ``{"line", "reason"}`` dictionaries.
-        status: The HTTP status to answer with (400, or 415 for an unknown media type).
+        status: The HTTP status to answer with (400, 415 for an unknown media type, 422
+            for a JSON-LD body nested deeper than :data:`MAX_JSON_DEPTH`).
     """
 
     def __init__(
@@ -176,11 +180,11 @@ def _timestamped(quads: list[tuple[int, tuple[str, str, str, str | None]]]) -> l
                 el = graphs[s] = ParsedElement(t)
                 elements.append(el)
             continue
-        el = graphs.get(g)
-        if el is None:
+        owner = graphs.get(g)
+        if owner is None:
             errors.append({"line": lineno, "reason": "quad of graph %s before its timestamp" % g})
         else:
-            el.triples.append((s, p, o))
+            owner.triples.append((s, p, o))
     if errors:
         raise _error(errors[:_MAX_ERRORS])
     return [_dedup(el) for el in elements]
@@ -196,6 +200,10 @@ def _parse_rdflib(text: str, fmt: str, bnode_prefix: str, base: str) -> list[Tri
     import rdflib
 
     if fmt == "json-ld":
+        try:
+            check_json_depth(text, MAX_JSON_DEPTH)
+        except JsonTooDeep as e:
+            raise BodyError("JSON-LD body: %s" % e, status=422) from None
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
@@ -214,7 +222,7 @@ def _parse_rdflib(text: str, fmt: str, bnode_prefix: str, base: str) -> list[Tri
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 graph.parse(data=text, format=fmt, publicID=base)
-        except Exception as e:  # rdflib's parsers raise many exception types
+        except Exception as e:  # rdflib's parsers raise many exception types (RecursionError too)
             msg = " ".join(str(e).split()) or type(e).__name__
             raise BodyError("cannot parse the body as %s: %s" % (fmt, msg)) from None
         finally:

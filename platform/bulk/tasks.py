@@ -82,9 +82,10 @@ def parse_lines(
         for raw, path in zip(lines, paths):
             if path != last_path:
                 last_path = path
-                parser = parsers.get(path)
-                if parser is None:
-                    parser = parsers[path] = parser_for(prefixes.get(spark_file_key(path), ""))
+                known = parsers.get(path)
+                if known is None:
+                    known = parsers[path] = parser_for(prefixes.get(spark_file_key(path), ""))
+                parser = known
             try:
                 quads = parse_file_line(parser, raw)
             except NTriplesError as e:
@@ -129,9 +130,9 @@ def assign_ids(batches: Iterator[pa.RecordBatch], dictionary_uri: str) -> Iterat
             absent = np.flatnonzero(ids == 0)
             new = np.zeros(len(terms), dtype=bool)
             if len(absent):
-                first = dictionary.reserve(len(absent))  # type: ignore[attr-defined]
+                first = dictionary.reserve(len(absent))
                 fresh = np.arange(first, first + len(absent), dtype=np.int64)
-                got = dictionary.put_many([terms[k] for k in absent.tolist()], fresh)  # type: ignore[attr-defined]
+                got = dictionary.put_many([terms[k] for k in absent.tolist()], fresh)
                 ids[absent] = got
                 new[absent] = got == fresh
             yield pa.RecordBatch.from_arrays(
@@ -159,7 +160,10 @@ class _NpyWriter:
 
     def close(self) -> int:
         self.f.seek(0)
-        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int64)), "fortran_order": False}
+        header: dict[str, object] = {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(np.int64)),
+            "fortran_order": False,
+        }
         header["shape"] = (self.rows, 3)
         np.lib.format.write_array_header_1_0(self.f, header)
         if self.f.tell() != _NPY_HEADER:  # the numpy header format changed: fail loudly

@@ -238,9 +238,10 @@ def encode(message: Message) -> list[Frame]:
         return [
             _pack(header),
             terms,
-            memoryview(ids),
-            memoryview(meta.reshape(-1)),
-            memoryview(triples.reshape(-1)),
+            # ``a.data`` is ``memoryview(a)`` (numpy types the buffer protocol only for Python >= 3.12)
+            ids.data,
+            meta.reshape(-1).data,
+            triples.reshape(-1).data,
         ]
     if isinstance(message, Tick):
         return [

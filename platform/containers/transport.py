@@ -211,7 +211,7 @@ class Sender:
         copy: bool = False,
         sndbuf: int | None = None,
     ) -> None:
-        options = {zmq.SNDHWM: sndhwm}
+        options: dict[int, int] = {zmq.SNDHWM: sndhwm}
         if sndbuf is not None:
             options[zmq.SNDBUF] = sndbuf
         self._ep = _Endpoint(
@@ -329,7 +329,7 @@ class Receiver:
         copy: bool = False,
         rcvbuf: int | None = None,
     ) -> None:
-        options = {zmq.RCVHWM: rcvhwm}
+        options: dict[int, int] = {zmq.RCVHWM: rcvhwm}
         if rcvbuf is not None:
             options[zmq.RCVBUF] = rcvbuf
         self._ep = _Endpoint(

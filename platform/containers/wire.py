@@ -165,7 +165,8 @@ def encode_batch(
         "watermark": watermark,
     }
     _check_batch_header(header)
-    return [_pack(header), memoryview(cols.reshape(-1)), memoryview(counts)]
+    # ``a.data`` is ``memoryview(a)`` (numpy types the buffer protocol only for Python >= 3.12)
+    return [_pack(header), cols.reshape(-1).data, counts.data]
 
 
 def encode(message: Message) -> list[Frame]:

@@ -12,6 +12,7 @@ are returned in :class:`QueryShape` for the output operator.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ from linkstream.rdf.terms import IRI, Term
 
 #: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
 #: access, a good part of planning time when thousands of queries register).
-_at = dict.get
+_at: Callable[[CompValue, str], Any] = dict.get
 
 _AGG = {
     "Aggregate_Count": "COUNT",
@@ -181,15 +182,15 @@ class Planner:
             shape.project = None
         root = self.plan(node, self.ds.default)
         if shape.order:
-            extra = []
+            extra: list[tuple[int, Var]] = []
             for k, (e, _desc) in enumerate(shape.order):
                 if isinstance(e, Var):
                     continue
                 v = self.hidden("ord")
                 root = ExtendOperator(root, v, e, self.ev)
                 extra.append((k, Var(v)))
-            for k, v in extra:
-                shape.order[k] = (v, shape.order[k][1])
+            for k, var in extra:
+                shape.order[k] = (var, shape.order[k][1])
         return root, shape
 
     def _template_slot(self, t: object) -> tuple[str, object]:
@@ -247,7 +248,8 @@ class Planner:
         if n.name == "BGP":
             if not _at(n, "triples"):
                 return [ConstantOperator((), np.zeros((0, 1), dtype=np.int64))]
-            return [ScanOperator(graph, tuple(self.slot(x) for x in tr)) for tr in _at(n, "triples")]  # type: ignore[misc]
+            slot = self.slot
+            return [ScanOperator(graph, (slot(s), slot(p), slot(o))) for s, p, o in _at(n, "triples")]
         if n.name == "Join":
             return self._join_leaves(_at(n, "p1"), graph) + self._join_leaves(_at(n, "p2"), graph)
         return [self.plan(n, graph)]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.filter import FilterOperator
@@ -41,7 +41,7 @@ from linkstream.operators.router import (
     TimedScanOperator,
     TimedWindowOperator,
 )
-from linkstream.operators.scan import ScanOperator
+from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.static_result import StaticResultOperator
 from linkstream.operators.window import WindowOperator
 from linkstream.query.expressions import Bound, Const, Exists, Expr, Var
@@ -72,7 +72,7 @@ def rename_expr(e: Expr, m: dict[str, str]) -> Expr | None:
             if any(x is None for x in items):
                 return None
             changes[f.name] = tuple(items)
-    return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
+    return dataclasses.replace(e, **changes) if changes else e
 
 
 def _mergeable(g: GraphOperator) -> bool:
@@ -91,7 +91,8 @@ def _mergeable(g: GraphOperator) -> bool:
 
 
 def _slot_windows(slot: Operator) -> list[WindowOperator]:
-    return list(slot.children) if isinstance(slot, GraphOperator) else [slot]  # type: ignore[list-item]
+    # a routed slot is a time window or a merged graph of time windows (see ``_mergeable``)
+    return cast("list[WindowOperator]", list(slot.children if isinstance(slot, GraphOperator) else [slot]))
 
 
 def _merged_desc(g: GraphOperator) -> tuple:
@@ -127,6 +128,12 @@ class _Leaf:
     #: step (the leaf's slot is the whole merged graph, ``window`` its first window)
     merged: GraphOperator | None = None
 
+    @property
+    def pattern(self) -> tuple[Slot, Slot, Slot]:
+        """The scan's pattern (every leaf but a static sub-join has a scan)."""
+        assert self.scan is not None
+        return self.scan.pattern
+
 
 @dataclass
 class _Instance:
@@ -157,7 +164,7 @@ class Sharing:
     # ------------------------------------------------------------ core
 
     def _sig(self, op: Operator, kids: list[Operator]) -> object:
-        sig = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))  # type: ignore[attr-defined]
+        sig: object = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))  # type: ignore[attr-defined]
         if not self.eng.share:
             sig = (sig, id(op))  # every query on its own operators (benchmark baseline)
         return sig
@@ -228,7 +235,7 @@ class Sharing:
         ops = self.eng.operators
         done: set[int] = set()
         for op in [*self._fresh, *original]:
-            kept = ops.get(getattr(op, "sig", None)) is op  # type: ignore[arg-type]
+            kept = ops.get(getattr(op, "sig", None)) is op
             if not kept and id(op) not in done:
                 done.add(id(op))
                 op.discard()
@@ -247,7 +254,7 @@ class Sharing:
     def _renamed_scan(self, op: ScanOperator, graph: Operator) -> Operator:
         names: dict[str, str] = {}
         pattern = _canon_pattern(op.pattern, names)
-        shared = self._intern(ScanOperator(graph, pattern), [graph])  # type: ignore[arg-type]
+        shared = self._intern(ScanOperator(graph, pattern), [graph])
         return self._rename(shared, {c: q for q, c in names.items()}, op.vars)
 
     def _renamed_join(self, op: MJoinOperator, kids: list[Operator]) -> Operator | None:
@@ -255,7 +262,7 @@ class Sharing:
             return None
         inner = [k.child for k in kids]  # type: ignore[attr-defined]
         inner = [i.shared if isinstance(i, AttachOperator) else i for i in inner]
-        order = sorted(range(len(kids)), key=lambda i: repr(inner[i].sig))  # type: ignore[attr-defined]
+        order = sorted(range(len(kids)), key=lambda i: repr(inner[i].sig))
         jn: dict[str, str] = {}
         children = []
         for i in order:
@@ -296,7 +303,7 @@ class Sharing:
             if not g.children:
                 leaves.append(_Leaf(c, None, g))
                 continue
-            w = g.children[0]
+            w = cast(WindowOperator, g.children[0])  # checked by ``_mergeable``
             single = len(g.children) == 1 and not len(g.static)
             # a merged C-SPARQL graph only when the engine asks for it (``share_merged``):
             # queries on a router are rebuilt rather than migrated when a cluster moves them
@@ -314,16 +321,16 @@ class Sharing:
         if any(rename_expr(f, {v: v for v in f.vars()}) is None for f in filters):
             return None
         # subject/object constants partnering a join variable become hidden variables
-        occurs: dict[str, int] = {}
+        occurs: dict[object, int] = {}
         for lf in leaves:
-            for v in lf.static.vars if lf.static else {v for k, v in lf.scan.pattern if k == "var"}:  # type: ignore[union-attr]
-                occurs[v] = occurs.get(v, 0) + 1  # type: ignore[index]
+            for v in lf.static.vars if lf.static else {v for k, v in lf.pattern if k == "var"}:
+                occurs[v] = occurs.get(v, 0) + 1
         for lf in leaves:
             # (not over a merged C-SPARQL graph: there a generalised pattern would match the
             # triples of every window, and a join of such patterns multiplies them)
             if lf.scan is None or lf.merged is not None:
                 continue
-            p = lf.scan.pattern
+            p = lf.pattern
             if p[1][0] != "const":
                 continue
             lf.gen = tuple(
@@ -337,7 +344,7 @@ class Sharing:
             if lf.window is None and id(lf.graph) not in graphs:
                 graphs[id(lf.graph)] = canon(lf.graph)
             local = _canon_pattern(
-                tuple(("hid", 0) if i in lf.gen else s for i, s in enumerate(lf.scan.pattern)), {}, "?{}"
+                tuple(("hid", 0) if i in lf.gen else s for i, s in enumerate(lf.pattern)), {}, "?{}"
             )
             if lf.window is None:
                 lf.key = repr(("s", graphs[id(lf.graph)].sig, local))  # type: ignore[attr-defined]
@@ -346,7 +353,7 @@ class Sharing:
             else:
                 lf.key = repr(("w", lf.window.buffer.iri, lf.window.step, local))
         leaves.sort(key=lambda lf: lf.key)
-        slots: list[Operator] = []  # a time window, or a merged C-SPARQL graph
+        slots: list[WindowOperator | GraphOperator] = []  # a time window, or a merged C-SPARQL graph
         jn: dict[str, str] = {}
         consts: list[tuple[str, int]] = []
         shape: list[tuple] = []
@@ -365,15 +372,15 @@ class Sharing:
                 shape.append(("r", lf.static.graphs, pats, fs))
                 continue
             pat = []
-            for i, (k, v) in enumerate(lf.scan.pattern):
+            for i, (k, v) in enumerate(lf.pattern):
                 if i in lf.gen:
                     h = f"%h{len(consts)}"
-                    consts.append((h, int(v)))  # type: ignore[call-overload]
+                    consts.append((h, int(v)))
                     pat.append(("var", h))
                 elif k == "var":
                     if v not in jn:
-                        jn[v] = f"%{len(jn)}"  # type: ignore[index]
-                    pat.append(("var", jn[v]))  # type: ignore[index]
+                        jn[v] = f"%{len(jn)}"
+                    pat.append(("var", jn[v]))
                 else:
                     pat.append((k, v))
             patterns.append(tuple(pat))
@@ -394,40 +401,41 @@ class Sharing:
         after = [f for f in cfilters if _has_const(f)]  # type: ignore[arg-type]
         cfilters = [f for f in cfilters if not _has_const(f)]  # type: ignore[arg-type]
         slot_desc = tuple(
-            _merged_desc(w) if isinstance(w, GraphOperator) else (w.buffer.iri, w.step)  # type: ignore[attr-defined]
-            for w in slots
+            _merged_desc(w) if isinstance(w, GraphOperator) else (w.buffer.iri, w.step) for w in slots
         )
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
         ranges = [int(_slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]
         inst = self._instance(key, ranges)
         # build the shared instance (operators that already run are found by signature)
         windows: list[Operator] = []
-        for k, slot in enumerate(slots):
+        for si, sl in enumerate(slots):
             tws_k = []
-            for j, w in enumerate(_slot_windows(slot)):
-                spec = WindowSpec("time", inst.ranges[k], w.step)
-                tws_k.append(self._intern(TimedWindowOperator(w.buffer, spec, w.step, (inst.no, k, j)), []))
-            static = slot.static if isinstance(slot, GraphOperator) else None
-            latest = LatestGraphOperator(tws_k, static, getattr(slot, "static_key", None))
+            for j, w in enumerate(_slot_windows(sl)):
+                spec = WindowSpec("time", inst.ranges[si], w.step)
+                tws_k.append(self._intern(TimedWindowOperator(w.buffer, spec, w.step, (inst.no, si, j)), []))
+            static = sl.static if isinstance(sl, GraphOperator) else None
+            latest = LatestGraphOperator(tws_k, static, getattr(sl, "static_key", None))
             windows.append(self._intern(latest, tws_k))
         children: list[Operator] = []
-        for lf, pat, tv in zip(leaves, patterns, ts_vars):
+        for lf, lpat, tv in zip(leaves, patterns, ts_vars):
             if lf.static is not None:
-                sr = StaticResultOperator(lf.static.ctx, lf.static.graphs, pat[0], pat[1])
+                sr = StaticResultOperator(lf.static.ctx, lf.static.graphs, lpat[0], lpat[1])
                 children.append(self._intern(sr, []))
             elif tv is None:
                 g = graphs[id(lf.graph)]
-                children.append(self._intern(ScanOperator(g, pat), [g]))  # type: ignore[arg-type]
+                children.append(self._intern(ScanOperator(g, lpat), [g]))
             else:
                 tw = windows[slots.index(lf.merged or lf.window)]  # type: ignore[arg-type]
-                children.append(self._intern(TimedScanOperator(tw, pat, tv), [tw]))  # type: ignore[arg-type]
+                children.append(self._intern(TimedScanOperator(tw, lpat, tv), [tw]))
         join = self._intern(MJoinOperator(children, cfilters, op.evaluator), children)  # type: ignore[arg-type]
         out_vars = tuple(jn.values())
         slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if (lf.merged or lf.window) is w] for w in slots]
         per_slot = [[c.shared if isinstance(c, AttachOperator) else c for c in w.children] for w in windows]
         # every window of a slot has the slot's step and advances at the same report times
         tws = [ws[0] for ws in per_slot]
-        router = self._intern(RouterOperator(join, list(zip(tws, slot_ts)), out_vars), [join])
+        # a slot's windows are the timed windows built above; its leaves' time variables are set
+        slots_ts = cast("list[tuple[TimedWindowOperator, list[str]]]", list(zip(tws, slot_ts)))
+        router = self._intern(RouterOperator(join, slots_ts, out_vars), [join])
         inst.windows = per_slot  # type: ignore[assignment]
         inst.router = router  # type: ignore[assignment]
         rkey = (tuple(ranges), tuple(consts))

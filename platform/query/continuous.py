@@ -25,6 +25,7 @@ from urllib.parse import urljoin
 import pyparsing
 import rdflib
 from rdflib.plugins.sparql import algebra, parser
+from rdflib.plugins.sparql.sparql import Query
 from rdflib.term import URIRef
 
 from linkstream.query.errors import QueryError
@@ -102,7 +103,7 @@ class ContinuousQuery:
     base: str
     text: str
     sparql: str
-    algebra: object = field(repr=False, compare=False)
+    algebra: Query = field(repr=False, compare=False)
     offset_map: OffsetMap = field(default=(), repr=False, compare=False)
 
     def position(self, offset_in_sparql: int) -> tuple[int, int]:
@@ -419,7 +420,7 @@ class _Scan(TokenStream):
 #: the checks skipped on a hit depend on nothing but the parser text: the window, stream
 #: and REGISTER clauses (what differs between such queries) are blanked from it.  The
 #: algebra is shared read-only by the queries (planners only read it).
-_ALGEBRA_CACHE: dict[tuple[str, str], Any] = {}
+_ALGEBRA_CACHE: dict[tuple[str, str], Query] = {}
 ALGEBRA_CACHE_SIZE = 4096
 #: Algebra templates by shape text and base (see :mod:`.template`); ``None`` marks a
 #: shape whose queries are parsed one by one.
@@ -516,8 +517,10 @@ def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> Any:
         return None
     shape_text = scan.render(decode=True, extra={**spacing, **slots})[0]
     tkey = (shape_text, base)
-    template = _TEMPLATES.get(tkey, _MISSING)
-    if template is _MISSING:
+    cached = _TEMPLATES.get(tkey, _MISSING)
+    if cached is None or isinstance(cached, AlgebraTemplate):
+        template = cached
+    else:  # _MISSING
         template = _build_template(scan, shape_text, base, len(texts))
         if len(_TEMPLATES) >= ALGEBRA_CACHE_SIZE:
             _TEMPLATES.clear()

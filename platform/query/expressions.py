@@ -161,7 +161,7 @@ class Cast(Expr):
 class Exists(Expr):
     """``EXISTS { pattern }`` / ``NOT EXISTS``; the planner turns it into a semi/anti-join."""
 
-    pattern: object = field(compare=False, hash=False)
+    pattern: CompValue = field(compare=False, hash=False)
     negated: bool = False
     key: int = 0
 
@@ -260,12 +260,12 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
         params = _ARGS.get(name)
         if params is None:
             params = ("arg", "arg1", "arg2", "arg3")
-        args = []
+        call_args: list[Expr] = []
         for p in params:
             v = e[p] if p in e else None  # CompValue.get() defaults to the key itself
             if v is not None:
-                args.append(c(v))
-        return Call(name, tuple(args))
+                call_args.append(c(v))
+        return Call(name, tuple(call_args))
     raise QueryError(f"unsupported expression {n}")
 
 

@@ -101,7 +101,7 @@ def trace_parse_failure(grammar: pyparsing.ParserElement, text: str, fallback: i
         patched_parse = pyparsing.ParserElement._parse is _ORIGINAL_PARSE
         pyparsing.ParserElement._parseNoCache = _tracking_parse  # type: ignore[method-assign]
         if patched_parse:
-            pyparsing.ParserElement._parse = _tracking_parse  # type: ignore[method-assign]
+            pyparsing.ParserElement._parse = _tracking_parse
         try:
             grammar.parse_string(text, parse_all=True)
         except RecursionError:
@@ -111,7 +111,7 @@ def trace_parse_failure(grammar: pyparsing.ParserElement, text: str, fallback: i
         finally:
             pyparsing.ParserElement._parseNoCache = _ORIGINAL_PARSE  # type: ignore[method-assign]
             if patched_parse:
-                pyparsing.ParserElement._parse = _ORIGINAL_PARSE  # type: ignore[method-assign]
+                pyparsing.ParserElement._parse = _ORIGINAL_PARSE
             tr.active = False
     if tr.action_error is not None and tr.action_offset is not None:
         return ParseFailure(tr.action_offset, (), tr.action_error)

@@ -92,9 +92,10 @@ class MemoryDictionary:
         return np.fromiter((get(t, 0) for t in terms), dtype=np.int64, count=len(terms))
 
     def decode(self, i: int) -> str:
-        if i <= 0 or self._terms[i] is None:
+        t = self._terms[i] if i > 0 else None
+        if t is None:
             raise KeyError(i)
-        return self._terms[i]
+        return t
 
     def decode_many(self, ids: np.ndarray | Sequence[int]) -> list[str]:
         terms = self._terms

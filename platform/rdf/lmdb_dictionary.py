@@ -16,6 +16,7 @@ a write transaction finds it full.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -90,7 +91,7 @@ class LmdbDictionary:
             absent = [t for t in new if known[t] == 0]
             for k in range(0, len(absent), self._write_batch):
                 batch = absent[k : k + self._write_batch]
-                known.update(zip(batch, self._retry(lambda b=batch: self._allocate(b))))
+                known.update(zip(batch, self._retry(functools.partial(self._allocate, batch))))
             self._remember(known)
             res = [known[t] if i is None else i for t, i in zip(terms, res)]
         return np.array(res, dtype=np.int64)
@@ -151,7 +152,7 @@ class LmdbDictionary:
         for k in range(0, len(terms), self._write_batch):
             batch = list(terms[k : k + self._write_batch])
             given = wanted[k : k + self._write_batch].tolist()
-            out.extend(self._retry(lambda b=batch, g=given: self._put(b, g)))
+            out.extend(self._retry(functools.partial(self._put, batch, given)))
         self._remember(dict(zip(terms, out)))
         return np.array(out, dtype=np.int64)
 

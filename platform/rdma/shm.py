@@ -55,7 +55,7 @@ class ShmServer:
         seg = shared_memory.SharedMemory(
             name=f"{self._prefix}-{len(self._segments)}", create=True, size=max(a.nbytes, 1)
         )
-        np.frombuffer(seg.buf, dtype=a.dtype, count=len(a))[:] = a
+        np.frombuffer(seg.buf, dtype=a.dtype, count=len(a))[:] = a  # type: ignore[arg-type]  # ``buf`` is None only once closed
         self._segments[name] = seg
         self._infos[name] = RegionInfo(a.dtype.str, len(a), {"segment": seg.name})
 
@@ -102,7 +102,10 @@ class ShmReader:
         check_range(info, name, start, stop)
         # a temporary view (no export outlives the call, so close() can unmap)
         return np.frombuffer(
-            seg.buf, dtype=np.dtype(info.dtype), count=stop - start, offset=start * info.itemsize
+            seg.buf,  # type: ignore[arg-type]  # ``buf`` is None only once closed
+            dtype=np.dtype(info.dtype),
+            count=stop - start,
+            offset=start * info.itemsize,
         ).copy()
 
     def read_many(self, requests: list[tuple[str, int, int]]) -> list[np.ndarray]:

@@ -106,7 +106,8 @@ class TcpServer:
                 self._sock.send_multipart([ident, b"", msgpack.packb({"error": str(e)})])
                 continue
             self.requests += 1
-            parts = [memoryview(arrays[n][a:b]) for n, a, b in reads]
+            # ``a.data`` is ``memoryview(a)`` (numpy types the buffer protocol only for Python >= 3.12)
+            parts = [arrays[n][a:b].data for n, a, b in reads]
             header = msgpack.packb({"ok": True, "n": len(parts)})
             self._sock.send_multipart([ident, b"", header, *parts], copy=False)
 
@@ -124,7 +125,8 @@ class TcpReader:
         if not isinstance(address, str) or not address.startswith("tcp://"):
             raise RegionError("tcp descriptor needs endpoint.address = tcp://HOST:PORT")
         self.regions: Mapping[str, RegionInfo] = descriptor.regions
-        self._sock = zmq.Context.instance().socket(zmq.REQ)
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self._sock = ctx.socket(zmq.REQ)
         self._sock.linger = 0
         self._sock.rcvtimeo = int(timeout_s * 1000)
         self._sock.sndtimeo = int(timeout_s * 1000)

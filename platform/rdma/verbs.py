@@ -91,9 +91,9 @@ class RdmaServer:
         if not ok:
             raise RegionError(why)
         self._pv = _import_pyverbs()
-        import pyverbs.cm_enums as ce  # type: ignore[import-not-found]
-        from pyverbs.cmid import CMID, AddrInfo  # type: ignore[import-not-found]
-        from pyverbs.qp import QPCap, QPInitAttr  # type: ignore[import-not-found]
+        import pyverbs.cm_enums as ce
+        from pyverbs.cmid import CMID, AddrInfo
+        from pyverbs.qp import QPCap, QPInitAttr
 
         self._ce, self._CMID, self._AddrInfo = ce, CMID, AddrInfo
         self._qp_init = QPInitAttr(cap=QPCap(max_send_wr=4, max_recv_wr=4))
@@ -122,7 +122,7 @@ class RdmaServer:
         return RegionDescriptor("rdma", {"host": self.host, "port": self.port}, dict(self._infos))
 
     def _accept_loop(self) -> None:
-        import pyverbs.enums as e  # type: ignore[import-not-found]
+        import pyverbs.enums as e
 
         while not self._stop.is_set():
             try:
@@ -160,9 +160,9 @@ class RdmaReader:
 
     def __init__(self, descriptor: RegionDescriptor) -> None:
         _import_pyverbs()
-        import pyverbs.cm_enums as ce  # type: ignore[import-not-found]
-        from pyverbs.cmid import CMID, AddrInfo  # type: ignore[import-not-found]
-        from pyverbs.qp import QPCap, QPInitAttr  # type: ignore[import-not-found]
+        import pyverbs.cm_enums as ce
+        from pyverbs.cmid import CMID, AddrInfo
+        from pyverbs.qp import QPCap, QPInitAttr
 
         host, port = descriptor.endpoint.get("host"), descriptor.endpoint.get("port")
         if not isinstance(host, str) or not isinstance(port, int):
@@ -193,7 +193,7 @@ class RdmaReader:
         return self._buf
 
     def read(self, name: str, start: int, stop: int) -> np.ndarray:
-        import pyverbs.enums as e  # type: ignore[import-not-found]
+        import pyverbs.enums as e
 
         info = self.regions.get(name)
         if info is None or name not in self._remote:

@@ -49,7 +49,7 @@ class Member:
     session: int = 0
 
 
-MembersCallback = Callable[[dict[str, "Member"]], None]
+MembersCallback = Callable[[dict[str, "Member"]], object]  # what it returns is ignored
 
 
 class MemberWatch:

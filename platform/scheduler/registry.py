@@ -6,6 +6,7 @@ Recipe: one persistent node ``<root>/queries/<id>`` per query, holding JSON
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class QueryRegistry:
             ValueError: If ``query_id`` is not a valid node name.
         """
         validate_name(query_id, "query id")
-        body = {"text": text, "language": language, "metadata": dict(metadata or {})}
+        body: dict[str, Any] = {"text": text, "language": language, "metadata": dict(metadata or {})}
         try:
             self.client.create(self.layout.query(query_id), encode(body), makepath=True)
         except NodeExistsError:
@@ -136,7 +137,7 @@ class QueryRegistry:
                     merged.pop(key, None)
                 else:
                     merged[key] = value
-            body = {
+            body: dict[str, Any] = {
                 "text": current.text if text is None else text,
                 "language": current.language,
                 "metadata": merged,
@@ -167,7 +168,7 @@ class QueryRegistry:
         except NoNodeError:
             return []
 
-    def watch(self, callback: Callable[[list[str]], bool | None]) -> ChildrenWatch:
+    def watch(self, callback: Callable[[builtins.list[str]], bool | None]) -> ChildrenWatch:
         """Calls ``callback(query_ids)`` (sorted) now and on every registration change.
 
         A callback that returns ``False`` ends the watch.

@@ -183,7 +183,7 @@ def encode_terms(run: str, src: str, ids: np.ndarray, terms: list[str]) -> list[
     ids = np.ascontiguousarray(ids, dtype=_I8)
     return [
         msgpack.packb(header, use_bin_type=True),
-        memoryview(ids),
+        ids.data,  # ``memoryview(ids)`` (numpy types the buffer protocol only for Python >= 3.12)
         msgpack.packb(terms, use_bin_type=True),
     ]
 

@@ -104,7 +104,7 @@ class ProducerEngines:
             pe._static_version = m._static_version
             pe._static_results = m.static_results
             pe.buffers = m.buffers
-            pe._streams_declared = getattr(m, "_streams_declared", set())  # type: ignore[attr-defined]
+            pe._streams_declared = getattr(m, "_streams_declared", set())
             self.engines[key] = pe
             self.at[key] = -1
         return pe

@@ -94,7 +94,7 @@ def evaluate_one_shot(
         g: GraphOperator(g, engine._static_triples((g,)), deduplicated=True) for g in named_iris
     }
     ds = Dataset(default=default, named=dict(named), empty=GraphOperator("empty", None))
-    algebra, unlimited = keep_order(cq.algebra.algebra)  # type: ignore[attr-defined]
+    algebra, unlimited = keep_order(cq.algebra.algebra)
     try:
         root, shape = Planner(ds, engine.evaluator).plan_query(algebra)
     except QueryError:

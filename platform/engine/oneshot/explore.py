@@ -17,6 +17,7 @@ result at the first epoch pulled (the one-shot evaluation contract of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from linkstream.store.literals import NO_ALIASES, AliasMap
 from linkstream.store.protocol import Snapshot
 
 #: a pattern position: ("var", name) or ("const", id)
-Slot = tuple[str, object]
+Slot = tuple[str, Any]
 Pattern = tuple[Slot, Slot, Slot]
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -95,30 +96,31 @@ class SnapshotGraph(Operator):
         aliases: AliasMap = NO_ALIASES,
     ) -> None:
         super().__init__()
-        self.snapshot = snapshot
+        self.snap = snapshot  # (not ``snapshot``: Operator.snapshot() saves operator state)
         self.keys = tuple(dict.fromkeys(keys)) if snapshot is not None else ()
         self.name = name
         self.aliases = aliases
         self._sent = False
+
+    @property
+    def _store(self) -> Snapshot:
+        """The store snapshot (read only for graphs in ``keys``, which need one)."""
+        assert self.snap is not None
+        return self.snap
 
     def describe(self) -> str:
         return f"SnapshotGraph {self.name} graphs={list(self.keys)}"
 
     def match(self, s: int | None, p: int | None, o: int | None) -> np.ndarray:
         """``(n, 3)`` triples of the merged graph matching the constants."""
-        assert self.snapshot is not None or not self.keys
+        assert self.snap is not None or not self.keys
         al = self.aliases
         if not al:
-            parts = [self.snapshot.match(g, s, p, o) for g in self.keys]  # type: ignore[union-attr]
+            parts = [self._store.match(g, s, p, o) for g in self.keys]
         else:
             ss = [None] if s is None else al.members(s)
             os_ = [None] if o is None else al.members(o)
-            parts = [
-                self.snapshot.match(g, a, p, b)  # type: ignore[union-attr]
-                for g in self.keys
-                for a in ss
-                for b in os_
-            ]
+            parts = [self._store.match(g, a, p, b) for g in self.keys for a in ss for b in os_]
         parts = [np.asarray(x, dtype=np.int64).reshape(-1, 3) for x in parts if len(x)]
         if not parts:
             return np.empty((0, 3), dtype=np.int64)
@@ -138,7 +140,7 @@ class SnapshotGraph(Operator):
 
     def cardinality(self, p: int | None) -> int:
         """Triples with predicate ``p`` (an upper bound when several graphs are merged)."""
-        return sum(int(self.snapshot.cardinality(g, p)) for g in self.keys)  # type: ignore[union-attr]
+        return sum(int(self._store.cardinality(g, p)) for g in self.keys)
 
     def neighbours(
         self, vertices: np.ndarray, p: int | None, direction: str
@@ -150,7 +152,7 @@ class SnapshotGraph(Operator):
         if not self.keys or len(vertices) == 0:
             return _EMPTY, _EMPTY, _EMPTY
         vs, origin = self.aliases.widen(vertices)
-        parts = [self.snapshot.neighbours(g, vs, p, direction) for g in self.keys]  # type: ignore[union-attr]
+        parts = [self._store.neighbours(g, vs, p, direction) for g in self.keys]
         parts = [x for x in parts if len(x[0])]
         if not parts:
             return _EMPTY, _EMPTY, _EMPTY
@@ -216,7 +218,7 @@ class ExploreOperator(Operator):
         for pat in self.patterns:
             for k, v in pat:
                 if k == "var" and v not in vs:
-                    vs.append(v)  # type: ignore[arg-type]
+                    vs.append(v)
         self.vars = tuple(vs)
         self.certain = frozenset(vs)
         self.children = (graph,) if seed is None else (graph, seed)
@@ -338,12 +340,12 @@ class _Exploration:
         """Triples matching pattern ``k``'s constants alone (exact when s or o is constant)."""
         if k not in self._sizes:
             s, p, o = self.op.patterns[k]
-            pc = int(p[1]) if p[0] == "const" else None  # type: ignore[call-overload]
+            pc = int(p[1]) if p[0] == "const" else None
             if s[0] == "const" or o[0] == "const":
                 m = self.g.match(
-                    int(s[1]) if s[0] == "const" else None,  # type: ignore[call-overload]
+                    int(s[1]) if s[0] == "const" else None,
                     pc,
-                    int(o[1]) if o[0] == "const" else None,  # type: ignore[call-overload]
+                    int(o[1]) if o[0] == "const" else None,
                 )
                 self._matched[k] = m
                 self._sizes[k] = len(m)
@@ -353,7 +355,7 @@ class _Exploration:
 
     def _card(self, p: Slot) -> int:
         """Triples with predicate ``p`` (all triples for a variable), from the statistics."""
-        key = int(p[1]) if p[0] == "const" else None  # type: ignore[call-overload]
+        key = int(p[1]) if p[0] == "const" else None
         if key not in self._cards:
             self._cards[key] = self.g.cardinality(key)
         return self._cards[key]
@@ -384,8 +386,8 @@ class _Exploration:
 
     def _value(self, slot: Slot) -> np.ndarray | int | None:
         if slot[0] == "const":
-            return int(slot[1])  # type: ignore[call-overload]
-        return self.cols.get(slot[1])  # type: ignore[arg-type]
+            return int(slot[1])
+        return self.cols.get(slot[1])
 
     def _apply(self, pat: Pattern, k: int) -> None:
         rows, tcols = self._candidates(pat, k)
@@ -406,7 +408,8 @@ class _Exploration:
             return rows, tuple(np.tile(m[:, j], n) for j in range(3))
         out = sv is not None and (ov is None or not isinstance(sv, int) or isinstance(ov, int))
         vert = sv if out else ov
-        rows, P, N = self._expand(vert, pc, "out" if out else "in")  # type: ignore[arg-type]
+        assert vert is not None  # ``sv`` and ``ov`` are not both unbound here
+        rows, P, N = self._expand(vert, pc, "out" if out else "in")
         V = np.full(len(rows), vert, dtype=np.int64) if isinstance(vert, int) else vert[rows]
         return rows, ((V, P, N) if out else (N, P, V))
 
@@ -439,11 +442,11 @@ class _Exploration:
             if kind == "const":
                 mask &= col == v
             elif v in self.cols:
-                mask &= col == self.cols[v][rows]  # type: ignore[index]
+                mask &= col == self.cols[v][rows]
             elif v in new:
-                mask &= col == new[v]  # type: ignore[index]
+                mask &= col == new[v]
             else:
-                new[v] = col  # type: ignore[index]
+                new[v] = col
         if not mask.all():
             rows = rows[mask]
             new = {v: c[mask] for v, c in new.items()}

@@ -335,7 +335,7 @@ def _evaluate(
         named={g: SnapshotGraph(snap, (g,), g, aliases) for g in named_iris},
         empty=SnapshotGraph(None, (), "empty"),
     )
-    algebra, unlimited = keep_order(_construct_where(cq.algebra.algebra))  # type: ignore[attr-defined]
+    algebra, unlimited = keep_order(_construct_where(cq.algebra.algebra))
     try:
         root, shape = StorePlanner(ds, ev).plan_query(algebra)
     except QueryError:
