@@ -12,6 +12,27 @@ from linkstream.cli.args import DEFAULT_BASE, err, split_binding, stream_binding
 from linkstream.query.errors import QueryError
 
 
+def _time_jump(text: str) -> int:
+    from linkstream.rdf.eventtime import parse_time_jump
+
+    try:
+        return parse_time_jump(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_max_time_jump(p: argparse.ArgumentParser) -> None:
+    """``--max-time-jump`` (``linkstream replay`` and ``linkstream run``)."""
+    p.add_argument(
+        "--max-time-jump",
+        type=_time_jump,
+        default="1d",
+        metavar="DURATION",
+        help="reject an element more than this ahead of its stream's current time: MS or "
+        "a number with ms/s/m/h/d (default 1d; 0: no limit)",
+    )
+
+
 def _percentile(xs: list[float], p: float) -> float:
     if not xs:
         return 0.0
@@ -106,7 +127,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
     try:
         res = replay(
-            engine, queries, streams, out, lateness_ms=args.lateness, max_reports=args.max_reports, log=log
+            engine,
+            queries,
+            streams,
+            out,
+            lateness_ms=args.lateness,
+            max_reports=args.max_reports,
+            log=log,
+            max_time_jump_ms=args.max_time_jump,
         )
     finally:
         if out is not sys.stdout:
@@ -115,10 +143,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not quiet:
             log(
                 f"stream <{iri}>: {st.elements} elements, {st.triples} triples, {st.rejected} rejected lines, "
-                f"{st.late} late elements"
+                f"{st.late} late elements, {st.rejected_elements} elements rejected for their time"
+            )
+    paths = dict(streams)
+    for iri, st in res.streams.items():
+        if not st.elements:
+            log(
+                f"warning: stream file {paths.get(iri, iri)}: no element accepted "
+                f"({st.rejected} rejected lines, {st.late} late, {st.rejected_elements} rejected for their time)"
             )
     if res.rejected:
         log(f"rejected lines in stream files: {res.rejected}")
+    if res.rejected_elements:
+        log(
+            f"elements rejected for their time (outside 0 <= t < 2^53 ms, or more than "
+            f"--max-time-jump ahead): {res.rejected_elements}"
+        )
+    late = sum(st.late for st in res.streams.values())
+    if late:
+        log(f"late elements dropped: {late}")
     if args.stats or not quiet:
         rate = res.triples / res.seconds if res.seconds > 0 else 0.0
         report = []
@@ -208,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="report step for windows without STEP/SLIDE, [TRIPLES n] and [NOW] (default 1000)",
     )
     rp.add_argument("--lateness", type=int, default=0, metavar="MS", help="allowed lateness (default 0)")
+    add_max_time_jump(rp)
     rp.add_argument("--base", default=DEFAULT_BASE, help="base IRI for relative IRIs (default %(default)s)")
     rp.add_argument("--out", required=True, help="output JSON Lines file ('-' for stdout)")
     rp.add_argument(

@@ -8,7 +8,9 @@ by advancing its windows and pulling the delta through its operators.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from linkstream.operators.window import RingBuffer, StreamBuffer, WindowBuffer, 
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.errors import QueryError
 from linkstream.rdf.dictionary import Dictionary, MemoryDictionary
+from linkstream.rdf.eventtime import DURATION_MAX
 from linkstream.rdf.terminfo import TermInfo
 from linkstream.store.static_results import StaticResultStore, engine_static_results
 from linkstream.store.transient import TransientStore
@@ -55,6 +58,23 @@ class ReportSchedule:
     def next_report(self, c: int) -> int:
         """The next report time after ``c``."""
         return min((c // s + 1) * s for s in self.steps)
+
+    def last_report_before(self, t: int) -> int:
+        """The last report time strictly before ``t``."""
+        return max(((t - 1) // s) * s for s in self.steps)
+
+    def reports_between(self, a: int, b: int) -> int:
+        """How many report times ``c`` have ``a < c <= b`` (inclusion-exclusion over the steps)."""
+        if b <= a:
+            return 0
+        steps = self.steps
+        n = 0
+        for r in range(1, len(steps) + 1):
+            sign = 1 if r % 2 else -1
+            for combo in itertools.combinations(steps, r):
+                m = math.lcm(*combo)
+                n += sign * (b // m - a // m)
+        return n
 
 
 @dataclass
@@ -143,6 +163,8 @@ class Engine:
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
         self._static_results: StaticResults | None = None
+        #: the time of the last :meth:`tick` (every live window is at its content then)
+        self.last_tick: int | None = None
 
     # ------------------------------------------------------------ data
 
@@ -192,6 +214,10 @@ class Engine:
             raise QueryError("not a continuous query: it reads no stream window")
         if cq.form == "DESCRIBE":
             raise QueryError("DESCRIBE is not supported for continuous queries")
+        for w in cq.windows:  # event-time arithmetic stays far inside int64
+            for what, ms in (("RANGE", w.spec.range_ms), ("STEP", w.spec.step_or(self.default_step))):
+                if ms is not None and not 0 < ms <= DURATION_MAX:
+                    raise QueryError(f"window {what} of <{w.stream}> must be 1 ms to 2^53 ms, got {ms} ms")
         for g in cq.static_from + cq.static_named:
             if g not in self.statics:
                 self.log(f"warning: {cq.name}: graph <{g}> is not loaded; treated as empty")
@@ -326,6 +352,7 @@ class Engine:
         t0 = time.perf_counter()
         self.epoch += 1
         epoch = self.epoch
+        self.last_tick = c
         moved: set[int] = set()
         for w in self.live_windows():
             w.advance(c)
@@ -359,6 +386,63 @@ class Engine:
                 rq.output.update(epoch)
             rq._static_seen = static_v  # type: ignore[attr-defined]
         return out
+
+    # ------------------------------------------------------------ quiet gaps
+
+    def quiet_until(self, limit: int) -> int | None:
+        """The first time ``h`` in ``(last_tick, limit]`` at which the content of some live
+        window may differ from its content at :attr:`last_tick`, ``limit + 1`` if none can
+        (``None`` before the first tick).
+
+        Only the elements already in the stream buffers are looked at: a caller that
+        ingests an element at ``t`` must ask with ``limit <= t``.  A window's bounds are
+        monotone in the report time, so each window is found by galloping from its step
+        and bisecting (``O(log gap)`` buffer searches, pruned by the best time so far).
+        """
+        c = self.last_tick
+        if c is None:
+            return None
+        best = limit + 1
+        for w in self.live_windows():
+            cur = (w.lo, w.hi)
+            if best - 1 <= c or w.bounds(best - 1) == cur:
+                continue  # unchanged up to the best time found so far
+            # the first x in (c, best - 1] with bounds(x) != cur: gallop, then bisect
+            lo, d = c, max(1, min(w.step, best - 1 - c))
+            while True:
+                x = min(c + d, best - 1)
+                if w.bounds(x) != cur:
+                    hi = x
+                    break
+                lo = x
+                d *= 2
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if w.bounds(mid) != cur:
+                    hi = mid
+                else:
+                    lo = mid
+            best = hi
+        return best
+
+    def skips_quietly(self, rq: RegisteredQuery) -> bool:
+        """``True`` when every report of ``rq`` after :attr:`last_tick`, for as long as no
+        window moves, writes nothing: its plan is event-driven (:func:`_quiet_windows`), it
+        has been evaluated since the static graphs last changed, and its output is then
+        empty (IStream / DStream: no delta; RStream, CONSTRUCT: an empty current result).
+        ASK and a result that is not empty (``COUNT`` = 0 over empty windows) report a line
+        at every report time: such a query never skips."""
+        quiet = rq.__dict__.get("_quiet")
+        if quiet is None:
+            quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]
+        if quiet is False or rq.__dict__.get("_static_seen") != self._static_version:
+            return False
+        view = rq.output.view
+        if not view._started or view.shape.form == "ASK":
+            return False
+        if view.mode in ("ISTREAM", "DSTREAM"):
+            return True
+        return not len(view.result.rows)
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
         """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""

@@ -5,6 +5,14 @@ is ingested, every report time ``c <= t`` is evaluated (a window closing at ``c`
 only elements with ``t' < c``).  Report times follow SEMANTICS.md §4: from the first
 close strictly after the earliest event of all replayed streams to the first close
 strictly after the latest event.
+
+Gaps in event time cost the reports that write something, not the length of the gap:
+when the next element is many report times away, :meth:`Engine.quiet_until` finds the
+first time a window's content can change, and every query whose reports until then
+write nothing (:meth:`Engine.skips_quietly`) jumps to its first report time from there;
+the skipped reports still count (``stats.reports``, ``max_reports``).  Queries that
+write a line at every report (ASK, ``COUNT`` = 0 over empty windows, a non-empty
+result) are evaluated at each of their report times, as the semantics require.
 """
 
 from __future__ import annotations
@@ -16,7 +24,14 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from linkstream.engine.embedded import Engine, RegisteredQuery, ReportSchedule
+from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS
 from linkstream.rdf.streams import Element, StreamReader, StreamStats
+
+#: look for a quiet gap only when at least this many smallest steps separate the last
+#: report time from the next element
+_SKIP_SPAN = 16
+#: report times evaluated after a look that skipped nothing before the next look
+_SKIP_BACKOFF = 8
 
 
 @dataclass
@@ -34,6 +49,10 @@ class ReplayResult:
     def rejected(self) -> int:
         return sum(s.rejected for s in self.streams.values())
 
+    @property
+    def rejected_elements(self) -> int:
+        return sum(s.rejected_elements for s in self.streams.values())
+
 
 def replay(
     engine: Engine,
@@ -46,8 +65,14 @@ def replay(
     log: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
     sink: Callable[[RegisteredQuery, int, list[str]], None] | None = None,
+    max_time_jump_ms: int | None = DEFAULT_MAX_TIME_JUMP_MS,
 ) -> ReplayResult:
-    """Replay ``streams`` ((iri, path) pairs) and write every query's result lines to ``out``."""
+    """Replay ``streams`` ((iri, path) pairs) and write every query's result lines to ``out``.
+
+    ``max_time_jump_ms``: an element more than this ahead of its stream's time is
+    rejected (``None`` / 0: no limit; see :class:`StreamReader`).  ``sink`` is called
+    for every evaluated report (not for the skipped empty ones of a quiet gap).
+    """
     res = ReplayResult(queries={q.name: q for q in queries})
     t0 = time.perf_counter()
     readers: list[tuple[str, StreamReader, Iterator[Element]]] = []
@@ -58,7 +83,14 @@ def replay(
             raise ValueError(f"stream <{iri}> given twice")
         seen.add(iri)
         engine.buffer(iri)
-        r = StreamReader(path, engine.dictionary, bnode_prefix=f"st{k}_", lateness_ms=lateness_ms, log=log)
+        r = StreamReader(
+            path,
+            engine.dictionary,
+            bnode_prefix=f"st{k}_",
+            lateness_ms=lateness_ms,
+            log=log,
+            max_time_jump_ms=max_time_jump_ms,
+        )
         it = iter(r)
         readers.append((iri, r, it))
         el = next(it, None)
@@ -82,8 +114,59 @@ def replay(
         else:
             names.append(name)
 
+    # quiet gaps (see the module docstring): only on the embedded engine, and only when
+    # each stream's elements come in time order (window bounds are then monotone)
+    can_skip = isinstance(engine, Engine) and lateness_ms <= 0
+    min_step = min((s for q in queries for s in q.steps), default=1)
+    backoff = 0
+
+    def skip_quiet(limit: int, last: dict[str, int] | None) -> bool | None:
+        """Jump the queries that would write nothing over the quiet gap before ``limit``.
+
+        Returns ``True`` if some query jumped, ``None`` if a window changes before the next
+        report time (nothing to skip), ``False`` if no query due in the gap may skip it.
+        """
+        assert isinstance(engine, Engine)
+        h = engine.quiet_until(limit)
+        if h is None or not times or h <= times[0]:
+            return None
+        skipped = False
+        keep: list[tuple[int, str]] = []
+        while times and times[0] < h and times[0] <= limit:
+            c = heapq.heappop(times)
+            for name in due_at.pop(c):
+                q = byname[name]
+                if not engine.skips_quietly(q):
+                    keep.append((c, name))
+                    continue
+                nxt = q.first_report_after(h - 1 if h <= limit else limit)
+                end = nxt - 1 if last is None else min(nxt - 1, last[name])
+                n = q.reports_between(c - 1, end)
+                if max_reports is not None:
+                    n = min(n, max_reports - counts[name])
+                counts[name] += n
+                q.stats.reports += n
+                skipped = True
+                if max_reports is None or counts[name] < max_reports:
+                    schedule(nxt, name)
+        for c, name in keep:
+            schedule(c, name)
+        return skipped
+
     def fire(limit: int, last: dict[str, int] | None = None) -> None:
+        nonlocal backoff
         while times and times[0] <= limit:
+            if can_skip and engine.last_tick is not None and limit - times[0] >= _SKIP_SPAN * min_step:
+                if backoff > 0:
+                    backoff -= 1
+                else:
+                    done = skip_quiet(limit, last)
+                    if done:
+                        continue
+                    if done is False:
+                        backoff = _SKIP_BACKOFF
+            if not times or times[0] > limit:
+                break
             c = heapq.heappop(times)
             names = sorted(due_at.pop(c))
             if last is not None:

@@ -22,6 +22,7 @@ from itertools import islice
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS, jump_error, range_error
 from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for
 from linkstream.rdf.terms import XSD_DATETIME, unescape_string
 
@@ -70,13 +71,17 @@ class StreamStats:
 
     ``elements`` counts accepted elements (continuations not included), ``triples`` the
     triples yielded, ``rejected`` the rejected statements, ``late`` the dropped late
-    elements; ``first_t``/``last_t`` are the smallest and largest accepted timestamps.
+    elements, ``rejected_elements`` the elements dropped for their timestamp (outside the
+    accepted event-time range, or more than the maximum jump ahead of the stream's time:
+    see :mod:`linkstream.rdf.eventtime`); ``first_t``/``last_t`` are the smallest and
+    largest accepted timestamps.
     """
 
     elements: int = 0
     triples: int = 0
     rejected: int = 0
     late: int = 0
+    rejected_elements: int = 0
     first_t: int | None = None
     last_t: int | None = None
 
@@ -124,6 +129,13 @@ class StreamReader:
     once.  With ``lateness_ms > 0`` accepted elements may come out of time order; a
     stable sort on ``t`` gives the oracle's order.
 
+    Event-time rules (:mod:`linkstream.rdf.eventtime`): an element whose timestamp is
+    outside ``0 <= t < 2^53`` ms, or more than ``max_time_jump_ms`` ahead of the
+    stream's current time (the largest accepted timestamp so far), is rejected with its
+    quads: counted in ``stats.rejected_elements`` and logged as ``PATH:LINE: rejected
+    element: reason`` (the first ten; then only counted).  The stream's time does not
+    move, so the elements after it are judged against the last good one.
+
     Non-contiguous files: the oracle keeps every element open, so a quad may join an
     element long after later timestamps.  Here such quads of an element already yielded
     are collected into a *continuation* :class:`Element` (same ``t`` and ``seq``,
@@ -141,6 +153,8 @@ class StreamReader:
         lateness_ms: allowed lateness.
         log: receives one message per rejection (default: this module's logger).
         chunk_lines: lines read and encoded per batch.
+        max_time_jump_ms: largest accepted forward jump of the stream's time (ms);
+            ``None`` or ``0``: no limit.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -155,6 +169,7 @@ class StreamReader:
         lateness_ms: int = 0,
         log: Callable[[str], None] | None = None,
         chunk_lines: int = 65536,
+        max_time_jump_ms: int | None = DEFAULT_MAX_TIME_JUMP_MS,
     ) -> None:
         if not os.path.exists(path):
             raise FileNotFoundError(errno.ENOENT, "stream file not found", path)
@@ -166,12 +181,13 @@ class StreamReader:
         self.lateness_ms = lateness_ms
         self.log: Callable[[str], None] = log if log is not None else _log.warning
         self.chunk_lines = chunk_lines
+        self.max_time_jump_ms = max_time_jump_ms
         self.stats = StreamStats()
 
     def __iter__(self) -> Iterator[Element]:
         stats = self.stats = StreamStats()
         parser = parser_for(self.bnode_prefix)
-        path, log, lateness = self.path, self.log, self.lateness_ms
+        path, log, lateness, max_jump = self.path, self.log, self.lateness_ms, self.max_time_jump_ms
         graphs: dict[str, _Pending | None] = {}  # graph -> its (latest) element, None if late
         current: _Pending | None = None
         continuations: dict[int, _Pending] = {}
@@ -183,6 +199,16 @@ class StreamReader:
         def reject(reason: str) -> None:
             stats.rejected += 1
             log("%s:%d: rejected: %s" % (path, lineno, reason))
+
+        def reject_element(reason: str) -> None:
+            stats.rejected_elements += 1
+            if stats.rejected_elements <= _LOGGED_ELEMENT_REJECTIONS:
+                more = (
+                    "; further elements rejected for their time are only counted"
+                    if stats.rejected_elements == _LOGGED_ELEMENT_REJECTIONS
+                    else ""
+                )
+                log("%s:%d: rejected element: %s%s" % (path, lineno, reason, more))
 
         with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
             while True:
@@ -215,6 +241,11 @@ class StreamReader:
                                 t = parse_datetime_ms(unescape_string(o[1 : -len(_DATETIME_SUFFIX)]))
                             except ValueError as e:
                                 reject(str(e))
+                                continue
+                            problem = range_error(t) or jump_error(t, watermark, max_jump)
+                            if problem is not None:
+                                reject_element(problem)
+                                graphs[s] = None  # its quads go with it
                                 continue
                             if watermark is not None and t < watermark - lateness:
                                 stats.late += 1
@@ -282,3 +313,4 @@ class StreamReader:
 
 
 _MISSING = _Pending(0, -1)
+_LOGGED_ELEMENT_REJECTIONS = 10
