@@ -166,16 +166,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
         rate = res.triples / res.seconds if res.seconds > 0 else 0.0
         report = []
         for q in queries:
-            st = q.stats
+            qs = q.stats
             report.append(
                 {
                     "query": q.name,
-                    "reports": st.reports,
-                    "rows": st.rows,
-                    "eval_seconds": round(st.eval_seconds, 4),
-                    "latency_ms_p50": round(_percentile(st.latencies, 50) * 1e3, 4),
-                    "latency_ms_p95": round(_percentile(st.latencies, 95) * 1e3, 4),
-                    "latency_ms_p99": round(_percentile(st.latencies, 99) * 1e3, 4),
+                    "reports": qs.reports,
+                    "rows": qs.rows,
+                    "eval_seconds": round(qs.eval_seconds, 4),
+                    "latency_ms_p50": round(_percentile(qs.latencies, 50) * 1e3, 4),
+                    "latency_ms_p95": round(_percentile(qs.latencies, 95) * 1e3, 4),
+                    "latency_ms_p99": round(_percentile(qs.latencies, 99) * 1e3, 4),
                 }
             )
         if not quiet or args.stats:

@@ -48,7 +48,7 @@ import queue
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zmq
@@ -204,7 +204,7 @@ class ContainerRuntime(StateMigration):
             if self._drain == "complete" and not self._slots and not self._ops.producers:
                 logger.info("container %s drained; leaving", self.id)
                 break
-            waiting = bool(self._receiver.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+            waiting = bool(cast(int, self._receiver.socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
             if waiting:
                 self._burst += 1
             else:

@@ -127,7 +127,7 @@ class EdgeLinks:
         dictionary: Any,
         counters: EdgeCounters,
         metrics: EdgeMetrics | None,
-        on_wait: Callable[[], None],
+        on_wait: Callable[[], object],
     ) -> None:
         self.run = run
         self.cid = cid
