@@ -46,6 +46,7 @@ from linkstream.api.openapi import openapi_schema
 from linkstream.engine.live.runtime import EngineClosed, QueryConflict, QueryView, UnknownQuery
 from linkstream.engine.live.subscription import SubscriptionClosed
 from linkstream.query.errors import QueryError
+from linkstream.rdf.eventtime import EventTimeError, range_error, show_time
 from linkstream.rdf.ntriples import iri_error
 from linkstream.rdf.streams import parse_datetime_ms
 
@@ -347,11 +348,20 @@ class Api:
             return None
         raw = raw.strip()
         if raw.lstrip("-").isdigit():
-            return int(raw)
-        try:
-            return parse_datetime_ms(raw)
-        except ValueError:
-            raise ApiError(400, "event time %r is neither integer ms nor an xsd:dateTime" % raw) from None
+            if len(raw) > 20:  # (not even int64: say so without converting thousands of digits)
+                raise ApiError(
+                    422, "event time %s... is outside the accepted range 0 <= t < 2^53 ms" % raw[:20]
+                )
+            t = int(raw)
+        else:
+            try:
+                t = parse_datetime_ms(raw)
+            except ValueError:
+                raise ApiError(400, "event time %r is neither integer ms nor an xsd:dateTime" % raw) from None
+        problem = range_error(t)
+        if problem is not None:
+            raise ApiError(422, problem, t=raw)
+        return t
 
     async def push(self, request: Request) -> Response:
         iri = request.path_params.get("iri") or request.query_params.get("iri")
@@ -382,10 +392,21 @@ class Api:
         if t is None and not stamped:
             t = int(time.time() * 1000)
 
+        for k, el in enumerate(elements):  # event-time rules: the range, before anything is pushed
+            problem = range_error(el.t) if el.t is not None else None
+            if problem is not None:
+                raise ApiError(422, "element %d of the body: %s" % (k + 1, problem), t=el.t)
+
         def ingest() -> dict[str, Any]:
             accepted = late = triples = 0
             for el in elements:
-                if self.live.push(iri, el.t if el.t is not None else t, el.triples, timeout=60.0):  # type: ignore[arg-type]
+                try:
+                    ok = self.live.push(iri, el.t if el.t is not None else t, el.triples, timeout=60.0)  # type: ignore[arg-type]
+                except EventTimeError as e:  # too far ahead of the stream's time: refused
+                    raise ApiError(
+                        422, str(e), t=e.t, stream=iri, elements=accepted, triples=triples, late=late
+                    ) from None
+                if ok:
                     accepted += 1
                     triples += len(el.triples)
                 else:
@@ -407,11 +428,17 @@ class Api:
             try:
                 doc = json.loads(body or b"{}")
                 t = int(doc["t"]) if isinstance(doc, dict) and "t" in doc else None
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, OverflowError):
                 t = None
         if t is None:
             raise ApiError(400, 'give the watermark as ?t=MS or a JSON body {"t": MS}')
-        fired = await run_in_threadpool(self.live.advance_to, t)
+        problem = range_error(t)
+        if problem is not None:
+            raise ApiError(422, "watermark: " + problem, t=show_time(t))
+        try:
+            fired = await run_in_threadpool(self.live.advance_to, t)
+        except EventTimeError as e:  # more than the maximum jump ahead of the current time
+            raise ApiError(422, str(e), t=e.t) from None
         return _json({"watermark": t, "last_report": fired})
 
     # ------------------------------------------------------------ one-shot SPARQL

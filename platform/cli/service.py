@@ -82,6 +82,9 @@ def add_parsers(sub: Any) -> None:
         metavar="MS",
         help="event time of stream history kept for queries registered later (default 60000)",
     )
+    from linkstream.cli.main import add_max_time_jump
+
+    add_max_time_jump(rp)  # also refuses a POST /watermark that far ahead
     rp.add_argument("--base", default=DEFAULT_BASE, help="base IRI for relative IRIs (default %(default)s)")
     rp.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="(default info)"
@@ -182,6 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as e:
         return err(str(e))
+    live.max_time_jump_ms = args.max_time_jump  # event-time rules: pushes and POST /watermark
     if args.store:  # the store's stable timestamp, snapshot age and delta at /metrics
         from linkstream.metrics import StoreCollector
 

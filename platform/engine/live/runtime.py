@@ -180,6 +180,8 @@ class LiveEngine(LiveWorker):
 
         Raises:
             ValueError: ``triples`` is not a sequence of triples.
+            EventTimeError: ``t`` is outside ``0 <= t < 2^53`` ms or more than
+                ``max_time_jump_ms`` ahead of the stream's time (a ``ValueError``).
             TimeoutError: The worker's queue stayed full for ``timeout`` seconds.
         """
         if isinstance(triples, np.ndarray):
@@ -199,6 +201,12 @@ class LiveEngine(LiveWorker):
             acc = self._accepted.get(stream)
             if acc is None:
                 acc = self._accepted[stream] = _Accepted()
+            try:
+                self._check_time(stream, acc, t)  # EventTimeError: out of range or too far ahead
+            except ValueError:
+                self._space.release()
+                acc.rejected += 1
+                raise
             floor = max((x for x in (acc.watermark, self._frontier) if x is not None), default=None)
             if floor is not None and t < floor:
                 self._space.release()

@@ -19,16 +19,19 @@ from typing import Any
 
 import numpy as np
 
+from linkstream.engine.embedded import Engine as _EmbeddedEngine
 from linkstream.engine.live.state import (
     EngineClosed,
     QueryConflict,
     RetentionGuard,
     UnknownQuery,
+    _Accepted,
     _Entry,
     _Stream,
 )
 from linkstream.operators.window import WindowBuffer
 from linkstream.query.continuous import ContinuousQuery
+from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS, check_event_time, check_jump
 from linkstream.rdf.static import dedup_triples
 
 log = logging.getLogger(__name__)
@@ -39,11 +42,28 @@ Triples = np.ndarray | Sequence[tuple[str, str, str]]
 _GC_EVERY = 64  # command batches between stream-buffer collections
 _LATENCY_KEEP = 512  # latencies kept per query (the engine appends one per report)
 _TICKS_PER_BATCH = 256  # report times evaluated between two looks at the command queue
-_STREAM_FIGURES = ("watermark", "elements", "triples", "late")
+_STREAM_FIGURES = ("watermark", "elements", "triples", "late", "rejected")
+#: look for a quiet gap only when at least this many smallest steps separate the next
+#: report time from the watermark; after a look that skipped nothing, wait this many ticks
+_SKIP_SPAN = 16
+_SKIP_BACKOFF = 8
 
 
 class LiveWorker:
-    """The worker-thread methods of :class:`~linkstream.engine.live.runtime.LiveEngine`."""
+    """The worker-thread methods of :class:`~linkstream.engine.live.runtime.LiveEngine`.
+
+    Event-time rules (:mod:`linkstream.rdf.eventtime`): :meth:`_check_time` (called by
+    ``push`` under the engine lock) and :meth:`_do_advance` refuse a time outside
+    ``0 <= t < 2^53`` ms, or more than :attr:`max_time_jump_ms` ahead of the current time
+    (a stream's latest accepted element; before its first, the last report time or
+    explicit watermark), with :class:`~linkstream.rdf.eventtime.EventTimeError`.  Report
+    times over a quiet gap cost the reports that write something (see :meth:`_skip_quiet`).
+    """
+
+    #: largest accepted forward jump of a stream's time / the explicit watermark (ms);
+    #: ``None`` or 0: no limit (``linkstream run --max-time-jump``)
+    max_time_jump_ms: int | None = DEFAULT_MAX_TIME_JUMP_MS
+    _skip_backoff = 0
 
     def _run(self) -> None:
         poll = 0.05 if self.idle_s is None else min(0.05, self.idle_s / 4)
@@ -133,6 +153,16 @@ class LiveWorker:
         st.first = t if st.first is None else min(st.first, t)
         st.last_seen = self.clock()
 
+    def _check_time(self, stream: str, acc: _Accepted, t: int) -> None:
+        """Refuses ``t`` for ``stream`` (push side, under ``_lock``) by the event-time rules.
+
+        Raises:
+            EventTimeError: ``t`` is outside the accepted range or too far ahead.
+        """
+        check_event_time(t, "stream <%s>" % stream)
+        ref = acc.watermark if acc.watermark is not None else self._frontier
+        check_jump(t, ref, self.max_time_jump_ms, "stream <%s>" % stream)
+
     def _frontier_now(self) -> int | None:
         return max((x for x in (self._fired, self._explicit) if x is not None), default=None)
 
@@ -152,6 +182,10 @@ class LiveWorker:
         self.engine.gc()
 
     def _do_advance(self, t: int) -> None:
+        check_event_time(t, "watermark")
+        marks = [st.watermark for st in self._streams.values() if st.watermark is not None]
+        ref = max((x for x in (*marks, self._fired, self._explicit) if x is not None), default=None)
+        check_jump(t, ref, self.max_time_jump_ms, "watermark")
         if self._explicit is None or t > self._explicit:
             self._explicit = t
             with self._lock:
@@ -255,9 +289,23 @@ class LiveWorker:
             self._schedule(name, e, c)
         heap = self._heap
         ticks = 0
+        can_skip = isinstance(self.engine, _EmbeddedEngine)
         while heap and heap[0][0] <= wm:
             if ticks == _TICKS_PER_BATCH:
                 return True
+            if can_skip and self.engine.last_tick is not None:
+                span = _SKIP_SPAN * min((s for e in self._entries.values() for s in e.rq.steps), default=1)
+                if wm - heap[0][0] >= span:
+                    if self._skip_backoff > 0:
+                        self._skip_backoff -= 1
+                    else:
+                        done = self._skip_quiet(wm)
+                        if done:
+                            continue
+                        if done is False:
+                            self._skip_backoff = _SKIP_BACKOFF
+                if not heap or heap[0][0] > wm:
+                    break
             c = heap[0][0]
             names: list[str] = []
             while heap and heap[0][0] == c:
@@ -270,6 +318,53 @@ class LiveWorker:
                 ticks += 1
         return False
 
+    def _skip_quiet(self, wm: int) -> bool | None:
+        """Jumps the queries whose reports write nothing over the quiet gap before ``wm``.
+
+        The embedded engine's :meth:`~linkstream.engine.embedded.Engine.quiet_until` gives
+        the first time a window's content can change (elements already ingested, even
+        ahead of the watermark, count); every query due before it that
+        :meth:`~linkstream.engine.embedded.Engine.skips_quietly` moves to its first report
+        time from there (or after ``wm``), its skipped reports counted.  The report times
+        skipped count as fired: an element older than the last of them is late, as if
+        they had been evaluated one by one.
+
+        Returns ``True`` if some query jumped, ``None`` if a window changes before the next
+        report time, ``False`` if no query due in the gap may skip it.
+        """
+        engine = self.engine
+        assert isinstance(engine, _EmbeddedEngine)
+        heap = self._heap
+        h = engine.quiet_until(wm)
+        if h is None or h <= heap[0][0]:
+            return None
+        keep: list[tuple[int, str]] = []
+        fired = None
+        while heap and heap[0][0] < h and heap[0][0] <= wm:
+            c, name = heapq.heappop(heap)
+            e = self._entries.get(name)
+            if e is None or e.due != c:
+                continue
+            if not engine.skips_quietly(e.rq):
+                keep.append((c, name))
+                continue
+            nxt = e.rq.first_report_after(h - 1 if h <= wm else wm)
+            n = e.rq.reports_between(c - 1, nxt - 1)
+            e.rq.stats.reports += n
+            self.metrics.reports.inc(n)
+            last = e.rq.last_report_before(nxt)
+            fired = last if fired is None else max(fired, last)
+            e.rq.last_report = last
+            self._schedule(name, e, nxt)
+        for item in keep:
+            heapq.heappush(heap, item)
+        if fired is None:
+            return False
+        self._fired = fired if self._fired is None else max(self._fired, fired)
+        with self._lock:
+            self._frontier = self._frontier_now()
+        return True
+
     def _tick(self, c: int, names: list[str]) -> None:
         t0 = time.perf_counter()
         try:
@@ -278,7 +373,7 @@ class LiveWorker:
             log.exception("evaluation of report time %d failed (queries %s)", c, ", ".join(names))
             out = {}
         self.metrics.report_latency.observe(time.perf_counter() - t0)
-        self._fired = c
+        self._fired = c if self._fired is None else max(self._fired, c)  # (a quiet gap may be ahead)
         with self._lock:
             self._frontier = self._frontier_now()
         m = self.metrics
