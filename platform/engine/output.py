@@ -13,6 +13,7 @@ import itertools
 import json
 import weakref
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation
 from linkstream.query.expressions import Expr
 from linkstream.query.functions import scalar as F
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 _bnode_counter = itertools.count(1)
 
@@ -101,6 +105,25 @@ class ResultView:
         self.memo: tuple[int, bool, Batch] | None = None  # (epoch, pulled, delta)
         self.rendered: tuple[int, list[str]] | None = None
         self.users = 0  # queries reading this view
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The migrated state (:mod:`linkstream.operators.state`): the plan's full result,
+        the current (visible) result and the first-epoch flags.  Rendered bodies and the
+        per-epoch memos are not shipped."""
+        return {
+            "full": w.relation(self.full),
+            "result": w.relation(self.result),
+            "_started": self._started,
+            "_sliced_started": self._sliced_started,
+        }
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        """Puts back what :meth:`snapshot` gave (before the view's first update here)."""
+        r.expect(self, entries, ("full", "result", "_started", "_sliced_started"))
+        self.full = r.relation(entries["full"], self.full)
+        self.result = r.relation(entries["result"], self.result)
+        self._started = r.value(entries["_started"], bool)
+        self._sliced_started = r.value(entries["_sliced_started"], bool)
 
     @staticmethod
     def share_key(mode: str, root: Operator, shape: QueryShape) -> tuple | None:

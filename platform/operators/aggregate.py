@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from linkstream.operators.relation import Relation
 from linkstream.query.functions import scalar as F
 from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_INTEGER
 from linkstream.rdf.terms import XSD_INTEGER, XSD_STRING, Literal
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,16 @@ class AggregateOperator(Operator):
         self.certain = frozenset(v for v in self.group_vars if v in child.certain)
         self.results = Relation(self.vars)
         self._first = True
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """Input rows, the groups' result rows and the first-epoch flag."""
+        return {"state": w.relation(self.state), "results": w.relation(self.results), "_first": self._first}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("state", "results", "_first"))
+        self.state = r.relation(entries["state"], self.state)
+        self.results = r.relation(entries["results"], self.results)
+        self._first = r.value(entries["_first"], bool)
 
     def describe(self) -> str:
         aggs = ", ".join(f"{a.kind}({'DISTINCT ' if a.distinct else ''}{a.arg or '*'})" for a in self.aggs)

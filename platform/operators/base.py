@@ -4,16 +4,22 @@ Every operator turns the deltas of its inputs into its own output delta.  An *ep
 evaluation (one report time of the queries using the operator).  ``delta(epoch)`` computes
 the output delta once per epoch and caches it, so an operator shared by several parents
 (or several queries) does its work once.  Config lives in the constructor (frozen after
-planning); state lives in the operator and can be snapshotted.
+planning); state lives in the operator, and an operator that holds some exposes it through
+its :meth:`Operator.snapshot` / :meth:`Operator.restore` pair (see
+:mod:`linkstream.operators.state`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from linkstream.operators.batch import Batch
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 
 class Operator:
@@ -24,6 +30,10 @@ class Operator:
     #: variables bound in every produced mapping
     certain: frozenset[str] = frozenset()
     children: tuple[Operator, ...] = ()
+
+    #: whether a query using the operator can have its state migrated; ``False`` makes
+    #: :func:`~linkstream.operators.state.snapshot_query` refuse (the query is rebuilt)
+    migratable: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._epoch = -1
@@ -75,6 +85,25 @@ class Operator:
 
     def discard(self) -> None:
         """Release what the operator holds outside itself (called when it is dropped)."""
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The operator's state, to migrate it: msgpack-able header entries.
+
+        Relations and batches are registered with ``w`` (which returns their entries);
+        flags and versions are entries as they are.  Everything else (children,
+        expressions, caches, counters) is configuration the target's planning reproduces
+        and is not shipped.  This default is that of a stateless operator: no entries.
+        """
+        return {}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        """Puts back the state :meth:`snapshot` gave on the same operator of another engine.
+
+        Called once, before the operator's first delta here.  Raises
+        :class:`~linkstream.operators.state.StateError` (through ``r``'s checks) when
+        ``entries`` is not what :meth:`snapshot` gives.  This default: no state.
+        """
+        r.expect(self, entries)
 
     def rebind(self, mapping: dict[int, Operator]) -> None:
         """Replace children (and the attributes naming them) by ``mapping[id(old)]``."""

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, consolidate
 from linkstream.operators.relation import Relation
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 
 class DistinctOperator(Operator):
@@ -19,6 +24,14 @@ class DistinctOperator(Operator):
         self.vars = child.vars
         self.certain = child.certain
         self.state = Relation(self.vars)
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The count of every row."""
+        return {"state": w.relation(self.state)}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("state",))
+        self.state = r.relation(entries["state"], self.state)
 
     def config_key(self) -> object:
         return ()

@@ -11,6 +11,7 @@ C-SPARQL default graph is one such operator over every window and every ``FROM``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, SortedIndex, concat, consolidate, row_keys
 from linkstream.operators.relation import Relation
 from linkstream.operators.window import TRIPLE_VARS
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 
 def dedup_triples(triples: np.ndarray) -> np.ndarray:
@@ -72,6 +76,16 @@ class GraphOperator(Operator):
         self.children = tuple(windows)
         self.dynamic = Relation(TRIPLE_VARS)
         self._initialised = False
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The windows' triples and whether the static part was emitted (the static part
+        itself is not shipped: every container loaded the same static graphs)."""
+        return {"dynamic": w.relation(self.dynamic), "_initialised": self._initialised}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("dynamic", "_initialised"))
+        self.dynamic = r.relation(entries["dynamic"], self.dynamic)
+        self._initialised = r.value(entries["_initialised"], bool)
 
     def describe(self) -> str:
         return f"Graph {self.name} static={len(self.static)} windows={len(self.children)}"

@@ -23,12 +23,16 @@ as the intermediate result binds them (filter push-down into the join).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, concat, consolidate, cross_product
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation, union_vars
 from linkstream.query.expressions import Expr
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 #: a join whose inputs form independent components (sharing no variable) recomputes the
 #: join of a changed component and diffs it with the previous one when the component's
@@ -58,6 +62,14 @@ class MJoinOperator(Operator):
         self.filters = [(f, f.vars()) for f in filters]
         self.evaluator = evaluator
         self.probes = 0  # number of relation probes done (for stats / tests)
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The content of every input."""
+        return {"state": w.relations(self.state)}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("state",))
+        self.state = r.relations(entries["state"], self.state)
 
     def describe(self) -> str:
         f = f" filters={len(self.filters)}" if self.filters else ""

@@ -9,12 +9,16 @@ the *negative mappings* of CQELS' incremental negation.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, concat, consolidate
 from linkstream.operators.relation import Relation
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 
 class KeyedNegationOperator(Operator):
@@ -32,6 +36,15 @@ class KeyedNegationOperator(Operator):
         self.certain = left.certain
         self.lstate = Relation(left.vars)
         self.rkeys = Relation(self.keys)
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The left rows and the right keys' counts."""
+        return {"lstate": w.relation(self.lstate), "rkeys": w.relation(self.rkeys)}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("lstate", "rkeys"))
+        self.lstate = r.relation(entries["lstate"], self.lstate)
+        self.rkeys = r.relation(entries["rkeys"], self.rkeys)
 
     def describe(self) -> str:
         return f"{'AntiJoin' if self.mode == 'anti' else 'SemiJoin'} on " + ",".join(self.keys)

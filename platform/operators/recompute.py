@@ -8,6 +8,7 @@ result, so everything downstream stays incremental.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +17,9 @@ from linkstream.operators.batch import Batch, compatible_pairs_broadcast, concat
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation, union_vars
 from linkstream.query.expressions import Expr
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 BatchFn = Callable[[list[Batch]], Batch]
 
@@ -35,6 +39,16 @@ class RecomputeOperator(Operator):
         self.result = Batch.empty(self.vars)
         self.label = label
         self._first = True
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The inputs' contents, the current result and the first-epoch flag."""
+        return {"state": w.relations(self.state), "result": w.batch(self.result), "_first": self._first}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("state", "result", "_first"))
+        self.state = r.relations(entries["state"], self.state)
+        self.result = r.batch(entries["result"], self.vars)
+        self._first = r.value(entries["_first"], bool)
 
     def describe(self) -> str:
         return f"Recompute {self.label}"

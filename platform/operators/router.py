@@ -86,6 +86,9 @@ class TimedWindowOperator(WindowOperator):
     vars = TIMED_VARS
     certain = frozenset(TIMED_VARS)
     event_driven = True
+    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
+    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    migratable = False
 
     def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
         super().__init__(buffer, spec, default_step)
@@ -153,6 +156,9 @@ class LatestGraphOperator(Operator):
     vars = TIMED_VARS
     certain = frozenset(TIMED_VARS)
     event_driven = True
+    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
+    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    migratable = False
 
     def __init__(
         self,
@@ -247,6 +253,9 @@ class TimedScanOperator(ScanOperator):
     """A pattern scan over a timed window: its mappings carry the triple's timestamp."""
 
     event_driven = True
+    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
+    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    migratable = False
 
     def __init__(self, graph: Operator, pattern: tuple[Slot, Slot, Slot], time_var: str) -> None:
         super().__init__(graph, pattern)
@@ -302,6 +311,9 @@ class RouterOperator(Operator):
 
     #: a group's result changes when its window instance slides, even without a join delta
     event_driven = False
+    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
+    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    migratable = False
 
     def __init__(
         self,
@@ -449,6 +461,9 @@ class RouteOperator(Operator):
     #: the engine must not put an AttachOperator between a route and its router
     attach_children = False
     event_driven = False
+    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
+    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    migratable = False
 
     def __init__(self, router: RouterOperator, key: tuple, certain: frozenset[str]) -> None:
         super().__init__()

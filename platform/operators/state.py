@@ -6,30 +6,39 @@ contents, the output's current result and first-epoch flags) and the target rest
 into the operators it just planned for the same query, instead of rebuilding them from
 its stream buffers.
 
-The walk is generic: every operator of the query is visited in a fixed depth-first order
-(``AttachOperator`` wrappers are transparent, so the order only depends on the plan) and
-its attributes are classified by type:
+The contract is explicit, as with bytewax's stateful operators: every operator class that
+holds state says what it is through a pair of methods declared on
+:class:`~linkstream.operators.base.Operator`,
 
-* ``Relation``, lists of ``Relation`` and ``Batch``: state, shipped as int64 buffers;
-* private ``bool``/``int``/``str`` attributes (``_first``, ``_initialised``,
-  ``_seen_version`` ...): first-epoch flags and versions, shipped in the header;
-* everything else (children, expressions, evaluators, config tuples) is configuration,
-  which the target's own planning reproduced.
+* ``snapshot(w: StateWriter) -> dict``: the operator's header entries (flags, versions,
+  and the entries :class:`StateWriter` returns for the relations and batches it registers
+  as buffers);
+* ``restore(r: StateReader, entries: dict) -> None``: puts them back, checking with
+  :class:`StateReader` that they are what this operator snapshots;
+
+stateless operators inherit a default that has no state.  The output's
+:class:`~linkstream.engine.output.ResultView` has the same pair.  An attribute an
+operator does not name in its pair (caches, configuration, counters) is never shipped,
+whatever its type.  This module walks the plan: every operator of the query is visited
+in a fixed depth-first order (``AttachOperator`` wrappers are transparent, so the order
+only depends on the plan), and its fingerprint (class and variables) must be the same on
+both sides.
 
 Windows are views on the stream buffers, which the target holds for every stream the
 query reads (it subscribed to them, and got their retained backlog, before the state is
-shipped; see :mod:`linkstream.containers.replica`): a restored window is moved to the source's last report time without
-emitting anything, so its next delta is that of the next report only.  Operators that
-pre-existed on the target (reached through an ``AttachOperator``) already hold the same
-state and are left alone; the attach wrappers are marked attached so they do not replay
-their shared operator's whole content.
+shipped; see :mod:`linkstream.containers.replica`): a restored window is moved to the
+source's last report time (:attr:`StateReader.c`) without emitting anything, so its next
+delta is that of the next report only.  Operators that pre-existed on the target (reached
+through an ``AttachOperator``) already hold the same state and are left alone; the attach
+wrappers are marked attached so they do not replay their shared operator's whole content.
 
 Dictionary ids differ between engines (each container encodes its static graphs and the
 terms expressions compute in its own dictionary), so a snapshot carries the terms of every
 id its buffers use and the target re-encodes them.  Plans that differ between the two
 engines (a different join order, or sharing that inserted a renaming on one side only)
-or operators whose state is not plain relations (routers of shared joins, timed windows)
-raise :class:`StateError`; the caller then rebuilds the query from its stream buffers.
+or operators whose state is not plain relations (``migratable = False``: routers of shared
+joins, timed windows) raise :class:`StateError`; the caller then rebuilds the query from
+its stream buffers.
 
 Wire form (:func:`encode_state` / :func:`decode_state`): one msgpack header, then one raw
 little-endian int64 buffer per array.  Nothing is pickled.
@@ -37,9 +46,9 @@ little-endian int64 buffer per array.  Nothing is pickled.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 import numpy as np
@@ -49,40 +58,25 @@ from linkstream.operators.batch import Batch
 from linkstream.operators.relation import Relation
 from linkstream.operators.window import WindowOperator
 
-STATE_VERSION = 1
+#: 2: explicit per-operator entries (version 1 shipped attributes found by reflection)
+STATE_VERSION = 2
 _I8 = np.dtype("<i8")
-
-#: attributes that are caches or engine-local bookkeeping, never migrated
-_SKIP = frozenset(
-    {
-        "_epoch",
-        "_out",
-        "_pslice",
-        "_static_index",
-        "_bodies",
-        "_quiet",
-        "_static_seen",
-        "static",  # a graph's static part: every container loaded the same static graphs
-        "generation",
-        "sig",
-        "children",
-        "vars",
-        "certain",
-    }
-)
 
 #: variables of shared joins that hold element timestamps, not dictionary ids (the names
 #: ``linkstream.engine.sharing`` gives them)
 TIME_VAR_PREFIX = "%t"
 
-#: operators of shared joins across window ranges (``linkstream.operators.router``): their
-#: state numbers subscriber groups per engine and mixes timestamps into join rows, so a
-#: query using them is rebuilt rather than migrated
-_UNSUPPORTED = frozenset({"RouterOperator", "RouteOperator", "TimedWindowOperator", "TimedScanOperator"})
-
 
 class StateError(ValueError):
     """The state cannot be snapshotted here or restored there (rebuild instead)."""
+
+
+class Stateful(Protocol):
+    """The state contract of operators (and of the output's result view)."""
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]: ...
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -90,7 +84,9 @@ class QueryState:
     """A snapshot: a msgpack-able header and the int64 arrays it refers to by index.
 
     Attributes:
-        header: ``{"v", "query", "c", "fp", "nodes", "output", "last_report", "ids_at"}``.
+        header: ``{"v", "query", "c", "fp", "nodes", "output", "last_report", "ids",
+            "uniq", "terms", "rows"}``; ``nodes`` holds each operator's :meth:`snapshot`
+            entries in walk order.
         arrays: Buffers referred to by index from the header.
     """
 
@@ -104,7 +100,7 @@ class QueryState:
 
     @property
     def rows(self) -> int:
-        """Mappings (rows of relations and batches) and window entries in the snapshot."""
+        """Mappings (rows of relations and batches) in the snapshot."""
         return int(self.header.get("rows", 0))
 
 
@@ -145,10 +141,20 @@ def _fingerprint(op: Operator) -> list[Any]:
 
 def migratable(root: Operator) -> bool:
     """Whether the query planned as ``root`` can have its state migrated (no router)."""
-    return not any(type(op).__name__ in _UNSUPPORTED for op, _ in _walk(root)[0])
+    return all(op.migratable for op, _ in _walk(root)[0])
 
 
-class _Writer:
+# ----------------------------------------------------------------------------- snapshot
+
+
+class StateWriter:
+    """Collects the buffers of a snapshot; operators' :meth:`snapshot` register theirs here.
+
+    The entry a relation or batch gets (``[vars, cols, counts, shape]``: its variables and
+    the indexes of its two buffers) goes into the operator's header entries; plain values
+    (flags, versions, fingerprints: anything msgpack encodes) go there as they are.
+    """
+
     def __init__(self) -> None:
         self.arrays: list[np.ndarray] = []
         #: arrays holding dictionary ids: [index, rows that hold no ids (timestamps)]
@@ -156,17 +162,27 @@ class _Writer:
         self.rows = 0
 
     def add(self, a: np.ndarray, ids: bool, plain_rows: Sequence[int] = ()) -> int:
+        """Registers buffer ``a`` (``ids``: it holds dictionary ids); returns its index."""
         self.arrays.append(np.ascontiguousarray(a, dtype=_I8))
         if ids:
             self.id_arrays.append([len(self.arrays) - 1, sorted(plain_rows)])
         return len(self.arrays) - 1
 
     def batch(self, b: Batch) -> list[Any]:
+        """The entry of batch ``b``, whose columns hold dictionary ids."""
         self.rows += len(b)
         # element timestamps are not dictionary ids (defensive: only routed joins have them)
         plain = [j for j, v in enumerate(b.vars) if v.startswith(TIME_VAR_PREFIX)]
         cols = self.add(b.cols, True, plain)
         return [list(b.vars), cols, self.add(b.counts, False), list(b.cols.shape)]
+
+    def relation(self, r: Relation) -> list[Any]:
+        """The entry of relation ``r`` (its consolidated rows)."""
+        return self.batch(r.rows)
+
+    def relations(self, rs: Sequence[Relation]) -> list[list[Any]]:
+        """The entries of relations ``rs``, in order."""
+        return [self.relation(r) for r in rs]
 
     def ids(self) -> np.ndarray:
         """The distinct dictionary ids (> 0) of every id array."""
@@ -179,30 +195,12 @@ class _Writer:
         uniq = np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
         return uniq[uniq > 0]
 
-    def value(self, key: str, v: Any) -> list[Any] | None:
-        if isinstance(v, Relation):
-            return ["rel", list(v.vars), *self.batch(v.rows)[1:]]
-        if isinstance(v, Batch):
-            return ["batch", *self.batch(v)]
-        if isinstance(v, list) and v and all(isinstance(x, Relation) for x in v):
-            return ["rels", [[list(r.vars), *self.batch(r.rows)[1:]] for r in v]]
-        if key.startswith("_") and isinstance(v, bool):
-            return ["bool", v]
-        if key.startswith("_") and isinstance(v, int):
-            return ["int", v]
-        if key.startswith("_") and isinstance(v, str):
-            return ["str", v]
-        return None
 
-    def obj(self, o: object) -> dict[str, Any]:
-        out = {}
-        for key, v in vars(o).items():
-            if key in _SKIP:
-                continue
-            enc = self.value(key, v)
-            if enc is not None:
-                out[key] = enc
-        return out
+def _entries(owner: Stateful, w: StateWriter) -> dict[str, Any]:
+    entries = owner.snapshot(w)
+    if not isinstance(entries, dict) or not all(isinstance(k, str) for k in entries):
+        raise StateError(f"{type(owner).__name__}.snapshot did not return a dict of entries")
+    return entries
 
 
 def snapshot_query(engine: Any, name: str, c: int) -> QueryState:
@@ -218,16 +216,13 @@ def snapshot_query(engine: Any, name: str, c: int) -> QueryState:
     """
     rq = engine.queries[name]
     order, _ = _walk(rq.root)
-    w = _Writer()
+    w = StateWriter()
     nodes: list[dict[str, Any]] = []
     for op, _behind in order:
-        if type(op).__name__ in _UNSUPPORTED:
+        if not op.migratable:
             raise StateError(f"{type(op).__name__} state is not migrated (the query is rebuilt)")
-        if isinstance(op, WindowOperator):
-            nodes.append({})  # its content is in the stream buffer the target holds too
-        else:
-            nodes.append(w.obj(op))
-    output = w.obj(getattr(rq.output, "view", rq.output))
+        nodes.append(_entries(op, w))
+    output = _entries(getattr(rq.output, "view", rq.output), w)
     uniq = w.ids()
     terms = engine.dictionary.decode_many(uniq) if len(uniq) else []
     header = {
@@ -249,38 +244,70 @@ def snapshot_query(engine: Any, name: str, c: int) -> QueryState:
 # ----------------------------------------------------------------------------- restore
 
 
-class _Reader:
-    def __init__(self, arrays: Sequence[np.ndarray]) -> None:
+class StateReader:
+    """Reads a snapshot's entries back for operators' :meth:`restore` (checking them).
+
+    Attributes:
+        c: The report time the snapshot was taken after (windows move there).
+    """
+
+    def __init__(self, arrays: Sequence[np.ndarray], c: int) -> None:
         self.arrays = arrays
+        self.c = c
 
-    def batch(self, vars_: list[str], cols: int, counts: int, shape: list[int]) -> Batch:
-        return Batch(tuple(vars_), self.arrays[cols].reshape(shape), self.arrays[counts])
+    def expect(
+        self,
+        owner: object,
+        entries: dict[str, Any],
+        required: Iterable[str] = (),
+        optional: Iterable[str] = (),
+    ) -> None:
+        """Checks that ``entries`` has every key of ``required`` and no key but those."""
+        req = set(required)
+        if not isinstance(entries, dict):
+            raise StateError(f"{type(owner).__name__} state is not a map")
+        extra = set(entries) - req - set(optional)
+        if extra:
+            raise StateError(f"{type(owner).__name__} has no state {sorted(extra)} here")
+        missing = req - set(entries)
+        if missing:
+            raise StateError(f"{type(owner).__name__} state lacks {sorted(missing)}")
 
-    def relation(self, vars_: list[str], cols: int, counts: int, shape: list[int]) -> Relation:
-        r = Relation(vars_)
-        b = self.batch(vars_, cols, counts, shape)
+    def _buffers(self, enc: Any) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+        try:
+            vars_, cols, counts, shape = enc
+            return tuple(vars_), self.arrays[cols].reshape(shape), self.arrays[counts]
+        except (TypeError, ValueError, IndexError) as exc:
+            raise StateError(f"malformed state entry: {exc}") from exc
+
+    def batch(self, enc: Any, vars_: Sequence[str]) -> Batch:
+        """The batch of entry ``enc`` (from :meth:`StateWriter.batch`) over ``vars_``."""
+        got, cols, counts = self._buffers(enc)
+        if got != tuple(vars_):
+            raise StateError(f"state over {list(got)}, expected {list(vars_)}")
+        return Batch(got, cols, counts)
+
+    def relation(self, enc: Any, like: Relation) -> Relation:
+        """A new relation over ``like``'s variables holding entry ``enc``'s rows."""
+        r = Relation(like.vars)
+        b = self.batch(enc, like.vars)
         if len(b):
             r.replace(b)
         return r
 
-    def value(self, enc: list[Any]) -> Any:
-        kind = enc[0]
-        if kind == "rel":
-            return self.relation(*enc[1:])
-        if kind == "batch":
-            return self.batch(*enc[1:])
-        if kind == "rels":
-            return [self.relation(*r) for r in enc[1]]
-        if kind in ("bool", "int", "str"):
-            return enc[1]
-        raise StateError(f"unknown state entry {kind!r}")
+    def relations(self, enc: Any, like: Sequence[Relation]) -> list[Relation]:
+        """New relations like ``like`` (one per entry of ``enc``, as many)."""
+        if not isinstance(enc, list) or len(enc) != len(like):
+            raise StateError(f"{len(enc) if isinstance(enc, list) else '?'} relations, expected {len(like)}")
+        return [self.relation(e, r) for e, r in zip(enc, like)]
 
-    def obj(self, o: object, entries: dict[str, Any]) -> None:
-        have = vars(o)
-        for key, enc in entries.items():
-            if key not in have:
-                raise StateError(f"{type(o).__name__} has no attribute {key!r} here")
-            have[key] = self.value(enc)
+    def value(self, enc: Any, kind: type | tuple[type, ...]) -> Any:
+        """Plain entry ``enc``, checked to be a ``kind`` (``bool`` is not an ``int`` here)."""
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        ok = isinstance(enc, kinds) and (bool in kinds or not isinstance(enc, bool))
+        if not ok:
+            raise StateError(f"state entry {enc!r} is not a {'/'.join(k.__name__ for k in kinds)}")
+        return enc
 
 
 def restore_query(engine: Any, name: str, state: QueryState, c: int) -> None:
@@ -307,8 +334,10 @@ def restore_query(engine: Any, name: str, state: QueryState, c: int) -> None:
     order, attaches = _walk(rq.root)
     if [_fingerprint(op) for op, _ in order] != h["fp"]:
         raise StateError("the query's plan differs between the two engines")
-    if any(type(op).__name__ in _UNSUPPORTED for op, _ in order):
+    if not all(op.migratable for op, _ in order):
         raise StateError("the query uses a shared join's router")
+    if len(h["nodes"]) != len(order):
+        raise StateError("the snapshot does not list every operator")
     arrays = list(state.arrays)
     uniq = arrays[h["uniq"]]
     terms = h["terms"]
@@ -327,19 +356,14 @@ def restore_query(engine: Any, name: str, state: QueryState, c: int) -> None:
             if not np.all(~is_id | (uniq[pos] == a)):
                 raise StateError("an id of the snapshot has no term")
             arrays[i] = np.where(is_id, local[pos], a)
-    reader = _Reader(arrays)
+    reader = StateReader(arrays, c)
     for (op, behind), entries in zip(order, h["nodes"]):
         if behind:
             continue  # it ran here already, with the same state
-        if isinstance(op, WindowOperator):
-            lo, hi = op.bounds(c)
-            op.lo, op.hi = max(lo, op.buffer.base), max(hi, op.buffer.base)
-            op._pending = []
-        else:
-            reader.obj(op, entries)
+        op.restore(reader, entries)
     for a in attaches:
         a._attached = True
-    reader.obj(getattr(rq.output, "view", rq.output), h["output"])
+    getattr(rq.output, "view", rq.output).restore(reader, h["output"])
     rq.last_report = h["last_report"]
 
 
@@ -368,7 +392,7 @@ def decode_state(frames: Sequence[Any]) -> QueryState:
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise StateError(f"state header is not valid msgpack: {exc}") from exc
     if not isinstance(header, dict) or header.get("v") != STATE_VERSION:
-        raise StateError("state header is not a version-1 map")
+        raise StateError(f"state header is not a version-{STATE_VERSION} map")
     shapes = header.pop("shapes", None)
     if not isinstance(shapes, list) or len(shapes) != len(frames) - 1:
         raise StateError("state header does not describe its buffers")

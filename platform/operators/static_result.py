@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +40,9 @@ from linkstream.operators.relation import union_vars
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.query.expressions import Bound, Call, Exists, Expr, Var
 from linkstream.store.static_results import StaticResult, StaticResultStore
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +200,23 @@ class StaticResultOperator(Operator):
         self._rows: Batch | None = None
         self._fp: str | None = None
         self._seen_version: int | None = None
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The result rows, the static graphs' fingerprint and version they are of
+        (``None`` before the first delta)."""
+        return {
+            "_rows": None if self._rows is None else w.batch(self._rows),
+            "_fp": self._fp,
+            "_seen_version": self._seen_version,
+        }
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("_rows", "_fp", "_seen_version"))
+        rows = entries["_rows"]
+        self._rows = None if rows is None else r.batch(rows, self.vars)
+        self._fp = None if entries["_fp"] is None else r.value(entries["_fp"], str)
+        v = entries["_seen_version"]
+        self._seen_version = None if v is None else r.value(v, int)
 
     def describe(self) -> str:
         f = f" filters={len(self.filters)}" if self.filters else ""

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch
+
+if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
 
 
 class ConstantOperator(Operator):
@@ -20,6 +24,14 @@ class ConstantOperator(Operator):
         self.rows = rows if rows.ndim == 2 else rows.reshape(len(self.vars), -1)
         self.certain = frozenset(v for j, v in enumerate(self.vars) if np.all(self.rows[j] != 0))
         self._sent = False
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """Whether the rows were emitted."""
+        return {"_sent": self._sent}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("_sent",))
+        self._sent = r.value(entries["_sent"], bool)
 
     def describe(self) -> str:
         return f"Values rows={self.rows.shape[1]}"

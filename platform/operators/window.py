@@ -19,7 +19,7 @@ Two buffers implement :class:`WindowBuffer`:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from linkstream.operators.batch import Batch
 from linkstream.query.windows import WindowSpec
 
 if TYPE_CHECKING:
+    from linkstream.operators.state import StateReader, StateWriter
     from linkstream.store.transient import TransientStore
 
 TRIPLE_VARS = ("_s", "_p", "_o")
@@ -290,6 +291,18 @@ class WindowOperator(Operator):
         if s.kind == "count":
             return f"Window <{self.buffer.iri}> [TRIPLES {s.count}]"
         return f"Window <{self.buffer.iri}> [NOW]"
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """None: a window's content is in the stream buffer, which the target holds too."""
+        return {}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        """Moves to the source's last report time ``r.c`` without emitting anything (its
+        next delta is that of the next report only)."""
+        r.expect(self, entries)
+        lo, hi = self.bounds(r.c)
+        self.lo, self.hi = max(lo, self.buffer.base), max(hi, self.buffer.base)
+        self._pending = []
 
     def bounds(self, c: int) -> tuple[int, int]:
         """Absolute [lo, hi) of the window's content at report time ``c``."""

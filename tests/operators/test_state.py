@@ -8,24 +8,40 @@ the whole replay must equal an embedded replay in which the query never moved.
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import io
 import json
+import pkgutil
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from linkstream.engine.embedded import Engine
+from linkstream.engine.output import ResultView
 from linkstream.engine.replay import replay
+from linkstream.operators.aggregate import AggregateOperator
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.batch import Batch
+from linkstream.operators.distinct import DistinctOperator
 from linkstream.operators.mjoin import MJoinOperator
+from linkstream.operators.project import ProjectOperator
+from linkstream.operators.relation import Relation
 from linkstream.operators.state import (
     QueryState,
     StateError,
+    StateReader,
+    StateWriter,
     decode_state,
     encode_state,
     restore_query,
     snapshot_query,
 )
+from linkstream.operators.values import ConstantOperator
+from linkstream.operators.window import WindowOperator
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.static import load_graph
 from tests.shared_paths import shared_or_skip
@@ -167,3 +183,246 @@ def test_rebuild_is_required_for_a_different_plan_or_time() -> None:
         restore_query(b, "other", snap, 5000)
     with pytest.raises(StateError):
         decode_state([b"\x93junk"])
+
+
+# ----------------------------------------------------------------------------- the explicit contract
+
+EX = "http://ex.org/"
+_WIN = f"STREAM <{EX}s1> [RANGE 3s SLIDE 1s]"
+_PFX = f"PREFIX ex: <{EX}>\n"
+#: small queries whose plans hold every stateful operator class of a migratable query
+SMALL_QUERIES = {
+    "agg": _PFX + f"SELECT ?k (COUNT(?o) AS ?n) WHERE {{ {_WIN} {{ ?s ex:p ?o . ?s ex:q ?k }} }} GROUP BY ?k",
+    "distinct": _PFX + f"SELECT DISTINCT ?o WHERE {{ {_WIN} {{ ?s ex:p ?o }} }}",
+    "minus": _PFX + f'SELECT ?s ?k WHERE {{ {_WIN} {{ ?s ex:q ?k }} MINUS {{ ?k ex:label "k1" }} }}',
+    "optional": _PFX
+    + f"SELECT ?s ?k ?l WHERE {{ {_WIN} {{ ?s ex:q ?k OPTIONAL {{ ?s ex:p ?l }} }} OPTIONAL {{ ?l ex:label ?k }} }}",
+    "slice": _PFX
+    + f"SELECT ?s ?o WHERE {{ {{ SELECT ?s ?o WHERE {{ {_WIN} {{ ?s ex:p ?o }} }} ORDER BY DESC(?o) LIMIT 2 }} }}",
+    "values": _PFX + f"SELECT ?s ?k WHERE {{ VALUES ?k {{ ex:k0 ex:k1 }} {_WIN} {{ ?s ex:q ?k }} }}",
+    "limit": _PFX
+    + f"SELECT ?s ?k WHERE {{ {_WIN} {{ ?s ex:q ?k }} ?k ex:label ?l . ?k ex:kind ?x }} LIMIT 3",
+    # on an engine without static sub-join results: the static patterns read a graph
+    "graph": _PFX + f"SELECT ?s ?l WHERE {{ {_WIN} {{ ?s ex:q ?k }} ?k ex:label ?l . ?k ex:kind ?x }}",
+}
+#: queries planned without static sub-join results
+_NO_STATIC_RESULTS = {"graph"}
+
+#: what the former reflection over ``vars(op)`` skipped (caches, configuration)
+_LEGACY_SKIP = frozenset(
+    {"_epoch", "_out", "_pslice", "_static_index", "_bodies", "_quiet", "_static_seen"}
+    | {"static", "generation", "sig", "children", "vars", "certain"}
+)
+
+
+def legacy_state(o: object) -> set[str]:
+    """The attributes of ``o`` the former reflection shipped (relations, batches, lists of
+    relations, private bool/int/str attributes): the explicit pairs must ship them all."""
+    out = set()
+    for k, v in vars(o).items():
+        if k in _LEGACY_SKIP:
+            continue
+        if isinstance(v, Relation | Batch) or (
+            isinstance(v, list) and v and all(isinstance(x, Relation) for x in v)
+        ):
+            out.add(k)
+        elif k.startswith("_") and isinstance(v, bool | int | str):
+            out.add(k)
+    return out
+
+
+def small_engine(junk: int = 0, static_results: bool | None = None) -> Engine:
+    """An engine with a small static graph (labels and kinds of ``k0..k2``), no sharing
+    across queries (no routers), and ``junk`` terms that shift its dictionary ids."""
+    eng = Engine(log_fn=lambda _m: None, static_results=static_results)
+    eng.share = False
+    enc = eng.dictionary.encode
+    rows = [[enc(f"<{EX}k{i}>"), enc(f"<{EX}label>"), enc(f'"k{i}"')] for i in range(3)]
+    rows += [[enc(f"<{EX}k{i}>"), enc(f"<{EX}kind>"), enc(f"<{EX}K>")] for i in range(3)]
+    eng.add_static(None, np.array(rows, dtype=np.int64))
+    eng.dictionary.encode_many([f"<urn:junk:{i}>" for i in range(junk)])
+    return eng
+
+
+def _element(eng: Engine, step: int) -> np.ndarray:
+    enc = eng.dictionary.encode
+    s = enc(f"<{EX}o{step}>")
+    return np.array(
+        [[s, enc(f"<{EX}p>"), enc(f'"v{step % 5}"')], [s, enc(f"<{EX}q>"), enc(f"<{EX}k{step % 3}>")]],
+        dtype=np.int64,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_QUERIES))
+def test_every_stateful_operator_migrates_through_its_pair(name: str) -> None:
+    """Each query moves from A to B (another dictionary) after a few reports and answers
+    as an unmoved one; the snapshot holds at least all the former reflection shipped."""
+    text, move_at, steps = SMALL_QUERIES[name], 5, 12
+    sr = False if name in _NO_STATIC_RESULTS else None
+    ref, a, b = small_engine(static_results=sr), small_engine(static_results=sr), small_engine(23, sr)
+    for eng in (ref, a):
+        eng.register(parse_continuous(text, default_name=name))
+    expected, got = [], []
+    for step in range(steps):
+        c = 1000 * (step + 1)
+        for eng in (ref, a, b):
+            eng.ingest(EX + "s1", 1000 * step + 10, _element(eng, step))
+        expected.append(ref.tick(c, [name]))
+        holder, other = (a, b) if name in a.queries else (b, a)
+        got.append(holder.tick(c, [name]))
+        other.tick(c, [])
+        if step + 1 != move_at:
+            continue
+        snap = snapshot_query(a, name, c)
+        order = [op for op in a.queries[name].root.walk() if not isinstance(op, AttachOperator)]
+        for op in order:
+            if isinstance(op, WindowOperator):
+                continue  # it shipped nothing before either (its content is in the buffer)
+            assert legacy_state(op) <= set(op.snapshot(StateWriter())), type(op).__name__
+        view = a.queries[name].output.view
+        assert legacy_state(view) == set(snap.header["output"])
+        assert snap.rows > 0
+        state = decode_state([bytes(f) for f in encode_state(snap)])
+        b.register(parse_continuous(text, default_name=name))
+        restore_query(b, name, state, c)
+        assert len(b.queries[name].output.result) == len(view.result)
+        a.unregister(name)
+    assert name in b.queries
+    assert got == expected
+    assert any(r.get(name) for r in expected[move_at:]), "nothing to compare after the move"
+
+
+def test_the_small_queries_cover_every_stateful_operator() -> None:
+    seen = set()
+    for name, text in SMALL_QUERIES.items():
+        eng = small_engine(static_results=False if name in _NO_STATIC_RESULTS else None)
+        rq = eng.register(parse_continuous(text, default_name=name))
+        seen |= {type(op) for op in rq.root.walk()}
+    stateful = {c for c in _operator_classes() if _overrides(c) and c.migratable}
+    assert stateful - seen == set()
+
+
+def _operator_classes() -> set[type[Operator]]:
+    """Every Operator subclass of the packages that define operators."""
+    import linkstream.containers
+    import linkstream.engine
+    import linkstream.operators
+
+    for pkg in (linkstream.operators, linkstream.engine, linkstream.containers):
+        for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            if not m.name.endswith("__main__"):
+                importlib.import_module(m.name)
+    out: set[type[Operator]] = set()
+    todo = [Operator]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("linkstream.") and sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return out
+
+
+def _overrides(cls: type) -> bool:
+    return cls.snapshot is not Operator.snapshot and cls.restore is not Operator.restore  # type: ignore[attr-defined]
+
+
+#: attributes that look like state to :func:`_looks_stateful` but are per-epoch caches
+_CACHES = frozenset({"_epoch", "_out", "_pslice", "_pending"})
+#: stateful classes that have no pair, and why
+_NO_PAIR = {
+    "AttachOperator": "transparent in the walk; restore_query marks it attached",
+    "SnapshotGraph": "one-shot evaluation: never in a registered continuous query",
+    "ExploreOperator": "one-shot evaluation: never in a registered continuous query",
+}
+
+
+def _looks_stateful(cls: type) -> set[str]:
+    """Attributes the class's own methods set to relations, batches or private flags."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    found = set()
+
+    def name_of(node: ast.AST) -> str:
+        f = node.func if isinstance(node, ast.Call) else None
+        return f.id if isinstance(f, ast.Name) else (ast.unparse(f) if f is not None else "")
+
+    def state_value(attr: str, v: ast.AST | None, ann: ast.AST | None) -> bool:
+        if ann is not None and any(t in ast.unparse(ann) for t in ("Relation", "Batch")):
+            return True
+        if isinstance(v, ast.ListComp):
+            v = v.elt
+        if isinstance(v, ast.Call) and name_of(v) in ("Relation", "Batch", "Batch.empty"):
+            return True
+        return attr.startswith("_") and isinstance(v, ast.Constant) and isinstance(v.value, bool)
+
+    for node in ast.walk(tree):
+        pairs: list[tuple[ast.AST, ast.AST | None, ast.AST | None]] = []
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs += [(x, y, None) for x, y in zip(t.elts, node.value.elts)]
+                else:
+                    pairs.append((t, node.value, None))
+        elif isinstance(node, ast.AnnAssign):
+            pairs.append((node.target, node.value, node.annotation))
+        for t, v, ann in pairs:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                if t.attr not in _CACHES and state_value(t.attr, v, ann):
+                    found.add(t.attr)
+    return found
+
+
+def test_every_stateful_operator_class_has_an_explicit_pair() -> None:
+    classes = _operator_classes()
+    assert {"MJoinOperator", "AggregateOperator", "GraphOperator"} <= {c.__name__ for c in classes}
+    missing = {}
+    for cls in classes:
+        attrs = _looks_stateful(cls)
+        if not attrs or cls.__name__ in _NO_PAIR or not cls.migratable:
+            continue
+        if not _overrides(cls):
+            missing[cls.__name__] = sorted(attrs)
+    assert missing == {}, "stateful operators without snapshot/restore"
+    # the detector finds what it must
+    assert _looks_stateful(MJoinOperator) == {"state"}
+    assert _looks_stateful(AggregateOperator) == {"state", "results", "_first"}
+    # the output edge has the pair too
+    assert {"snapshot", "restore"} <= set(vars(ResultView))
+
+
+class _Extended(DistinctOperator):
+    """A distinct that grew attributes nobody added to its snapshot."""
+
+    def __init__(self, child: Operator) -> None:
+        super().__init__(child)
+        self.extra = Relation(self.vars)
+        self._grown = True
+        self._count = 3
+
+
+def test_an_unknown_new_attribute_does_not_change_what_is_shipped() -> None:
+    child = ConstantOperator(("x",), np.array([[5, 6, 6]], dtype=np.int64))
+    plain, grown = DistinctOperator(child), _Extended(child)
+    for op in (plain, grown):
+        op.delta(1)
+    grown.extra.apply(Batch(("x",), np.array([[9]], dtype=np.int64), np.ones(1, dtype=np.int64)))
+    # the former reflection would have shipped the new attributes
+    assert {"extra", "_grown", "_count"} <= legacy_state(grown)
+    wp, wg = StateWriter(), StateWriter()
+    ep, eg = plain.snapshot(wp), grown.snapshot(wg)
+    assert set(eg) == set(ep) == {"state"}
+    assert wg.rows == wp.rows == 2 and len(wg.arrays) == len(wp.arrays)
+    # restoring keeps the target's own value of what was not shipped
+    target = _Extended(child)
+    target._grown = False
+    target.restore(StateReader(wg.arrays, 0), eg)
+    assert target._grown is False and len(target.extra) == 0
+    assert sorted(target.state.rows.cols[0].tolist()) == [5, 6]
+    # and an entry the operator does not snapshot is refused, not set
+    with pytest.raises(StateError, match="no state"):
+        target.restore(StateReader(wg.arrays, 0), {**eg, "extra": eg["state"]})
+    with pytest.raises(StateError, match="lacks"):
+        target.restore(StateReader(wg.arrays, 0), {})
+    with pytest.raises(StateError, match="no state"):
+        ProjectOperator(child, ("x",)).restore(StateReader([], 0), {"state": eg["state"]})
+    with pytest.raises(StateError, match="is not a bool"):
+        ConstantOperator(("x",), np.zeros((1, 0), dtype=np.int64)).restore(StateReader([], 0), {"_sent": 1})
