@@ -14,21 +14,27 @@ Endpoints (``/openapi.json`` describes them in full):
 * ``GET /healthz``, ``GET /metrics`` (Prometheus), ``GET /openapi.json``.
 
 Bad input is a 4xx with a JSON ``{"error": ...}`` body (parse errors add ``line`` and
-``column``), never a 500.  With a token configured every endpoint but ``/healthz``
-requires ``Authorization: Bearer <token>``.  Engine calls that wait for the worker run
+``column``), never a 500; every error body is one JSON line ``{"error", "where", ...}``.
+With tokens configured every endpoint but ``/healthz`` requires ``Authorization: Bearer
+<token>`` of a token whose scope allows it (``read``, ``write``, ``admin``:
+:mod:`linkstream.api.auth`); :class:`~linkstream.api.guard.ApiGuard` checks that and
+limits request bodies, the handlers apply the other :class:`~linkstream.api.limits.ApiLimits`.  Engine calls that wait for the worker run
 in Starlette's thread pool; result streams wait on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import hmac
+import dataclasses
 import itertools
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, quote, urljoin
 
@@ -38,13 +44,25 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
+from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
 from linkstream.api.backend import LiveBackend
 from linkstream.api.bodies import BodyError, parse_body
+from linkstream.api.guard import TOKEN_KEY, ApiGuard
+from linkstream.api.limits import (
+    ApiLimits,
+    BusyError,
+    DeadlineExceeded,
+    Interruptible,
+    LimitExceeded,
+    call_with_deadline,
+)
 from linkstream.api.openapi import openapi_schema
-from linkstream.engine.live.runtime import EngineClosed, QueryConflict, QueryView, UnknownQuery
+from linkstream.engine.live.runtime import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
 from linkstream.engine.live.subscription import SubscriptionClosed
+from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
+from linkstream.query.continuous import parse_continuous
 from linkstream.query.errors import QueryError
 from linkstream.rdf.eventtime import EventTimeError, range_error, show_time
 from linkstream.rdf.ntriples import iri_error
@@ -53,7 +71,7 @@ from linkstream.rdf.streams import parse_datetime_ms
 log = logging.getLogger(__name__)
 
 SPARQL_JSON = "application/sparql-results+json"
-MAX_BODY = 64 * 1024 * 1024
+_PARSE_LOCK = threading.Lock()  # for backends without a parse lock of their own
 KEEPALIVE_S = 15.0
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 
@@ -73,20 +91,13 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 def _query_error(e: QueryError) -> ApiError:
-    return ApiError(400, str(e), reason=e.message, line=e.line, column=e.column)
+    where = "query line %d, column %d" % (e.line, e.column) if e.line is not None else "query"  # type: ignore[str-format]  # a line comes with its column
+    return ApiError(400, str(e), where=where, reason=e.message, line=e.line, column=e.column)
 
 
 async def _read_body(request: Request) -> bytes:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY:
-        raise ApiError(413, "body larger than %d bytes" % MAX_BODY)
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise ApiError(413, "body larger than %d bytes" % MAX_BODY)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The request body (:class:`~linkstream.api.guard.ApiGuard` limits it as it streams in)."""
+    return b"".join([chunk async for chunk in request.stream()])
 
 
 def _int_param(request: Request, key: str) -> int | None:
@@ -96,7 +107,9 @@ def _int_param(request: Request, key: str) -> int | None:
     try:
         return int(v)
     except ValueError:
-        raise ApiError(400, "query parameter %r must be an integer, got %r" % (key, v)) from None
+        raise ApiError(
+            400, "query parameter %r must be an integer, got %r" % (key, v), where="query parameter " + key
+        ) from None
 
 
 def query_json(view: QueryView, default_step: int, *, full: bool = True) -> dict[str, Any]:
@@ -141,37 +154,100 @@ def query_json(view: QueryView, default_step: int, *, full: bool = True) -> dict
     return out
 
 
-class BearerAuth:
-    """ASGI middleware: every HTTP request but the open paths needs the bearer token."""
-
-    def __init__(
-        self, app: ASGIApp, token: str, open_paths: frozenset[str] = frozenset({"/healthz"})
-    ) -> None:
-        self.app = app
-        self.expected = ("Bearer " + token).encode("utf-8")
-        self.open_paths = open_paths
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in self.open_paths:
-            got = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(got, self.expected):
-                resp = _json(
-                    {"error": "missing or wrong bearer token"},
-                    401,
-                    {"WWW-Authenticate": 'Bearer realm="linkstream"'},
-                )
-                await resp(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+def BearerAuth(app: ASGIApp, token: str) -> ASGIApp:  # noqa: N802 (was a class)
+    """``app`` behind one admin token (see :func:`create_app` for several tokens and scopes)."""
+    return ApiGuard(app, TokenTable([parse_token(token)]), ApiLimits())
 
 
 class Api:
     """The request handlers, bound to one live engine."""
 
-    def __init__(self, live: LiveBackend, base: str = "http://localhost/") -> None:
+    def __init__(
+        self, live: LiveBackend, base: str = "http://localhost/", limits: ApiLimits | None = None
+    ) -> None:
         self.live = live
         self.base = base
+        self.limits = limits or ApiLimits()
         self._requests = itertools.count(1)
+        self._owner: dict[str, str] = {}  # query name -> name of the token that registered it
+        self._owned: Counter[str] = Counter()  # token name -> queries (and reservations)
+        self._subscribers = 0
+
+    # ------------------------------------------------------------ limits
+
+    @staticmethod
+    def _token(request: Request) -> Token:
+        return request.scope.get(TOKEN_KEY, ANONYMOUS)
+
+    async def _compile(self, text: str, *, one_shot: bool = False) -> Any:
+        """Parses ``text`` under the query size and compile-time limits (errors as the engine's).
+
+        The engine parses the text again when it registers or runs it; this parse can be cut
+        short, the engine's cannot, and it warms the parser's template cache for it.
+        """
+        lim = self.limits
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > lim.max_query_bytes:
+            raise LimitExceeded(
+                413,
+                "max_query_bytes",
+                lim.max_query_bytes,
+                "query text of %d bytes is larger than %d bytes" % (size, lim.max_query_bytes),
+                "query",
+            )
+        lock = getattr(self.live, "_parse_lock", None) or _PARSE_LOCK
+        base = getattr(self.live, "base", self.base)
+
+        def parse() -> Any:
+            with lock:  # the SPARQL parser's error tracing patches pyparsing globally
+                if one_shot:
+                    return parse_one_shot(text, base)
+                return parse_continuous(text, default_name="q", base=base)
+
+        try:
+            return await call_with_deadline(parse, lim.compile_seconds, most=lim.max_compiles)
+        except DeadlineExceeded:
+            raise LimitExceeded(
+                422,
+                "compile_seconds",
+                lim.compile_seconds,
+                "the query did not compile within %g s" % lim.compile_seconds,
+                "query",
+            ) from None
+        except BusyError:
+            raise LimitExceeded(
+                503,
+                "max_compiles",
+                lim.max_compiles,
+                "%d queries are being compiled already; retry later" % lim.max_compiles,
+                "server",
+            ) from None
+
+    def _reserve(self, request: Request, n: int) -> Token:
+        """Counts ``n`` queries about to be registered against the caller's token (429 if over)."""
+        tok = self._token(request)
+        most = self.limits.max_queries_per_token
+        if self._owned[tok.name] + n > most:  # forget queries removed by other means, then recheck
+            live = set(self.live.query_names())
+            for name in [q for q in self._owner if q not in live]:
+                self._owned[self._owner.pop(name)] -= 1
+        if self._owned[tok.name] + n > most:
+            raise LimitExceeded(
+                429,
+                "max_queries_per_token",
+                most,
+                "token %r has %d queries registered; %d more would pass the limit"
+                % (tok.name, self._owned[tok.name], n),
+                "header Authorization",
+            )
+        self._owned[tok.name] += n
+        return tok
+
+    def _settle(self, tok: Token, reserved: int, registered: list[str]) -> None:
+        """Records the owners of ``registered`` and returns the unused reservations."""
+        for name in registered:
+            self._owner[name] = tok.name
+        self._owned[tok.name] -= reserved - len(registered)
 
     # ------------------------------------------------------------ queries
 
@@ -192,7 +268,7 @@ class Api:
             except json.JSONDecodeError as e:
                 raise ApiError(400, "invalid JSON body: %s (line %d)" % (e.msg, e.lineno)) from None
             if isinstance(doc, list):
-                return await self._register_many(doc)
+                return await self._register_many(doc, request)
             if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
                 raise ApiError(400, 'a JSON body must be an object with a string "query"')
             text = doc["query"]
@@ -202,22 +278,31 @@ class Api:
             name = doc.get("name") or name
             default_name = doc.get("default_name") or default_name
         if not text.strip():
-            raise ApiError(400, "empty query")
+            raise ApiError(400, "empty query", where="body")
+        try:
+            await self._compile(text)
+        except QueryError as e:
+            raise _query_error(e) from None
+        tok = self._reserve(request, 1)
+        done: list[str] = []
         try:
             registered = await run_in_threadpool(
                 lambda: self.live.register(text, name, default_name=default_name)
             )
+            done.append(registered)
         except QueryConflict as e:
-            raise ApiError(409, e.message) from None
+            raise ApiError(409, e.message, where="query name") from None
         except QueryError as e:
             raise _query_error(e) from None
+        finally:
+            self._settle(tok, 1, done)
         try:
-            body = query_json(self.live.view(registered), self.live.engine.default_step, full=False)
+            created = query_json(self.live.view(registered), self.live.engine.default_step, full=False)
         except UnknownQuery:  # unregistered by another request meanwhile
-            body = {"name": registered}
-        return _json(body, 201, {"Location": "/queries/" + quote(registered, safe="")})
+            created = {"name": registered}
+        return _json(created, 201, {"Location": "/queries/" + quote(registered, safe="")})
 
-    async def _register_many(self, docs: list[Any]) -> Response:
+    async def _register_many(self, docs: list[Any], request: Request) -> Response:
         """A JSON array of ``{"query", "name"?, "default_name"?}``: registered in order; the
         first failure stops the batch (its ``index`` and the names registered before it
         are in the error body)."""
@@ -229,23 +314,37 @@ class Api:
                 raise ApiError(
                     400, 'item %d: each item must be an object with a non-empty string "query"' % i
                 )
-        done: list[str] = []
         for i, doc in enumerate(docs):
             try:
-                done.append(
-                    await run_in_threadpool(
-                        lambda d=doc: self.live.register(
-                            d["query"], d.get("name") or None, default_name=d.get("default_name") or None
-                        )
-                    )
-                )
-            except QueryConflict as e:
-                raise ApiError(409, "item %d: %s" % (i, e.message), index=i, registered=done) from None
+                await self._compile(doc["query"])
             except QueryError as e:
                 err = _query_error(e)
                 raise ApiError(
-                    400, "item %d: %s" % (i, err.message), index=i, registered=done, **err.extra
+                    400, "item %d: %s" % (i, err.message), index=i, registered=[], **err.extra
                 ) from None
+        tok = self._reserve(request, len(docs))
+        done: list[str] = []
+        try:
+            for i, doc in enumerate(docs):
+                try:
+                    done.append(
+                        await run_in_threadpool(
+                            lambda d=doc: self.live.register(  # type: ignore[misc]  # d: the loop's doc
+                                d["query"], d.get("name") or None, default_name=d.get("default_name") or None
+                            )
+                        )
+                    )
+                except QueryConflict as e:
+                    raise ApiError(
+                        409, "item %d: %s" % (i, e.message), where="query name", index=i, registered=done
+                    ) from None
+                except QueryError as e:
+                    err = _query_error(e)
+                    raise ApiError(
+                        400, "item %d: %s" % (i, err.message), index=i, registered=done, **err.extra
+                    ) from None
+        finally:
+            self._settle(tok, len(docs), done)
         step = self.live.engine.default_step
         out = []
         for name in done:
@@ -270,17 +369,28 @@ class Api:
         try:
             return self.live.view(name)
         except UnknownQuery as e:
-            raise ApiError(404, str(e)) from None
+            raise ApiError(404, str(e), where="path") from None
 
     async def get_query(self, request: Request) -> Response:
         return _json(query_json(self._view(request), self.live.engine.default_step))
 
     async def delete_query(self, request: Request) -> Response:
         name = request.path_params["name"]
+        tok, owner = self._token(request), self._owner.get(name)
+        if owner is not None and owner != tok.name and not tok.allows("admin"):
+            raise ApiError(
+                403,
+                "query %r was registered with token %r; removing it needs that token or scope admin"
+                % (name, owner),
+                where="header Authorization",
+            )
         try:
             await run_in_threadpool(self.live.unregister, name)
         except UnknownQuery as e:
-            raise ApiError(404, str(e)) from None
+            raise ApiError(404, str(e), where="path") from None
+        if self._owner.get(name) == owner and owner is not None:
+            del self._owner[name]
+            self._owned[owner] -= 1
         return Response(status_code=204)
 
     # ------------------------------------------------------------ results
@@ -296,7 +406,31 @@ class Api:
         until = _int_param(request, "until")
         limit = _int_param(request, "limit")
         maxlen = _int_param(request, "queue")
+        for key, v in (("until", until), ("limit", limit), ("queue", maxlen)):
+            if v is not None and (v < (1 if key != "until" else -(2**62)) or v > 2**62):
+                raise ApiError(
+                    400, "query parameter %r out of range: %d" % (key, v), where="query parameter " + key
+                )
+        if maxlen is not None and maxlen > 1_000_000:
+            raise ApiError(
+                400, "query parameter 'queue' must be at most 1000000", where="query parameter queue"
+            )
+        last_id = request.headers.get("last-event-id")
+        if last_id is not None and not last_id.strip().lstrip("-").isdigit():
+            raise ApiError(
+                400,
+                "Last-Event-ID must be the report time (integer ms) of an event, got %r" % last_id[:64],
+                where="header Last-Event-ID",
+            )
         self._view(request)  # 404 before the stream starts
+        if self._subscribers >= self.limits.max_subscribers:
+            raise LimitExceeded(
+                429,
+                "max_subscribers",
+                self.limits.max_subscribers,
+                "%d result streams are open already" % self._subscribers,
+                "server",
+            )
 
         async def stream() -> AsyncIterator[str]:
             # subscribed once the response is under way, so that no exit path leaks it
@@ -304,6 +438,7 @@ class Api:
                 sub = self.live.subscribe(name, maxlen)
             except UnknownQuery:
                 return
+            self._subscribers += 1
             sent = dropped = 0
             try:
                 if sse:
@@ -334,6 +469,7 @@ class Api:
                     if until is not None and c >= until:
                         return
             finally:
+                self._subscribers -= 1
                 sub.close()
 
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -385,13 +521,16 @@ class Api:
         except BodyError as e:
             if e.errors:
                 self.live.metrics.rejected_lines.inc(len(e.errors))
-            raise ApiError(e.status, e.message, line=e.line, errors=e.errors) from None
+            where = (
+                "body line %d" % e.line if e.line else ("header Content-Type" if e.status == 415 else "body")
+            )
+            raise ApiError(e.status, e.message, where=where, line=e.line, errors=e.errors) from None
+        self._check_batch(elements)
         stamped = any(el.t is not None for el in elements)
         if stamped and t is not None:
             raise ApiError(400, "the body carries its own timestamps (prov:generatedAtTime): give no t")
         if t is None and not stamped:
             t = int(time.time() * 1000)
-
         for k, el in enumerate(elements):  # event-time rules: the range, before anything is pushed
             problem = range_error(el.t) if el.t is not None else None
             if problem is not None:
@@ -401,7 +540,7 @@ class Api:
             accepted = late = triples = 0
             for el in elements:
                 try:
-                    ok = self.live.push(iri, el.t if el.t is not None else t, el.triples, timeout=60.0)  # type: ignore[arg-type]
+                    ok = self.live.push(iri, el.t if el.t is not None else t, el.triples, timeout=60.0)  # type: ignore[arg-type]  # t is set when el.t is None
                 except EventTimeError as e:  # too far ahead of the stream's time: refused
                     raise ApiError(
                         422, str(e), t=e.t, stream=iri, elements=accepted, triples=triples, late=late
@@ -441,7 +580,86 @@ class Api:
             raise ApiError(422, str(e), t=e.t) from None
         return _json({"watermark": t, "last_report": fired})
 
+    def _check_batch(self, elements: Sequence[Any]) -> None:
+        """The push batch limits: elements and triples in one body (413)."""
+        lim = self.limits
+        if len(elements) > lim.max_push_elements:
+            raise LimitExceeded(
+                413,
+                "max_push_elements",
+                lim.max_push_elements,
+                "body of %d elements has more than %d" % (len(elements), lim.max_push_elements),
+                "body",
+            )
+        triples = sum(len(el.triples) for el in elements)
+        if triples > lim.max_push_triples:
+            raise LimitExceeded(
+                413,
+                "max_push_triples",
+                lim.max_push_triples,
+                "body of %d triples has more than %d" % (triples, lim.max_push_triples),
+                "body",
+            )
+
     # ------------------------------------------------------------ one-shot SPARQL
+
+    async def _one_shot(self, text: str, dflt: list[str] | None, named: list[str] | None) -> dict[str, Any]:
+        """Runs a one-shot query under ``sparql_seconds`` and ``sparql_max_rows``.
+
+        On the in-process engine the evaluation is cut short in its worker thread when time
+        is up; another backend (a cluster coordinator) is only waited for that long.
+        """
+        lim = self.limits
+        cq = await self._compile(text, one_shot=True)
+        live = self.live
+        if isinstance(live, LiveEngine):
+            guard = Interruptible()
+            d = tuple(dflt) if dflt else None
+            n = tuple(named) if named else None
+
+            def run() -> dict[str, Any]:
+                return guard.run(lambda: evaluate_one_shot(live.engine, cq, d, n))
+
+            # the worker's command queue, as LiveEngine.one_shot uses it, with the guard around the call
+            fut = asyncio.ensure_future(
+                run_in_threadpool(lambda: live._submit("call", run, lim.sparql_seconds + 30.0))
+            )
+        else:
+            guard = None
+            fut = asyncio.ensure_future(
+                run_in_threadpool(lambda: live.one_shot(text, default_graphs=dflt, named_graphs=named))
+            )
+        try:
+            res = await asyncio.wait_for(asyncio.shield(fut), lim.sparql_seconds)
+        except TimeoutError:
+            if guard is not None:
+                guard.interrupt()
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+            raise LimitExceeded(
+                503,
+                "sparql_seconds",
+                lim.sparql_seconds,
+                "the query did not finish within %g s" % lim.sparql_seconds,
+                "query",
+            ) from None
+        except DeadlineExceeded:  # interrupted in the worker at the same moment
+            raise LimitExceeded(
+                503,
+                "sparql_seconds",
+                lim.sparql_seconds,
+                "the query did not finish within %g s" % lim.sparql_seconds,
+                "query",
+            ) from None
+        rows = len(res["triples"]) if "triples" in res else len(res.get("results", {}).get("bindings", ()))
+        if rows > lim.sparql_max_rows:
+            raise LimitExceeded(
+                413,
+                "sparql_max_rows",
+                lim.sparql_max_rows,
+                "the result has %d rows, more than %d (add a LIMIT)" % (rows, lim.sparql_max_rows),
+                "query",
+            )
+        return res
 
     async def sparql(self, request: Request) -> Response:
         params = {k: request.query_params.getlist(k) for k in request.query_params.keys()}
@@ -470,12 +688,8 @@ class Api:
         if len(queries) != 1 or not queries[0].strip():
             raise ApiError(400, "give exactly one query (parameter 'query')")
         try:
-            res = await run_in_threadpool(
-                lambda: self.live.one_shot(
-                    queries[0],
-                    default_graphs=params.get("default-graph-uri"),
-                    named_graphs=params.get("named-graph-uri"),
-                )
+            res = await self._one_shot(
+                queries[0], params.get("default-graph-uri"), params.get("named-graph-uri")
             )
         except QueryError as e:
             raise _query_error(e) from None
@@ -487,7 +701,15 @@ class Api:
     # ------------------------------------------------------------ service
 
     async def healthz(self, request: Request) -> Response:
-        return _json({"status": "ok", **self.live.status()})
+        """Liveness only: says nothing about queries or streams (it needs no token)."""
+        return Response('{"status":"ok"}', media_type="application/json")
+
+    async def status(self, request: Request) -> Response:
+        """Engine figures and the limits in force (needs scope read)."""
+        body = {"status": "ok", **self.live.status()}
+        body["subscribers"] = self._subscribers
+        body["limits"] = dataclasses.asdict(self.limits)
+        return _json(body)
 
     async def metrics(self, request: Request) -> Response:
         from linkstream.metrics import CONTENT_TYPE
@@ -498,40 +720,86 @@ class Api:
         return _json(openapi_schema())
 
 
+#: where an error without a more precise place points, by status
+_WHERE = {401: "header Authorization", 403: "header Authorization", 404: "path", 405: "method", 409: "path"}
+_WHERE.update({415: "header Content-Type", 503: "server"})
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    body = {"error": exc.message}
+    body: dict[str, Any] = {"error": exc.message, "where": _WHERE.get(exc.status, "request")}
     body.update({k: v for k, v in exc.extra.items() if v is not None and v != []})
     return _json(body, exc.status)
 
 
+async def _limit_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LimitExceeded)
+    body = {"error": exc.message, "where": exc.where, "limit": exc.limit, "value": exc.value}
+    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
+    if exc.status in (408, 413):  # the rest of the body is not read: do not reuse the connection
+        headers = {"Connection": "close"}
+    return _json(body, exc.status, headers)
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _json({"error": exc.detail}, exc.status_code, dict(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 404:
+        message = "no endpoint %s (see /openapi.json)" % request.url.path
+    elif exc.status_code == 405:
+        message = "method %s is not allowed on %s (allowed: %s)" % (
+            request.method,
+            request.url.path,
+            headers.get("Allow", headers.get("allow", "?")),
+        )
+    else:
+        message = str(exc.detail)
+    return _json(
+        {"error": message, "where": _WHERE.get(exc.status_code, "request")}, exc.status_code, headers
+    )
 
 
 async def _unavailable(request: Request, exc: Exception) -> Response:
     if isinstance(exc, EngineClosed):
-        return _json({"error": "the engine is shutting down"}, 503)
-    return _json({"error": "the engine did not answer in time; retry later"}, 503, {"Retry-After": "5"})
+        return _json({"error": "the engine is shutting down", "where": "server"}, 503)
+    return _json(
+        {"error": "the engine did not answer in time; retry later", "where": "server"},
+        503,
+        {"Retry-After": "5"},
+    )
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
-    return _json({"error": "internal error: %s" % type(exc).__name__}, 500)
+    return _json({"error": "internal error: %s" % type(exc).__name__, "where": "server"}, 500)
 
 
-def create_app(live: LiveBackend, *, token: str | None = None, base: str = "http://localhost/") -> ASGIApp:
+def create_app(
+    live: LiveBackend,
+    *,
+    token: str | None = None,
+    tokens: Sequence[Token] = (),
+    limits: ApiLimits | None = None,
+    base: str = "http://localhost/",
+) -> ASGIApp:
     """The ASGI application serving ``live``.
 
     Args:
         live: The engine (started by the application's lifespan, closed at shutdown).
-        token: If set, the bearer token every endpoint but ``/healthz`` requires.
+        token: One admin token (``NAME:SCOPE:SECRET`` or a bare secret), added to ``tokens``.
+        tokens: The bearer tokens; with none, every endpoint is open (every caller is admin).
+        limits: The request limits; the defaults if ``None``.
         base: Base IRI for relative stream IRIs and relative IRIs in bodies.
+
+    Raises:
+        ValueError: An empty token, or two tokens with the same name or secret.
     """
-    api = Api(live, base)
+    limits = limits or ApiLimits()
+    table = TokenTable([*tokens, *([parse_token(token)] if token is not None else [])])
+    api = Api(live, base, limits)
     routes = [
         Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/status", api.status, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/queries", api.register, methods=["POST"]),
@@ -558,6 +826,7 @@ def create_app(live: LiveBackend, *, token: str | None = None, base: str = "http
         routes=routes,
         exception_handlers={
             ApiError: _api_error,
+            LimitExceeded: _limit_error,
             HTTPException: _http_error,
             EngineClosed: _unavailable,
             TimeoutError: _unavailable,
@@ -566,9 +835,7 @@ def create_app(live: LiveBackend, *, token: str | None = None, base: str = "http
         lifespan=lifespan,
     )
     app.state.live = live
-    if token:
-        return BearerAuth(app, token)
-    return app
+    return ApiGuard(app, table, limits)
 
 
 __all__ = ["create_app", "ApiError", "BearerAuth", "query_json"]

@@ -85,8 +85,50 @@ _SPARQL_OK = {
 }
 
 
+_SCOPE_DOC = (
+    "Bearer tokens have a scope, each including the ones before it: `read` (GET of queries, "
+    "results, /status, /metrics, /openapi.json; one-shot /sparql), `write` (also registering and "
+    "removing its own queries, pushing stream elements, advancing the watermark), `admin` (also "
+    "removing queries registered with other tokens).  /healthz needs no token.  401: no or an "
+    "unknown token; 403: a token whose scope is too weak."
+)
+
+#: statuses every authenticated operation may answer, beyond its own
+_COMMON = {
+    "401": "no or an unknown bearer token",
+    "403": "the token's scope does not allow this",
+    "408": "the request body did not arrive within body_seconds",
+    "413": "the body is larger than max_body_bytes (or max_query_bytes for query text)",
+    "422": "a JSON body nested deeper than max_json_depth",
+}
+
+
+def _scope(method: str, path: str) -> str:
+    if method == "get" or path == "/sparql":
+        return "read"
+    return "write"
+
+
+def _with_auth(doc: dict[str, Any]) -> dict[str, Any]:
+    """Adds each operation's scope and the common error answers."""
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if path == "/healthz":
+                continue
+            scope = _scope(method, path)
+            op["security"] = [{"bearer": [scope]}]
+            op["x-required-scope"] = scope
+            for status, desc in _COMMON.items():
+                op["responses"].setdefault(status, _err(desc))
+    return doc
+
+
 def openapi_schema() -> dict[str, Any]:
     """The OpenAPI document of the API."""
+    return _with_auth(_document())
+
+
+def _document() -> dict[str, Any]:
     query_summary = {"$ref": "#/components/schemas/QuerySummary"}
     return {
         "openapi": "3.1.0",
@@ -96,13 +138,23 @@ def openapi_schema() -> dict[str, Any]:
             "description": "Continuous queries (C-SPARQL, CQELS-QL, RSP-QL) over RDF streams.",
         },
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": _SCOPE_DOC}},
             "schemas": {
                 "Error": {
                     "type": "object",
-                    "required": ["error"],
+                    "required": ["error", "where"],
                     "properties": {
-                        "error": {"type": "string"},
+                        "error": {"type": "string", "description": "one line naming the problem"},
+                        "where": {
+                            "type": "string",
+                            "description": "the part of the request at fault: body, body line N, query line "
+                            "L, column C, header NAME, query parameter NAME, path, method, connection, server",
+                        },
+                        "limit": {
+                            "type": "string",
+                            "description": "the limit reached (a linkstream run flag)",
+                        },
+                        "value": {"type": "number", "description": "that limit's value"},
                         "line": {"type": "integer"},
                         "column": {"type": "integer"},
                         "errors": {"type": "array", "items": {"type": "object"}},
@@ -157,6 +209,10 @@ def openapi_schema() -> dict[str, Any]:
                         "201": _resp("registered", query_summary),
                         "400": _err("the query does not parse (line and column given)"),
                         "409": _err("a query of that name exists"),
+                        "413": _err("query text larger than max_query_bytes"),
+                        "422": _err("the query did not compile within compile_seconds"),
+                        "429": _err("the token has max_queries_per_token queries"),
+                        "503": _err("max_compiles queries are compiling; retry later"),
                     },
                 },
                 "get": {
@@ -184,7 +240,11 @@ def openapi_schema() -> dict[str, Any]:
                 "delete": {
                     "summary": "Unregister a query",
                     "parameters": [_NAME],
-                    "responses": {"204": _resp("unregistered"), "404": _err("unknown query")},
+                    "responses": {
+                        "204": _resp("unregistered"),
+                        "403": _err("registered with another token: needs that token or scope admin"),
+                        "404": _err("unknown query"),
+                    },
                 },
             },
             "/queries/{name}/results": {
@@ -193,7 +253,9 @@ def openapi_schema() -> dict[str, Any]:
                     "parameters": _RESULTS_PARAMS,
                     "responses": {
                         "200": _resp("event stream", {"type": "string"}, "text/event-stream"),
+                        "400": _err("bad until/limit/queue or Last-Event-ID"),
                         "404": _err("unknown query"),
+                        "429": _err("max_subscribers result streams are open"),
                     },
                 }
             },
@@ -248,7 +310,12 @@ def openapi_schema() -> dict[str, Any]:
                 "get": {
                     "summary": "SPARQL 1.1 Protocol query over the static graphs",
                     "parameters": _SPARQL_PARAMS,
-                    "responses": {"200": _SPARQL_OK, "400": _err("bad query")},
+                    "responses": {
+                        "200": _SPARQL_OK,
+                        "400": _err("bad query"),
+                        "413": _err("query over max_query_bytes, or result over sparql_max_rows"),
+                        "503": _err("the query ran longer than sparql_seconds"),
+                    },
                 },
                 "post": {
                     "summary": "SPARQL 1.1 Protocol query (form or application/sparql-query body)",
@@ -264,9 +331,15 @@ def openapi_schema() -> dict[str, Any]:
             },
             "/healthz": {
                 "get": {
-                    "summary": "Liveness and engine figures",
+                    "summary": 'Liveness: {"status": "ok"} and nothing else (no token needed)',
                     "security": [],
-                    "responses": {"200": _resp("ok")},
+                    "responses": {"200": _resp("ok", {"type": "object"})},
+                }
+            },
+            "/status": {
+                "get": {
+                    "summary": "Engine figures (queries, operators, streams, subscribers) and the limits in force",
+                    "responses": {"200": _resp("status", {"type": "object"})},
                 }
             },
             "/metrics": {

@@ -87,7 +87,7 @@ def build_live(
         engine = Engine(
             opened.dictionary, default_step=default_step, log_fn=log.warning, transient=opened.transient
         )
-        engine.store = opened  # type: ignore[attr-defined]
+        engine.store = opened  # type: ignore[attr-defined]  # the live engine reads engine.store
         snap = opened.snapshot()
         for g in snap.graphs():
             engine.add_static(g, snap.triples(g))
@@ -209,7 +209,7 @@ class GuardedH11Protocol(H11Protocol):
         self.conn = _Conn(h11.SERVER, self.guard.limits.max_header_bytes)
         self._head_timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn passes a Transport
         super().connection_made(transport)
         if not self.guard.admit(self):
             cap, app = self.guard.limits.max_connections, self.app
@@ -270,7 +270,7 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        err = self.conn.last_error  # type: ignore[attr-defined]
+        err = self.conn.last_error  # type: ignore[attr-defined]  # h11 Connection attribute missing from its stubs
         status = getattr(err, "error_status_hint", 400) or 400
         if status == 431:
             n = self.guard.limits.max_header_bytes

@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 from typing import Any
 
@@ -58,9 +59,21 @@ def add_parsers(sub: Any) -> None:
     )
     rp.add_argument(
         "--token",
+        action=_TokenAction,
         default=None,
-        help=f"require 'Authorization: Bearer TOKEN' on every endpoint but /healthz (default: ${TOKEN_ENV})",
+        metavar="[NAME:SCOPE:]SECRET",
+        help="require 'Authorization: Bearer SECRET' on every endpoint but /healthz; SCOPE is read, "
+        "write or admin (a bare SECRET: one admin token); repeatable (default: $%s, one admin token)"
+        % TOKEN_ENV,
     )
+    rp.add_argument(
+        "--tokens-file",
+        default=None,
+        metavar="PATH",
+        help='JSON list of tokens [{"name", "scope", "secret"}] (with or instead of --token)',
+    )
+    rp.add_argument("--tls-cert", default=None, metavar="PEM", help="serve HTTPS with this certificate chain")
+    rp.add_argument("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
     rp.add_argument(
         "--default-step",
         type=int,
@@ -119,6 +132,16 @@ def add_parsers(sub: Any) -> None:
         metavar="PORT",
         help="scheduler /metrics here (0: a free port)",
     )
+    from linkstream.api.limits import ApiLimits
+
+    ApiLimits.add_arguments(
+        rp.add_argument_group(
+            "limits",
+            "resource limits of the HTTP API; a request over one is answered "
+            "with the status given and an error naming the limit",
+        )
+    )
+    rp.error = _one_line_error(rp)
     rp.set_defaults(func=cmd_run)
 
     qp = sub.add_parser(
@@ -145,6 +168,80 @@ def add_parsers(sub: Any) -> None:
     qp.set_defaults(func=lambda args: _usage(qp))
 
 
+def _one_line_error(parser: argparse.ArgumentParser) -> Any:
+    """A parser's ``error``: one line and exit status 2, without the long usage text."""
+
+    def error(message: str) -> Any:
+        print(f"error: {message} (see {parser.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+    return error
+
+
+class _TokenAction(argparse.Action):
+    """``--token``: collects every value in ``token_specs``; ``token`` keeps the last one."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        specs = [*(getattr(namespace, "token_specs", None) or []), values]
+        namespace.token_specs = specs
+        namespace.token = values
+
+
+def api_settings(args: argparse.Namespace) -> tuple[list[Any], Any] | str:
+    """The tokens and limits ``run`` flags give, or a one-line error.
+
+    Tokens come from ``--token`` (repeatable) and ``--tokens-file``, else from
+    ``LINKSTREAM_API_TOKEN`` (one admin token).  An empty token is an error: it would
+    silently turn authentication off.
+    """
+    from linkstream.api.auth import check_tokens, load_tokens_file, parse_token
+    from linkstream.api.limits import ApiLimits
+
+    try:
+        tokens = [parse_token(spec) for spec in getattr(args, "token_specs", None) or []]
+        if getattr(args, "tokens_file", None):
+            tokens += load_tokens_file(args.tokens_file)
+        if not tokens:
+            env = load_config().api.token
+            if env is not None:
+                tokens = [parse_token(env, "$" + TOKEN_ENV)]
+        check_tokens(tokens)
+        limits = ApiLimits.from_args(args)
+    except (ValueError, OSError) as e:
+        return str(e)
+    return tokens, limits
+
+
+def _check_serving(args: argparse.Namespace) -> str | None:
+    """A one-line error for a bad port, TLS file or unreadable path, else ``None``."""
+    if not 0 <= args.port <= 65535:
+        return f"--port must be 0-65535, got {args.port}"
+    try:  # uvicorn would log a traceback-free error but exit 1 at startup, after loading everything
+        family, _, _, _, addr = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+    except OSError as e:
+        return f"cannot listen on {args.host}:{args.port}: {e.strerror or e}"
+    if bool(args.tls_cert) != bool(args.tls_key):
+        return "--tls-cert and --tls-key go together"
+    for flag, path in (
+        ("--tls-cert", args.tls_cert),
+        ("--tls-key", args.tls_key),
+        ("--tokens-file", args.tokens_file),
+    ):
+        if path and not os.access(path, os.R_OK):
+            return f"{flag} {path!r} is not a readable file"
+    if args.tls_cert:
+        import ssl
+
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(args.tls_cert, args.tls_key)
+        except (ssl.SSLError, OSError) as e:
+            return f"cannot use --tls-cert/--tls-key: {e}"
+    return None
+
+
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 1
@@ -162,6 +259,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from linkstream.api.app import create_app
     from linkstream.api.server import build_live, serve
 
+    problem = _check_serving(args)
+    settings = api_settings(args)
+    if problem or isinstance(settings, str):
+        return err(problem or str(settings))
+    tokens, limits = settings
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -189,10 +291,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.store:  # the store's stable timestamp, snapshot age and delta at /metrics
         from linkstream.metrics import StoreCollector
 
-        live.metrics.registry.register(StoreCollector(live.engine.store))  # type: ignore[attr-defined]
-    token = args.token or load_config().api.token or None
-    app = create_app(live, token=token, base=args.base)
-    serve(app, args.host, args.port, args.log_level, on_shutdown=live.close)
+        live.metrics.registry.register(StoreCollector(live.engine.store))  # type: ignore[attr-defined]  # set on the engine by api/server.py
+    app = create_app(live, tokens=tokens, limits=limits, base=args.base)
+    try:
+        serve(
+            app,
+            args.host,
+            args.port,
+            args.log_level,
+            on_shutdown=live.close,
+            limits=limits,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+        )
+    except OSError as e:  # the port is taken, the host cannot be bound
+        live.close()
+        return err(f"cannot serve on {args.host}:{args.port}: {e}")
     return 0
 
 

@@ -186,10 +186,10 @@ def test_unregister_and_register_mid_stream(corpus: Corpus, make_server, tmp_pat
         )
         for el in corpus.elements[:half]:
             push(client, url, el)
-        before = client.health()["operators"]
+        before = client.status()["operators"]
         r = httpx.delete(url + "/queries/avg-congestion", timeout=TIMEOUT)
         assert r.status_code == 204
-        assert client.health()["operators"] < before  # its aggregate, union and windows are freed
+        assert client.status()["operators"] < before  # its aggregate, union and windows are freed
         assert httpx.get(url + "/queries/avg-congestion").status_code == 404
         gone_rows = gone.finish()  # its stream ended with the query
         # registered mid-stream: reports from the first close after the current event time
@@ -198,7 +198,7 @@ def test_unregister_and_register_mid_stream(corpus: Corpus, make_server, tmp_pat
         event_time = max(el.t for el in corpus.elements[:half] if el.stream == STREAM_B)
         first = r.json()["first_report"]
         assert first == (event_time // 1000 + 1) * 1000
-        assert client.health()["operators"] > 0
+        assert client.status()["operators"] > 0
         late = Reader(lambda: raw_sse(url, "late10s", until=last))
         late.start()
         wait_for(lambda: subscribers(url, "late10s") == 1, "late subscriber")
@@ -275,7 +275,7 @@ def test_bad_input_gets_clear_4xx_never_500(corpus: Corpus, make_server) -> None
     assert httpx.post(url + "/streams", content=b"").status_code == 400  # no stream named
     r = httpx.post(url + "/streams", params={"iri": s}, content=b"", headers={"X-Event-Time": "soon"})
     assert r.status_code == 400
-    assert httpx.get(url + "/healthz").json()["streams"] == {}  # none of it was accepted
+    assert httpx.get(url + "/status").json()["streams"] == {}  # none of it was accepted
     # good bodies of every format, and a late element
     good = [
         ("application/n-triples", b"<urn:a> <urn:p> <urn:b> .\n<urn:a> <urn:p> <urn:b> .\n", 1),
