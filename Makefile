@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 SHARED ?= ../shared
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test lint format bench clean system-deps
+.PHONY: venv demo test lint typecheck format bench clean system-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,15 +31,20 @@ lint: venv
 	@mkdir -p $(LAYERS_PATH) && ln -sfn ../../platform $(LAYERS_PATH)/linkstream
 	PYTHONPATH=$(LAYERS_PATH) $(VENV)/bin/lint-imports pyproject.toml --no-cache
 
+# mypy sees the package as ``linkstream``: .typecheck/linkstream links to platform/ ([tool.mypy] mypy_path)
+typecheck: venv
+	@mkdir -p .typecheck && ln -sfn ../platform .typecheck/linkstream
+	$(VENV)/bin/mypy -p linkstream
+
 format: venv
 	$(VENV)/bin/ruff format platform tests bench dashboards
 	$(VENV)/bin/ruff check --fix platform tests bench dashboards
 
-test: venv system-deps lint
+test: venv system-deps lint typecheck
 	LINKSTREAM_SHARED=$(SHARED) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: venv
 	LINKSTREAM_SHARED=$(SHARED) $(PY) bench/citybench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .typecheck .hypothesis

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -81,6 +82,9 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 #: exposition names of every metric defined here (what a dashboard may query)
 METRIC_NAMES: tuple[str, ...] = (
@@ -411,7 +415,7 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         p = self.persistent
-        vts, streams = tuple(p.vts), tuple(p.streams)  # type: ignore[attr-defined]
+        vts, streams = tuple(p.vts), tuple(p.streams)  # type: ignore[attr-defined]  # p: a PersistentStore, duck-typed
         if vts != self._vts:
             self._vts, self._moved = vts, time.time()
         stable = GaugeMetricFamily(
@@ -427,15 +431,17 @@ class StoreCollector(Collector):
             "Wall time since the store's stable timestamp (its snapshot) last moved",
             value=time.time() - self._moved,
         )
-        graphs = p.snapshot().graphs()  # type: ignore[attr-defined]
+        graphs = p.snapshot().graphs()  # type: ignore[attr-defined]  # p: a PersistentStore, duck-typed
         yield GaugeMetricFamily(
             "linkstream_store_delta_rows",
             "Absorbed triples not yet compacted into the graph indexes",
-            value=sum(p.delta_size(g) for g in graphs),  # type: ignore[attr-defined]
+            value=sum(p.delta_size(g) for g in graphs),  # type: ignore[attr-defined]  # p: a PersistentStore, duck-typed
         )
 
 
-def serve_metrics(registry: CollectorRegistry, port: int = 0, addr: str = "127.0.0.1") -> tuple[object, int]:
+def serve_metrics(
+    registry: CollectorRegistry, port: int = 0, addr: str = "127.0.0.1"
+) -> tuple[WSGIServer, int]:
     """Serves ``registry`` at ``http://addr:port/metrics`` from a daemon thread.
 
     Args:

@@ -16,13 +16,16 @@ from linkstream.metrics import LiveMetrics
 
 
 class _Engine(Protocol):
-    default_step: int
+    @property
+    def default_step(self) -> int: ...
 
 
 class LiveBackend(Protocol):
     """The engine calls of ``api/app.py`` (see :class:`~linkstream.engine.live.runtime.LiveEngine`)."""
 
-    engine: _Engine
+    @property
+    def engine(self) -> _Engine: ...  # read-only here: implementations hold their own engine type
+
     metrics: LiveMetrics
 
     def start(self) -> Any: ...

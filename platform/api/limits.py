@@ -101,9 +101,9 @@ class ApiLimits:
         Raises:
             ValueError: A limit that is not a positive number (names the flag).
         """
-        values = {}
+        values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            v = getattr(args, "limit_" + f.name, f.default)
+            v: Any = getattr(args, "limit_" + f.name, f.default)
             if not v > 0 or v != v:
                 raise ValueError("%s must be a positive number, got %s" % (cls.flag(f.name), v))
             values[f.name] = v
@@ -302,6 +302,7 @@ async def call_with_deadline(
 
     def target() -> None:
         try:
+            value: Any
             try:
                 value, ok = guard.run(fn), True
             except BaseException as e:  # handed to the awaiting task

@@ -161,7 +161,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         bounded.start()
         bounded.join(SHUTDOWN_S)
         if mserver is not None:
-            mserver.shutdown()  # type: ignore[attr-defined]
+            mserver.shutdown()
     return _exit_if_stuck(-1 if bounded.is_alive() else 0)
 
 

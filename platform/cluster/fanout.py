@@ -313,15 +313,15 @@ class Fanout:
             terms = [decoded[i] for i in np.searchsorted(every, ids).tolist()] if len(ids) else []
             tick, version, streams = syncs.get(cid, (None, 0, ()))
             frames = encode(Elements(self.run, ids, terms, meta, triples, tick, streams, version))
-            route = self.routes.get(cid)
-            if route is None or not self._send(cid, frames):
+            dest = self.routes.get(cid)
+            if dest is None or not self._send(cid, frames):
                 continue
             self.element_bytes += sum(memoryview(f).nbytes for f in frames)
             self.elements_sent += len(rows)
             self._elements[cid] = self._elements.get(cid, 0) + len(rows)
             for k, seq, _t, _tr in rows:
-                if seq >= route.sent[k]:
-                    route.sent[k] = seq + 1
+                if seq >= dest.sent[k]:
+                    dest.sent[k] = seq + 1
 
     def prune(self, c: int) -> None:
         """Forgets backlog no window opened after report time ``c`` can read."""

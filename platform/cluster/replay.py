@@ -273,8 +273,8 @@ def replay_on_cluster(
             on_start(engine)
         ordered = [remote[n] for n in names]
         res = replay(
-            engine,  # type: ignore[arg-type]
-            ordered,  # type: ignore[arg-type]
+            engine,  # type: ignore[arg-type]  # the driver duck-types Engine
+            ordered,  # type: ignore[arg-type]  # remote queries duck-type RegisteredQuery
             streams,
             out,
             lateness_ms=lateness_ms,

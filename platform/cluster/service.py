@@ -279,7 +279,7 @@ class RemoteEngine:
             cluster.set_horizon(iri, self._horizon(iri))
         self._publish()  # the run names the query before its task exists
         self.table.submit(
-            TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=streams)
+            TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=tuple(streams))
         )
         cluster.failed.pop(cq.name, None)
         self._waited.discard(cq.name)
@@ -538,7 +538,7 @@ class ClusterService:
             on_state=self._write_state,
         )
         live = LiveEngine(
-            remote,  # type: ignore[arg-type]
+            remote,  # type: ignore[arg-type]  # the driver duck-types Engine
             idle_ms=self.idle_ms,
             retention_ms=self.retention_ms,
             base=self.base,
@@ -642,9 +642,9 @@ class ClusterService:
             "registered_at": int(time.time() * 1000),
             "state": "pending",
         }
-        n = len(self.registry.list())
+        count = len(self.registry.list())
         while True:
-            candidate = qname or "q%d" % (n + 1)
+            candidate = qname or "q%d" % (count + 1)
             try:
                 self.registry.register(task_id(candidate), text, cq.dialect, {**meta, "name": candidate})
                 qname = candidate
@@ -652,7 +652,7 @@ class ClusterService:
             except QueryExistsError:
                 if qname:
                     raise QueryConflict("a query named %r is already registered" % qname) from None
-                n += 1
+                count += 1
         try:
             return live.register(text, qname)
         except BaseException:

@@ -94,9 +94,9 @@ class RetentionGuard:
     def advance(self, buffer: object, c: int) -> None:
         """Moves the guard after report time ``c`` of ``buffer`` (a ``StreamBuffer``)."""
         if self.horizon is None:
-            self.lo = buffer.base  # type: ignore[attr-defined]
+            self.lo = buffer.base  # type: ignore[attr-defined]  # buffer: a StreamBuffer
         else:
-            self.lo = buffer.search(c - self.horizon)  # type: ignore[attr-defined]
+            self.lo = buffer.search(c - self.horizon)  # type: ignore[attr-defined]  # buffer: a StreamBuffer
 
 
 @dataclass
@@ -130,7 +130,7 @@ class RunReplica:
         self._guards: list[RetentionGuard] = []
         for iri, horizon in zip(spec.streams, spec.horizons):
             guard = RetentionGuard(horizon)
-            self.engine.buffer(iri).windows.append(guard)  # type: ignore[arg-type]
+            self.engine.buffer(iri).windows.append(guard)
             self._guards.append(guard)
         self._xlate = np.zeros(1024, dtype=np.int64)  # driver id -> local id; 0: not shipped
         self._reads: dict[str, frozenset[int]] = {}
@@ -164,7 +164,7 @@ class RunReplica:
             raise ProtocolError("a run description may only append streams")
         for iri, horizon in zip(spec.streams[len(old) :], spec.horizons[len(old) :]):
             guard = RetentionGuard(horizon)
-            self.engine.buffer(iri).windows.append(guard)  # type: ignore[arg-type]
+            self.engine.buffer(iri).windows.append(guard)
             self._guards.append(guard)
             self.stream_elements.append(0)
         for guard, horizon in zip(self._guards, spec.horizons):
@@ -307,7 +307,7 @@ class RunReplica:
         # snapshot's (the caller checked), so the snapshot's report time is this one's.
         c = self.last_c if self.last_c is not None else state.header.get("c")
         try:
-            restore_query(self.engine, name, state, c)  # type: ignore[arg-type]
+            restore_query(self.engine, name, state, c)  # type: ignore[arg-type]  # a snapshot header carries its c
             return True
         except Exception as exc:  # StateError, or an operator this version cannot fill
             logger.warning("cannot restore the state of %s (%s); rebuilding it", name, exc)

@@ -48,7 +48,7 @@ import queue
 import socket
 import threading
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import zmq
@@ -73,6 +73,9 @@ from linkstream.containers.protocol import (
     encode,
 )
 from linkstream.containers.replica import RunReplica
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 from linkstream.containers.takeover import Slot, StateMigration
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver, Sender
 from linkstream.containers.wire import payload_bytes
@@ -122,7 +125,7 @@ class ContainerRuntime(StateMigration):
         self.metrics.capacity.set(capacity)
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr
-        self._metrics_server: object | None = None
+        self._metrics_server: WSGIServer | None = None
         self._burst = 0  # messages taken back to back from a non-empty inbox
         self.capacity = capacity
         self.root = root
@@ -242,7 +245,7 @@ class ContainerRuntime(StateMigration):
         self._receiver.close()
         self._ops.close()
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()  # type: ignore[attr-defined]
+            self._metrics_server.shutdown()
             self._metrics_server = None
 
     def leave(self) -> None:

@@ -143,7 +143,7 @@ class StateMigration:
             except Exception as exc:  # StateError or worse: rebuild
                 logger.warning("%s: malformed state of %s: %s", self.id, name, exc)
         try:
-            text = self._texts.get(task) or self._registry.get(task).text  # type: ignore[union-attr]
+            text = self._texts.get(task) or self._registry.get(task).text  # type: ignore[union-attr]  # a container in a run has a registry
             self._texts[task] = text
             restored = replica.register_restored(name, text, state)
         except (QueryNotFoundError, KazooException):

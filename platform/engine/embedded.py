@@ -238,14 +238,14 @@ class Engine:
             default = GraphOperator("default", default_static, windows, deduplicated=True)
         else:
             default = GraphOperator("default", default_static, deduplicated=True)
-            for w, op in zip(cq.windows, windows):
-                g = named[w.graph] = GraphOperator(w.graph, None, [op])
-                g.static_key = ("window",)
+            for w, wop in zip(cq.windows, windows):
+                wg = named[w.graph] = GraphOperator(w.graph, None, [wop])
+                wg.static_key = ("window",)
         default.static_key = ("static", (None, *cq.static_from), sv)
         for g in named_iris:
             if g not in named:
-                named[g] = GraphOperator(g, self._static_triples((g,)), deduplicated=True)
-                named[g].static_key = ("static", (g,), sv)
+                sg = named[g] = GraphOperator(g, self._static_triples((g,)), deduplicated=True)
+                sg.static_key = ("static", (g,), sv)
         empty = GraphOperator("empty", None)
         empty.static_key = ("empty",)
         ds = Dataset(default=default, named=named, empty=empty, static=self.static_results)
@@ -255,8 +255,8 @@ class Engine:
         except QueryError:
             raise
         except (ValueError, NotImplementedError, KeyError, TypeError, AttributeError) as e:
-            for op in windows:
-                op.close()
+            for wop in windows:
+                wop.close()
             raise QueryError(f"cannot plan query {cq.name!r}: {e}") from None
         if shape.form == "SELECT" and shape.limit is None and not shape.offset:
             vars_ = shape.project if shape.project is not None else root.vars
@@ -367,9 +367,9 @@ class Engine:
         for name, rq in self.queries.items():
             quiet = rq.__dict__.get("_quiet")
             if quiet is None:
-                quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]
+                quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]  # per-query cache set on first use
             changed = (
-                quiet is False or rq.__dict__.get("_static_seen") != static_v or not moved.isdisjoint(quiet)  # type: ignore[arg-type]
+                quiet is False or rq.__dict__.get("_static_seen") != static_v or not moved.isdisjoint(quiet)  # type: ignore[arg-type]  # quiet is a set here
             )
             if name in reporting:
                 t1 = perf()
@@ -384,7 +384,7 @@ class Engine:
                 st.latencies.append(dt)
             elif changed:
                 rq.output.update(epoch)
-            rq._static_seen = static_v  # type: ignore[attr-defined]
+            rq._static_seen = static_v  # type: ignore[attr-defined]  # per-query cache set on first use
         return out
 
     # ------------------------------------------------------------ quiet gaps
@@ -434,7 +434,7 @@ class Engine:
         at every report time: such a query never skips."""
         quiet = rq.__dict__.get("_quiet")
         if quiet is None:
-            quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]
+            quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]  # per-query cache set on first use
         if quiet is False or rq.__dict__.get("_static_seen") != self._static_version:
             return False
         view = rq.output.view

@@ -27,6 +27,7 @@ from linkstream.query.functions import scalar as F
 
 if TYPE_CHECKING:
     from linkstream.operators.state import StateReader, StateWriter
+    from linkstream.rdf.dictionary import Dictionary
 
 _bnode_counter = itertools.count(1)
 
@@ -36,7 +37,7 @@ _JSON_TERMS: weakref.WeakKeyDictionary[object, dict[int, str]] = weakref.WeakKey
 JSON_TERMS_MAX = 1 << 20
 
 
-def _json_terms(dictionary: object, ids: set[int]) -> dict[int, str]:
+def _json_terms(dictionary: Dictionary, ids: set[int]) -> dict[int, str]:
     """A mapping holding the JSON string of every non-zero id in ``ids``."""
     try:
         cache = _JSON_TERMS.get(dictionary)
@@ -49,7 +50,7 @@ def _json_terms(dictionary: object, ids: set[int]) -> dict[int, str]:
     if missing:
         if len(cache) + len(missing) > JSON_TERMS_MAX:
             cache.clear()
-        texts = dictionary.decode_many(np.asarray(missing, dtype=np.int64))  # type: ignore[attr-defined]
+        texts = dictionary.decode_many(np.asarray(missing, dtype=np.int64))
         dumps = json.dumps
         for x, t in zip(missing, texts):
             cache[x] = dumps(t, ensure_ascii=False)
@@ -279,16 +280,16 @@ class ResultView:
                 parts = []
                 for pos, (k, v) in enumerate(tr):
                     if k == "var":
-                        x = int(cols[v][i])  # type: ignore[index]
+                        x = int(cols[v][i])
                         if not x:
                             break
                         s = dec([x])[0]
                     elif k == "bnode":
                         if v not in bnodes:
-                            bnodes[v] = "_:c%d" % next(_bnode_counter)  # type: ignore[index]
-                        s = bnodes[v]  # type: ignore[index]
+                            bnodes[v] = "_:c%d" % next(_bnode_counter)
+                        s = bnodes[v]
                     else:
-                        s = dec([int(v)])[0]  # type: ignore[arg-type]
+                        s = dec([int(v)])[0]
                     if (pos == 0 and s[0] == '"') or (pos == 1 and s[0] != "<"):
                         break
                     parts.append(s)

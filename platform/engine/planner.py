@@ -33,7 +33,7 @@ from linkstream.operators.mjoin import MJoinOperator
 from linkstream.operators.negation import KeyedNegationOperator
 from linkstream.operators.project import ProjectOperator, UnionOperator
 from linkstream.operators.recompute import RecomputeOperator, exists_batch, left_join_batch, minus_batch
-from linkstream.operators.scan import ScanOperator
+from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.static_result import StaticResults
 from linkstream.operators.values import ConstantOperator
 from linkstream.query.errors import QueryError
@@ -141,7 +141,7 @@ class Planner:
         self._hidden += 1
         return f"_{prefix}{self._hidden}"
 
-    def slot(self, t: object) -> tuple[str, object]:
+    def slot(self, t: object) -> Slot:
         s = self._slots.get(t)
         if s is None:
             if isinstance(t, Variable):

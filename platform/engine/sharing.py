@@ -26,8 +26,9 @@ C-SPARQL's merged default graph, count and NOW windows stay on the exact path.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.filter import FilterOperator
@@ -49,6 +50,8 @@ from linkstream.query.windows import WindowSpec
 
 if TYPE_CHECKING:
     from linkstream.engine.embedded import Engine
+
+_Op = TypeVar("_Op", bound=Operator)
 
 
 def rename_expr(e: Expr, m: dict[str, str]) -> Expr | None:
@@ -80,13 +83,13 @@ def _mergeable(g: GraphOperator) -> bool:
     default graph) static triples plus time windows of one range and step over distinct
     streams -- a triple is then in a smaller window's graph exactly when it is static or
     its latest occurrence in any of the windows lies in that window."""
-    ws = g.children
-    if not ws or any(type(w) is not WindowOperator for w in ws):
+    if not g.children or any(type(w) is not WindowOperator for w in g.children):
         return False
-    specs = {(w.spec.kind, w.spec.range_ms, w.step) for w in ws}  # type: ignore[attr-defined]
+    ws = cast("tuple[WindowOperator, ...]", g.children)  # checked just above
+    specs = {(w.spec.kind, w.spec.range_ms, w.step) for w in ws}
     kind, rng, _ = next(iter(specs))
     return (
-        len(specs) == 1 and kind == "time" and rng is not None and len({w.buffer.iri for w in ws}) == len(ws)  # type: ignore[attr-defined]
+        len(specs) == 1 and kind == "time" and rng is not None and len({w.buffer.iri for w in ws}) == len(ws)
     )
 
 
@@ -96,7 +99,8 @@ def _slot_windows(slot: Operator) -> list[WindowOperator]:
 
 
 def _merged_desc(g: GraphOperator) -> tuple:
-    return ("m", tuple(w.buffer.iri for w in g.children), g.children[0].step, repr(g.static_key))  # type: ignore[attr-defined]
+    ws = cast("tuple[WindowOperator, ...]", g.children)  # a merged graph reads windows (``_mergeable``)
+    return ("m", tuple(w.buffer.iri for w in ws), ws[0].step, repr(g.static_key))
 
 
 def _has_const(e: Expr) -> bool:
@@ -163,19 +167,19 @@ class Sharing:
 
     # ------------------------------------------------------------ core
 
-    def _sig(self, op: Operator, kids: list[Operator]) -> object:
-        sig: object = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))  # type: ignore[attr-defined]
+    def _sig(self, op: Operator, kids: Sequence[Operator]) -> object:
+        sig: object = (type(op).__name__, op.vars, op.config_key(), tuple(k.sig for k in kids))
         if not self.eng.share:
             sig = (sig, id(op))  # every query on its own operators (benchmark baseline)
         return sig
 
-    def _intern(self, op: Operator, kids: list[Operator]) -> Operator:
+    def _intern(self, op: _Op, kids: Sequence[Operator]) -> _Op:
         """The running instance equal to ``op`` over ``kids``; ``op`` itself if none is."""
         sig = self._sig(op, kids)
         existing = self.eng.operators.get(sig) if self.eng.share else None
         if existing is not None:
             self._fresh.append(op)
-            return existing
+            return cast(_Op, existing)  # an equal signature starts with the type's name
         gen = self._generation
         attach = getattr(op, "attach_children", True)
         mapping: dict[int, Operator] = {}
@@ -184,8 +188,8 @@ class Sharing:
                 new = AttachOperator(new)
             mapping[id(old)] = new
         op.rebind(mapping)
-        op.sig = sig  # type: ignore[attr-defined]
-        op.generation = gen  # type: ignore[attr-defined]
+        op.sig = sig
+        op.generation = gen
         self.eng.operators[sig] = op
         self._new.append(op)
         return op
@@ -230,7 +234,7 @@ class Sharing:
         used = {id(o) for o in out.walk()}
         for o in self._new:
             if id(o) not in used:
-                self._fresh.append(self.eng.operators.pop(o.sig))  # type: ignore[attr-defined]
+                self._fresh.append(self.eng.operators.pop(o.sig))
         self._new = []
         ops = self.eng.operators
         done: set[int] = set()
@@ -260,29 +264,31 @@ class Sharing:
     def _renamed_join(self, op: MJoinOperator, kids: list[Operator]) -> Operator | None:
         if not kids or not all(isinstance(k, RenameOperator) for k in kids):
             return None
-        inner = [k.child for k in kids]  # type: ignore[attr-defined]
+        renames = cast("list[RenameOperator]", kids)  # checked just above
+        inner = [k.child for k in renames]
         inner = [i.shared if isinstance(i, AttachOperator) else i for i in inner]
         order = sorted(range(len(kids)), key=lambda i: repr(inner[i].sig))
         jn: dict[str, str] = {}
         children = []
         for i in order:
-            m = kids[i].mapping  # type: ignore[attr-defined]
+            m = renames[i].mapping
             for v in inner[i].vars:
                 q = m.get(v, v)
                 if q not in jn:
                     jn[q] = f"%{len(jn)}"
             local = {v: jn[m.get(v, v)] for v in inner[i].vars}
             children.append(self._rename(inner[i], local, tuple(local[v] for v in inner[i].vars)))
-        filters = [rename_expr(f, jn) for f, _ in op.filters]
-        if any(f is None for f in filters):
+        renamed = [rename_expr(f, jn) for f, _ in op.filters]
+        if any(f is None for f in renamed):
             return None
+        filters = [f for f in renamed if f is not None]
         # as for routed joins: queries that differ in a filter constant share the join
-        after = [f for f in filters if _has_const(f)]  # type: ignore[arg-type]
-        filters = [f for f in filters if not _has_const(f)]  # type: ignore[arg-type]
-        join = MJoinOperator(children, filters, op.evaluator)  # type: ignore[arg-type]
-        shared = self._intern(join, children)
+        after = [f for f in filters if _has_const(f)]
+        filters = [f for f in filters if not _has_const(f)]
+        join = MJoinOperator(children, filters, op.evaluator)
+        shared: Operator = self._intern(join, children)
         if after:
-            shared = self._intern(FilterOperator(shared, after, op.evaluator), [shared])  # type: ignore[arg-type]
+            shared = self._intern(FilterOperator(shared, after, op.evaluator), [shared])  # type: ignore[arg-type]  # filtered joins have one
         return self._rename(shared, {c: q for q, c in jn.items()}, op.vars)
 
     # ------------------------------------------------------------ shared join + router
@@ -347,7 +353,7 @@ class Sharing:
                 tuple(("hid", 0) if i in lf.gen else s for i, s in enumerate(lf.pattern)), {}, "?{}"
             )
             if lf.window is None:
-                lf.key = repr(("s", graphs[id(lf.graph)].sig, local))  # type: ignore[attr-defined]
+                lf.key = repr(("s", graphs[id(lf.graph)].sig, local))
             elif lf.merged is not None:
                 lf.key = repr(("m", _merged_desc(lf.merged), local))
             else:
@@ -386,25 +392,26 @@ class Sharing:
             patterns.append(tuple(pat))
             if lf.window is None:
                 ts_vars.append(None)
-                shape.append(("s", graphs[id(lf.graph)].sig, tuple(pat)))  # type: ignore[attr-defined]
+                shape.append(("s", graphs[id(lf.graph)].sig, tuple(pat)))
             else:
                 slot = lf.merged or lf.window
                 if slot not in slots:
                     slots.append(slot)
                 ts_vars.append(f"%t{j}")
                 shape.append(("w", slots.index(slot), tuple(pat)))
-        cfilters = [rename_expr(f, jn) for f in filters]
-        if any(f is None for f in cfilters):
+        crenamed = [rename_expr(f, jn) for f in filters]
+        if any(f is None for f in crenamed):
             return None
+        cfilters = [f for f in crenamed if f is not None]
         # filters with constants (FILTER(?v > 0.01) in one query, > 0.02 in the next) are
         # applied per subscriber after the router, so those queries share one join
-        after = [f for f in cfilters if _has_const(f)]  # type: ignore[arg-type]
-        cfilters = [f for f in cfilters if not _has_const(f)]  # type: ignore[arg-type]
+        after = [f for f in cfilters if _has_const(f)]
+        cfilters = [f for f in cfilters if not _has_const(f)]
         slot_desc = tuple(
             _merged_desc(w) if isinstance(w, GraphOperator) else (w.buffer.iri, w.step) for w in slots
         )
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
-        ranges = [int(_slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]
+        ranges = [int(_slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]  # time windows have a range
         inst = self._instance(key, ranges)
         # build the shared instance (operators that already run are found by signature)
         windows: list[Operator] = []
@@ -425,9 +432,9 @@ class Sharing:
                 g = graphs[id(lf.graph)]
                 children.append(self._intern(ScanOperator(g, lpat), [g]))
             else:
-                tw = windows[slots.index(lf.merged or lf.window)]  # type: ignore[arg-type]
+                tw = windows[slots.index(lf.merged or lf.window)]  # type: ignore[arg-type]  # a window leaf has a slot
                 children.append(self._intern(TimedScanOperator(tw, lpat, tv), [tw]))
-        join = self._intern(MJoinOperator(children, cfilters, op.evaluator), children)  # type: ignore[arg-type]
+        join = self._intern(MJoinOperator(children, cfilters, op.evaluator), children)
         out_vars = tuple(jn.values())
         slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if (lf.merged or lf.window) is w] for w in slots]
         per_slot = [[c.shared if isinstance(c, AttachOperator) else c for c in w.children] for w in windows]
@@ -436,12 +443,12 @@ class Sharing:
         # a slot's windows are the timed windows built above; its leaves' time variables are set
         slots_ts = cast("list[tuple[TimedWindowOperator, list[str]]]", list(zip(tws, slot_ts)))
         router = self._intern(RouterOperator(join, slots_ts, out_vars), [join])
-        inst.windows = per_slot  # type: ignore[assignment]
-        inst.router = router  # type: ignore[assignment]
+        inst.windows = cast("list[list[TimedWindowOperator]]", per_slot)  # the timed windows built above
+        inst.router = router
         rkey = (tuple(ranges), tuple(consts))
-        route = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])  # type: ignore[arg-type]
+        route: Operator = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])
         if after:
-            route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]
+            route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
         return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
 
     def _instance(self, key: object, ranges: list[int]) -> _Instance:

@@ -30,6 +30,10 @@ class Operator:
     #: variables bound in every produced mapping
     certain: frozenset[str] = frozenset()
     children: tuple[Operator, ...] = ()
+    #: set by :class:`~linkstream.engine.sharing.Sharing` on operators it runs: the
+    #: canonical signature and the registration generation that created the operator
+    sig: object
+    generation: int
 
     #: whether a query using the operator can have its state migrated; ``False`` makes
     #: :func:`~linkstream.operators.state.snapshot_query` refuse (the query is rebuilt)

@@ -177,9 +177,9 @@ class Evaluator:
             return Bool(~x.val, x.ok)
         if isinstance(e, If):
             c = self.as_bool(self.evaluate(e.cond, b), n)
-            a = self.values(e.a, b)
-            bb = self.values(e.b, b)
-            return Ids(np.where(c.ok, np.where(c.val, a, bb), 0).astype(np.int64))
+            ya = self.values(e.a, b)
+            yb = self.values(e.b, b)
+            return Ids(np.where(c.ok, np.where(c.val, ya, yb), 0).astype(np.int64))
         if isinstance(e, Coalesce):
             out = np.zeros(n, dtype=np.int64)
             for arg in e.args:
@@ -189,10 +189,10 @@ class Evaluator:
                 out[need] = self.values(arg, b.mask(need))
             return Ids(out)
         if isinstance(e, In):
-            a = self.evaluate(e.a, b)
+            left = self.evaluate(e.a, b)
             acc: Bool | None = None
             for item in e.items:
-                r = self.as_bool(self._cmp("=", a, self.evaluate(item, b), n), n)
+                r = self.as_bool(self._cmp("=", left, self.evaluate(item, b), n), n)
                 if acc is None:
                     acc = r
                 else:
@@ -204,9 +204,9 @@ class Evaluator:
         if isinstance(e, Call):
             return self._call(e, b, n)
         if isinstance(e, Cast):
-            a = self.values(e.a, b)
+            ids = self.values(e.a, b)
             dt = e.datatype
-            return Ids(self._scalar(("CAST", dt), [a], lambda t: F.cast(dt, t[0])))
+            return Ids(self._scalar(("CAST", dt), [ids], lambda t: F.cast(dt, t[0])))
         raise NotImplementedError(f"expression {type(e).__name__} cannot be evaluated here")
 
     def _arith(self, e: Arith, b: Batch, n: int) -> Value:

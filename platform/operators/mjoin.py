@@ -211,7 +211,7 @@ class MJoinOperator(Operator):
             out = self._compute_by_components(deltas, comps)
             if out is not None:
                 return out
-        out = []
+        parts = []
         for i, d in enumerate(deltas):
             if not len(d):
                 continue
@@ -220,11 +220,11 @@ class MJoinOperator(Operator):
                 continue
             r = self._probe(i, d)
             if len(r):
-                out.append(r)
+                parts.append(r)
             self.state[i].apply(d)
-        if not out:
+        if not parts:
             return Batch.empty(self.vars)
-        return concat(out, self.vars)
+        return concat(parts, self.vars)
 
     def _all_components(self) -> list[tuple[int, ...]]:
         cache = self.__dict__.get("_all_comps")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch
 
-#: a pattern position: ("var", name) or ("const", id)
-Slot = tuple[str, object]
+#: a pattern position: ("var", name) or ("const", id) (the value's type follows the tag)
+Slot = tuple[str, Any]
 
 
 class ScanOperator(Operator):
@@ -23,21 +25,21 @@ class ScanOperator(Operator):
         self.graph = graph
         self.children = (graph,)
         self.pattern = pattern
-        self.consts = [(i, int(v)) for i, (k, v) in enumerate(pattern) if k == "const"]  # type: ignore[call-overload]
+        self.consts = [(i, int(v)) for i, (k, v) in enumerate(pattern) if k == "const"]
         first: dict[str, int] = {}
         self.repeats: list[tuple[int, int]] = []
         for i, (k, v) in enumerate(pattern):
             if k == "var":
                 if v in first:
-                    self.repeats.append((first[v], i))  # type: ignore[index]
+                    self.repeats.append((first[v], i))
                 else:
-                    first[v] = i  # type: ignore[index]
+                    first[v] = i
         self.positions = list(first.values())
         self.vars = tuple(first.keys())
         self.certain = frozenset(self.vars)
         kind, val = pattern[1]
         #: constant predicate: read only the graph delta's slice for it
-        self.predicate = int(val) if kind == "const" else None  # type: ignore[call-overload]
+        self.predicate = int(val) if kind == "const" else None
         self.examined = 0  # graph-delta rows this scan looked at (sharing tests, stats)
 
     def describe(self) -> str:
@@ -62,7 +64,9 @@ class ScanOperator(Operator):
             return Batch.empty(self.vars)
         return Batch(
             self.vars,
-            cols[np.ix_(self.positions, idx)] if self.positions else np.empty((0, len(idx)), dtype=np.int64),
+            cols[np.ix_(self.positions, idx)]  # type: ignore[arg-type]  # numpy stubs want arrays; int lists work
+            if self.positions
+            else np.empty((0, len(idx)), dtype=np.int64),
             d.counts[idx],
         )
 

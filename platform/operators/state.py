@@ -375,7 +375,8 @@ def encode_state(state: QueryState) -> list[bytes | memoryview]:
     header = dict(state.header)
     header["shapes"] = [list(a.shape) for a in state.arrays]
     frames: list[bytes | memoryview] = [msgpack.packb(header, use_bin_type=True)]
-    frames += [memoryview(np.ascontiguousarray(a, dtype=_I8).reshape(-1)) for a in state.arrays]
+    # ``a.data`` is ``memoryview(a)`` (numpy types the buffer protocol only for Python >= 3.12)
+    frames += [np.ascontiguousarray(a, dtype=_I8).reshape(-1).data for a in state.arrays]
     return frames
 
 

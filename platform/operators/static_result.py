@@ -130,7 +130,7 @@ class StaticResults:
             # filter stays in the join, where it is evaluated once per probe anyway)
             own = [f for f in rest if f.vars() and f.vars() <= vs and _stable(f)]
             rest = [f for f in rest if not any(f is g for g in own)]
-            patterns = [leaves[i].pattern for i in members]  # type: ignore[attr-defined]
+            patterns = [leaves[i].pattern for i in members]  # type: ignore[attr-defined]  # static leaves are scans
             replace[members[0]] = StaticResultOperator(self, graphs, patterns, own)
             dropped.update(members[1:])
         out = [replace.get(i, leaf) for i, leaf in enumerate(leaves) if i not in dropped]
@@ -149,7 +149,7 @@ class StaticResults:
             arr = np.ascontiguousarray(self.triples(graphs), dtype="<i8")
             h = hashlib.blake2b(digest_size=20)
             h.update(str(arr.shape).encode())
-            h.update(memoryview(arr).cast("B"))
+            h.update(arr.data.cast("B"))  # ``memoryview(arr)`` (numpy types buffers only on 3.12+)
             fp = self._fps[graphs] = h.hexdigest()
         return fp
 
@@ -268,7 +268,7 @@ def canonical_subjoin(patterns: Sequence[Pattern], filters: Sequence[Expr]) -> t
     """
 
     def shape(p: Pattern) -> tuple:
-        return tuple(("c", int(v)) if k == "const" else ("v", "") for k, v in p)  # type: ignore[call-overload]
+        return tuple(("c", int(v)) if k == "const" else ("v", "") for k, v in p)
 
     ordered = sorted(patterns, key=shape)
     rename: dict[str, str] = {}
@@ -276,10 +276,7 @@ def canonical_subjoin(patterns: Sequence[Pattern], filters: Sequence[Expr]) -> t
         for k, v in p:
             if k == "var" and str(v) not in rename:
                 rename[str(v)] = f"v{len(rename)}"
-    pats = [
-        " ".join(rename[str(v)] if k == "var" else f"#{int(v)}" for k, v in p)  # type: ignore[call-overload]
-        for p in ordered
-    ]
+    pats = [" ".join(rename[str(v)] if k == "var" else f"#{int(v)}" for k, v in p) for p in ordered]
     fs = sorted(repr(_rename_expr(f, rename)) for f in filters)
     return "patterns=[" + " . ".join(pats) + "] filters=[" + " && ".join(fs) + "]", rename
 

@@ -271,7 +271,7 @@ class RingBuffer:
 class WindowOperator(Operator):
     """The content of one window over one stream, as +/- triple deltas per report time."""
 
-    vars = TRIPLE_VARS
+    vars: tuple[str, ...] = TRIPLE_VARS
     certain = frozenset(TRIPLE_VARS)
 
     def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int) -> None:

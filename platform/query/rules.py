@@ -99,7 +99,7 @@ def trace_parse_failure(grammar: pyparsing.ParserElement, text: str, fallback: i
         tr = _TRACK
         tr.active, tr.far, tr.expected, tr.action_offset, tr.action_error = True, -1, set(), None, None
         patched_parse = pyparsing.ParserElement._parse is _ORIGINAL_PARSE
-        pyparsing.ParserElement._parseNoCache = _tracking_parse  # type: ignore[method-assign]
+        pyparsing.ParserElement._parseNoCache = _tracking_parse  # type: ignore[method-assign]  # parse tracing patch
         if patched_parse:
             pyparsing.ParserElement._parse = _tracking_parse
         try:
@@ -109,7 +109,7 @@ def trace_parse_failure(grammar: pyparsing.ParserElement, text: str, fallback: i
         except Exception:  # the trace is what we want, not the exception
             pass
         finally:
-            pyparsing.ParserElement._parseNoCache = _ORIGINAL_PARSE  # type: ignore[method-assign]
+            pyparsing.ParserElement._parseNoCache = _ORIGINAL_PARSE  # type: ignore[method-assign]  # parse tracing patch
             if patched_parse:
                 pyparsing.ParserElement._parse = _ORIGINAL_PARSE
             tr.active = False

@@ -72,7 +72,7 @@ def check_event_time(t: object, where: str = "") -> int:
     problem = range_error(t)
     if problem is not None:
         raise EventTimeError(("%s: " % where if where else "") + problem, t, "range")
-    return t  # type: ignore[return-value]
+    return t  # type: ignore[return-value]  # range_error checked it is an int
 
 
 def jump_error(t: int, current: int | None, max_jump_ms: int | None) -> str | None:

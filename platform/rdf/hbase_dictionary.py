@@ -233,7 +233,7 @@ class HBaseDictionary:
                     self._terms.clear()
                 self._terms.update(found)
                 res = [found[i] if t is None else t for i, t in zip(wanted, res)]
-            return res  # type: ignore[return-value]
+            return res  # type: ignore[return-value]  # every None was filled from found
 
     def reserve(self, n: int) -> int:
         """Reserve ``n`` fresh ids with one atomic counter increment; returns the first.

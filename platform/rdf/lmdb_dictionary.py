@@ -119,7 +119,7 @@ class LmdbDictionary:
                 self._terms.clear()
             self._terms.update(found)
             res = [found[i] if t is None else t for i, t in zip(wanted, res)]
-        return res  # type: ignore[return-value]
+        return res  # type: ignore[return-value]  # every None was filled from found
 
     def reserve(self, n: int) -> int:
         """Reserve ``n`` fresh ids for this caller (see :class:`~linkstream.rdf.dictionary.BulkDictionary`).

@@ -34,7 +34,7 @@ def _attach(name: str) -> shared_memory.SharedMemory:
     # Python < 3.13 registers attached segments with this process's resource tracker, which
     # would unlink them when the reader exits; the server owns them.
     try:
-        resource_tracker.unregister(seg._name, "shared_memory")  # type: ignore[attr-defined]
+        resource_tracker.unregister(seg._name, "shared_memory")  # type: ignore[attr-defined]  # private SharedMemory name
     except Exception:  # noqa: BLE001 - tracker details differ between versions
         pass
     return seg

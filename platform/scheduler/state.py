@@ -57,7 +57,7 @@ class TaskSpec:
             raise ValueError(f"task streams must be a list, got {streams!r}")
         return cls(
             id=str(data["id"]),
-            weight=float(data.get("weight", 1.0)),  # type: ignore[arg-type]
+            weight=float(data.get("weight", 1.0)),  # type: ignore[arg-type]  # JSON number, checked by float()
             colocate_with=None if colocate is None else str(colocate),
             stateful=bool(data.get("stateful", False)),
             streams=tuple(str(s) for s in streams),

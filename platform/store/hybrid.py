@@ -46,7 +46,7 @@ class HybridStore:
         **kwargs: object,
     ) -> HybridStore:
         """Open a store directory (``kwargs`` go to :meth:`PersistentStore.open`)."""
-        return cls(PersistentStore.open(store_dir, **kwargs), TransientStore(slot_ms, capacity))  # type: ignore[arg-type]
+        return cls(PersistentStore.open(store_dir, **kwargs), TransientStore(slot_ms, capacity))  # type: ignore[arg-type]  # kwargs as PersistentStore.open
 
     def snapshot(self) -> PersistentSnapshot:
         """A consistent view of the graphs (every absorbed batch up to the stable VTS)."""

@@ -32,7 +32,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,6 +43,7 @@ from linkstream.store.deltalog import DeltaLog
 from linkstream.store.index import GraphIndex, unique_counts
 from linkstream.store.indexcache import index_dir, open_index, save_index
 from linkstream.store.layout import (
+    GraphEntry,
     Manifest,
     open_store_dictionary,
     read_manifest,
@@ -325,7 +326,7 @@ class PersistentStore:
             **kwargs: passed to the constructor (``compact_threshold`` ...).
         """
         timeout = kwargs.pop("lock_timeout", 30.0)
-        lock = StoreLock(store_dir, timeout)  # type: ignore[arg-type]
+        lock = StoreLock(store_dir, timeout)  # type: ignore[arg-type]  # lock_timeout is a float
         # the manifest, partitions, index cache and log must be read as one state
         with lock:
             manifest = read_manifest(store_dir)
@@ -337,7 +338,7 @@ class PersistentStore:
             vts = manifest.extra.get("vts")
             if isinstance(vts, dict):
                 kwargs.setdefault("vts", {str(k): int(v) for k, v in vts.items()})
-            store = cls(dic, graphs, store_dir=store_dir, lock=lock, **kwargs)  # type: ignore[arg-type]
+            store = cls(dic, graphs, store_dir=store_dir, lock=lock, **kwargs)  # type: ignore[arg-type]  # kwargs as the constructor
         store.manifest = manifest
         store._own_dictionary = dictionary is None
         return store
@@ -538,8 +539,8 @@ class PersistentStore:
             self.dictionary.close()
 
 
-def _free_graph_dir(store_dir: Path, used: object) -> str:
-    taken = {e.dir for e in used}  # type: ignore[attr-defined]
+def _free_graph_dir(store_dir: Path, used: Iterable[GraphEntry]) -> str:
+    taken = {e.dir for e in used}
     k = 0
     while f"g{k}" in taken or (store_dir / "graphs" / f"g{k}").exists():
         k += 1

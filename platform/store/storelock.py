@@ -45,7 +45,7 @@ class StoreLock:
         self._fd: int | None = None
         self.waited = 0.0  # seconds spent waiting for other processes (stats, tests)
 
-    def acquire(self, timeout: float | None = ...) -> None:  # type: ignore[assignment]
+    def acquire(self, timeout: float | None = ...) -> None:  # type: ignore[assignment]  # ... stands for the lock's own timeout
         """Takes the lock (blocking other processes' holders out) or raises.
 
         Raises:

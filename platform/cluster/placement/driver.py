@@ -145,6 +145,6 @@ def setup(
         len(plan.producers),
         len(hosted),
         len(plan.cuts),
-        len(summary["remote_edges"]),  # type: ignore[arg-type]
+        len(summary["remote_edges"]),  # type: ignore[arg-type]  # a list in the summary
     )
     return summary

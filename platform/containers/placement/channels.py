@@ -140,13 +140,13 @@ class RemoteInput(Operator):
         return f"RemoteInput {self.producer} x{len(self.channels)}"
 
     def compute(self, epoch: int) -> Batch:
-        parts = [self.plane.take(ch) for ch in self.channels]  # type: ignore[attr-defined]
+        parts = [self.plane.take(ch) for ch in self.channels]  # type: ignore[attr-defined]  # plane: the container's OperatorPlane
         parts = [p for p in parts if len(p)]
         if not parts:
             return Batch.empty(self.vars)
         return parts[0] if len(parts) == 1 else concat(parts, self.vars)
 
     def current(self) -> Batch:
-        parts = [self.plane.channel_state(ch) for ch in self.channels]  # type: ignore[attr-defined]
+        parts = [self.plane.channel_state(ch) for ch in self.channels]  # type: ignore[attr-defined]  # plane: the container's OperatorPlane
         parts = [p for p in parts if len(p)]
         return consolidate(concat(parts, self.vars)) if parts else Batch.empty(self.vars)

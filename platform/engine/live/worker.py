@@ -12,10 +12,11 @@ from __future__ import annotations
 import heapq
 import logging
 import queue
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +34,10 @@ from linkstream.operators.window import WindowBuffer
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS, check_event_time, check_jump
 from linkstream.rdf.static import dedup_triples
+
+if TYPE_CHECKING:
+    from linkstream.engine.embedded import Engine
+    from linkstream.metrics import LiveMetrics
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +69,31 @@ class LiveWorker:
     #: ``None`` or 0: no limit (``linkstream run --max-time-jump``)
     max_time_jump_ms: int | None = DEFAULT_MAX_TIME_JUMP_MS
     _skip_backoff = 0
+
+    # state set by ``LiveEngine.__init__`` (declared here for the type checker only)
+    engine: Engine
+    absorb: frozenset[str]
+    idle_s: float | None
+    retention_ms: int
+    metrics: LiveMetrics
+    clock: Callable[[], float]
+    _lock: threading.Lock
+    _queue: queue.SimpleQueue[tuple]
+    _space: threading.BoundedSemaphore
+    _entries: dict[str, _Entry]
+    _accepted: dict[str, _Accepted]
+    _frontier: int | None
+    _streams: dict[str, _Stream]
+    _guards: dict[str, RetentionGuard]
+    _relevant: dict[str, int]
+    _relevant_since: dict[str, float]
+    _heap: list[tuple[int, str]]
+    _pending: set[str]
+    _fired: int | None
+    _explicit: int | None
+    _batches: int
+    _operators: int
+    _count_late: Callable[[str, _Accepted, int, int], None]
 
     def _run(self) -> None:
         poll = 0.05 if self.idle_s is None else min(0.05, self.idle_s / 4)
@@ -145,7 +175,7 @@ class LiveWorker:
         self.engine.ingest(stream, t, ids)
         if stream in self.absorb:
             # one element = one atomic batch of the store; published with the stream's VTS entry
-            self.engine.store.absorb(stream, t, ids)  # type: ignore[attr-defined]
+            self.engine.store.absorb(stream, t, ids)  # type: ignore[attr-defined]  # checked in LiveEngine.__init__
         st = self._streams.get(stream)
         if st is None:
             st = self._streams[stream] = _Stream()
@@ -170,7 +200,7 @@ class LiveWorker:
         if stream not in self._guards:
             g = self._guards[stream] = RetentionGuard(self.retention_ms)
             g.lo = buf.base
-            buf.windows.append(g)  # type: ignore[arg-type]  # gc reads only ``lo``
+            buf.windows.append(g)  # gc reads only ``lo``
 
     def _collect(self) -> None:
         frontier = self._frontier_now()
@@ -279,10 +309,13 @@ class LiveWorker:
         self.metrics.watermark.set(wm)
         for name in list(self._pending):
             e = self._entries[name]
-            firsts = [self._streams[s].first for s in e.streams if s in self._streams]
+            # a stream's ``first`` is set by the ingestion that creates its entry
+            firsts = [
+                f for s in e.streams if s in self._streams and (f := self._streams[s].first) is not None
+            ]
             if not firsts:
                 continue
-            c = e.rq.first_report_after(min(firsts))  # type: ignore[type-var]
+            c = e.rq.first_report_after(min(firsts))
             if self._fired is not None:
                 c = max(c, e.rq.first_report_after(self._fired))
             self._pending.discard(name)
@@ -310,8 +343,8 @@ class LiveWorker:
             names: list[str] = []
             while heap and heap[0][0] == c:
                 _, name = heapq.heappop(heap)
-                e = self._entries.get(name)
-                if e is not None and e.due == c and name not in names:
+                due = self._entries.get(name)
+                if due is not None and due.due == c and name not in names:
                     names.append(name)
             if names:
                 self._tick(c, names)

@@ -167,7 +167,7 @@ class SnapshotGraph(Operator):
         if len(parts) > 1:
             if origin is not None:
                 r = origin[r]
-            return _dedup_rows(r, q, n)  # type: ignore[return-value]
+            return _dedup_rows(r, q, n)  # type: ignore[return-value]  # _dedup_rows returns three columns
         if origin is not None:
             # rows found from an alias of a vertex belong to the vertex's row
             r = origin[r]

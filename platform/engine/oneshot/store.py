@@ -191,8 +191,9 @@ class StorePlanner(Planner):
 
     def _join_leaves(self, n: Any, graph: Operator) -> list[Operator]:
         if n.name == "BGP" and n.triples and isinstance(graph, SnapshotGraph):
-            patterns = [tuple(self.slot(x) for x in tr) for tr in n.triples]
-            return [ExploreOperator(graph, patterns, evaluator=self.ev)]  # type: ignore[arg-type]
+            slot = self.slot
+            patterns = [(slot(s), slot(p), slot(o)) for s, p, o in n.triples]
+            return [ExploreOperator(graph, patterns, evaluator=self.ev)]
         return super()._join_leaves(n, graph)
 
     def _join(self, leaves: list[Operator], filters: list[Expr]) -> Operator:

@@ -200,7 +200,7 @@ def lexical(v: Val) -> str:
         return rust_display(v.value, single=True)
     if k == K_DOUBLE:
         return rust_display(v.value)
-    return to_term(v).lex  # type: ignore[union-attr]
+    return to_term(v).lex  # type: ignore[union-attr]  # a numeric Val is a Literal
 
 
 def datatype_of(v: Val) -> str:
@@ -295,9 +295,9 @@ def _temporal_arith(op: str, a: Val, b: Val) -> Val:
 
 
 def _cmp(x: object, y: object) -> int | None:
-    if x < y:  # type: ignore[operator]
+    if x < y:  # type: ignore[operator]  # values of one comparable kind
         return -1
-    if x > y:  # type: ignore[operator]
+    if x > y:  # type: ignore[operator]  # values of one comparable kind
         return 1
     if x == y:
         return 0

@@ -128,7 +128,7 @@ def arithmetic(op: str, a: Term | None, b: Term | None) -> Literal:
         ExprError: Non-numeric or unbound operand, integer/decimal overflow, decimal
             division by zero.
     """
-    return to_term(binary_numeric(op, val_of(a), val_of(b)))  # type: ignore[return-value]
+    return to_term(binary_numeric(op, val_of(a), val_of(b)))  # type: ignore[return-value]  # a Val always converts to a term
 
 
 def unary(op: str, a: Term | None) -> Literal:
@@ -146,9 +146,9 @@ def unary(op: str, a: Term | None) -> Literal:
     """
     v = val_of(a)
     if op == "!":
-        return to_term(Val(K_BOOL, not effective_boolean_value(v)))  # type: ignore[return-value]
+        return to_term(Val(K_BOOL, not effective_boolean_value(v)))  # type: ignore[return-value]  # a Val always converts to a term
     if v.kind == K_DURATION and op in ("+", "-"):
-        return to_term(Val(K_DURATION, v.value if op == "+" else duration_neg(v.value)))  # type: ignore[return-value]
+        return to_term(Val(K_DURATION, v.value if op == "+" else duration_neg(v.value)))  # type: ignore[return-value]  # a Val always converts to a term
     if v.kind not in NUMERIC_KINDS or op not in ("+", "-"):
         raise ExprError("unary %s on a non-numeric operand" % op)
     if op == "+":
@@ -252,7 +252,7 @@ def cast(datatype_iri: str, a: Term | None) -> Literal:
     Raises:
         ExprError: Cast not allowed or value not representable.
     """
-    return to_term(cast_value(datatype_iri, val_of(a)))  # type: ignore[return-value]
+    return to_term(cast_value(datatype_iri, val_of(a)))  # type: ignore[return-value]  # a Val always converts to a term
 
 
 _LITERAL_GROUP = {K_TEMPORAL: 1, K_DURATION: 2, K_STR: 3, K_LANG: 4, K_BOOL: 5}
@@ -283,8 +283,8 @@ def order_key(term: Term | None) -> tuple:
         return (1, v.value)
     if v.kind == K_IRI:
         return (2, v.value)
-    lex = term.lex  # type: ignore[union-attr]
-    dt = term.datatype  # type: ignore[union-attr]
+    lex = term.lex  # type: ignore[union-attr]  # not an IRI here: a Literal
+    dt = term.datatype  # type: ignore[union-attr]  # not an IRI here: a Literal
     if v.kind in NUMERIC_KINDS:
         x = numeric_value(term)
         position = (1, 0) if x != x else (0, x)  # NaN after every number
