@@ -36,7 +36,7 @@ async def send_error(
     send: Send, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> None:
     """Answers with a JSON error body (one line)."""
-    data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
@@ -118,6 +118,7 @@ class ApiGuard:
                     % (int(length), limit, limit_name, limit, ApiLimits.flag(limit_name)),
                     "where": "body",
                     "limit": limit_name,
+                    "value": limit,
                 },
                 {"Connection": "close"},
             )

@@ -405,6 +405,8 @@ class BackgroundServer:
         port: Port (0: a free one).
         on_shutdown: Called when shutdown starts (e.g. ``LiveEngine.close``).
         limits: Connection limits (timeouts, cap, head size); the defaults if ``None``.
+        tls_cert: PEM certificate chain: serve HTTPS (with ``tls_key``).
+        tls_key: PEM private key of ``tls_cert``.
 
     Example::
 
@@ -420,20 +422,25 @@ class BackgroundServer:
         on_shutdown: Callable[[], None] | None = None,
         *,
         limits: ApiLimits | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> None:
+        self.scheme = "https" if tls_cert else "http"
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, port))
         self.host, self.port = self.sock.getsockname()[:2]
-        config, self.guard = uvicorn_config(app, limits or ApiLimits(), log_level="warning", lifespan="on")
+        config, self.guard = uvicorn_config(
+            app, limits or ApiLimits(), log_level="warning", lifespan="on", tls_cert=tls_cert, tls_key=tls_key
+        )
         self.server = _Server(config, on_shutdown)
         self._thread = threading.Thread(target=self._run, name="linkstream-uvicorn", daemon=True)
         self._error: BaseException | None = None
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the server."""
-        return "http://%s:%d" % (self.host, self.port)
+        """``http(s)://host:port`` of the server."""
+        return "%s://%s:%d" % (self.scheme, self.host, self.port)
 
     def _run(self) -> None:
         try:

@@ -157,3 +157,48 @@ def test_deadline_interrupts_python_code() -> None:
     with pytest.raises(DeadlineExceeded):  # interrupted before it started: never runs
         guard.run(lambda: 1)
     assert Interruptible().run(lambda: 2) == 2
+
+
+def test_tls(tmp_path: Any) -> None:
+    """``tls_cert``/``tls_key`` (``run --tls-cert/--tls-key``) serve HTTPS."""
+    import shutil
+    import ssl
+    import subprocess
+
+    from linkstream.api.app import create_app
+    from linkstream.api.server import build_live
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a certificate")
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    live = build_live(idle_ms=None)
+    with BackgroundServer(
+        create_app(live), on_shutdown=live.close, tls_cert=str(cert), tls_key=str(key)
+    ) as srv:
+        assert srv.url.startswith("https://")
+        r = httpx.get(srv.url + "/healthz", verify=ssl.create_default_context(cafile=str(cert)))
+        assert r.json() == {"status": "ok"}
+        with pytest.raises(httpx.HTTPError):  # plain HTTP on the TLS port gets no answer
+            httpx.get(srv.url.replace("https", "http") + "/healthz", timeout=2)
