@@ -94,6 +94,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
 
     from linkstream.cli.args import DEFAULT_BASE, split_binding
     from linkstream.cluster.service import ClusterService, create_service_app
+    from linkstream.config import load as load_config
     from linkstream.metrics import CoordinatorMetrics, serve_metrics
     from linkstream.scheduler.state import Policy
 
@@ -142,7 +143,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         coordinator_metrics=metrics,
     )
     service.client.add_listener(metrics.zookeeper_state)
-    token = getattr(args, "token", None) or os.environ.get("LINKSTREAM_API_TOKEN") or None
+    token = getattr(args, "token", None) or load_config().api.token or None
     app = create_service_app(service, token=token)
     print(f"coordinator {identifier}: API at {api_url}", file=sys.stderr, flush=True)
 

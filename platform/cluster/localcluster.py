@@ -167,6 +167,11 @@ class LocalCluster:
         for _ in range(coordinators):
             self.start_coordinator()
         self.add_containers(containers, wait=wait)
+        if coordinators:
+            # coordinators publish their node (API URL, /metrics address) once their
+            # ZooKeeper session and HTTP server are up, which may be after the containers
+            self.api_urls(timeout=wait)
+            self.write_prometheus_targets()
 
     def _start_zookeeper(self) -> None:
         port = free_port()
