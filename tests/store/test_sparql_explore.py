@@ -93,7 +93,7 @@ def test_seed_keeps_multiplicities(graph: SnapshotGraph) -> None:
 
 
 def test_merged_graphs_are_a_set(graph: SnapshotGraph) -> None:
-    merged = SnapshotGraph(graph.snapshot, (None, "http://g"), "merge")
+    merged = SnapshotGraph(graph.snap, (None, "http://g"), "merge")
     op = ExploreOperator(merged, [(v("s"), c(10), v("o"))])
     rows = _rows(op)
     assert (1, 2, 1) in rows and (5, 6, 1) in rows  # (1 10 2) is in both graphs: once
