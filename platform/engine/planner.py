@@ -1,7 +1,8 @@
 """From rdflib's SPARQL algebra to a LinkStream operator graph.
 
 The planner walks the algebra of a (rewritten) continuous query and builds operators:
-BGPs and joins become one multiway join over pattern scans, filters are pushed into the
+BGPs and joins become one multiway join over pattern scans (property paths are expanded
+by :mod:`linkstream.engine.paths`), filters are pushed into the
 join where every variable they use is certainly bound, OPTIONAL is a join plus an
 anti-join on the left row, MINUS and (NOT) EXISTS are keyed anti/semi-joins, and what
 has no exact incremental form (keys that may be unbound, LIMIT in a subquery) is wrapped
@@ -23,6 +24,7 @@ from rdflib import URIRef, Variable
 from rdflib.plugins.sparql import algebra as ralg
 from rdflib.plugins.sparql.parserutils import CompValue
 
+from linkstream.engine.paths import PathTranslator, is_path
 from linkstream.operators.aggregate import AggregateOperator, AggSpec
 from linkstream.operators.base import Operator
 from linkstream.operators.distinct import DistinctOperator
@@ -249,10 +251,25 @@ class Planner:
             if not _at(n, "triples"):
                 return [ConstantOperator((), np.zeros((0, 1), dtype=np.int64))]
             slot = self.slot
-            return [ScanOperator(graph, (slot(s), slot(p), slot(o))) for s, p, o in _at(n, "triples")]
+            triples = _at(n, "triples")
+            if not any(is_path(p) for _, p, _ in triples):
+                return self._pattern_leaves([(slot(s), slot(p), slot(o)) for s, p, o in triples], graph)
+            patterns: list[tuple[Slot, Slot, Slot]] = []
+            paths: list[Operator] = []
+            tr = PathTranslator(self, graph)
+            for s, p, o in triples:
+                if is_path(p):
+                    tr.expand(slot(s), p, slot(o), patterns, paths)
+                else:
+                    patterns.append((slot(s), slot(p), slot(o)))
+            return self._pattern_leaves(patterns, graph) + paths
         if n.name == "Join":
             return self._join_leaves(_at(n, "p1"), graph) + self._join_leaves(_at(n, "p2"), graph)
         return [self.plan(n, graph)]
+
+    def _pattern_leaves(self, patterns: list[tuple[Slot, Slot, Slot]], graph: Operator) -> list[Operator]:
+        """The operators matching plain triple patterns in ``graph`` (one scan each)."""
+        return [ScanOperator(graph, pat) for pat in patterns]
 
     def _join(self, leaves: list[Operator], filters: list[Expr]) -> Operator:
         # the empty group {} is the join identity: drop it when other inputs exist

@@ -11,6 +11,7 @@ mappings (numpy int64 columns); no per-row Python objects on the hot path.
 * ``router.py``   -- shared multiway join + router across window ranges and constants.
 * ``filter.py``, ``extend.py``, ``project.py``, ``values.py`` -- stateless reshaping.
 * ``aggregate.py``, ``distinct.py``, ``negation.py``, ``recompute.py`` -- stateful operators.
+* ``path.py``     -- arbitrary-length property paths (``*``, ``+``, ``?``): closures, recomputed.
 * ``static_result.py`` -- static sub-join results, evaluated once and stored.
 * ``evaluate.py`` -- vectorised evaluation of SPARQL expressions over batches.
 * ``state.py``    -- snapshot / restore of a query's operator state for migration.

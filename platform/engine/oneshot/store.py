@@ -45,6 +45,7 @@ from linkstream.operators.batch import Batch, consolidate
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.extend import ExtendOperator
 from linkstream.operators.project import ProjectOperator
+from linkstream.operators.scan import Slot
 from linkstream.operators.values import ConstantOperator
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.errors import QueryError
@@ -189,12 +190,10 @@ def _session(dictionary: Dictionary) -> _Session:
 class StorePlanner(Planner):
     """The continuous-query planner with basic graph patterns explored in the snapshot."""
 
-    def _join_leaves(self, n: Any, graph: Operator) -> list[Operator]:
-        if n.name == "BGP" and n.triples and isinstance(graph, SnapshotGraph):
-            slot = self.slot
-            patterns = [(slot(s), slot(p), slot(o)) for s, p, o in n.triples]
+    def _pattern_leaves(self, patterns: list[tuple[Slot, Slot, Slot]], graph: Operator) -> list[Operator]:
+        if patterns and isinstance(graph, SnapshotGraph):
             return [ExploreOperator(graph, patterns, evaluator=self.ev)]
-        return super()._join_leaves(n, graph)
+        return super()._pattern_leaves(patterns, graph)
 
     def _join(self, leaves: list[Operator], filters: list[Expr]) -> Operator:
         groups: dict[int, list[ExploreOperator]] = {}
