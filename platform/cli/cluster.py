@@ -108,7 +108,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
             return 2
         statics.append((iri, os.path.abspath(path)))
     identifier = args.id or f"{os.uname().nodename}-{os.getpid()}"
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
