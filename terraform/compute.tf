@@ -1,5 +1,5 @@
-# Coordinators (leader + standbys; each node also serves the HTTP API, `linkstream run`,
-# behind the load balancer in lb.tf) and the elastic pool of operator containers on EFA
+# Coordinators (leader + standbys, `linkstream run --zk`: each one also serves the HTTP
+# API behind the load balancer in lb.tf) and the elastic pool of operator containers on EFA
 # (RDMA) instances in one cluster placement group.
 
 resource "aws_instance" "coordinator" {
@@ -18,9 +18,11 @@ resource "aws_instance" "coordinator" {
     bucket          = aws_s3_bucket.checkpoints.bucket
     token_parameter = var.api_token_parameter
     services = {
-      coordinator = "/opt/linkstream/bin/linkstream coordinator --zk ${local.zk_connect}${local.zk_chroot} --id coordinator-${count.index + 1}"
-      # the HTTP API on the node's private address; the load balancer forwards port 8080 here
-      api = "/opt/linkstream/bin/linkstream run --host $PRIVATE_IP --port ${local.api_port}"
+      # One process per node: `run --zk` is the coordinator (leader election, scheduling)
+      # and serves the HTTP API on the node's private address; the load balancer forwards
+      # port 8080 here.  Any coordinator answers (standbys forward to the leader), so there
+      # is no separate embedded `linkstream run` next to it.
+      coordinator = "/opt/linkstream/bin/linkstream run --zk ${local.zk_connect}${local.zk_chroot} --id coordinator-${count.index + 1} --host $PRIVATE_IP --port ${local.api_port}"
     }
   })
   metadata_options {

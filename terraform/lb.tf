@@ -1,7 +1,8 @@
 # The HTTP API of the coordinator nodes behind a network load balancer: clients use one
 # address, and a coordinator that fails its /healthz check (served without a token) leaves
-# the rotation.  Each node's API runs its own engine (`linkstream run`), so the target
-# group keeps a client on one node (source-IP stickiness).
+# the rotation.  Every coordinator (`linkstream run --zk`) serves the same API over the
+# cluster's one registry: the leader ingests and reports, a standby forwards to it, so any
+# target answers and no stickiness is needed.
 locals {
   api_port = 8080
 }
@@ -70,11 +71,6 @@ resource "aws_lb_target_group" "api" {
     healthy_threshold   = 2
     unhealthy_threshold = 2
     interval            = 10
-  }
-
-  stickiness {
-    type    = "source_ip"
-    enabled = true
   }
 }
 

@@ -167,10 +167,17 @@ run "mocked_apply" {
     condition = alltrue([
       for c in aws_instance.coordinator :
       strcontains(c.user_data, "LINKSTREAM_CHECKPOINTS_URI=") && !strcontains(c.user_data, "LINKSTREAM_TOKEN=")
-      && strcontains(c.user_data, "linkstream run --host $PRIVATE_IP --port 8080")
       && strcontains(c.user_data, "LINKSTREAM_API_TOKEN=") == (var.api_token_parameter != "")
     ])
     error_message = "coordinators get LINKSTREAM_API_TOKEN (what the server reads) only with a token parameter"
+  }
+  assert {
+    condition = alltrue([
+      for c in aws_instance.coordinator :
+      length(regexall("ExecStart=/opt/linkstream/bin/linkstream run --zk [^ ]+ --id coordinator-[0-9]+ --host [$]PRIVATE_IP --port 8080", c.user_data)) == 1
+      && length(regexall("ExecStart=/opt/linkstream/bin/linkstream (run|coordinator)\\b", c.user_data)) == 1
+    ])
+    error_message = "each coordinator runs `linkstream run --zk` once, serving the API on 8080 (no separate embedded engine)"
   }
 
   # -- the rest of the shape ------------------------------------------------------------

@@ -97,7 +97,7 @@ def test_every_process_is_pointed_at_the_ensemble_with_a_chroot():
         cmds.append(res["user_data"])
     for c in cmds:
         assert "--zk ${local.zk_connect}${local.zk_chroot}" in c
-    assert "linkstream container" in cmds[1] and "linkstream coordinator" in cmds[0]
+    assert "linkstream container" in cmds[1] and "linkstream run --zk" in cmds[0]
 
 
 def test_checkpoint_bucket_is_private_encrypted_and_versioned():
@@ -151,7 +151,11 @@ def test_settings_in_the_node_templates_are_read_by_the_code():
     container = _resources("aws_launch_template")["container"]["user_data"]
     assert "--bind tcp://$PRIVATE_IP:*" in container and "0.0.0.0" not in container
     coordinator = _resources("aws_instance")["coordinator"]["user_data"]
-    assert "linkstream run --host $PRIVATE_IP --port ${local.api_port}" in coordinator
+    # one process per coordinator: `run --zk` is the coordinator and serves the API (any
+    # coordinator answers); no separate embedded `linkstream run` next to it
+    assert "--host $PRIVATE_IP --port ${local.api_port}" in coordinator
+    assert coordinator.count("/opt/linkstream/bin/linkstream ") == 1, coordinator
+    assert "linkstream coordinator" not in coordinator
 
 
 def test_coordinators_are_behind_a_load_balancer():
