@@ -5,8 +5,9 @@ Endpoints (``/openapi.json`` describes them in full):
 * ``POST /queries`` register (text body, JSON ``{"query", "name"}``, or a JSON array of
   those: a batch), ``GET /queries``,
   ``GET /queries/{name}``, ``DELETE /queries/{name}``;
-* ``GET /queries/{name}/results`` (Server-Sent Events, one event per result line) and
-  ``GET /queries/{name}/results.jsonl`` (chunked JSON Lines);
+* ``GET /queries/{name}/results`` (Server-Sent Events, one event per result line, ``id:``
+  ``<report time>:<line>``; ``Last-Event-ID`` resumes after it) and
+  ``GET /queries/{name}/results.jsonl`` (chunked JSON Lines; ``?after=<id>`` resumes);
 * ``POST /streams/{iri}`` or ``POST /streams?iri=...``: one element (N-Triples, N-Quads,
   Turtle, JSON-LD) at ``t`` / ``X-Event-Time`` (wall clock by default), or a timestamped
   N-Quads body of several elements; ``POST /watermark`` advances event time explicitly;
@@ -60,7 +61,7 @@ from linkstream.api.limits import (
 )
 from linkstream.api.openapi import openapi_schema
 from linkstream.engine.live.runtime import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
-from linkstream.engine.live.subscription import SubscriptionClosed
+from linkstream.engine.live.subscription import ResultsGone, SubscriptionClosed, line_id, parse_cursor
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 from linkstream.query.continuous import parse_continuous
 from linkstream.query.errors import QueryError
@@ -84,6 +85,22 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.extra = extra
+
+
+class _ResultStream(StreamingResponse):
+    """A result stream that releases its subscription however the response ends."""
+
+    def __init__(self, content: Any, *, on_end: Any, **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self._on_end = on_end
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            end, self._on_end = self._on_end, None
+            if end is not None:
+                end()
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -415,13 +432,22 @@ class Api:
             raise ApiError(
                 400, "query parameter 'queue' must be at most 1000000", where="query parameter queue"
             )
-        last_id = request.headers.get("last-event-id")
-        if last_id is not None and not last_id.strip().lstrip("-").isdigit():
-            raise ApiError(
-                400,
-                "Last-Event-ID must be the report time (integer ms) of an event, got %r" % last_id[:64],
-                where="header Last-Event-ID",
-            )
+        after = None
+        for where, raw in (
+            ("query parameter after", request.query_params.get("after")),
+            ("header Last-Event-ID", request.headers.get("last-event-id")),
+        ):
+            if raw is None or not raw.strip() or after is not None:
+                continue
+            try:
+                after = parse_cursor(raw)
+            except ValueError:
+                raise ApiError(
+                    400,
+                    "%s must be a result id <report time ms>:<line> (or a report time), got %r"
+                    % (where.split(" ", 1)[1], raw[:64]),
+                    where=where,
+                ) from None
         self._view(request)  # 404 before the stream starts
         if self._subscribers >= self.limits.max_subscribers:
             raise LimitExceeded(
@@ -432,20 +458,36 @@ class Api:
                 "server",
             )
 
+        try:  # (the response closes it: nothing awaits between here and its start)
+            sub = (
+                self.live.subscribe(name, maxlen, after)
+                if after is not None
+                else self.live.subscribe(name, maxlen)
+            )
+        except UnknownQuery as e:
+            raise ApiError(404, str(e), where="path") from None
+        except ResultsGone as e:
+            raise ApiError(
+                410,
+                str(e),
+                where="query parameter after"
+                if request.query_params.get("after")
+                else "header Last-Event-ID",
+            ) from None
+        self._subscribers += 1
+
+        def ended() -> None:
+            self._subscribers -= 1
+            sub.close()
+
         async def stream() -> AsyncIterator[str]:
-            # subscribed once the response is under way, so that no exit path leaks it
-            try:
-                sub = self.live.subscribe(name, maxlen)
-            except UnknownQuery:
-                return
-            self._subscribers += 1
             sent = dropped = 0
             try:
                 if sse:
                     yield ": subscribed to %s\n\n" % json.dumps(name)
                 while limit is None or sent < limit:
                     try:
-                        item = await sub.next_report(KEEPALIVE_S)
+                        item = await sub.next_item(KEEPALIVE_S)
                     except SubscriptionClosed:
                         if sse:
                             yield "event: end\ndata: {}\n\n"
@@ -457,24 +499,26 @@ class Api:
                         if sse:
                             yield ": keepalive\n\n"
                         continue
-                    c, lines = item
+                    c, lines, first = item
                     if limit is not None:
                         lines = lines[: limit - sent]
                     sent += len(lines)
                     if lines:
                         if sse:
-                            yield "".join("id: %d\ndata: %s\n\n" % (c, ln) for ln in lines)
+                            yield "".join(
+                                "id: %s\ndata: %s\n\n" % (line_id(c, first + i), ln)
+                                for i, ln in enumerate(lines, 1)
+                            )
                         else:
                             yield "".join(ln + "\n" for ln in lines)
                     if until is not None and c >= until:
                         return
             finally:
-                self._subscribers -= 1
                 sub.close()
 
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         media = "text/event-stream" if sse else "application/x-ndjson"
-        return StreamingResponse(stream(), media_type=media, headers=headers)
+        return _ResultStream(stream(), media_type=media, headers=headers, on_end=ended)
 
     # ------------------------------------------------------------ streams
 
@@ -722,6 +766,7 @@ class Api:
 
 #: where an error without a more precise place points, by status
 _WHERE = {401: "header Authorization", 403: "header Authorization", 404: "path", 405: "method", 409: "path"}
+_WHERE[410] = "header Last-Event-ID"
 _WHERE.update({415: "header Content-Type", 503: "server"})
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from linkstream.engine.live.runtime import QueryView
-from linkstream.engine.live.subscription import Subscription
+from linkstream.engine.live.subscription import Cursor, Subscription
 from linkstream.metrics import LiveMetrics
 
 
@@ -40,7 +40,10 @@ class LiveBackend(Protocol):
 
     def view(self, name: str) -> QueryView: ...
 
-    def subscribe(self, name: str, maxlen: int | None = None) -> Subscription: ...
+    def subscribe(self, name: str, maxlen: int | None = None, after: Cursor | None = None) -> Subscription:
+        """Reports of ``name`` from the next on, or after result id ``after`` (raises
+        :class:`~linkstream.engine.live.subscription.ResultsGone` if no longer kept)."""
+        ...
 
     def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool: ...
 

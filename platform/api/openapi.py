@@ -70,6 +70,19 @@ _RESULTS_PARAMS = [
         "schema": {"type": "integer"},
         "description": "lines buffered before the oldest are dropped",
     },
+    {
+        "name": "after",
+        "in": "query",
+        "schema": {"type": "string", "pattern": "^-?[0-9]+(:[0-9]+)?$"},
+        "description": "resume after this result id (<report time>:<line>, as SSE id:; a bare report "
+        "time: after that whole report); the same as the Last-Event-ID header",
+    },
+    {
+        "name": "Last-Event-ID",
+        "in": "header",
+        "schema": {"type": "string"},
+        "description": "resume after this result id: the kept reports first, none twice",
+    },
 ]
 _SPARQL_PARAMS = [
     {"name": "query", "in": "query", "schema": {"type": "string"}},
@@ -249,12 +262,14 @@ def _document() -> dict[str, Any]:
             },
             "/queries/{name}/results": {
                 "get": {
-                    "summary": "Subscribe to results as Server-Sent Events (one event per result line)",
+                    "summary": "Subscribe to results as Server-Sent Events (one event per result line, "
+                    "id <report time>:<line>)",
                     "parameters": _RESULTS_PARAMS,
                     "responses": {
                         "200": _resp("event stream", {"type": "string"}, "text/event-stream"),
                         "400": _err("bad until/limit/queue or Last-Event-ID"),
                         "404": _err("unknown query"),
+                        "410": _err("results after Last-Event-ID / after are no longer kept"),
                         "429": _err("max_subscribers result streams are open"),
                     },
                 }
@@ -266,6 +281,7 @@ def _document() -> dict[str, Any]:
                     "responses": {
                         "200": _resp("JSON Lines", {"type": "string"}, "application/x-ndjson"),
                         "404": _err("unknown query"),
+                        "410": _err("results after `after` are no longer kept"),
                     },
                 }
             },

@@ -47,7 +47,7 @@ from linkstream.engine.live.state import (
     _Entry,
     _Stream,
 )
-from linkstream.engine.live.subscription import Subscription
+from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, ReportRing, Subscription
 from linkstream.engine.live.worker import _STREAM_FIGURES, LiveWorker, Triples
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 from linkstream.metrics import LiveMetrics
@@ -73,6 +73,8 @@ class LiveEngine(LiveWorker):
             back the watermark; ``None`` or ``<= 0``: streams never go idle.
         retention_ms: Event time (ms) of stream history kept for late-registered queries.
         subscriber_queue: Lines a subscriber may have pending before it loses the oldest.
+        results_retention_s: Wall-clock seconds of each query's reports kept for
+            subscribers that resume after a result id (:class:`ReportRing`).
         max_pending: Elements queued for the worker before :meth:`push` blocks.
         base: Base IRI for relative IRIs in queries.
         metrics: Where to count; a private :class:`~linkstream.metrics.LiveMetrics` if ``None``.
@@ -88,6 +90,7 @@ class LiveEngine(LiveWorker):
         idle_ms: int | None = 5000,
         retention_ms: int = 60_000,
         subscriber_queue: int = 10_000,
+        results_retention_s: float = RESULTS_RETENTION_S,
         max_pending: int = 100_000,
         base: str = "http://localhost/",
         metrics: LiveMetrics | None = None,
@@ -103,6 +106,8 @@ class LiveEngine(LiveWorker):
         self.idle_s = idle_ms / 1000.0 if idle_ms and idle_ms > 0 else None
         self.retention_ms = retention_ms
         self.subscriber_queue = subscriber_queue
+        self.results_retention_s = results_retention_s
+        self._rings: dict[str, ReportRing] = {}  # query -> its recent reports (under _lock)
         self.base = base
         self.metrics = metrics if metrics is not None else LiveMetrics()
         self.clock = clock
@@ -324,17 +329,23 @@ class LiveEngine(LiveWorker):
                 raise UnknownQuery(name)
         self._submit("call", lambda: self._do_unregister(name), timeout)
 
-    def subscribe(self, name: str, maxlen: int | None = None) -> Subscription:
-        """A new subscription to the reports of ``name`` from the next report on.
+    def subscribe(self, name: str, maxlen: int | None = None, after: Cursor | None = None) -> Subscription:
+        """A new subscription to the reports of ``name`` from the next report on, or from the
+        line after result id ``after`` (the kept reports first, then live ones, none twice).
 
         Raises:
             UnknownQuery: No such query.
+            ResultsGone: Some report after ``after`` is no longer kept.
         """
         with self._lock:
             e = self._entries.get(name)
             if e is None:
                 raise UnknownQuery(name)
-            sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe)
+            ring = self._rings.get(name)
+            kept = ring.after(after) if ring is not None and after is not None else []
+            sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe, position=after)
+            for t, lines, first in kept:
+                sub.offer(t, lines, first)
             e.subscribers = [*e.subscribers, sub]
         return sub
 
@@ -391,6 +402,10 @@ class LiveEngine(LiveWorker):
                 raise UnknownQuery(name)
             subs = list(e.subscribers)
         return QueryView(e.cq, e.rq.stats, e.first_report, e.due, e.rq.last_report, len(subs), e.dropped)
+
+    def backlog(self) -> int:
+        """Commands (mostly pushed elements) waiting for the worker, approximately."""
+        return self._queue.qsize()
 
     def status(self) -> dict[str, Any]:
         """Engine-wide figures: queries, operators, last report time, per-stream counts."""

@@ -5,6 +5,14 @@ and never waits for a reader: a subscriber that falls behind loses its oldest re
 (counted), which keeps one slow HTTP client from stalling every query.  Readers may be
 threads (blocking :meth:`Subscription.get`, iteration) or asyncio tasks
 (:meth:`Subscription.next_report`, woken through ``call_soon_threadsafe``).
+
+Resumable delivery: every result line has an id ``"<report time>:<k>"`` (the ``k``-th
+line, 1-based, of the query's report at that time; SSE ``id:``).  A :class:`ReportRing`
+keeps the reports of one query for ``retention_s`` seconds of wall-clock time (and at
+most ``max_lines`` lines); :meth:`ReportRing.after` gives what follows a cursor -- exactly
+the lines after it, none twice -- or raises :class:`ResultsGone` when some of them were
+dropped already.  A subscription started at a cursor ignores reports at or before it, so
+a report both replayed from the ring and offered live is delivered once.
 """
 
 from __future__ import annotations
@@ -15,6 +23,108 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+
+#: ``(report time, lines of that report already delivered)``: where a reader stands
+Cursor = tuple[int, int]
+#: one report as queued: ``(report time, lines, id number of the first line minus one)``
+Item = tuple[int, tuple[str, ...], int]
+
+#: default wall-clock seconds of reports kept per query (``--results-retention``)
+RESULTS_RETENTION_S = 300.0
+#: most result lines kept per query, whatever their age
+RESULTS_MAX_LINES = 100_000
+
+
+class ResultsGone(LookupError):
+    """Some report after a resume cursor is no longer kept (older than the retention)."""
+
+
+def parse_cursor(text: str) -> Cursor:
+    """``"<t>"`` (after the whole report at ``t``) or ``"<t>:<k>"`` (after its ``k``-th line).
+
+    Raises:
+        ValueError: Not of that form.
+    """
+    t, sep, k = text.strip().partition(":")
+    if not t.lstrip("-").isdigit() or len(t) > 20 or (sep and (not k.isdigit() or len(k) > 12)):
+        raise ValueError("a result id is <report time ms> or <report time ms>:<line>, got %r" % text[:64])
+    return int(t), (int(k) if sep else 2**62)
+
+
+def line_id(t: int, k: int) -> str:
+    """The id of the ``k``-th line (1-based) of the report at ``t``."""
+    return "%d:%d" % (t, k)
+
+
+class ReportRing:
+    """The recent reports of one query, for readers that resume (see the module docstring).
+
+    Not thread-safe: its owner serialises :meth:`add` and :meth:`after`.
+
+    Args:
+        retention_s: Wall-clock seconds a report is kept.
+        max_lines: Most lines kept (the oldest reports go first).
+        clock: Wall clock in seconds.
+    """
+
+    def __init__(
+        self,
+        retention_s: float = RESULTS_RETENTION_S,
+        max_lines: int = RESULTS_MAX_LINES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.retention_s = retention_s
+        self.max_lines = max(1, max_lines)
+        self.clock = clock
+        self._reports: deque[tuple[float, int, tuple[str, ...]]] = deque()
+        self._lines = 0
+        #: the latest report time dropped from the ring (``None``: nothing dropped yet)
+        self.dropped_until: int | None = None
+
+    def add(self, t: int, lines: tuple[str, ...]) -> None:
+        """Keeps the report at ``t`` (report times only increase)."""
+        now = self.clock()
+        if lines:
+            self._reports.append((now, t, lines))
+            self._lines += len(lines)
+        self.trim(now)
+
+    def trim(self, now: float | None = None) -> None:
+        """Drops reports older than the retention or past the line budget."""
+        now = self.clock() if now is None else now
+        r = self._reports
+        while r and (now - r[0][0] > self.retention_s or self._lines > self.max_lines):
+            _, t, lines = r.popleft()
+            self._lines -= len(lines)
+            self.dropped_until = t
+
+    def last(self) -> int | None:
+        """The latest report time kept (with lines)."""
+        return self._reports[-1][1] if self._reports else None
+
+    def after(self, cursor: Cursor) -> list[Item]:
+        """The kept reports after ``cursor``, the first one possibly partial.
+
+        Raises:
+            ResultsGone: A report after ``cursor`` was dropped already.
+        """
+        t0, k0 = cursor
+        self.trim()
+        if self.dropped_until is not None and self.dropped_until > t0:
+            raise ResultsGone(
+                "results after %d are no longer kept (kept from %s on)"
+                % (t0, self._reports[0][1] if self._reports else "the next report")
+            )
+        out: list[Item] = []
+        for _, t, lines in self._reports:
+            if t < t0:
+                continue
+            if t == t0:
+                if k0 < len(lines):
+                    out.append((t, lines[k0:], k0))
+                continue
+            out.append((t, lines, 0))
+        return out
 
 
 class SubscriptionClosed(Exception):
@@ -37,14 +147,21 @@ class Subscription:
     """
 
     def __init__(
-        self, query: str, maxlen: int, on_close: Callable[[Subscription], None] | None = None
+        self,
+        query: str,
+        maxlen: int,
+        on_close: Callable[[Subscription], None] | None = None,
+        *,
+        position: Cursor | None = None,
     ) -> None:
         self.query = query
         self.maxlen = max(1, maxlen)
         self.dropped = 0
         self.closed = False
+        #: the last report queued (``(t, lines)``): reports at or before it are ignored
+        self.position = position
         self._cond = threading.Condition()
-        self._reports: deque[tuple[int, tuple[str, ...]]] = deque()
+        self._reports: deque[Item] = deque()
         self._size = 0
         self._lines: deque[str] = deque()
         self._wakers: list[Callable[[], None]] = []
@@ -52,16 +169,19 @@ class Subscription:
 
     # -- engine side
 
-    def offer(self, t: int, lines: tuple[str, ...]) -> int:
-        """Adds one report; returns the number of lines dropped to make room."""
+    def offer(self, t: int, lines: tuple[str, ...], first: int = 0) -> int:
+        """Adds one report (``first``: lines of it delivered before, for ids); returns the
+        number of lines dropped to make room.  A report at or before :attr:`position` is
+        ignored (it was queued already, from a ring or live)."""
         with self._cond:
-            if self.closed:
+            if self.closed or (self.position is not None and t <= self.position[0]):
                 return 0
-            self._reports.append((t, lines))
+            self.position = (t, first + len(lines))
+            self._reports.append((t, lines, first))
             self._size += max(1, len(lines))
             lost = 0
             while self._size > self.maxlen and len(self._reports) > 1:
-                _, old = self._reports.popleft()
+                _, old, _ = self._reports.popleft()
                 self._size -= max(1, len(old))
                 lost += len(old)
             self.dropped += lost
@@ -89,10 +209,10 @@ class Subscription:
             cb, self._on_close = self._on_close, None
             cb(self)
 
-    def _pop(self) -> tuple[int, tuple[str, ...]]:
-        t, lines = self._reports.popleft()
-        self._size -= max(1, len(lines))
-        return t, lines
+    def _pop(self) -> Item:
+        item = self._reports.popleft()
+        self._size -= max(1, len(item[1]))
+        return item
 
     def get_report(self, timeout: float | None = None) -> tuple[int, tuple[str, ...]]:
         """The next report ``(t, lines)``.
@@ -110,7 +230,8 @@ class Subscription:
                 if left is not None and left <= 0:
                     raise queue.Empty
                 self._cond.wait(left)
-            return self._pop()
+            t, lines, _ = self._pop()
+            return t, lines
 
     def get(self, timeout: float | None = None) -> str:
         """The next result line (``queue.Queue.get`` style; see :meth:`get_report`)."""
@@ -135,6 +256,12 @@ class Subscription:
         Raises:
             SubscriptionClosed: The subscription is closed and drained.
         """
+        item = await self.next_item(timeout)
+        return None if item is None else (item[0], item[1])
+
+    async def next_item(self, timeout: float | None = None) -> Item | None:
+        """As :meth:`next_report`, with the number of the report's lines delivered before
+        (the id of ``lines[i]`` is ``line_id(t, first + i + 1)``)."""
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
 

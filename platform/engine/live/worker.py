@@ -30,6 +30,7 @@ from linkstream.engine.live.state import (
     _Entry,
     _Stream,
 )
+from linkstream.engine.live.subscription import ReportRing
 from linkstream.operators.window import WindowBuffer
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS, check_event_time, check_jump
@@ -81,6 +82,8 @@ class LiveWorker:
     _queue: queue.SimpleQueue[tuple]
     _space: threading.BoundedSemaphore
     _entries: dict[str, _Entry]
+    _rings: dict[str, ReportRing]
+    results_retention_s: float
     _accepted: dict[str, _Accepted]
     _frontier: int | None
     _streams: dict[str, _Stream]
@@ -242,6 +245,7 @@ class LiveWorker:
             self._schedule(cq.name, e, rq.first_report_after(ref))
         with self._lock:
             self._entries[cq.name] = e
+            self._rings[cq.name] = ReportRing(self.results_retention_s)
         self._gauges()
         log.info("registered query %s (%s, %d windows)", cq.name, cq.dialect, len(cq.windows))
         return cq.name
@@ -260,6 +264,7 @@ class LiveWorker:
     def _do_unregister(self, name: str) -> None:
         with self._lock:
             e = self._entries.pop(name, None)
+            self._rings.pop(name, None)
         if e is None:
             raise UnknownQuery(name)
         self._pending.discard(name)
@@ -415,6 +420,10 @@ class LiveWorker:
             lines = tuple(out.get(name, ()))
             m.reports.inc()
             m.result_lines.inc(len(lines))
+            ring = self._rings.get(name)
+            if ring is not None and lines:
+                with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
+                    ring.add(c, lines)
             lat = e.rq.stats.latencies
             if len(lat) > 2 * _LATENCY_KEEP:
                 del lat[:-_LATENCY_KEEP]
