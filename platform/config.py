@@ -21,6 +21,7 @@ A TOML file looks like::
     token = "..."            # better: the environment, never a file in a repository
     [cluster]
     zk = "zk1:2181,zk2:2181/linkstream"
+    zk_auth_file = "/etc/linkstream/zk-auth"   # one line user:password, mode 0600
     [checkpoints]
     uri = "s3://bucket/prefix"
 
@@ -73,9 +74,18 @@ class ClusterConfig:
 
     Attributes:
         zk: ZooKeeper connection string ``HOST:PORT[,HOST:PORT][/chroot]``.
+        zk_auth: The cluster's ZooKeeper digest credential ``user:password``
+            (``LINKSTREAM_CLUSTER_ZK_AUTH``; better than a file in a repository).
+        zk_auth_file: A file holding that credential on one line
+            (``LINKSTREAM_CLUSTER_ZK_AUTH_FILE``; ``--zk-auth-file`` wins over both).
+        curve_keys: A ``zmq.auth`` secret certificate (``.key_secret``) with this process's
+            CURVE key pair (``LINKSTREAM_CLUSTER_CURVE_KEYS``); default: a fresh pair per process.
     """
 
     zk: str | None = None
+    zk_auth: str | None = None
+    zk_auth_file: str | None = None
+    curve_keys: str | None = None
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ name                                                 type       what
 ``linkstream_dataplane_sent_messages_total``         counter    data-plane messages sent
 ``linkstream_dataplane_sent_bytes_total``            counter    data-plane bytes sent
 ``linkstream_dataplane_backpressure_total``          counter    sends that met a full queue
+``linkstream_dataplane_rejected_peers_total``        counter    refused CURVE handshakes, by
+                                                                ``socket`` and ``reason``
 ``linkstream_state_migrations_total``                counter    operator-state hand-overs
 ``linkstream_state_migrated_bytes_total``            counter    bytes of migrated state
 ``linkstream_state_migrated_rows_total``             counter    rows of migrated state
@@ -69,7 +71,7 @@ triples not yet compacted).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -115,6 +117,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_dataplane_sent_messages_total",
     "linkstream_dataplane_sent_bytes_total",
     "linkstream_dataplane_backpressure_total",
+    "linkstream_dataplane_rejected_peers_total",
     "linkstream_state_migrations_total",
     "linkstream_state_migrated_bytes_total",
     "linkstream_state_migrated_rows_total",
@@ -146,6 +149,9 @@ PROCESS_METRIC_NAMES: tuple[str, ...] = (
     "process_open_fds",
     "process_start_time_seconds",
 )
+
+#: reasons of ``linkstream_dataplane_rejected_peers_total`` (see ``containers/transport.py``)
+REJECT_REASONS = ("unknown_key", "not_curve", "bad_handshake")
 
 #: ZooKeeper session states of ``linkstream_zookeeper_session_state`` (kazoo's names)
 ZK_STATES = ("CONNECTED", "SUSPENDED", "LOST")
@@ -245,9 +251,27 @@ class _ProcessMetrics:
             ["state"],
             registry=r,
         )
+        self.rejected_peers = Counter(
+            "linkstream_dataplane_rejected_peers",
+            "Data-plane handshakes refused: unknown_key (CURVE client not a cluster member), "
+            "not_curve (plaintext peer), bad_handshake (e.g. wrong server key)",
+            ["socket", "reason"],
+            registry=r,
+        )
         for state in ZK_STATES:
             self.zk_state.labels(state).set(0)
             self.zk_events.labels(state)
+
+    def on_reject(self, socket: str) -> Callable[[str], None]:
+        """The ``on_reject`` hook of a CURVE server socket named ``socket`` (``data``, ``ops``,
+        ``results``): counts each refused handshake in ``linkstream_dataplane_rejected_peers_total``."""
+        for reason in REJECT_REASONS:
+            self.rejected_peers.labels(socket, reason)
+
+        def count(reason: str) -> None:
+            self.rejected_peers.labels(socket, reason).inc()
+
+        return count
 
     def identify(self, ident: str) -> None:
         """Sets ``linkstream_process_info{role, id}`` once the process knows its id."""
@@ -399,6 +423,17 @@ class CoordinatorMetrics(_ProcessMetrics):
         )
         for state in ("assigned", "pending", "migrating"):
             self.tasks.labels(state).set(0)
+
+
+class DriverMetrics(_ProcessMetrics):
+    """The metrics of a ``replay --zk`` driver (its result socket's refused handshakes).
+
+    Args:
+        registry: Where the metrics are registered; a fresh registry when ``None``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__("driver", registry)
 
 
 class StoreCollector(Collector):

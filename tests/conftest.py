@@ -4,6 +4,12 @@ The server is Debian's ``zookeeper`` package started by ``infra/zookeeper.sh`` o
 free 127.0.0.1 port; it is never skipped: a missing package is installed with
 ``infra/install-system-deps.sh`` and a server that does not start fails the tests that
 need it, with the reason.
+
+Cluster security is on by default, so the session has one ZooKeeper credential
+(``zk_auth``): it is ``LINKSTREAM_CLUSTER_ZK_AUTH`` for everything the tests start (local
+clusters write it to their ``zk-auth`` file, in-process ``replay --zk`` / ``status`` read
+it) and ``kazoo_factory`` clients authenticate with it, so they can read a secure tree
+(the nodes they create themselves keep open ACLs, as the scheduler tests expect).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+
+from linkstream.scheduler.zkclient import ZkAuth
 
 REPO = Path(__file__).resolve().parent.parent
 ZK_SCRIPT = REPO / "infra" / "zookeeper.sh"
@@ -111,6 +119,24 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+ZK_AUTH = ZkAuth.generate("linkstream-test")
+ZK_AUTH_ENV = "LINKSTREAM_CLUSTER_ZK_AUTH"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def zk_auth() -> Iterator[ZkAuth]:
+    """The session's cluster credential, also in ``LINKSTREAM_CLUSTER_ZK_AUTH``."""
+    old = os.environ.get(ZK_AUTH_ENV)
+    os.environ[ZK_AUTH_ENV] = f"{ZK_AUTH.user}:{ZK_AUTH.password}"
+    try:
+        yield ZK_AUTH
+    finally:
+        if old is None:
+            os.environ.pop(ZK_AUTH_ENV, None)
+        else:
+            os.environ[ZK_AUTH_ENV] = old
+
+
 @pytest.fixture(scope="session")
 def zk_session_timeout() -> float:
     """Session timeout (seconds) that ``kazoo_factory`` clients ask for."""
@@ -141,6 +167,7 @@ def kazoo_factory(zk_server: str, zk_chroot: str) -> Iterator[Callable[..., Kazo
 
     def make(**kwargs: object) -> KazooClient:
         kwargs.setdefault("timeout", ZK_SESSION_TIMEOUT)
+        kwargs.setdefault("auth_data", ZK_AUTH.auth_data)
         client = KazooClient(hosts=f"{zk_server}{zk_chroot}", **kwargs)
         client.start(timeout=10)
         clients.append(client)

@@ -20,7 +20,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 
-from kazoo.client import KazooClient
+from linkstream.containers.security import Security
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +57,33 @@ def _exit_if_stuck(status: int) -> int:
     os._exit(0)
 
 
+def cluster_security(args: argparse.Namespace) -> Security | None:
+    """The security ``args`` and the settings give (``--zk-auth-file``, ``--insecure``,
+    ``LINKSTREAM_CLUSTER_ZK_AUTH[_FILE]``); ``None`` after printing one line saying why not."""
+    from linkstream.config import ConfigError, load
+    from linkstream.containers.security import SecurityError, resolve
+
+    try:
+        cfg = load().cluster
+        return resolve(
+            auth_file=getattr(args, "zk_auth_file", None),
+            insecure=bool(getattr(args, "insecure", False)),
+            env_auth=cfg.zk_auth,
+            env_auth_file=cfg.zk_auth_file,
+            curve_keys=cfg.curve_keys,
+        )
+    except (SecurityError, ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
 def cmd_container(args: argparse.Namespace) -> int:
     """``linkstream container``: serve as an operator container."""
     from linkstream.containers.runtime import ContainerRuntime, serve
 
+    security = cluster_security(args)
+    if security is None:
+        return 2
     _setup_logging(args.log_level)
     runtime = ContainerRuntime(
         args.zk,
@@ -70,6 +93,7 @@ def cmd_container(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout,
         root=args.root,
         metrics_port=args.metrics_port,
+        security=security,
     )
     return _exit_if_stuck(serve(runtime, _stop_on_signals()))
 
@@ -98,6 +122,9 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     from linkstream.metrics import CoordinatorMetrics, serve_metrics
     from linkstream.scheduler.state import Policy
 
+    security = cluster_security(args)
+    if security is None:
+        return 2
     _setup_logging(args.log_level)
     base = getattr(args, "base", None) or DEFAULT_BASE
     statics = []
@@ -141,6 +168,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         policy=policy,
         meta=meta,
         coordinator_metrics=metrics,
+        security=security,
     )
     service.client.add_listener(metrics.zookeeper_state)
     token = getattr(args, "token", None) or load_config().api.token or None
@@ -166,12 +194,16 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     return _exit_if_stuck(-1 if bounded.is_alive() else 0)
 
 
-def _hosts(args: argparse.Namespace) -> str:
+def _hosts(args: argparse.Namespace) -> tuple[str, Security | None]:
+    """ZooKeeper of ``--zk`` (security from the flags) or of the local cluster in ``--dir``."""
     if args.zk:
-        return args.zk
+        return args.zk, cluster_security(args)
     from linkstream.cluster.localcluster import LocalCluster
 
-    return LocalCluster.load(args.dir).hosts
+    cluster = LocalCluster.load(args.dir)
+    if args.insecure or args.zk_auth_file:
+        return cluster.hosts, cluster_security(args)
+    return cluster.hosts, cluster.security
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -179,12 +211,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     from linkstream.scheduler.status import cluster_status, format_status
 
     try:
-        hosts = _hosts(args)
+        hosts, security = _hosts(args)
     except FileNotFoundError:
         print(f"error: no --zk and no local cluster in {args.dir}", file=sys.stderr)
         return 2
-    client = KazooClient(hosts=hosts, timeout=10.0)
-    client.start(timeout=30)
+    if security is None:
+        return 2
+    client = security.connect(hosts, 10.0)
     try:
         status = cluster_status(client, args.root)
     finally:
@@ -229,6 +262,11 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
     from linkstream.rdf.dictionary import open_dictionary
     from linkstream.scheduler.runs import RunActiveError
 
+    security: Security | None = None  # --cluster: the local cluster's own credential (or --insecure)
+    if not args.cluster:
+        security = cluster_security(args)
+        if security is None:
+            return 2
     statics: list[tuple[str | None, str]] = []
     for arg in args.static:
         iri, path = split_binding(arg, args.base)
@@ -261,13 +299,18 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
     hosts = args.zk
     if args.cluster:
         # Room for every query even on one container; the scheduler still spreads them.
-        cluster = LocalCluster(tempfile.mkdtemp(prefix="linkstream-cluster-"), capacity=max(16, len(queries)))
+        cluster = LocalCluster(
+            tempfile.mkdtemp(prefix="linkstream-cluster-"),
+            capacity=max(16, len(queries)),
+            insecure=args.insecure,
+        )
         try:
             cluster.start(args.cluster)
         except (RuntimeError, TimeoutError) as e:
             cluster.stop()
             return err(f"local cluster did not start: {e} (logs in {cluster.dir})")
         hosts = cluster.hosts
+        security = cluster.security
         if not args.quiet:
             log(cluster.describe())
     out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
@@ -289,6 +332,7 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
             parallelism=getattr(args, "parallelism", 1),
             route=getattr(args, "route", "streams"),
             affinity=not getattr(args, "no_affinity", False),
+            security=security,
         )
     except (ClusterError, RunActiveError) as e:
         return err(str(e))

@@ -318,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="cluster mode: seconds to wait for a report before counting it lost (default 60)",
     )
+    add_security_options(rp)
     rp.set_defaults(func=cmd_replay)
     _add_cluster_commands(sub)
 
@@ -347,10 +348,28 @@ def _delegate(name: str):
     return run
 
 
+def add_security_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--zk-auth-file`` and ``--insecure`` (every command that talks to a cluster)."""
+    p.add_argument(
+        "--zk-auth-file",
+        default=None,
+        metavar="FILE",
+        help="the cluster's ZooKeeper credential: one line user:password, mode 0600 "
+        "(default: $LINKSTREAM_CLUSTER_ZK_AUTH or $LINKSTREAM_CLUSTER_ZK_AUTH_FILE); "
+        "every process of a cluster uses the same one",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="no ZooKeeper authentication, open ACLs, plaintext ZeroMQ (local experiments only)",
+    )
+
+
 def _zk_options(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument(
         "--zk", required=required, metavar="HOST:PORT[/CHROOT]", help="ZooKeeper connection string"
     )
+    add_security_options(p)
     p.add_argument(
         "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
     )
@@ -404,6 +423,7 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
         "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
     )
     sp.add_argument("--json", action="store_true", help="print JSON")
+    add_security_options(sp)
     sp.set_defaults(func=_delegate("cmd_status"))
 
     kp = sub.add_parser("containers", help="add or gracefully remove containers of a local cluster")

@@ -132,6 +132,9 @@ def add_parsers(sub: Any) -> None:
         metavar="PORT",
         help="scheduler /metrics here (0: a free port)",
     )
+    from linkstream.cli.main import add_security_options
+
+    add_security_options(cl)
     from linkstream.api.limits import ApiLimits
 
     ApiLimits.add_arguments(

@@ -52,11 +52,13 @@ from linkstream.containers.protocol import (
     decode,
     encode,
 )
-from linkstream.containers.transport import Receiver
+from linkstream.containers.security import Security
+from linkstream.containers.transport import CurveKeys, Receiver
 from linkstream.engine.embedded import QueryStats, ReportSchedule
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.scheduler.assignment import Assignment, AssignmentTable
+from linkstream.scheduler.keyring import KeyRing
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout
 from linkstream.scheduler.layout import decode as zk_decode
 from linkstream.scheduler.membership import Member, Membership
@@ -128,6 +130,8 @@ class ClusterEngine:
         root: Cluster root inside the chroot.
         on_tick: Called with ``(seq, c)`` after each tick's answers are in (tests use it
             to change the cluster mid-replay).
+        security: The driver's credential and CURVE keys (``None``: insecure); its sockets
+            to the containers use the keys they published in membership.
     """
 
     def __init__(
@@ -141,8 +145,11 @@ class ClusterEngine:
         answer_timeout: float = 60.0,
         root: str = DEFAULT_ROOT,
         on_tick: Callable[[int, int], None] | None = None,
+        security: Security | None = None,
     ) -> None:
         self.client = client
+        self.security = security or Security.insecure()
+        self.keyring = KeyRing(client, root)
         self.spec = spec
         self.queries = queries
         self.receiver = receiver
@@ -172,6 +179,7 @@ class ClusterEngine:
             on_drop=self._forget,
             stall_timeout=answer_timeout,
             route=spec.route,
+            curve_for=self.curve_for,
         )
         self._peers = self.fanout.peers
         self.handovers = Handovers(spec.id, self.fanout, self.pump, answer_timeout, self._dead)
@@ -193,6 +201,12 @@ class ClusterEngine:
         self._member_watch = Membership(client, root).watch(self._on_members)
         for name in queries:
             self._watch_task(name)
+
+    def curve_for(self, cid: str) -> CurveKeys | None:
+        """CURVE keys to connect to container ``cid`` (``None``: plaintext)."""
+        if not self.security.enabled:
+            return None
+        return self.security.client(self.keyring.public_key(cid), f"container {cid}")
 
     # ------------------------------------------------------------------ ZooKeeper observations
 

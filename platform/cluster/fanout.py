@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkstream.containers.protocol import Elements, encode
-from linkstream.containers.transport import Sender
+from linkstream.containers.transport import CurveKeys, Sender
 from linkstream.containers.wire import Frame
 from linkstream.rdf.dictionary import Dictionary
 
@@ -75,6 +75,7 @@ class Fanout:
         on_drop: Called with the id of a peer dropped because it died or stalled.
         stall_timeout: Seconds a live peer may refuse messages before it is dropped.
         route: ``"streams"`` (by subscription) or ``"broadcast"`` (every stream to every peer).
+        curve_for: CURVE keys to connect to a container, by its id (``None``: plaintext).
     """
 
     def __init__(
@@ -89,7 +90,9 @@ class Fanout:
         on_drop: Callable[[str], None],
         stall_timeout: float = 60.0,
         route: str = "streams",
+        curve_for: Callable[[str], CurveKeys | None] | None = None,
     ) -> None:
+        self.curve_for = curve_for
         if route not in ("streams", "broadcast"):
             raise ValueError(f"unknown route {route!r} (streams or broadcast)")
         self.run = run
@@ -155,7 +158,8 @@ class Fanout:
         self.routes[cid] = _Route(
             set(), 0, np.zeros(len(self.streams), dtype=np.int64), np.zeros(1024, dtype=bool)
         )
-        self.peers[cid] = Sender(address, sndhwm=SNDHWM, linger_ms=0)
+        curve = None if self.curve_for is None else self.curve_for(cid)
+        self.peers[cid] = Sender(address, sndhwm=SNDHWM, linger_ms=0, curve_keys=curve)
         if cid not in self.joined:
             self.joined.append(cid)
         self._sync(cid, 0, streams, tick_seq)

@@ -17,6 +17,14 @@ Command line (``infra/local-cluster`` runs this module)::
 Every coordinator serves the HTTP API (``linkstream coordinator`` is ``run --zk`` on a free
 loopback port); ``start`` prints their URLs with the other endpoints and, unless ``--detach``, stays in the foreground until
 Ctrl-C, then stops everything.
+
+Security is on (:mod:`linkstream.containers.security`): ``start`` writes the cluster's
+ZooKeeper credential to ``DIR/zk-auth`` (mode 0600; kept when the directory is reused) and
+starts every process with ``--zk-auth-file DIR/zk-auth``.  The credential is the one
+configured (``LINKSTREAM_CLUSTER_ZK_AUTH[_FILE]``: an external ZooKeeper's tree may already
+be private to it), else a fresh random one; other commands on the cluster read it
+(``linkstream status --dir DIR``, ``containers add|remove``, ``replay --zk HOSTS
+--zk-auth-file DIR/zk-auth``).  ``--insecure`` starts an open cluster instead.
 """
 
 from __future__ import annotations
@@ -36,8 +44,10 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from linkstream.containers.security import Security
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.membership import Membership
+from linkstream.scheduler.zkclient import ZkAuth
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +55,7 @@ REPO = Path(__file__).resolve().parents[2]
 ZK_SCRIPT = REPO / "infra" / "zookeeper.sh"
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "linkstream-local-cluster"
 STATE_FILE = "cluster.json"
+AUTH_FILE = "zk-auth"
 
 
 def free_port() -> int:
@@ -98,6 +109,8 @@ class ClusterState:
     next_container: int = 1
     next_coordinator: int = 1
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
+    insecure: bool = False
+    zk_auth_file: str = ""
 
 
 class LocalCluster:
@@ -109,6 +122,10 @@ class LocalCluster:
         session_timeout: ZooKeeper session timeout of coordinators and containers.
         capacity: Default query slots per container.
         python: Interpreter that runs the ``linkstream`` processes.
+        insecure: Start every process with ``--insecure`` (open ZooKeeper, plaintext
+            ZeroMQ) instead of the credential in ``DIR/zk-auth``.
+        zk_auth: The credential to write there (default: the configured one, else a
+            fresh random one).
     """
 
     def __init__(
@@ -119,10 +136,14 @@ class LocalCluster:
         session_timeout: float = 4.0,
         capacity: int = 16,
         python: str = sys.executable,
+        insecure: bool = False,
+        zk_auth: ZkAuth | None = None,
     ) -> None:
+        self._zk_auth = zk_auth
         self.dir = Path(directory)
         self.python = python
-        self.state = ClusterState(zk or "", zk is None, session_timeout, capacity)
+        self.state = ClusterState(zk or "", zk is None, session_timeout, capacity, insecure=insecure)
+        self._security: Security | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -148,6 +169,37 @@ class LocalCluster:
         """ZooKeeper connection string (with chroot) of the cluster."""
         return self.state.hosts
 
+    @property
+    def auth_file(self) -> Path | None:
+        """The credential file every process of the cluster uses (``None``: insecure)."""
+        if self.state.insecure:
+            return None
+        return Path(self.state.zk_auth_file) if self.state.zk_auth_file else self.dir / AUTH_FILE
+
+    def _ensure_credential(self) -> None:
+        path = self.auth_file
+        if path is None:
+            return
+        if not path.exists():
+            (self._zk_auth or _configured_auth() or ZkAuth.generate()).write(path)
+        self.state.zk_auth_file = str(path.resolve())
+
+    @property
+    def security(self) -> Security:
+        """What a process of this machine needs to use the cluster (the credential, own keys)."""
+        if self._security is None:
+            path = self.auth_file
+            if path is None:
+                self._security = Security.insecure()
+            else:
+                self._security = Security.secure(ZkAuth.from_file(path))
+        return self._security
+
+    def security_args(self) -> list[str]:
+        """Command-line flags giving a ``linkstream`` process the cluster's credential."""
+        path = self.auth_file
+        return ["--insecure"] if path is None else ["--zk-auth-file", str(path)]
+
     def pid(self, name: str) -> int:
         """PID of process ``name`` (``oc-1``, ``coord-1``, ``zookeeper``)."""
         return self.state.processes[name].pid
@@ -161,6 +213,7 @@ class LocalCluster:
     def start(self, containers: int, coordinators: int = 1, wait: float = 60.0) -> None:
         """Starts ZooKeeper (unless external), ``coordinators`` and ``containers``."""
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        self._ensure_credential()
         if self.state.own_zookeeper:
             self._start_zookeeper()
         self.save()
@@ -217,7 +270,7 @@ class LocalCluster:
         tick = min(1.0, self.state.session_timeout / 4)
         args = ["run", "--zk", self.hosts, "--id", name, "--root", self.state.root, "--port", "0"]
         args += ["--session-timeout", str(self.state.session_timeout), "--tick-interval", str(tick)]
-        args += ["--metrics-port", "0", *(extra or [])]
+        args += ["--metrics-port", "0", *self.security_args(), *(extra or [])]
         self._spawn(name, "coordinator", args)
         return name
 
@@ -230,7 +283,7 @@ class LocalCluster:
             args = ["container", "--zk", self.hosts, "--id", cid, "--root", self.state.root]
             args += ["--capacity", str(capacity or self.state.capacity)]
             args += ["--session-timeout", str(self.state.session_timeout), "--metrics-port", "0"]
-            self._spawn(cid, "container", args)
+            self._spawn(cid, "container", [*args, *self.security_args()])
             ids.append(cid)
         if wait:
             self.wait_members(set(ids), wait)
@@ -259,9 +312,11 @@ class LocalCluster:
         return path
 
     def _client(self) -> KazooClient:
-        client = KazooClient(hosts=self.hosts, timeout=max(2.0, self.state.session_timeout))
-        client.start(timeout=30)
-        return client
+        return self.security.connect(self.hosts, max(2.0, self.state.session_timeout))
+
+    def client(self) -> KazooClient:
+        """A started kazoo client authenticated as the cluster's processes are (close it)."""
+        return self._client()
 
     def members(self) -> set[str]:
         """Ids of the containers registered right now."""
@@ -354,6 +409,12 @@ class LocalCluster:
     def describe(self) -> str:
         """Human-readable endpoints and processes."""
         lines = [f"zookeeper: {self.hosts}  (state: {self.dir / STATE_FILE})"]
+        auth = self.auth_file
+        lines.append(
+            "security: insecure (open ZooKeeper, plaintext ZeroMQ)"
+            if auth is None
+            else f"security: ZooKeeper credential in {auth} (pass --zk-auth-file {auth}); CURVE on"
+        )
         targets = self.dir / "prometheus" / "targets.json"
         if targets.exists():
             lines.append(f"metrics: /metrics endpoints in {targets} (infra/prometheus.yml reads it)")
@@ -361,6 +422,18 @@ class LocalCluster:
             status = "running" if pid_alive(record.pid) else "exited"
             lines.append(f"{record.kind:<12} {name:<10} pid {record.pid:<8} {status:<8} log {record.log}")
         return "\n".join(lines)
+
+
+def _configured_auth() -> ZkAuth | None:
+    """The credential ``[cluster] zk_auth`` / ``zk_auth_file`` names, if any."""
+    from linkstream.config import load
+
+    cfg = load().cluster
+    if cfg.zk_auth:
+        return ZkAuth.parse(cfg.zk_auth, "LINKSTREAM_CLUSTER_ZK_AUTH")
+    if cfg.zk_auth_file:
+        return ZkAuth.from_file(cfg.zk_auth_file)
+    return None
 
 
 def _reap(pid: int, timeout: float) -> bool:
@@ -409,10 +482,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--capacity", type=int, default=16, help="query slots per container (default 16)")
     ap.add_argument("--session-timeout", type=float, default=4.0, help="ZooKeeper session timeout (s)")
     ap.add_argument("--detach", action="store_true", help="start in the background and return")
+    ap.add_argument(
+        "--insecure",
+        action="store_true",
+        help="start: no ZooKeeper credential, open ACLs, plaintext ZeroMQ (local experiments only)",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.action == "start":
-        cluster = LocalCluster(args.dir, session_timeout=args.session_timeout, capacity=args.capacity)
+        cluster = LocalCluster(
+            args.dir, session_timeout=args.session_timeout, capacity=args.capacity, insecure=args.insecure
+        )
         try:
             cluster.start(int(args.arg or 3), args.coordinators)
         except BaseException:
@@ -421,7 +501,10 @@ def main(argv: list[str] | None = None) -> int:
         print(cluster.describe(), flush=True)
         for cid, url in sorted(cluster.api_urls(timeout=30).items()):
             print(f"api: {url}  (coordinator {cid}; any coordinator answers)", flush=True)
-        print(f"replay with: linkstream replay ... --zk {cluster.hosts}", flush=True)
+        print(
+            f"replay with: linkstream replay ... --zk {cluster.hosts} {' '.join(cluster.security_args())}",
+            flush=True,
+        )
         if args.detach:
             return 0
         try:

@@ -71,8 +71,10 @@ from linkstream.cluster.driver import (
 )
 from linkstream.cluster.handover import Migration
 from linkstream.containers.replica import retention_horizons
+from linkstream.containers.security import Security
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
 from linkstream.engine.replay import ReplayResult, replay
+from linkstream.metrics import DriverMetrics
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import Dictionary, MemoryDictionary
 from linkstream.scheduler.layout import DEFAULT_ROOT
@@ -150,6 +152,7 @@ def _place_operators(
             client=client,
             root=root,
             parallelism=parallelism,
+            curve_for=engine.curve_for,
         )
     except PlacementError as exc:
         raise ClusterError(str(exc)) from exc
@@ -179,6 +182,8 @@ def replay_on_cluster(
     route: str = "streams",
     parallelism: int = 1,
     affinity: bool = True,
+    security: Security | None = None,
+    on_reject: Callable[[str], None] | None = None,
 ) -> ClusterReplayResult:
     """Replays ``streams`` through ``queries`` on the cluster at ``hosts``.
 
@@ -212,6 +217,12 @@ def replay_on_cluster(
         affinity: Whether each query's task names the streams it reads, so that the
             scheduler places it where they already arrive (stream affinity); ``False``
             places by load and colocation only (so does broadcasting, where it saves nothing).
+        security: The cluster credential and this driver's CURVE keys (``None``: insecure).
+            Secure: the result socket admits only the containers' published keys, the
+            driver's public key goes into the run node, its sockets to the containers use
+            theirs.
+        on_reject: Counts refused handshakes on the result socket (default: a
+            :class:`~linkstream.metrics.DriverMetrics` counter nobody serves).
 
     Raises:
         ClusterError: The cluster could not run the replay.
@@ -227,9 +238,11 @@ def replay_on_cluster(
     if len(set(names)) != len(names):
         raise ClusterError("query names must be unique in a cluster replay")
     iris = [iri for iri, _ in streams]
-    client = KazooClient(hosts=hosts, timeout=session_timeout)
-    client.start(timeout=30)
-    receiver = Receiver(bind, rcvhwm=100000)
+    security = security or Security.insecure()
+    client = security.connect(hosts, session_timeout)
+    if on_reject is None:
+        on_reject = DriverMetrics().on_reject("results")
+    receiver = Receiver(bind, rcvhwm=100000, curve_keys=security.server(client, root, on_reject))
     run_id = uuid.uuid4().hex[:12]
     spec = RunSpec(
         id=run_id,
@@ -241,6 +254,7 @@ def replay_on_cluster(
         horizons=tuple(retention_horizons(queries, iris, default_step)),
         queries={task_id(cq.name): cq.name for cq in queries},
         route=route,
+        driver_key=security.public_text,
     )
     run_node = RunNode(client, root)
     engine: ClusterEngine | None = None
@@ -264,6 +278,7 @@ def replay_on_cluster(
             answer_timeout=answer_timeout,
             root=root,
             on_tick=on_tick,
+            security=security,
         )
         engine.wait_until_ready(startup_timeout)
         summary = None

@@ -66,6 +66,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
+from linkstream.containers.security import Security
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
 from linkstream.engine.embedded import Engine, QueryStats
 from linkstream.engine.live.runtime import LiveEngine, QueryConflict, QueryView, UnknownQuery
@@ -79,9 +80,11 @@ from linkstream.rdf.static import load_graph
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.coordinator import Coordinator
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
+from linkstream.scheduler.load import LoadReporter
 from linkstream.scheduler.registry import QueryExistsError, QueryNotFoundError, QueryRegistry
 from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
 from linkstream.scheduler.state import Policy, TaskSpec
+from linkstream.scheduler.zkclient import lock_down
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +157,8 @@ class RemoteEngine:
         ready_timeout: Seconds a query's first report waits for a container to hold it.
         on_state: Called with ``(name, state)`` when a query's state changes.
         bind: Endpoint of the result socket.
+        security: The coordinator's credential and CURVE keys (``None``: insecure).
+        on_reject: Counts refused handshakes on the result socket.
     """
 
     def __init__(
@@ -169,8 +174,12 @@ class RemoteEngine:
         ready_timeout: float = 30.0,
         on_state: Callable[[str, str], None] | None = None,
         bind: str = LOOPBACK_ANY,
+        security: Security | None = None,
+        on_reject: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
+        self.security = security or Security.insecure()
+        self.on_reject = on_reject
         self.base = base
         self.default_step = default_step
         self.statics = tuple(statics)
@@ -194,7 +203,8 @@ class RemoteEngine:
     def _open_run(self) -> _LiveClusterEngine:
         if self.cluster is not None:
             return self.cluster
-        receiver = Receiver(self.bind, rcvhwm=100000)
+        server = self.security.server(self.client, self.root, self.on_reject)
+        receiver = Receiver(self.bind, rcvhwm=100000, curve_keys=server)
         spec = RunSpec(
             id="live-" + uuid.uuid4().hex[:10],
             driver=receiver.endpoint,
@@ -202,6 +212,7 @@ class RemoteEngine:
             default_step=self.default_step,
             statics=self.statics,
             route="streams",
+            driver_key=self.security.public_text,
         )
         try:
             self.run_node.claim(spec)
@@ -216,6 +227,7 @@ class RemoteEngine:
             self.dictionary,
             answer_timeout=self.answer_timeout,
             root=self.root,
+            security=self.security,
         )
         cluster.failed = {}
         self.cluster, self._receiver = cluster, receiver
@@ -407,6 +419,10 @@ class ClusterService:
         meta: More fields for the coordinator's ZooKeeper node (metrics endpoint ...).
         coordinator_metrics: The scheduler's metrics.
         ready_timeout: See :class:`RemoteEngine`.
+        security: ZooKeeper credential and CURVE keys (``None``: insecure).  Secure: the
+            coordinator's nodes are private to the credential, it makes older open nodes
+            of the tree private at start (:func:`~linkstream.scheduler.zkclient.lock_down`),
+            and its live run's sockets speak CURVE.
     """
 
     def __init__(
@@ -427,8 +443,11 @@ class ClusterService:
         meta: dict[str, Any] | None = None,
         coordinator_metrics: CoordinatorMetrics | None = None,
         ready_timeout: float = 30.0,
+        security: Security | None = None,
     ) -> None:
         self.identifier = identifier
+        self.security = security or Security.insecure()
+        self.coordinator_metrics = coordinator_metrics
         self.api_url = api_url
         self.statics = tuple(statics)
         self.base = base
@@ -438,7 +457,7 @@ class ClusterService:
         self.root = root
         self.ready_timeout = ready_timeout
         self.metrics = LiveMetrics()
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout)
+        self.client = self.security.kazoo(hosts, session_timeout)
         self.registry = QueryRegistry(self.client, root)
         self.layout = ClusterLayout(root)
         info = dict(meta or {})
@@ -477,7 +496,15 @@ class ClusterService:
             return self
         self._started = True
         self.client.start(timeout=30)
-        for target, name in ((self._control, "service-control"), (self._upkeep, "service-upkeep")):
+        if self.security.enabled:
+            self.client.ensure_path(self.root)
+            lock_down(self.client, self.root, self.security.zk_auth)
+        threads = (
+            (self._control, "service-control"),
+            (self._upkeep, "service-upkeep"),
+            (self._report_load, "service-load"),
+        )
+        for target, name in threads:
             th = threading.Thread(target=target, name=name, daemon=True)
             th.start()
             self._threads.append(th)
@@ -515,6 +542,31 @@ class ClusterService:
                     logger.exception("%s: cannot start the live backend", self.identifier)
                     self._teardown()
 
+    def _report_load(self) -> None:
+        """While leading, publishes the autoscaler's figures once a second (its own thread, so a
+        busy live worker cannot delay them): the tick lag, elements queued, queries."""
+        reporter = LoadReporter(self.client, "leader", self.root)
+        published = False
+        while not self._closed:
+            time.sleep(0.2)
+            live = self._live
+            if live is None or not self._ready.is_set():
+                if published:
+                    reporter.withdraw()
+                    published = False
+                continue
+            if not reporter.due():
+                continue
+            try:
+                st = live.status()
+            except Exception:  # closed meanwhile
+                continue
+            marks = [s["watermark"] for s in st["streams"].values() if s.get("watermark") is not None]
+            newest, last = max(marks, default=None), st.get("last_report")
+            lag = 0 if newest is None or last is None else max(0, int(newest) - int(last))
+            figures = {"role": "leader", "lag_ms": lag, "queued": live.backlog(), "queries": st["queries"]}
+            published = reporter.publish(figures) or published
+
     def _upkeep(self) -> None:
         """Lets the leader read its containers' messages while no tick or push does."""
         while not self._closed:
@@ -536,6 +588,10 @@ class ClusterService:
             root=self.root,
             ready_timeout=self.ready_timeout,
             on_state=self._write_state,
+            security=self.security,
+            on_reject=None
+            if self.coordinator_metrics is None
+            else self.coordinator_metrics.on_reject("results"),
         )
         live = LiveEngine(
             remote,  # type: ignore[arg-type]  # the driver duck-types Engine

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import zmq
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 
 from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
@@ -73,15 +73,18 @@ from linkstream.containers.protocol import (
     encode,
 )
 from linkstream.containers.replica import RunReplica
+from linkstream.containers.security import Security, SecurityError
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 from linkstream.containers.takeover import Slot, StateMigration
-from linkstream.containers.transport import LOOPBACK_ANY, Receiver, Sender
+from linkstream.containers.transport import LOOPBACK_ANY, CurveKeys, Receiver, Sender
 from linkstream.containers.wire import payload_bytes
 from linkstream.metrics import ContainerMetrics, serve_metrics
 from linkstream.scheduler.assignment import Assignment, AssignmentTable
+from linkstream.scheduler.keyring import MEMBER_FIELD, KeyRing
 from linkstream.scheduler.layout import DEFAULT_ROOT
+from linkstream.scheduler.load import LoadReporter
 from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
 from linkstream.scheduler.runs import RunNode, RunSpec
@@ -106,6 +109,10 @@ class ContainerRuntime(StateMigration):
         metrics_port: Serve Prometheus ``/metrics`` on this port (0: a free one) and
             advertise it in membership as ``metrics``; ``None`` serves nothing.
         metrics_addr: Address the metrics server binds.
+        security: ZooKeeper credential and CURVE keys (:mod:`linkstream.containers.security`);
+            ``None``: insecure (open ACLs, plaintext sockets).  Secure: both bound sockets
+            (data plane, operator edges) admit only keys published in ZooKeeper, and this
+            container publishes its public key in its membership node.
     """
 
     def __init__(
@@ -119,23 +126,37 @@ class ContainerRuntime(StateMigration):
         root: str = DEFAULT_ROOT,
         metrics_port: int | None = None,
         metrics_addr: str = "127.0.0.1",
+        security: Security | None = None,
     ) -> None:
         self.hosts = hosts
+        self.security = security or Security.insecure()
         self.metrics = ContainerMetrics()
         self.metrics.capacity.set(capacity)
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr
         self._metrics_server: WSGIServer | None = None
         self._burst = 0  # messages taken back to back from a non-empty inbox
+        # the autoscaler's figures: wall time spent applying messages, published about once a second
+        self._load: LoadReporter | None = None
+        self._busy_s = 0.0
+        self._busy_mark = (time.monotonic(), 0.0)
         self.capacity = capacity
         self.root = root
         self.id: str = container_id or ""
         self._requested_id = container_id
-        self._client = KazooClient(hosts=hosts, timeout=session_timeout)
-        self._receiver = Receiver(bind, rcvhwm=10000)
+        self._client = self.security.kazoo(hosts, session_timeout)
+        self._keyring = KeyRing(self._client, root)
+        server = self.security.server(self._client, root, self.metrics.on_reject("data"))
+        self._receiver = Receiver(bind, rcvhwm=10000, curve_keys=server)
         self.address = self._receiver.endpoint
         # Operator-level placement (opt-in per run): edges between producer and consumer tasks.
-        self._ops = OperatorPlane(edge_endpoint(bind), self.metrics.registry, on_error=self._operator_error)
+        self._ops = OperatorPlane(
+            edge_endpoint(bind),
+            self.metrics.registry,
+            on_error=self._operator_error,
+            server_keys=self.security.server(self._client, root, self.metrics.on_reject("ops")),
+            curve_for=self._peer_keys,
+        )
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._membership: Membership | None = None
         self._table: AssignmentTable | None = None
@@ -162,6 +183,8 @@ class ContainerRuntime(StateMigration):
     def start(self) -> str:
         """Connects to ZooKeeper, joins membership and starts the watches; returns the id."""
         meta: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(), "ops": self._ops.address}
+        if self.security.enabled:
+            meta[MEMBER_FIELD] = self.security.public_text  # drivers and peers connect with it
         if self.metrics_port is not None:
             self._metrics_server, port = serve_metrics(
                 self.metrics.registry, self.metrics_port, self.metrics_addr
@@ -175,12 +198,19 @@ class ContainerRuntime(StateMigration):
         self._registry = QueryRegistry(self._client, self.root)
         self.id = self._membership.join(self.capacity, self.address, self._requested_id, meta=meta)
         self.metrics.identify(self.id)
+        self._load = LoadReporter(self._client, self.id, self.root)
         self._client.add_listener(self._on_state)
         self._table.watch_container(self.id, lambda tasks: self._events.put(("assign", tasks)))
         RunNode(self._client, self.root).watch(self._on_run)
         self._membership.watch_drain(self.id, lambda state: self._events.put(("drain", state)))
         logger.info("container %s listening at %s (capacity %d)", self.id, self.address, self.capacity)
         return self.id
+
+    def _peer_keys(self, cid: str) -> CurveKeys | None:
+        """CURVE keys to connect to container ``cid``'s sockets (``None``: plaintext)."""
+        if not self.security.enabled:
+            return None
+        return self.security.client(self._keyring.public_key(cid), f"container {cid}")
 
     def _on_run(self, spec: RunSpec | None) -> None:
         self._run_seen = None if spec is None else spec.id
@@ -214,6 +244,7 @@ class ContainerRuntime(StateMigration):
                 self.metrics.queue_depth.set(self._burst)
                 self._burst = 0
             self._ops.poll()  # operator-edge control (a producer moving here) while idle
+            self._report_load()
             frames = self._receiver.recv_frames(POLL_S)
             if frames is None:
                 continue
@@ -228,11 +259,27 @@ class ContainerRuntime(StateMigration):
                 continue
             self.metrics.received_messages.labels(_KINDS.get(type(message), "other")).inc()
             self.metrics.received_bytes.inc(payload_bytes(frames))
+            t0 = time.perf_counter()
             try:
                 self._handle(message)
             except ProtocolError as exc:
                 logger.error("%s: cannot apply a message of run %s: %s", self.id, self._run_id, exc)
+            busy = time.perf_counter() - t0
+            self._busy_s += busy
+            self.metrics.busy_seconds.inc(busy)
         return 0
+
+    def _report_load(self) -> None:
+        """Publishes the autoscaler's figures (:mod:`linkstream.scheduler.load`), at most once a second."""
+        if self._load is None or not self._load.due():
+            return
+        now = time.monotonic()
+        at, busy_before = self._busy_mark
+        self._busy_mark = (now, self._busy_s)
+        busy = min(1.0, (self._busy_s - busy_before) / (now - at)) if now > at else 0.0
+        self._load.publish(
+            {"role": "container", "busy": round(busy, 4), "queue": self._burst, "tasks": len(self._assigned)}
+        )
 
     def close(self) -> None:
         """Closes the data-plane sockets, then leaves membership and closes the session."""
@@ -306,7 +353,12 @@ class ContainerRuntime(StateMigration):
         if spec is None:
             return
         t0 = time.perf_counter()
-        self._sender = Sender(spec.driver, sndhwm=10000, linger_ms=2000)
+        try:
+            curve = self.security.client(spec.driver_key, f"the driver of run {spec.id}")
+        except SecurityError as exc:
+            logger.error("%s: cannot join run %s: %s", self.id, spec.id, exc)
+            return
+        self._sender = Sender(spec.driver, sndhwm=10000, linger_ms=2000, curve_keys=curve)
         try:
             replica = RunReplica(spec, log=lambda msg: logger.warning("%s: %s", self.id, msg))
         except (OSError, ValueError) as exc:

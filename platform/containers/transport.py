@@ -14,9 +14,14 @@ message was not queued and the caller still owns it.
 
 Encryption.  With ``curve_keys=`` both ends speak CURVE (``zmq.auth`` keys); the binding
 end is the CURVE server.  A server given ``authorized_clients`` runs a ZAP authenticator
-(on a private context) and admits only those client public keys; without it any client
-that knows the server's public key may connect.  Plaintext peers never get through to a
-CURVE socket.
+(on a private context) and admits only those client public keys (any container with
+``in``: a cluster's :class:`~linkstream.scheduler.keyring.KeyRing` reads ZooKeeper);
+without it any client that knows the server's public key may connect.  Plaintext peers
+never get through to a CURVE socket.  A server given ``on_reject`` also watches its
+socket's handshakes and calls ``on_reject(reason)`` for each one refused:
+``"unknown_key"`` (ZAP said no), ``"not_curve"`` (a plaintext or other-mechanism peer),
+``"bad_handshake"`` (e.g. a client holding the wrong server key).  A refused CURVE client
+is not retried by ZeroMQ; plaintext and wrong-key peers retry and are counted each time.
 
 Sockets are not thread-safe: use each Sender/Receiver from one thread.
 """
@@ -26,13 +31,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils.monitor import recv_monitor_message
 
 from linkstream.containers.wire import Frame, Message, WireError, decode, encode, payload_bytes
 
@@ -55,13 +61,17 @@ class CurveKeys:
         secret: This socket's secret key.
         server_public: Client side: the public key of the server it connects to.
         authorized_clients: Server side: public keys allowed in (``None``: any client
-            completing the CURVE handshake, i.e. knowing the server's public key).
+            completing the CURVE handshake, i.e. knowing the server's public key); any
+            container answering ``key in authorized_clients`` (asked once per handshake).
+        on_reject: Server side: called with the reason of every refused handshake (from a
+            monitor thread); ``None`` watches nothing.
     """
 
     public: bytes
-    secret: bytes
+    secret: bytes = field(repr=False)
     server_public: bytes | None = None
-    authorized_clients: frozenset[bytes] | None = None
+    authorized_clients: Container[bytes] | None = None
+    on_reject: Callable[[str], None] | None = field(default=None, compare=False)
 
     @staticmethod
     def keypair() -> tuple[bytes, bytes]:
@@ -96,9 +106,9 @@ class CurveKeys:
 
 
 class _AllowList:
-    """ZAP credentials provider admitting a fixed set of client keys."""
+    """ZAP credentials provider admitting the client keys ``keys`` contains."""
 
-    def __init__(self, keys: frozenset[bytes]) -> None:
+    def __init__(self, keys: Container[bytes]) -> None:
         self._keys = keys
 
     def callback(self, domain: str, key: bytes) -> bool:
@@ -139,6 +149,8 @@ class _Endpoint:
                 self.socket.setsockopt(opt, value)
             if curve_keys is not None:
                 self._apply_curve(curve_keys, server=bind)
+            if curve_keys is not None and bind and curve_keys.on_reject is not None:
+                self._watch_handshakes(curve_keys.on_reject)
             if bind:
                 self.socket.bind(endpoint)
                 self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -160,14 +172,71 @@ class _Endpoint:
                 raise ValueError("a connecting CURVE socket needs the server's public key")
             self.socket.curve_serverkey = keys.server_public
 
+    def _watch_handshakes(self, on_reject: Callable[[str], None]) -> None:
+        """Starts a thread calling ``on_reject(reason)`` for every refused handshake."""
+        events = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+        events |= zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        monitor = self.socket.get_monitor_socket(events)
+        self._monitor_stop = threading.Event()
+        self._monitor = threading.Thread(
+            target=_watch, args=(monitor, on_reject, self._monitor_stop), name="zmq-handshakes", daemon=True
+        )
+        self._monitor.start()
+
     def close(self, linger_ms: int | None) -> None:
         if self.socket.closed:
             return
+        monitor = getattr(self, "_monitor", None)
+        if monitor is not None:
+            try:
+                self.socket.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self._monitor_stop.set()
+            monitor.join(5)
         self.socket.close(linger=linger_ms)
         if self._auth is not None:
             self._auth.stop()
         if self._own_context:
             self.context.term()
+
+
+def _reason(event: int, value: int) -> str:
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return "unknown_key"
+    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value in (
+        zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
+        zmq.PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
+        zmq.PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE,
+    ):
+        return "not_curve"
+    return "bad_handshake"
+
+
+def _watch(monitor: zmq.Socket, on_reject: Callable[[str], None], stop: threading.Event) -> None:
+    """The monitor thread of one CURVE server socket (owns ``monitor`` from here on)."""
+    said = 0.0
+    try:
+        while not stop.is_set():
+            if not monitor.poll(100):
+                continue
+            try:
+                msg = recv_monitor_message(monitor)
+            except zmq.ZMQError:
+                return
+            reason = _reason(int(msg["event"]), int(msg["value"]))
+            try:
+                on_reject(reason)
+            except Exception:  # counting must never end the watch
+                logger.debug("on_reject failed", exc_info=True)
+            now = time.monotonic()
+            if now - said > 10.0:  # a plaintext peer retries ten times a second: say it now and then
+                said = now
+                logger.warning(
+                    "CURVE handshake refused at %s: %s", msg.get("endpoint", b"?").decode(), reason
+                )
+    finally:
+        monitor.close(linger=0)
 
 
 def _timeout_ms(deadline: float | None) -> int | None:

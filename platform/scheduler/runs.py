@@ -57,6 +57,9 @@ class RunSpec:
             every container) or ``"streams"`` (each element only to the containers that
             subscribed to its stream; a container subscribes to the streams of the
             queries ZooKeeper assigns it, see :mod:`linkstream.cluster.fanout`).
+        driver_key: The driver's CURVE public key (Z85), ``""`` in an insecure cluster:
+            containers connect to ``driver`` with it and admit the driver's connections
+            (:mod:`linkstream.scheduler.keyring`).
     """
 
     id: str
@@ -68,6 +71,7 @@ class RunSpec:
     horizons: tuple[int | None, ...] = ()
     queries: dict[str, str] = field(default_factory=dict)
     route: str = "broadcast"
+    driver_key: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The node payload."""
@@ -81,6 +85,7 @@ class RunSpec:
             "horizons": list(self.horizons),
             "queries": dict(self.queries),
             "route": self.route,
+            "driver_key": self.driver_key,
         }
 
     @classmethod
@@ -109,6 +114,7 @@ class RunSpec:
                 horizons=horizons,
                 queries={str(k): str(v) for k, v in dict(body.get("queries", {})).items()},
                 route=route,
+                driver_key=str(body.get("driver_key", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed run description: {exc}") from exc

@@ -27,12 +27,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from linkstream.cli import main as cli_main
 from linkstream.cluster.localcluster import LocalCluster, pid_alive
 from linkstream.cluster.replay import ClusterEngine, ClusterReplayResult, replay_on_cluster, task_id
+from linkstream.containers.security import Security
 from linkstream.engine.embedded import Engine
 from linkstream.operators.state import migratable as state_migratable
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.status import cluster_status
+from tests.conftest import ZK_AUTH
 from tests.shared_paths import load_tool, shared_or_skip
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -161,6 +163,7 @@ def run(workload: Workload, hosts: str, out: Path, **kwargs: object) -> ClusterR
             base=workload.base,
             max_reports=MAX_REPORTS,
             answer_timeout=20.0,
+            security=Security.secure(ZK_AUTH),
             **kwargs,  # type: ignore[arg-type]
         )
 

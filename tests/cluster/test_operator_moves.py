@@ -33,6 +33,7 @@ from tests.cluster.test_operator_placement import (
     members_meta,
     wait_until,
 )
+from tests.conftest import ZK_AUTH
 from tests.shared_paths import load_tool
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -103,6 +104,7 @@ def run(workload: Workload, cluster: LocalCluster, out: Path, **kw: Any) -> Clus
             max_reports=MAX_REPORTS,
             answer_timeout=30.0,
             placement="operators",
+            security=cluster.security,
             **kw,
         )
 
@@ -113,7 +115,7 @@ def test_a_drained_producer_host_hands_its_producers_over(
     cluster = LocalCluster(
         tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S, capacity=CAPACITY
     )
-    client = KazooClient(hosts=f"{zk_server}{zk_chroot}", timeout=5.0)
+    client = KazooClient(hosts=f"{zk_server}{zk_chroot}", timeout=5.0, auth_data=ZK_AUTH.auth_data)
     engines: list[ClusterEngine] = []
     drained: list[str] = []
     moved: dict[str, str | None] = {}

@@ -28,6 +28,7 @@ from linkstream.cluster.replay import ClusterEngine, replay_on_cluster
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.membership import Membership
+from tests.conftest import ZK_AUTH
 from tests.shared_paths import load_tool, shared_or_skip
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -197,7 +198,7 @@ def members_meta(cluster: LocalCluster) -> dict[str, dict]:
     """Membership metadata of the cluster's containers, by id."""
     from kazoo.client import KazooClient
 
-    client = KazooClient(hosts=cluster.hosts, timeout=5.0)
+    client = KazooClient(hosts=cluster.hosts, timeout=5.0, auth_data=ZK_AUTH.auth_data)
     client.start(timeout=10)
     try:
         return {cid: m.meta for cid, m in Membership(client).members().items()}
@@ -223,7 +224,7 @@ def test_operator_placement_survives_an_added_and_a_drained_container(
     cluster = LocalCluster(
         tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S, capacity=8
     )
-    client = KazooClient(hosts=f"{zk_server}{zk_chroot}", timeout=5.0)
+    client = KazooClient(hosts=f"{zk_server}{zk_chroot}", timeout=5.0, auth_data=ZK_AUTH.auth_data)
     engines: list[ClusterEngine] = []
     added: list[str] = []
     drained: list[str] = []
@@ -273,6 +274,7 @@ def test_operator_placement_survives_an_added_and_a_drained_container(
                 answer_timeout=30.0,
                 placement="operators",
                 on_tick=on_tick,
+                security=cluster.security,
                 on_start=engines.append,
             )
         assert result.lost == []

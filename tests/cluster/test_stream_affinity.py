@@ -82,6 +82,7 @@ def test_affinity_lowers_subscriptions_and_keeps_results_equal_to_embedded(
                 on_start=engines.append,
                 on_tick=on_tick,
                 affinity=affinity,
+                security=cluster.security,
             )
         capsys.readouterr()
         assert compare([str(expected), str(out)]) == 0, capsys.readouterr().out

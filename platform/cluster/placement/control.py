@@ -24,14 +24,14 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient
 
 from linkstream.containers.placement.messages import HostedProducer, encode_drop, encode_host
-from linkstream.containers.transport import Sender
+from linkstream.containers.transport import CurveKeys, Sender
 from linkstream.scheduler.membership import Member, Membership
 from linkstream.scheduler.producers import ProducerMove, ProducerPlacement, ProducerTasks
 from linkstream.scheduler.runs import RunNode
@@ -52,6 +52,8 @@ class ProducerController:
         producers: Channel -> its generation-1 hosting (consumers, query, cut ...).
         hosts: Channel -> initial host.
         members: The run's containers.
+        curve_for: CURVE keys to connect to a container's edge socket, by its id
+            (``None``: plaintext).
     """
 
     def __init__(
@@ -62,7 +64,9 @@ class ProducerController:
         producers: Mapping[str, HostedProducer],
         hosts: Mapping[str, str],
         members: Mapping[str, Member],
+        curve_for: Callable[[str], CurveKeys | None] | None = None,
     ) -> None:
+        self.curve_for = curve_for
         self.client = client
         self.root = root
         self.run = run
@@ -190,7 +194,8 @@ class ProducerController:
             return False
         sender = self._senders.get(cid)
         if sender is None:
-            sender = self._senders[cid] = Sender(address, sndhwm=1000, linger_ms=1000)
+            curve = None if self.curve_for is None else self.curve_for(cid)
+            sender = self._senders[cid] = Sender(address, sndhwm=1000, linger_ms=1000, curve_keys=curve)
         if not sender.offer_frames(frames, SEND_TIMEOUT_S):
             logger.warning("run %s: %s takes no control message", self.run, cid)
             return False

@@ -31,6 +31,7 @@ from kazoo.client import KazooClient
 from linkstream.cluster.placement.control import ProducerController
 from linkstream.containers.placement.tasks import HostedProducer, OpTasks, RemoteCut, encode_optasks
 from linkstream.containers.replica import RunReplica
+from linkstream.containers.transport import CurveKeys
 from linkstream.engine.cutting import TaskPlan, place_producers, plan_tasks, producer_specs, summarize
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.scheduler.layout import DEFAULT_ROOT
@@ -69,6 +70,7 @@ def setup(
     client: KazooClient | None = None,
     root: str = DEFAULT_ROOT,
     parallelism: int = DEFAULT_PARALLELISM,
+    curve_for: Callable[[str], CurveKeys | None] | None = None,
 ) -> dict[str, Any]:
     """Plans, places and announces the operator tasks of a run.
 
@@ -84,6 +86,8 @@ def setup(
             stay where they are placed.
         root: Cluster root inside the chroot.
         parallelism: Instances of every partitionable shared join.
+        curve_for: CURVE keys of the producer controller's sockets to a container, by its
+            id (``None``: plaintext).
 
     Returns:
         JSON-ready summary: producers with their container(s) and queries, consumers,
@@ -135,7 +139,7 @@ def setup(
     summary = summarize(plan, consumers, hosts)
     summary["parallelism"] = parallelism
     if client is not None:
-        control = ProducerController(client, root, spec.id, hosted, hosts, members)
+        control = ProducerController(client, root, spec.id, hosted, hosts, members, curve_for=curve_for)
         control.start(producer_specs(plan))
         summary["moves"] = control.moves  # the controller appends while the run lasts
         summary["gone"] = control.gone

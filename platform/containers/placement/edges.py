@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from linkstream.containers.placement.messages import OperatorPlaneError, decode_terms, encode_terms
-from linkstream.containers.transport import Sender
+from linkstream.containers.transport import CurveKeys, Sender
 from linkstream.containers.wire import Frame, encode_batch, payload_bytes
 from linkstream.operators.batch import Batch
 
@@ -118,6 +118,7 @@ class EdgeLinks:
         counters: Where traffic is counted.
         metrics: Prometheus counters, or ``None``.
         on_wait: Called while a send waits for room (to keep receiving meanwhile).
+        curve_for: CURVE keys to connect to a peer container, by its id (``None``: plaintext).
     """
 
     def __init__(
@@ -128,7 +129,9 @@ class EdgeLinks:
         counters: EdgeCounters,
         metrics: EdgeMetrics | None,
         on_wait: Callable[[], object],
+        curve_for: Callable[[str], CurveKeys | None] | None = None,
     ) -> None:
+        self.curve_for = curve_for
         self.run = run
         self.cid = cid
         self.dictionary = dictionary
@@ -139,17 +142,19 @@ class EdgeLinks:
         self._peers: dict[str, _Peer] = {}
         self._xlate: dict[str, np.ndarray] = {}
 
-    def _peer(self, address: str) -> _Peer:
+    def _peer(self, cid: str, address: str) -> _Peer:
         peer = self._peers.get(address)
         if peer is None:
-            peer = self._peers[address] = _Peer(Sender(address, sndhwm=10000, linger_ms=1000))
+            curve = None if self.curve_for is None else self.curve_for(cid)
+            sender = Sender(address, sndhwm=10000, linger_ms=1000, curve_keys=curve)
+            peer = self._peers[address] = _Peer(sender)
         return peer
 
     def offer(self, cid: str, address: str, frames: list[Frame]) -> bool:
         """Sends to ``cid``; a container that takes nothing for long is dropped, not waited for."""
         if cid in self.dropped:
             return False
-        peer = self._peer(address)
+        peer = self._peer(cid, address)
         deadline = time.monotonic() + SEND_TIMEOUT_S
         while not peer.sender.offer_frames(frames, 0.5):
             if time.monotonic() > deadline:
@@ -162,7 +167,7 @@ class EdgeLinks:
 
     def send_batch(self, channel: str, gen: int, seq: int, cid: str, address: str, d: Batch) -> None:
         """Sends one channel's delta of tick ``seq`` to ``cid`` (its new ids' terms first)."""
-        peer = self._peer(address)
+        peer = self._peer(cid, address)
         cols = np.asarray(d.cols)
         idc = id_columns(d.vars)
         if len(d) and idc:

@@ -81,7 +81,7 @@ from linkstream.containers.placement.messages import (
 )
 from linkstream.containers.placement.partitions import TermHashes, foreign_rows
 from linkstream.containers.placement.producers import Hosted, ProducerEngines, release_ops
-from linkstream.containers.transport import LOOPBACK_ANY, Receiver
+from linkstream.containers.transport import LOOPBACK_ANY, CurveKeys, Receiver
 from linkstream.containers.wire import BatchMessage, Frame, WireError
 from linkstream.containers.wire import decode as wire_decode
 from linkstream.engine.cutting import cut_fingerprint, cut_points, is_cut
@@ -151,6 +151,9 @@ class OperatorPlane:
         wait_timeout: Seconds a remote input waits for its producer before giving up.
         on_error: Receives a message when the run cannot be computed correctly here
             (the container reports it to the driver, which fails the run).
+        server_keys: CURVE keys of the edge socket (``None``: plaintext).
+        curve_for: CURVE keys to connect to a peer container's edge socket, by its id
+            (``None``: plaintext).
     """
 
     def __init__(
@@ -159,8 +162,11 @@ class OperatorPlane:
         registry: Any = None,
         wait_timeout: float = WAIT_TIMEOUT_S,
         on_error: Callable[[str], None] | None = None,
+        server_keys: CurveKeys | None = None,
+        curve_for: Callable[[str], CurveKeys | None] | None = None,
     ) -> None:
-        self.receiver = Receiver(bind, rcvhwm=100000)
+        self.receiver = Receiver(bind, rcvhwm=100000, curve_keys=server_keys)
+        self.curve_for = curve_for
         self.address = self.receiver.endpoint
         self.wait_timeout = wait_timeout
         self.counters = EdgeCounters()
@@ -220,7 +226,13 @@ class OperatorPlane:
         self.engines = ProducerEngines(engine, base)
         self._hashes = self.engines.hashes
         self.links = EdgeLinks(
-            run, cid, engine.dictionary, self.counters, self._metrics(), lambda: self._receive(0.0)
+            run,
+            cid,
+            engine.dictionary,
+            self.counters,
+            self._metrics(),
+            lambda: self._receive(0.0),
+            curve_for=self.curve_for,
         )
 
     def configure(self, cid: str, run: str, engine: Any, base: str, m: OpTasks) -> None:
