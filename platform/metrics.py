@@ -57,6 +57,13 @@ name                                                 type       what
 ``linkstream_scheduler_task_moves_total``            counter    task moves decided
 ``linkstream_scheduler_lost_tasks_total``            counter    task states lost with a crash
 ``linkstream_scheduler_elections_total``             counter    times this process was elected
+``linkstream_container_busy_seconds_total``          counter    wall time applying messages
+``linkstream_autoscaler_decisions_total``            counter    decisions by ``action``, ``reason``
+``linkstream_autoscaler_containers``                 gauge      containers counted (+ joining)
+``linkstream_autoscaler_desired_containers``         gauge      containers the policy wants
+``linkstream_autoscaler_bound_containers``           gauge      the ``min`` / ``max`` bound
+``linkstream_autoscaler_at_max``                     gauge      1: pressure at the maximum
+``linkstream_autoscaler_tick_lag_seconds``           gauge      the leader's tick lag it read
 ===================================================  =========  ==============================
 
 Cluster processes also export prometheus-client's process collectors
@@ -128,6 +135,14 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_scheduler_task_moves_total",
     "linkstream_scheduler_lost_tasks_total",
     "linkstream_scheduler_elections_total",
+    # the autoscaler (``linkstream autoscaler``) and the container figure it reads
+    "linkstream_container_busy_seconds_total",
+    "linkstream_autoscaler_decisions_total",
+    "linkstream_autoscaler_containers",
+    "linkstream_autoscaler_desired_containers",
+    "linkstream_autoscaler_bound_containers",
+    "linkstream_autoscaler_at_max",
+    "linkstream_autoscaler_tick_lag_seconds",
     # operator placement (``linkstream.containers.placement.edges``)
     "linkstream_operator_edge_batches_total",
     "linkstream_operator_edge_bytes_total",
@@ -359,6 +374,11 @@ class ContainerMetrics(_ProcessMetrics):
         self.sent_bytes = Counter(
             "linkstream_dataplane_sent_bytes", "Data-plane payload bytes sent", registry=r
         )
+        self.busy_seconds = Counter(
+            "linkstream_container_busy_seconds",
+            "Wall time spent applying data-plane messages (the autoscaler's busy figure)",
+            registry=r,
+        )
         self.backpressure = Counter(
             "linkstream_dataplane_backpressure",
             "Data-plane sends that found the peer's queue full and had to wait",
@@ -434,6 +454,50 @@ class DriverMetrics(_ProcessMetrics):
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__("driver", registry)
+
+
+class AutoscalerMetrics(_ProcessMetrics):
+    """The metrics of ``linkstream autoscaler`` (:mod:`linkstream.cluster.autoscaler`).
+
+    Args:
+        registry: Where the metrics are registered; a fresh registry when ``None``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__("autoscaler", registry)
+        r = self.registry
+        self.decisions = Counter(
+            "linkstream_autoscaler_decisions",
+            "Autoscaling rounds, by action (out, in, hold) and reason",
+            ["action", "reason"],
+            registry=r,
+        )
+        self.containers = Gauge(
+            "linkstream_autoscaler_containers",
+            "Containers the autoscaler counts (live, not draining, plus joining)",
+            registry=r,
+        )
+        self.desired = Gauge(
+            "linkstream_autoscaler_desired_containers",
+            "Containers the autoscaling policy wants (its recommendation)",
+            registry=r,
+        )
+        self.bound = Gauge(
+            "linkstream_autoscaler_bound_containers",
+            "The autoscaler's bounds on the container count (min, max)",
+            ["bound"],
+            registry=r,
+        )
+        self.at_max = Gauge(
+            "linkstream_autoscaler_at_max",
+            "1 while the cluster is under pressure at the maximum container count",
+            registry=r,
+        )
+        self.tick_lag = Gauge(
+            "linkstream_autoscaler_tick_lag_seconds",
+            "Tick lag of the leader as the autoscaler last read it (event time pushed, not reported)",
+            registry=r,
+        )
 
 
 class StoreCollector(Collector):
