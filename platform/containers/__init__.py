@@ -5,7 +5,8 @@
 * ``takeover.py``   -- the container's half of stateful task moves.
 * ``protocol.py``   -- messages between a driver and its containers.
 * ``wire.py``       -- the data-plane wire format: msgpack header + raw numpy buffers (no pickle).
-* ``transport.py``  -- ZeroMQ PUSH/PULL channels carrying wire messages.
+* ``transport.py``  -- ZeroMQ PUSH/PULL channels carrying wire messages (CURVE, ZAP).
+* ``security.py``   -- a process's cluster security: ZooKeeper credential, CURVE key pair.
 * ``groupings.py``  -- Storm-style stream groupings (shuffle, all, fields).
 * ``watermarks.py`` -- the combined watermark of a task's upstream partitions.
 * ``placement/``    -- operator-level placement inside containers: producer tasks, their

@@ -20,6 +20,8 @@ Kazoo recipes, one per module, all rooted at a configurable cluster root
 * :mod:`.producers` -- producer tasks of operator placement and where their hosts follow them.
 * :mod:`.runs` -- the running replay node every container reads.
 * :mod:`.status` -- a read-only snapshot of a cluster (``linkstream status``).
+* :mod:`.zkclient` -- every kazoo client: the cluster's digest credential, private ACLs.
+* :mod:`.keyring` -- the cluster's CURVE public keys, as published in ZooKeeper.
 
 :mod:`.coordinator` wires the core to the recipes.  Operator signatures and cutting plans
 into tasks belong to the engine (:mod:`linkstream.engine.cutting`).
