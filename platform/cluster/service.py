@@ -34,10 +34,14 @@ Design (first cut of issue 15):
 * **Standbys forward.**  A coordinator that does not lead forwards every request but
   ``/healthz``, ``/status``, ``/metrics`` and ``/openapi.json`` to the leader's API (its URL is in
   the leader's ``<root>/coordinators/<id>`` node), streaming SSE / JSONL through
-  (:class:`LeaderProxy`).  Limit: all ingest, ticks and result fan-out go through one
-  process; a standby adds one hop; subscriptions end (SSE ``event: end``) when the
-  leader changes and clients re-subscribe; elements pushed while no leader serves are
-  refused (503), and what the old leader had buffered but not yet ticked is lost.
+  (:class:`LeaderProxy`).  Limit: all ingest and ticks go through one process; a
+  standby adds one hop; elements pushed while no leader serves are refused (503), and
+  what the old leader had buffered but not yet ticked is lost.
+* **Results are read anywhere and resume.**  Every coordinator holds the replicated
+  result log of :mod:`linkstream.cluster.results` and serves ``/queries/{name}/results``
+  (SSE, JSONL) from it itself: result ids ``<report time>:<line>``, ``Last-Event-ID`` /
+  ``?after=`` resume on any coordinator, across leader changes, within
+  ``--results-retention`` (see that module for what is guaranteed).
 
 Also missing from this cut: elements pushed before the first query is registered are
 not retained for it (no run exists yet); an ISTREAM/DSTREAM query registered while
@@ -49,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import json
 import logging
 import queue
 import threading
@@ -66,11 +71,12 @@ from kazoo.exceptions import KazooException, NoNodeError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
+from linkstream.cluster.results import LOG_PATH, Entry, ResultLog, serve_log
 from linkstream.containers.security import Security
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
 from linkstream.engine.embedded import Engine, QueryStats
 from linkstream.engine.live.runtime import LiveEngine, QueryConflict, QueryView, UnknownQuery
-from linkstream.engine.live.subscription import Subscription
+from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, Subscription
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 from linkstream.metrics import CoordinatorMetrics, LiveMetrics
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
@@ -156,6 +162,7 @@ class RemoteEngine:
         answer_timeout: Seconds to wait for a tick's answers.
         ready_timeout: Seconds a query's first report waits for a container to hold it.
         on_state: Called with ``(name, state)`` when a query's state changes.
+        on_report: Called with ``(c, lines by query)`` after each tick (the result log).
         bind: Endpoint of the result socket.
         security: The coordinator's credential and CURVE keys (``None``: insecure).
         on_reject: Counts refused handshakes on the result socket.
@@ -173,6 +180,7 @@ class RemoteEngine:
         answer_timeout: float = 30.0,
         ready_timeout: float = 30.0,
         on_state: Callable[[str, str], None] | None = None,
+        on_report: Callable[[int, dict[str, list[str]]], None] | None = None,
         bind: str = LOOPBACK_ANY,
         security: Security | None = None,
         on_reject: Callable[[str], None] | None = None,
@@ -188,6 +196,7 @@ class RemoteEngine:
         self.answer_timeout = answer_timeout
         self.ready_timeout = ready_timeout
         self.on_state = on_state
+        self.on_report = on_report
         self.bind = bind
         self.dictionary = MemoryDictionary()
         self.buffers: dict[str, _NoBuffer] = {}
@@ -379,6 +388,8 @@ class RemoteEngine:
         live = [n for n in names if n not in cluster.failed and n in cluster.queries]
         out.update(cluster.tick(c, live))
         self._observe(cluster)
+        if self.on_report is not None:
+            self.on_report(c, out)  # replicated before any subscriber sees it
         return out
 
     def gc(self) -> None:
@@ -419,6 +430,7 @@ class ClusterService:
         meta: More fields for the coordinator's ZooKeeper node (metrics endpoint ...).
         coordinator_metrics: The scheduler's metrics.
         ready_timeout: See :class:`RemoteEngine`.
+        results_retention_s: Wall-clock seconds of results kept for resuming readers.
         security: ZooKeeper credential and CURVE keys (``None``: insecure).  Secure: the
             coordinator's nodes are private to the credential, it makes older open nodes
             of the tree private at start (:func:`~linkstream.scheduler.zkclient.lock_down`),
@@ -443,6 +455,7 @@ class ClusterService:
         meta: dict[str, Any] | None = None,
         coordinator_metrics: CoordinatorMetrics | None = None,
         ready_timeout: float = 30.0,
+        results_retention_s: float = RESULTS_RETENTION_S,
         security: Security | None = None,
     ) -> None:
         self.identifier = identifier
@@ -457,6 +470,10 @@ class ClusterService:
         self.root = root
         self.ready_timeout = ready_timeout
         self.metrics = LiveMetrics()
+        self.log = ResultLog(results_retention_s)
+        #: bearer secret this coordinator sends to the others (set by create_service_app)
+        self.peer_token: str | None = None
+        self._peer_http: httpx.Client | None = None
         self.client = self.security.kazoo(hosts, session_timeout)
         self.registry = QueryRegistry(self.client, root)
         self.layout = ClusterLayout(root)
@@ -502,6 +519,7 @@ class ClusterService:
         threads = (
             (self._control, "service-control"),
             (self._upkeep, "service-upkeep"),
+            (self._follow, "service-follow"),
             (self._report_load, "service-load"),
         )
         for target, name in threads:
@@ -520,6 +538,7 @@ class ClusterService:
         self._events.put(None)
         for th in self._threads:
             th.join(10)
+        self.log.close()
         try:
             self.coordinator.stop()
         finally:
@@ -571,6 +590,7 @@ class ClusterService:
         """Lets the leader read its containers' messages while no tick or push does."""
         while not self._closed:
             time.sleep(0.25)
+            self.log.expire()
             live, remote = self._live, self._remote
             if live is not None and remote is not None and self._ready.is_set():
                 try:
@@ -578,7 +598,90 @@ class ClusterService:
                 except Exception:  # closed meanwhile, or a ZooKeeper hiccup: next round
                     logger.debug("upkeep poll failed", exc_info=True)
 
+    def _peer(self) -> httpx.Client:
+        if self._peer_http is None:
+            headers = {"Authorization": "Bearer " + self.peer_token} if self.peer_token else {}
+            self._peer_http = httpx.Client(headers=headers, timeout=httpx.Timeout(5.0, read=40.0))
+        return self._peer_http
+
+    def _follow(self) -> None:
+        """While standing by: copies the leader's result log (long polls on its API)."""
+        while not self._closed:
+            if self.coordinator.is_leader or self._ready.is_set():
+                time.sleep(0.1)
+                continue
+            ident, url = self.leader()
+            if not url or ident == self.identifier:
+                time.sleep(0.1)
+                continue
+            params = {
+                "after": str(self.log.last),
+                "committed": str(self.log.committed),
+                "wait": "10",
+                "follower": self.identifier,
+            }
+            try:
+                r = self._peer().get(url.rstrip("/") + LOG_PATH, params=params)
+                r.raise_for_status()
+                answer = r.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                logger.debug("following %s failed: %s", url, exc)
+                self.forget_leader()
+                time.sleep(0.2)
+                continue
+            if answer.get("leading"):
+                self.log.follow(answer)
+            else:
+                self.forget_leader()
+                time.sleep(0.1)
+
+    def _repair(self) -> list[Entry]:
+        """The entries after ours that another live coordinator holds (the longest run)."""
+        best: list[Entry] = []
+        try:
+            kids = self.client.get_children(self.layout.coordinators)
+        except (NoNodeError, KazooException):
+            kids = []
+        for ident in kids:
+            if ident == self.identifier:
+                continue
+            try:
+                data, _ = self.client.get(self.layout.coordinator(ident))
+                url = decode(data).get("api")
+            except (NoNodeError, KazooException, ValueError):
+                continue
+            got: list[Entry] = []
+            after = self.log.last
+            while url:
+                try:
+                    r = self._peer().get(
+                        url.rstrip("/") + LOG_PATH, params={"after": str(after)}, timeout=3.0
+                    )
+                    r.raise_for_status()
+                    rows = [Entry.from_json(row) for row in r.json().get("entries") or ()]
+                except (httpx.HTTPError, ValueError, TypeError, KeyError) as exc:
+                    logger.info("%s: no result log from %s: %s", self.identifier, ident, exc)
+                    break
+                rows = [e for e in rows if e.seq > after]
+                if not rows or rows[0].seq != after + 1:
+                    break
+                got += rows
+                after = rows[-1].seq
+            if len(got) > len(best):
+                best = got
+        if best:
+            logger.info(
+                "%s: repaired the result log up to %d from the other coordinators",
+                self.identifier,
+                best[-1].seq,
+            )
+        return best
+
+    def _on_report(self, c: int, out: dict[str, list[str]]) -> None:
+        self.log.append(c, {n: tuple(v) for n, v in out.items()})
+
     def _bring_up(self) -> None:
+        latest = self.log.lead(self._repair())
         remote = RemoteEngine(
             self.client,
             base=self.base,
@@ -588,6 +691,7 @@ class ClusterService:
             root=self.root,
             ready_timeout=self.ready_timeout,
             on_state=self._write_state,
+            on_report=self._on_report,
             security=self.security,
             on_reject=None
             if self.coordinator_metrics is None
@@ -600,6 +704,8 @@ class ClusterService:
             base=self.base,
             metrics=self.metrics,
         ).start()
+        if latest is not None:  # report times go on from the log's: a result id names one line
+            live.advance_to(latest)
         self._live, self._remote = live, remote
         records = []
         for qid in self.registry.list():
@@ -627,6 +733,7 @@ class ClusterService:
 
     def _teardown(self) -> None:
         self._ready.clear()
+        self.log.step_down()
         live, remote = self._live, self._remote
         self._live = self._remote = None
         if live is not None:
@@ -724,6 +831,7 @@ class ClusterService:
         except UnknownQuery:
             if not existed:
                 raise
+        self.log.append(self.log.max_t or 0, {}, ended=[name])  # its subscriptions end everywhere
 
     def _records(self) -> dict[str, Any]:
         out = {}
@@ -753,7 +861,9 @@ class ClusterService:
         if live is not None and remote is not None:
             try:
                 v = live.view(name)
-                return replace(v, state=remote.states.get(name, "pending"))
+                return replace(
+                    v, state=remote.states.get(name, "pending"), subscribers=self.log.subscribers(name)
+                )
             except UnknownQuery:
                 pass
         try:
@@ -767,10 +877,11 @@ class ClusterService:
                 cq = parse_continuous(rec.text, default_name=name, base=self.base)
             cq = self._cq_cache[key] = replace(cq, name=name)
         state = str(rec.metadata.get("state") or "pending")
-        return QueryView(cq, QueryStats(), None, None, None, 0, 0, state)
+        return QueryView(cq, QueryStats(), None, None, None, self.log.subscribers(name), 0, state)
 
-    def subscribe(self, name: str, maxlen: int | None = None) -> Subscription:
-        return self._leader_live().subscribe(name, maxlen)
+    def subscribe(self, name: str, maxlen: int | None = None, after: Cursor | None = None) -> Subscription:
+        """Reports of ``name`` from this coordinator's result log (any coordinator serves them)."""
+        return self.log.subscribe(name, maxlen, after)
 
     def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool:
         return self._leader_live().push(stream, t, triples, timeout=timeout)
@@ -810,6 +921,11 @@ class ClusterService:
             out["containers"] = [] if cluster is None else sorted(cluster.fanout.peers)
         else:
             out["queries"] = len(self._records())
+        out["result_log"] = {
+            "last": self.log.last,
+            "committed": self.log.committed,
+            "followers": sorted(self.log.followers),
+        }
         return out
 
 
@@ -835,7 +951,16 @@ class LeaderProxy:
         headers = dict(scope["headers"])
         auth = headers.get(b"authorization")
         OWNER.set(token_id(auth.decode("latin-1") if auth else None))
-        if scope["path"] in LOCAL_PATHS or FORWARDED.encode() in headers or self.service.leading():
+        path = scope["path"]
+        if path == LOG_PATH and scope["method"] == "GET":
+            await self._serve_log(scope, send)
+            return
+        results = (
+            scope["method"] == "GET"
+            and path.startswith("/queries/")
+            and path.endswith(("/results", "/results.jsonl"))
+        )
+        if path in LOCAL_PATHS or results or FORWARDED.encode() in headers or self.service.leading():
             await self.app(scope, receive, send)
             return
         ident, url = await asyncio.to_thread(self.service.leader)
@@ -864,6 +989,23 @@ class LeaderProxy:
             return await receive()
 
         await self.app(scope, again, send)
+
+    async def _serve_log(self, scope: Scope, send: Send) -> None:
+        from urllib.parse import parse_qsl
+
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        body = json.dumps(await serve_log(self.service.log, query), separators=(",", ":")).encode("utf-8")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> bool:
         """Forwards one request; ``False`` if the leader could not be reached (nothing sent)."""
@@ -920,9 +1062,11 @@ class LeaderProxy:
 def create_service_app(service: ClusterService, *, token: str | None = None) -> ASGIApp:
     """The HTTP API of ``run --zk``: the same application as ``run``, behind :class:`LeaderProxy`."""
     from linkstream.api.app import BearerAuth, create_app
+    from linkstream.api.auth import parse_token
 
     app: ASGIApp = LeaderProxy(create_app(service, base=service.base), service)
     if token:
+        service.peer_token = parse_token(token).secret
         app = BearerAuth(app, token)
     return app
 

@@ -87,8 +87,7 @@ def test_cluster_serves_the_api_like_embedded_run(tmp_path: Path, zk_server: str
     embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
-        (tmp_path / "cluster" / "logs").mkdir(parents=True)
-        cluster.save()
+        cluster.start(0, coordinators=0)  # the credential and the state file, no process yet
         for _ in range(2):
             cluster.start_coordinator(["--idle-ms", "0", *statics])
         cluster.add_containers(2)

@@ -1,0 +1,343 @@
+"""The results of a live cluster, readable on every coordinator: :class:`ResultLog`.
+
+Every coordinator of ``run --zk`` holds a *result log*: the reports of every query, in
+the order the leader made them, each entry numbered (``seq``) and bounded by
+``--results-retention`` seconds.  The leader appends one entry per report time (the lines
+of every query due then) and one per unregistered query (its subscriptions end);
+standbys *follow* it over HTTP (``GET /_cluster/results?after=SEQ``, a long poll on
+the leader's API, see :func:`serve_log`), so any coordinator serves
+``GET /queries/{name}/results`` from its own copy, and a subscriber that reconnects to
+another coordinator -- with ``Last-Event-ID`` or ``?after=`` -- resumes there.
+
+What it guarantees:
+
+* **Nothing is delivered before it is replicated.**  An entry is *committed* once every
+  in-sync follower (one that polled within ``sync_s`` seconds) has it -- its next poll's
+  ``after`` acknowledges it; only committed entries reach subscribers, on the leader
+  and on the followers.  So when the leader dies, every line any subscriber saw is in
+  the log of every in-sync standby, the next leader included.
+* **A new leader repairs, then continues the order.**  Before it serves, a newly
+  elected leader takes, from every other live coordinator, the entries after its own
+  last (a follower may have received entries the dead leader had not committed yet),
+  commits them, and numbers its own entries after them.  Its live engine starts at the
+  latest report time of the log (an explicit watermark): report times only grow, so a
+  result id never names two different lines.
+* **Resume is exact within the retention.**  A reader resuming after a result id gets
+  every later line of the kept reports once, then the live ones; if some report after
+  the id was dropped already (older than the retention, or before this coordinator
+  started following) the answer is 410, never a silent gap.
+
+Limits: reports the old leader made but no follower received are lost with it (as are
+the elements it had ingested and not ticked); a follower that falls out of sync (no
+poll for ``sync_s``) stops holding back the commit, and if it is then elected it serves
+what it has (the repair fills the gap from any coordinator that has more).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from linkstream.engine.live.subscription import (
+    RESULTS_RETENTION_S,
+    Cursor,
+    ReportRing,
+    ResultsGone,
+    Subscription,
+)
+
+logger = logging.getLogger(__name__)
+
+#: where a standby polls the leader's (or, during a repair, any coordinator's) log
+LOG_PATH = "/_cluster/results"
+#: a follower that did not poll for this long no longer holds back the commit
+SYNC_S = 3.0
+#: most entries answered to one poll
+BATCH = 512
+
+
+@dataclass
+class Entry:
+    """One report time (``reports``: lines per due query) or the end of queries (``ended``)."""
+
+    seq: int
+    t: int
+    reports: dict[str, tuple[str, ...]]
+    ended: tuple[str, ...] = ()
+    at: float = 0.0  # monotonic time it was added here
+
+    def to_json(self) -> list[Any]:
+        return [self.seq, self.t, {k: list(v) for k, v in self.reports.items()}, list(self.ended)]
+
+    @staticmethod
+    def from_json(row: list[Any]) -> Entry:
+        seq, t, reports, ended = row
+        return Entry(int(seq), int(t), {str(k): tuple(v) for k, v in reports.items()}, tuple(ended))
+
+
+class ResultLog:
+    """The replicated result log of one coordinator (see the module docstring).
+
+    Args:
+        retention_s: Wall-clock seconds entries (and each query's reports) are kept.
+        max_entries: Most entries kept, whatever their age.
+        subscriber_queue: Default lines a subscriber may have pending.
+        sync_s: See :data:`SYNC_S`.
+        clock: Monotonic clock in seconds.
+    """
+
+    def __init__(
+        self,
+        retention_s: float = RESULTS_RETENTION_S,
+        *,
+        max_entries: int = 200_000,
+        subscriber_queue: int = 10_000,
+        sync_s: float = SYNC_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.retention_s = retention_s
+        self.max_entries = max_entries
+        self.subscriber_queue = subscriber_queue
+        self.sync_s = sync_s
+        self.clock = clock
+        self.cond = threading.Condition()
+        self.entries: deque[Entry] = deque()
+        self.last = 0  # seq of the last entry held
+        self.committed = 0  # seq of the last entry delivered to subscribers
+        self.max_t: int | None = None  # latest report time ever held (dropped entries too)
+        self.leading = False
+        self.rings: dict[str, ReportRing] = {}
+        self.subs: dict[str, list[Subscription]] = {}
+        self.followers: dict[str, tuple[int, float]] = {}  # id -> (acknowledged seq, last poll)
+        self.gone: dict[str, int] = {}  # query -> latest report time dropped before it was held here
+
+    # ------------------------------------------------------------------ leader side
+
+    def append(self, t: int, reports: dict[str, tuple[str, ...]], ended: Iterable[str] = ()) -> int:
+        """Adds an entry (leader); committed at once when no follower is in sync."""
+        with self.cond:
+            self.last += 1
+            self._hold(Entry(self.last, t, reports, tuple(ended), self.clock()))
+            self._recommit()
+            self.cond.notify_all()
+            return self.last
+
+    def ack(self, follower: str, seq: int) -> None:
+        """A follower holds every entry up to ``seq`` (its poll's ``after``)."""
+        with self.cond:
+            self.followers[follower] = (min(seq, self.last), self.clock())
+            self._recommit()
+
+    def expire(self) -> None:
+        """Forgets followers that stopped polling (they no longer hold back the commit)."""
+        with self.cond:
+            self._recommit()
+            self._trim()
+
+    def _recommit(self) -> None:
+        if not self.leading:
+            return
+        now = self.clock()
+        for fid in [f for f, (_, seen) in self.followers.items() if now - seen > self.sync_s]:
+            logger.warning("result log: follower %s out of sync (no poll for %.1f s)", fid, self.sync_s)
+            del self.followers[fid]
+        upto = min((seq for seq, _ in self.followers.values()), default=self.last)
+        self._commit(upto)
+
+    # ------------------------------------------------------------------ follower side
+
+    def follow(self, answer: dict[str, Any]) -> None:
+        """Applies a poll's answer (``entries``, ``committed``, ``gone``) from the leader."""
+        with self.cond:
+            if self.leading:
+                return
+            for name, t in (answer.get("gone") or {}).items():
+                self._mark_gone(str(name), int(t))
+            for row in answer.get("entries") or ():
+                e = Entry.from_json(row)
+                if e.seq <= self.last:
+                    continue
+                if e.seq != self.last + 1:  # entries went missing between: what they held is gone
+                    for name in e.reports:
+                        self._mark_gone(name, e.t - 1)
+                e.at = self.clock()
+                self.last = e.seq
+                self._hold(e)
+            leader_last = int(answer.get("last", self.last))
+            if leader_last < self.committed:
+                # a new leader numbers on from what it repaired: we are ahead only by what
+                # nobody committed; keep our deliveries, number on from the leader's
+                logger.info("result log: leader at %d, behind our %d", leader_last, self.committed)
+            if leader_last < self.last:
+                while self.entries and self.entries[-1].seq > max(leader_last, self.committed):
+                    self.entries.pop()
+                self.last = max(leader_last, self.committed)
+            self._commit(min(int(answer.get("committed", 0)), self.last))
+            self.cond.notify_all()
+
+    def take(self, after: int, limit: int = BATCH) -> list[Entry]:
+        """Entries after ``after`` (for a follower or a repairing leader)."""
+        with self.cond:
+            return [e for e in self.entries if e.seq > after][:limit]
+
+    def answer(self, after: int, follower: str | None) -> dict[str, Any]:
+        """The body of a poll: entries after ``after``, the commit point, what is gone."""
+        if follower and self.leading:
+            self.ack(follower, after)
+        with self.cond:
+            entries = [e for e in self.entries if e.seq > after][:BATCH]
+            body: dict[str, Any] = {
+                "leading": self.leading,
+                "last": self.last,
+                "committed": self.committed,
+                "entries": [e.to_json() for e in entries],
+            }
+            first = self.entries[0].seq if self.entries else self.last + 1
+            if after + 1 < first:  # the asker missed entries no longer kept
+                body["gone"] = {
+                    **self.gone,
+                    **{n: r.dropped_until for n, r in self.rings.items() if r.dropped_until},
+                }
+            return body
+
+    def wait(self, after: int, committed: int, timeout: float) -> None:
+        """Blocks until an entry after ``after`` or a commit past ``committed`` exists."""
+        end = self.clock() + timeout
+        with self.cond:
+            while self.last <= after and self.committed <= committed:
+                left = end - self.clock()
+                if left <= 0:
+                    return
+                self.cond.wait(left)
+
+    def lead(self, repaired: Iterable[Entry]) -> int | None:
+        """Becomes the leader's log: adds the repaired entries, commits all; returns the
+        latest report time held (the new leader's engine starts there)."""
+        with self.cond:
+            self.leading = True
+            for e in repaired:
+                if e.seq == self.last + 1:
+                    e.at = self.clock()
+                    self.last = e.seq
+                    self._hold(e)
+            self.followers.clear()
+            self._commit(self.last)
+            self.cond.notify_all()
+            return self.max_t
+
+    def step_down(self) -> None:
+        """No longer leads (follows the next leader)."""
+        with self.cond:
+            self.leading = False
+            self.followers.clear()
+
+    # ------------------------------------------------------------------ both
+
+    def _hold(self, e: Entry) -> None:
+        self.entries.append(e)
+        if e.reports:
+            self.max_t = e.t if self.max_t is None else max(self.max_t, e.t)
+        self._trim()
+
+    def _trim(self) -> None:
+        now = self.clock()
+        q = self.entries
+        while (
+            q
+            and q[0].seq <= self.committed
+            and (len(q) > self.max_entries or now - q[0].at > self.retention_s)
+        ):
+            q.popleft()
+
+    def _mark_gone(self, name: str, t: int) -> None:
+        self.gone[name] = max(self.gone.get(name, t), t)
+
+    def _commit(self, upto: int) -> None:
+        """Delivers the held entries up to ``upto`` (under the lock)."""
+        if upto <= self.committed:
+            return
+        for e in self.entries:
+            if e.seq <= self.committed:
+                continue
+            if e.seq > upto:
+                break
+            for name, lines in e.reports.items():
+                ring = self.rings.get(name)
+                if ring is None:
+                    ring = self.rings[name] = ReportRing(self.retention_s)
+                ring.add(e.t, lines)
+                for sub in self.subs.get(name, ()):
+                    sub.offer(e.t, lines)
+            for name in e.ended:
+                self.rings.pop(name, None)
+                self.gone.pop(name, None)
+                for sub in self.subs.pop(name, ()):
+                    sub.finish()
+        self.committed = upto
+
+    def subscribe(self, name: str, maxlen: int | None = None, after: Cursor | None = None) -> Subscription:
+        """A subscription to ``name``'s committed reports, from the next or after ``after``.
+
+        Raises:
+            ResultsGone: Some report after ``after`` is no longer kept here.
+        """
+        with self.cond:
+            kept = []
+            if after is not None:
+                ring = self.rings.get(name)
+                dropped = self.gone.get(name)
+                if dropped is not None and dropped > after[0]:
+                    raise ResultsGone("results of %s after %d are not kept here" % (name, after[0]))
+                if ring is not None:
+                    kept = ring.after(after)
+            sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe, position=after)
+            for t, lines, first in kept:
+                sub.offer(t, lines, first)
+            self.subs.setdefault(name, []).append(sub)
+            return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        with self.cond:
+            subs = self.subs.get(sub.query)
+            if subs is not None and sub in subs:
+                subs.remove(sub)
+
+    def subscribers(self, name: str) -> int:
+        with self.cond:
+            return len(self.subs.get(name, ()))
+
+    def close(self) -> None:
+        """Ends every subscription."""
+        with self.cond:
+            subs = [s for group in self.subs.values() for s in group]
+            self.subs.clear()
+        for s in subs:
+            s.finish()
+
+
+async def serve_log(log: ResultLog, query: dict[str, str]) -> dict[str, Any]:
+    """The answer to ``GET /_cluster/results?after=&committed=&wait=&follower=`` (asyncio)."""
+    import asyncio
+
+    def num(key: str, default: float) -> float:
+        try:
+            return float(query.get(key, default))
+        except ValueError:
+            return default
+
+    after, committed = int(num("after", 0)), int(num("committed", 0))
+    wait = min(max(num("wait", 0.0), 0.0), 30.0)
+    follower = query.get("follower") or None
+    if follower and log.leading:
+        log.ack(follower, after)
+    if wait > 0:
+        await asyncio.to_thread(log.wait, after, committed, wait)
+    return log.answer(after, follower)
+
+
+__all__ = ["BATCH", "LOG_PATH", "SYNC_S", "Entry", "ResultLog", "ResultsGone", "serve_log"]
