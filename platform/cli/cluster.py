@@ -162,6 +162,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         default_step=getattr(args, "default_step", 1000),
         idle_ms=idle or None,
         retention_ms=getattr(args, "retention_ms", 60_000),
+        results_retention_s=getattr(args, "results_retention", 300.0),
         root=args.root,
         session_timeout=args.session_timeout,
         tick_interval=getattr(args, "tick_interval", 1.0),

@@ -95,6 +95,14 @@ def add_parsers(sub: Any) -> None:
         metavar="MS",
         help="event time of stream history kept for queries registered later (default 60000)",
     )
+    rp.add_argument(
+        "--results-retention",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds of each query's results kept for subscribers that resume with Last-Event-ID or "
+        "?after= (with --zk: on every coordinator; default 300)",
+    )
     from linkstream.cli.main import add_max_time_jump
 
     add_max_time_jump(rp)  # also refuses a POST /watermark that far ahead
@@ -291,6 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as e:
         return err(str(e))
     live.max_time_jump_ms = args.max_time_jump  # event-time rules: pushes and POST /watermark
+    live.results_retention_s = args.results_retention  # (before any query: its ring takes it)
     if args.store:  # the store's stable timestamp, snapshot age and delta at /metrics
         from linkstream.metrics import StoreCollector
 
