@@ -19,7 +19,8 @@ end is the CURVE server.  A server given ``authorized_clients`` runs a ZAP authe
 without it any client that knows the server's public key may connect.  Plaintext peers
 never get through to a CURVE socket.  A server given ``on_reject`` also watches its
 socket's handshakes and calls ``on_reject(reason)`` for each one refused:
-``"unknown_key"`` (ZAP said no), ``"not_curve"`` (a plaintext or other-mechanism peer),
+``"unknown_key"`` (ZAP said no), ``"not_curve"`` (a plaintext or other-mechanism peer, or
+one that hung up during the handshake: whichever side sees the mismatch first closes),
 ``"bad_handshake"`` (e.g. a client holding the wrong server key).  A refused CURVE client
 is not retried by ZeroMQ; plaintext and wrong-key peers retry and are counted each time.
 
@@ -204,6 +205,9 @@ class _Endpoint:
 def _reason(event: int, value: int) -> str:
     if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
         return "unknown_key"
+    if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        # The peer hung up mid-handshake: a plaintext peer that saw the CURVE greeting first.
+        return "not_curve"
     if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value in (
         zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
         zmq.PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
