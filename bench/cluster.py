@@ -182,6 +182,7 @@ def run_cluster(
             log=lambda _m: None,
             route=route,
             affinity=affinity,
+            security=cluster.security,
         )
     res = result.replay
     driver_cpu = time.process_time() - cpu0

@@ -73,6 +73,7 @@ def run_one(
             placement=placement,
             route="broadcast",
             parallelism=k,
+            security=cluster.security,
         )
     res = result.replay
     summary = result.placement or {}
