@@ -76,8 +76,11 @@ Row = tuple[tuple[str, Term], ...]  # (variable, term) pairs, sorted; unbound le
 # ---------------------------------------------------------------- finding the tests
 
 
-def locate(explicit: str | None = None) -> tuple[Path | None, str]:
-    """The rdf-tests directory (holding ``sparql/``), or ``None`` and why not."""
+def locate(explicit: str | None = None, clone: bool = True) -> tuple[Path | None, str]:
+    """The rdf-tests directory (holding ``sparql/``), or ``None`` and why not.
+
+    ``clone=False`` never goes to the network (tests): a checkout, the cache or the mirror.
+    """
     for cand in (explicit, os.environ.get("W3C_RDF_TESTS")):
         if cand:
             p = Path(cand)
@@ -100,6 +103,8 @@ def locate(explicit: str | None = None) -> tuple[Path | None, str]:
             reason = f"cannot extract {MIRROR}: {e}"
     else:
         reason = f"no {MIRROR}"
+    if not clone:
+        return None, f"W3C rdf-tests not found ({reason}); set W3C_RDF_TESTS to a checkout"
     try:
         tmp = CACHE.with_name("rdf-tests.clone")
         subprocess.run(["git", "clone", "--depth", "1", GITHUB, str(tmp)], check=True, capture_output=True)

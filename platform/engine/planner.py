@@ -403,7 +403,11 @@ class Planner:
     def _graph(self, n: CompValue) -> Operator:
         term = _at(n, "term")
         if isinstance(term, URIRef):
-            g = self.ds.named.get(str(term), self.ds.empty)
+            g = self.ds.named.get(str(term))
+            if g is None:
+                # not a named graph of the dataset: no solution, even for ``GRAPH <g> {}``
+                inner = self.plan(_at(n, "p"), self.ds.empty)
+                return ConstantOperator(inner.vars, np.zeros((len(inner.vars), 0), dtype=np.int64))
             return self.plan(_at(n, "p"), g)
         if not isinstance(term, Variable):
             raise QueryError(f"GRAPH {term!r} is not supported")

@@ -215,7 +215,7 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
     n = e.name
     if n == "RelationalExpression":
         if e.op in ("IN", "NOT IN"):
-            return In(c(e.expr), tuple(c(x) for x in e.other), e.op == "NOT IN")
+            return In(c(e.expr), tuple(c(x) for x in _arg_list(e, "other")), e.op == "NOT IN")
         return Cmp(str(e.op), c(e.expr), c(e.other))
     if n in ("AdditiveExpression", "MultiplicativeExpression"):
         out = c(e.expr)
@@ -243,7 +243,7 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
     if n == "Builtin_IF":
         return If(c(e.arg1), c(e.arg2), c(e.arg3))
     if n == "Builtin_COALESCE":
-        return Coalesce(tuple(c(x) for x in e.arg))
+        return Coalesce(tuple(c(x) for x in _arg_list(e, "arg")))
     if n in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
         return Exists(e.graph, n == "Builtin_NOTEXISTS", id(e))
     if n == "Function":
@@ -256,7 +256,7 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
         name = n[len("Builtin_") :].upper()
         name = _NAME_FIX.get(name, name)
         if name == "CONCAT":
-            return Call(name, tuple(c(x) for x in (e.arg or [])))
+            return Call(name, tuple(c(x) for x in _arg_list(e, "arg")))
         params = _ARGS.get(name)
         if params is None:
             params = ("arg", "arg1", "arg2", "arg3")
@@ -267,6 +267,17 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
                 call_args.append(c(v))
         return Call(name, tuple(call_args))
     raise QueryError(f"unsupported expression {n}")
+
+
+_NIL = "http://www.w3.org/1999/02/22-rdf-syntax-ns#nil"
+
+
+def _arg_list(e: CompValue, key: str) -> list[object]:
+    """An argument list of ``e``: rdflib parses ``()`` as ``rdf:nil``, a missing one is empty."""
+    v = e[key] if key in e else None
+    if v is None or (isinstance(v, URIRef) and str(v) == _NIL):
+        return []
+    return v if isinstance(v, list) else [v]
 
 
 def conjuncts(e: Expr) -> list[Expr]:

@@ -8,10 +8,9 @@ result.  The operators are private to the query (never shared with continuous qu
 and dropped afterwards.  Top-level ORDER BY, DISTINCT, projection and LIMIT/OFFSET are
 applied to the result rows here, as the output edge of a continuous query does.
 
-The dataset follows the continuous queries' rules (SEMANTICS.md §5): the default graph
-is the static default graph merged with the ``FROM`` graphs; the named graphs are the
-``FROM NAMED`` graphs, else every named static graph not used by ``FROM``.  The
-SPARQL protocol's ``default-graph-uri`` / ``named-graph-uri`` replace them.
+The dataset is SPARQL 1.1's (:func:`dataset_graphs`): ``FROM`` / ``FROM NAMED`` replace
+the static default graph and the named static graphs; the SPARQL protocol's
+``default-graph-uri`` / ``named-graph-uri`` replace them.
 
 Must run on the thread that owns the engine (it allocates dictionary ids for the
 query's constants).
@@ -20,6 +19,7 @@ query's constants).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -79,15 +79,7 @@ def evaluate_one_shot(
 
         return evaluate_on_store(store, cq, default_graphs, named_graphs)
     statics = engine.statics
-    dflt_keys: tuple[str | None, ...] = (
-        default_graphs if default_graphs is not None else (None, *cq.static_from)
-    )
-    if named_graphs is not None:
-        named_iris = list(named_graphs)
-    elif cq.static_named:
-        named_iris = list(cq.static_named)
-    else:
-        named_iris = sorted(g for g in statics if g is not None and g not in cq.static_from)
+    dflt_keys, named_iris = dataset_graphs(cq, default_graphs, named_graphs, statics)
     # Engine caches the merged, deduplicated array of each graph combination
     default = GraphOperator("default", engine._static_triples(dflt_keys), deduplicated=True)
     named: dict[str, GraphOperator] = {
@@ -123,6 +115,37 @@ def evaluate_one_shot(
     return {"head": {"vars": list(names)}, "results": {"bindings": _bindings(engine, rows)}}
 
 
+def dataset_graphs(
+    cq: ContinuousQuery,
+    default_graphs: Sequence[str | None] | None,
+    named_graphs: Sequence[str] | None,
+    graphs: Iterable[str | None],
+) -> tuple[tuple[str | None, ...], list[str]]:
+    """The graphs of a one-shot query's dataset: (default graph keys, named graph IRIs).
+
+    As SPARQL 1.1 (section 13.2) defines it: a query with ``FROM`` / ``FROM NAMED``
+    replaces the dataset (the default graph is the merge of the ``FROM`` graphs, empty
+    with ``FROM NAMED`` alone; the named graphs are the ``FROM NAMED`` graphs, none with
+    ``FROM`` alone); without either, the default graph is the store's (``None``) and
+    every named graph of ``graphs`` is a named graph.  The protocol's
+    ``default-graph-uri`` / ``named-graph-uri`` replace both.
+    """
+    described = bool(cq.static_from or cq.static_named)
+    if default_graphs is not None:
+        dflt: tuple[str | None, ...] = tuple(dict.fromkeys(default_graphs))
+    elif described:
+        dflt = tuple(dict.fromkeys(cq.static_from))
+    else:
+        dflt = (None,)
+    if named_graphs is not None:
+        named = list(dict.fromkeys(named_graphs))
+    elif described:
+        named = list(dict.fromkeys(cq.static_named))
+    else:
+        named = sorted(g for g in graphs if g is not None)
+    return dflt, named
+
+
 def keep_order(q: CompValue) -> tuple[CompValue, bool]:
     """``q`` with ORDER BY kept by the planner (it drops it without LIMIT/OFFSET).
 
@@ -130,8 +153,13 @@ def keep_order(q: CompValue) -> tuple[CompValue, bool]:
         The (possibly wrapped) query and whether an unbounded slice was added.
     """
     node = q.p
-    if q.name != "SelectQuery" or node.name == "Slice":
+    if q.name != "SelectQuery":
         return q, False
+    if node.name == "Slice":
+        if dict.get(node, "start") or dict.get(node, "length") is not None:
+            return q, False  # the planner keeps ORDER BY under a real slice
+        # ``OFFSET 0``: a slice that keeps every row, and ORDER BY with it
+        node = node.p
     n = node
     while n.name in ("Distinct", "Reduced", "Project"):
         n = n.p

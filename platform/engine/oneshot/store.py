@@ -17,10 +17,9 @@ Literals of the types derived from ``xsd:integer`` are the ``xsd:integer`` of th
 value, as in the reference store (see :mod:`linkstream.store.literals`): the snapshot is read
 through an alias map and query terms are canonicalised before they are encoded.
 
-The dataset follows :mod:`linkstream.engine.oneshot.embedded`: the default graph is the store's
-default graph merged with the ``FROM`` graphs; the named graphs are the ``FROM NAMED``
-graphs, else every named graph not used by ``FROM``; the protocol's
-``default-graph-uri`` / ``named-graph-uri`` replace them.
+The dataset is SPARQL 1.1's, as :func:`~linkstream.engine.oneshot.embedded.dataset_graphs`
+builds it: ``FROM`` / ``FROM NAMED`` replace the store's default graph and named graphs;
+the protocol's ``default-graph-uri`` / ``named-graph-uri`` replace them.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from linkstream.engine.oneshot.embedded import keep_order, parse_one_shot, term_json
+from linkstream.engine.oneshot.embedded import dataset_graphs, keep_order, parse_one_shot, term_json
 from linkstream.engine.oneshot.explore import ExploreOperator, SnapshotGraph
 from linkstream.engine.output import QueryOutput, order_rows
 from linkstream.engine.planner import Dataset, Planner, QueryShape
@@ -323,13 +322,7 @@ def _evaluate(
     explain: Callable[[str], None] | None = None,
     aliases: AliasMap = NO_ALIASES,
 ) -> dict[str, Any]:
-    dflt_keys = tuple(default_graphs) if default_graphs is not None else (None, *cq.static_from)
-    if named_graphs is not None:
-        named_iris = list(dict.fromkeys(named_graphs))
-    elif cq.static_named:
-        named_iris = list(cq.static_named)
-    else:
-        named_iris = sorted(g for g in snap.graphs() if g is not None and g not in cq.static_from)
+    dflt_keys, named_iris = dataset_graphs(cq, default_graphs, named_graphs, snap.graphs())
     ds = Dataset(
         default=SnapshotGraph(snap, dflt_keys, "default", aliases),
         named={g: SnapshotGraph(snap, (g,), g, aliases) for g in named_iris},
