@@ -8,6 +8,8 @@ What runs outside the operator containers and feeds them:
 * ``fanout.py``       -- the element data plane: one PUSH socket per container, stream routing.
 * ``handover.py``     -- the driver's side of stateful task moves (old owner -> new owner).
 * ``placement/``      -- the driver's side of operator-level placement (``--placement operators``).
+* ``autoscaler.py``  -- ``linkstream autoscaler``: load signals, the policy, drivers (local
+  processes, an AWS autoscaling group, none).
 * ``localcluster.py`` -- a whole cluster on one machine (ZooKeeper, coordinators, containers);
   ``infra/local-cluster`` runs it.
 

@@ -290,6 +290,20 @@ class LocalCluster:
             self.write_prometheus_targets()
         return ids
 
+    def start_autoscaler(self, bounds: str, driver: str = "local", extra: list[str] | None = None) -> str:
+        """Starts ``linkstream autoscaler --autoscale BOUNDS`` on this cluster; returns its name.
+
+        With ``driver="local"`` it adds containers to this cluster and drains them
+        (recorded in ``DIR/cluster.json``: re-read it with :meth:`load`); ``extra``
+        arguments go to the command (``--target-lag-ms``, ``--interval`` ...).
+        """
+        name = "autoscaler"
+        args = ["autoscaler", "--zk", self.hosts, "--root", self.state.root, "--dir", str(self.dir)]
+        args += ["--autoscale", bounds, "--autoscale-driver", driver, "--id", name, "--metrics-port", "0"]
+        args += ["--session-timeout", str(self.state.session_timeout), *self.security_args(), *(extra or [])]
+        self._spawn(name, "autoscaler", args)
+        return name
+
     def write_prometheus_targets(self) -> Path:
         """Writes ``DIR/prometheus/targets.json``: every process's ``/metrics`` endpoint.
 
@@ -402,7 +416,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stops containers, then coordinators, then ZooKeeper (each kind at once)."""
-        for kind in ("container", "coordinator", "zookeeper"):
+        for kind in ("autoscaler", "container", "coordinator", "zookeeper"):
             _terminate_all([r.pid for r in self.state.processes.values() if r.kind == kind], 5.0)
         self.save()
 

@@ -7,6 +7,7 @@ Sans-IO decisions (no ZooKeeper needed to import or test them):
 * :mod:`.state` -- task specs, containers, ownership bookkeeping, policy knobs.
 * :mod:`.events` -- events in, actions out.
 * :mod:`.core` -- ``SchedulerCore.handle(event) -> list[Action]``.
+* :mod:`.autoscale` -- the autoscaling policy: load signals in, a scale decision out.
 
 Kazoo recipes, one per module, all rooted at a configurable cluster root
 (:mod:`.layout`, default ``/linkstream``) inside the client's chroot:
@@ -20,6 +21,7 @@ Kazoo recipes, one per module, all rooted at a configurable cluster root
 * :mod:`.producers` -- producer tasks of operator placement and where their hosts follow them.
 * :mod:`.runs` -- the running replay node every container reads.
 * :mod:`.status` -- a read-only snapshot of a cluster (``linkstream status``).
+* :mod:`.load` -- load figures processes publish for the autoscaler, autoscalers' nodes.
 * :mod:`.zkclient` -- every kazoo client: the cluster's digest credential, private ACLs.
 * :mod:`.keyring` -- the cluster's CURVE public keys, as published in ZooKeeper.
 

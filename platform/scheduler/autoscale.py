@@ -224,7 +224,8 @@ class Autoscaler:
         p, m = self.policy, self._m
         n = s.containers + s.joining
         lag = "-" if s.lag_ms is None else f"{s.lag_ms:.0f} ms"
-        figures = f"{n} containers, lag {lag}, queued {s.queued}, busy {s.busy}, {s.tasks} tasks"
+        busy = "-" if s.busy is None else f"{s.busy:.0%}"
+        figures = f"{n} containers, lag {lag}, queued {s.queued}, busy {busy}, {s.tasks} tasks"
 
         def hold(reason: str, detail: str, at_max: bool = False) -> Decision:
             return self._record(Decision(HOLD, n, n, reason, f"{detail} ({figures})", at_max), s.t)

@@ -15,6 +15,10 @@ second.  Two kinds of writers:
 
 Every node also carries ``"at"``: the writer's wall clock (seconds since the epoch), so a
 reader can leave out figures older than it trusts.  :func:`read_loads` reads them.
+
+Each running ``linkstream autoscaler`` advertises itself (pid, driver, ``/metrics``
+endpoint) at ``<root>/autoscalers/<id>`` (ephemeral); :func:`autoscaler_nodes` reads them
+(``linkstream status`` and the Prometheus targets of a local cluster).
 """
 
 from __future__ import annotations
@@ -101,6 +105,28 @@ class LoadReporter:
             pass
 
 
+def autoscalers_path(root: str = DEFAULT_ROOT) -> str:
+    """``<root>/autoscalers``: where each ``linkstream autoscaler`` advertises itself."""
+    return ("" if root == "/" else root) + "/autoscalers"
+
+
+def autoscaler_nodes(client: KazooClient, root: str = DEFAULT_ROOT) -> list[dict[str, Any]]:
+    """The running autoscalers' advertised nodes: ``{"id", "pid", "metrics", ...}`` each."""
+    parent = autoscalers_path(root)
+    try:
+        names = sorted(client.get_children(parent))
+    except NoNodeError:
+        return []
+    out = []
+    for name in names:
+        try:
+            data, _ = client.get(f"{parent}/{name}")
+            out.append({"id": name, **decode(data)})
+        except (NoNodeError, ValueError):
+            continue
+    return out
+
+
 def read_loads(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[str, dict[str, Any]]:
     """Every load node under ``root``, by name (unreadable ones left out)."""
     parent = load_root(root)
@@ -118,4 +144,4 @@ def read_loads(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[str, dict[
     return out
 
 
-__all__ = ["PUBLISH_S", "LoadReporter", "load_root", "read_loads"]
+__all__ = ["PUBLISH_S", "LoadReporter", "autoscaler_nodes", "autoscalers_path", "load_root", "read_loads"]

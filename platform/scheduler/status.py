@@ -13,6 +13,7 @@ from kazoo.exceptions import NoNodeError
 
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
+from linkstream.scheduler.load import autoscaler_nodes
 from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
 from linkstream.scheduler.runs import RunNode
@@ -71,6 +72,7 @@ def cluster_status(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[str, A
     run = RunNode(client, root).get()
     return {
         "coordinator_nodes": coordinator_nodes(client, root),
+        "autoscalers": autoscaler_nodes(client, root),
         "containers": containers,
         "tasks": tasks,
         "queries": queries,
@@ -107,6 +109,9 @@ def metrics_targets(status: dict[str, Any]) -> list[dict[str, Any]]:
     for c in status.get("coordinator_nodes", []):
         if c.get("metrics"):
             groups.append({"targets": [c["metrics"]], "labels": {"role": "coordinator", "id": c["id"]}})
+    for c in status.get("autoscalers", []):
+        if c.get("metrics"):
+            groups.append({"targets": [c["metrics"]], "labels": {"role": "autoscaler", "id": c["id"]}})
     return groups
 
 
@@ -126,6 +131,11 @@ def format_status(status: dict[str, Any]) -> str:
         role = "leader" if c["id"] == status["leader"] else "standby"
         out.append(
             f"coordinator {c['id']} ({role}) pid {c.get('pid', '-')} metrics {c.get('metrics') or '-'}"
+        )
+    for c in status.get("autoscalers", []):
+        out.append(
+            f"autoscaler {c['id']} driver {c.get('driver', '-')} pid {c.get('pid', '-')} "
+            f"metrics {c.get('metrics') or '-'}"
         )
     out.append(f"tasks ({len(status['tasks'])}):")
     for t in status["tasks"]:

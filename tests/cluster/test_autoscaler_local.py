@@ -1,0 +1,181 @@
+"""The autoscaler on a real local cluster (session ZooKeeper, ``run --zk``, containers).
+
+A pusher sends stream elements through the live API with event time running far ahead
+of what the cluster can report (a 20 ms report step, pushes 200 ms of event time apart as fast as HTTP goes),
+so the tick lag the leader publishes grows past the autoscaler's target: ``linkstream
+autoscaler --autoscale 1:3 --autoscale-driver local`` must add containers up to 3.  Then
+the pushes stop, the leader catches up, the lag falls under the low mark, and the
+autoscaler drains containers back down to 1.  The query's results over the whole run
+(moves and drains included) must equal those of an embedded ``run`` fed the same pushes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from linkstream.api.app import create_app
+from linkstream.api.client import Client
+from linkstream.api.server import BackgroundServer, build_live
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.scheduler.load import read_loads
+
+pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
+
+EX = "http://ex.org/"
+STREAM = EX + "load"
+QUERY = f"""SELECT ?s (COUNT(?v) AS ?n)
+WHERE {{ STREAM <{STREAM}> [RANGE 1s SLIDE 20ms] {{ ?s <{EX}v> ?v . }} }}
+GROUP BY ?s
+"""
+T0 = 1_000_000
+PUSH_STEP_MS = 200  # event time per push
+PUSH_EVERY_S = 0.01  # wall time between pushes: 20 s of event time per second
+TIMEOUT = 120.0
+
+
+def _body(k: int) -> str:
+    return "".join(f'<{EX}s{j}> <{EX}v> "{k}" .\n' for j in range(3))
+
+
+class Pusher(threading.Thread):
+    def __init__(self, clients: list[Client]) -> None:
+        super().__init__(daemon=True)
+        self.clients = clients
+        self.halt = threading.Event()
+        self.sent = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            t = T0 + self.sent * PUSH_STEP_MS
+            for c in self.clients:
+                try:
+                    c.push(STREAM, _body(self.sent), t=t)
+                except Exception as exc:  # reported by the test
+                    self.errors.append(repr(exc))
+                    return
+            self.sent += 1
+            self.halt.wait(PUSH_EVERY_S)
+
+
+def _members(cluster: LocalCluster) -> set[str]:
+    return cluster.members()
+
+
+def test_autoscaler_follows_the_tick_lag_on_a_local_cluster(
+    tmp_path: Path, zk_server: str, zk_chroot: str
+) -> None:
+    live = build_live([], idle_ms=None)
+    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    cluster = LocalCluster(
+        tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=2.0, capacity=4
+    )
+    timeline: list[tuple[float, int, float | None]] = []
+    try:
+        cluster.start(1, 1)
+        urls = cluster.api_urls(timeout=30)
+        url = next(iter(urls.values()))
+        deadline = time.monotonic() + 30
+        while httpx.get(url + "/status", timeout=5).json().get("role") != "leader":
+            assert time.monotonic() < deadline, "no leader"
+            time.sleep(0.2)
+        api, emb = Client(url, timeout=TIMEOUT), Client(embedded.url)
+        api.register(QUERY, "load")
+        emb.register(QUERY, "load")
+        cluster.start_autoscaler(
+            "1:3",
+            "local",
+            [
+                "--target-lag-ms", "2000", "--interval", "0.5", "--out-after", "1", "--out-cooldown", "2",
+                "--in-after", "3", "--in-cooldown", "3", "--busy-high", "0.95", "--busy-low", "0.9",
+            ],
+        )  # fmt: skip
+
+        # subscribe before the first push (unbounded; compared up to the last report time below)
+        got: dict[str, list[dict]] = {"cl": [], "emb": []}
+        errors: list[Exception] = []
+
+        def collect(client: Client, key: str) -> None:
+            try:
+                for row in client.results("load", timeout=None):
+                    got[key].append(row)
+            except Exception as exc:  # the server stopped at teardown: fine once compared
+                errors.append(exc)
+
+        for c, k in ((api, "cl"), (emb, "emb")):
+            threading.Thread(target=collect, args=(c, k), daemon=True).start()
+        deadline = time.monotonic() + 10
+        while not all(Client(u).query("load")["subscribers"] >= 1 for u in (url, embedded.url)):
+            assert time.monotonic() < deadline, "subscriptions did not start"
+            time.sleep(0.1)
+
+        client = cluster.client()
+
+        def sample() -> tuple[int, float | None]:
+            n = len([m for m in _members(cluster)])
+            leader = read_loads(client, cluster.state.root).get("leader") or {}
+            lag = leader.get("lag_ms")
+            timeline.append((time.monotonic(), n, lag))
+            return n, lag
+
+        pusher = Pusher([api, emb])
+        pusher.start()
+        # ramp up: the lag exceeds the target and the autoscaler adds containers to the bound
+        deadline = time.monotonic() + 60
+        peak = 0
+        while peak < 3:
+            n, lag = sample()
+            peak = max(peak, n)
+            assert time.monotonic() < deadline, (
+                f"never scaled to 3 containers: {[(round(t), n, lag) for t, n, lag in timeline]}"
+            )
+            assert not pusher.errors, pusher.errors
+            time.sleep(0.5)
+        over = [lag for _t, n, lag in timeline if n > 1 and lag is not None]
+        assert over and max(over) > 2000, timeline
+        time.sleep(2.0)
+        pusher.halt.set()
+        pusher.join(10)
+        last_t = T0 + (pusher.sent - 1) * PUSH_STEP_MS
+        # ramp down: the leader catches up; containers are drained back to the minimum
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            n, lag = sample()
+            if n == 1 and lag is not None and lag < 500:
+                break
+            assert time.monotonic() < deadline, f"did not scale back in: {timeline[-5:]}"
+            time.sleep(0.5)
+        assert max(n for _t, n, _lag in timeline) == 3
+        # every report up to the last push's time, on both sides
+        until = last_t - 1000
+        api.advance(last_t + 1000)
+        emb.advance(last_t + 1000)
+        deadline = time.monotonic() + 60
+        while not all(any(r["t"] >= until for r in got[k]) for k in got):
+            assert time.monotonic() < deadline, (errors, {k: len(v) for k, v in got.items()})
+            time.sleep(0.2)
+
+        def lines(key: str) -> Counter:
+            return Counter(json.dumps(r, sort_keys=True) for r in got[key] if r["t"] <= until)
+
+        have, want = lines("cl"), lines("emb")
+        assert sum(want.values()) > 100
+        assert have == want, f"cluster {sum(have.values())} lines, embedded {sum(want.values())}"
+        log = (cluster.dir / "logs" / "autoscaler.log").read_text()
+        assert "autoscaler: out 1 -> 2" in log and "autoscaler: in 2 -> 1" in log, log[-3000:]
+        client.stop()
+        client.close()
+        print(f"\npushed {pusher.sent} elements; timeline (s, containers, lag ms):")
+        t0 = timeline[0][0]
+        for t, n, lag in timeline[:: max(1, len(timeline) // 30)]:
+            print(f"  {t - t0:6.1f} {n} {lag}")
+    finally:
+        LocalCluster.load(cluster.dir).stop()
+        embedded.stop()
