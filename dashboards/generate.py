@@ -139,6 +139,17 @@ ROWS: tuple[Row, ...] = (
                 ),
                 w=16,
             ),
+            Panel(
+                "Autoscaler",
+                (
+                    Query("max(linkstream_autoscaler_containers)", "containers"),
+                    Query("max(linkstream_autoscaler_desired_containers)", "desired"),
+                    Query('max(linkstream_autoscaler_bound_containers{bound="max"})', "max"),
+                    Query("max(linkstream_autoscaler_at_max)", "at max"),
+                ),
+                description="linkstream autoscaler: containers it counts, what its policy wants, its maximum, "
+                "and 1 while the cluster is under pressure at that maximum",
+            ),
         ),
     ),
     Row(

@@ -5,8 +5,9 @@ It starts:
 * ``linkstream run`` on a store (``linkstream load --store``) with one absorbed stream, one
   registered continuous query, and a pusher thread sending stream elements at wall-clock
   event times, some late elements and some malformed bodies;
-* a local cluster (ZooKeeper from the session fixture, one coordinator, one container)
-  replaying a CityBench query (``linkstream replay --zk``) while Prometheus scrapes it;
+* a local cluster (ZooKeeper from the session fixture, one coordinator, one container,
+  ``linkstream autoscaler --autoscale-driver none``) replaying a CityBench query
+  (``linkstream replay --zk``) while Prometheus scrapes it;
 * Prometheus with ``infra/prometheus.yml`` (targets rewritten to these processes, 1 s
   scrape and rule evaluation, ``infra/alerts.yml`` loaded) plus one dead target.
 
@@ -199,16 +200,19 @@ def live_server(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def cluster(tmp_path: Path, zk_server: str, zk_chroot: str) -> Iterator[LocalCluster | None]:
-    """One coordinator and one container (``--metrics-port 0``), or None without CityBench."""
+    """One coordinator, one container and an autoscaler recommending only (``--metrics-port
+    0``), or None without CityBench."""
     if not (SHARED / "citybench" / "manifest.json").exists():
         yield None
         return
     c = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=2.0)
     try:
         c.start(1, 1)
-        # the coordinator advertises its /metrics a moment after it joins
+        c.start_autoscaler("1:1", "none", ["--interval", "1"])
+        # the coordinator and the autoscaler advertise their /metrics a moment after they join
         wait_for(
-            lambda: len(json.loads(c.write_prometheus_targets().read_text())) == 2, "both metrics targets"
+            lambda: len(json.loads(c.write_prometheus_targets().read_text())) == 3,
+            "all three metrics targets",
         )
         yield c
     finally:
@@ -301,7 +305,7 @@ def test_every_panel_and_alert_returns_series(
             want = {("linkstream-api", "1"), ("linkstream-dead", "0")}
             if cluster is not None:
                 want.add(("linkstream-cluster", "1"))
-            return want <= up and len(query(prom, 'up{job="linkstream-cluster"}')) == (2 if cluster else 0)
+            return want <= up and len(query(prom, 'up{job="linkstream-cluster"}')) == (3 if cluster else 0)
 
         try:
             wait_for(targets_seen, "Prometheus to scrape every target")
@@ -335,7 +339,8 @@ def test_every_panel_and_alert_returns_series(
             e
             for e in empty
             if re.search(
-                r"scheduler|container|zookeeper|dataplane|process_info|batch_latency|state_migr|stream_elements",
+                r"scheduler|container|zookeeper|dataplane|process_info|batch_latency|state_migr|stream_elements"
+                r"|autoscaler",
                 e,
             )
         ]
