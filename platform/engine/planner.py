@@ -12,10 +12,11 @@ are returned in :class:`QueryShape` for the output operator.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from rdflib import BNode as RBNode
@@ -40,7 +41,7 @@ from linkstream.operators.static_result import StaticResults
 from linkstream.operators.values import ConstantOperator
 from linkstream.query.errors import QueryError
 from linkstream.query.expressions import Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
-from linkstream.rdf.terms import IRI, Term
+from linkstream.rdf.terms import IRI, XSD_BOOLEAN, Literal, Term
 
 #: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
 #: access, a good part of planning time when thousands of queries register).
@@ -287,10 +288,8 @@ class Planner:
     def _filter(self, n: CompValue, graph: Operator) -> Operator:
         exprs = conjuncts(self.expr(_at(n, "expr")))
         exists = [e for e in exprs if isinstance(e, Exists)]
-        plain = [e for e in exprs if not isinstance(e, Exists)]
-        for e in plain:
-            if _has_exists(e):
-                raise QueryError("EXISTS is supported only as a top-level conjunct of FILTER")
+        nested = [e for e in exprs if not isinstance(e, Exists) and _has_exists(e)]
+        plain = [e for e in exprs if not isinstance(e, Exists) and not _has_exists(e)]
         inner = _at(n, "p")
         if inner.name in ("BGP", "Join"):
             leaves = self._join_leaves(inner, graph)
@@ -306,12 +305,37 @@ class Planner:
         if rest:
             op = FilterOperator(op, rest, self.ev)
         for e in exists:
-            pattern = e.pattern
-            if isinstance(pattern, CompValue) and pattern.name in ("GroupGraphPatternSub", "TriplesBlock"):
-                pattern = ralg.translateGroupGraphPattern(pattern)
-            right = self.plan(pattern, graph)
+            right = self._exists_pattern(e, graph)
             op = self._negation(op, right, "anti" if e.negated else "semi", exists_batch(e.negated))
+        if nested:
+            keep = op.vars
+            flags: dict[int, Expr] = {}
+            for x in nested:
+                for ex in _nested_exists(x):
+                    if id(ex) not in flags:
+                        op, flags[id(ex)] = self._exists_flag(op, ex, graph)
+            op = FilterOperator(op, [_swap_exists(x, flags) for x in nested], self.ev)
+            op = ProjectOperator(op, keep)
         return op
+
+    def _exists_pattern(self, e: Exists, graph: Operator) -> Operator:
+        pattern = e.pattern
+        if isinstance(pattern, CompValue) and pattern.name in ("GroupGraphPatternSub", "TriplesBlock"):
+            pattern = ralg.translateGroupGraphPattern(pattern)
+        return self.plan(pattern, graph)
+
+    def _exists_flag(self, op: Operator, e: Exists, graph: Operator) -> tuple[Operator, Expr]:
+        """``op`` with a hidden variable bound to the value of ``e`` (an EXISTS inside an
+        expression): the semi-join rows with ``true``, the anti-join rows with ``false``."""
+        right = self._exists_pattern(e, graph)
+        v = self.hidden("ex")
+        parts = []
+        for mode, holds in (("semi", True), ("anti", False)):
+            side = self._negation(op, right, mode, exists_batch(mode == "anti"))
+            lit = Literal("true" if holds != e.negated else "false", XSD_BOOLEAN)
+            parts.append(ExtendOperator(side, v, Const(lit, self.encode(lit)), self.ev))
+        out = UnionOperator(parts)
+        return out, Var(v)
 
     def _negation(self, left: Operator, right: Operator, mode: str, fallback) -> Operator:
         shared = tuple(v for v in left.vars if v in right.vars)
@@ -454,6 +478,32 @@ class Planner:
             sep = a["separator"] if "separator" in a and a["separator"] is not None else " "
             specs.append(AggSpec(kind, arg, bool(a.distinct), str(a.res), str(sep)))
         return AggregateOperator(child, gvars, specs, self.ev)
+
+
+def _nested_exists(e: Expr) -> list[Exists]:
+    if isinstance(e, Exists):
+        return [e]
+    return [x for c in e.children() for x in _nested_exists(c)]
+
+
+def _swap_exists(e: Expr, flags: dict[int, Expr]) -> Expr:
+    """``e`` with each EXISTS replaced by the variable holding its value."""
+    if isinstance(e, Exists):
+        return flags[id(e)]
+    if not dataclasses.is_dataclass(e):
+        return e
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            nv: object = _swap_exists(v, flags)
+        elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
+            nv = tuple(_swap_exists(x, flags) if isinstance(x, Expr) else x for x in v)
+        else:
+            continue
+        if nv is not v:
+            changes[f.name] = nv
+    return dataclasses.replace(cast(Any, e), **changes) if changes else e
 
 
 def _has_exists(e: Expr) -> bool:

@@ -47,3 +47,13 @@ def test_empty_argument_lists(store) -> None:
     assert run_sparql(store, "ASK { FILTER(2 IN ()) }")["boolean"] is False
     res = run_sparql(store, "SELECT (CONCAT() AS ?c) (COALESCE() AS ?d) WHERE {}")
     assert res["results"]["bindings"] == [{"c": {"type": "literal", "value": ""}}]
+
+
+def test_exists_inside_an_expression_and_inside_minus(store) -> None:
+    q = f"SELECT ?s {{ ?s <{EX}v> ?v FILTER(?v > 8 || NOT EXISTS {{ ?s <{EX}v> 2 }}) }} ORDER BY ?s"
+    assert _values(run_sparql(store, q), "s") == [EX + "s0", EX + "s2", EX + "s3"]
+    q = (
+        f"SELECT ?s {{ ?s <{EX}v> ?v MINUS {{ ?s <{EX}v> ?w FILTER(?w < 3 && EXISTS {{ ?s <{EX}v> ?w }}) }} }}"
+        " ORDER BY ?s"
+    )
+    assert _values(run_sparql(store, q), "s") == [EX + "s0", EX + "s2"]
