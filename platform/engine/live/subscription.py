@@ -171,11 +171,17 @@ class Subscription:
 
     def offer(self, t: int, lines: tuple[str, ...], first: int = 0) -> int:
         """Adds one report (``first``: lines of it delivered before, for ids); returns the
-        number of lines dropped to make room.  A report at or before :attr:`position` is
-        ignored (it was queued already, from a ring or live)."""
+        number of lines dropped to make room.  Lines at or before :attr:`position` are
+        left out (they were queued already, from a ring or live)."""
         with self._cond:
-            if self.closed or (self.position is not None and t <= self.position[0]):
+            if self.closed:
                 return 0
+            if self.position is not None:
+                at, seen = self.position
+                if t < at or (t == at and first + len(lines) <= seen):
+                    return 0
+                if t == at and seen > first:  # the rest of a report partly delivered
+                    lines, first = lines[seen - first :], seen
             self.position = (t, first + len(lines))
             self._reports.append((t, lines, first))
             self._size += max(1, len(lines))
