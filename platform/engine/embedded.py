@@ -12,11 +12,12 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from linkstream.engine.dirty import Dependencies
 from linkstream.engine.output import QueryOutput, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.sharing import Sharing
@@ -99,30 +100,39 @@ class RegisteredQuery(ReportSchedule):
         return explain(self.root)
 
 
-#: modules of operators whose output changes only when an input delta does (or at their
-#: first epoch, which every query gets); a class may say otherwise with ``event_driven``
-_EVENT_DRIVEN_MODULES = frozenset(
-    "linkstream.operators." + m
-    for m in (
-        "base aggregate distinct extend filter graph mjoin negation project recompute scan "
-        "static_result values window"
-    ).split()
-)
+class ReportLines(Mapping[str, list[str]]):
+    """The result lines of one tick, by query name: every reporting query is a key.
 
-
-def _quiet_windows(rq: RegisteredQuery) -> frozenset[int] | bool:
-    """The ids of ``rq``'s windows if it may skip epochs in which none of them moved.
-
-    ``False`` when an operator of the query can change its output without an input delta
-    (e.g. a router that re-filters by report time): such a query is updated every epoch.
+    Only the queries that were evaluated are stored (:attr:`lines`); the others wrote
+    nothing and read as ``[]``.  Building it costs nothing per reporting query.
     """
-    for op in rq.ops:
-        flag = getattr(type(op), "event_driven", None)
-        if flag is None:
-            flag = type(op).__module__ in _EVENT_DRIVEN_MODULES
-        if not flag:
-            return False
-    return frozenset(id(op) for op in rq.ops if isinstance(op, WindowOperator))
+
+    __slots__ = ("lines", "reporting")
+
+    def __init__(self, lines: dict[str, list[str]], reporting: Collection[str]) -> None:
+        self.lines = lines
+        self.reporting = reporting
+
+    def __getitem__(self, name: str) -> list[str]:
+        got = self.lines.get(name)
+        if got is not None:
+            return got
+        if name in self.reporting:
+            return []
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.reporting
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.reporting)
+
+    def __len__(self) -> int:
+        return len(self.reporting)
+
+    def written(self) -> dict[str, list[str]]:
+        """The queries that were evaluated (a superset of those that wrote lines)."""
+        return self.lines
 
 
 class Engine:
@@ -160,6 +170,13 @@ class Engine:
         #: router are rebuilt, not migrated, when a cluster moves them
         self.share_merged = False
         self._static_version = 0
+        #: the static version the last tick saw (a change makes every query dirty once)
+        self._static_ticked: int | None = None
+        #: sources of every registered query: which queries an epoch has to touch
+        self._deps = Dependencies()
+        #: queries that write lines at a report even when nothing under them moved (ASK,
+        #: a non-empty RStream / CONSTRUCT result) or that were never evaluated
+        self._loud: set[str] = set()
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
         self._static_results: StaticResults | None = None
@@ -275,6 +292,8 @@ class Engine:
         used_windows = [op for op in ops if isinstance(op, WindowOperator)]
         rq = RegisteredQuery(cq, used_windows, root, output, steps, ops=ops)
         self.queries[cq.name] = rq
+        self._deps.add(rq)
+        self._loud.add(cq.name)
         return rq
 
     def _view(self, mode: str, root: Operator, shape: QueryShape) -> ResultView:
@@ -307,6 +326,8 @@ class Engine:
     def unregister(self, name: str) -> None:
         """Remove a query; operators no other query uses are freed."""
         rq = self.queries.pop(name)
+        self._deps.remove(name)
+        self._loud.discard(name)
         view = rq.output.view
         view.users -= 1
         if view.users <= 0:
@@ -339,17 +360,29 @@ class Engine:
     def live_windows(self) -> list[WindowOperator]:
         return [op for op in self.operators.values() if isinstance(op, WindowOperator)]
 
-    def tick(self, c: int, reporting: Collection[str]) -> dict[str, list[str]]:
-        """One evaluation epoch at time ``c``: advance every window, update every query,
-        and return the result lines of the queries in ``reporting``.
+    def tick(self, c: int, reporting: Collection[str], *, count_reports: bool = True) -> ReportLines:
+        """One evaluation epoch at time ``c``: advance every window, update the queries under
+        which something moved, and return the result lines of the queries in ``reporting``.
 
-        A query built only of event-driven operators (see :func:`_quiet_windows`) whose
-        windows did not change this epoch, with the static graphs unchanged since its last
-        update, has an empty root delta: it is not pulled at all, and if it reports, its
-        previous result is repeated.  So an epoch costs work in the queries that have
-        something new, not in every registered query.
+        Only two kinds of queries are touched (see :mod:`linkstream.engine.dirty`): the
+        *dirty* ones, whose sources produced rows this epoch (found from the windows that
+        moved and the constants of keyed scans, without a loop over the registered
+        queries), and the *loud* reporting ones, whose report writes lines although nothing
+        under them moved (ASK, a non-empty RStream result, which repeats).  Every other
+        reporting query would write nothing and is not looked at: it is absent from the
+        :class:`ReportLines` answers ``[]`` for it without having stored it.  So an epoch
+        costs work in the queries that have something new or something to say, not in
+        every registered one.
+
+        Args:
+            c: The report time.
+            reporting: Names of the queries that report at ``c`` (a set is not copied).
+            count_reports: Count the report in each reporting query's ``stats.reports`` and
+                set its ``last_report`` (a loop over ``reporting``); a caller that schedules
+                whole groups of queries counts them itself.
         """
-        t0 = time.perf_counter()
+        perf = time.perf_counter
+        t0 = perf()
         self.epoch += 1
         epoch = self.epoch
         self.last_tick = c
@@ -359,33 +392,47 @@ class Engine:
             if getattr(w, "_pending", True):
                 moved.add(id(w))
         static_v = self._static_version
-        shared_dt = time.perf_counter() - t0
-        if not isinstance(reporting, (set, frozenset, dict)):
+        if self._static_ticked != static_v:
+            dirty = set(self.queries)  # the static graphs changed: everything is new
+            self._static_ticked = static_v
+        else:
+            dirty = self._deps.dirty(epoch, moved)
+        shared_dt = perf() - t0
+        if isinstance(reporting, dict):
+            reporting = reporting.keys()
+        elif not isinstance(reporting, (set, frozenset)):
             reporting = set(reporting)
+        loud = self._loud
+        todo = dirty | (loud & reporting)
         out: dict[str, list[str]] = {}
-        perf = time.perf_counter
-        for name, rq in self.queries.items():
-            quiet = rq.__dict__.get("_quiet")
-            if quiet is None:
-                quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]  # per-query cache set on first use
-            changed = (
-                quiet is False or rq.__dict__.get("_static_seen") != static_v or not moved.isdisjoint(quiet)  # type: ignore[arg-type]  # quiet is a set here
-            )
+        queries = self.queries
+        for name in todo:
+            rq = queries.get(name)
+            if rq is None:
+                continue
+            output = rq.output
             if name in reporting:
                 t1 = perf()
-                lines = rq.output.lines(epoch, c, changed=changed)
+                lines = output.lines(epoch, c, changed=name in dirty)
                 dt = perf() - t1 + shared_dt
                 out[name] = lines
-                rq.last_report = c
                 st = rq.stats
-                st.reports += 1
                 st.rows += len(lines)
                 st.eval_seconds += dt
                 st.latencies.append(dt)
-            elif changed:
-                rq.output.update(epoch)
-            rq._static_seen = static_v  # type: ignore[attr-defined]  # per-query cache set on first use
-        return out
+            else:
+                output.update(epoch)
+            if output.view.loud():
+                loud.add(name)
+            else:
+                loud.discard(name)
+        if count_reports:
+            for name in reporting:
+                rq = queries.get(name)
+                if rq is not None:
+                    rq.last_report = c
+                    rq.stats.reports += 1
+        return ReportLines(out, reporting)
 
     # ------------------------------------------------------------ quiet gaps
 
@@ -427,22 +474,14 @@ class Engine:
 
     def skips_quietly(self, rq: RegisteredQuery) -> bool:
         """``True`` when every report of ``rq`` after :attr:`last_tick`, for as long as no
-        window moves, writes nothing: its plan is event-driven (:func:`_quiet_windows`), it
+        window moves, writes nothing: its plan is event-driven (:func:`~linkstream.engine.dirty.quiet_windows`), it
         has been evaluated since the static graphs last changed, and its output is then
         empty (IStream / DStream: no delta; RStream, CONSTRUCT: an empty current result).
         ASK and a result that is not empty (``COUNT`` = 0 over empty windows) report a line
         at every report time: such a query never skips."""
-        quiet = rq.__dict__.get("_quiet")
-        if quiet is None:
-            quiet = rq._quiet = _quiet_windows(rq)  # type: ignore[attr-defined]  # per-query cache set on first use
-        if quiet is False or rq.__dict__.get("_static_seen") != self._static_version:
+        if rq.name in self._deps.always or self._static_ticked != self._static_version:
             return False
-        view = rq.output.view
-        if not view._started or view.shape.form == "ASK":
-            return False
-        if view.mode in ("ISTREAM", "DSTREAM"):
-            return True
-        return not len(view.result.rows)
+        return not rq.output.view.loud()
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
         """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""

@@ -168,7 +168,21 @@ class ResultView:
             return d
         d = self._apply(epoch)
         self.memo = (epoch, True, d)
+        if len(d):  # the rendered RStream rows are stale (also when no report reads them now)
+            self._bodies = None
         return d
+
+    def _epoch_seen(self) -> int | None:
+        """The last epoch this view applied or skipped (tests: was the query looked at)."""
+        return None if self.memo is None else self.memo[0]
+
+    def loud(self) -> bool:
+        """Whether a report writes lines even in an epoch that changed nothing under the
+        query: never evaluated yet, ASK (a line per report), or an RStream / CONSTRUCT
+        result that is not empty (RStream repeats the whole result)."""
+        if not self._started or self.shape.form == "ASK":
+            return True
+        return self.mode not in ("ISTREAM", "DSTREAM") and len(self.result.rows) > 0
 
     def _apply(self, epoch: int) -> Batch:
         self._started = True

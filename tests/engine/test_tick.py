@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from linkstream.engine import embedded
+from linkstream.engine import dirty
 from linkstream.engine.embedded import Engine
 from linkstream.operators.mjoin import MJoinOperator
 from linkstream.query.continuous import parse_continuous
@@ -22,7 +22,7 @@ def _query(name: str, stream: str, rng: int = 2) -> str:
 
 def _run(monkeypatch, skip: bool, share: bool = False):
     if not skip:
-        monkeypatch.setattr(embedded, "_quiet_windows", lambda rq: False)
+        monkeypatch.setattr(dirty, "quiet_windows", lambda rq: False)
     eng = Engine()
     # unshared: every query on plain windows (a shared join's router is driven by the
     # clock, and the queries reading it are updated at every epoch)
@@ -85,3 +85,41 @@ def test_registered_between_epochs_gets_its_first_update(monkeypatch, stream):
     res = eng.tick(13000, ["late"])
     assert late.stats.reports == 1
     assert isinstance(res["late"], list)
+
+
+def _constant_queries(n: int) -> dict[str, str]:
+    """``n`` pattern queries that differ in their subject constant (LSBench Q1's shape)."""
+    return {
+        f"u{i}": f"PREFIX ex: <{EX}>\nSELECT ?p ?o WHERE {{ STREAM ex:s1 [RANGE 3s SLIDE 1s] {{ ex:u{i} ?p ?o }} }}"
+        for i in range(n)
+    }
+
+
+def _run_constants(monkeypatch, keyed: bool, share: bool):
+    if not keyed:
+        monkeypatch.setattr(dirty, "quiet_windows", lambda rq: False)
+    eng = Engine()
+    eng.share = share
+    enc = eng.dictionary.encode
+    rqs = [eng.register(parse_continuous(t, default_name=n)) for n, t in _constant_queries(20).items()]
+    out, pulled = [], []
+    for step in range(10):
+        # one user per element: u(step % 4) -- the other 16 constants never arrive
+        u = enc(f"<{EX}u{step % 4}>")
+        eng.ingest(EX + "s1", 1000 * step + 5, np.array([[u, enc(f"<{EX}p>"), enc(f'"{step}"')]]))
+        before = {q.name: q.output.view._epoch_seen() for q in rqs}
+        out.append(dict(eng.tick(1000 * (step + 1), [q.name for q in rqs])))
+        pulled.append({q.name for q in rqs if q.output.view._epoch_seen() != before[q.name]})
+    return out, pulled
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_keyed_scans_touch_only_the_queries_whose_constant_arrived(monkeypatch, share):
+    got, pulled = _run_constants(monkeypatch, keyed=True, share=share)
+    with monkeypatch.context() as m:
+        want, _ = _run_constants(m, keyed=False, share=share)
+    assert got == want
+    assert sum(len(lines) for res in got for lines in res.values()) > 10  # not vacuous
+    # after the first epoch (every query is evaluated once), only u0..u3 are ever looked at
+    assert set().union(*pulled[1:]) <= {"u0", "u1", "u2", "u3"}, pulled
+    assert all(not lines for res in got for n, lines in res.items() if n not in {"u0", "u1", "u2", "u3"})

@@ -1,0 +1,225 @@
+"""Which queries an epoch has to touch: the queries under which something moved.
+
+An epoch (one report time) changes a query's result only if a delta reaches its root.
+Every operator of an *event-driven* query (see :func:`quiet_windows`) changes its output
+only when an input does, so the query's root delta is empty unless one of its sources
+produced rows this epoch.  :class:`Dependencies` indexes the sources of every registered
+query so that :meth:`Dependencies.dirty` finds the queries to update from what moved,
+without looking at the others:
+
+* a **window** the query reads through anything but a keyed scan: the query is dirty
+  whenever the window moved (its bounds passed an element);
+* a **keyed scan**: a pattern scan with constants (``<u> ?p ?o``, ``?s :p ?o``) over a
+  graph fed by windows.  Its delta is the graph delta's rows that hold its constants, so
+  the query is dirty only when such a row arrives or leaves.  The graph's delta is
+  computed once per epoch, its distinct constant values found with one ``np.unique`` per
+  constant-position shape, and each value looked up in a hash map of the queries waiting
+  for it -- the alpha network of a Rete (CQELS Cloud's shared matcher): the work per
+  epoch grows with the rows that arrived, not with the number of registered queries.
+
+Queries whose operators may change without an input (a router that re-filters by report
+time) are dirty at every epoch.  A change of the static graphs makes every query dirty
+once; the engine handles that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.graph import GraphOperator
+from linkstream.operators.scan import ScanOperator
+from linkstream.operators.window import WindowOperator
+
+if TYPE_CHECKING:
+    from linkstream.engine.embedded import RegisteredQuery
+
+#: modules of operators whose output changes only when an input delta does (or at their
+#: first epoch, which every query gets); a class may say otherwise with ``event_driven``
+_EVENT_DRIVEN_MODULES = frozenset(
+    "linkstream.operators." + m
+    for m in (
+        "base aggregate distinct extend filter graph mjoin negation project recompute scan "
+        "static_result values window path"
+    ).split()
+)
+
+
+def event_driven(op: Operator) -> bool:
+    """Whether ``op``'s output changes only when an input delta does."""
+    flag = getattr(type(op), "event_driven", None)
+    if flag is None:
+        flag = type(op).__module__ in _EVENT_DRIVEN_MODULES
+    return bool(flag)
+
+
+def quiet_windows(rq: RegisteredQuery) -> frozenset[int] | bool:
+    """The ids of ``rq``'s windows if it may skip epochs in which none of them moved.
+
+    ``False`` when an operator of the query can change its output without an input delta
+    (e.g. a router that re-filters by report time): such a query is updated every epoch.
+    """
+    for op in rq.ops:
+        if not event_driven(op):
+            return False
+    return frozenset(id(op) for op in rq.ops if isinstance(op, WindowOperator))
+
+
+class _KeyedGraph:
+    """The keyed scans over one graph: constant positions -> constant values -> queries."""
+
+    __slots__ = ("graph", "windows", "shapes", "users")
+
+    def __init__(self, graph: GraphOperator) -> None:
+        self.graph = graph
+        #: queries with a keyed scan here (the entry goes with the last of them)
+        self.users: set[str] = set()
+        self.windows = frozenset(id(w) for w in graph.children)
+        #: positions tuple -> key (the value, or a tuple of values) -> names
+        self.shapes: dict[tuple[int, ...], dict[object, set[str]]] = {}
+
+    def touched(self, epoch: int, out: set[str]) -> None:
+        """Adds to ``out`` the queries whose constants are in this epoch's graph delta."""
+        d = self.graph.delta(epoch)
+        if not len(d):
+            return
+        cols = d.cols
+        for positions, waiting in self.shapes.items():
+            if len(positions) == 1:
+                values: Iterable[object] = np.unique(cols[positions[0]]).tolist()
+            else:
+                sub = np.unique(cols[list(positions)], axis=1)
+                values = [tuple(v) for v in sub.T.tolist()]
+            if len(waiting) < 8:  # few keys: test each against the delta instead
+                present = set(values)
+                for key, names in waiting.items():
+                    if key in present:
+                        out |= names
+                continue
+            for v in values:
+                names = waiting.get(v)
+                if names:
+                    out |= names
+
+
+def _keyed_scans(
+    w: WindowOperator, parents: dict[int, list[Operator]]
+) -> list[tuple[GraphOperator, ScanOperator]] | None:
+    """The (graph, scan) pairs through which a query reads ``w``, if every path from the
+    query to ``w`` goes window -> graph -> scan with a constant; ``None`` otherwise.
+
+    An :class:`~linkstream.operators.base.AttachOperator` between the graph and a scan (a
+    query registered after the graph started) is transparent: its first delta is the
+    graph's whole content, which the query gets at its first evaluation anyway (a query
+    never evaluated is always looked at), and after that it passes the graph's deltas on.
+    """
+    pairs: list[tuple[GraphOperator, ScanOperator]] = []
+    for g in parents.get(id(w), ()):
+        if type(g) is not GraphOperator:
+            return None
+        readers = parents.get(id(g), ())
+        if not readers:
+            return None
+        for r in readers:
+            scans: list[tuple[Operator, Operator]] = [(r, g)]
+            if type(r) is AttachOperator:
+                above = parents.get(id(r), ())
+                if not above:
+                    return None
+                scans = [(s, r) for s in above]
+            for s, below in scans:
+                if type(s) is not ScanOperator or not s.consts or s.graph is not below:
+                    return None
+                pairs.append((g, s))
+    return pairs or None
+
+
+class Dependencies:
+    """The sources of every registered query, for :meth:`dirty`."""
+
+    def __init__(self) -> None:
+        self.always: set[str] = set()
+        self.by_window: dict[int, set[str]] = {}
+        self.keyed: dict[int, _KeyedGraph] = {}
+        #: name -> the sets it was added to (for :meth:`remove`)
+        self._entries: dict[str, list[set[str]]] = {}
+        #: name -> the keyed graphs it reads
+        self._graphs: dict[str, list[int]] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def add(self, rq: RegisteredQuery) -> None:
+        """Indexes ``rq``'s sources (once; a second add replaces the first)."""
+        name = rq.name
+        if name in self._entries:
+            self.remove(name)
+        sets: list[set[str]] = []
+        self._entries[name] = sets
+        quiet = quiet_windows(rq)
+        if quiet is False:
+            self.always.add(name)
+            sets.append(self.always)
+            return
+        parents: dict[int, list[Operator]] = {}
+        for op in rq.root.walk():
+            for c in op.children:
+                lst = parents.setdefault(id(c), [])
+                if not any(p is op for p in lst):
+                    lst.append(op)
+        for w in rq.ops:
+            if not isinstance(w, WindowOperator):
+                continue
+            pairs = _keyed_scans(w, parents)
+            if pairs is None:
+                s = self.by_window.setdefault(id(w), set())
+                s.add(name)
+                sets.append(s)
+                continue
+            for g, scan in pairs:
+                kg = self.keyed.get(id(g))
+                if kg is None:
+                    kg = self.keyed[id(g)] = _KeyedGraph(g)
+                if name not in kg.users:
+                    kg.users.add(name)
+                    self._graphs.setdefault(name, []).append(id(g))
+                positions = tuple(i for i, _ in scan.consts)
+                values = tuple(v for _, v in scan.consts)
+                key: object = values[0] if len(values) == 1 else values
+                waiting = kg.shapes.setdefault(positions, {})
+                s = waiting.setdefault(key, set())
+                s.add(name)
+                sets.append(s)
+
+    def remove(self, name: str) -> None:
+        """Forgets ``name`` (empty entries are dropped lazily: they cost a lookup, no more)."""
+        for s in self._entries.pop(name, ()):
+            s.discard(name)
+        for gid in self._graphs.pop(name, ()):
+            kg = self.keyed.get(gid)
+            if kg is not None:
+                kg.users.discard(name)
+                if not kg.users:  # the graph may be freed: never pull it again
+                    del self.keyed[gid]
+
+    def dirty(self, epoch: int, moved: set[int]) -> set[str]:
+        """The queries whose sources produced rows at ``epoch``, given the ``moved`` windows.
+
+        Computes the delta of every keyed graph over a moved window (once; the scans that
+        pull it later read the memo).
+        """
+        out = set(self.always)
+        if not moved:
+            return out
+        by_window = self.by_window
+        for wid in moved:
+            names = by_window.get(wid)
+            if names:
+                out |= names
+        for kg in self.keyed.values():
+            if not kg.windows.isdisjoint(moved) and kg.shapes:
+                kg.touched(epoch, out)
+        return out
