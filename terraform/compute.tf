@@ -17,13 +17,19 @@ resource "aws_instance" "coordinator" {
     region          = var.region
     bucket          = aws_s3_bucket.checkpoints.bucket
     token_parameter = var.api_token_parameter
-    services = {
-      # One process per node: `run --zk` is the coordinator (leader election, scheduling)
-      # and serves the HTTP API on the node's private address; the load balancer forwards
-      # port 8080 here.  Any coordinator answers (standbys forward to the leader), so there
-      # is no separate embedded `linkstream run` next to it.
-      coordinator = "/opt/linkstream/bin/linkstream run --zk ${local.zk_connect}${local.zk_chroot} --id coordinator-${count.index + 1} --host $PRIVATE_IP --port ${local.api_port}"
-    }
+    services = merge(
+      {
+        # One process per node: `run --zk` is the coordinator (leader election, scheduling)
+        # and serves the HTTP API on the node's private address; the load balancer forwards
+        # port 8080 here.  Any coordinator answers (standbys forward to the leader), so there
+        # is no separate embedded `linkstream run` next to it.
+        coordinator = "/opt/linkstream/bin/linkstream run --zk ${local.zk_connect}${local.zk_chroot} --id coordinator-${count.index + 1} --host $PRIVATE_IP --port ${local.api_port}"
+      },
+      # The load-driven autoscaler: one per coordinator node, one of them elected acts.
+      var.container_autoscaler == "linkstream" ? {
+        autoscaler = "/opt/linkstream/bin/linkstream autoscaler --zk ${local.zk_connect}${local.zk_chroot} --id autoscaler-${count.index + 1} --autoscale ${var.containers_min}:${var.containers_max} --autoscale-driver aws --group ${aws_autoscaling_group.containers.name} --hook drain --region ${var.region} --target-lag-ms ${var.autoscaler_target_lag_ms}"
+      } : {}
+    )
   })
   metadata_options {
     http_tokens = "required"
@@ -86,8 +92,9 @@ resource "aws_launch_template" "container" {
     bucket          = aws_s3_bucket.checkpoints.bucket
     token_parameter = ""
     services = {
-      # bind (and so advertise) the private address: peers connect to what a container binds
-      container = "/opt/linkstream/bin/linkstream container --zk ${local.zk_connect}${local.zk_chroot} --capacity ${var.container_slots} --bind tcp://$PRIVATE_IP:*"
+      # bind (and so advertise) the private address: peers connect to what a container binds;
+      # the container id is the instance id (the autoscaler's aws driver maps one to the other)
+      container = "/opt/linkstream/bin/linkstream container --zk ${local.zk_connect}${local.zk_chroot} --id $INSTANCE_ID --capacity ${var.container_slots} --bind tcp://$PRIVATE_IP:*"
     }
   }))
 
@@ -130,7 +137,9 @@ resource "aws_autoscaling_group" "containers" {
   }
 }
 
+# CPU target tracking, unless `linkstream autoscaler` scales the group (container_autoscaler).
 resource "aws_autoscaling_policy" "containers_cpu" {
+  count                  = var.container_autoscaler == "cpu" ? 1 : 0
   name                   = "${var.name}-containers-cpu"
   autoscaling_group_name = aws_autoscaling_group.containers.name
   policy_type            = "TargetTrackingScaling"

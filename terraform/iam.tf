@@ -61,6 +61,36 @@ resource "aws_iam_role_policy" "api_token" {
   })
 }
 
+# `linkstream autoscaler --autoscale-driver aws` (container_autoscaler = "linkstream"): the
+# three actions it takes, on the container group only; describing groups has no
+# resource-level permission.
+resource "aws_iam_role_policy" "autoscaler" {
+  count = var.container_autoscaler == "linkstream" ? 1 : 0
+  name  = "autoscaler"
+  role  = aws_iam_role.node.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid    = "ScaleTheContainerGroup"
+        Effect = "Allow"
+        Action = [
+          "autoscaling:SetDesiredCapacity",
+          "autoscaling:TerminateInstanceInAutoScalingGroup",
+          "autoscaling:CompleteLifecycleAction",
+        ]
+        Resource = [aws_autoscaling_group.containers.arn]
+      },
+      {
+        Sid      = "DescribeGroups"
+        Effect   = "Allow"
+        Action   = ["autoscaling:DescribeAutoScalingGroups"]
+        Resource = ["*"]
+      },
+    ]
+  })
+}
+
 resource "aws_iam_role_policy_attachment" "ssm" {
   role       = aws_iam_role.node.name
   policy_arn = "arn:${data.aws_partition.current.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"

@@ -78,6 +78,22 @@ variable "container_slots" {
   default     = 64
 }
 
+variable "container_autoscaler" {
+  description = "What scales the container pool: \"cpu\" (the group's CPU target tracking) or \"linkstream\" (`linkstream autoscaler --autoscale-driver aws` on the coordinators: tick lag, queued elements and busy time, every container drained before its instance terminates)."
+  type        = string
+  default     = "cpu"
+  validation {
+    condition     = contains(["cpu", "linkstream"], var.container_autoscaler)
+    error_message = "container_autoscaler must be \"cpu\" or \"linkstream\"."
+  }
+}
+
+variable "autoscaler_target_lag_ms" {
+  description = "With container_autoscaler = \"linkstream\": the tick lag (ms of event time pushed but not yet reported) above which it adds containers."
+  type        = number
+  default     = 5000
+}
+
 variable "target_cpu_percent" {
   description = "Average CPU the container pool's target-tracking policy keeps."
   type        = number

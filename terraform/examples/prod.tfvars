@@ -16,3 +16,5 @@ coordinators        = 2
 enable_emr          = true
 emr_core_nodes      = 3
 api_token_parameter = "/linkstream/prod/api-token"
+# the load-driven autoscaler (tick lag, queue, busy time) instead of CPU target tracking
+container_autoscaler = "linkstream"

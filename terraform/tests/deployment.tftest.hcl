@@ -18,6 +18,9 @@ mock_provider "aws" {
   mock_resource "aws_launch_template" {
     defaults = { id = "lt-0123456789abcdef0" }
   }
+  mock_resource "aws_autoscaling_group" {
+    defaults = { arn = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0123abcd-0123-4567-89ab-0123456789ab:autoScalingGroupName/linkstream-containers" }
+  }
   mock_resource "aws_lb" {
     defaults = { arn = "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/lsapi/0123456789abcdef" }
   }
@@ -178,6 +181,33 @@ run "mocked_apply" {
       && length(regexall("ExecStart=/opt/linkstream/bin/linkstream (run|coordinator)\\b", c.user_data)) == 1
     ])
     error_message = "each coordinator runs `linkstream run --zk` once, serving the API on 8080 (no separate embedded engine)"
+  }
+
+  # -- what scales the container pool -----------------------------------------------------
+  assert {
+    condition     = length(aws_autoscaling_policy.containers_cpu) == (var.container_autoscaler == "cpu" ? 1 : 0)
+    error_message = "CPU target tracking exactly when container_autoscaler is cpu"
+  }
+  assert {
+    condition = alltrue([
+      for c in aws_instance.coordinator :
+      (length(regexall("ExecStart=/opt/linkstream/bin/linkstream autoscaler --zk [^ ]+ --id autoscaler-[0-9]+ --autoscale [0-9]+:[0-9]+ --autoscale-driver aws --group [^ ]+ --hook drain ", c.user_data)) == 1) == (var.container_autoscaler == "linkstream")
+    ])
+    error_message = "with container_autoscaler = linkstream every coordinator runs `linkstream autoscaler --autoscale-driver aws` on the group (one is elected)"
+  }
+  assert {
+    condition     = strcontains(base64decode(aws_launch_template.container.user_data), "--id $INSTANCE_ID") && strcontains(base64decode(aws_launch_template.container.user_data), "INSTANCE_ID=$(curl")
+    error_message = "containers are named by their instance id (what the aws driver drains and terminates)"
+  }
+  assert {
+    condition = length(aws_iam_role_policy.autoscaler) == (var.container_autoscaler == "linkstream" ? 1 : 0) && alltrue([
+      for p in aws_iam_role_policy.autoscaler : alltrue([
+        for st in jsondecode(p.policy).Statement :
+        alltrue([for a in st.Action : startswith(a, "autoscaling:") && !strcontains(a, "*")])
+        && (st.Resource == [aws_autoscaling_group.containers.arn] || st.Action == ["autoscaling:DescribeAutoScalingGroups"])
+      ])
+    ])
+    error_message = "the autoscaler may take named autoscaling actions on the container group only (describing excepted)"
   }
 
   # -- the rest of the shape ------------------------------------------------------------

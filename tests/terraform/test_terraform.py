@@ -76,7 +76,9 @@ def test_container_pool_uses_efa_in_a_cluster_placement_group():
 def test_containers_autoscale_and_drain_before_termination():
     pol = _resources("aws_autoscaling_policy")["containers_cpu"]
     assert pol["policy_type"] == "TargetTrackingScaling"
+    assert 'var.container_autoscaler == "cpu"' in str(pol["count"])
     hook = _one(_resources("aws_autoscaling_group")["containers"]["initial_lifecycle_hook"])
+    assert hook["name"] == "drain"  # what `linkstream autoscaler --hook` completes
     assert hook["lifecycle_transition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
     assert int(hook["heartbeat_timeout"]) >= 60
 
@@ -154,8 +156,14 @@ def test_settings_in_the_node_templates_are_read_by_the_code():
     # one process per coordinator: `run --zk` is the coordinator and serves the API (any
     # coordinator answers); no separate embedded `linkstream run` next to it
     assert "--host $PRIVATE_IP --port ${local.api_port}" in coordinator
-    assert coordinator.count("/opt/linkstream/bin/linkstream ") == 1, coordinator
+    assert coordinator.count("/opt/linkstream/bin/linkstream run ") == 1, coordinator
     assert "linkstream coordinator" not in coordinator
+    # the optional load-driven autoscaler (container_autoscaler = "linkstream") on the group
+    assert "linkstream autoscaler --zk ${local.zk_connect}${local.zk_chroot}" in coordinator
+    assert (
+        "--autoscale-driver aws --group ${aws_autoscaling_group.containers.name} --hook drain" in coordinator
+    )
+    assert "--id $INSTANCE_ID" in container
 
 
 def test_coordinators_are_behind_a_load_balancer():
