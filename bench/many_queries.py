@@ -130,9 +130,9 @@ def run_one(n: int, share: bool, elements: int) -> dict:
         ticks: list[float] = []
         inner = eng.tick
 
-        def timed_tick(c, names):
+        def timed_tick(c, names, **kw):
             t = time.perf_counter()
-            out = inner(c, names)
+            out = inner(c, names, **kw)
             ticks.append(time.perf_counter() - t)
             return out
 

@@ -483,6 +483,13 @@ class Engine:
             return False
         return not rq.output.view.loud()
 
+    def all_skip_quietly(self, names: frozenset[str] | set[str]) -> bool:
+        """:meth:`skips_quietly` for every query in ``names``, without a loop over them (the
+        set of queries that may not skip is kept up to date by :meth:`tick`)."""
+        if self._static_ticked != self._static_version:
+            return False
+        return self._deps.always.isdisjoint(names) and self._loud.isdisjoint(names)
+
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
         """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""
         return self.tick(c, (rq.name,))[rq.name]

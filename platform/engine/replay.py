@@ -54,6 +54,35 @@ class ReplayResult:
         return sum(s.rejected_elements for s in self.streams.values())
 
 
+class _Unit:
+    """Queries scheduled together: one query, or (on the embedded engine) every query with
+    the same steps, which report at the same times (a group costs one heap entry and one
+    count per report time, whatever its size)."""
+
+    __slots__ = ("names", "queries", "count", "last_c")
+
+    def __init__(self, queries: list[RegisteredQuery]) -> None:
+        self.queries = queries
+        self.names = frozenset(q.name for q in queries)
+        self.count = 0  # reports so far (evaluated or skipped)
+        self.last_c: int | None = None
+
+    @property
+    def first(self) -> RegisteredQuery:
+        return self.queries[0]
+
+
+def _units(engine: object, queries: Sequence[RegisteredQuery], per_query: bool) -> list[_Unit]:
+    """Group ``queries`` by their steps, unless ``per_query`` (each its own unit)."""
+    plain = all(type(q).next_report is ReportSchedule.next_report for q in queries)
+    if per_query or not plain or not isinstance(engine, Engine):
+        return [_Unit([q]) for q in queries]
+    by_steps: dict[tuple[int, ...], list[RegisteredQuery]] = {}
+    for q in queries:
+        by_steps.setdefault(q.steps, []).append(q)
+    return [_Unit(qs) for qs in by_steps.values()]
+
+
 def replay(
     engine: Engine,
     queries: Sequence[RegisteredQuery],
@@ -71,7 +100,12 @@ def replay(
 
     ``max_time_jump_ms``: an element more than this ahead of its stream's time is
     rejected (``None`` / 0: no limit; see :class:`StreamReader`).  ``sink`` is called
-    for every evaluated report (not for the skipped empty ones of a quiet gap).
+    for every evaluated report (not for the skipped empty ones of a quiet gap); with a
+    sink every query is scheduled on its own, and its ``stats.reports`` is current when
+    the sink sees it.  Without one, the queries of the embedded engine that share their
+    steps are scheduled as one group: a report time costs work in the queries the engine
+    evaluates (:meth:`Engine.tick`), not in every registered one, and ``stats.reports``
+    is brought up to date when the replay ends.
     """
     res = ReplayResult(queries={q.name: q for q in queries})
     t0 = time.perf_counter()
@@ -99,20 +133,20 @@ def replay(
     heapq.heapify(heap)
     t_min = min((h[0] for h in heap), default=None)
 
-    # report times -> queries due then; a heap of the distinct times (thousands of queries
+    units = _units(engine, queries, per_query=sink is not None)
+    grouped = isinstance(engine, Engine) and sink is None  # units counted here, not by the engine
+    # report times -> units due then; a heap of the distinct times (thousands of queries
     # share a handful of report times: one heap entry per time, not per query)
-    due_at: dict[int, list[str]] = {}
+    due_at: dict[int, list[_Unit]] = {}
     times: list[int] = []
-    counts: dict[str, int] = {q.name: 0 for q in queries}
-    byname = {q.name: q for q in queries}
 
-    def schedule(c: int, name: str) -> None:
-        names = due_at.get(c)
-        if names is None:
-            due_at[c] = [name]
+    def schedule(c: int, unit: _Unit) -> None:
+        due = due_at.get(c)
+        if due is None:
+            due_at[c] = [unit]
             heapq.heappush(times, c)
         else:
-            names.append(name)
+            due.append(unit)
 
     # quiet gaps (see the module docstring): only on the embedded engine, and only when
     # each stream's elements come in time order (window bounds are then monotone)
@@ -120,40 +154,43 @@ def replay(
     min_step = min((s for q in queries for s in q.steps), default=1)
     backoff = 0
 
-    def skip_quiet(limit: int, last: dict[str, int] | None) -> bool | None:
-        """Jump the queries that would write nothing over the quiet gap before ``limit``.
+    def skip_quiet(limit: int, last: dict[int, int] | None) -> bool | None:
+        """Jump the units that would write nothing over the quiet gap before ``limit``.
 
-        Returns ``True`` if some query jumped, ``None`` if a window changes before the next
-        report time (nothing to skip), ``False`` if no query due in the gap may skip it.
+        Returns ``True`` if some unit jumped, ``None`` if a window changes before the next
+        report time (nothing to skip), ``False`` if no unit due in the gap may skip it.
         """
         assert isinstance(engine, Engine)
         h = engine.quiet_until(limit)
         if h is None or not times or h <= times[0]:
             return None
         skipped = False
-        keep: list[tuple[int, str]] = []
+        keep: list[tuple[int, _Unit]] = []
         while times and times[0] < h and times[0] <= limit:
             c = heapq.heappop(times)
-            for name in due_at.pop(c):
-                q = byname[name]
-                if not engine.skips_quietly(q):
-                    keep.append((c, name))
+            for unit in due_at.pop(c):
+                if not engine.all_skip_quietly(unit.names):
+                    keep.append((c, unit))
                     continue
+                q = unit.first
                 nxt = q.first_report_after(h - 1 if h <= limit else limit)
-                end = nxt - 1 if last is None else min(nxt - 1, last[name])
+                end = nxt - 1 if last is None else min(nxt - 1, last[id(unit)])
                 n = q.reports_between(c - 1, end)
                 if max_reports is not None:
-                    n = min(n, max_reports - counts[name])
-                counts[name] += n
-                q.stats.reports += n
+                    n = min(n, max_reports - unit.count)
+                unit.count += n
+                if n:
+                    unit.last_c = q.last_report_before(end + 1)
+                if not grouped:
+                    q.stats.reports += n
                 skipped = True
-                if max_reports is None or counts[name] < max_reports:
-                    schedule(nxt, name)
-        for c, name in keep:
-            schedule(c, name)
+                if max_reports is None or unit.count < max_reports:
+                    schedule(nxt, unit)
+        for c, unit in keep:
+            schedule(c, unit)
         return skipped
 
-    def fire(limit: int, last: dict[str, int] | None = None) -> None:
+    def fire(limit: int, last: dict[int, int] | None = None) -> None:
         nonlocal backoff
         while times and times[0] <= limit:
             if can_skip and engine.last_tick is not None and limit - times[0] >= _SKIP_SPAN * min_step:
@@ -168,37 +205,46 @@ def replay(
             if not times or times[0] > limit:
                 break
             c = heapq.heappop(times)
-            names = sorted(due_at.pop(c))
+            due = due_at.pop(c)
             if last is not None:
-                names = [name for name in names if c <= last[name]]
-            if not names:
+                due = [u for u in due if c <= last[id(u)]]
+            if not due:
                 continue
-            results = engine.tick(c, names)
-            nexts: dict[object, int] = {}  # queries with the same steps report next together
-            for name in names:
-                q = byname[name]
-                lines = results[name]
-                res.rows += len(lines)
-                if out is not None and lines:
-                    out.write("\n".join(lines))
-                    out.write("\n")
-                if sink is not None:
-                    sink(q, c, lines)
-                counts[name] += 1
-                if max_reports is None or counts[name] < max_reports:
-                    # (the next time depends on the steps alone unless a class says otherwise)
-                    plain = type(q).next_report is ReportSchedule.next_report
-                    key = q.steps if plain else None
-                    nxt = nexts.get(key) if key is not None else None
+            reporting = due[0].names if len(due) == 1 else frozenset().union(*(u.names for u in due))
+            if grouped:
+                results = engine.tick(c, reporting, count_reports=False)
+                written = results.written()
+                for name in sorted(written):
+                    lines = written[name]
+                    if lines:
+                        res.rows += len(lines)
+                        if out is not None:
+                            out.write("\n".join(lines))
+                            out.write("\n")
+            else:
+                results = engine.tick(c, reporting)
+                for name in sorted(reporting):
+                    lines = results[name]
+                    res.rows += len(lines)
+                    if out is not None and lines:
+                        out.write("\n".join(lines))
+                        out.write("\n")
+                    if sink is not None:
+                        sink(res.queries[name], c, lines)
+            nexts: dict[tuple[int, ...], int] = {}  # units with the same steps report next together
+            for unit in due:
+                unit.count += 1
+                unit.last_c = c
+                if max_reports is None or unit.count < max_reports:
+                    q = unit.first
+                    nxt = nexts.get(q.steps)
                     if nxt is None:
-                        nxt = q.next_report(c)
-                        if key is not None:
-                            nexts[key] = nxt
-                    schedule(nxt, name)
+                        nxt = nexts[q.steps] = q.next_report(c)
+                    schedule(nxt, unit)
 
     if t_min is not None:
-        for q in queries:
-            schedule(q.first_report_after(t_min), q.name)
+        for unit in units:
+            schedule(unit.first.first_report_after(t_min), unit)
     t_max = t_min
     n_el = 0
     while heap:
@@ -217,8 +263,14 @@ def replay(
             if progress is not None:
                 progress(n_el, res.triples)
     if t_max is not None:
-        last = {q.name: q.first_report_after(t_max) for q in queries}
+        last = {id(u): u.first.first_report_after(t_max) for u in units}
         fire(max(last.values(), default=0), last)
+    if grouped:  # the engine counted nothing: every query of a unit reported unit.count times
+        for unit in units:
+            for q in unit.queries:
+                q.stats.reports += unit.count
+                if unit.last_c is not None:
+                    q.last_report = unit.last_c
     res.elements = n_el
     for iri, r, _ in readers:
         res.streams[iri] = r.stats

@@ -264,9 +264,9 @@ def _engine_run(tmp_path: Path, queries: dict[str, str], *, skip: bool, max_repo
     ticks = []
     orig = eng.tick
 
-    def tick(c, names):
+    def tick(c, names, **kw):
         ticks.append(c)
-        return orig(c, names)
+        return orig(c, names, **kw)
 
     eng.tick = tick  # type: ignore[method-assign]
     span = replay_mod._SKIP_SPAN
