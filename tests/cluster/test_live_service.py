@@ -247,3 +247,76 @@ def test_cluster_serves_the_api_like_embedded_run(tmp_path: Path, zk_server: str
     finally:
         cluster.stop()
         embedded.stop()
+
+
+def test_results_equal_while_containers_come_and_go(tmp_path: Path, zk_server: str, zk_chroot: str) -> None:
+    """One coordinator, two containers; while the slice is pushed a third container joins
+    and the first is drained away (``containers add`` / ``remove``): the JSONL results
+    still equal the embedded run's."""
+    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
+    corpus = build_corpus(shared, tmp_path)
+    if corpus is None:
+        pytest.skip("no CityBench data")
+    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
+    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    until = corpus.last_report(1000)
+    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
+    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
+    try:
+        cluster.start(0, coordinators=0)
+        cluster.start_coordinator(["--idle-ms", "0", *statics])
+        first = cluster.add_containers(2)[0]
+        (cid, url), *_ = cluster.api_urls(timeout=30).items()
+        deadline = time.monotonic() + 30
+        while _roles({cid: url})[cid] != "leader":
+            assert time.monotonic() < deadline, "the coordinator does not lead"
+            time.sleep(0.2)
+        cl, emb = Client(url, timeout=TIMEOUT), Client(embedded.url)
+        for q in QUERIES:
+            cl.register(texts[q], q)
+            emb.register(texts[q], q)
+        got: dict[str, object] = {}
+        threads = []
+        for q in QUERIES:
+            for key, client in ((f"emb/{q}", emb), (f"cl/{q}", cl)):
+                th = threading.Thread(target=_collect, args=(client, q, until, False, got, key), daemon=True)
+                th.start()
+                threads.append(th)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+            v["subscribers"] >= 1 for v in [cl.query(q) for q in QUERIES] + [emb.query(q) for q in QUERIES]
+        ):
+            time.sleep(0.1)
+        changes: list[threading.Thread] = []
+        n = len(corpus.elements)
+        for k, el in enumerate(corpus.elements):
+            if k == n // 6:
+                th = threading.Thread(target=cluster.add_containers, args=(1,), daemon=True)
+            elif k == n // 3:
+                th = threading.Thread(target=cluster.remove_container, args=(first, 60.0), daemon=True)
+            else:
+                th = None
+            if th is not None:
+                th.start()
+                changes.append(th)
+            assert cl.push(el.stream, el.ntriples, t=el.t)["elements"] == 1
+            emb.push(el.stream, el.ntriples, t=el.t)
+            time.sleep(0.1)
+        for th in changes:
+            th.join(70)
+            assert not th.is_alive(), "adding or draining a container did not finish"
+        assert first not in cluster.members()
+        cl.advance(until)
+        emb.advance(until)
+        for th in threads:
+            th.join(TIMEOUT)
+        for key, value in got.items():
+            assert not isinstance(value, Exception), f"{key}: {value!r}"
+        for q in QUERIES:
+            want, have = Counter(got[f"emb/{q}"]), Counter(got[f"cl/{q}"])
+            assert have == want, f"{q}: cluster {sum(have.values())} lines, embedded {sum(want.values())}"
+        assert sum(len(got[f"emb/{q}"]) for q in QUERIES) > 0, "no result lines at all"  # type: ignore[arg-type]
+    finally:
+        cluster.stop()
+        embedded.stop()
