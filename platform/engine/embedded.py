@@ -172,6 +172,8 @@ class Engine:
         self._static_version = 0
         #: the static version the last tick saw (a change makes every query dirty once)
         self._static_ticked: int | None = None
+        #: bumped whenever operators are added or freed (caches of the running set)
+        self._operators_version = 0
         #: sources of every registered query: which queries an epoch has to touch
         self._deps = Dependencies()
         #: queries that write lines at a report even when nothing under them moved (ASK,
@@ -282,6 +284,7 @@ class Engine:
                 root = DistinctOperator(root)
                 shape.distinct = False
         root = self._share(root)
+        self._operators_version += 1
         ops = [op for op in root.walk() if not isinstance(op, AttachOperator)]
         for op in ops:
             self._refs[id(op)] = self._refs.get(id(op), 0) + 1
@@ -350,6 +353,7 @@ class Engine:
             sig = getattr(op, "sig", None)
             if sig is not None and self.operators.get(sig) is op:
                 del self.operators[sig]
+        self._operators_version += 1
         for op in dead:
             op.discard()
         self._sharing.forget(dead)
@@ -358,7 +362,19 @@ class Engine:
         return len(self.operators)
 
     def live_windows(self) -> list[WindowOperator]:
-        return [op for op in self.operators.values() if isinstance(op, WindowOperator)]
+        """The running window operators (cached while the set of operators is unchanged)."""
+        ops = self.operators
+        key = (len(ops), self._sharing_version())
+        cached = self.__dict__.get("_windows_cache")
+        if cached is None or cached[0] != key:
+            cached = self._windows_cache = (
+                key,
+                [op for op in ops.values() if isinstance(op, WindowOperator)],
+            )
+        return cached[1]
+
+    def _sharing_version(self) -> int:
+        return self._operators_version
 
     def tick(self, c: int, reporting: Collection[str], *, count_reports: bool = True) -> ReportLines:
         """One evaluation epoch at time ``c``: advance every window, update the queries under
@@ -403,10 +419,22 @@ class Engine:
         elif not isinstance(reporting, (set, frozenset)):
             reporting = set(reporting)
         loud = self._loud
-        todo = dirty | (loud & reporting)
         out: dict[str, list[str]] = {}
         queries = self.queries
-        for name in todo:
+        # loud reporting queries under which nothing moved: their view repeats its rendered
+        # rows (memoised per view and epoch); only the head of each line is new
+        for name in (loud & reporting) - dirty:
+            rq = queries.get(name)
+            if rq is None:
+                continue
+            output = rq.output
+            fresh = not output.view._started  # evaluated for the first time now
+            lines = output.lines(epoch, c, changed=False)
+            out[name] = lines
+            rq.stats.rows += len(lines)
+            if fresh and not output.view.loud():
+                loud.discard(name)
+        for name in dirty:
             rq = queries.get(name)
             if rq is None:
                 continue

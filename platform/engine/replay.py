@@ -214,13 +214,14 @@ def replay(
             if grouped:
                 results = engine.tick(c, reporting, count_reports=False)
                 written = results.written()
+                chunk: list[str] = []
                 for name in sorted(written):
-                    lines = written[name]
-                    if lines:
-                        res.rows += len(lines)
-                        if out is not None:
-                            out.write("\n".join(lines))
-                            out.write("\n")
+                    chunk += written[name]
+                if chunk:
+                    res.rows += len(chunk)
+                    if out is not None:
+                        chunk.append("")
+                        out.write("\n".join(chunk))
             else:
                 results = engine.tick(c, reporting)
                 for name in sorted(reporting):
