@@ -17,6 +17,7 @@ result) are evaluated at each of their report times, as the semantics require.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -108,6 +109,11 @@ def replay(
     is brought up to date when the replay ends.
     """
     res = ReplayResult(queries={q.name: q for q in queries})
+    # thousands of registered queries are hundreds of thousands of long-lived objects: the
+    # cyclic collector would rescan them all over and over while the replay allocates its
+    # small batches (a third of the CPU time with 10,000 queries).  They live as long as the
+    # engine; freezing them keeps them out of every later collection.
+    gc.freeze()
     t0 = time.perf_counter()
     readers: list[tuple[str, StreamReader, Iterator[Element]]] = []
     heap: list[tuple[int, int, Element]] = []

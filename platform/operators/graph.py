@@ -134,7 +134,18 @@ class GraphOperator(Operator):
         return (self.static_key,)
 
     def current(self) -> Batch:
-        """The graph's current content (static part plus present dynamic triples)."""
+        """The graph's current content (static part plus present dynamic triples).
+
+        Memoised until the next epoch's compute: the queries that attach to a running graph
+        in one epoch (thousands registered at once) share one copy."""
+        memo = self.__dict__.get("_current")
+        if memo is not None and memo[0] == self._epoch and memo[1] is self.dynamic:
+            return memo[2]
+        out = self._current()
+        self._current = (self._epoch, self.dynamic, out)
+        return out
+
+    def _current(self) -> Batch:
         dyn = self.dynamic.rows
         dyn = dyn.mask(dyn.counts > 0)
         dyn = dyn.mask(~self._in_static(dyn.cols))
