@@ -100,9 +100,9 @@ class _KeyedGraph:
                         out |= names
                 continue
             for v in values:
-                names = waiting.get(v)
-                if names:
-                    out |= names
+                found = waiting.get(v)
+                if found:
+                    out |= found
 
 
 def _keyed_scans(

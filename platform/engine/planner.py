@@ -310,11 +310,11 @@ class Planner:
         if nested:
             keep = op.vars
             flags: dict[int, Expr] = {}
-            for x in nested:
-                for ex in _nested_exists(x):
+            for nx in nested:
+                for ex in _nested_exists(nx):
                     if id(ex) not in flags:
                         op, flags[id(ex)] = self._exists_flag(op, ex, graph)
-            op = FilterOperator(op, [_swap_exists(x, flags) for x in nested], self.ev)
+            op = FilterOperator(op, [_swap_exists(nx, flags) for nx in nested], self.ev)
             op = ProjectOperator(op, keep)
         return op
 

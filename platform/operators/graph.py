@@ -138,11 +138,11 @@ class GraphOperator(Operator):
 
         Memoised until the next epoch's compute: the queries that attach to a running graph
         in one epoch (thousands registered at once) share one copy."""
-        memo = self.__dict__.get("_current")
+        memo = self.__dict__.get("_current_memo")
         if memo is not None and memo[0] == self._epoch and memo[1] is self.dynamic:
             return memo[2]
         out = self._current()
-        self._current = (self._epoch, self.dynamic, out)
+        self._current_memo = (self._epoch, self.dynamic, out)
         return out
 
     def _current(self) -> Batch:

@@ -122,13 +122,13 @@ def make_client(hosts: str, auth: ZkAuth | None, timeout: float = 10.0, **kwargs
         kwargs: More ``KazooClient`` arguments.
     """
     if auth is None:
-        return KazooClient(hosts=hosts, timeout=timeout, **kwargs)  # type: ignore[arg-type]
+        return KazooClient(hosts=hosts, timeout=timeout, **kwargs)
     return KazooClient(
         hosts=hosts,
         timeout=timeout,
         auth_data=auth.auth_data,
         default_acl=auth.acl,
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.embedded import Engine as _EmbeddedEngine
+from linkstream.engine.embedded import ReportLines
 from linkstream.engine.live.state import (
     EngineClosed,
     QueryConflict,
@@ -409,7 +410,7 @@ class LiveWorker:
             out = self.engine.tick(c, names)
         except Exception:  # an engine bug: keep the schedule, report nothing at c
             log.exception("evaluation of report time %d failed (queries %s)", c, ", ".join(names))
-            out = {}
+            out = ReportLines({}, ())
         self.metrics.report_latency.observe(time.perf_counter() - t0)
         self._fired = c if self._fired is None else max(self._fired, c)  # (a quiet gap may be ahead)
         with self._lock:
