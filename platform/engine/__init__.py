@@ -8,6 +8,8 @@ From a parsed query to results, in one process:
   shared joins with routers).
 * ``embedded.py`` -- the embedded engine: streams, static graphs, registered queries, report
   times.
+* ``dirty.py``    -- which queries an epoch touches: sources by window and by keyed scan
+  (constants looked up in a hash map), the rest are not looked at.
 * ``output.py``   -- the output edge: RStream / IStream / DStream, ASK, CONSTRUCT, rendering.
 * ``replay.py``   -- replay of timestamped N-Quads stream files through the embedded engine.
 * ``cutting.py``  -- cutting shared plans into producer / consumer tasks for the cluster.
