@@ -511,6 +511,14 @@ class Engine:
             return False
         return not rq.output.view.loud()
 
+    def replanned(self, rq: RegisteredQuery) -> None:
+        """Tells the engine that ``rq``'s operators changed after registration (a cluster
+        replaced some by remote inputs): its sources are indexed anew and it is evaluated
+        at its next report."""
+        self._deps.add(rq)
+        self._loud.add(rq.name)
+        self._operators_version += 1
+
     def all_skip_quietly(self, names: frozenset[str] | set[str]) -> bool:
         """:meth:`skips_quietly` for every query in ``names``, without a loop over them (the
         set of queries that may not skip is kept up to date by :meth:`tick`)."""

@@ -293,7 +293,7 @@ class OperatorPlane:
         remotes = [o for o in rq.root.walk() if isinstance(o, RemoteInput)]
         rq.ops = [o for o in rq.ops if id(o) in reach] + remotes
         rq.windows = [w for w in rq.windows if id(w) in reach]
-        rq._quiet = False  # a remote input changes without a local window moving
+        engine.replanned(rq)  # a remote input changes without a local window moving
         logger.info(
             "%s: %s reads %s remotely", self.cid, name, ", ".join(sorted({r.producer for r in remotes}))
         )
