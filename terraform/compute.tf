@@ -17,6 +17,8 @@ resource "aws_instance" "coordinator" {
     region          = var.region
     bucket          = aws_s3_bucket.checkpoints.bucket
     token_parameter = var.api_token_parameter
+    # every cluster process needs the ZooKeeper credential (coordinator, autoscaler, container)
+    zk_auth_parameter = var.zk_auth_parameter
     services = merge(
       {
         # One process per node: `run --zk` is the coordinator (leader election, scheduling)
@@ -91,6 +93,8 @@ resource "aws_launch_template" "container" {
     region          = var.region
     bucket          = aws_s3_bucket.checkpoints.bucket
     token_parameter = ""
+    # every cluster process needs the ZooKeeper credential (coordinator, autoscaler, container)
+    zk_auth_parameter = var.zk_auth_parameter
     services = {
       # bind (and so advertise) the private address: peers connect to what a container binds;
       # the container id is the instance id (the autoscaler's aws driver maps one to the other)

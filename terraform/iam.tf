@@ -1,6 +1,7 @@
-# The node role: its own checkpoint bucket, the API token parameter (when given) and SSM
-# Session Manager; no access keys exist anywhere.  Policies are written with jsonencode so
-# that `terraform test` (tests/*.tftest.hcl) can assert on their statements.
+# The node role: its own checkpoint bucket, the ZooKeeper credential parameter, the API
+# token parameter (when given) and SSM Session Manager; no access keys exist anywhere.
+# Policies are written with jsonencode so that `terraform test` (tests/*.tftest.hcl) can
+# assert on their statements.
 locals {
   assume_ec2 = jsonencode({
     Version = "2012-10-17"
@@ -10,7 +11,8 @@ locals {
       Principal = { Service = "ec2.amazonaws.com" }
     }]
   })
-  token_parameter_arn = var.api_token_parameter == "" ? "" : "arn:${data.aws_partition.current.partition}:ssm:${var.region}:${data.aws_caller_identity.current.account_id}:parameter/${trimprefix(var.api_token_parameter, "/")}"
+  token_parameter_arn   = var.api_token_parameter == "" ? "" : "arn:${data.aws_partition.current.partition}:ssm:${var.region}:${data.aws_caller_identity.current.account_id}:parameter/${trimprefix(var.api_token_parameter, "/")}"
+  zk_auth_parameter_arn = "arn:${data.aws_partition.current.partition}:ssm:${var.region}:${data.aws_caller_identity.current.account_id}:parameter/${trimprefix(var.zk_auth_parameter, "/")}"
 }
 
 data "aws_partition" "current" {}
@@ -57,6 +59,22 @@ resource "aws_iam_role_policy" "api_token" {
       Effect   = "Allow"
       Action   = ["ssm:GetParameter"]
       Resource = [local.token_parameter_arn]
+    }]
+  })
+}
+
+# The cluster's ZooKeeper credential: one SecureString, read at boot by every node
+# (templates/linkstream.sh.tftpl); every cluster process refuses to start without it.
+resource "aws_iam_role_policy" "zk_auth" {
+  name = "zk-auth"
+  role = aws_iam_role.node.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid      = "ReadZooKeeperCredential"
+      Effect   = "Allow"
+      Action   = ["ssm:GetParameter"]
+      Resource = [local.zk_auth_parameter_arn]
     }]
   })
 }

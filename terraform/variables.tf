@@ -168,6 +168,15 @@ variable "api_token_parameter" {
   default     = ""
 }
 
+variable "zk_auth_parameter" {
+  description = "Name of an SSM SecureString holding the cluster's ZooKeeper digest credential `user:password` (created outside Terraform; never in the repo). Every node reads it at boot into its root-only env file as LINKSTREAM_CLUSTER_ZK_AUTH; cluster processes refuse to start without it."
+  type        = string
+  validation {
+    condition     = can(regex("^/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$", var.zk_auth_parameter))
+    error_message = "zk_auth_parameter: the name of an SSM parameter (letters, digits, '_', '.', '-', '/'); required, the cluster does not run without a ZooKeeper credential."
+  }
+}
+
 variable "api_public" {
   description = "Make the API load balancer internet-facing (still reachable from admin_cidrs only); false keeps it internal to the VPC."
   type        = bool

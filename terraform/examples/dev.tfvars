@@ -14,3 +14,5 @@ container_slots    = 16
 zookeeper_nodes    = 1
 coordinators       = 1
 enable_emr         = false
+# the cluster's ZooKeeper credential (user:password), an SSM SecureString created beforehand
+zk_auth_parameter = "/linkstream/dev/zk-auth"

@@ -1,5 +1,5 @@
 # Prod: a 3-node ZooKeeper ensemble, two coordinators behind the API load balancer, an
-# autoscaled EFA pool, EMR (HBase + Spark) and the API token from SSM.
+# autoscaled EFA pool, EMR (HBase + Spark), and the API token and ZooKeeper credential from SSM.
 # `terraform plan -var-file=examples/prod.tfvars`; tests/deployment.tftest.hcl plans it too.
 name                = "linkstream-prod"
 region              = "eu-west-1"
@@ -16,5 +16,6 @@ coordinators        = 2
 enable_emr          = true
 emr_core_nodes      = 3
 api_token_parameter = "/linkstream/prod/api-token"
+zk_auth_parameter   = "/linkstream/prod/zk-auth"
 # the load-driven autoscaler (tick lag, queue, busy time) instead of CPU target tracking
 container_autoscaler = "linkstream"

@@ -153,6 +153,22 @@ run "mocked_apply" {
     error_message = "the node role may read the API token parameter only, and only when one is configured"
   }
   assert {
+    condition = length(jsondecode(aws_iam_role_policy.zk_auth.policy).Statement) == 1 && alltrue([
+      for st in jsondecode(aws_iam_role_policy.zk_auth.policy).Statement :
+      st.Effect == "Allow" && st.Action == ["ssm:GetParameter"]
+      && st.Resource == ["arn:aws:ssm:${var.region}:123456789012:parameter/${trimprefix(var.zk_auth_parameter, "/")}"]
+    ])
+    error_message = "the node role may read the ZooKeeper credential parameter (zk_auth_parameter) and nothing else through that policy"
+  }
+  assert {
+    condition = alltrue([
+      for p in concat([aws_iam_role_policy.checkpoints, aws_iam_role_policy.zk_auth], aws_iam_role_policy.api_token, aws_iam_role_policy.autoscaler) :
+      alltrue([for st in jsondecode(p.policy).Statement : !contains(st.Resource, "*") || st.Action == ["autoscaling:DescribeAutoScalingGroups"]])
+      && (p.name == "zk-auth") == contains(flatten([for st in jsondecode(p.policy).Statement : st.Resource]), local.zk_auth_parameter_arn)
+    ])
+    error_message = "the ZooKeeper credential parameter is named by the zk-auth policy only, and no SSM policy uses a wildcard"
+  }
+  assert {
     condition     = jsondecode(aws_iam_role.node.assume_role_policy).Statement[0].Principal.Service == "ec2.amazonaws.com"
     error_message = "only EC2 may assume the node role"
   }
@@ -173,6 +189,15 @@ run "mocked_apply" {
       && strcontains(c.user_data, "LINKSTREAM_API_TOKEN=") == (var.api_token_parameter != "")
     ])
     error_message = "coordinators get LINKSTREAM_API_TOKEN (what the server reads) only with a token parameter"
+  }
+  assert {
+    condition = alltrue([
+      for ud in concat([for c in aws_instance.coordinator : c.user_data], [base64decode(aws_launch_template.container.user_data)]) :
+      length(regexall("(?s)umask 077\n.*--with-decryption --name '${var.zk_auth_parameter}' .*LINKSTREAM_CLUSTER_ZK_AUTH=.*\numask 022\n", ud)) == 1
+      && strcontains(ud, ">> /etc/linkstream/linkstream.env") && strcontains(ud, "EnvironmentFile=/etc/linkstream/linkstream.env")
+      && !strcontains(ud, "--insecure") && !strcontains(ud, "--zk-auth")
+    ])
+    error_message = "coordinators (with the autoscaler) and containers get LINKSTREAM_CLUSTER_ZK_AUTH from zk_auth_parameter in the root-only env file, never --insecure or a credential flag"
   }
   assert {
     condition = alltrue([

@@ -143,11 +143,16 @@ def test_every_variable_is_described_and_typed():
 def test_settings_in_the_node_templates_are_read_by_the_code():
     template = (TF_DIR / "templates" / "linkstream.sh.tftpl").read_text()
     names = set(re.findall(r"\b(LINKSTREAM_[A-Z_]+)=", template))
-    assert names == {"LINKSTREAM_API_TOKEN", "LINKSTREAM_CHECKPOINTS_URI"}
+    assert names == {"LINKSTREAM_API_TOKEN", "LINKSTREAM_CHECKPOINTS_URI", "LINKSTREAM_CLUSTER_ZK_AUTH"}
     config = load_config(
-        env={"LINKSTREAM_API_TOKEN": "t", "LINKSTREAM_CHECKPOINTS_URI": "s3://b/checkpoints"}
+        env={
+            "LINKSTREAM_API_TOKEN": "t",
+            "LINKSTREAM_CHECKPOINTS_URI": "s3://b/checkpoints",
+            "LINKSTREAM_CLUSTER_ZK_AUTH": "u:p",
+        }
     )
     assert config.api.token == "t" and config.checkpoints.uri == "s3://b/checkpoints"
+    assert config.cluster.zk_auth == "u:p"
     assert "upcoming checkpoint" in template  # nothing writes checkpoints yet: say so where it is set
     # containers advertise what they bind: never the wildcard address
     container = _resources("aws_launch_template")["container"]["user_data"]
@@ -164,6 +169,34 @@ def test_settings_in_the_node_templates_are_read_by_the_code():
         "--autoscale-driver aws --group ${aws_autoscaling_group.containers.name} --hook drain" in coordinator
     )
     assert "--id $INSTANCE_ID" in container
+
+
+def test_every_node_reads_the_zookeeper_credential_from_its_own_parameter():
+    # required (no default): cluster processes refuse to start without a credential
+    var = _variables()["zk_auth_parameter"]
+    assert "default" not in var and var["type"] in ("string", "${string}")
+    # coordinators (and their autoscaler) and containers alike, from the same parameter
+    for res in (_resources("aws_instance")["coordinator"], _resources("aws_launch_template")["container"]):
+        assert "zk_auth_parameter = var.zk_auth_parameter" in res["user_data"]
+        assert "--insecure" not in res["user_data"] and "--zk-auth" not in res["user_data"]
+    template = (TF_DIR / "templates" / "linkstream.sh.tftpl").read_text()
+    private = template[template.index("umask 077") : template.index("umask 022")]
+    assert "--with-decryption --name '${zk_auth_parameter}'" in private
+    assert "LINKSTREAM_CLUSTER_ZK_AUTH=%s" in private and ">> /etc/linkstream/linkstream.env" in private
+    # least privilege: ssm:GetParameter on exactly that parameter, in a policy of its own
+    policy = _resources("aws_iam_role_policy")["zk_auth"]
+    assert "count" not in policy
+    text = policy["policy"]
+    assert 'Action = ["ssm:GetParameter"]' in text and "Resource = [local.zk_auth_parameter_arn]" in text, (
+        text
+    )
+    assert "*" not in text, text
+    for name, other in _resources("aws_iam_role_policy").items():
+        if name != "zk_auth":
+            assert "zk_auth_parameter" not in json.dumps(other), name
+    for example in _examples():
+        tfvars = (TF_DIR / "examples" / f"{example}.tfvars").read_text()
+        assert re.search(r'^zk_auth_parameter\s+= "/linkstream/[a-z]+/zk-auth"$', tfvars, re.M), example
 
 
 def test_coordinators_are_behind_a_load_balancer():
