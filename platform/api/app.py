@@ -586,6 +586,7 @@ class Api:
                 try:
                     ok = self.live.push(iri, el.t if el.t is not None else t, el.triples, timeout=60.0)  # type: ignore[arg-type]  # t is set when el.t is None
                 except EventTimeError as e:  # too far ahead of the stream's time: refused
+                    self.live.sync(timeout=60.0)  # the elements before it are accepted: durable too
                     raise ApiError(
                         422, str(e), t=e.t, stream=iri, elements=accepted, triples=triples, late=late
                     ) from None
@@ -594,12 +595,15 @@ class Api:
                     triples += len(el.triples)
                 else:
                     late += 1
+            self.live.sync(timeout=60.0)  # --state-dir: acknowledged only once the log is durable
             return {"stream": iri, "elements": accepted, "triples": triples, "late": late}
 
         try:
             res = await run_in_threadpool(ingest)
         except TimeoutError:
             raise ApiError(503, "the engine's input queue is full; retry later") from None
+        except OSError as e:  # the durable ingest log could not be written
+            raise ApiError(503, "the ingest log is not writable: %s" % e) from None
         if not stamped:
             res["t"] = t
         return _json(res, 202)

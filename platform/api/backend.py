@@ -47,6 +47,10 @@ class LiveBackend(Protocol):
 
     def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool: ...
 
+    def sync(self, timeout: float | None = 60.0) -> None:
+        """Waits until the elements pushed so far are durable (``run --state-dir``), else returns."""
+        ...
+
     def advance_to(self, t: int) -> int | None: ...
 
     def one_shot(

@@ -11,6 +11,14 @@ from typing import Any
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
 
+_PUSH_DURABILITY = (
+    "With `linkstream run --state-dir DIR` a push is acknowledged (202) only when durable: its "
+    "elements are in the ingest log under DIR and fsynced (one fsync per batch of concurrent "
+    "requests); after a crash the restarted server replays the log before it serves. Without "
+    "--state-dir, 202 means queued in memory: a crash loses acknowledged elements."
+)
+
+
 def _resp(desc: str, schema: dict[str, Any] | None = None, media: str = "application/json") -> dict[str, Any]:
     out: dict[str, Any] = {"description": desc}
     if schema is not None:
@@ -288,6 +296,7 @@ def _document() -> dict[str, Any]:
             "/streams": {
                 "post": {
                     "summary": "Push stream elements (stream IRI in ?iri=)",
+                    "description": _PUSH_DURABILITY,
                     "parameters": [
                         {"name": "iri", "in": "query", "required": True, "schema": {"type": "string"}},
                         *_STREAM_PARAMS,
@@ -303,6 +312,7 @@ def _document() -> dict[str, Any]:
             "/streams/{iri}": {
                 "post": {
                     "summary": "Push stream elements to the stream named by the URL-encoded IRI",
+                    "description": _PUSH_DURABILITY,
                     "parameters": [
                         {"name": "iri", "in": "path", "required": True, "schema": {"type": "string"}},
                         *_STREAM_PARAMS,

@@ -58,6 +58,13 @@ def add_parsers(sub: Any) -> None:
         help="also absorb this stream's elements into the store, visible to /sparql (repeatable; needs --store)",
     )
     rp.add_argument(
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="durable ingest log and query catalog: a push is acknowledged once fsynced there; a "
+        "restart with the same DIR replays it (queries, elements, watermarks) before serving",
+    )
+    rp.add_argument(
         "--token",
         action=_TokenAction,
         default=None,
@@ -262,8 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``linkstream run``: load the static graphs and serve until interrupted (``--zk``: as a
     coordinator of a cluster, :func:`linkstream.cli.cluster.cmd_run_cluster`)."""
     if args.zk:
-        if args.store or args.absorb or args.dictionary != "memory:":
-            return err("--store, --absorb and --dictionary are not supported with --zk yet")
+        if args.store or args.absorb or args.dictionary != "memory:" or args.state_dir:
+            return err("--store, --absorb, --dictionary and --state-dir are not supported with --zk yet")
         from linkstream.cli.cluster import cmd_run_cluster
 
         return cmd_run_cluster(args)
@@ -300,6 +307,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         return err(str(e))
     live.max_time_jump_ms = args.max_time_jump  # event-time rules: pushes and POST /watermark
     live.results_retention_s = args.results_retention  # (before any query: its ring takes it)
+    if args.state_dir:  # replay the durable ingest log before serving, then log every input
+        import time
+
+        from linkstream.engine.live.ingestlog import IngestLog
+
+        t0 = time.perf_counter()
+        try:
+            n = live.recover(IngestLog(args.state_dir))
+        except OSError as e:
+            live.close()
+            return err(f"cannot use --state-dir {args.state_dir}: {e}")
+        logging.getLogger(__name__).info(
+            "state dir %s: replayed %d log records (%.2fs)", args.state_dir, n, time.perf_counter() - t0
+        )
     if args.store:  # the store's stable timestamp, snapshot age and delta at /metrics
         from linkstream.metrics import StoreCollector
 

@@ -886,6 +886,10 @@ class ClusterService:
     def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool:
         return self._leader_live().push(stream, t, triples, timeout=timeout)
 
+    def sync(self, timeout: float | None = 60.0) -> None:
+        """No durable ingest log on the cluster path yet: the leader's engine has none."""
+        self._leader_live().sync(timeout)
+
     def advance_to(self, t: int) -> int | None:
         return self._leader_live().advance_to(t)
 

@@ -4,4 +4,5 @@
 * ``worker.py``       -- the worker thread: command loop, ingestion, report scheduling, ticks.
 * ``state.py``        -- state records: errors, per-query and per-stream bookkeeping.
 * ``subscription.py`` -- result subscriptions: a bounded queue of one query's reports.
+* ``ingestlog.py``    -- the durable ingest log of ``run --state-dir`` (group commit, CRC per record).
 """

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from linkstream.query.continuous import parse_continuous
 from linkstream.query.errors import QueryError
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.rdf.static import dedup_triples
+
+if TYPE_CHECKING:
+    from linkstream.engine.live.ingestlog import IngestLog
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +124,8 @@ class LiveEngine(LiveWorker):
         self._names = itertools.count(1)
         self._closed = False
         self._thread: threading.Thread | None = None
+        #: durable ingest log (``run --state-dir``): inputs appended in worker order, see :meth:`recover`
+        self._log: IngestLog | None = None
         # worker-only state
         self._streams: dict[str, _Stream] = {}
         self._guards: dict[str, RetentionGuard] = {}
@@ -156,6 +161,8 @@ class LiveEngine(LiveWorker):
         for e in list(self._entries.values()):
             for sub in list(e.subscribers):
                 sub.finish()
+        if self._log is not None:
+            self._log.close()
 
     def __enter__(self) -> LiveEngine:
         return self.start()
@@ -217,6 +224,12 @@ class LiveEngine(LiveWorker):
                 self._space.release()
                 self._count_late(stream, acc, t, floor)
                 return False
+            if self._log is not None:
+                try:
+                    self._log.append_push(stream, t, triples)  # durable at the next sync()
+                except OSError:
+                    self._space.release()
+                    raise
             acc.watermark = t
             acc.elements += 1
             acc.triples += len(triples)
@@ -261,7 +274,72 @@ class LiveEngine(LiveWorker):
         Returns:
             The last report time fired (``None`` if none ever fired).
         """
+        if self._log is not None:
+            return self._logged(
+                "barrier", lambda: self._do_advance(int(t)), timeout, self._log.append_advance, int(t)
+            )
         return self._submit("barrier", lambda: self._do_advance(int(t)), timeout)
+
+    def _logged(
+        self, kind: str, fn: Callable[[], Any], timeout: float | None, append: Any, *args: Any
+    ) -> Any:
+        """``_submit`` for a logged command: appended and enqueued together (under the lock, as
+        pushes are), so the log holds the worker's order; answered once the record is durable."""
+        if self._closed:
+            raise EngineClosed("the live engine is closed")
+        if self._thread is None:
+            self.start()
+        fut: Future[Any] = Future()
+        with self._lock:
+            seq = append(*args)
+            self._queue.put((kind, fn, fut))
+        result = fut.result(timeout)
+        assert self._log is not None
+        self._log.wait(seq, timeout)
+        return result
+
+    def sync(self, timeout: float | None = 60.0) -> None:
+        """Waits until every element pushed so far is durable in the ingest log (group commit:
+        concurrent callers share one fsync); returns at once without a log.
+
+        Raises:
+            OSError: The log could not be written.
+            TimeoutError: Not durable within ``timeout`` seconds.
+        """
+        if self._log is not None:
+            self._log.sync(timeout)
+
+    def recover(self, ingest_log: IngestLog, timeout: float | None = None) -> int:
+        """Replays ``ingest_log`` through the engine, in order, then logs every input to it.
+
+        Queries are registered, elements pushed and watermarks advanced as they were logged,
+        so windows and results continue where the logged run stopped.  Call it before the
+        engine serves anything.  Returns the number of records replayed.
+        """
+        if self._log is not None:
+            raise RuntimeError("an ingest log is attached already")
+        from linkstream.engine.live.ingestlog import decode_triples
+
+        n = 0
+        for rec in ingest_log.records():
+            n += 1
+            h = rec.header
+            try:
+                if rec.kind == "push":
+                    self.push(h["s"], h["t"], decode_triples(rec), timeout=timeout)
+                elif rec.kind == "register":
+                    self.register(rec.payload.decode("utf-8"), h["name"], timeout=timeout)
+                elif rec.kind == "unregister":
+                    self.unregister(h["name"], timeout=timeout)
+                elif rec.kind == "advance":
+                    self.advance_to(h["t"], timeout=timeout)
+                else:
+                    log.warning("ingest log: record %d of unknown kind %r skipped", rec.seq, rec.kind)
+            except (QueryError, QueryConflict, UnknownQuery, ValueError) as e:  # failed when logged too
+                log.info("ingest log: record %d (%s) refused again: %s", rec.seq, rec.kind, e)
+        self.flush(timeout)
+        self._log = ingest_log
+        return n
 
     def call(self, fn: Callable[[], Any], timeout: float | None = 60.0) -> Any:
         """Runs ``fn`` on the worker thread (between commands) and returns its result.
@@ -316,6 +394,19 @@ class LiveEngine(LiveWorker):
         with self._lock:
             if cq.name in self._entries:
                 raise QueryConflict("a query named %r is already registered" % cq.name)
+        if self._log is not None:
+            log_ = self._log
+            name = self._logged(
+                "call",
+                lambda: self._do_register(cq),
+                timeout,
+                log_.append_register,
+                cq.name,
+                text,
+                cq.dialect,
+            )
+            log_.save_query(name, text, cq.dialect)
+            return name
         return self._submit("call", lambda: self._do_register(cq), timeout)
 
     def unregister(self, name: str, *, timeout: float | None = 60.0) -> None:
@@ -327,6 +418,12 @@ class LiveEngine(LiveWorker):
         with self._lock:
             if name not in self._entries:
                 raise UnknownQuery(name)
+        if self._log is not None:
+            self._logged(
+                "call", lambda: self._do_unregister(name), timeout, self._log.append_unregister, name
+            )
+            self._log.save_query(name, None)
+            return
         self._submit("call", lambda: self._do_unregister(name), timeout)
 
     def subscribe(self, name: str, maxlen: int | None = None, after: Cursor | None = None) -> Subscription:
@@ -419,4 +516,5 @@ class LiveEngine(LiveWorker):
             "last_report": last,
             "explicit_watermark": explicit,
             "streams": streams,
+            **({"ingest_log": self._log.stats()} if self._log is not None else {}),
         }
