@@ -51,6 +51,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SHARED = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
 
+from bench.many_queries import _CountingSink, pct, rss_mb  # noqa: E402  (after the path set-up)
+
 EX = "http://lsbench.example/"
 SIOC = "http://rdfs.org/sioc/ns#"
 SIB = "http://www.ins.cwi.nl/sib/vocabulary/"
@@ -215,32 +217,6 @@ def streams_of(kind: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- one run
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class _CountingSink:
-    """A text sink that counts what is written to it (the lines are rendered, not kept)."""
-
-    def __init__(self) -> None:
-        self.chars = 0
-
-    def write(self, s: str) -> int:
-        self.chars += len(s)
-        return len(s)
-
-
-def pct(xs: list[float], q: float) -> float:
-    if not xs:
-        return 0.0
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def run_one(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: int) -> dict:
