@@ -13,7 +13,8 @@ from linkstream.query.errors import QueryError
 
 
 def add_parsers(sub: Any) -> None:
-    """Adds ``sparql`` to the ``linkstream`` subcommand parsers."""
+    """Adds ``sparql`` and ``store verify`` to the ``linkstream`` subcommand parsers."""
+    _add_store_parser(sub)
     sp = sub.add_parser(
         "sparql",
         help="answer a one-shot SPARQL 1.1 query over a store directory",
@@ -59,6 +60,44 @@ def _read_query(arg: str) -> tuple[str, str]:
         with open(arg, encoding="utf-8", errors="surrogateescape") as f:
             return f.read(), arg
     return arg, "query"
+
+
+def _add_store_parser(sub: Any) -> None:
+    stp = sub.add_parser("store", help="maintain a store directory (store verify)")
+    stsub = stp.add_subparsers(dest="store_command", metavar="COMMAND", required=True)
+    vp = stsub.add_parser(
+        "verify",
+        help="check every file of a store directory against its manifest's sizes and checksums",
+        description=(
+            "Recompute the checksum of every file the store manifest records and compare sizes. "
+            "Prints OK, or one line per missing, truncated or altered file. Exit status 0 if "
+            "intact, 1 if damaged, 2 if DIR is not a readable store."
+        ),
+    )
+    vp.add_argument("dir", metavar="DIR", help="the store directory")
+    vp.set_defaults(func=cmd_store_verify)
+
+
+def cmd_store_verify(args: argparse.Namespace) -> int:
+    """Runs ``linkstream store verify DIR``."""
+    from linkstream.store.layout import read_manifest, verify_files
+
+    try:
+        manifest = read_manifest(args.dir)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    checked, bad = verify_files(args.dir, manifest)
+    if bad:
+        for line in bad:
+            print(f"DAMAGED {line}")
+        print(f"{len(bad)} of {checked} files damaged", file=sys.stderr)
+        return 1
+    if not checked:
+        print(f"OK {args.dir} (no checksums recorded: store written before integrity records)")
+    else:
+        print(f"OK {args.dir} ({checked} files)")
+    return 0
 
 
 def cmd_sparql(args: argparse.Namespace) -> int:

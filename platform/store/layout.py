@@ -11,6 +11,14 @@ A store directory (written by ``linkstream load``, pure-Python or Spark)::
                         a triple lives in partition ``s % P``; row order unspecified
     DIR/index/...       index caches the persistent store builds on first open
 
+The manifest also records ``"files"``: ``{relpath: {"size": n, "crc32": "8 hex"}}`` for every
+partition file, and ``{"min_size": n}`` for an ``lmdb:`` dictionary's ``data.mdb`` (it grows
+as terms are added, so only truncation is detectable).  :func:`write_manifest` computes them
+from the files on disk right before publishing the manifest (tmp file, fsync, rename), so
+every writer records them.  :func:`check_files` (cheap: sizes only; run on every open) and
+:func:`verify_files` (recomputes checksums; ``linkstream store verify``) raise / report
+:class:`StoreError`.  Stores written before this have no ``"files"``: nothing is checked.
+
 Graph IRIs are stored without angle brackets; ``None`` is the default graph.
 """
 
@@ -20,6 +28,7 @@ import json
 import os
 import tempfile
 import threading
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +43,14 @@ MANIFEST = "store.json"
 GRAPHS = "graphs"
 INDEX = "index"
 DEFAULT_DICTIONARY = "lmdb:dict"
+
+
+FILES = "files"
+LMDB_DATA = "data.mdb"
+
+
+class StoreError(ValueError):
+    """A store directory is damaged: a file its manifest names is missing, truncated or altered."""
 
 
 @dataclass(frozen=True)
@@ -309,6 +326,7 @@ def write_manifest(
     """
     entries = [g if isinstance(g, GraphEntry) else _entry(g) for g in graphs]
     entries.sort(key=lambda g: (g.iri is not None, g.iri or ""))
+    extra.pop(FILES, None)  # always recomputed from the files on disk
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -318,13 +336,130 @@ def write_manifest(
         "sources": [str(s) for s in sources],
         "loader": loader,
         **extra,
+        FILES: _file_records(store_dir, dictionary, int(partitions), entries),
     }
     path = Path(store_dir) / MANIFEST
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(MANIFEST + tmp_suffix())
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(doc, indent=2) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
+    _fsync_dir(path.parent)
     return path
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def file_crc32(path: str | os.PathLike[str]) -> str:
+    """CRC-32 of a file's bytes as 8 hex digits."""
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return f"{crc & 0xFFFFFFFF:08x}"
+
+
+def _lmdb_data_relpath(store_dir: str | os.PathLike[str], dictionary: str) -> str | None:
+    """``data.mdb`` of an ``lmdb:`` dictionary inside the store directory, relative to it."""
+    scheme, _, rest = dictionary.partition(":")
+    if scheme.lower() != "lmdb":
+        return None
+    rel = rest[2:] if rest.startswith("//") else rest
+    if not rel or os.path.isabs(rel):
+        return None
+    return (Path(rel) / LMDB_DATA).as_posix()
+
+
+def _file_records(
+    store_dir: str | os.PathLike[str], dictionary: str, partitions: int, entries: Sequence[GraphEntry]
+) -> dict[str, dict[str, object]]:
+    root = Path(store_dir)
+    out: dict[str, dict[str, object]] = {}
+    for g in entries:
+        for k in range(partitions):
+            p = partition_path(store_dir, g.dir, k)
+            if p.exists():
+                out[p.relative_to(root).as_posix()] = {"size": p.stat().st_size, "crc32": file_crc32(p)}
+    rel = _lmdb_data_relpath(store_dir, dictionary)
+    if rel is not None and (root / rel).exists():
+        out[rel] = {"min_size": (root / rel).stat().st_size}
+    return out
+
+
+def _records(m: Manifest) -> dict[str, dict[str, object]]:
+    files = m.extra.get(FILES)
+    if not isinstance(files, dict):
+        return {}
+    return {str(k): v for k, v in files.items() if isinstance(v, dict)}
+
+
+def _size_problem(store_dir: str | os.PathLike[str], rel: str, rec: dict[str, object]) -> str | None:
+    path = Path(store_dir) / rel
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"{path}: missing"
+    except OSError as e:
+        return f"{path}: unreadable ({e.strerror or e})"
+    want = rec.get("size")
+    if want is not None and size != int(want):  # type: ignore[call-overload]  # JSON int
+        return f"{path}: size {size} bytes, expected {int(want)}"  # type: ignore[call-overload]  # JSON int
+    low = rec.get("min_size")
+    if low is not None and size < int(low):  # type: ignore[call-overload]  # JSON int
+        return f"{path}: size {size} bytes, expected at least {int(low)} (truncated)"  # type: ignore[call-overload]  # JSON int
+    return None
+
+
+def check_files(store_dir: str | os.PathLike[str], manifest: Manifest | None = None) -> None:
+    """Cheap integrity check (one ``stat`` per file) of the files the manifest records.
+
+    Raises:
+        StoreError: naming every missing file and every file of the wrong size.
+    """
+    m = manifest or read_manifest(store_dir)
+    bad = [p for rel, rec in sorted(_records(m).items()) if (p := _size_problem(store_dir, rel, rec))]
+    if bad:
+        raise StoreError(f"damaged store {store_dir}: " + "; ".join(bad))
+
+
+def verify_files(
+    store_dir: str | os.PathLike[str], manifest: Manifest | None = None
+) -> tuple[int, list[str]]:
+    """Full integrity check: sizes and recomputed checksums of every recorded file.
+
+    Returns:
+        (number of files checked, one message per damaged file).  Files recorded without a
+        checksum (or stores without records) only get the size check / none.
+    """
+    m = manifest or read_manifest(store_dir)
+    recs = _records(m)
+    bad: list[str] = []
+    for rel, rec in sorted(recs.items()):
+        problem = _size_problem(store_dir, rel, rec)
+        if problem is None and rec.get("crc32") is not None:
+            try:
+                got = file_crc32(Path(store_dir) / rel)
+            except OSError as e:
+                problem = f"{Path(store_dir) / rel}: unreadable ({e.strerror or e})"
+            else:
+                if got != str(rec["crc32"]):
+                    problem = f"{Path(store_dir) / rel}: checksum crc32 {got}, expected {rec['crc32']}"
+        if problem is not None:
+            bad.append(problem)
+    return len(recs), bad
 
 
 def read_manifest(store_dir: str | os.PathLike[str]) -> Manifest:
@@ -375,9 +510,12 @@ def iter_partitions(
     entry = graph if isinstance(graph, GraphEntry) else m.graph(graph)
     if entry is None:
         return
+    recs = _records(m)
     for k in range(m.partitions):
         path = partition_path(store_dir, entry.dir, k)
         if not path.exists():
+            if Path(store_dir, GRAPHS, entry.dir, path.name).relative_to(store_dir).as_posix() in recs:
+                raise StoreError(f"damaged store {store_dir}: {path}: missing")
             continue
         arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         if arr.dtype != np.int64 or arr.ndim != 2 or arr.shape[1] != 3:

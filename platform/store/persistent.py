@@ -45,6 +45,7 @@ from linkstream.store.indexcache import index_dir, open_index, save_index
 from linkstream.store.layout import (
     GraphEntry,
     Manifest,
+    check_files,
     open_store_dictionary,
     read_manifest,
     write_manifest,
@@ -284,6 +285,7 @@ class PersistentStore:
     def _reload(self) -> None:
         assert self.store_dir is not None and self._dlog is not None
         m = read_manifest(self.store_dir)
+        check_files(self.store_dir, m)
         self.rdf_type = int(self.dictionary.lookup_many([RDF_TYPE])[0])
         states = {g.iri: _GraphState(open_index(self.store_dir, m, g, self.rdf_type, True)) for g in m.graphs}
         vts = m.extra.get("vts")
@@ -330,6 +332,7 @@ class PersistentStore:
         # the manifest, partitions, index cache and log must be read as one state
         with lock:
             manifest = read_manifest(store_dir)
+            check_files(store_dir, manifest)
             dic = dictionary if dictionary is not None else open_store_dictionary(store_dir, manifest)
             rdf_type = int(dic.lookup_many([RDF_TYPE])[0])
             graphs = {
