@@ -128,7 +128,8 @@ def test_autoscaler_follows_the_tick_lag_on_a_local_cluster(
         pusher = Pusher([api, emb])
         pusher.start()
         # ramp up: the lag exceeds the target and the autoscaler adds containers to the bound
-        deadline = time.monotonic() + 60
+        # (how soon the lag builds up depends on how fast this machine evaluates: generous)
+        deadline = time.monotonic() + 180
         peak = 0
         while peak < 3:
             n, lag = sample()
