@@ -68,7 +68,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from linkstream.containers.wire import Frame, WireError
+from linkstream.containers.wire import Frame, WireError, byte_view
 
 VERSION = 1
 MAX_HEADER_BYTES = 4 * 1024 * 1024
@@ -306,16 +306,7 @@ def encode(message: Message) -> list[Frame]:
 
 
 def _view(frame: Frame) -> memoryview:
-    try:
-        view = memoryview(frame)
-    except TypeError as exc:
-        raise ProtocolError(f"frame of type {type(frame).__name__} is not a buffer") from exc
-    if view.ndim != 1 or view.itemsize != 1:
-        try:
-            view = view.cast("B")
-        except TypeError as exc:
-            raise ProtocolError("frame is not a contiguous byte buffer") from exc
-    return view
+    return byte_view(frame, ProtocolError)
 
 
 def _int(h: dict[str, Any], key: str, lo: int = -(2**63)) -> int:

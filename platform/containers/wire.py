@@ -206,21 +206,22 @@ def encode(message: Message) -> list[Frame]:
 # ------------------------------------------------------------------------ decoding
 
 
-def _buffer(frame: Frame) -> memoryview:
+def byte_view(frame: Frame, error: type[Exception] = WireError) -> memoryview:
+    """``frame`` as a flat byte view; anything else raises ``error`` (never a TypeError)."""
     try:
         view = memoryview(frame)
     except TypeError as exc:
-        raise WireError(f"frame of type {type(frame).__name__} is not a buffer") from exc
+        raise error(f"frame of type {type(frame).__name__} is not a buffer") from exc
     if view.ndim != 1 or view.itemsize != 1:
         try:
             view = view.cast("B")
         except TypeError as exc:
-            raise WireError("frame is not a contiguous byte buffer") from exc
+            raise error("frame is not a contiguous byte buffer") from exc
     return view
 
 
 def _unpack_header(frame: Frame) -> dict[str, Any]:
-    raw = _buffer(frame)
+    raw = byte_view(frame)
     if raw.nbytes > MAX_HEADER_BYTES:
         raise WireError(f"header of {raw.nbytes} bytes exceeds {MAX_HEADER_BYTES}")
     try:
@@ -279,7 +280,7 @@ def _check_eos_header(h: dict[str, Any]) -> None:
 
 
 def _array(frame: Frame, expected_bytes: int, what: str) -> np.ndarray:
-    buf = _buffer(frame)
+    buf = byte_view(frame)
     if buf.nbytes != expected_bytes:
         raise WireError(f"{what} frame holds {buf.nbytes} bytes, header implies {expected_bytes}")
     a = np.frombuffer(buf, dtype=_WIRE_DTYPE)
@@ -336,4 +337,4 @@ def decode(frames: Sequence[Frame]) -> Message:
 
 def payload_bytes(frames: Sequence[Frame]) -> int:
     """Total size of a message's frames in bytes (for throughput accounting)."""
-    return sum(_buffer(f).nbytes for f in frames)
+    return sum(byte_view(f).nbytes for f in frames)
