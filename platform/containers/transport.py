@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import zmq
 import zmq.auth
@@ -249,6 +250,56 @@ def _timeout_ms(deadline: float | None) -> int | None:
     return max(0, int((deadline - time.monotonic()) * 1000))
 
 
+class _Channel:
+    """What both channel ends share: one :class:`_Endpoint`, polled for ``poll_flag``."""
+
+    def __init__(
+        self,
+        kind: int,
+        endpoint: str,
+        *,
+        bind: bool,
+        linger_ms: int,
+        curve_keys: CurveKeys | None,
+        context: zmq.Context | None,
+        options: dict[int, int],
+        poll_flag: int,
+        copy: bool,
+    ) -> None:
+        self._ep = _Endpoint(
+            kind,
+            endpoint,
+            bind=bind,
+            linger_ms=linger_ms,
+            curve_keys=curve_keys,
+            context=context,
+            options=options,
+        )
+        self._ep.poller.register(self._ep.socket, poll_flag)
+        self.copy = copy
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint connected to, or bound with its port resolved."""
+        return self._ep.endpoint
+
+    @property
+    def socket(self) -> zmq.Socket:
+        """The underlying socket (for monitoring; do not send or receive on it directly)."""
+        return self._ep.socket
+
+    def close(self, linger_ms: int | None = None) -> None:
+        """Closes the socket; a sender flushes queued messages for up to ``linger_ms``
+        (default: the constructor's), a receiver discards unreceived ones."""
+        self._ep.close(linger_ms)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @dataclass
 class SenderStats:
     """Counters of one sender."""
@@ -258,7 +309,7 @@ class SenderStats:
     backpressure: int = 0
 
 
-class Sender:
+class Sender(_Channel):
     """PUSH end of a channel: queues wire messages for one downstream partition.
 
     Args:
@@ -287,7 +338,7 @@ class Sender:
         options: dict[int, int] = {zmq.SNDHWM: sndhwm}
         if sndbuf is not None:
             options[zmq.SNDBUF] = sndbuf
-        self._ep = _Endpoint(
+        super().__init__(
             zmq.PUSH,
             endpoint,
             bind=bind,
@@ -295,20 +346,10 @@ class Sender:
             curve_keys=curve_keys,
             context=context,
             options=options,
+            poll_flag=zmq.POLLOUT,
+            copy=copy,
         )
-        self._ep.poller.register(self._ep.socket, zmq.POLLOUT)
-        self.copy = copy
         self.stats = SenderStats()
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint connected to (or bound, with the port resolved)."""
-        return self._ep.endpoint
-
-    @property
-    def socket(self) -> zmq.Socket:
-        """The underlying PUSH socket (for monitoring; do not send on it directly)."""
-        return self._ep.socket
 
     def offer_frames(self, frames: Sequence[Frame], timeout: float | None = 0.0) -> bool:
         """Queues one multipart message if there is room within ``timeout`` seconds.
@@ -350,17 +391,6 @@ class Sender:
         if not self.offer(message, timeout):
             raise BackPressure(f"{self.endpoint}: no room for {timeout} s (HWM reached)")
 
-    def close(self, linger_ms: int | None = None) -> None:
-        """Closes the socket, flushing queued messages for up to ``linger_ms`` (default: the
-        constructor's)."""
-        self._ep.close(linger_ms)
-
-    def __enter__(self) -> Sender:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 @dataclass
 class ReceiverStats:
@@ -372,7 +402,7 @@ class ReceiverStats:
     last_error: str | None = field(default=None, repr=False)
 
 
-class Receiver:
+class Receiver(_Channel):
     """PULL end of a channel: the inbox of one task partition.
 
     Malformed messages are logged, counted in ``stats.rejected`` and skipped; they never
@@ -405,7 +435,7 @@ class Receiver:
         options: dict[int, int] = {zmq.RCVHWM: rcvhwm}
         if rcvbuf is not None:
             options[zmq.RCVBUF] = rcvbuf
-        self._ep = _Endpoint(
+        super().__init__(
             zmq.PULL,
             endpoint,
             bind=bind,
@@ -413,20 +443,10 @@ class Receiver:
             curve_keys=curve_keys,
             context=context,
             options=options,
+            poll_flag=zmq.POLLIN,
+            copy=copy,
         )
-        self._ep.poller.register(self._ep.socket, zmq.POLLIN)
-        self.copy = copy
         self.stats = ReceiverStats()
-
-    @property
-    def endpoint(self) -> str:
-        """The bound endpoint with its port resolved (or the one connected to)."""
-        return self._ep.endpoint
-
-    @property
-    def socket(self) -> zmq.Socket:
-        """The underlying PULL socket (for monitoring; do not receive on it directly)."""
-        return self._ep.socket
 
     def recv_frames(self, timeout: float | None = None) -> list[Frame] | None:
         """The next raw multipart message, or ``None`` if none arrived within ``timeout`` s."""
@@ -497,13 +517,3 @@ class Receiver:
             if handler(message):
                 break
         return handled
-
-    def close(self, linger_ms: int | None = None) -> None:
-        """Closes the socket (queued, unreceived messages are discarded)."""
-        self._ep.close(linger_ms)
-
-    def __enter__(self) -> Receiver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
