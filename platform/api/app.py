@@ -19,8 +19,10 @@ Bad input is a 4xx with a JSON ``{"error": ...}`` body (parse errors add ``line`
 With tokens configured every endpoint but ``/healthz`` requires ``Authorization: Bearer
 <token>`` of a token whose scope allows it (``read``, ``write``, ``admin``:
 :mod:`linkstream.api.auth`); :class:`~linkstream.api.guard.ApiGuard` checks that and
-limits request bodies, the handlers apply the other :class:`~linkstream.api.limits.ApiLimits`.  Engine calls that wait for the worker run
-in Starlette's thread pool; result streams wait on the event loop.
+limits request bodies, the handlers apply the other :class:`~linkstream.api.limits.ApiLimits`
+(per-token query counts: :mod:`linkstream.api.tokens`).  Result streams are
+:mod:`linkstream.api.results`; error answers :mod:`linkstream.api.errors`.  Engine calls that
+wait for the worker run in Starlette's thread pool; result streams wait on the event loop.
 """
 
 from __future__ import annotations
@@ -34,23 +36,29 @@ import logging
 import re
 import threading
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import parse_qs, quote, urljoin
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
+from linkstream.api.auth import Token, TokenTable, parse_token
 from linkstream.api.backend import LiveBackend
 from linkstream.api.bodies import BodyError, parse_body
-from linkstream.api.guard import TOKEN_KEY, ApiGuard
+from linkstream.api.errors import (
+    EXCEPTION_HANDLERS,
+    ApiError,
+    int_param,
+    json_response,
+    query_error,
+    read_body,
+)
+from linkstream.api.guard import ApiGuard
 from linkstream.api.limits import (
     ApiLimits,
     BusyError,
@@ -60,8 +68,9 @@ from linkstream.api.limits import (
     call_with_deadline,
 )
 from linkstream.api.openapi import openapi_schema
-from linkstream.engine.live.runtime import EngineClosed, LiveEngine, QueryConflict, QueryView, UnknownQuery
-from linkstream.engine.live.subscription import ResultsGone, SubscriptionClosed, line_id, parse_cursor
+from linkstream.api.results import ResultStreams
+from linkstream.api.tokens import QueryOwners
+from linkstream.engine.live.runtime import LiveEngine, QueryConflict, QueryView, UnknownQuery
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 from linkstream.query.continuous import parse_continuous
 from linkstream.query.errors import QueryError
@@ -73,60 +82,7 @@ log = logging.getLogger(__name__)
 
 SPARQL_JSON = "application/sparql-results+json"
 _PARSE_LOCK = threading.Lock()  # for backends without a parse lock of their own
-KEEPALIVE_S = 15.0
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-
-
-class ApiError(Exception):
-    """An error answered as ``{"error": message, **extra}`` with ``status``."""
-
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.extra = extra
-
-
-class _ResultStream(StreamingResponse):
-    """A result stream that releases its subscription however the response ends."""
-
-    def __init__(self, content: Any, *, on_end: Any, **kw: Any) -> None:
-        super().__init__(content, **kw)
-        self._on_end = on_end
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            end, self._on_end = self._on_end, None
-            if end is not None:
-                end()
-
-
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(data, status_code=status, headers=headers)
-
-
-def _query_error(e: QueryError) -> ApiError:
-    where = "query line %d, column %d" % (e.line, e.column) if e.line is not None else "query"  # type: ignore[str-format]  # a line comes with its column
-    return ApiError(400, str(e), where=where, reason=e.message, line=e.line, column=e.column)
-
-
-async def _read_body(request: Request) -> bytes:
-    """The request body (:class:`~linkstream.api.guard.ApiGuard` limits it as it streams in)."""
-    return b"".join([chunk async for chunk in request.stream()])
-
-
-def _int_param(request: Request, key: str) -> int | None:
-    v = request.query_params.get(key)
-    if v is None or v == "":
-        return None
-    try:
-        return int(v)
-    except ValueError:
-        raise ApiError(
-            400, "query parameter %r must be an integer, got %r" % (key, v), where="query parameter " + key
-        ) from None
 
 
 def query_json(view: QueryView, default_step: int, *, full: bool = True) -> dict[str, Any]:
@@ -186,15 +142,10 @@ class Api:
         self.base = base
         self.limits = limits or ApiLimits()
         self._requests = itertools.count(1)
-        self._owner: dict[str, str] = {}  # query name -> name of the token that registered it
-        self._owned: Counter[str] = Counter()  # token name -> queries (and reservations)
-        self._subscribers = 0
+        self.owners = QueryOwners(live, self.limits)
+        self.results = ResultStreams(live, self.limits)
 
     # ------------------------------------------------------------ limits
-
-    @staticmethod
-    def _token(request: Request) -> Token:
-        return request.scope.get(TOKEN_KEY, ANONYMOUS)
 
     async def _compile(self, text: str, *, one_shot: bool = False) -> Any:
         """Parses ``text`` under the query size and compile-time limits (errors as the engine's).
@@ -240,36 +191,10 @@ class Api:
                 "server",
             ) from None
 
-    def _reserve(self, request: Request, n: int) -> Token:
-        """Counts ``n`` queries about to be registered against the caller's token (429 if over)."""
-        tok = self._token(request)
-        most = self.limits.max_queries_per_token
-        if self._owned[tok.name] + n > most:  # forget queries removed by other means, then recheck
-            live = set(self.live.query_names())
-            for name in [q for q in self._owner if q not in live]:
-                self._owned[self._owner.pop(name)] -= 1
-        if self._owned[tok.name] + n > most:
-            raise LimitExceeded(
-                429,
-                "max_queries_per_token",
-                most,
-                "token %r has %d queries registered; %d more would pass the limit"
-                % (tok.name, self._owned[tok.name], n),
-                "header Authorization",
-            )
-        self._owned[tok.name] += n
-        return tok
-
-    def _settle(self, tok: Token, reserved: int, registered: list[str]) -> None:
-        """Records the owners of ``registered`` and returns the unused reservations."""
-        for name in registered:
-            self._owner[name] = tok.name
-        self._owned[tok.name] -= reserved - len(registered)
-
     # ------------------------------------------------------------ queries
 
     async def register(self, request: Request) -> Response:
-        body = await _read_body(request)
+        body = await read_body(request)
         name = request.query_params.get("name") or None
         default_name = request.query_params.get("default_name") or None
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -299,8 +224,8 @@ class Api:
         try:
             await self._compile(text)
         except QueryError as e:
-            raise _query_error(e) from None
-        tok = self._reserve(request, 1)
+            raise query_error(e) from None
+        tok = self.owners.reserve(request, 1)
         done: list[str] = []
         try:
             registered = await run_in_threadpool(
@@ -310,14 +235,14 @@ class Api:
         except QueryConflict as e:
             raise ApiError(409, e.message, where="query name") from None
         except QueryError as e:
-            raise _query_error(e) from None
+            raise query_error(e) from None
         finally:
-            self._settle(tok, 1, done)
+            self.owners.settle(tok, 1, done)
         try:
             created = query_json(self.live.view(registered), self.live.engine.default_step, full=False)
         except UnknownQuery:  # unregistered by another request meanwhile
             created = {"name": registered}
-        return _json(created, 201, {"Location": "/queries/" + quote(registered, safe="")})
+        return json_response(created, 201, {"Location": "/queries/" + quote(registered, safe="")})
 
     async def _register_many(self, docs: list[Any], request: Request) -> Response:
         """A JSON array of ``{"query", "name"?, "default_name"?}``: registered in order; the
@@ -335,11 +260,11 @@ class Api:
             try:
                 await self._compile(doc["query"])
             except QueryError as e:
-                err = _query_error(e)
+                err = query_error(e)
                 raise ApiError(
                     400, "item %d: %s" % (i, err.message), index=i, registered=[], **err.extra
                 ) from None
-        tok = self._reserve(request, len(docs))
+        tok = self.owners.reserve(request, len(docs))
         done: list[str] = []
         try:
             for i, doc in enumerate(docs):
@@ -356,12 +281,12 @@ class Api:
                         409, "item %d: %s" % (i, e.message), where="query name", index=i, registered=done
                     ) from None
                 except QueryError as e:
-                    err = _query_error(e)
+                    err = query_error(e)
                     raise ApiError(
                         400, "item %d: %s" % (i, err.message), index=i, registered=done, **err.extra
                     ) from None
         finally:
-            self._settle(tok, len(docs), done)
+            self.owners.settle(tok, len(docs), done)
         step = self.live.engine.default_step
         out = []
         for name in done:
@@ -369,7 +294,7 @@ class Api:
                 out.append(query_json(self.live.view(name), step, full=False))
             except UnknownQuery:
                 out.append({"name": name})
-        return _json({"queries": out}, 201)
+        return json_response({"queries": out}, 201)
 
     async def list_queries(self, request: Request) -> Response:
         step = self.live.engine.default_step
@@ -379,7 +304,7 @@ class Api:
                 out.append(query_json(self.live.view(name), step, full=False))
             except UnknownQuery:  # unregistered meanwhile
                 continue
-        return _json({"queries": out})
+        return json_response({"queries": out})
 
     def _view(self, request: Request) -> QueryView:
         name = request.path_params["name"]
@@ -389,136 +314,25 @@ class Api:
             raise ApiError(404, str(e), where="path") from None
 
     async def get_query(self, request: Request) -> Response:
-        return _json(query_json(self._view(request), self.live.engine.default_step))
+        return json_response(query_json(self._view(request), self.live.engine.default_step))
 
     async def delete_query(self, request: Request) -> Response:
         name = request.path_params["name"]
-        tok, owner = self._token(request), self._owner.get(name)
-        if owner is not None and owner != tok.name and not tok.allows("admin"):
-            raise ApiError(
-                403,
-                "query %r was registered with token %r; removing it needs that token or scope admin"
-                % (name, owner),
-                where="header Authorization",
-            )
+        owner = self.owners.check_remove(request, name)
         try:
             await run_in_threadpool(self.live.unregister, name)
         except UnknownQuery as e:
             raise ApiError(404, str(e), where="path") from None
-        if self._owner.get(name) == owner and owner is not None:
-            del self._owner[name]
-            self._owned[owner] -= 1
+        self.owners.removed(name, owner)
         return Response(status_code=204)
 
     # ------------------------------------------------------------ results
 
     async def results_sse(self, request: Request) -> Response:
-        return self._results(request, sse=True)
+        return self.results.open(request, sse=True)
 
     async def results_jsonl(self, request: Request) -> Response:
-        return self._results(request, sse=False)
-
-    def _results(self, request: Request, *, sse: bool) -> Response:
-        name = request.path_params["name"]
-        until = _int_param(request, "until")
-        limit = _int_param(request, "limit")
-        maxlen = _int_param(request, "queue")
-        for key, v in (("until", until), ("limit", limit), ("queue", maxlen)):
-            if v is not None and (v < (1 if key != "until" else -(2**62)) or v > 2**62):
-                raise ApiError(
-                    400, "query parameter %r out of range: %d" % (key, v), where="query parameter " + key
-                )
-        if maxlen is not None and maxlen > 1_000_000:
-            raise ApiError(
-                400, "query parameter 'queue' must be at most 1000000", where="query parameter queue"
-            )
-        after = None
-        for where, raw in (
-            ("query parameter after", request.query_params.get("after")),
-            ("header Last-Event-ID", request.headers.get("last-event-id")),
-        ):
-            if raw is None or not raw.strip() or after is not None:
-                continue
-            try:
-                after = parse_cursor(raw)
-            except ValueError:
-                raise ApiError(
-                    400,
-                    "%s must be a result id <report time ms>:<line> (or a report time), got %r"
-                    % (where.split(" ", 1)[1], raw[:64]),
-                    where=where,
-                ) from None
-        self._view(request)  # 404 before the stream starts
-        if self._subscribers >= self.limits.max_subscribers:
-            raise LimitExceeded(
-                429,
-                "max_subscribers",
-                self.limits.max_subscribers,
-                "%d result streams are open already" % self._subscribers,
-                "server",
-            )
-
-        try:  # (the response closes it: nothing awaits between here and its start)
-            sub = (
-                self.live.subscribe(name, maxlen, after)
-                if after is not None
-                else self.live.subscribe(name, maxlen)
-            )
-        except UnknownQuery as e:
-            raise ApiError(404, str(e), where="path") from None
-        except ResultsGone as e:
-            raise ApiError(
-                410,
-                str(e),
-                where="query parameter after"
-                if request.query_params.get("after")
-                else "header Last-Event-ID",
-            ) from None
-        self._subscribers += 1
-
-        def ended() -> None:
-            self._subscribers -= 1
-            sub.close()
-
-        async def stream() -> AsyncIterator[str]:
-            sent = dropped = 0
-            try:
-                if sse:
-                    yield ": subscribed to %s\n\n" % json.dumps(name)
-                while limit is None or sent < limit:
-                    try:
-                        item = await sub.next_item(KEEPALIVE_S)
-                    except SubscriptionClosed:
-                        if sse:
-                            yield "event: end\ndata: {}\n\n"
-                        return
-                    if sub.dropped != dropped and sse:
-                        dropped = sub.dropped
-                        yield ": dropped %d lines (slow subscriber)\n\n" % dropped
-                    if item is None:
-                        if sse:
-                            yield ": keepalive\n\n"
-                        continue
-                    c, lines, first = item
-                    if limit is not None:
-                        lines = lines[: limit - sent]
-                    sent += len(lines)
-                    if lines:
-                        if sse:
-                            yield "".join(
-                                "id: %s\ndata: %s\n\n" % (line_id(c, first + i), ln)
-                                for i, ln in enumerate(lines, 1)
-                            )
-                        else:
-                            yield "".join(ln + "\n" for ln in lines)
-                    if until is not None and c >= until:
-                        return
-            finally:
-                sub.close()
-
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        media = "text/event-stream" if sse else "application/x-ndjson"
-        return _ResultStream(stream(), media_type=media, headers=headers, on_end=ended)
+        return self.results.open(request, sse=False)
 
     # ------------------------------------------------------------ streams
 
@@ -556,7 +370,7 @@ class Api:
         if problem:
             raise ApiError(400, "invalid stream IRI <%s>: %s" % (iri, problem))
         t = self._event_time(request)
-        body = await _read_body(request)
+        body = await read_body(request)
         prefix = "h%d_" % next(self._requests)
         try:
             elements = await run_in_threadpool(
@@ -606,12 +420,12 @@ class Api:
             raise ApiError(503, "the ingest log is not writable: %s" % e) from None
         if not stamped:
             res["t"] = t
-        return _json(res, 202)
+        return json_response(res, 202)
 
     async def watermark(self, request: Request) -> Response:
-        t = _int_param(request, "t")
+        t = int_param(request, "t")
         if t is None:
-            body = await _read_body(request)
+            body = await read_body(request)
             try:
                 doc = json.loads(body or b"{}")
                 t = int(doc["t"]) if isinstance(doc, dict) and "t" in doc else None
@@ -626,7 +440,7 @@ class Api:
             fired = await run_in_threadpool(self.live.advance_to, t)
         except EventTimeError as e:  # more than the maximum jump ahead of the current time
             raise ApiError(422, str(e), t=e.t) from None
-        return _json({"watermark": t, "last_report": fired})
+        return json_response({"watermark": t, "last_report": fired})
 
     def _check_batch(self, elements: Sequence[Any]) -> None:
         """The push batch limits: elements and triples in one body (413)."""
@@ -712,7 +526,7 @@ class Api:
     async def sparql(self, request: Request) -> Response:
         params = {k: request.query_params.getlist(k) for k in request.query_params.keys()}
         if request.method == "POST":
-            body = await _read_body(request)
+            body = await read_body(request)
             ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if ctype == "application/x-www-form-urlencoded":
                 try:
@@ -740,7 +554,7 @@ class Api:
                 queries[0], params.get("default-graph-uri"), params.get("named-graph-uri")
             )
         except QueryError as e:
-            raise _query_error(e) from None
+            raise query_error(e) from None
         if "triples" in res:
             text = "".join(t + "\n" for t in res["triples"])
             return Response(text, media_type="application/n-triples")
@@ -755,9 +569,9 @@ class Api:
     async def status(self, request: Request) -> Response:
         """Engine figures and the limits in force (needs scope read)."""
         body = {"status": "ok", **self.live.status()}
-        body["subscribers"] = self._subscribers
+        body["subscribers"] = self.results.open_count
         body["limits"] = dataclasses.asdict(self.limits)
-        return _json(body)
+        return json_response(body)
 
     async def metrics(self, request: Request) -> Response:
         from linkstream.metrics import CONTENT_TYPE
@@ -765,62 +579,7 @@ class Api:
         return Response(self.live.metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def openapi(self, request: Request) -> Response:
-        return _json(openapi_schema())
-
-
-#: where an error without a more precise place points, by status
-_WHERE = {401: "header Authorization", 403: "header Authorization", 404: "path", 405: "method", 409: "path"}
-_WHERE[410] = "header Last-Event-ID"
-_WHERE.update({415: "header Content-Type", 503: "server"})
-
-
-async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    body: dict[str, Any] = {"error": exc.message, "where": _WHERE.get(exc.status, "request")}
-    body.update({k: v for k, v in exc.extra.items() if v is not None and v != []})
-    return _json(body, exc.status)
-
-
-async def _limit_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, LimitExceeded)
-    body = {"error": exc.message, "where": exc.where, "limit": exc.limit, "value": exc.value}
-    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
-    if exc.status in (408, 413):  # the rest of the body is not read: do not reuse the connection
-        headers = {"Connection": "close"}
-    return _json(body, exc.status, headers)
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    headers = dict(exc.headers or {})
-    if exc.status_code == 404:
-        message = "no endpoint %s (see /openapi.json)" % request.url.path
-    elif exc.status_code == 405:
-        message = "method %s is not allowed on %s (allowed: %s)" % (
-            request.method,
-            request.url.path,
-            headers.get("Allow", headers.get("allow", "?")),
-        )
-    else:
-        message = str(exc.detail)
-    return _json(
-        {"error": message, "where": _WHERE.get(exc.status_code, "request")}, exc.status_code, headers
-    )
-
-
-async def _unavailable(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, EngineClosed):
-        return _json({"error": "the engine is shutting down", "where": "server"}, 503)
-    return _json(
-        {"error": "the engine did not answer in time; retry later", "where": "server"},
-        503,
-        {"Retry-After": "5"},
-    )
-
-
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
-    return _json({"error": "internal error: %s" % type(exc).__name__, "where": "server"}, 500)
+        return json_response(openapi_schema())
 
 
 def create_app(
@@ -873,14 +632,7 @@ def create_app(
 
     app = Starlette(
         routes=routes,
-        exception_handlers={
-            ApiError: _api_error,
-            LimitExceeded: _limit_error,
-            HTTPException: _http_error,
-            EngineClosed: _unavailable,
-            TimeoutError: _unavailable,
-            Exception: _unexpected,
-        },
+        exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
     app.state.live = live

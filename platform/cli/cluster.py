@@ -19,8 +19,10 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from linkstream.containers.security import Security
+if TYPE_CHECKING:  # the parsers are built on every command; zmq loads only when used
+    from linkstream.containers.security import Security
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +122,8 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     import uvicorn
 
     from linkstream.cli.args import DEFAULT_BASE, split_binding
-    from linkstream.cluster.service import ClusterService, create_service_app
+    from linkstream.cluster.proxy import create_service_app
+    from linkstream.cluster.service import ClusterService
     from linkstream.config import load as load_config
     from linkstream.metrics import CoordinatorMetrics, serve_metrics
     from linkstream.scheduler.state import Policy

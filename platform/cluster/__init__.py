@@ -2,6 +2,12 @@
 
 What runs outside the operator containers and feeds them:
 
+* ``service.py``      -- ``run --zk``: :class:`ClusterService`, a coordinator serving the HTTP API
+  (leader election, the query registry, the leader's live engine).
+* ``remote_engine.py`` -- the leader's engine: live-engine calls carried to the operator containers.
+* ``proxy.py``        -- a standby forwards requests to the leader; the API application of a
+  coordinator (:func:`create_service_app`).
+* ``results.py``      -- the replicated result log every coordinator serves results from.
 * ``replay.py``       -- ``replay --cluster N / --zk``: the driver that feeds operator containers.
 * ``driver.py``       -- the driver's protocol state (:class:`ClusterEngine`): elements out,
   ticks, results in.

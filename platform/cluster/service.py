@@ -18,7 +18,7 @@ Design (first cut of issue 15):
   into the registry record, so a standby that cannot reach the leader still answers
   ``GET /queries`` from ZooKeeper.
 * **One leader does the ingest.**  The leader runs a :class:`LiveEngine` whose engine is
-  a :class:`RemoteEngine`: the live engine keeps every rule of embedded ``run`` (event
+  a :class:`~linkstream.cluster.remote_engine.RemoteEngine`: the live engine keeps every rule of embedded ``run`` (event
   time, per-stream watermarks, idle streams, late elements dropped and counted, report
   times, subscriptions), and the remote engine carries its calls to the operator
   containers through the machinery of ``replay --zk``
@@ -34,7 +34,7 @@ Design (first cut of issue 15):
 * **Standbys forward.**  A coordinator that does not lead forwards every request but
   ``/healthz``, ``/status``, ``/metrics`` and ``/openapi.json`` to the leader's API (its URL is in
   the leader's ``<root>/coordinators/<id>`` node), streaming SSE / JSONL through
-  (:class:`LeaderProxy`).  Limit: all ingest and ticks go through one process; a
+  (:class:`~linkstream.cluster.proxy.LeaderProxy`).  Limit: all ingest and ticks go through one process; a
   standby adds one hop; elements pushed while no leader serves are refused (503), and
   what the old leader had buffered but not yet ticked is lost.
 * **Results are read anywhere and resume.**  Every coordinator holds the replicated
@@ -50,30 +50,23 @@ data flows misses its first report (its container needs one tick to prime it).
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import hashlib
-import json
 import logging
 import queue
 import threading
 import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
 
 import httpx
-import numpy as np
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
-from linkstream.cluster.results import LOG_PATH, Entry, ResultLog, serve_log
+from linkstream.cluster.driver import task_id
+from linkstream.cluster.remote_engine import RemoteEngine
+from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
 from linkstream.containers.security import Security
-from linkstream.containers.transport import LOOPBACK_ANY, Receiver
 from linkstream.engine.embedded import Engine, QueryStats
 from linkstream.engine.live.runtime import LiveEngine, QueryConflict, QueryView, UnknownQuery
 from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, Subscription
@@ -88,23 +81,14 @@ from linkstream.scheduler.coordinator import Coordinator
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
 from linkstream.scheduler.load import LoadReporter
 from linkstream.scheduler.registry import QueryExistsError, QueryNotFoundError, QueryRegistry
-from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
-from linkstream.scheduler.state import Policy, TaskSpec
+from linkstream.scheduler.runs import RunNode
+from linkstream.scheduler.state import Policy
 from linkstream.scheduler.zkclient import lock_down
 
 logger = logging.getLogger(__name__)
 
-#: the token id of the request being served (set by :class:`LeaderProxy`), for ``owner``
+#: the token id of the request being served (set by :class:`~linkstream.cluster.proxy.LeaderProxy`), for ``owner``
 OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("linkstream_owner", default=None)
-
-#: header a forwarded request carries (a coordinator never forwards it again)
-FORWARDED = "x-linkstream-forwarded-by"
-LOCAL_PATHS = frozenset({"/healthz", "/status", "/metrics", "/openapi.json"})
-_HOP = frozenset({b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"})
-
-
-class ClusterBusy(QueryConflict):
-    """Another driver (a ``replay --zk``) holds the cluster's run."""
 
 
 class NotLeading(TimeoutError):
@@ -116,293 +100,6 @@ def token_id(authorization: str | None) -> str | None:
     if not authorization:
         return None
     return "tok-" + hashlib.sha256(authorization.encode("utf-8")).hexdigest()[:12]
-
-
-class _NoBuffer:
-    """Stands in for a stream buffer on the leader: the windows live on the containers."""
-
-    base = 0
-    watermark = None
-
-    def __init__(self) -> None:
-        self.windows: list[object] = []
-
-    def search(self, t: int) -> int:
-        return 0
-
-
-class _LiveClusterEngine(ClusterEngine):
-    """A :class:`ClusterEngine` whose failed queries are marked, not fatal."""
-
-    failed: dict[str, str]
-
-    def _check_failures(self) -> None:
-        failures, self._failures = self._failures, []
-        for f in failures:
-            if f.query:
-                self.failed[f.query] = f"{f.container}: {f.error}"
-                logger.error("query %s failed on %s: %s", f.query, f.container, f.error)
-            else:
-                logger.error("container %s cannot take part: %s", f.container, f.error)
-
-
-class RemoteEngine:
-    """The engine interface :class:`LiveEngine`'s worker drives, backed by operator containers.
-
-    Only the live engine's worker thread calls it.  The run (receiver socket, run node,
-    :class:`ClusterEngine`) exists while at least one query is registered.
-
-    Args:
-        client: The coordinator's started kazoo client.
-        base: Base IRI of the queries.
-        default_step: Report step of windows without STEP.
-        statics: ``(iri or None, path)`` static graph files every container loads.
-        retention_ms: Stream history kept for queries registered later (the fan-out's backlog).
-        root: Cluster root inside the chroot.
-        answer_timeout: Seconds to wait for a tick's answers.
-        ready_timeout: Seconds a query's first report waits for a container to hold it.
-        on_state: Called with ``(name, state)`` when a query's state changes.
-        on_report: Called with ``(c, lines by query)`` after each tick (the result log).
-        bind: Endpoint of the result socket.
-        security: The coordinator's credential and CURVE keys (``None``: insecure).
-        on_reject: Counts refused handshakes on the result socket.
-    """
-
-    def __init__(
-        self,
-        client: KazooClient,
-        *,
-        base: str,
-        default_step: int,
-        statics: Sequence[tuple[str | None, str]] = (),
-        retention_ms: int = 60_000,
-        root: str = DEFAULT_ROOT,
-        answer_timeout: float = 30.0,
-        ready_timeout: float = 30.0,
-        on_state: Callable[[str, str], None] | None = None,
-        on_report: Callable[[int, dict[str, list[str]]], None] | None = None,
-        bind: str = LOOPBACK_ANY,
-        security: Security | None = None,
-        on_reject: Callable[[str], None] | None = None,
-    ) -> None:
-        self.client = client
-        self.security = security or Security.insecure()
-        self.on_reject = on_reject
-        self.base = base
-        self.default_step = default_step
-        self.statics = tuple(statics)
-        self.retention_ms = retention_ms
-        self.root = root
-        self.answer_timeout = answer_timeout
-        self.ready_timeout = ready_timeout
-        self.on_state = on_state
-        self.on_report = on_report
-        self.bind = bind
-        self.dictionary = MemoryDictionary()
-        self.buffers: dict[str, _NoBuffer] = {}
-        self.states: dict[str, str] = {}
-        self.table = AssignmentTable(client, root)
-        self.run_node = RunNode(client, root)
-        self.cluster: _LiveClusterEngine | None = None
-        self._receiver: Receiver | None = None
-        self._waited: set[str] = set()
-
-    # ------------------------------------------------------------------ the run
-
-    def _open_run(self) -> _LiveClusterEngine:
-        if self.cluster is not None:
-            return self.cluster
-        server = self.security.server(self.client, self.root, self.on_reject)
-        receiver = Receiver(self.bind, rcvhwm=100000, curve_keys=server)
-        spec = RunSpec(
-            id="live-" + uuid.uuid4().hex[:10],
-            driver=receiver.endpoint,
-            base=self.base,
-            default_step=self.default_step,
-            statics=self.statics,
-            route="streams",
-            driver_key=self.security.public_text,
-        )
-        try:
-            self.run_node.claim(spec)
-        except RunActiveError as exc:
-            receiver.close()
-            raise ClusterBusy(f"the cluster is busy: {exc}") from None
-        cluster = _LiveClusterEngine(
-            self.client,
-            spec,
-            {},
-            receiver,
-            self.dictionary,
-            answer_timeout=self.answer_timeout,
-            root=self.root,
-            security=self.security,
-        )
-        cluster.failed = {}
-        self.cluster, self._receiver = cluster, receiver
-        for iri in self.buffers:  # streams pushed before: known to the run from the start
-            cluster.add_stream(iri, self.retention_ms)
-        self.run_node.update(cluster.spec)
-        logger.info("live run %s opened (results at %s)", spec.id, receiver.endpoint)
-        return cluster
-
-    def _close_run(self) -> None:
-        cluster, receiver = self.cluster, self._receiver
-        self.cluster = self._receiver = None
-        if cluster is None:
-            return
-        cluster.close()
-        try:
-            if self.run_node.get() == cluster.spec:
-                self.run_node.release()
-        except KazooException:
-            logger.warning("cannot release the live run node", exc_info=True)
-        if receiver is not None:
-            receiver.close()
-        logger.info("live run %s closed", cluster.spec.id)
-
-    def _publish(self) -> None:
-        assert self.cluster is not None
-        self.run_node.update(self.cluster.spec)
-
-    def _horizon(self, iri: str) -> int | None:
-        assert self.cluster is not None
-        h = self.retention_ms
-        for q in self.cluster.queries.values():
-            for w in q.cq.windows:
-                if w.stream != iri:
-                    continue
-                if w.spec.kind != "time" or w.spec.range_ms is None:
-                    return None
-                h = max(h, w.spec.range_ms + w.spec.step_or(self.default_step))
-        return h
-
-    def _set_state(self, name: str, state: str) -> None:
-        if self.states.get(name) == state:
-            return
-        self.states[name] = state
-        if self.on_state is not None:
-            self.on_state(name, state)
-
-    # ------------------------------------------------------------------ engine interface
-
-    def register(self, cq: ContinuousQuery) -> RemoteQuery:
-        """Adds ``cq`` to the run (opening it) and submits its task; placement is asynchronous."""
-        cluster = self._open_run()
-        steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
-        rq = RemoteQuery(cq, steps)
-        streams = list(dict.fromkeys(w.stream for w in cq.windows))
-        for iri in streams:
-            cluster.add_stream(iri, self.retention_ms)
-            self.buffers.setdefault(iri, _NoBuffer())
-        cluster.add_query(rq)
-        for iri in streams:
-            cluster.set_horizon(iri, self._horizon(iri))
-        self._publish()  # the run names the query before its task exists
-        self.table.submit(
-            TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=tuple(streams))
-        )
-        cluster.failed.pop(cq.name, None)
-        self._waited.discard(cq.name)
-        self._set_state(cq.name, "pending")
-        return rq
-
-    def unregister(self, name: str) -> None:
-        """Withdraws the query's task and takes it out of the run (closing it after the last)."""
-        cluster = self.cluster
-        try:
-            self.table.withdraw(task_id(name))
-        except KazooException:
-            logger.warning("cannot withdraw the task of %s", name, exc_info=True)
-        self.states.pop(name, None)
-        if cluster is None:
-            return
-        cluster.remove_query(name)
-        if not cluster.queries:
-            self._close_run()
-        else:
-            self._publish()
-
-    def buffer(self, iri: str) -> _NoBuffer:
-        """The (empty) stand-in buffer of ``iri``; adds the stream to the run."""
-        buf = self.buffers.get(iri)
-        if buf is None:
-            buf = self.buffers[iri] = _NoBuffer()
-            if self.cluster is not None:
-                self.cluster.add_stream(iri, self.retention_ms)
-                self._publish()
-        return buf
-
-    def ingest(self, stream: str, t: int, ids: np.ndarray) -> None:
-        """Routes one element to the containers subscribed to ``stream``."""
-        if self.cluster is not None:
-            self.cluster.ingest(stream, t, ids)
-
-    def poll(self) -> None:
-        """Reads the containers' messages, admits new ones, updates the queries' states."""
-        cluster = self.cluster
-        if cluster is None:
-            return
-        cluster.pump(0.0)
-        cluster._check_failures()
-        cluster.admit()
-        self._observe(cluster)
-
-    def _observe(self, cluster: _LiveClusterEngine) -> None:
-        for name in cluster.queries:
-            if name in cluster.failed:
-                self._set_state(name, "failed: " + cluster.failed[name])
-            elif cluster.ready_on(name):
-                self._set_state(name, "running")
-
-    def tick(self, c: int, names: Sequence[str]) -> dict[str, list[str]]:
-        """Report time ``c`` on every container; the lines of ``names``.
-
-        Waits (once per query, at most ``ready_timeout``) until a container holds each
-        due query, so that a query's first report is not lost to its placement.
-        """
-        cluster = self.cluster
-        out: dict[str, list[str]] = {n: [] for n in names}
-        if cluster is None:
-            return out
-        deadline = time.monotonic() + self.ready_timeout
-        while True:
-            cluster.pump(0.0)
-            cluster._check_failures()
-            cluster.admit()
-            waiting = [
-                n
-                for n in names
-                if n not in cluster.failed and n not in self._waited and not cluster.ready_on(n)
-            ]
-            if not waiting:
-                break
-            if time.monotonic() > deadline:
-                logger.warning("no container holds %s yet; their lines are lost", ", ".join(waiting))
-                self._waited.update(waiting)
-                break
-            cluster.pump(0.02)
-        for n in names:
-            if cluster.ready_on(n):
-                self._waited.add(n)
-        live = [n for n in names if n not in cluster.failed and n in cluster.queries]
-        out.update(cluster.tick(c, live))
-        self._observe(cluster)
-        if self.on_report is not None:
-            self.on_report(c, out)  # replicated before any subscriber sees it
-        return out
-
-    def gc(self) -> None:
-        """Handles what the containers sent meanwhile."""
-        self.poll()
-
-    def operator_count(self) -> int:
-        """Queries of the run (their operators live on the containers)."""
-        return 0 if self.cluster is None else len(self.cluster.queries)
-
-    def close(self) -> None:
-        """Ends the run (the containers drop it) and closes the sockets."""
-        self._close_run()
 
 
 class _Defaults:
@@ -429,7 +126,7 @@ class ClusterService:
         policy: Scheduler policy.
         meta: More fields for the coordinator's ZooKeeper node (metrics endpoint ...).
         coordinator_metrics: The scheduler's metrics.
-        ready_timeout: See :class:`RemoteEngine`.
+        ready_timeout: See :class:`~linkstream.cluster.remote_engine.RemoteEngine`.
         results_retention_s: Wall-clock seconds of results kept for resuming readers.
         security: ZooKeeper credential and CURVE keys (``None``: insecure).  Secure: the
             coordinator's nodes are private to the credential, it makes older open nodes
@@ -471,7 +168,7 @@ class ClusterService:
         self.ready_timeout = ready_timeout
         self.metrics = LiveMetrics()
         self.log = ResultLog(results_retention_s)
-        #: bearer secret this coordinator sends to the others (set by create_service_app)
+        #: bearer secret this coordinator sends to the others (set by :func:`~linkstream.cluster.proxy.create_service_app`)
         self.peer_token: str | None = None
         self._peer_http: httpx.Client | None = None
         self.client = self.security.kazoo(hosts, session_timeout)
@@ -933,146 +630,4 @@ class ClusterService:
         return out
 
 
-class LeaderProxy:
-    """ASGI middleware: a standby forwards requests to the leader's API, streaming answers.
-
-    Requests for ``/healthz``, ``/metrics`` and ``/openapi.json``, requests already
-    forwarded once, and every request on the leader go to the wrapped application.  When
-    no leader can be reached the wrapped application answers: reads of ``/queries``
-    from the registry, anything else with 503.  It also sets :data:`OWNER` from the
-    ``Authorization`` header.
-    """
-
-    def __init__(self, app: ASGIApp, service: ClusterService) -> None:
-        self.app = app
-        self.service = service
-        self._http: httpx.AsyncClient | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        auth = headers.get(b"authorization")
-        OWNER.set(token_id(auth.decode("latin-1") if auth else None))
-        path = scope["path"]
-        if path == LOG_PATH and scope["method"] == "GET":
-            await self._serve_log(scope, send)
-            return
-        results = (
-            scope["method"] == "GET"
-            and path.startswith("/queries/")
-            and path.endswith(("/results", "/results.jsonl"))
-        )
-        if path in LOCAL_PATHS or results or FORWARDED.encode() in headers or self.service.leading():
-            await self.app(scope, receive, send)
-            return
-        ident, url = await asyncio.to_thread(self.service.leader)
-        if not url or ident == self.service.identifier:
-            await self.app(scope, receive, send)
-            return
-        body = bytearray()
-        while True:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                return
-            body += msg.get("body", b"")
-            if not msg.get("more_body", False):
-                break
-        started = await self._forward(scope, receive, send, url, bytes(body))
-        if started:
-            return
-        self.service.forget_leader()
-        replayed = False
-
-        async def again() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, again, send)
-
-    async def _serve_log(self, scope: Scope, send: Send) -> None:
-        from urllib.parse import parse_qsl
-
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        body = json.dumps(await serve_log(self.service.log, query), separators=(",", ":")).encode("utf-8")
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> bool:
-        """Forwards one request; ``False`` if the leader could not be reached (nothing sent)."""
-        if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), follow_redirects=False)
-        path = scope.get("raw_path") or quote(scope["path"]).encode()
-        target = url.rstrip("/") + path.decode("latin-1")
-        if scope.get("query_string"):
-            target += "?" + scope["query_string"].decode("latin-1")
-        fwd = [
-            (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k.lower() not in _HOP
-        ]
-        fwd.append((FORWARDED, self.service.identifier))
-        request = self._http.build_request(scope["method"], target, headers=fwd, content=body)
-        try:
-            response = await self._http.send(request, stream=True)
-        except httpx.TransportError:
-            return False
-        started = False
-
-        async def relay() -> None:
-            nonlocal started
-            out = [
-                (k.lower().encode("latin-1"), v.encode("latin-1"))
-                for k, v in response.headers.multi_items()
-                if k.lower().encode("latin-1") not in _HOP
-            ]
-            await send({"type": "http.response.start", "status": response.status_code, "headers": out})
-            started = True
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-        async def disconnected() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-
-        relay_task = asyncio.ensure_future(relay())
-        watch_task = asyncio.ensure_future(disconnected())
-        try:
-            await asyncio.wait({relay_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (relay_task, watch_task):
-                t.cancel()
-            await response.aclose()
-        if relay_task.done() and not relay_task.cancelled() and relay_task.exception() is not None:
-            if not started:
-                await send({"type": "http.response.start", "status": 502, "headers": []})
-                await send({"type": "http.response.body", "body": b'{"error": "leader connection failed"}'})
-            logger.info("forwarding to %s ended: %s", url, relay_task.exception())
-        return True
-
-
-def create_service_app(service: ClusterService, *, token: str | None = None) -> ASGIApp:
-    """The HTTP API of ``run --zk``: the same application as ``run``, behind :class:`LeaderProxy`."""
-    from linkstream.api.app import BearerAuth, create_app
-    from linkstream.api.auth import parse_token
-
-    app: ASGIApp = LeaderProxy(create_app(service, base=service.base), service)
-    if token:
-        service.peer_token = parse_token(token).secret
-        app = BearerAuth(app, token)
-    return app
-
-
-__all__ = ["ClusterBusy", "ClusterService", "LeaderProxy", "NotLeading", "RemoteEngine", "create_service_app"]
+__all__ = ["OWNER", "ClusterService", "NotLeading", "token_id"]

@@ -1,0 +1,168 @@
+"""The HTTP side of ``run --zk``: :class:`LeaderProxy` (a standby forwards to the leader) and
+:func:`create_service_app` (the API application of a coordinator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from urllib.parse import quote
+
+import httpx
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from linkstream.cluster.results import LOG_PATH, serve_log
+from linkstream.cluster.service import OWNER, ClusterService, token_id
+
+logger = logging.getLogger(__name__)
+
+#: header a forwarded request carries (a coordinator never forwards it again)
+FORWARDED = "x-linkstream-forwarded-by"
+LOCAL_PATHS = frozenset({"/healthz", "/status", "/metrics", "/openapi.json"})
+_HOP = frozenset({b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"})
+
+
+class LeaderProxy:
+    """ASGI middleware: a standby forwards requests to the leader's API, streaming answers.
+
+    Requests for ``/healthz``, ``/metrics`` and ``/openapi.json``, requests already
+    forwarded once, and every request on the leader go to the wrapped application.  When
+    no leader can be reached the wrapped application answers: reads of ``/queries``
+    from the registry, anything else with 503.  It also sets :data:`OWNER` from the
+    ``Authorization`` header.
+    """
+
+    def __init__(self, app: ASGIApp, service: ClusterService) -> None:
+        self.app = app
+        self.service = service
+        self._http: httpx.AsyncClient | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        auth = headers.get(b"authorization")
+        OWNER.set(token_id(auth.decode("latin-1") if auth else None))
+        path = scope["path"]
+        if path == LOG_PATH and scope["method"] == "GET":
+            await self._serve_log(scope, send)
+            return
+        results = (
+            scope["method"] == "GET"
+            and path.startswith("/queries/")
+            and path.endswith(("/results", "/results.jsonl"))
+        )
+        if path in LOCAL_PATHS or results or FORWARDED.encode() in headers or self.service.leading():
+            await self.app(scope, receive, send)
+            return
+        ident, url = await asyncio.to_thread(self.service.leader)
+        if not url or ident == self.service.identifier:
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            body += msg.get("body", b"")
+            if not msg.get("more_body", False):
+                break
+        started = await self._forward(scope, receive, send, url, bytes(body))
+        if started:
+            return
+        self.service.forget_leader()
+        replayed = False
+
+        async def again() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, again, send)
+
+    async def _serve_log(self, scope: Scope, send: Send) -> None:
+        from urllib.parse import parse_qsl
+
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        body = json.dumps(await serve_log(self.service.log, query), separators=(",", ":")).encode("utf-8")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> bool:
+        """Forwards one request; ``False`` if the leader could not be reached (nothing sent)."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), follow_redirects=False)
+        path = scope.get("raw_path") or quote(scope["path"]).encode()
+        target = url.rstrip("/") + path.decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        fwd = [
+            (k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k.lower() not in _HOP
+        ]
+        fwd.append((FORWARDED, self.service.identifier))
+        request = self._http.build_request(scope["method"], target, headers=fwd, content=body)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError:
+            return False
+        started = False
+
+        async def relay() -> None:
+            nonlocal started
+            out = [
+                (k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in response.headers.multi_items()
+                if k.lower().encode("latin-1") not in _HOP
+            ]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": out})
+            started = True
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def disconnected() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        relay_task = asyncio.ensure_future(relay())
+        watch_task = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({relay_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (relay_task, watch_task):
+                t.cancel()
+            await response.aclose()
+        if relay_task.done() and not relay_task.cancelled() and relay_task.exception() is not None:
+            if not started:
+                await send({"type": "http.response.start", "status": 502, "headers": []})
+                await send({"type": "http.response.body", "body": b'{"error": "leader connection failed"}'})
+            logger.info("forwarding to %s ended: %s", url, relay_task.exception())
+        return True
+
+
+def create_service_app(service: ClusterService, *, token: str | None = None) -> ASGIApp:
+    """The HTTP API of ``run --zk``: the same application as ``run``, behind :class:`LeaderProxy`."""
+    from linkstream.api.app import BearerAuth, create_app
+    from linkstream.api.auth import parse_token
+
+    app: ASGIApp = LeaderProxy(create_app(service, base=service.base), service)
+    if token:
+        service.peer_token = parse_token(token).secret
+        app = BearerAuth(app, token)
+    return app
+
+
+__all__ = ["FORWARDED", "LeaderProxy", "create_service_app"]

@@ -1,0 +1,328 @@
+"""The leader's engine of ``run --zk``: :class:`RemoteEngine` carries the live engine's calls to
+the operator containers.
+
+:class:`~linkstream.cluster.service.ClusterService` (the coordinator serving the API) runs a
+:class:`~linkstream.engine.live.runtime.LiveEngine` while it leads; that live engine's engine is
+a :class:`RemoteEngine`, which keeps no windows itself (:class:`_NoBuffer`) and drives the
+machinery of ``replay --zk`` (:class:`~linkstream.cluster.driver.ClusterEngine`): the run node
+grows and shrinks with the registered queries, elements are routed to the containers whose
+queries read their stream, every report time is one tick on every container.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
+from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
+from linkstream.containers.security import Security
+from linkstream.containers.transport import LOOPBACK_ANY, Receiver
+from linkstream.engine.live.runtime import QueryConflict
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.scheduler.assignment import AssignmentTable
+from linkstream.scheduler.layout import DEFAULT_ROOT
+from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
+from linkstream.scheduler.state import TaskSpec
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterBusy(QueryConflict):
+    """Another driver (a ``replay --zk``) holds the cluster's run."""
+
+
+class _NoBuffer:
+    """Stands in for a stream buffer on the leader: the windows live on the containers."""
+
+    base = 0
+    watermark = None
+
+    def __init__(self) -> None:
+        self.windows: list[object] = []
+
+    def search(self, t: int) -> int:
+        return 0
+
+
+class _LiveClusterEngine(ClusterEngine):
+    """A :class:`ClusterEngine` whose failed queries are marked, not fatal."""
+
+    failed: dict[str, str]
+
+    def _check_failures(self) -> None:
+        failures, self._failures = self._failures, []
+        for f in failures:
+            if f.query:
+                self.failed[f.query] = f"{f.container}: {f.error}"
+                logger.error("query %s failed on %s: %s", f.query, f.container, f.error)
+            else:
+                logger.error("container %s cannot take part: %s", f.container, f.error)
+
+
+class RemoteEngine:
+    """The engine interface :class:`LiveEngine`'s worker drives, backed by operator containers.
+
+    Only the live engine's worker thread calls it.  The run (receiver socket, run node,
+    :class:`ClusterEngine`) exists while at least one query is registered.
+
+    Args:
+        client: The coordinator's started kazoo client.
+        base: Base IRI of the queries.
+        default_step: Report step of windows without STEP.
+        statics: ``(iri or None, path)`` static graph files every container loads.
+        retention_ms: Stream history kept for queries registered later (the fan-out's backlog).
+        root: Cluster root inside the chroot.
+        answer_timeout: Seconds to wait for a tick's answers.
+        ready_timeout: Seconds a query's first report waits for a container to hold it.
+        on_state: Called with ``(name, state)`` when a query's state changes.
+        on_report: Called with ``(c, lines by query)`` after each tick (the result log).
+        bind: Endpoint of the result socket.
+        security: The coordinator's credential and CURVE keys (``None``: insecure).
+        on_reject: Counts refused handshakes on the result socket.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        base: str,
+        default_step: int,
+        statics: Sequence[tuple[str | None, str]] = (),
+        retention_ms: int = 60_000,
+        root: str = DEFAULT_ROOT,
+        answer_timeout: float = 30.0,
+        ready_timeout: float = 30.0,
+        on_state: Callable[[str, str], None] | None = None,
+        on_report: Callable[[int, dict[str, list[str]]], None] | None = None,
+        bind: str = LOOPBACK_ANY,
+        security: Security | None = None,
+        on_reject: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.security = security or Security.insecure()
+        self.on_reject = on_reject
+        self.base = base
+        self.default_step = default_step
+        self.statics = tuple(statics)
+        self.retention_ms = retention_ms
+        self.root = root
+        self.answer_timeout = answer_timeout
+        self.ready_timeout = ready_timeout
+        self.on_state = on_state
+        self.on_report = on_report
+        self.bind = bind
+        self.dictionary = MemoryDictionary()
+        self.buffers: dict[str, _NoBuffer] = {}
+        self.states: dict[str, str] = {}
+        self.table = AssignmentTable(client, root)
+        self.run_node = RunNode(client, root)
+        self.cluster: _LiveClusterEngine | None = None
+        self._receiver: Receiver | None = None
+        self._waited: set[str] = set()
+
+    # ------------------------------------------------------------------ the run
+
+    def _open_run(self) -> _LiveClusterEngine:
+        if self.cluster is not None:
+            return self.cluster
+        server = self.security.server(self.client, self.root, self.on_reject)
+        receiver = Receiver(self.bind, rcvhwm=100000, curve_keys=server)
+        spec = RunSpec(
+            id="live-" + uuid.uuid4().hex[:10],
+            driver=receiver.endpoint,
+            base=self.base,
+            default_step=self.default_step,
+            statics=self.statics,
+            route="streams",
+            driver_key=self.security.public_text,
+        )
+        try:
+            self.run_node.claim(spec)
+        except RunActiveError as exc:
+            receiver.close()
+            raise ClusterBusy(f"the cluster is busy: {exc}") from None
+        cluster = _LiveClusterEngine(
+            self.client,
+            spec,
+            {},
+            receiver,
+            self.dictionary,
+            answer_timeout=self.answer_timeout,
+            root=self.root,
+            security=self.security,
+        )
+        cluster.failed = {}
+        self.cluster, self._receiver = cluster, receiver
+        for iri in self.buffers:  # streams pushed before: known to the run from the start
+            cluster.add_stream(iri, self.retention_ms)
+        self.run_node.update(cluster.spec)
+        logger.info("live run %s opened (results at %s)", spec.id, receiver.endpoint)
+        return cluster
+
+    def _close_run(self) -> None:
+        cluster, receiver = self.cluster, self._receiver
+        self.cluster = self._receiver = None
+        if cluster is None:
+            return
+        cluster.close()
+        try:
+            if self.run_node.get() == cluster.spec:
+                self.run_node.release()
+        except KazooException:
+            logger.warning("cannot release the live run node", exc_info=True)
+        if receiver is not None:
+            receiver.close()
+        logger.info("live run %s closed", cluster.spec.id)
+
+    def _publish(self) -> None:
+        assert self.cluster is not None
+        self.run_node.update(self.cluster.spec)
+
+    def _horizon(self, iri: str) -> int | None:
+        assert self.cluster is not None
+        h = self.retention_ms
+        for q in self.cluster.queries.values():
+            for w in q.cq.windows:
+                if w.stream != iri:
+                    continue
+                if w.spec.kind != "time" or w.spec.range_ms is None:
+                    return None
+                h = max(h, w.spec.range_ms + w.spec.step_or(self.default_step))
+        return h
+
+    def _set_state(self, name: str, state: str) -> None:
+        if self.states.get(name) == state:
+            return
+        self.states[name] = state
+        if self.on_state is not None:
+            self.on_state(name, state)
+
+    # ------------------------------------------------------------------ engine interface
+
+    def register(self, cq: ContinuousQuery) -> RemoteQuery:
+        """Adds ``cq`` to the run (opening it) and submits its task; placement is asynchronous."""
+        cluster = self._open_run()
+        steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
+        rq = RemoteQuery(cq, steps)
+        streams = list(dict.fromkeys(w.stream for w in cq.windows))
+        for iri in streams:
+            cluster.add_stream(iri, self.retention_ms)
+            self.buffers.setdefault(iri, _NoBuffer())
+        cluster.add_query(rq)
+        for iri in streams:
+            cluster.set_horizon(iri, self._horizon(iri))
+        self._publish()  # the run names the query before its task exists
+        self.table.submit(
+            TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=tuple(streams))
+        )
+        cluster.failed.pop(cq.name, None)
+        self._waited.discard(cq.name)
+        self._set_state(cq.name, "pending")
+        return rq
+
+    def unregister(self, name: str) -> None:
+        """Withdraws the query's task and takes it out of the run (closing it after the last)."""
+        cluster = self.cluster
+        try:
+            self.table.withdraw(task_id(name))
+        except KazooException:
+            logger.warning("cannot withdraw the task of %s", name, exc_info=True)
+        self.states.pop(name, None)
+        if cluster is None:
+            return
+        cluster.remove_query(name)
+        if not cluster.queries:
+            self._close_run()
+        else:
+            self._publish()
+
+    def buffer(self, iri: str) -> _NoBuffer:
+        """The (empty) stand-in buffer of ``iri``; adds the stream to the run."""
+        buf = self.buffers.get(iri)
+        if buf is None:
+            buf = self.buffers[iri] = _NoBuffer()
+            if self.cluster is not None:
+                self.cluster.add_stream(iri, self.retention_ms)
+                self._publish()
+        return buf
+
+    def ingest(self, stream: str, t: int, ids: np.ndarray) -> None:
+        """Routes one element to the containers subscribed to ``stream``."""
+        if self.cluster is not None:
+            self.cluster.ingest(stream, t, ids)
+
+    def poll(self) -> None:
+        """Reads the containers' messages, admits new ones, updates the queries' states."""
+        cluster = self.cluster
+        if cluster is None:
+            return
+        cluster.pump(0.0)
+        cluster._check_failures()
+        cluster.admit()
+        self._observe(cluster)
+
+    def _observe(self, cluster: _LiveClusterEngine) -> None:
+        for name in cluster.queries:
+            if name in cluster.failed:
+                self._set_state(name, "failed: " + cluster.failed[name])
+            elif cluster.ready_on(name):
+                self._set_state(name, "running")
+
+    def tick(self, c: int, names: Sequence[str]) -> dict[str, list[str]]:
+        """Report time ``c`` on every container; the lines of ``names``.
+
+        Waits (once per query, at most ``ready_timeout``) until a container holds each
+        due query, so that a query's first report is not lost to its placement.
+        """
+        cluster = self.cluster
+        out: dict[str, list[str]] = {n: [] for n in names}
+        if cluster is None:
+            return out
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            cluster.pump(0.0)
+            cluster._check_failures()
+            cluster.admit()
+            waiting = [
+                n
+                for n in names
+                if n not in cluster.failed and n not in self._waited and not cluster.ready_on(n)
+            ]
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                logger.warning("no container holds %s yet; their lines are lost", ", ".join(waiting))
+                self._waited.update(waiting)
+                break
+            cluster.pump(0.02)
+        for n in names:
+            if cluster.ready_on(n):
+                self._waited.add(n)
+        live = [n for n in names if n not in cluster.failed and n in cluster.queries]
+        out.update(cluster.tick(c, live))
+        self._observe(cluster)
+        if self.on_report is not None:
+            self.on_report(c, out)  # replicated before any subscriber sees it
+        return out
+
+    def gc(self) -> None:
+        """Handles what the containers sent meanwhile."""
+        self.poll()
+
+    def operator_count(self) -> int:
+        """Queries of the run (their operators live on the containers)."""
+        return 0 if self.cluster is None else len(self.cluster.queries)
+
+    def close(self) -> None:
+        """Ends the run (the containers drop it) and closes the sockets."""
+        self._close_run()
+
+
+__all__ = ["ClusterBusy", "RemoteEngine"]
