@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "LINKSTREAM_"
+# Where `linkstream cluster up` keeps a local cluster's state (its default --dir).
+LOCAL_CLUSTER_DIR = Path(tempfile.gettempdir()) / "linkstream-local-cluster"
 CONFIG_ENV = "LINKSTREAM_CONFIG"
 
 #: established variable names -> the ``LINKSTREAM_<SECTION>_<FIELD>`` they stand for

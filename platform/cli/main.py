@@ -383,7 +383,7 @@ def _zk_options(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
-    from linkstream.cluster.localcluster import DEFAULT_DIR
+    from linkstream.config import LOCAL_CLUSTER_DIR as DEFAULT_DIR
 
     cp = sub.add_parser(
         "container", help="run an operator container", description="Serve as an operator container."

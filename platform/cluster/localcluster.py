@@ -37,13 +37,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from linkstream.config import LOCAL_CLUSTER_DIR
 from linkstream.containers.security import Security
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.membership import Membership
@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 ZK_SCRIPT = REPO / "infra" / "zookeeper.sh"
-DEFAULT_DIR = Path(tempfile.gettempdir()) / "linkstream-local-cluster"
+DEFAULT_DIR = LOCAL_CLUSTER_DIR
 STATE_FILE = "cluster.json"
 AUTH_FILE = "zk-auth"
 

@@ -14,6 +14,7 @@ text back to the original, so that errors found later still name the original po
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable, Collection
 from typing import NamedTuple, NoReturn
@@ -473,25 +474,40 @@ _UCS = (
     "\U000d0000-\U000dfffd\U000e1000-\U000efffd"
 )
 _PRIVATE = "\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd"
-_UNRES = "A-Za-z0-9\\-._~" + _UCS
-_SUB = "!$&'()*+,;="
-_PCT = "%[0-9A-Fa-f]{2}"
-_PCHAR = "(?:[%s%s:@]|%s)" % (_UNRES, _SUB, _PCT)
-_AUTH = (
-    "(?:(?:[%s%s:]|%s)*@)?" % (_UNRES, _SUB, _PCT)
-    + "(?:\\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~%s:]+)\\]|(?:[%s%s]|%s)*)"
-    % (_SUB, _UNRES, _SUB, _PCT)
-    + "(?::[0-9]*)?"
-)
-_ABEMPTY = "(?:/%s*)*" % _PCHAR
-_TAIL = "(?:\\?(?:%s|[/?%s])*)?(?:#(?:%s|[/?])*)?" % (_PCHAR, _PRIVATE, _PCHAR)
-_IRI_REF_RE = re.compile(
-    "(?:[A-Za-z][A-Za-z0-9+\\-.]*:(?://%s%s|/(?:%s+%s)?|%s+%s|)"
-    % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _PCHAR, _ABEMPTY)
-    + "|(?://%s%s|/(?:%s+%s)?|(?:[%s%s@]|%s)+%s|))"
-    % (_AUTH, _ABEMPTY, _PCHAR, _ABEMPTY, _UNRES, _SUB, _PCT, _ABEMPTY)
-    + _TAIL
-)
+
+
+def _iri_ref_pattern(ucs: str, private: str) -> str:
+    """The RFC 3987 IRI-reference grammar as a regular expression over the given
+    ``ucschar`` and ``iprivate`` classes."""
+    unres = "A-Za-z0-9\\-._~" + ucs
+    sub = "!$&'()*+,;="
+    pct = "%[0-9A-Fa-f]{2}"
+    pchar = "(?:[%s%s:@]|%s)" % (unres, sub, pct)
+    auth = (
+        "(?:(?:[%s%s:]|%s)*@)?" % (unres, sub, pct)
+        + "(?:\\[(?:[0-9A-Fa-f:.]+|v[0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~%s:]+)\\]|(?:[%s%s]|%s)*)"
+        % (sub, unres, sub, pct)
+        + "(?::[0-9]*)?"
+    )
+    abempty = "(?:/%s*)*" % pchar
+    tail = "(?:\\?(?:%s|[/?%s])*)?(?:#(?:%s|[/?])*)?" % (pchar, private, pchar)
+    return (
+        "(?:[A-Za-z][A-Za-z0-9+\\-.]*:(?://%s%s|/(?:%s+%s)?|%s+%s|)"
+        % (auth, abempty, pchar, abempty, pchar, abempty)
+        + "|(?://%s%s|/(?:%s+%s)?|(?:[%s%s@]|%s)+%s|))"
+        % (auth, abempty, pchar, abempty, unres, sub, pct, abempty)
+        + tail
+    )
+
+
+#: ASCII IRIs (nearly all) are checked with a small expression compiled at import; the full
+#: one, whose Unicode classes take ~25 ms to compile, only once a non-ASCII IRI turns up.
+_IRI_REF_ASCII_RE = re.compile(_iri_ref_pattern("", ""))
+
+
+@functools.cache
+def _iri_ref_unicode_re() -> re.Pattern[str]:
+    return re.compile(_iri_ref_pattern(_UCS, _PRIVATE))
 
 
 def iri_problem(iri: str) -> str | None:
@@ -505,7 +521,8 @@ def iri_problem(iri: str) -> str | None:
     """
     if iri in _VALID_IRIS:  # the same few prefix and namespace IRIs, query after query
         return None
-    if _IRI_REF_RE.fullmatch(iri):
+    pattern = _IRI_REF_ASCII_RE if iri.isascii() else _iri_ref_unicode_re()
+    if pattern.fullmatch(iri):
         if len(_VALID_IRIS) >= 65536:
             _VALID_IRIS.clear()
         _VALID_IRIS.add(iri)
