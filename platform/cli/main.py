@@ -322,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_replay)
     _add_cluster_commands(sub)
 
+    from linkstream.cli.storenode import add_parser as add_store_node_parser
+
+    add_store_node_parser(sub, add_security_options)
+
     dp = sub.add_parser("demo", help="replay the bundled CityBench slice and print results and throughput")
     dp.add_argument("--data", default=None, help="folder with the demo data (default: examples/citybench)")
     dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")

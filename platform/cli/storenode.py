@@ -1,0 +1,132 @@
+"""``linkstream store-node``: serve a store directory's partitions to remote readers.
+
+The node publishes the index arrays of the partitions it holds as memory regions (shared
+memory for readers on its host, TCP for the others, RDMA where a device exists) and,
+with ``--zk``, advertises itself in ZooKeeper under ``<root>/storenodes`` (an ephemeral
+znode with the cluster's private ACL unless ``--insecure``).  It prints one JSON line
+with its advertisement once serving (scripts and tests read it), then runs until
+SIGTERM / SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(sub: argparse._SubParsersAction, add_security_options: object) -> None:
+    """Registers the ``store-node`` subcommand."""
+    p = sub.add_parser(
+        "store-node",
+        help="serve a store directory's partitions as memory regions (shared memory, TCP, RDMA)",
+        description=(
+            "Serve the persistent partitions of a store directory (as `linkstream load` wrote it) "
+            "to containers and one-shot queries that read the store remotely: each partition's "
+            "index arrays become read-only memory regions, read one-sidedly over shared memory "
+            "(same host), TCP, or RDMA where a device exists. With --zk the node advertises "
+            "itself (address, transports, partitions, dictionary) in an ephemeral znode under "
+            "ROOT/storenodes; several nodes may hold overlapping partitions (replication)."
+        ),
+    )
+    p.add_argument("--store", required=True, metavar="DIR", help="the store directory to serve")
+    p.add_argument(
+        "--zk",
+        default=None,
+        metavar="HOST:PORT[/CHROOT]",
+        help="advertise in this ZooKeeper (default: do not)",
+    )
+    p.add_argument(
+        "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
+    )
+    p.add_argument(
+        "--bind", default="tcp://127.0.0.1:*", help="TCP transport endpoint to bind (default %(default)s)"
+    )
+    p.add_argument(
+        "--partitions",
+        default=None,
+        metavar="LIST",
+        help="partitions to hold, e.g. 0-3,6 (default: all of the store's)",
+    )
+    p.add_argument(
+        "--transports",
+        default="rdma,shm,tcp",
+        help="transports to serve on; unusable ones (rdma without a device) are skipped (default %(default)s)",
+    )
+    p.add_argument(
+        "--session-timeout", type=float, default=10.0, metavar="S", help="ZooKeeper session timeout"
+    )
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_security_options(p)  # type: ignore[operator]  # main.add_security_options
+    p.set_defaults(func=cmd_store_node)
+
+
+def cmd_store_node(args: argparse.Namespace) -> int:
+    """Runs one store node until a signal (exit 2 with one line on bad input)."""
+    from linkstream.rdma.regions import RegionError
+    from linkstream.store.layout import read_manifest
+    from linkstream.store.node import StoreNode, parse_partitions
+
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr)
+    security = None
+    if args.zk:
+        from linkstream.cli.cluster import cluster_security
+
+        security = cluster_security(args)
+        if security is None:
+            return 2
+    try:
+        total = read_manifest(args.store).partitions
+        parts = parse_partitions(args.partitions, total)
+        node = StoreNode(
+            args.store,
+            parts,
+            transports=[t.strip() for t in args.transports.split(",") if t.strip()],
+            bind=args.bind,
+        )
+    except (OSError, ValueError, RegionError) as e:
+        print(f"error: store-node: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda _s, _f: stop.set())
+    client = None
+    try:
+        name = ""
+        if security is not None:
+            try:
+                client = security.kazoo(args.zk, args.session_timeout)
+                client.start(timeout=30)
+                path = node.register(client, args.root)
+                name = path.rsplit("/", 1)[1]
+            except Exception as e:  # noqa: BLE001 - kazoo timeouts, auth failures: one line
+                print(f"error: store-node: cannot advertise in ZooKeeper {args.zk}: {e}", file=sys.stderr)
+                return 2
+        adv = node.advertisement(name)
+        print(json.dumps(json.loads(adv.to_json())), flush=True)
+        logger.info(
+            "store node %s serving partitions %s of %s (%d bytes) over %s",
+            name or "(not advertised)",
+            list(node.partitions),
+            node.store_dir,
+            node.bytes,
+            ", ".join(node.servers),
+        )
+        stop.wait()
+        return 0
+    finally:
+        if client is not None:
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # noqa: BLE001 - leaving ZooKeeper is best effort
+                pass
+        node.close()
+
+
+__all__ = ["add_parser", "cmd_store_node"]
