@@ -16,7 +16,7 @@ from rdflib import URIRef, Variable
 from rdflib.plugins.sparql.parserutils import CompValue
 
 from linkstream.query.errors import QueryError
-from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term, canonical
+from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
 
 
 class Expr:
@@ -181,7 +181,7 @@ _NAME_FIX = {"SAMETERM": "SAMETERM", "ISIRI": "ISIRI", "ISURI": "ISIRI", "URI": 
 
 
 def from_rdflib(t: object) -> Term:
-    """An rdflib term as a LinkStream term (canonical literal forms)."""
+    """An rdflib term as a LinkStream term (literals keep their lexical form)."""
     if isinstance(t, URIRef):
         return IRI(str(t))
     if isinstance(t, RBNode):
@@ -190,7 +190,7 @@ def from_rdflib(t: object) -> Term:
         if t.language:
             return Literal(str(t), RDF_LANGSTRING, t.language.lower())
         dt = str(t.datatype) if t.datatype is not None else XSD_STRING
-        return canonical(Literal(str(t), dt))
+        return Literal(str(t), dt)
     raise QueryError(f"unsupported term {t!r}")
 
 

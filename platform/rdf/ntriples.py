@@ -1,4 +1,4 @@
-"""A fast line parser for N-Triples and N-Quads that yields canonical N-Triples term strings.
+"""A fast line parser for N-Triples and N-Quads that yields normalised N-Triples term strings.
 
 One statement per line, as the W3C grammars (RDF 1.1, plus the RDF 1.2 additions that
 Oxigraph 0.5 accepts: triple terms ``<<( s p o )>>`` in object position and
@@ -14,10 +14,11 @@ Oxigraph (Python binding), the reference parser of ``tools/oracle.py``:
   ``.``, or anything but a comment after it are errors.
 
 The output strings are dictionary keys (see :mod:`linkstream.rdf.terms`): literals whose
-lexical form holds escapes are re-escaped canonically with ``Literal(...).n3()``,
-numeric and boolean typed literals go through
-:func:`~linkstream.rdf.terms.canonical_literal`, and blank-node labels get the caller's
-prefix (``_:b1`` -> ``_:<prefix>b1``) so that labels of different files never collide.
+lexical form holds escapes are re-escaped canonically with ``Literal(...).n3()`` (the
+same lexical form, one spelling of it), typed literals keep their lexical form and
+datatype exactly as written (``"01"^^xsd:integer`` stays ``"01"``: it is another RDF
+term than ``"1"^^xsd:integer``), and blank-node labels get the caller's prefix
+(``_:b1`` -> ``_:<prefix>b1``) so that labels of different files never collide.
 
 Hot path: one anchored regular expression per line plus dictionary caches of the
 IRIs, literals and language tags already validated; anything the fast expression does
@@ -29,15 +30,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from linkstream.rdf.terms import (
-    NUMERIC_TYPES,
-    RDF,
-    RDF_LANGSTRING,
-    XSD_BOOLEAN,
-    XSD_STRING,
-    Literal,
-    canonical_literal,
-)
+from linkstream.rdf.terms import RDF, RDF_LANGSTRING, XSD_STRING, Literal
 
 Quad = tuple[str, str, str, str | None]
 
@@ -45,7 +38,6 @@ Quad = tuple[str, str, str, str | None]
 LINE_STRIP = " \t\n\r\x0b\x0c"
 
 _RDF_DIRLANGSTRING = RDF + "dirLangString"
-_CANON_TYPES = NUMERIC_TYPES | {XSD_BOOLEAN}
 _CACHE_MAX = 1 << 16
 
 
@@ -394,10 +386,6 @@ class LineParser:
             raise NTriplesError(
                 "the datatype of a literal without a base direction must not be rdf:dirLangString"
             )
-        if dt in _CANON_TYPES:
-            canon = canonical_literal(value, dt)
-            if canon != value:
-                return Literal(canon, dt).n3()
         if has_esc:
             return Literal(value, dt).n3()
         return '"' + raw + '"^^<' + dt + ">"

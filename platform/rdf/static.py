@@ -3,7 +3,7 @@
 N-Triples and N-Quads go through the fast line parser of :mod:`linkstream.rdf.ntriples`
 (malformed lines are reported and skipped, as in stream files; the graph of a quad is
 ignored); Turtle, N3, RDF/XML, JSON-LD and TriG go through rdflib, whose terms are
-turned into the canonical N-Triples strings of :mod:`linkstream.rdf.terms`.
+turned into the N-Triples strings (lexical forms as written) of :mod:`linkstream.rdf.terms`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.rdf.ntriples import NTriplesError, parse_file_line, parser_for
-from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term, canonical
+from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
 
 _log = logging.getLogger(__name__)
 
@@ -128,8 +128,7 @@ def _rdflib_triples(path: str, fmt: str, bnode_prefix: str) -> Iterator[tuple[st
 
     # formats that may name graphs are read into a Dataset (graphs are then ignored)
     graph: rdflib.Graph = rdflib.Dataset() if fmt in _QUAD_FORMATS else rdflib.Graph()
-    # keep lexical forms as written (rdflib would re-serialise e.g. xsd:dateTime values);
-    # numeric ones are canonicalised below, as the line parser does
+    # keep lexical forms as written (rdflib would re-serialise numbers, dateTime values ...)
     saved = rdflib.NORMALIZE_LITERALS
     rdflib.NORMALIZE_LITERALS = False
     try:
@@ -155,7 +154,7 @@ def _rdflib_triples(path: str, fmt: str, bnode_prefix: str) -> Iterator[tuple[st
 
 
 def rdflib_term_str(term: object, bnode_prefix: str = "") -> str:
-    """Canonical N-Triples string of an rdflib term (IRI, blank node or literal)."""
+    """The N-Triples string of an rdflib term (IRI, blank node or literal), lexical form as written."""
     import rdflib
 
     t: Term
@@ -167,7 +166,7 @@ def rdflib_term_str(term: object, bnode_prefix: str = "") -> str:
         if term.language:
             t = Literal(str(term), RDF_LANGSTRING, term.language.lower())
         else:
-            t = canonical(Literal(str(term), str(term.datatype) if term.datatype else XSD_STRING))
+            t = Literal(str(term), str(term.datatype) if term.datatype else XSD_STRING)
     else:
         raise ValueError(f"unsupported rdflib term {term!r}")
     return t.n3()

@@ -1,11 +1,15 @@
 """RDF terms and their N-Triples form.
 
 LinkStream's dictionary keys are the N-Triples serialisation of a term (``<iri>``,
-``_:label``, ``"lex"``, ``"lex"@lang``, ``"lex"^^<datatype>``).  Typed literals of the
-numeric and boolean XSD types are canonicalised on the way in (``"01"^^xsd:integer`` is
-``"1"^^xsd:integer``), as an RDF store that encodes literals by value does; the value is
-unchanged, so results compare equal under the spec, and joins on such literals behave as
-the reference evaluator's.
+``_:label``, ``"lex"``, ``"lex"@lang``, ``"lex"^^<datatype>``).  A term keeps its lexical
+form and datatype exactly as written, from the reader through the dictionary to the
+results: ``"01"^^xsd:integer``, ``"1"^^xsd:integer`` and ``"1"^^xsd:int`` are three
+terms (DISTINCT, GROUP BY, joins and ``sameTerm`` tell them apart), equal in value
+(``=``, ``<``, ORDER BY and the numeric functions compare them by value, through the
+per-id value arrays of :class:`~linkstream.rdf.terminfo.TermInfo`).  Only the spelling
+of escapes and language tags is normalised (one N-Triples string per term).
+:func:`canonical` gives a literal's canonical form for callers that want to compare by
+value (tests, result comparison); nothing on the data path rewrites a term with it.
 """
 
 from __future__ import annotations

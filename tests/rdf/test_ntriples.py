@@ -10,7 +10,7 @@ import pyoxigraph as ox
 import pytest
 
 from linkstream.rdf.ntriples import LINE_STRIP, LineParser, NTriplesError, iri_error, parse_line
-from linkstream.rdf.terms import RDF_LANGSTRING, Literal, canonical, parse_term
+from linkstream.rdf.terms import RDF_LANGSTRING, Literal, parse_term
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 S, P = "<http://ex.org/s>", "<http://ex.org/p>"
@@ -23,7 +23,7 @@ def shared_dir() -> Path | None:
 
 
 def ox_term(t: object, prefix: str = "") -> str:
-    """The canonical N-Triples string of a pyoxigraph term (numbers by value)."""
+    """The N-Triples string of a pyoxigraph term (lexical forms as written)."""
     if isinstance(t, ox.NamedNode):
         return "<" + t.value + ">"
     if isinstance(t, ox.BlankNode):
@@ -38,7 +38,7 @@ def ox_term(t: object, prefix: str = "") -> str:
     if t.language:
         s = Literal(t.value, RDF_LANGSTRING, t.language).n3()
         return s + ("--" + str(t.direction).lower() if t.direction else "")
-    return canonical(Literal(t.value, t.datatype.value)).n3()
+    return Literal(t.value, t.datatype.value).n3()
 
 
 def reference(line: str | bytes, prefix: str = "") -> list[tuple[str, str, str, str | None]] | None:
@@ -236,12 +236,15 @@ def test_blank_and_comment_lines_give_none() -> None:
         assert parse_line(line) is None
 
 
-def test_canonical_forms() -> None:
+def test_term_strings_keep_lexical_forms() -> None:
+    """Typed literals keep lexical form and datatype; only escapes and tags get one spelling."""
     lines = {
-        T(f'"01"^^<{XSD}integer>'): f'"1"^^<{XSD}integer>',
-        T(f'"1.50"^^<{XSD}decimal>'): f'"1.5"^^<{XSD}decimal>',
-        T(f'"52.0"^^<{XSD}double>'): f'"52"^^<{XSD}double>',
-        T(f'"1"^^<{XSD}boolean>'): f'"true"^^<{XSD}boolean>',
+        T(f'"01"^^<{XSD}integer>'): f'"01"^^<{XSD}integer>',
+        T(f'"1.50"^^<{XSD}decimal>'): f'"1.50"^^<{XSD}decimal>',
+        T(f'"52.0"^^<{XSD}double>'): f'"52.0"^^<{XSD}double>',
+        T(f'"1"^^<{XSD}boolean>'): f'"1"^^<{XSD}boolean>',
+        T(f'"-3"^^<{XSD}negativeInteger>'): f'"-3"^^<{XSD}negativeInteger>',
+        T(f'"+1.0"^^<{XSD}decimal>'): f'"+1.0"^^<{XSD}decimal>',
         T(f'"abc"^^<{XSD}integer>'): f'"abc"^^<{XSD}integer>',
         T(f'"x"^^<{XSD}string>'): '"x"',
         T('"x"@EN-Us'): '"x"@en-us',

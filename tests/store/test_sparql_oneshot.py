@@ -230,7 +230,9 @@ QUERIES: list[tuple[str, str, bool]] = [
         "SELECT ?n ?d WHERE { ?n ct:hasLatitude ?lat ; ct:hasLongitude ?lon BIND(?lat * 2 - ?lon AS ?d) FILTER(?d > 102.2) }",
         False,
     ),
-    ("bind-string", 'SELECT ?x ?s WHERE { ?x ex:n ?v BIND(CONCAT(STR(?x), "#", STR(?v)) AS ?s) }', False),
+    # STR(?v + 0): a computed number (STR of a stored literal is its lexical form as written,
+    # which pyoxigraph's store does not keep; tests/store/test_sparql_literals.py checks that)
+    ("bind-string", 'SELECT ?x ?s WHERE { ?x ex:n ?v BIND(CONCAT(STR(?x), "#", STR(?v + 0)) AS ?s) }', False),
     (
         "bind-if-coalesce",
         'SELECT ?x ?r WHERE { ?x ex:n ?v OPTIONAL { ?x ex:flag ?f } BIND(COALESCE(IF(?f, "yes", "no"), "none") AS ?r) }',

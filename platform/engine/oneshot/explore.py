@@ -26,7 +26,6 @@ from linkstream.operators.batch import Batch, consolidate
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.window import TRIPLE_VARS
 from linkstream.query.expressions import Expr
-from linkstream.store.literals import NO_ALIASES, AliasMap
 from linkstream.store.protocol import Snapshot
 
 #: a pattern position: ("var", name) or ("const", id)
@@ -51,38 +50,11 @@ def _dedup_rows(*cols: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(c[keep] for c in s)
 
 
-def _duplicates(cols: Sequence[np.ndarray], among: np.ndarray) -> np.ndarray | None:
-    """A keep-mask dropping repeated rows, which can only be rows flagged in ``among``.
-
-    Row order is kept (so rows grouped by their first column stay grouped); ``None``
-    when nothing repeats.
-    """
-    idx = np.flatnonzero(among)
-    if len(idx) < 2:
-        return None
-    sub = [c[idx] for c in cols]
-    order = np.lexsort(sub[::-1])
-    same = np.ones(len(idx) - 1, dtype=bool)
-    for c in sub:
-        cs = c[order]
-        same &= cs[1:] == cs[:-1]
-    if not same.any():
-        return None
-    keep = np.ones(len(cols[0]), dtype=bool)
-    keep[idx[order[1:][same]]] = False
-    return keep
-
-
 class SnapshotGraph(Operator):
     """One graph of a query's dataset: the RDF merge of store graphs ``keys`` in a snapshot.
 
     Reading the whole graph (:meth:`compute`) is possible but only a fallback; pattern
     evaluation goes through :meth:`match` and :meth:`neighbours`, which use the indexes.
-
-    Every triple read is seen through ``aliases`` (see :mod:`linkstream.store.literals`):
-    an alias literal reads as its canonical term, and triples that become equal so are
-    one triple, as in the reference store; a canonical id given as a constant or a vertex also
-    finds the triples holding its aliases.
     """
 
     vars = TRIPLE_VARS
@@ -93,13 +65,11 @@ class SnapshotGraph(Operator):
         snapshot: Snapshot | None,
         keys: Sequence[str | None],
         name: str,
-        aliases: AliasMap = NO_ALIASES,
     ) -> None:
         super().__init__()
         self.snap = snapshot  # (not ``snapshot``: Operator.snapshot() saves operator state)
         self.keys = tuple(dict.fromkeys(keys)) if snapshot is not None else ()
         self.name = name
-        self.aliases = aliases
         self._sent = False
 
     @property
@@ -114,26 +84,11 @@ class SnapshotGraph(Operator):
     def match(self, s: int | None, p: int | None, o: int | None) -> np.ndarray:
         """``(n, 3)`` triples of the merged graph matching the constants."""
         assert self.snap is not None or not self.keys
-        al = self.aliases
-        if not al:
-            parts = [self._store.match(g, s, p, o) for g in self.keys]
-        else:
-            ss = [None] if s is None else al.members(s)
-            os_ = [None] if o is None else al.members(o)
-            parts = [self._store.match(g, a, p, b) for g in self.keys for a in ss for b in os_]
+        parts = [self._store.match(g, s, p, o) for g in self.keys]
         parts = [np.asarray(x, dtype=np.int64).reshape(-1, 3) for x in parts if len(x)]
         if not parts:
             return np.empty((0, 3), dtype=np.int64)
         t = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if al:
-            S, cs = al.canon(t[:, 0])
-            O, co = al.canon(t[:, 2])
-            if cs or co:
-                t = np.stack([S, t[:, 1], O], axis=1)
-                if len(parts) == 1:
-                    # only triples holding a canonical term can have become equal
-                    keep = _duplicates((S, t[:, 1], O), al.is_target(S) | al.is_target(O))
-                    return t if keep is None else t[keep]
         if len(parts) == 1:
             return t
         return np.stack(_dedup_rows(t[:, 0], t[:, 1], t[:, 2]), axis=1)
@@ -151,8 +106,7 @@ class SnapshotGraph(Operator):
         """
         if not self.keys or len(vertices) == 0:
             return _EMPTY, _EMPTY, _EMPTY
-        vs, origin = self.aliases.widen(vertices)
-        parts = [self._store.neighbours(g, vs, p, direction) for g in self.keys]
+        parts = [self._store.neighbours(g, vertices, p, direction) for g in self.keys]
         parts = [x for x in parts if len(x[0])]
         if not parts:
             return _EMPTY, _EMPTY, _EMPTY
@@ -160,31 +114,15 @@ class SnapshotGraph(Operator):
             r, q, n = (np.asarray(x, np.int64) for x in parts[0])
         else:
             r, q, n = (np.concatenate([x[k] for x in parts]).astype(np.int64) for k in range(3))
-        al = self.aliases
-        hit = False
-        if al:
-            n, hit = al.canon(n)
         if len(parts) > 1:
-            if origin is not None:
-                r = origin[r]
             return _dedup_rows(r, q, n)  # type: ignore[return-value]  # _dedup_rows returns three columns
-        if origin is not None:
-            # rows found from an alias of a vertex belong to the vertex's row
-            r = origin[r]
-            order = np.argsort(r, kind="stable")
-            r, q, n = r[order], q[order], n[order]
-        if origin is not None or hit:
-            # only rows of a widened vertex or with a canonical neighbour can repeat
-            keep = _duplicates((r, q, n), al.is_target(vertices[r]) | al.is_target(n))
-            if keep is not None:
-                r, q, n = r[keep], q[keep], n[keep]
         return r, q, n
 
     def compute(self, epoch: int) -> Batch:
         if self._sent:
             return Batch.empty(TRIPLE_VARS)
         self._sent = True
-        t = self.match(None, None, None)  # aliases already read as their canonical terms
+        t = self.match(None, None, None)
         return Batch(TRIPLE_VARS, np.ascontiguousarray(t.T), np.ones(len(t), dtype=np.int64))
 
 

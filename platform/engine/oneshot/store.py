@@ -13,9 +13,9 @@ The query's own terms (constants absent from the store, computed values such as
 ``COUNT`` results or ``CONCAT`` strings) never enter the store's dictionary: they get
 private ids above the ids the snapshot can contain (:class:`QueryDictionary`).
 
-Literals of the types derived from ``xsd:integer`` are the ``xsd:integer`` of their
-value, as in the reference store (see :mod:`linkstream.store.literals`): the snapshot is read
-through an alias map and query terms are canonicalised before they are encoded.
+Every term is the RDF term as written (lexical form and datatype): patterns, joins,
+DISTINCT and GROUP BY match terms exactly, while ``=``, ``<``, ORDER BY and the
+numeric functions compare literals by value (see :mod:`linkstream.rdf.terms`).
 
 The dataset is SPARQL 1.1's, as :func:`~linkstream.engine.oneshot.embedded.dataset_graphs`
 builds it: ``FROM`` / ``FROM NAMED`` replace the store's default graph and named graphs;
@@ -28,7 +28,6 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,8 +50,6 @@ from linkstream.query.errors import QueryError
 from linkstream.query.expressions import Expr
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.rdf.terminfo import TermInfo
-from linkstream.store.layout import INDEX
-from linkstream.store.literals import ALIAS_CACHE, NO_ALIASES, AliasMap, LiteralAliases, canonical_terms
 from linkstream.store.protocol import Snapshot
 
 DEFAULT_BASE = "http://localhost/"
@@ -64,8 +61,8 @@ class QueryDictionary:
     Ids below ``start`` are the store's (``start`` is one above the dictionary's size
     when the snapshot was taken, so every id a snapshot triple holds is below it); a term
     the store does not know, or knows only under an id allocated after the snapshot, gets
-    a private id ``>= start`` that no snapshot triple can hold.  Terms are looked up in
-    their canonical form (:func:`~linkstream.store.literals.canonical_term`).
+    a private id ``>= start`` that no snapshot triple can hold.  Terms are looked up
+    exactly as written.
     """
 
     def __init__(self, base: Dictionary, start: int) -> None:
@@ -75,7 +72,6 @@ class QueryDictionary:
         self._terms: list[str] = []
 
     def encode_many(self, terms: Sequence[str]) -> np.ndarray:
-        terms = canonical_terms(terms)
         ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
         for k in np.flatnonzero((ids == 0) | (ids >= self.start)).tolist():
             t = terms[k]
@@ -88,7 +84,6 @@ class QueryDictionary:
         return ids
 
     def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
-        terms = canonical_terms(terms)
         ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
         for k in np.flatnonzero((ids == 0) | (ids >= self.start)).tolist():
             ids[k] = self._ids.get(terms[k], 0)
@@ -126,8 +121,6 @@ class _Session:
         self.lock = threading.Lock()
         self.terms: TermInfo | None = None
         self.evaluator: Evaluator | None = None
-        self.literals = LiteralAliases(base)
-        self.aliases: AliasMap = NO_ALIASES
 
     def begin(self) -> Evaluator:
         """The evaluator for a query over a snapshot taken just before (lock held)."""
@@ -153,9 +146,6 @@ class _Session:
             terms.dictionary = QueryDictionary(self.base, start)
         self.terms = terms
         self.evaluator = Evaluator(terms)
-        # the new ids may hold alias literals; canonical ids may have become store ids
-        self.literals.update(size)
-        self.aliases = self.literals.bind(terms.dictionary.encode_many)
         return self.evaluator
 
 
@@ -300,17 +290,8 @@ def evaluate_on_store(
     snap, base_dict = _snapshot_and_dictionary(store_or_snapshot, dictionary)
     session = _session(base_dict)
     with session.lock:
-        cache = _alias_cache(store_or_snapshot)
-        if cache is not None:
-            session.literals.attach_cache(cache)
         ev = session.begin()
-        return _evaluate(snap, cq, ev, default_graphs, named_graphs, explain, session.aliases)
-
-
-def _alias_cache(store: Any) -> Path | None:
-    """Where a store directory caches its literal aliases (``None`` without a directory)."""
-    d = getattr(store, "store_dir", None) or getattr(getattr(store, "persistent", None), "store_dir", None)
-    return Path(d) / INDEX / ALIAS_CACHE if d is not None else None
+        return _evaluate(snap, cq, ev, default_graphs, named_graphs, explain)
 
 
 def _evaluate(
@@ -320,12 +301,11 @@ def _evaluate(
     default_graphs: Sequence[str | None] | None,
     named_graphs: Sequence[str] | None,
     explain: Callable[[str], None] | None = None,
-    aliases: AliasMap = NO_ALIASES,
 ) -> dict[str, Any]:
     dflt_keys, named_iris = dataset_graphs(cq, default_graphs, named_graphs, snap.graphs())
     ds = Dataset(
-        default=SnapshotGraph(snap, dflt_keys, "default", aliases),
-        named={g: SnapshotGraph(snap, (g,), g, aliases) for g in named_iris},
+        default=SnapshotGraph(snap, dflt_keys, "default"),
+        named={g: SnapshotGraph(snap, (g,), g) for g in named_iris},
         empty=SnapshotGraph(None, (), "empty"),
     )
     algebra, unlimited = keep_order(_construct_where(cq.algebra.algebra))

@@ -427,4 +427,8 @@ def call_builtin(name: str, args: list[Term | None]) -> Term:
     fn, lo, hi = entry
     if len(args) < lo or (hi is not None and len(args) > hi):
         raise ExprError("wrong number of arguments for %s" % name)
+    if len(args) == 1 and isinstance(args[0], Literal) and name in ("STR", "DATATYPE"):
+        # the term as written: STR("01"^^xsd:integer) is "01", DATATYPE of an xsd:int is xsd:int
+        t = args[0]
+        return Literal(t.lex) if name == "STR" else IRI(RDF_LANGSTRING if t.lang else t.datatype)
     return fn([val_of(t) for t in args])
