@@ -2,8 +2,13 @@
 # Starts a standalone ZooKeeper (Debian's `zookeeper` package) without systemd.
 #
 #   infra/zookeeper.sh [--port 2181] [--data-dir DIR] [--tick-time MS] [--heap 256m]
-#                      [--wait SECONDS] [--foreground]
+#                      [--tls-dir DIR] [--wait SECONDS] [--foreground]
 #   infra/zookeeper.sh stop --data-dir DIR
+#
+# --tls-dir DIR makes PORT a TLS-only port (secureClientPort, Netty): no plaintext port is
+# opened.  DIR holds ca.pem (the CA clients verify the server with, --zk-tls-ca) and
+# server.pem (the server's key and certificate); when they are missing a private CA and a
+# certificate for localhost / 127.0.0.1 are made with openssl (keys mode 0600).
 #
 # Writes DIR/zoo.cfg, starts the server bound to 127.0.0.1:PORT and prints its PID on
 # stdout (also written to DIR/zookeeper.pid); the server's own output goes to
@@ -20,10 +25,11 @@ data_dir=""
 tick_time=2000
 heap=256m
 wait_secs=20
+tls_dir=""
 foreground=0
 action=start
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 if [ "${1:-}" = "stop" ] || [ "${1:-}" = "start" ]; then
     action=$1
@@ -36,6 +42,7 @@ while [ $# -gt 0 ]; do
         --tick-time) tick_time=$2; shift 2 ;;
         --heap) heap=$2; shift 2 ;;
         --wait) wait_secs=$2; shift 2 ;;
+        --tls-dir) tls_dir=$2; shift 2 ;;
         --foreground) foreground=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "zookeeper.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
@@ -80,11 +87,53 @@ if [ -f /usr/share/java/slf4j-simple.jar ]; then
     classpath="$classpath:/usr/share/java/slf4j-simple.jar"
 fi
 
+make_tls() {
+    # A private CA and a server certificate for this host (what a local cluster uses).
+    local dir=$1
+    command -v openssl >/dev/null 2>&1 || { echo "zookeeper.sh: --tls-dir needs openssl" >&2; exit 1; }
+    (
+        umask 077
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=linkstream-zookeeper-ca" \
+            -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+            -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+        printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+            "extendedKeyUsage=serverAuth" >"$dir/server.ext"
+        openssl x509 -req -days 3650 -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+            -CAcreateserial -extfile "$dir/server.ext" -out "$dir/server.crt" 2>/dev/null
+        cat "$dir/server.key" "$dir/server.crt" >"$dir/server.pem"
+        rm -f "$dir/server.csr" "$dir/server.ext" "$dir/server.key" "$dir/ca.srl"
+    )
+    chmod 644 "$dir/ca.pem"
+}
+
+if [ -n "$tls_dir" ]; then
+    mkdir -p "$tls_dir"
+    tls_dir=$(cd "$tls_dir" && pwd)
+    if [ ! -f "$tls_dir/ca.pem" ] || [ ! -f "$tls_dir/server.pem" ]; then
+        make_tls "$tls_dir"
+    fi
+    # Netty serves TLS; zookeeper.jar's manifest names netty's handler but not its codec
+    for jar in netty-codec netty-resolver; do
+        classpath="$classpath:/usr/share/java/$jar.jar"
+    done
+    port_cfg="secureClientPort=$port
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=$tls_dir/server.pem
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$tls_dir/ca.pem
+ssl.trustStore.type=PEM
+ssl.clientAuth=none"
+else
+    port_cfg="clientPort=$port
+clientPortAddress=127.0.0.1"
+fi
+
 cat >"$data_dir/zoo.cfg" <<EOF
 tickTime=$tick_time
 dataDir=$data_dir/data
-clientPort=$port
-clientPortAddress=127.0.0.1
+$port_cfg
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,mntr,envi,stat,cons
@@ -112,7 +161,12 @@ pid=$!
 echo "$pid" >"$pid_file"
 
 four_letter() {
-    # One four-letter-word round trip over bash's /dev/tcp; prints the reply.
+    # One four-letter-word round trip (over bash's /dev/tcp, or openssl on a TLS port).
+    if [ -n "$tls_dir" ]; then
+        printf '%s' "$1" | timeout 2 openssl s_client -quiet -connect "127.0.0.1:$port" \
+            -CAfile "$tls_dir/ca.pem" -verify_return_error 2>/dev/null || true
+        return
+    fi
     ( exec 3<>"/dev/tcp/127.0.0.1/$port" && printf '%s' "$1" >&3 && timeout 1 cat <&3 ) 2>/dev/null || true
 }
 

@@ -83,12 +83,20 @@ class ClusterConfig:
             (``LINKSTREAM_CLUSTER_ZK_AUTH_FILE``; ``--zk-auth-file`` wins over both).
         curve_keys: A ``zmq.auth`` secret certificate (``.key_secret``) with this process's
             CURVE key pair (``LINKSTREAM_CLUSTER_CURVE_KEYS``); default: a fresh pair per process.
+        zk_tls_ca: PEM file of the CA that signed the ZooKeeper servers' certificates: every
+            ZooKeeper connection is then TLS (``LINKSTREAM_CLUSTER_ZK_TLS_CA``; ``--zk-tls-ca``).
+        zk_tls_cert: A client certificate (PEM) for servers that require one
+            (``LINKSTREAM_CLUSTER_ZK_TLS_CERT``), with ``zk_tls_key``.
+        zk_tls_key: Its private key (``LINKSTREAM_CLUSTER_ZK_TLS_KEY``).
     """
 
     zk: str | None = None
     zk_auth: str | None = None
     zk_auth_file: str | None = None
     curve_keys: str | None = None
+    zk_tls_ca: str | None = None
+    zk_tls_cert: str | None = None
+    zk_tls_key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -59,9 +60,50 @@ def _exit_if_stuck(status: int) -> int:
     os._exit(0)
 
 
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_ENDPOINT = re.compile(r"^(tcp://(\*|[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(\*|[0-9]{1,5})|ipc://.+|inproc://.+)$")
+
+
+def option_error(args: argparse.Namespace) -> str | None:
+    """The first bad value among the flags every cluster command shares (and those of
+    ``container``, ``coordinator``/``run --zk`` and ``autoscaler``), as one line; else ``None``."""
+    from linkstream.cli.args import number_error
+
+    level = getattr(args, "log_level", None)
+    if level is not None and str(level).upper() not in _LEVELS:
+        return f"--log-level must be one of {', '.join(x.lower() for x in _LEVELS)}, got {level!r}"
+    port = getattr(args, "metrics_port", None)
+    if port is not None and not 0 <= port <= 65535:
+        return f"--metrics-port must be 0-65535, got {port}"
+    bind = getattr(args, "bind", None)
+    if bind is not None and not _ENDPOINT.match(bind):
+        return f"--bind must be a ZeroMQ endpoint such as tcp://127.0.0.1:* or tcp://0.0.0.0:5555, got {bind!r}"
+    for flag in ("busy_high", "busy_low"):
+        value = getattr(args, flag, None)
+        if value is not None and not 0 <= value <= 1:
+            return f"--{flag.replace('_', '-')} is a fraction of busy time: 0 to 1, got {value}"
+    return (
+        number_error("--session-timeout", getattr(args, "session_timeout", None), 0, strict=True)
+        or number_error("--capacity", getattr(args, "capacity", None), 1)
+        or number_error("--tick-interval", getattr(args, "tick_interval", None), 0, strict=True)
+        or number_error("--tolerance", getattr(args, "tolerance", None), 0)
+        or number_error("--max-moves", getattr(args, "max_moves", None), 0)
+        or number_error("--interval", getattr(args, "interval", None), 0, strict=True)
+        or number_error("--timeout", getattr(args, "timeout", None), 0, strict=True)
+    )
+
+
+def _refuse_bad_options(args: argparse.Namespace) -> bool:
+    """Prints the first bad flag value (see :func:`option_error`); ``True`` if there was one."""
+    problem = option_error(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+    return problem is not None
+
+
 def cluster_security(args: argparse.Namespace) -> Security | None:
     """The security ``args`` and the settings give (``--zk-auth-file``, ``--insecure``,
-    ``LINKSTREAM_CLUSTER_ZK_AUTH[_FILE]``); ``None`` after printing one line saying why not."""
+    ``--zk-tls-ca``, ``LINKSTREAM_CLUSTER_ZK_AUTH[_FILE]``, ``LINKSTREAM_CLUSTER_ZK_TLS_*``); ``None`` after printing one line saying why not."""
     from linkstream.config import ConfigError, load
     from linkstream.containers.security import SecurityError, resolve
 
@@ -73,6 +115,9 @@ def cluster_security(args: argparse.Namespace) -> Security | None:
             env_auth=cfg.zk_auth,
             env_auth_file=cfg.zk_auth_file,
             curve_keys=cfg.curve_keys,
+            zk_tls_ca=getattr(args, "zk_tls_ca", None) or cfg.zk_tls_ca,
+            zk_tls_cert=cfg.zk_tls_cert,
+            zk_tls_key=cfg.zk_tls_key,
         )
     except (SecurityError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -83,6 +128,8 @@ def cmd_container(args: argparse.Namespace) -> int:
     """``linkstream container``: serve as an operator container."""
     from linkstream.containers.runtime import ContainerRuntime, serve
 
+    if _refuse_bad_options(args):
+        return 2
     security = cluster_security(args)
     if security is None:
         return 2
@@ -114,6 +161,8 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
 
 def cmd_run_cluster(args: argparse.Namespace) -> int:
     """``linkstream run --zk``: a coordinator (leader or standby) serving the HTTP API."""
+    if _refuse_bad_options(args):
+        return 2
     security = cluster_security(args)  # refused before anything is loaded
     if security is None:
         return 2
@@ -205,7 +254,7 @@ def _hosts(args: argparse.Namespace) -> tuple[str, Security | None]:
     from linkstream.cluster.localcluster import LocalCluster
 
     cluster = LocalCluster.load(args.dir)
-    if args.insecure or args.zk_auth_file:
+    if args.insecure or args.zk_auth_file or args.zk_tls_ca:
         return cluster.hosts, cluster_security(args)
     return cluster.hosts, cluster.security
 
@@ -214,6 +263,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """``linkstream status``: containers, tasks, queries, coordinators, run."""
     from linkstream.scheduler.status import cluster_status, format_status
 
+    if _refuse_bad_options(args):
+        return 2
     try:
         hosts, security = _hosts(args)
     except FileNotFoundError:
@@ -235,6 +286,11 @@ def cmd_containers(args: argparse.Namespace) -> int:
     """``linkstream containers add N`` / ``containers remove ID`` on a local cluster."""
     from linkstream.cluster.localcluster import LocalCluster
 
+    if _refuse_bad_options(args):
+        return 2
+    if args.action == "add" and not (args.target.isdigit() and int(args.target) >= 1):
+        print(f"error: containers add needs a count >= 1, got {args.target!r}", file=sys.stderr)
+        return 2
     try:
         cluster = LocalCluster.load(args.dir)
     except FileNotFoundError:
@@ -475,6 +531,8 @@ def cmd_autoscaler(args: argparse.Namespace) -> int:
     from linkstream.scheduler.autoscale import AutoscalePolicy
     from linkstream.scheduler.membership import Membership
 
+    if _refuse_bad_options(args):
+        return 2
     lo, hi = args.autoscale
     try:
         policy = AutoscalePolicy(

@@ -8,7 +8,15 @@ import os
 import sys
 import time
 
-from linkstream.cli.args import DEFAULT_BASE, err, split_binding, stream_bindings
+from linkstream.cli.args import (
+    DEFAULT_BASE,
+    base_error,
+    err,
+    number_error,
+    one_line_errors,
+    split_binding,
+    stream_bindings,
+)
 from linkstream.query.errors import QueryError
 
 
@@ -53,6 +61,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)
 
+    problem = (
+        number_error("--default-step", args.default_step, 1)
+        or number_error("--lateness", args.lateness, 0)
+        or number_error("--max-reports", args.max_reports, 0)
+        or number_error("--cluster", args.cluster, 1)
+        or number_error("--answer-timeout", args.answer_timeout, 0, strict=True)
+        or base_error(args.base)
+    )
+    if problem:
+        return err(problem)
+    if args.zk_auth_file and not (args.cluster or args.zk):
+        return err(
+            "--zk-auth-file needs --cluster N or --zk HOST:PORT (an embedded replay uses no ZooKeeper)"
+        )
     if getattr(args, "placement", "queries") != "queries" and not (args.cluster or args.zk):
         return err("--placement operators needs --cluster N or --zk HOST:PORT")
     if getattr(args, "parallelism", 1) != 1 and getattr(args, "placement", "queries") != "operators":
@@ -77,7 +99,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         else:
             dictionary = open_dictionary(args.dictionary)
     except (ValueError, OSError) as e:
-        return err(str(e))
+        what = f"--store {args.store}" if args.store else f"--dictionary {args.dictionary}"
+        return err(f"cannot open {what}: {e}")
     transient = store.transient if store is not None else None
     engine = Engine(dictionary, default_step=args.default_step, log_fn=log, transient=transient)
     if store is not None:
@@ -94,7 +117,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not os.path.exists(path):
             return err(f"static graph file {path!r} does not exist")
         t0 = time.perf_counter()
-        triples = load_graph(path, dictionary, bnode_prefix=f"s{k}_", log=log)
+        try:
+            triples = load_graph(path, dictionary, bnode_prefix=f"s{k}_", log=log)
+        except (ValueError, OSError) as e:
+            return err(f"static graph file {path}: {' '.join(str(e).split())}")
         engine.add_static(iri, triples)
         if not quiet:
             log(
@@ -124,7 +150,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         queries.append(rq)
         if args.explain:
             log(f"---- {rq.name} ({cq.dialect}, {cq.mode})\n{rq.explain()}")
-    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
+    if args.stats and args.stats != "-" and (os.path.isdir(args.stats) or not _writable(args.stats)):
+        return err(f"cannot write --stats {args.stats}: not a writable file")
+    try:
+        out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
+    except OSError as e:
+        return err(f"cannot write --out {args.out}: {e.strerror or e}")
     try:
         res = replay(
             engine,
@@ -205,6 +236,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         dictionary.close()
     return 0
+
+
+def _writable(path: str) -> bool:
+    """Whether ``path`` can be created or overwritten (its folder exists and is writable)."""
+    if os.path.exists(path):
+        return os.access(path, os.W_OK)
+    folder = os.path.dirname(os.path.abspath(path))
+    return os.path.isdir(folder) and os.access(folder, os.W_OK)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -363,6 +402,13 @@ def add_security_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -
         "every process of a cluster uses the same one",
     )
     p.add_argument(
+        "--zk-tls-ca",
+        metavar="PEM",
+        default=None,
+        help="encrypt ZooKeeper connections with TLS, verifying the server against this CA "
+        "(default: $LINKSTREAM_CLUSTER_ZK_TLS_CA; a local cluster passes its own)",
+    )
+    p.add_argument(
         "--insecure",
         action="store_true",
         help="no ZooKeeper authentication, open ACLs, plaintext ZeroMQ (local experiments only)",
@@ -443,8 +489,19 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     add_autoscaler_parser(sub, _zk_options, str(DEFAULT_DIR))
 
 
+def _describe(e: BaseException, args: argparse.Namespace) -> str:
+    """One line saying what failed (no traceback): the last resort of :func:`main`."""
+    if type(e).__name__ == "KazooTimeoutError":  # kazoo is only imported by cluster commands
+        hint = "" if getattr(args, "zk_tls_ca", None) else " (a server that takes TLS only needs --zk-tls-ca)"
+        return f"cannot reach ZooKeeper at {getattr(args, 'zk', None) or 'the local cluster'}: connection time-out{hint}"
+    if isinstance(e, OSError) and e.filename:
+        return f"{e.filename}: {e.strerror or e}"
+    return " ".join(f"{type(e).__name__}: {e}".split())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
+    one_line_errors(ap)
     args = ap.parse_args(argv)
     if not getattr(args, "func", None):
         ap.print_help()
@@ -455,6 +512,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:  # no traceback reaches a user unless --log-level debug
+        if str(getattr(args, "log_level", "")).lower() == "debug":
+            raise
+        hint = " (--log-level debug shows the traceback)" if hasattr(args, "log_level") else ""
+        print(f"error: {_describe(e, args)}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ Ctrl-C, then stops everything.
 
 Security is on (:mod:`linkstream.containers.security`): ``start`` writes the cluster's
 ZooKeeper credential to ``DIR/zk-auth`` (mode 0600; kept when the directory is reused) and
-starts every process with ``--zk-auth-file DIR/zk-auth``.  The credential is the one
+starts every process with ``--zk-auth-file DIR/zk-auth``.  The ZooKeeper it starts serves
+TLS only (a private CA and server certificate in ``DIR/zk-tls/``); every process gets
+``--zk-tls-ca DIR/zk-tls/ca.pem``.  The credential is the one
 configured (``LINKSTREAM_CLUSTER_ZK_AUTH[_FILE]``: an external ZooKeeper's tree may already
 be private to it), else a fresh random one; other commands on the cluster read it
 (``linkstream status --dir DIR``, ``containers add|remove``, ``replay --zk HOSTS
@@ -47,7 +49,7 @@ from linkstream.config import LOCAL_CLUSTER_DIR
 from linkstream.containers.security import Security
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.membership import Membership
-from linkstream.scheduler.zkclient import ZkAuth
+from linkstream.scheduler.zkclient import ZkAuth, ZkTls
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +113,7 @@ class ClusterState:
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
     insecure: bool = False
     zk_auth_file: str = ""
+    zk_tls_ca: str = ""
 
 
 class LocalCluster:
@@ -192,13 +195,17 @@ class LocalCluster:
             if path is None:
                 self._security = Security.insecure()
             else:
-                self._security = Security.secure(ZkAuth.from_file(path))
+                tls = ZkTls.from_files(self.state.zk_tls_ca) if self.state.zk_tls_ca else None
+                self._security = Security.secure(ZkAuth.from_file(path), zk_tls=tls)
         return self._security
 
     def security_args(self) -> list[str]:
         """Command-line flags giving a ``linkstream`` process the cluster's credential."""
         path = self.auth_file
-        return ["--insecure"] if path is None else ["--zk-auth-file", str(path)]
+        if path is None:
+            return ["--insecure"]
+        tls = ["--zk-tls-ca", self.state.zk_tls_ca] if self.state.zk_tls_ca else []
+        return ["--zk-auth-file", str(path), *tls]
 
     def pid(self, name: str) -> int:
         """PID of process ``name`` (``oc-1``, ``coord-1``, ``zookeeper``)."""
@@ -229,8 +236,13 @@ class LocalCluster:
     def _start_zookeeper(self) -> None:
         port = free_port()
         data = self.dir / "zookeeper"
+        command = ["bash", str(ZK_SCRIPT), "--port", str(port), "--data-dir", str(data), "--tick-time", "500"]
+        if not self.state.insecure:  # a TLS-only port: the credential never crosses in clear
+            tls_dir = self.dir / "zk-tls"
+            command += ["--tls-dir", str(tls_dir)]
+            self.state.zk_tls_ca = str((tls_dir / "ca.pem").resolve())
         result = subprocess.run(
-            ["bash", str(ZK_SCRIPT), "--port", str(port), "--data-dir", str(data), "--tick-time", "500"],
+            command,
             capture_output=True,
             text=True,
             check=False,

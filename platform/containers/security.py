@@ -6,6 +6,9 @@ On by default.  Every cluster process (coordinator, container, ``replay --zk`` d
 * **ZooKeeper**: the cluster's digest credential (:class:`~linkstream.scheduler.zkclient.ZkAuth`);
   its clients authenticate with it and every node they create is private to it
   (:func:`~linkstream.scheduler.zkclient.make_client`).
+* **ZooKeeper TLS** (optional, :class:`~linkstream.scheduler.zkclient.ZkTls`): with
+  ``--zk-tls-ca`` every ZooKeeper connection is encrypted and the server's certificate
+  verified; a local cluster's own ZooKeeper serves TLS only.
 * **ZeroMQ**: a CURVE key pair, fresh per process unless ``[cluster] curve_keys`` names a
   certificate.  Every socket a process binds is a CURVE server whose ZAP handler admits
   only the public keys published in ZooKeeper (:class:`~linkstream.scheduler.keyring.KeyRing`);
@@ -28,7 +31,7 @@ from kazoo.client import KazooClient
 from linkstream.containers.transport import CurveKeys
 from linkstream.scheduler.keyring import KeyRing
 from linkstream.scheduler.layout import DEFAULT_ROOT
-from linkstream.scheduler.zkclient import CREDENTIALS_HINT, ZkAuth, ZkAuthError, connect, make_client
+from linkstream.scheduler.zkclient import CREDENTIALS_HINT, ZkAuth, ZkAuthError, ZkTls, connect, make_client
 
 
 class SecurityError(ValueError):
@@ -43,11 +46,13 @@ class Security:
         zk_auth: The cluster's ZooKeeper credential; ``None``: insecure (and no CURVE).
         public: This process's CURVE public key (Z85), with ``zk_auth``.
         secret: Its secret key (never published, never logged).
+        zk_tls: TLS to ZooKeeper, or ``None`` (plaintext connection).
     """
 
     zk_auth: ZkAuth | None = None
     public: bytes | None = None
     secret: bytes | None = field(default=None, repr=False)
+    zk_tls: ZkTls | None = None
 
     @classmethod
     def insecure(cls) -> Security:
@@ -55,10 +60,12 @@ class Security:
         return cls()
 
     @classmethod
-    def secure(cls, zk_auth: ZkAuth, keypair: tuple[bytes, bytes] | None = None) -> Security:
+    def secure(
+        cls, zk_auth: ZkAuth, keypair: tuple[bytes, bytes] | None = None, zk_tls: ZkTls | None = None
+    ) -> Security:
         """``zk_auth`` with ``keypair`` (``(public, secret)``; default: a fresh one)."""
         public, secret = keypair if keypair is not None else CurveKeys.keypair()
-        return cls(zk_auth, public, secret)
+        return cls(zk_auth, public, secret, zk_tls)
 
     @property
     def enabled(self) -> bool:
@@ -72,17 +79,17 @@ class Security:
 
     def with_fresh_keys(self) -> Security:
         """The same credential with a new CURVE key pair (one per process)."""
-        return self if self.zk_auth is None else Security.secure(self.zk_auth)
+        return self if self.zk_auth is None else Security.secure(self.zk_auth, zk_tls=self.zk_tls)
 
     # ------------------------------------------------------------------ ZooKeeper
 
     def kazoo(self, hosts: str, timeout: float = 10.0) -> KazooClient:
         """A kazoo client (not started) with this credential and ACL."""
-        return make_client(hosts, self.zk_auth, timeout)
+        return make_client(hosts, self.zk_auth, timeout, self.zk_tls)
 
     def connect(self, hosts: str, timeout: float = 10.0) -> KazooClient:
         """A started kazoo client with this credential and ACL."""
-        return connect(hosts, self.zk_auth, timeout)
+        return connect(hosts, self.zk_auth, timeout, tls=self.zk_tls)
 
     # ------------------------------------------------------------------ ZeroMQ
 
@@ -127,6 +134,9 @@ def resolve(
     env_auth: str | None = None,
     env_auth_file: str | None = None,
     curve_keys: str | None = None,
+    zk_tls_ca: str | None = None,
+    zk_tls_cert: str | None = None,
+    zk_tls_key: str | None = None,
 ) -> Security:
     """The security a command-line process runs with.
 
@@ -136,6 +146,10 @@ def resolve(
         env_auth: ``[cluster] zk_auth`` (``LINKSTREAM_CLUSTER_ZK_AUTH``).
         env_auth_file: ``[cluster] zk_auth_file`` (``LINKSTREAM_CLUSTER_ZK_AUTH_FILE``).
         curve_keys: ``[cluster] curve_keys``: a ``zmq.auth`` secret certificate.
+        zk_tls_ca: ``--zk-tls-ca`` / ``[cluster] zk_tls_ca``: encrypt ZooKeeper connections,
+            verifying the server against this CA file.
+        zk_tls_cert: ``[cluster] zk_tls_cert``: a client certificate to present (with ``zk_tls_key``).
+        zk_tls_key: ``[cluster] zk_tls_key``: its private key.
 
     Raises:
         SecurityError: No credential and not ``insecure``, both given, or a credential or
@@ -146,6 +160,9 @@ def resolve(
             raise SecurityError("--insecure and --zk-auth-file contradict each other: give one")
         return Security.insecure()
     try:
+        tls = ZkTls.from_files(zk_tls_ca, zk_tls_cert, zk_tls_key) if zk_tls_ca else None
+        if (zk_tls_cert or zk_tls_key) and tls is None:
+            raise SecurityError("a ZooKeeper TLS client certificate needs --zk-tls-ca (the server's CA)")
         if auth_file:
             auth = ZkAuth.from_file(auth_file)
         elif env_auth:
@@ -163,4 +180,4 @@ def resolve(
         except (OSError, ValueError) as e:
             raise SecurityError(f"{curve_keys}: cannot read the CURVE certificate ({e})") from None
         keypair = (keys.public, keys.secret)
-    return Security.secure(auth, keypair)
+    return Security.secure(auth, keypair, tls)

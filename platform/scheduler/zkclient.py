@@ -9,6 +9,10 @@ parent, ``read``/``write`` on the node itself).  kazoo applies ``default_acl`` t
 ``create``, ``ensure_path`` (with ``makepath`` parents) and transaction creates, and the
 election and lock recipes go through those, so no call site passes an ACL itself.
 
+:class:`ZkTls` encrypts the connection: the client verifies the server's certificate
+against a CA file (``--zk-tls-ca``) and may present its own certificate; the servers of
+a secure deployment open only a TLS port (``infra/zookeeper.sh --tls-dir``).
+
 ``auth=None`` is the explicit insecure mode (``--insecure``): open ACLs, no
 authentication, as before.  The command line decides which one a process gets
 (``linkstream.containers.security``); nothing here reads the environment.
@@ -112,15 +116,67 @@ class ZkAuth:
         return [make_digest_acl(self.user, self.password, all=True)]
 
 
-def make_client(hosts: str, auth: ZkAuth | None, timeout: float = 10.0, **kwargs: object) -> KazooClient:
+@dataclass(frozen=True)
+class ZkTls:
+    """TLS to ZooKeeper: the CA that signed the servers' certificates, and optionally this
+    client's own certificate and key (servers started with ``ssl.clientAuth=need``).
+
+    Attributes:
+        ca: PEM file of the CA the server certificate must chain to.
+        cert: PEM file of the client certificate, or ``None``.
+        key: PEM file of its private key, or ``None``.
+    """
+
+    ca: str
+    cert: str | None = None
+    key: str | None = None
+
+    @classmethod
+    def from_files(cls, ca: str, cert: str | None = None, key: str | None = None) -> ZkTls:
+        """Checks that the files can be read.
+
+        Raises:
+            ZkAuthError: A file is missing or unreadable, or only one of ``cert``/``key``.
+        """
+        if bool(cert) != bool(key):
+            raise ZkAuthError("ZooKeeper TLS: give both a client certificate and its key, or neither")
+        for what, path in (("CA", ca), ("client certificate", cert), ("client key", key)):
+            if not path:
+                continue
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(4096)
+            except OSError as e:
+                raise ZkAuthError(
+                    f"{path}: cannot read the ZooKeeper TLS {what} ({e.strerror or e})"
+                ) from None
+            if b"-----BEGIN" not in head:
+                raise ZkAuthError(f"{path}: the ZooKeeper TLS {what} is not a PEM file")
+        return cls(str(ca), str(cert) if cert else None, str(key) if key else None)
+
+    @property
+    def kazoo_args(self) -> dict[str, object]:
+        """``KazooClient`` arguments: TLS with certificate verification."""
+        args: dict[str, object] = {"use_ssl": True, "verify_certs": True, "ca": self.ca}
+        if self.cert:
+            args.update(certfile=self.cert, keyfile=self.key)
+        return args
+
+
+def make_client(
+    hosts: str, auth: ZkAuth | None, timeout: float = 10.0, tls: ZkTls | None = None, **kwargs: object
+) -> KazooClient:
     """A kazoo client (not started) for ``hosts`` with ``auth``'s credential and ACL.
 
     Args:
         hosts: ``HOST:PORT[,HOST:PORT][/chroot]``.
         auth: The cluster credential; ``None``: insecure (open ACLs, no authentication).
         timeout: Session timeout in seconds.
+        tls: Encrypt the connection and verify the server (``None``: plaintext).
         kwargs: More ``KazooClient`` arguments.
     """
+    if tls is not None:
+        kwargs = {**tls.kazoo_args, **kwargs}
     if auth is None:
         return KazooClient(hosts=hosts, timeout=timeout, **kwargs)
     return KazooClient(
@@ -133,7 +189,12 @@ def make_client(hosts: str, auth: ZkAuth | None, timeout: float = 10.0, **kwargs
 
 
 def connect(
-    hosts: str, auth: ZkAuth | None, timeout: float = 10.0, start_timeout: float = 30.0, **kwargs: object
+    hosts: str,
+    auth: ZkAuth | None,
+    timeout: float = 10.0,
+    start_timeout: float = 30.0,
+    tls: ZkTls | None = None,
+    **kwargs: object,
 ) -> KazooClient:
     """:func:`make_client`, started (connected and authenticated).
 
@@ -141,7 +202,7 @@ def connect(
         kazoo.handlers.threading.KazooTimeoutError: No connection within ``start_timeout``.
         kazoo.exceptions.AuthFailedError: The server refused the credential.
     """
-    client = make_client(hosts, auth, timeout, **kwargs)
+    client = make_client(hosts, auth, timeout, tls, **kwargs)
     client.start(timeout=start_timeout)
     return client
 
@@ -195,6 +256,7 @@ __all__ = [
     "OPEN_ACL_UNSAFE",
     "ZkAuth",
     "ZkAuthError",
+    "ZkTls",
     "connect",
     "is_open",
     "lock_down",
