@@ -43,11 +43,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from linkstream.containers.protocol import Elements, ProtocolError
+from linkstream.containers.remotestatic import RemoteStatics
 from linkstream.engine.embedded import Engine, RegisteredQuery
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.rdf.static import load_graph
 from linkstream.scheduler.runs import RunSpec
+from linkstream.store.remote import RemoteStore
 
 logger = logging.getLogger(__name__)
 
@@ -120,12 +122,24 @@ class RunReplica:
         log: Receives warnings about the run's inputs (bad static lines and the like).
     """
 
-    def __init__(self, spec: RunSpec, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, spec: RunSpec, log: Callable[[str], None] | None = None, remote: RemoteStore | None = None
+    ) -> None:
         self.spec = spec
-        self.engine = Engine(default_step=spec.default_step, log_fn=log or logger.warning)
-        for k, (iri, path) in enumerate(spec.statics):
-            triples = load_graph(path, self.engine.dictionary, bnode_prefix=f"s{k}_", log=log)
-            self.engine.add_static(iri, triples)
+        #: static graphs read from store nodes (``None``: loaded from the run's files)
+        self.remote: RemoteStatics | None = None
+        if remote is not None:
+            self.remote = RemoteStatics(remote, [iri for iri, _ in spec.statics])
+            self.engine = Engine(
+                self.remote.dictionary, default_step=spec.default_step, log_fn=log or logger.warning
+            )
+            for iri in self.remote.graphs:  # declared (empty) until queries' patterns are read
+                self.engine.add_static(iri, np.empty((0, 3), dtype=np.int64))
+        else:
+            self.engine = Engine(default_step=spec.default_step, log_fn=log or logger.warning)
+            for k, (iri, path) in enumerate(spec.statics):
+                triples = load_graph(path, self.engine.dictionary, bnode_prefix=f"s{k}_", log=log)
+                self.engine.add_static(iri, triples)
         self.engine.declare_streams(set(spec.streams))
         self._guards: list[RetentionGuard] = []
         for iri, horizon in zip(spec.streams, spec.horizons):
@@ -258,7 +272,29 @@ class RunReplica:
         if cq.name != name:
             # the HTTP API lets a name override the text's REGISTER clause
             cq = replace(cq, name=name)
+        self._read_static([cq])
         return self.engine.register(cq)
+
+    def _read_static(self, cqs: Sequence[ContinuousQuery]) -> None:
+        """Remote mode: adds the static triples the queries' new patterns match."""
+        if self.remote is None:
+            return
+        for iri, triples in self.remote.ensure(cqs).items():
+            self.engine.add_static(iri, triples)
+
+    def static_stats(self) -> dict[str, int | str]:
+        """Bytes of static data this replica holds: the engine's static triples (whole
+        graphs when loaded from files; only the pattern-relevant triples in remote mode)
+        and, in remote mode, the block cache of the remote store."""
+        held = sum(int(a.nbytes) for parts in self.engine.statics.values() for a in parts)
+        out: dict[str, int | str] = {
+            "mode": "remote" if self.remote is not None else "local",
+            "engine_static_bytes": held,
+            "engine_static_triples": sum(len(a) for parts in self.engine.statics.values() for a in parts),
+        }
+        if self.remote is not None:
+            out.update(self.remote.stats())
+        return out
 
     def preplan(self, texts: dict[str, str]) -> int:
         """Plans every query of the run once, in name order, and drops them again.
@@ -272,6 +308,14 @@ class RunReplica:
             How many queries were planned (ones that fail to plan are skipped here).
         """
         done = 0
+        if self.remote is not None:  # one read of the static triples for the whole run
+            cqs = []
+            for name in sorted(texts):
+                try:
+                    cqs.append(parse_continuous(texts[name], default_name=name, base=self.spec.base))
+                except Exception:  # noqa: BLE001 - reported when the query is really registered
+                    continue
+            self._read_static(cqs)
         for name in sorted(texts):
             self.reads(name, texts[name])
             try:

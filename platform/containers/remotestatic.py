@@ -1,0 +1,233 @@
+"""Static graphs read from store nodes instead of loaded into the container (``--remote-store``).
+
+In this mode a container's engine does not load any static graph file and keeps no
+dictionary of its own for static terms:
+
+* **Dictionary.** :class:`OverlayDictionary` is the store's LMDB dictionary, opened
+  read-only in spirit (nothing is ever written to it) from the path the store node
+  advertises (same host), plus private ids above the store's ids for the terms only the
+  container sees (stream terms absent from the store, query constants, computed values).
+  Static triples therefore arrive as store ids, untranslated.
+* **Triples.** When a query is registered, :meth:`RemoteStatics.ensure` collects every
+  triple pattern of its algebra (BGPs, EXISTS / MINUS / OPTIONAL parts, the IRIs of
+  property paths; a variable predicate or a negated property set means "any") and reads,
+  through the remote store's indexes, the triples of each static graph of the run
+  matching each pattern.  The union of those matches -- the *pattern-relevant subgraph*
+  -- is what the engine's static graph holds: every triple that can match a pattern of
+  a registered query, so every query's results are those over the whole graph (a
+  solution only ever uses triples matching its patterns).  Patterns already fetched are
+  not read again; a new query adds only what its new patterns match.
+
+The bytes involved are reported by :meth:`RemoteStatics.stats`: the engine's static
+arrays (the pattern-relevant subgraph, not the graph) and the remote store's block cache.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from rdflib import BNode as RBNode
+from rdflib import URIRef, Variable
+from rdflib.paths import MulPath, NegatedPath, Path, ZeroOrMore, ZeroOrOne
+from rdflib.plugins.sparql.parserutils import CompValue
+
+from linkstream.query.continuous import ContinuousQuery
+from linkstream.query.expressions import from_rdflib
+from linkstream.rdf.dictionary import Dictionary
+from linkstream.store.remote import RemoteStore
+
+log = logging.getLogger(__name__)
+
+
+#: a triple pattern over term strings (``None`` = variable)
+TermPattern = tuple[str | None, str | None, str | None]
+
+
+class OverlayDictionary:
+    """The store's dictionary for lookups, private ids for terms it does not hold.
+
+    Args:
+        base: The store's dictionary (only ``lookup_many`` / ``decode_many`` are called).
+        start: The first private id (default: one above the store dictionary's size; the
+            served store is immutable, so every container of a run starts at the same id).
+    """
+
+    def __init__(self, base: Dictionary, start: int | None = None) -> None:
+        self.base = base
+        self.start = len(base) + 1 if start is None else start
+        self._ids: dict[str, int] = {}
+        self._terms: list[str] = []
+
+    def encode_many(self, terms: Sequence[str]) -> np.ndarray:
+        terms = list(terms)
+        ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
+        for k in np.flatnonzero(ids == 0).tolist():
+            t = terms[k]
+            i = self._ids.get(t)
+            if i is None:
+                i = self._ids[t] = self.start + len(self._terms)
+                self._terms.append(t)
+            ids[k] = i
+        return ids
+
+    def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
+        terms = list(terms)
+        ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
+        for k in np.flatnonzero(ids == 0).tolist():
+            ids[k] = self._ids.get(terms[k], 0)
+        return ids
+
+    def decode_many(self, ids: np.ndarray | Sequence[int]) -> list[str]:
+        a = np.asarray(ids, dtype=np.int64).reshape(-1)
+        mine = a >= self.start
+        if not mine.any():
+            return self.base.decode_many(a)
+        out: list[str] = [""] * len(a)
+        low = np.flatnonzero(~mine)
+        if len(low):
+            for k, t in zip(low.tolist(), self.base.decode_many(a[low])):
+                out[k] = t
+        for k in np.flatnonzero(mine).tolist():
+            j = int(a[k]) - self.start
+            if j >= len(self._terms):
+                raise KeyError(int(a[k]))
+            out[k] = self._terms[j]
+        return out
+
+    def reserve(self, n: int) -> int:
+        first = self.start + len(self._terms)
+        self._terms.extend([""] * n)
+        return first
+
+    @property
+    def private_terms(self) -> int:
+        return len(self._terms)
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self._terms)
+
+    def close(self) -> None:
+        """Nothing to release: the remote store owns the base dictionary."""
+
+
+def _term(t: object) -> str | None:
+    if isinstance(t, (Variable, RBNode)):
+        return None
+    return from_rdflib(t).n3()
+
+
+def _path_patterns(p: Path, out: list[TermPattern]) -> bool:
+    """Adds a pattern per IRI of path ``p``; returns whether it can be zero-length."""
+    if isinstance(p, NegatedPath):
+        out.append((None, None, None))  # any predicate but some: read every triple
+        return False
+    zero = isinstance(p, MulPath) and p.mod in (ZeroOrMore, ZeroOrOne)
+    for attr in ("args", "arg", "path"):
+        sub = getattr(p, attr, None)
+        for x in sub if isinstance(sub, (list, tuple)) else [sub]:
+            if isinstance(x, Path):
+                zero = _path_patterns(x, out) or zero
+            elif isinstance(x, URIRef):
+                out.append((None, _term(x), None))
+    return zero
+
+
+def query_patterns(
+    node: object, out: list[TermPattern] | None = None, seen: set[int] | None = None
+) -> list[TermPattern]:
+    """Every triple pattern in a query's algebra (see the module docstring)."""
+    out = [] if out is None else out
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return out
+    seen.add(id(node))
+    if isinstance(node, CompValue):
+        triples = node.get("triples")
+        if isinstance(triples, list):
+            for tr in triples:
+                if isinstance(tr, (list, tuple)) and len(tr) == 3:
+                    s, p, o = tr
+                    if isinstance(p, Path):
+                        if _path_patterns(p, out) and _term(s) is None and _term(o) is None:
+                            out.append((None, None, None))  # zero-length: every node of the graph
+                    else:
+                        out.append((_term(s), _term(p), _term(o)))
+        for v in node.values():
+            query_patterns(v, out, seen)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            query_patterns(v, out, seen)
+    elif hasattr(node, "__dict__") and hasattr(node, "algebra"):
+        query_patterns(node.algebra, out, seen)
+    return out
+
+
+class RemoteStatics:
+    """The static graphs of one run, read from a :class:`RemoteStore` (module docstring).
+
+    Args:
+        store: The remote store.
+        graphs: The run's static graphs (``None`` = default graph): each is read from the
+            store graph of the same IRI.
+    """
+
+    def __init__(self, store: RemoteStore, graphs: Iterable[str | None]) -> None:
+        self.store = store
+        self.graphs = list(dict.fromkeys(graphs))
+        self.dictionary = OverlayDictionary(store.dictionary)
+        held = set(store.snapshot().graphs())
+        missing = [g for g in self.graphs if g not in held]
+        if missing:
+            log.warning("static graphs %s are not in the remote store; treated as empty", missing)
+        self._fetched: set[TermPattern] = set()
+        #: triples read from the store (pattern matches, before deduplication)
+        self.fetched_triples = 0
+
+    def ensure(self, cqs: Sequence[ContinuousQuery]) -> dict[str | None, np.ndarray]:
+        """The triples of each static graph the queries' new patterns match (not yet fetched)."""
+        pats: list[TermPattern] = []
+        for cq in cqs:
+            query_patterns(cq.algebra.algebra, pats)
+        new = list(dict.fromkeys(p for p in pats if p not in self._fetched))
+        if not new:
+            return {}
+        if (None, None, None) in new:
+            new = [(None, None, None)]
+        consts = [t for p in new for t in p if t is not None]
+        ids = dict(zip(consts, self.store.dictionary.lookup_many(consts).tolist())) if consts else {}
+        snap = self.store.snapshot()
+        out: dict[str | None, np.ndarray] = {}
+        for g in self.graphs:
+            parts = []
+            for pat in new:
+                if any(t is not None and not ids.get(t) for t in pat):
+                    continue  # a constant the store does not hold: nothing matches
+                s, p, o = (None if t is None else int(ids[t]) for t in pat)
+                parts.append(snap.match(g, s, p, o))
+            parts = [x for x in parts if len(x)]
+            if parts:
+                arr = np.concatenate(parts)
+                self.fetched_triples += len(arr)
+                out[g] = np.unique(arr, axis=0)
+        self._fetched.update(new)
+        if (None, None, None) in new:
+            self._fetched.add((None, None, None))
+        return out
+
+    def covers_all(self) -> bool:
+        return (None, None, None) in self._fetched
+
+    def stats(self) -> dict[str, int]:
+        c = self.store.cache.stats()
+        return {
+            "cache_bytes": c["bytes"],
+            "cache_capacity": c["capacity"],
+            "read_bytes": c["read_bytes"],
+            "private_terms": self.dictionary.private_terms,
+            "failovers": self.store.failovers,
+        }
+
+
+__all__ = ["OverlayDictionary", "RemoteStatics", "query_patterns"]
