@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar, cast
 
+import numpy as np
+
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.filter import FilterOperator
 from linkstream.operators.graph import GraphOperator
@@ -43,7 +45,7 @@ from linkstream.operators.router import (
     TimedWindowOperator,
 )
 from linkstream.operators.scan import ScanOperator, Slot
-from linkstream.operators.static_result import StaticResultOperator
+from linkstream.operators.static_result import StaticResultOperator, canonical_subjoin
 from linkstream.operators.window import WindowOperator
 from linkstream.query.expressions import Bound, Const, Exists, Expr, Var
 from linkstream.query.windows import WindowSpec
@@ -52,6 +54,11 @@ if TYPE_CHECKING:
     from linkstream.engine.embedded import Engine
 
 _Op = TypeVar("_Op", bound=Operator)
+
+#: a constant of a static pattern is generalised to a hidden variable (so that queries
+#: differing in it share one join) only when the pattern's predicate has at most this
+#: many static triples: the shared join holds the whole predicate
+STATIC_GENERALISE_MAX = 1 << 20
 
 
 def rename_expr(e: Expr, m: dict[str, str]) -> Expr | None:
@@ -127,6 +134,8 @@ class _Leaf:
     graph: Operator | None
     static: StaticResultOperator | None = None  # ... or a stored static sub-join (a set)
     gen: tuple[int, ...] = ()  # pattern positions generalised to hidden variables
+    #: a static sub-join's generalised positions, per pattern
+    sgen: tuple[tuple[int, ...], ...] = ()
     key: str = ""
     #: a C-SPARQL default graph merging static triples and time windows of one range and
     #: step (the leaf's slot is the whole merged graph, ``window`` its first window)
@@ -164,6 +173,7 @@ class Sharing:
         self._next_instance = 0
         self.routing = True  # shared joins + routers (off: per-range joins)
         self.renaming = True  # alpha-renaming of scans and joins
+        self._extents: dict[tuple, int] = {}
 
     # ------------------------------------------------------------ core
 
@@ -332,6 +342,9 @@ class Sharing:
             for v in lf.static.vars if lf.static else {v for k, v in lf.pattern if k == "var"}:
                 occurs[v] = occurs.get(v, 0) + 1
         for lf in leaves:
+            if lf.static is not None:
+                lf.sgen = tuple(self._static_gen(lf.static, p, occurs) for p in lf.static.patterns)
+                continue
             # (not over a merged C-SPARQL graph: there a generalised pattern would match the
             # triples of every window, and a join of such patterns multiplies them)
             if lf.scan is None or lf.merged is not None:
@@ -345,7 +358,14 @@ class Sharing:
         graphs: dict[int, Operator] = {}
         for lf in leaves:
             if lf.static is not None:
-                lf.key = repr(("r", lf.static.graphs, lf.static.canonical))
+                marked = [
+                    cast(
+                        "tuple[Slot, Slot, Slot]",
+                        tuple(("const", 0) if i in g else s for i, s in enumerate(p)),
+                    )
+                    for p, g in zip(lf.static.patterns, lf.sgen)
+                ]
+                lf.key = repr(("r", lf.static.graphs, canonical_subjoin(marked, lf.static.filters)[0]))
                 continue
             if lf.window is None and id(lf.graph) not in graphs:
                 graphs[id(lf.graph)] = canon(lf.graph)
@@ -362,6 +382,17 @@ class Sharing:
         slots: list[WindowOperator | GraphOperator] = []  # a time window, or a merged C-SPARQL graph
         jn: dict[str, str] = {}
         consts: list[tuple[str, int]] = []
+        hidden: dict[int, str] = {}
+
+        def hid(value: int) -> str:
+            # one hidden variable per constant value: a constant shared by several
+            # patterns stays a join between them (rows of one user join that user's rows)
+            h = hidden.get(value)
+            if h is None:
+                h = hidden[value] = f"%h{len(consts)}"
+                consts.append((h, value))
+            return h
+
         shape: list[tuple] = []
         patterns: list[tuple] = []
         ts_vars: list[str | None] = []
@@ -369,7 +400,13 @@ class Sharing:
             if lf.static is not None:
                 for v in lf.static.canonical_order:
                     jn.setdefault(v, f"%{len(jn)}")
-                pats = tuple(_canon_pattern(p, jn) for p in lf.static.patterns)
+                pats = tuple(
+                    tuple(
+                        ("var", hid(int(v))) if i in g else ("var", jn[v]) if k == "var" else (k, v)
+                        for i, (k, v) in enumerate(p)
+                    )
+                    for p, g in zip(lf.static.patterns, lf.sgen)
+                )
                 fs = tuple(rename_expr(f, jn) for f in lf.static.filters)
                 if any(f is None for f in fs):
                     return None
@@ -380,9 +417,7 @@ class Sharing:
             pat = []
             for i, (k, v) in enumerate(lf.pattern):
                 if i in lf.gen:
-                    h = f"%h{len(consts)}"
-                    consts.append((h, int(v)))
-                    pat.append(("var", h))
+                    pat.append(("var", hid(int(v))))
                 elif k == "var":
                     if v not in jn:
                         jn[v] = f"%{len(jn)}"
@@ -450,6 +485,31 @@ class Sharing:
         if after:
             route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
         return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
+
+    def _static_gen(self, sr: StaticResultOperator, p: tuple, occurs: dict[object, int]) -> tuple[int, ...]:
+        """Positions of static pattern ``p`` whose constant becomes a hidden variable: a
+        subject/object constant whose partner variable is joined with another leaf, when
+        the pattern's predicate has at most :data:`STATIC_GENERALISE_MAX` static triples
+        (the shared join then reads them all, for every subscriber's constant)."""
+        if p[1][0] != "const":
+            return ()
+        gen = tuple(
+            i
+            for i in (0, 2)
+            if p[i][0] == "const" and p[2 - i][0] == "var" and occurs.get(p[2 - i][1], 0) > 1
+        )
+        if gen and self._extent(sr, int(p[1][1])) > STATIC_GENERALISE_MAX:
+            return ()
+        return gen
+
+    def _extent(self, sr: StaticResultOperator, pred: int) -> int:
+        """How many static triples of ``sr``'s graphs have predicate ``pred``."""
+        key = (sr.graphs, pred, sr.ctx.version())
+        n = self._extents.get(key)
+        if n is None:
+            arr = sr.ctx.triples(sr.graphs)
+            n = self._extents[key] = int(np.count_nonzero(arr[:, 1] == pred)) if len(arr) else 0
+        return n
 
     def _instance(self, key: object, ranges: list[int]) -> _Instance:
         """The shared-join instance for ``key`` that covers ``ranges`` (grown or new)."""

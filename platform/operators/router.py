@@ -277,18 +277,55 @@ class _Group:
     #: the group's id in the router's count relation
     gid: int
     refs: int = 0
-    #: the window closes of the group's last evaluation (None: not evaluated yet)
-    closes: tuple[int, ...] | None = None
+    #: whether the group has been evaluated (its result is that of the router's last closes)
+    started: bool = False
+
+
+class _Table:
+    """The subscriber groups of a router as arrays (rebuilt when a group comes or goes).
+
+    Rows are matched to groups by one hash probe on the hidden constant columns (every
+    group of a router has the same hidden variables: they come from the shared join's
+    shape), and window containment is tested for all (row, group) pairs at once.
+    """
+
+    __slots__ = ("groups", "keys", "gids", "ranges", "cvals", "index", "started", "by_gid", "any_fresh")
+
+    def __init__(self, groups: list[_Group], n_slots: int, n_consts: int) -> None:
+        self.groups = groups
+        self.keys = [(g.ranges, g.consts) for g in groups]
+        n = len(groups)
+        self.gids = np.fromiter((g.gid for g in groups), dtype=np.int64, count=n)
+        #: (slots, groups) ranges; (hidden constants, groups) values
+        self.ranges = np.array([g.ranges for g in groups], dtype=np.int64).reshape(n, n_slots).T.copy()
+        self.cvals = (
+            np.array([[c for _, c in g.consts] for g in groups], dtype=np.int64).reshape(n, n_consts).T.copy()
+        )
+        self.index = SortedIndex(row_keys(self.cvals)) if n_consts else None
+        self.started = np.fromiter((g.started for g in groups), dtype=bool, count=n)
+        self.any_fresh = not bool(self.started.all())
+        self.by_gid = {g.gid: k for g, k in zip(groups, self.keys)}
+
+    def pairs(self, hcols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, group) pairs whose hidden constants are equal (``hcols``: (k, n) columns)."""
+        n, g = hcols.shape[1], len(self.groups)
+        if self.index is None:
+            return np.arange(n).repeat(g), np.tile(np.arange(g), n)
+        ri, gi = self.index.probe(row_keys(hcols))
+        if hcols.shape[0] > 1 and len(ri):  # hash keys: rule out collisions
+            ok = (hcols.take(ri, axis=1) == self.cvals.take(gi, axis=1)).all(axis=0)
+            ri, gi = ri[ok], gi[ok]
+        return ri, gi
 
     def qualify(
-        self, mins: list[np.ndarray], closes: tuple[int, ...] | None, const: np.ndarray
+        self, mins: list[np.ndarray], closes: tuple[int, ...], ri: np.ndarray, gi: np.ndarray
     ) -> np.ndarray:
-        """Rows whose every slot's smallest timestamp lies in the group's window instance."""
-        if closes is None:
-            return np.zeros(len(const), dtype=bool)
-        q = const.copy()
-        for m, close, r in zip(mins, closes, self.ranges):
-            q &= m >= close - r
+        """Pairs whose row's smallest timestamp per slot lies in the group's window instance."""
+        q = np.ones(len(ri), dtype=bool)
+        for s, (m, close) in enumerate(zip(mins, closes)):
+            lo = self.ranges[s].take(gi)
+            np.subtract(close, lo, out=lo)
+            q &= m.take(ri) >= lo
         return q
 
 
@@ -337,6 +374,12 @@ class RouterOperator(Operator):
         self._next_gid = 0
         self._out_idx = [self.jvars.index(v) for v in self.out_vars]
         self._ts_idx = [[self.jvars.index(v) for v in ts] for ts in self.slot_ts]
+        #: the hidden constant variables every group has a value for (set by the first)
+        self._hidden: tuple[str, ...] | None = None
+        self._hid_idx: list[int] = []
+        self._tab: _Table | None = None
+        #: the window closes of the last evaluation (every started group's result is at them)
+        self._closes: tuple[int, ...] | None = None
 
     def describe(self) -> str:
         return f"Router groups={len(self.groups)} rows={len(self.state)}"
@@ -350,8 +393,15 @@ class RouterOperator(Operator):
         ranges, consts = key
         g = self.groups.get(key)
         if g is None:
+            names = tuple(v for v, _ in consts)
+            if self._hidden is None:
+                self._hidden = names
+                self._hid_idx = [self.jvars.index(v) for v in names]
+            elif names != self._hidden:
+                raise ValueError(f"router groups differ in their hidden constants: {names} != {self._hidden}")
             self._next_gid += 1
             g = self.groups[key] = _Group(ranges, consts, self._next_gid)
+            self._invalidate()
         g.refs += 1
         return g
 
@@ -364,8 +414,23 @@ class RouterOperator(Operator):
             rows = self._rows_of(g.gid)
             if len(rows):
                 self.counts.apply(rows.negate())
+            self._invalidate()
             del self.groups[key]
             self.emitted.pop(key, None)
+
+    def _invalidate(self) -> None:
+        """Drops the group table (the groups' evaluation flags are written back first)."""
+        t = self._tab
+        if t is not None:
+            for g, started in zip(t.groups, t.started.tolist()):
+                g.started = started
+            self._tab = None
+
+    def _table(self) -> _Table:
+        t = self._tab
+        if t is None:
+            t = self._tab = _Table(list(self.groups.values()), len(self.windows), len(self._hid_idx))
+        return t
 
     def _rows_of(self, gid: int) -> Batch:
         rows = self.counts.rows
@@ -384,15 +449,6 @@ class RouterOperator(Operator):
     def _mins(self, cols: np.ndarray) -> list[np.ndarray]:
         return [cols[idx[0]] if len(idx) == 1 else cols[idx].min(axis=0) for idx in self._ts_idx]
 
-    def _consts(self, b: Batch, consts: tuple, cache: dict) -> np.ndarray:
-        mask = cache.get(consts)
-        if mask is None:
-            mask = np.ones(len(b), dtype=bool)
-            for v, c in consts:
-                mask &= b.cols[self.jvars.index(v)] == c
-            cache[consts] = mask
-        return mask
-
     def compute(self, epoch: int) -> Batch:
         d = self.join.delta(epoch)
         d = consolidate(d.project(self.jvars)) if len(d) else Batch.empty(self.jvars)
@@ -400,38 +456,59 @@ class RouterOperator(Operator):
         if len(d):
             self.state = consolidate(concat([old, d], self.jvars))
         self.emitted = {}
-        if any(w.now is None for w in self.windows):
+        if any(w.now is None for w in self.windows) or not self.groups:
             return Batch.empty(())
         closes = tuple((w.now // w.step) * w.step for w in self.windows)  # type: ignore[operator]  # no None: checked above
-        old_mins, d_mins = self._mins(old.cols), self._mins(d.cols)
-        old_cc: dict[tuple, np.ndarray] = {}
-        d_cc: dict[tuple, np.ndarray] = {}
-        old_out = old.cols[self._out_idx]
-        d_out = d.cols[self._out_idx]
+        t = self._table()
+        prev = self._closes
+        same = prev == closes
+        if same and not len(d) and not t.any_fresh:
+            return Batch.empty(())
         cols, counts, gids = [], [], []
-        for g in self.groups.values():
-            if g.closes == closes and not len(d):
-                continue
-            if len(old):
-                oc = self._consts(old, g.consts, old_cc)
-                change = g.qualify(old_mins, closes, oc).astype(np.int64) - g.qualify(old_mins, g.closes, oc)
-                idx = np.flatnonzero(change)
-                if len(idx):
-                    cols.append(old_out[:, idx])
-                    counts.append(change[idx] * old.counts[idx])
-                    gids.append(np.full(len(idx), g.gid, dtype=np.int64))
-            if len(d):
-                idx = np.flatnonzero(g.qualify(d_mins, closes, self._consts(d, g.consts, d_cc)))
-                if len(idx):
-                    cols.append(d_out[:, idx])
-                    counts.append(d.counts[idx])
-                    gids.append(np.full(len(idx), g.gid, dtype=np.int64))
-            g.closes = closes
+        hid = self._hid_idx
+        if len(old) and (not same or t.any_fresh):
+            # rows already joined: their qualification changes as the windows slide (and
+            # for groups never evaluated, it starts)
+            ri, gi = t.pairs(old.cols.take(hid, axis=0) if hid else old.cols[:0])
+            if same:  # only the new groups can change
+                keep = ~t.started.take(gi)
+                ri, gi = ri[keep], gi[keep]
+            if len(ri):
+                mins = self._mins(old.cols)
+                change = t.qualify(mins, closes, ri, gi).astype(np.int64)
+                if prev is not None:
+                    before = t.qualify(mins, prev, ri, gi)
+                    before &= t.started.take(gi)
+                    change -= before
+                sel = change.nonzero()[0]
+                if len(sel):
+                    rs = ri.take(sel)
+                    cols.append(old.cols.take(self._out_idx, axis=0).take(rs, axis=1))
+                    counts.append(change.take(sel) * old.counts.take(rs))
+                    gids.append(t.gids.take(gi.take(sel)))
+        if len(d):
+            ri, gi = t.pairs(d.cols.take(hid, axis=0) if hid else d.cols[:0])
+            if len(ri):
+                sel = t.qualify(self._mins(d.cols), closes, ri, gi).nonzero()[0]
+                if len(sel):
+                    rs = ri.take(sel)
+                    cols.append(d.cols.take(self._out_idx, axis=0).take(rs, axis=1))
+                    counts.append(d.counts.take(rs))
+                    gids.append(t.gids.take(gi.take(sel)))
+        self._closes = closes
+        if t.any_fresh:
+            t.started[:] = True
+            t.any_fresh = False
         if not cols:
             return Batch.empty(())
-        allc = np.concatenate(cols, axis=1)
+        allc = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
+        g_col = gids[0] if len(gids) == 1 else np.concatenate(gids)
         delta = consolidate(
-            Batch(self._gvars, np.vstack([np.concatenate(gids)[None, :], allc]), np.concatenate(counts))
+            Batch(
+                self._gvars,
+                np.vstack([g_col[None, :], allc]),
+                counts[0] if len(counts) == 1 else np.concatenate(counts),
+            )
         )
         if not len(delta):
             return Batch.empty(())
@@ -442,16 +519,16 @@ class RouterOperator(Operator):
         moved = np.flatnonzero(enter | leave)
         if not len(moved):
             return Batch.empty(())
-        # split the moved rows per group
-        moved = moved[np.argsort(delta.cols[0, moved], kind="stable")]
-        mg = delta.cols[0, moved]
-        sign = np.where(enter[moved], 1, -1).astype(np.int64)
-        by_gid = {g.gid: key for key, g in self.groups.items()}
+        # split the moved rows per group (the delta is sorted by group id first)
+        mg = delta.cols[0].take(moved)
+        sign = np.where(enter.take(moved), 1, -1).astype(np.int64)
+        by_gid = t.by_gid
         starts = np.flatnonzero(np.r_[True, mg[1:] != mg[:-1]])
         ends = np.r_[starts[1:], len(mg)]
-        for lo, hi in zip(starts.tolist(), ends.tolist()):
+        out_cols = delta.cols[1:]
+        for lo, hi, gid in zip(starts.tolist(), ends.tolist(), mg.take(starts).tolist()):
             sel = moved[lo:hi]
-            self.emitted[by_gid[int(mg[lo])]] = Batch(self.out_vars, delta.cols[1:, sel], sign[lo:hi])
+            self.emitted[by_gid[gid]] = Batch(self.out_vars, out_cols.take(sel, axis=1), sign[lo:hi])
         return Batch.empty(())
 
 
