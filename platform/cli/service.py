@@ -16,7 +16,7 @@ import socket
 import sys
 from typing import Any
 
-from linkstream.cli.args import DEFAULT_BASE, err, split_binding
+from linkstream.cli.args import DEFAULT_BASE, base_error, err, run_number_error, split_binding
 from linkstream.config import load as load_config
 
 TOKEN_ENV = "LINKSTREAM_API_TOKEN"
@@ -63,6 +63,23 @@ def add_parsers(sub: Any) -> None:
         metavar="DIR",
         help="durable ingest log and query catalog: a push is acknowledged once fsynced there; a "
         "restart with the same DIR replays it (queries, elements, watermarks) before serving",
+    )
+    rp.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --state-dir: checkpoint the engine state every S seconds and truncate the log "
+        "segments it covers; a restart restores the latest complete checkpoint and replays only "
+        "the log after it (0: no new checkpoints; default %(default)s)",
+    )
+    rp.add_argument(
+        "--checkpoints",
+        default=None,
+        metavar="URI",
+        help="with --state-dir: where checkpoints go, file:///path or s3://bucket/prefix (S3 endpoint, "
+        "region and credentials from the standard AWS configuration; default $LINKSTREAM_CHECKPOINTS, "
+        "else DIR/checkpoints)",
     )
     rp.add_argument(
         "--token",
@@ -234,6 +251,9 @@ def _check_serving(args: argparse.Namespace) -> str | None:
     """A one-line error for a bad port, TLS file or unreadable path, else ``None``."""
     if not 0 <= args.port <= 65535:
         return f"--port must be 0-65535, got {args.port}"
+    problem = run_number_error(args) or base_error(args.base)
+    if problem:
+        return problem
     try:  # uvicorn would log a traceback-free error but exit 1 at startup, after loading everything
         family, _, _, _, addr = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -307,20 +327,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return err(str(e))
     live.max_time_jump_ms = args.max_time_jump  # event-time rules: pushes and POST /watermark
     live.results_retention_s = args.results_retention  # (before any query: its ring takes it)
-    if args.state_dir:  # replay the durable ingest log before serving, then log every input
-        import time
-
-        from linkstream.engine.live.ingestlog import IngestLog
-
-        t0 = time.perf_counter()
-        try:
-            n = live.recover(IngestLog(args.state_dir))
-        except OSError as e:
+    if args.state_dir:  # restore + replay the durable ingest log before serving, then log every input
+        problem = _recover_state(live, args)
+        if problem:
             live.close()
-            return err(f"cannot use --state-dir {args.state_dir}: {e}")
-        logging.getLogger(__name__).info(
-            "state dir %s: replayed %d log records (%.2fs)", args.state_dir, n, time.perf_counter() - t0
-        )
+            return err(problem)
+    elif args.checkpoints:
+        live.close()
+        return err("--checkpoints needs --state-dir (checkpoints cover the ingest log kept there)")
     if args.store:  # the store's stable timestamp, snapshot age and delta at /metrics
         from linkstream.metrics import StoreCollector
 
@@ -341,6 +355,54 @@ def cmd_run(args: argparse.Namespace) -> int:
         live.close()
         return err(f"cannot serve on {args.host}:{args.port}: {e}")
     return 0
+
+
+def checkpoint_uri(args: argparse.Namespace) -> str:
+    """``--checkpoints``, else ``LINKSTREAM_CHECKPOINTS``, else ``file://DIR/checkpoints``."""
+    uri = args.checkpoints or load_config().checkpoints.uri
+    return uri or "file://" + os.path.join(os.path.abspath(args.state_dir), "checkpoints")
+
+
+def _recover_state(live: Any, args: argparse.Namespace) -> str | None:
+    """Opens ``--state-dir``, restores the latest checkpoint, replays the log after it and
+    starts the checkpointer; a one-line error, or ``None``."""
+    import time
+
+    from linkstream.config import ConfigError
+    from linkstream.engine.live.checkpoint import Checkpointer, checkpoint_support
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.store.checkpoints import CheckpointError, open_checkpoints
+
+    logger = logging.getLogger(__name__)
+    if args.checkpoint_interval < 0:
+        return f"--checkpoint-interval must be >= 0 seconds, got {args.checkpoint_interval}"
+    why = checkpoint_support(live)
+    store = None
+    try:
+        uri = checkpoint_uri(args)
+        if why is None:
+            store = open_checkpoints(uri)
+        elif args.checkpoints or args.checkpoint_interval > 0:
+            logger.warning(
+                "state dir %s: %s; the whole ingest log is replayed at restart", args.state_dir, why
+            )
+    except (ConfigError, ValueError, OSError) as e:
+        return f"cannot use the checkpoints: {e}"
+    t0 = time.perf_counter()
+    try:
+        ingest_log = IngestLog(args.state_dir)
+    except OSError as e:
+        return f"cannot use --state-dir {args.state_dir}: {e}"
+    try:
+        n = live.recover(ingest_log, checkpoints=store)
+    except (CheckpointError, OSError) as e:
+        ingest_log.close()
+        return f"cannot recover from --state-dir {args.state_dir}: {e}"
+    logger.info("state dir %s: replayed %d log records (%.2fs)", args.state_dir, n, time.perf_counter() - t0)
+    if store is not None and args.checkpoint_interval > 0:
+        live.checkpointer = Checkpointer(live, ingest_log, store, args.checkpoint_interval).start()
+        logger.info("checkpoints every %gs to %s", args.checkpoint_interval, store.uri)
+    return None
 
 
 def _client(args: argparse.Namespace) -> Any:

@@ -139,6 +139,32 @@ class StreamBuffer:
     def times(self) -> np.ndarray:
         return self._t[: self.n]
 
+    def export_state(self) -> tuple[dict[str, Any], list[np.ndarray]]:
+        """Copies of what the buffer holds, for a checkpoint: ``({"base", "watermark"},
+        [triples (3, n), triple times (n,), element times])`` (windows are not included)."""
+        return (
+            {"base": int(self.base), "watermark": self.watermark},
+            [self._tr[:, : self.n].copy(), self._t[: self.n].copy(), self._et[: self._ne].copy()],
+        )
+
+    def import_state(self, header: dict[str, Any], arrays: list[np.ndarray]) -> None:
+        """Puts back what :meth:`export_state` gave (into a buffer no window reads yet)."""
+        tr, tt, et = arrays
+        if tr.ndim != 2 or tr.shape[0] != 3 or tt.shape != (tr.shape[1],) or et.ndim != 1:
+            raise ValueError("stream buffer state of <%s> has inconsistent shapes" % self.iri)
+        n = tr.shape[1]
+        self._tr = np.empty((3, max(1024, n)), dtype=np.int64)
+        self._tr[:, :n] = tr
+        self._t = np.empty(max(1024, n), dtype=np.int64)
+        self._t[:n] = tt
+        self._et = np.empty(max(256, len(et)), dtype=np.int64)
+        self._et[: len(et)] = et
+        self._ne = len(et)
+        self.n = n
+        self.base = int(header["base"])
+        wm = header.get("watermark")
+        self.watermark = None if wm is None else int(wm)
+
     def slice_timed(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Triples at ``[lo, hi)`` as (3, n) and their element timestamps."""
         return self._tr[:, lo - self.base : hi - self.base], self._t[lo - self.base : hi - self.base]

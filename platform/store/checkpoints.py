@@ -307,6 +307,14 @@ class CheckpointStore:
             raise CheckpointError(f"checkpoint {cid}: the manifest is not a format-{FORMAT} manifest")
         return doc
 
+    def meta(self, cid: str) -> dict[str, Any]:
+        """The metadata in checkpoint ``cid``'s manifest (objects are not read).
+
+        Raises:
+            CheckpointError: No readable manifest.
+        """
+        return dict(self._manifest(cid).get("meta") or {})
+
     def load_id(self, cid: str) -> Checkpoint:
         """Checkpoint ``cid``, every object verified against the manifest.
 

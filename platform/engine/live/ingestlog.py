@@ -22,7 +22,12 @@ fails its CRC or breaks the sequence: a torn tail write after a crash is dropped
 segment truncated there) -- never a crash at restart, never a wrong element.  Later
 segments, which can only exist after damage in the middle, are renamed ``*.damaged``.
 
-Segments rotate by size and age; old segments are never truncated yet (no checkpoints).
+Segments rotate by size and age, and at each checkpoint (:meth:`IngestLog.rotate`); a
+segment is named by the sequence number of its first record.  Once a complete checkpoint
+covers every record up to ``seq`` (:mod:`linkstream.engine.live.checkpoint`), the segments
+holding only such records are deleted (:meth:`IngestLog.truncate_through`); a restart then
+restores the checkpoint and replays only the records after ``seq``
+(:meth:`IngestLog.resume_after`).
 """
 
 from __future__ import annotations
@@ -156,11 +161,13 @@ class IngestLog:
         self._fd = -1
         self._seg_size = 0
         self._seg_born = time.monotonic()
+        self._rotate = False
         self._open_last()
         self.fsyncs = 0
         self.fsync_seconds = 0.0
         self.records_written = 0
         self.bytes_written = 0
+        self.truncated_segments = 0
         self._catalog: dict[str, dict[str, str]] = self._read_catalog()
         self._thread = threading.Thread(target=self._run, name="linkstream-ingestlog", daemon=True)
         self._thread.start()
@@ -174,6 +181,8 @@ class IngestLog:
         segs = self._segments()
         for k, name in enumerate(segs):
             path = os.path.join(self.log_dir, name)
+            if name[:20].isdigit():  # an empty segment still says where numbering goes on
+                self._next = max(self._next, int(name[:20]))
             with open(path, "rb") as f:
                 data = f.read()
             first = self._next if self._recovered else None
@@ -291,6 +300,11 @@ class IngestLog:
     def append_advance(self, t: int) -> int:
         return self._append({"k": "advance", "t": int(t)})
 
+    def last_seq(self) -> int:
+        """The sequence number of the last record appended (``-1``: none yet)."""
+        with self._cv:
+            return self._next - 1
+
     def offsets(self) -> dict[str, int]:
         """Each stream's next offset (its element count in the log)."""
         return dict(self._offsets)
@@ -333,10 +347,12 @@ class IngestLog:
             data = b"".join(b for _, b in batch)
             try:
                 if self._seg_size and (
-                    self._seg_size + len(data) > self.segment_bytes
+                    self._rotate
+                    or self._seg_size + len(data) > self.segment_bytes
                     or time.monotonic() - self._seg_born > self.segment_age_s
                 ):
                     self._new_segment(batch[0][0])
+                    self._rotate = False
                 view = memoryview(data)
                 while view:
                     n = os.write(self._fd, view)
@@ -359,6 +375,40 @@ class IngestLog:
                 self.bytes_written += len(data)
                 self._cv.notify_all()
 
+    # ------------------------------------------------------------ checkpoints
+
+    def resume_after(self, seq: int, offsets: dict[str, int]) -> None:
+        """Continues numbering after a checkpoint that covered records up to ``seq`` with the
+        stream offsets ``offsets`` (call it before appending: records after ``seq`` still
+        found in the log raise offsets further)."""
+        with self._cv:
+            if self._pending or self.records_written:
+                raise RuntimeError("resume_after() must come before any append")
+            self._next = max(self._next, seq + 1)
+            self._durable = max(self._durable, self._next - 1)
+        for s, off in offsets.items():
+            self._offsets[s] = max(self._offsets.get(s, 0), int(off))
+
+    def rotate(self) -> None:
+        """Starts a new segment at the next write (so that older ones can be truncated)."""
+        with self._cv:
+            self._rotate = True
+
+    def truncate_through(self, seq: int) -> int:
+        """Deletes the segments whose records all have sequence numbers ``<= seq`` (never the
+        one being written); returns how many went."""
+        segs = [f for f in self._segments() if f[:20].isdigit()]
+        gone = 0
+        for name, nxt in zip(segs, segs[1:]):
+            if int(nxt[:20]) > seq + 1:
+                break
+            os.unlink(os.path.join(self.log_dir, name))
+            gone += 1
+        if gone:
+            _fsync_dir(self.log_dir)
+        self.truncated_segments += gone
+        return gone
+
     def stats(self) -> dict[str, Any]:
         """Counters for /status: records and bytes written, fsyncs and their mean cost."""
         with self._cv:
@@ -371,6 +421,7 @@ class IngestLog:
                 "fsyncs": self.fsyncs,
                 "fsync_ms_mean": round(1000.0 * self.fsync_seconds / self.fsyncs, 3) if self.fsyncs else None,
                 "segments": len(self._segments()),
+                "truncated_segments": self.truncated_segments,
             }
 
     def close(self, timeout: float = 10.0) -> None:

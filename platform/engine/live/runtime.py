@@ -57,7 +57,9 @@ from linkstream.rdf.dictionary import Dictionary
 from linkstream.rdf.static import dedup_triples
 
 if TYPE_CHECKING:
+    from linkstream.engine.live.checkpoint import Checkpointer
     from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.store.checkpoints import CheckpointStore
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,8 @@ class LiveEngine(LiveWorker):
         self._thread: threading.Thread | None = None
         #: durable ingest log (``run --state-dir``): inputs appended in worker order, see :meth:`recover`
         self._log: IngestLog | None = None
+        #: periodic checkpoints (``run --checkpoint-interval``), stopped by :meth:`close`
+        self.checkpointer: Checkpointer | None = None
         # worker-only state
         self._streams: dict[str, _Stream] = {}
         self._guards: dict[str, RetentionGuard] = {}
@@ -155,6 +159,8 @@ class LiveEngine(LiveWorker):
                 return
             self._closed = True
             thread = self._thread
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         if thread is not None:
             self._queue.put(("stop",))
             thread.join(timeout)
@@ -309,19 +315,55 @@ class LiveEngine(LiveWorker):
         if self._log is not None:
             self._log.sync(timeout)
 
-    def recover(self, ingest_log: IngestLog, timeout: float | None = None) -> int:
-        """Replays ``ingest_log`` through the engine, in order, then logs every input to it.
+    def recover(
+        self,
+        ingest_log: IngestLog,
+        timeout: float | None = None,
+        checkpoints: CheckpointStore | None = None,
+    ) -> int:
+        """Restores the latest checkpoint, replays the rest of ``ingest_log`` through the
+        engine, in order, then logs every input to it.
 
         Queries are registered, elements pushed and watermarks advanced as they were logged,
-        so windows and results continue where the logged run stopped.  Call it before the
-        engine serves anything.  Returns the number of records replayed.
+        so windows and results continue where the logged run stopped; a report delivered
+        before the restart (up to the checkpoint's record of it) is not delivered again.
+        Call it before the engine serves anything.  Returns the number of records replayed.
+
+        Raises:
+            CheckpointError: Checkpoints exist but none is usable, or the log starts after
+                what the checkpoint covers (records would be missing).
         """
         if self._log is not None:
             raise RuntimeError("an ingest log is attached already")
         from linkstream.engine.live.ingestlog import decode_triples
+        from linkstream.store.checkpoints import CheckpointError
 
+        covered = -1
+        if checkpoints is not None:
+            ck = checkpoints.load()
+            if ck is not None:
+                from linkstream.engine.live.checkpoint import restore
+
+                covered = self.call(lambda: restore(self, ck), timeout)
+                ingest_log.resume_after(covered, dict(ck.meta.get("offsets") or {}))
+                log.info(
+                    "restored checkpoint %s of %s (log records through %d)", ck.id, checkpoints.uri, covered
+                )
         n = 0
         for rec in ingest_log.records():
+            if rec.seq <= covered:
+                continue
+            if n == 0 and rec.seq != covered + 1:
+                raise CheckpointError(
+                    "the ingest log in %s starts at record %d but %s covers records through %d only: "
+                    "records are missing"
+                    % (
+                        ingest_log.directory,
+                        rec.seq,
+                        "no checkpoint" if covered < 0 else "the checkpoint",
+                        covered,
+                    )
+                )
             n += 1
             h = rec.header
             try:
@@ -337,6 +379,11 @@ class LiveEngine(LiveWorker):
                     log.warning("ingest log: record %d of unknown kind %r skipped", rec.seq, rec.kind)
             except (QueryError, QueryConflict, UnknownQuery, ValueError) as e:  # failed when logged too
                 log.info("ingest log: record %d (%s) refused again: %s", rec.seq, rec.kind, e)
+        if n == 0 and ingest_log.last_seq() > covered:
+            raise CheckpointError(
+                "the ingest log in %s was numbered through record %d but holds none after %d: "
+                "records are missing" % (ingest_log.directory, ingest_log.last_seq(), covered)
+            )
         self.flush(timeout)
         self._log = ingest_log
         return n
@@ -517,4 +564,5 @@ class LiveEngine(LiveWorker):
             "explicit_watermark": explicit,
             "streams": streams,
             **({"ingest_log": self._log.stats()} if self._log is not None else {}),
+            **({"checkpoints": self.checkpointer.stats()} if self.checkpointer is not None else {}),
         }

@@ -76,6 +76,9 @@ class _Entry:
     first_report: int | None = None
     subscribers: list[Subscription] = field(default_factory=list)
     dropped: int = 0
+    #: the last report time offered to subscribers and the result ring: a report at or
+    #: before it (recomputed after a restart from a checkpoint) is not delivered twice
+    emitted: int | None = None
 
 
 @dataclass

@@ -98,6 +98,20 @@ class ReportRing:
             self._lines -= len(lines)
             self.dropped_until = t
 
+    def export(self) -> tuple[list[tuple[float, int, tuple[str, ...]]], int | None]:
+        """The kept reports as ``(age in seconds, report time, lines)`` and
+        :attr:`dropped_until` (for a checkpoint)."""
+        now = self.clock()
+        return [(now - at, t, lines) for at, t, lines in self._reports], self.dropped_until
+
+    def load(self, reports: list[tuple[float, int, tuple[str, ...]]], dropped_until: int | None) -> None:
+        """Puts back what :meth:`export` gave (ages counted from now)."""
+        now = self.clock()
+        self._reports = deque((now - age, t, tuple(lines)) for age, t, lines in reports)
+        self._lines = sum(len(r[2]) for r in self._reports)
+        self.dropped_until = dropped_until
+        self.trim(now)
+
     def last(self) -> int | None:
         """The latest report time kept (with lines)."""
         return self._reports[-1][1] if self._reports else None

@@ -418,6 +418,10 @@ class LiveWorker:
         m = self.metrics
         for name in names:
             e = self._entries[name]
+            if e.emitted is not None and c <= e.emitted:  # delivered before a restart already
+                self._schedule(name, e, e.rq.next_report(c))
+                continue
+            e.emitted = c
             lines = tuple(out.get(name, ()))
             m.reports.inc()
             m.result_lines.inc(len(lines))

@@ -1,0 +1,452 @@
+"""Barrier checkpoints of the embedded live engine (``run --state-dir DIR --checkpoint-interval S``).
+
+The live engine's worker is the only thread that touches the engine and it applies
+commands in the order of the ingest log, so a snapshot taken *between two commands* is a
+consistent cut (a barrier): it covers exactly the log records appended before the
+snapshot command was enqueued (sequence numbers ``<= seq``, read under the same lock that
+orders appends and enqueues).  :func:`capture` runs on the worker and only copies:
+
+* the term dictionary (an in-memory dictionary is append-only: full chunks of
+  :data:`CHUNK` terms are shared objects written once, the tail goes with each checkpoint);
+* every stream buffer's retained elements (what windows and late registrations read);
+* per query: its text, schedule (next report, first report, pending), statistics, the
+  last report time delivered (results are deduplicated by ``(query, report time)`` after a
+  restart), its recent reports (the result ring that ``Last-Event-ID`` resumes from) and
+  the state of its operators (:func:`~linkstream.operators.state.snapshot_query`);
+* the live engine's event-time state (stream and explicit watermarks, last report fired,
+  accepted counts, retention guards) and the log's per-stream offsets.
+
+:class:`Checkpointer` then encodes and writes the copy in its own thread, after waiting
+until records ``<= seq`` are durable (a checkpoint never covers a record the log could
+lose), and deletes the log segments the new checkpoint covers wholly.
+
+:func:`restore` is the inverse, on a fresh engine whose static graphs are loaded: the
+dictionary, buffers and live state are put back, each query is planned again and its
+operator state restored; a query whose plan cannot be migrated (a shared join's router)
+is rebuilt from the restored buffers by one silent evaluation at the checkpoint's last
+report time.  The caller then replays the log records after ``seq``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from linkstream.engine.live.state import _Accepted, _Entry, _Stream
+from linkstream.engine.live.subscription import ReportRing
+from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
+from linkstream.operators.window import StreamBuffer
+from linkstream.query.continuous import parse_continuous
+from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.store.checkpoints import (
+    Blob,
+    Checkpoint,
+    CheckpointError,
+    CheckpointStore,
+    blob_of_strings,
+    strings_of_blob,
+)
+
+if TYPE_CHECKING:
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.engine.live.runtime import LiveEngine
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CHUNK", "Capture", "Checkpointer", "capture", "checkpoint_support", "restore"]
+
+#: terms per shared dictionary chunk
+CHUNK = 1 << 16
+#: version of the engine checkpoint layout (meta ``"engine"``)
+LAYOUT = 1
+_I8 = np.int64
+
+
+def checkpoint_support(live: LiveEngine) -> str | None:
+    """Why ``live`` cannot be checkpointed (``None``: it can)."""
+    if not isinstance(live.engine.dictionary, MemoryDictionary):
+        return "checkpoints need the in-memory dictionary (not --dictionary lmdb:/hbase:)"
+    if live.engine.transient is not None or live.absorb:
+        return "checkpoints are not supported with --store yet"
+    return None
+
+
+def _terms(d: MemoryDictionary) -> list[str | None]:
+    # the in-memory dictionary is append-only: id i is _terms[i] (None: reserved, unpublished)
+    return d._terms
+
+
+@dataclass
+class Capture:
+    """What :func:`capture` copied on the worker (encoded later by :func:`encode`)."""
+
+    seq: int
+    offsets: dict[str, int]
+    live: dict[str, Any]
+    terms_from: int
+    terms: list[str | None]
+    terms_n: int
+    buffers: list[tuple[str, dict[str, Any], list[np.ndarray]]]
+    queries: list[dict[str, Any]]
+    states: list[QueryState | None]
+    rings: list[tuple[list[tuple[float, int, tuple[str, ...]]], int | None]]
+    taken: float = field(default_factory=time.time)
+
+
+def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int) -> Capture:
+    """Copies the engine's state on the worker thread (see the module docstring).
+
+    Args:
+        seq: The last log record the worker has applied.
+        offsets: The log's per-stream offsets at ``seq``.
+        terms_from: First dictionary id not in a shared chunk written already (a multiple
+            of :data:`CHUNK`).
+    """
+    eng = live.engine
+    terms = _terms(eng.dictionary)  # type: ignore[arg-type]  # checked by checkpoint_support
+    n = len(terms)
+    buffers = []
+    for iri, buf in eng.buffers.items():
+        if not isinstance(buf, StreamBuffer):
+            raise CheckpointError("stream <%s> is not held in a plain stream buffer" % iri)
+        h, arrays = buf.export_state()
+        buffers.append((iri, h, arrays))
+    c = eng.last_tick
+    queries: list[dict[str, Any]] = []
+    states: list[QueryState | None] = []
+    rings = []
+    for name, e in live._entries.items():
+        st = None
+        if c is not None:
+            try:
+                st = snapshot_query(eng, name, c)
+                st = QueryState(st.header, [a.copy() for a in st.arrays])
+            except StateError as exc:
+                log.debug("checkpoint: %s is rebuilt at restore (%s)", name, exc)
+            except Exception as exc:  # an operator this version cannot walk: rebuild it
+                log.warning("checkpoint: cannot snapshot %s (%s); it is rebuilt at restore", name, exc)
+        queries.append(
+            {
+                "name": name,
+                "text": e.cq.text,
+                "due": e.due,
+                "first_report": e.first_report,
+                "pending": name in live._pending,
+                "last_report": e.rq.last_report,
+                "registered_at": e.rq.registered_at,
+                "reports": e.rq.stats.reports,
+                "rows": e.rq.stats.rows,
+                "dropped": e.dropped,
+                "emitted": e.emitted,
+            }
+        )
+        states.append(st)
+        ring = live._rings.get(name)
+        rings.append(ring.export() if ring is not None else ([], None))
+    state = {
+        "fired": live._fired,
+        "explicit": live._explicit,
+        "last_tick": c,
+        "epoch": eng.epoch,
+        "streams": {s: [st.watermark, st.first] for s, st in live._streams.items()},
+        "accepted": {
+            s: [a.watermark, a.elements, a.triples, a.late, a.rejected] for s, a in live._accepted.items()
+        },
+        "guards": {s: int(g.lo) for s, g in live._guards.items()},
+    }
+    return Capture(seq, offsets, state, terms_from, terms[terms_from:n], n, buffers, queries, states, rings)
+
+
+def encode(cap: Capture) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any]]:
+    """The objects, metadata and shared objects of a checkpoint of ``cap``."""
+    full = (cap.terms_n // CHUNK) * CHUNK
+    shared: dict[str, Any] = {}
+    for start in range(cap.terms_from, full, CHUNK):
+        part = cap.terms[start - cap.terms_from : start - cap.terms_from + CHUNK]
+        shared["terms-%012d" % start] = lambda part=part, start=start: blob_of_strings(part, {"start": start})
+    objects: dict[str, Blob] = {
+        "terms-tail": blob_of_strings(cap.terms[full - cap.terms_from :], {"start": full}),
+    }
+    arrays: list[np.ndarray] = []
+    bufs = []
+    for iri, h, arrs in cap.buffers:
+        bufs.append([iri, h, len(arrays)])
+        arrays += arrs
+    objects["buffers"] = Blob({"buffers": bufs}, arrays)
+    qarrays: list[np.ndarray] = []
+    qheaders = []
+    ring_lines: list[str | None] = []
+    for q, st, (reports, dropped) in zip(cap.queries, cap.states, cap.rings):
+        entry = dict(q)
+        if st is not None:
+            entry["state"] = {"header": st.header, "first": len(qarrays), "n": len(st.arrays)}
+            qarrays += st.arrays
+        entry["ring"] = {
+            "dropped_until": dropped,
+            "first": len(qarrays),
+            "lines_from": len(ring_lines),
+        }
+        qarrays += [
+            np.asarray([r[0] for r in reports], dtype=np.float64),
+            np.asarray([r[1] for r in reports], dtype=_I8),
+            np.asarray([len(r[2]) for r in reports], dtype=_I8),
+        ]
+        for r in reports:
+            ring_lines += r[2]
+        qheaders.append(entry)
+    objects["queries"] = Blob({"queries": qheaders}, qarrays)
+    objects["ring-lines"] = blob_of_strings(ring_lines)
+    meta = {
+        "engine": LAYOUT,
+        "seq": cap.seq,
+        "offsets": cap.offsets,
+        "live": cap.live,
+        "terms": cap.terms_n,
+        "chunks": [k for k in shared],
+        "taken": cap.taken,
+    }
+    return objects, meta, shared
+
+
+def _restore_dictionary(d: MemoryDictionary, ck: Checkpoint) -> None:
+    n = int(ck.meta["terms"])
+    terms: list[str | None] = []
+    for key in sorted(k for k in ck.objects if k.startswith("shared/terms-")):
+        terms += strings_of_blob(ck.objects[key])
+    terms += strings_of_blob(ck.blob("terms-tail"))
+    if len(terms) != n:
+        raise CheckpointError("checkpoint %s: %d dictionary terms, expected %d" % (ck.id, len(terms), n))
+    cur = _terms(d)
+    k = len(cur)
+    if k > n or cur[1:k] != terms[1:k]:
+        raise CheckpointError(
+            "checkpoint %s: the dictionary it was taken with does not start with this run's "
+            "(were other static graphs loaded?)" % ck.id
+        )
+    if n > k:
+        first = d.reserve(n - k)
+        ids = [i for i in range(first, n) if terms[i] is not None]
+        if ids:
+            d.put_many([terms[i] for i in ids], ids)  # type: ignore[misc]  # None filtered above
+
+
+def restore(live: LiveEngine, ck: Checkpoint) -> int:
+    """Puts checkpoint ``ck`` into ``live`` (on its worker thread, before anything else ran
+    there but the static graphs); returns the last log sequence number it covers.
+
+    Raises:
+        CheckpointError: The checkpoint does not fit this engine.
+    """
+    meta = ck.meta
+    if meta.get("engine") != LAYOUT:
+        raise CheckpointError("checkpoint %s is not an engine checkpoint of layout %d" % (ck.id, LAYOUT))
+    eng = live.engine
+    if eng.queries or eng.buffers:
+        raise CheckpointError("a checkpoint is restored into a fresh engine only")
+    _restore_dictionary(eng.dictionary, ck)  # type: ignore[arg-type]  # checked by checkpoint_support
+    st = meta["live"]
+    bufs = ck.blob("buffers")
+    for iri, h, first in bufs.header["buffers"]:
+        buf = eng.buffer(iri)
+        assert isinstance(buf, StreamBuffer)
+        buf.import_state(h, [np.array(a) for a in bufs.arrays[first : first + 3]])
+    now = live.clock()
+    for s, (wm, first) in st["streams"].items():
+        live._streams[s] = _Stream(wm, first, now)
+    for s, (wm, elements, triples, late, rejected) in st["accepted"].items():
+        live._accepted[s] = _Accepted(wm, elements, triples, late, False, rejected)
+    live._fired, live._explicit = st["fired"], st["explicit"]
+    c = st["last_tick"]
+    eng.last_tick = c
+    eng.epoch = int(st["epoch"])
+    for s, lo in st["guards"].items():
+        live._guard(s, eng.buffer(s))
+        live._guards[s].lo = int(lo)
+    qs = ck.blob("queries")
+    lines = strings_of_blob(ck.blob("ring-lines"))
+    rebuild: list[str] = []
+    for q in qs.header["queries"]:
+        name = q["name"]
+        with live._parse_lock:
+            cq = parse_continuous(q["text"], default_name=name, base=live.base)
+        if cq.name != name:
+            cq = replace(cq, name=name)
+        rq = eng.register(cq)
+        state = q.get("state")
+        if c is not None:
+            restored = False
+            if state is not None:
+                k = int(state["first"])
+                qstate = QueryState(
+                    state["header"], [np.array(a) for a in qs.arrays[k : k + int(state["n"])]]
+                )
+                try:
+                    restore_query(eng, name, qstate, c)
+                    restored = True
+                except Exception as exc:  # StateError, or an operator this version cannot fill
+                    log.warning(
+                        "checkpoint %s: cannot restore the state of %s (%s); rebuilding it", ck.id, name, exc
+                    )
+                    eng.unregister(name)
+                    rq = eng.register(cq)
+            if not restored:
+                rebuild.append(name)
+        rq.last_report = q["last_report"]
+        rq.registered_at = q["registered_at"]
+        rq.stats.reports, rq.stats.rows = int(q["reports"]), int(q["rows"])
+        streams = frozenset(w.stream for w in cq.windows)
+        for s in streams:
+            live._guard(s, eng.buffer(s))
+            if not live._relevant.get(s):
+                live._relevant_since[s] = now
+            live._relevant[s] = live._relevant.get(s, 0) + 1
+        e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))
+        e.emitted = q["emitted"]
+        if e.due is not None:
+            heapq.heappush(live._heap, (e.due, name))
+        if q["pending"]:
+            live._pending.add(name)
+        ring = ReportRing(live.results_retention_s)
+        r = q["ring"]
+        k = int(r["first"])
+        ages, times, counts = qs.arrays[k : k + 3]
+        pos = int(r["lines_from"])
+        reports = []
+        for age, t, cnt in zip(ages.tolist(), times.tolist(), counts.tolist()):
+            reports.append((age, t, tuple(x or "" for x in lines[pos : pos + cnt])))
+            pos += cnt
+        ring.load(reports, r["dropped_until"])
+        with live._lock:
+            live._entries[name] = e
+            live._rings[name] = ring
+    if rebuild and c is not None:
+        # queries whose operators could not be restored: one silent evaluation at the last
+        # report time fills them from the restored buffers (nothing is reported or counted)
+        eng.tick(c, (), count_reports=False)
+        log.info("checkpoint %s: rebuilt %s from the stream buffers", ck.id, ", ".join(rebuild))
+    with live._lock:
+        live._frontier = live._frontier_now()
+    live._gauges()
+    return int(meta["seq"])
+
+
+class Checkpointer:
+    """Takes a checkpoint of ``live`` every ``interval_s`` seconds in a thread of its own.
+
+    Args:
+        live: The engine (its ingest log attached: :meth:`LiveEngine.recover` done).
+        ingest_log: That log (records a checkpoint covers are truncated).
+        store: Where checkpoints go.
+        interval_s: Seconds between checkpoints (``<= 0``: only :meth:`checkpoint` calls).
+    """
+
+    def __init__(
+        self, live: LiveEngine, ingest_log: IngestLog, store: CheckpointStore, interval_s: float
+    ) -> None:
+        why = checkpoint_support(live)
+        if why is not None:
+            raise ValueError(why)
+        self.live = live
+        self.log = ingest_log
+        self.store = store
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last: tuple[int, int | None] | None = None
+        self._seqs: dict[str, int] = {}  # checkpoint id -> last log record it covers
+        self.checkpoints = 0
+        self.last_id: str | None = None
+        self.last_seq: int | None = None
+        self.capture_seconds = 0.0
+        self.write_seconds = 0.0
+        self.failures = 0
+
+    def start(self) -> Checkpointer:
+        if self.interval_s > 0 and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="linkstream-checkpoint", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.checkpoint()
+            except Exception as e:  # the log keeps everything: the next one may succeed
+                self.failures += 1
+                log.error("checkpoint to %s failed: %s", self.store.uri, e)
+
+    def _oldest_kept_seq(self) -> int:
+        """What the oldest complete checkpoint kept covers: the log keeps everything after it,
+        so that a load falling back from a damaged newer checkpoint finds its records."""
+        kept = self.store.ids()
+        for cid in kept:
+            if cid not in self._seqs:
+                try:
+                    self._seqs[cid] = int(self.store.meta(cid).get("seq", -1))
+                except (CheckpointError, OSError, ValueError, TypeError):
+                    self._seqs[cid] = -1  # unreadable: keep the whole log
+        for cid in [c for c in self._seqs if c not in kept]:
+            del self._seqs[cid]
+        return min((self._seqs[c] for c in kept), default=-1)
+
+    def _terms_from(self) -> int:
+        k = 0
+        while ("shared/terms-%012d" % k) in self.store._shared:
+            k += CHUNK
+        return k
+
+    def checkpoint(self, force: bool = False) -> str | None:
+        """Takes one checkpoint now; returns its id (``None``: nothing changed since the last)."""
+        with self._lock:
+            live = self.live
+            t0 = time.perf_counter()
+            terms_from = self._terms_from()
+            fut: Future[Capture] = Future()
+            with live._lock:  # orders this barrier with log appends and their enqueues
+                seq = self.log.last_seq()
+                offsets = self.log.offsets()
+                if not force and self._last == (seq, live._fired):
+                    return None
+                self.log.rotate()
+                live._queue.put(("call", lambda: capture(live, seq, offsets, terms_from), fut))
+            cap = fut.result(120)
+            t1 = time.perf_counter()
+            self.log.wait(seq)  # never cover a record the log could still lose
+            objects, meta, shared = encode(cap)
+            cid = self.store.write(objects, meta, shared)
+            self._seqs[cid] = seq
+            self.log.truncate_through(self._oldest_kept_seq())
+            self.capture_seconds += t1 - t0
+            self.write_seconds += time.perf_counter() - t1
+            self.checkpoints += 1
+            self.last_id, self.last_seq = cid, seq
+            self._last = (seq, cap.live["fired"])
+            log.debug("checkpoint %s covers log records through %d", cid, seq)
+            return cid
+
+    def stats(self) -> dict[str, Any]:
+        """Figures for /status."""
+        n = max(1, self.checkpoints)
+        return {
+            "uri": self.store.uri,
+            "interval_s": self.interval_s,
+            "checkpoints": self.checkpoints,
+            "failures": self.failures,
+            "last_id": self.last_id,
+            "last_seq": self.last_seq,
+            "capture_ms_mean": round(1000 * self.capture_seconds / n, 3),
+            "write_ms_mean": round(1000 * self.write_seconds / n, 3),
+        }
