@@ -1,0 +1,151 @@
+"""Start-up cost of the command line: what a user pays before the first result.
+
+Measures, in one run and as the median of ``--repeat`` fresh processes each:
+
+* ``python -c pass`` and ``python -c "import numpy, rdflib.plugins.sparql"`` (the floor:
+  an interpreter, and the two libraries a query needs; a replay cannot start faster);
+* ``linkstream --help``;
+* ``linkstream replay`` of one query over a 10-element stream (issue goal: < 0.3 s);
+* ``linkstream sparql`` of one query over a small store (issue goal: < 0.3 s);
+* ``pyoxigraph`` loading the same small graph and answering the same query in a fresh
+  process (the peer), when pyoxigraph is installed.
+
+It prints wall and CPU seconds per command and each one's ratio to the import floor, and
+writes the raw figures to ``bench/results/startup.json``.
+
+    python bench/startup.py [--repeat 7] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+STREAM_IRI = "http://example.org/sensors"
+QUERY = """REGISTER QUERY q AS
+PREFIX ex: <http://example.org/>
+SELECT ?s ?v
+FROM STREAM <http://example.org/sensors> [RANGE 3s STEP 1s]
+WHERE { ?s ex:value ?v }
+"""
+SPARQL = "SELECT ?s ?o WHERE { ?s <http://example.org/knows> ?o } LIMIT 10"
+
+
+def write_inputs(tmp: Path) -> dict[str, Path]:
+    """A 10-element stream, a query, and a 1,000-triple static graph."""
+    stream = tmp / "stream.nq"
+    with stream.open("w") as f:
+        for i in range(10):
+            g = f"<http://example.org/e{i}>"
+            f.write(
+                f'{g} <http://www.w3.org/ns/prov#generatedAtTime> "2024-01-01T00:00:{i:02d}Z"'
+                "^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n"
+            )
+            f.write(f'<http://example.org/s{i % 3}> <http://example.org/value> "{i}" {g} .\n')
+    query = tmp / "q.rq"
+    query.write_text(QUERY)
+    graph = tmp / "graph.nt"
+    with graph.open("w") as f:
+        for i in range(1000):
+            f.write(
+                f"<http://example.org/p{i}> <http://example.org/knows> <http://example.org/p{(i * 7) % 1000}> .\n"
+            )
+    return {"stream": stream, "query": query, "graph": graph, "store": tmp / "store"}
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system of the child) seconds of one run of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} failed ({p.returncode}): {p.stderr[-1500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=7, help="fresh processes per command (default 7)")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "startup.json"))
+    args = ap.parse_args(argv)
+    py = sys.executable
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        f = write_inputs(tmp)
+        load = [py, "-m", "linkstream.cli", "load", "--store", str(f["store"]), str(f["graph"])]
+        subprocess.run(load, check=True, capture_output=True, env=env)
+        commands: dict[str, list[str]] = {
+            "python -c pass": [py, "-c", "pass"],
+            "import floor (numpy, rdflib sparql)": [py, "-c", "import numpy, rdflib.plugins.sparql"],
+            "linkstream --help": [py, "-m", "linkstream.cli", "--help"],
+            "linkstream replay (10 elements, 1 query)": [
+                py,
+                "-m",
+                "linkstream.cli",
+                "replay",
+                "--query",
+                str(f["query"]),
+                "--stream",
+                f"{STREAM_IRI}={f['stream']}",
+                "--out",
+                str(tmp / "out.jsonl"),
+                "--quiet",
+            ],  # fmt: skip
+            "linkstream sparql (1k-triple store)": [
+                py,
+                "-m",
+                "linkstream.cli",
+                "sparql",
+                "--store",
+                str(f["store"]),
+                SPARQL,
+            ],  # fmt: skip
+        }
+        try:
+            import pyoxigraph  # noqa: F401
+
+            commands["pyoxigraph load + query (peer)"] = [
+                py,
+                "-c",
+                "import pyoxigraph as o, sys; s = o.Store(); "
+                f"s.load(path={str(f['graph'])!r}, format=o.RdfFormat.N_TRIPLES); "
+                f"print(len(list(s.query({SPARQL!r}))))",
+            ]
+        except ImportError:
+            print("pyoxigraph not installed: no peer row")
+        results = {}
+        for name, cmd in commands.items():
+            timed(cmd, env)  # warm the page cache and the bytecode cache
+            runs = [timed(cmd, env) for _ in range(args.repeat)]
+            results[name] = {
+                "wall_s": statistics.median(w for w, _ in runs),
+                "cpu_s": statistics.median(c for _, c in runs),
+                "runs": runs,
+            }
+    floor = results["import floor (numpy, rdflib sparql)"]["cpu_s"]
+    print(f"{'command':<44}{'wall s':>9}{'cpu s':>9}{'cpu / floor':>13}")
+    for name, r in results.items():
+        print(f"{name:<44}{r['wall_s']:>9.3f}{r['cpu_s']:>9.3f}{r['cpu_s'] / floor:>13.2f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"repeat": args.repeat, "results": results}, indent=1))
+    print(f"raw figures: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
