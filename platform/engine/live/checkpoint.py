@@ -148,8 +148,9 @@ def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int
             }
         )
         states.append(st)
-        ring = live._rings.get(name)
-        rings.append(ring.export() if ring is not None else ([], None))
+        with live._lock:  # subscribers trim rings under the lock
+            ring = live._rings.get(name)
+            rings.append(ring.export() if ring is not None else ([], None))
     state = {
         "fired": live._fired,
         "explicit": live._explicit,
