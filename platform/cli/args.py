@@ -6,9 +6,12 @@ Public so that each command module (``cli/service.py``, ``cli/cluster.py`` ...) 
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import re
 import sys
+from typing import Any
 from urllib.parse import urljoin
 
 DEFAULT_BASE = "http://localhost/"
@@ -34,15 +37,70 @@ def split_binding(arg: str, base: str) -> tuple[str | None, str]:
 
 def stream_bindings(args: list[str], base: str) -> list[tuple[str, str]] | str:
     """``--stream IRI=PATH`` arguments as (IRI, PATH) pairs, or the error message."""
+    from linkstream.rdf.ntriples import iri_error
+
     streams = []
+    seen: dict[str, str] = {}
     for arg in args:
         iri, path = split_binding(arg, base)
         if iri is None:
             return f"--stream needs IRI=PATH, got {arg!r}"
+        problem = iri_error(iri)
+        if problem is not None:
+            return f"--stream {arg!r}: {problem}"
+        if iri in seen:
+            return f"--stream <{iri}> is given twice ({seen[iri]} and {path})"
         if not os.path.exists(path):
             return f"stream file {path!r} does not exist"
+        if os.path.isdir(path):
+            return f"stream file {path!r} is a directory"
+        seen[iri] = path
         streams.append((iri, path))
     return streams
+
+
+def base_error(base: str) -> str | None:
+    """Why ``--base`` cannot resolve relative IRIs (it must be an absolute IRI), else ``None``."""
+    from linkstream.rdf.ntriples import iri_error
+
+    problem = iri_error(base)
+    return None if problem is None else f"--base {base!r} is not an absolute IRI: {problem}"
+
+
+def number_error(flag: str, value: float | None, low: float, *, strict: bool = False) -> str | None:
+    """``flag must be >= low`` (``> low`` when ``strict``) for a bad ``value``; ``None`` passes."""
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{flag} must be a finite number, got {value}"
+    if value < low or (strict and value == low):
+        return f"{flag} must be {'>' if strict else '>='} {low:g}, got {value:g}"
+    return None
+
+
+def run_number_error(args: argparse.Namespace) -> str | None:
+    """The first bad number among ``linkstream run``'s event-time flags, else ``None``."""
+    return (
+        number_error("--default-step", args.default_step, 1)
+        or number_error("--idle-ms", args.idle_ms, 0)
+        or number_error("--retention-ms", args.retention_ms, 0)
+        or number_error("--results-retention", args.results_retention, 0)
+    )
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Makes ``parser`` and every subcommand parser under it report a usage error as one
+    line (``error: ... (see PROG --help)``, exit status 2) instead of the long usage text."""
+
+    def error(message: str, prog: str = parser.prog) -> Any:
+        print(f"error: {message} (see {prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = error  # type: ignore[method-assign]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                one_line_errors(sub)
 
 
 def err(msg: str) -> int:

@@ -61,7 +61,9 @@ def _exit_if_stuck(status: int) -> int:
 
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_ENDPOINT = re.compile(r"^(tcp://(\*|[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(\*|[0-9]{1,5})|ipc://.+|inproc://.+)$")
+_ENDPOINT = re.compile(
+    r"^(tcp://(\*|[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(\*|[0-9]{1,5})|ipc://.+|inproc://.+)$"
+)
 
 
 def option_error(args: argparse.Namespace) -> str | None:
@@ -77,7 +79,9 @@ def option_error(args: argparse.Namespace) -> str | None:
         return f"--metrics-port must be 0-65535, got {port}"
     bind = getattr(args, "bind", None)
     if bind is not None and not _ENDPOINT.match(bind):
-        return f"--bind must be a ZeroMQ endpoint such as tcp://127.0.0.1:* or tcp://0.0.0.0:5555, got {bind!r}"
+        return (
+            f"--bind must be a ZeroMQ endpoint such as tcp://127.0.0.1:* or tcp://0.0.0.0:5555, got {bind!r}"
+        )
     for flag in ("busy_high", "busy_low"):
         value = getattr(args, flag, None)
         if value is not None and not 0 <= value <= 1:
@@ -143,6 +147,8 @@ def cmd_container(args: argparse.Namespace) -> int:
         root=args.root,
         metrics_port=args.metrics_port,
         security=security,
+        remote_store=bool(getattr(args, "remote_store", False)),
+        cache_bytes=int(float(getattr(args, "cache_mb", 64.0)) * (1 << 20)),
     )
     return _exit_if_stuck(serve(runtime, _stop_on_signals()))
 

@@ -88,6 +88,13 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     checked, bad = verify_files(args.dir, manifest)
+    if not bad:  # sizes and checksums cannot tell an overwritten LMDB file: open it
+        from linkstream.store.layout import open_store_dictionary
+
+        try:
+            open_store_dictionary(args.dir, manifest).close()
+        except (OSError, ValueError) as e:
+            bad.append(" ".join(str(e).split()))
     if bad:
         for line in bad:
             print(f"DAMAGED {line}")
@@ -110,6 +117,20 @@ def cmd_sparql(args: argparse.Namespace) -> int:
         print("error: " + msg, file=sys.stderr)
         return 2
 
+    from linkstream.cli.args import base_error
+    from linkstream.rdf.ntriples import iri_error
+
+    problem = base_error(args.base)
+    for flag, iris in (
+        ("--default-graph-uri", args.default_graph_uri),
+        ("--named-graph-uri", args.named_graph_uri),
+    ):
+        bad = next(((i, p) for i in iris or [] if (p := iri_error(i)) is not None), None)
+        problem = problem or (f"{flag} {bad[0]!r}: {bad[1]}" if bad else None)
+    if problem:
+        return err(problem)
+    if os.path.isdir(args.query):
+        return err(f"{args.query} is a directory, not a query or a query file")
     try:
         text, source = _read_query(args.query)
     except OSError as e:
@@ -137,6 +158,7 @@ def cmd_sparql(args: argparse.Namespace) -> int:
             explain=(lambda text: print(text, file=sys.stderr)) if args.explain else None,
         )
     except QueryError as e:
+        store.close()  # (it holds the LMDB environment, which a process may open only once)
         return err(str(e))
     finally:
         t2 = time.perf_counter()

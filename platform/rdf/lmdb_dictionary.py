@@ -64,7 +64,10 @@ class LmdbDictionary:
             raise ValueError("LMDB dictionary needs a directory path")
         os.makedirs(path, exist_ok=True)
         self.path = path
-        self._env = lmdb.open(path, map_size=map_size, max_dbs=4, subdir=True, sync=sync)
+        try:
+            self._env = lmdb.open(path, map_size=map_size, max_dbs=4, subdir=True, sync=sync)
+        except lmdb.Error as e:  # e.g. a data.mdb overwritten with something else
+            raise ValueError(f"{path}: not a usable LMDB dictionary ({' '.join(str(e).split())})") from e
         self._t2i = self._env.open_db(b"term2id")
         self._i2t = self._env.open_db(b"id2term")
         self._meta = self._env.open_db(b"meta")

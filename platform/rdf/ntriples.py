@@ -39,6 +39,8 @@ LINE_STRIP = " \t\n\r\x0b\x0c"
 
 _RDF_DIRLANGSTRING = RDF + "dirLangString"
 _CACHE_MAX = 1 << 16
+#: triple terms nested deeper than this are an error (not a RecursionError)
+MAX_TRIPLE_TERM_DEPTH = 64
 
 
 class NTriplesError(ValueError):
@@ -416,12 +418,12 @@ class LineParser:
             raise NTriplesError(f"only one statement per line: unexpected {s[end : end + 10]!r} after '.'")
         return subj, pred, obj, graph
 
-    def _term(self, s: str, pos: int, role: str) -> tuple[str, int]:
+    def _term(self, s: str, pos: int, role: str, depth: int = 0) -> tuple[str, int]:
         c = s[pos : pos + 1]
         if s.startswith("<<(", pos):
             if role != "object":
                 raise NTriplesError(f"a triple term cannot be the {role}")
-            return self._triple_term(s, pos)
+            return self._triple_term(s, pos, depth + 1)
         if c == "<":
             m = _IRITOK_RE.match(s, pos)
             if m is None:
@@ -469,11 +471,15 @@ class LineParser:
             return self._typed(value, dtok[1:-1], True, raw), end
         return Literal(value).n3(), end
 
-    def _triple_term(self, s: str, pos: int) -> tuple[str, int]:
+    def _triple_term(self, s: str, pos: int, depth: int) -> tuple[str, int]:
+        if depth > MAX_TRIPLE_TERM_DEPTH:  # the descent would run out of stack
+            raise NTriplesError(
+                f"triple terms nested more than {MAX_TRIPLE_TERM_DEPTH} deep at column {pos + 1}"
+            )
         pos = _skip_ws(s, pos + 3)
         parts = []
         for role in ("subject", "predicate", "object"):
-            t, pos = self._term(s, pos, role)
+            t, pos = self._term(s, pos, role, depth)
             parts.append(t)
             pos = _skip_ws(s, pos)
         if not s.startswith(")>>", pos):

@@ -64,6 +64,8 @@ def load_graph(
     """
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "RDF file not found", path)
+    if os.path.isdir(path):
+        raise ValueError(f"{path!r} is a directory, not an RDF file")
     low = path.lower()
     if low.endswith(LINE_FORMATS):
         chunks = _encode_chunks(_line_triples(path, bnode_prefix, log or _log.warning), dictionary)
@@ -108,7 +110,8 @@ def line_quads(
 ) -> Iterator[tuple[str, str, str, str | None]]:
     """The statements of an N-Triples / N-Quads file; malformed lines are logged and skipped."""
     parser = parser_for(bnode_prefix)
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+    # utf-8-sig: a byte order mark at the start of the file is not part of the first line
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as f:
         for lineno, raw in enumerate(f, 1):
             try:
                 quads = parse_file_line(parser, raw)
@@ -142,7 +145,8 @@ def _rdflib_triples(path: str, fmt: str, bnode_prefix: str) -> Iterator[tuple[st
                 else list(graph)
             )
     except Exception as e:  # rdflib raises parser-specific exception types
-        raise ValueError(f"{path}: cannot parse as {fmt}: {e}") from e
+        reason = " ".join(str(e).split())  # rdflib's messages span several lines
+        raise ValueError(f"{path}: cannot parse as {fmt}: {reason}") from e
     finally:
         rdflib.NORMALIZE_LITERALS = saved
     for s, p, o in triples:

@@ -61,7 +61,10 @@ def parse_datetime_ms(lex: str) -> int:
         extra = 86400000
     else:
         extra = 0
-    base = dt.datetime(y, mo, d, h, mi, s, tzinfo=dt.UTC)
+    try:
+        base = dt.datetime(y, mo, d, h, mi, s, tzinfo=dt.UTC)
+    except OverflowError:  # a year of more digits than a C int holds
+        raise ValueError(f"year {y} is out of range") from None
     return int(base.timestamp()) * 1000 + ms + extra - off * 60000
 
 
@@ -210,7 +213,8 @@ class StreamReader:
                 )
                 log("%s:%d: rejected element: %s%s" % (path, lineno, reason, more))
 
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+        # utf-8-sig: a byte order mark at the start of the file is not part of the first line
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as f:
             while True:
                 lines = list(islice(f, self.chunk_lines))
                 if not lines:

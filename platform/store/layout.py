@@ -476,10 +476,17 @@ def read_manifest(store_dir: str | os.PathLike[str]) -> Manifest:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: invalid JSON: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except OSError as e:
+        raise ValueError(f"{path}: unreadable ({e.strerror or e})") from e
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT} manifest")
     if doc.get("version") != VERSION:
         raise ValueError(f"{path}: unsupported store version {doc.get('version')!r} (expected {VERSION})")
+    problem = _manifest_problem(doc)
+    if problem is not None:
+        raise StoreError(f"{path}: {problem}")
     known = {"format", "version", "dictionary", "partitions", "graphs", "sources", "loader"}
     return Manifest(
         dictionary=str(doc.get("dictionary") or DEFAULT_DICTIONARY),
@@ -489,6 +496,33 @@ def read_manifest(store_dir: str | os.PathLike[str]) -> Manifest:
         loader=str(doc.get("loader", "python")),
         extra={k: v for k, v in doc.items() if k not in known},
     )
+
+
+def _manifest_problem(doc: dict[str, object]) -> str | None:
+    """What makes a manifest unusable (a wrong answer or a crash would follow), else ``None``."""
+    parts = doc.get("partitions")
+    if type(parts) is not int or parts < 1:
+        return f"'partitions' must be a positive integer, got {parts!r}"
+    graphs = doc.get("graphs")
+    if not isinstance(graphs, list):
+        return f"'graphs' must be a list, got {type(graphs).__name__}"
+    for g in graphs:
+        gdir = g.get("dir") if isinstance(g, dict) else None
+        if not isinstance(gdir, str) or not gdir or gdir in (".", "..") or "/" in gdir or "\\" in gdir:
+            return f"bad graph entry {g!r} (its 'dir' must name a folder of {GRAPHS}/)"
+    files = doc.get(FILES)
+    if files is None:
+        return None
+    if not isinstance(files, dict):
+        return f"'{FILES}' must be an object, got {type(files).__name__}"
+    for rel, rec in files.items():
+        if not isinstance(rec, dict):
+            return f"'{FILES}' record of {rel} must be an object"
+        for key in ("size", "min_size"):
+            n = rec.get(key)
+            if n is not None and (type(n) is not int or n < 0):
+                return f"'{FILES}' record of {rel}: {key} must be a byte count, got {n!r}"
+    return None
 
 
 def iter_partitions(
@@ -517,7 +551,13 @@ def iter_partitions(
             if Path(store_dir, GRAPHS, entry.dir, path.name).relative_to(store_dir).as_posix() in recs:
                 raise StoreError(f"damaged store {store_dir}: {path}: missing")
             continue
-        arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        try:
+            arr = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except Exception as e:  # numpy raises ValueError, OSError, tokenize errors ... on a bad header
+            reason = " ".join(str(e).split()) or type(e).__name__
+            raise StoreError(
+                f"damaged store {store_dir}: {path}: not a readable .npy array ({reason})"
+            ) from e
         if arr.dtype != np.int64 or arr.ndim != 2 or arr.shape[1] != 3:
             raise ValueError(f"{path}: expected an (n, 3) int64 array, got {arr.dtype} {arr.shape}")
         yield arr
@@ -546,7 +586,12 @@ def resolve_dictionary_uri(store_dir: str | os.PathLike[str], uri: str) -> str:
 def open_store_dictionary(store_dir: str | os.PathLike[str], manifest: Manifest | None = None) -> Dictionary:
     """Open the dictionary a store directory's manifest names."""
     m = manifest or read_manifest(store_dir)
-    return open_dictionary(resolve_dictionary_uri(store_dir, m.dictionary))
+    uri = resolve_dictionary_uri(store_dir, m.dictionary)
+    scheme, _, path = uri.partition(":")
+    if scheme.lower() == "lmdb" and not os.path.isdir(path[2:] if path.startswith("//") else path):
+        # opening would create an empty dictionary there: every id would then decode to nothing
+        raise StoreError(f"damaged store {store_dir}: its dictionary {uri} is missing")
+    return open_dictionary(uri)
 
 
 def _entry(doc: object) -> GraphEntry:
