@@ -440,8 +440,13 @@ class Planner:
         for iri, g in self.ds.named.items():
             op = self.plan(_at(n, "p"), g)
             gid = self.encode(IRI(iri))
-            if var in op.vars:
+            if var in op.vars and var in op.certain:
                 op = FilterOperator(op, [_eq(var, IRI(iri), gid)], self.ev)
+            elif var in op.vars:
+                # the pattern may leave the graph variable unbound (VALUES with UNDEF,
+                # OPTIONAL): compatible rows, i.e. unbound or this graph, binding it
+                one = ConstantOperator([var], np.array([[gid]], dtype=np.int64))
+                op = MJoinOperator([op, one], [], self.ev)
             else:
                 op = ExtendOperator(op, var, Const(IRI(iri), gid), self.ev)
                 op.certain = op.certain | {var}

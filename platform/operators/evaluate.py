@@ -346,5 +346,7 @@ def _numeric_literal(val: float, typ: int) -> Literal:
     if typ == NUM_DECIMAL:
         if val != val or val in (float("inf"), float("-inf")):
             return Literal(format_double(val), XSD_DOUBLE)
-        return Literal(format_decimal(Decimal(repr(val))), XSD_DECIMAL)
+        # the value went through binary64 arithmetic: its 15 significant digits are exact
+        # (1.1 + 10 is 11.1, not 11.100000000000001), the digits beyond are noise
+        return Literal(format_decimal(Decimal(format(val, ".15g"))), XSD_DECIMAL)
     return Literal(format_double(val), _NUM_DT[typ])

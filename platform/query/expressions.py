@@ -176,6 +176,7 @@ _ARGS = {
     "REGEX": ("text", "pattern", "flags"),
     "SUBSTR": ("arg", "start", "length"),
     "REPLACE": ("arg", "pattern", "replacement", "flags"),
+    "IRI": ("arg", "base"),  # base: the query's base IRI, when the parser gave one
 }
 _NAME_FIX = {"SAMETERM": "SAMETERM", "ISIRI": "ISIRI", "ISURI": "ISIRI", "URI": "IRI"}
 

@@ -274,7 +274,7 @@ CASES: list[Case] = [
     O('"abc"^^<http://ex/dt>', "<=", '"abc"^^<http://ex/dt>'),
     O('"abc"^^<http://ex/dt>', "<", '"abd"^^<http://ex/dt>'), O("?unbound", "=", "1"),
     # --- comparisons: dates, times, durations
-    O(NAIVE, "=", UTC), O(NAIVE, "!=", UTC), O(NAIVE, "<", UTC), O(NAIVE, ">=", UTC),
+    O(NAIVE, "<", UTC), O(NAIVE, ">=", UTC),
     O(NAIVE, "<", '"2020-01-02T10:00:00Z"^^xsd:dateTime'),
     O(NAIVE, "=", '"2020-01-03T10:00:00Z"^^xsd:dateTime'), O(NAIVE, "<=", NAIVE),
     O(UTC, "=", '"2020-01-01T11:00:00+01:00"^^xsd:dateTime'),
@@ -289,7 +289,7 @@ CASES: list[Case] = [
     O('"-0044-03-15T00:00:00Z"^^xsd:dateTime', "<", '"0044-03-15T00:00:00Z"^^xsd:dateTime'),
     O(UTC, "=", '"2020-01-01"^^xsd:date'), O(UTC, "=", '"abc"^^<http://ex/dt>'), O(UTC, "=", '"x"'),
     O(UTC, "<", '"x"'), O('"2020-01-01"^^xsd:date', "<", '"2020-01-02"^^xsd:date'),
-    O('"2020-01-01"^^xsd:date', "=", '"2020-01-01Z"^^xsd:date'), O('"2020-01-01"^^xsd:date', "=", "1"),
+    O('"2020-01-01"^^xsd:date', "=", "1"),
     O('"12:00:00"^^xsd:time', "<", '"13:00:00"^^xsd:time'), O('"2020"^^xsd:gYear', "<", '"2021"^^xsd:gYear'),
     O('"P1D"^^xsd:duration', "=", '"P1D"^^xsd:dayTimeDuration'),
     O('"P1D"^^xsd:dayTimeDuration', "=", '"PT24H"^^xsd:dayTimeDuration'),
@@ -307,15 +307,14 @@ CASES: list[Case] = [
     E('"NaN"^^xsd:double'), E("<http://ex/a>"), E('"x"^^<http://ex/dt>'), E(UTC),
     E('"P1D"^^xsd:dayTimeDuration'),
     # --- term functions
-    C("STR", '"01"^^xsd:integer'), C("STR", '"1.50"^^xsd:decimal'), C("STR", '"1.0E2"^^xsd:double'),
-    C("STR", "1.5e10"), C("STR", "1e-7"), C("STR", '"1e20"^^xsd:double'), C("STR", '"0.1"^^xsd:float'),
-    C("STR", "7.961395569599212e14"), C("STR", "35450629019.000968066341680279"),
+    # (STR of a literal oxigraph stores by value, e.g. "01"^^xsd:integer: see
+    # test_str_and_datatype_see_the_term_as_written)
+    C("STR", '"0.1"^^xsd:float'), C("STR", "35450629019.000968066341680279"),
     C("STR", '"INF"^^xsd:float'), C("STR", '"1"^^xsd:int'), C("STR", '" 1"^^xsd:integer'),
-    C("STR", '"TRUE"^^xsd:boolean'), C("STR", '"1"^^xsd:boolean'),
-    C("STR", '"2020-01-01T10:00:00.500Z"^^xsd:dateTime'), C("STR", '"PT24H"^^xsd:dayTimeDuration'),
+    C("STR", '"TRUE"^^xsd:boolean'),
     C("STR", "<http://ex/a>"), C("STR", '"abc"@en'), C("STR", "BNODE()"), C("LANG", '"abc"@en-US'),
     C("LANG", '"abc"'), C("LANG", "1"), C("LANG", "<http://ex/>"), C("DATATYPE", '"abc"@en'),
-    C("DATATYPE", '"abc"'), C("DATATYPE", '"1"^^xsd:int'), C("DATATYPE", '" 1"^^xsd:integer'),
+    C("DATATYPE", '"abc"'), C("DATATYPE", '" 1"^^xsd:integer'),
     C("DATATYPE", '"x"^^<http://ex/dt>'), C("DATATYPE", "<http://a>"), C("LANGMATCHES", '"en-US"', '"en"'),
     C("LANGMATCHES", '"en"', '"en-US"'), C("LANGMATCHES", '"EN-us"', '"en-US"'),
     C("LANGMATCHES", '"en"', '"*"'), C("LANGMATCHES", '""', '"*"'), C("LANGMATCHES", '""', '""'),
@@ -598,6 +597,46 @@ def ranks_of(value: str) -> int:
 
 
 # ------------------------------------------------------------------ API details not checked by the oracle
+
+
+def test_str_and_datatype_see_the_term_as_written() -> None:
+    """SPARQL 1.1 §17.4.2.5/7 (W3C dawg-str-2, dawg-datatype-1): the lexical form and the
+    datatype of the literal itself.  oxigraph stores these literals by value and answers
+    the canonical form ("1" for "01"^^xsd:integer) and xsd:integer for an xsd:int."""
+    for lit in (
+        '"01"^^xsd:integer',
+        '"1.50"^^xsd:decimal',
+        '"1.0E2"^^xsd:double',
+        "1.5e10",
+        "1e-7",
+        '"1e20"^^xsd:double',
+        "7.961395569599212e14",
+        '"1"^^xsd:boolean',
+        '"2020-01-01T10:00:00.500Z"^^xsd:dateTime',
+        '"PT24H"^^xsd:dayTimeDuration',
+        '"+1.0"^^xsd:decimal',
+    ):
+        t = term(lit)
+        assert isinstance(t, Literal)
+        assert call("STR", [t]) == Literal(t.lex), lit
+        assert call("DATATYPE", [t]) == IRI(t.datatype), lit
+    assert call("DATATYPE", [term('"1"^^xsd:int')]) == IRI(XSD + "int")
+    assert call("DATATYPE", [term('"-3"^^xsd:negativeInteger')]) == IRI(XSD + "negativeInteger")
+
+
+def test_equality_across_timezones_is_an_error_when_indeterminate() -> None:
+    """W3C open-world/date-2, not oxigraph (which says false): a value without a timezone
+    and one with it, within 14 hours of each other, are equal or not depending on the
+    implicit timezone, so ``=`` and ``!=`` are errors; further apart they are unequal."""
+    naive, utc = term(NAIVE), term(UTC)
+    for op in ("=", "!="):
+        with pytest.raises(ExprError):
+            compare(op, naive, utc)
+        with pytest.raises(ExprError):
+            compare(op, term('"2020-01-01"^^xsd:date'), term('"2020-01-01Z"^^xsd:date'))
+    far = term('"2020-01-03T10:00:00Z"^^xsd:dateTime')
+    assert compare("!=", naive, far) and not compare("=", naive, far)
+    assert compare("=", utc, term('"2020-01-01T11:00:00+01:00"^^xsd:dateTime'))
 
 
 def test_unbound_arguments_are_errors() -> None:

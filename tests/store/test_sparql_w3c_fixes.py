@@ -57,3 +57,45 @@ def test_exists_inside_an_expression_and_inside_minus(store) -> None:
         " ORDER BY ?s"
     )
     assert _values(run_sparql(store, q), "s") == [EX + "s0", EX + "s2"]
+
+
+def test_iri_resolves_against_the_base(store) -> None:
+    q = 'BASE <http://example.org/d/>\nSELECT (IRI("x") AS ?a) (URI("../y") AS ?b) (IRI("http://z/") AS ?c) {}'
+    (row,) = run_sparql(store, q)["results"]["bindings"]
+    assert {k: v["value"] for k, v in row.items()} == {
+        "a": "http://example.org/d/x",
+        "b": "http://example.org/y",
+        "c": "http://z/",
+    }
+    (row,) = run_sparql(store, 'SELECT (IRI("x") AS ?a) {}', base="http://example.org/q/")["results"][
+        "bindings"
+    ]
+    assert row["a"]["value"] == "http://example.org/q/x"
+
+
+def test_decimal_sums_are_exact_to_15_digits(store) -> None:
+    res = run_sparql(store, "SELECT (SUM(?d) AS ?s) { VALUES ?d { 1.1 2.2 3.3 4.5 } }")
+    assert res["results"]["bindings"][0]["s"]["value"] == "11.1"
+
+
+def test_dates_with_and_without_timezone_are_not_comparable_for_equality(store) -> None:
+    q = (
+        'SELECT ?d { VALUES ?d { "2006-08-23"^^xsd:date "2006-08-23Z"^^xsd:date "2001-01-01Z"^^xsd:date }'
+        ' FILTER(?d != "2006-08-23"^^xsd:date) }'
+    )
+    q = "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n" + q
+    assert _values(run_sparql(store, q), "d") == ["2001-01-01Z"]
+
+
+def test_values_with_undef_graph_variable_inside_graph(tmp_path) -> None:
+    (tmp_path / "d.nq").write_text(
+        f"<{EX}a> <{EX}p> <{EX}b> <{EX}g1> .\n<{EX}a> <{EX}p> <{EX}c> <{EX}g2> .\n", encoding="utf-8"
+    )
+    load_store(tmp_path / "st", [tmp_path / "d.nq"])
+    st = PersistentStore.open(tmp_path / "st", background_compaction=False)
+    try:
+        q = f'SELECT ?g ?t {{ GRAPH ?g {{ VALUES (?g ?t) {{ (UNDEF "foo") (<{EX}g1> "bar") }} }} }}'
+        got = sorted((b["g"]["value"], b["t"]["value"]) for b in run_sparql(st, q)["results"]["bindings"])
+        assert got == [(EX + "g1", "bar"), (EX + "g1", "foo"), (EX + "g2", "foo")]
+    finally:
+        st.close()

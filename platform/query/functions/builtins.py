@@ -18,6 +18,7 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from urllib.parse import urljoin
 
 from linkstream.query.functions.base import (
     K_BNODE,
@@ -82,6 +83,7 @@ from linkstream.rdf.terms import (
 Args = list[Val]
 
 _IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`\\]')
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _PN_BASE = (
     "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c-\u200d"
     "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd\U00010000-\U000effff"
@@ -161,14 +163,17 @@ def _datatype(a: Args) -> Term:
 
 
 def _iri(a: Args) -> Term:
-    # Relative IRIs are not resolved (there is no base IRI here): IRI("x") is <x>.
-    # oxigraph without a base IRI makes that an error instead.
+    # IRI(str [, base]): a relative IRI is resolved against the query's base IRI (the
+    # second argument, which the one-shot parser adds); without one IRI("x") is <x>
+    # (oxigraph without a base IRI makes that an error instead).
     v = a[0]
     if v.kind == K_IRI:
         return IRI(v.value)
     s = _simple(v)
     if _IRI_FORBIDDEN.search(s):
         raise ExprError("invalid IRI")
+    if len(a) > 1 and a[1].kind == K_IRI and not _SCHEME.match(s):
+        return IRI(urljoin(a[1].value, s))
     return IRI(s)
 
 
@@ -371,8 +376,8 @@ BUILTINS: dict[str, tuple[Callable[[Args], Term], int, int | None]] = {
     "LANG": (_lang, 1, 1),
     "LANGMATCHES": (_langmatches, 2, 2),
     "DATATYPE": (_datatype, 1, 1),
-    "IRI": (_iri, 1, 1),
-    "URI": (_iri, 1, 1),
+    "IRI": (_iri, 1, 2),
+    "URI": (_iri, 1, 2),
     "BNODE": (_bnode, 0, 1),
     "RAND": (_rand, 0, 0),
     "ABS": (_numeric_fn(lambda i: check_i64(abs(i)), lambda d: check_i128(abs(d)), math.fabs), 1, 1),

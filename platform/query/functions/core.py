@@ -340,7 +340,10 @@ def equals(a: Val, b: Val) -> bool | None:
     if ka == K_TEMPORAL:
         if kb != K_TEMPORAL or a.value.datatype != b.value.datatype:
             return False
-        return temporal_equal(a.value, b.value)
+        # one value with a timezone, one without: equal or not depending on the implicit
+        # timezone, i.e. within 14 hours of each other, is an error (W3C open-world/date-2)
+        r = temporal_cmp(a.value, b.value)
+        return None if r is None else r == 0
     if ka == K_DURATION:
         if kb != K_DURATION:
             return False
