@@ -23,7 +23,7 @@ TOKEN_ENV = "LINKSTREAM_API_TOKEN"
 
 
 def add_parsers(sub: Any) -> None:
-    """Adds ``run`` and ``queries`` to the ``linkstream`` subcommand parsers."""
+    """Adds ``run``, ``restore`` and ``queries`` to the ``linkstream`` subcommand parsers."""
     rp = sub.add_parser(
         "run",
         help="serve the HTTP API (register queries, push streams, subscribe to results)",
@@ -178,6 +178,47 @@ def add_parsers(sub: Any) -> None:
     )
     rp.error = _one_line_error(rp)
     rp.set_defaults(func=cmd_run)
+
+    sp = sub.add_parser(
+        "restore",
+        help="rebuild the state of a stopped run --state-dir from its last checkpoint + log (PySpark)",
+        description="Rebuild the engine state of a stopped `linkstream run --state-dir DIR`: restore the "
+        "latest complete checkpoint, replay the ingest log records after it (read and checked by a Spark "
+        "job) and write the result as a new checkpoint, which the next `run` loads (replaying nothing "
+        "before it). Give the same --static, --default-step and --base as `run`.",
+    )
+    sp.add_argument(
+        "--log", required=True, metavar="DIR", help="the state directory of run --state-dir (or its log/)"
+    )
+    sp.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="URI",
+        help="checkpoint location, file:///path or s3://bucket/prefix (default $LINKSTREAM_CHECKPOINTS, "
+        "else DIR/checkpoints)",
+    )
+    sp.add_argument(
+        "--spark", default="local[2]", metavar="MASTER", help="Spark master (default %(default)s)"
+    )
+    sp.add_argument(
+        "--static", action="append", default=[], metavar="[IRI=]PATH", help="static graph, as for run"
+    )
+    sp.add_argument("--default-step", type=int, default=1000, metavar="MS", help="as for run (default 1000)")
+    sp.add_argument(
+        "--retention-ms", type=int, default=60_000, metavar="MS", help="as for run (default 60000)"
+    )
+    sp.add_argument(
+        "--results-retention", type=float, default=300.0, metavar="S", help="as for run (default 300)"
+    )
+    sp.add_argument("--base", default=DEFAULT_BASE, help="base IRI (default %(default)s)")
+    sp.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="(default warning)",
+    )
+    sp.error = _one_line_error(sp)
+    sp.set_defaults(func=cmd_restore)
 
     qp = sub.add_parser(
         "queries",
@@ -403,6 +444,98 @@ def _recover_state(live: Any, args: argparse.Namespace) -> str | None:
         live.checkpointer = Checkpointer(live, ingest_log, store, args.checkpoint_interval).start()
         logger.info("checkpoints every %gs to %s", args.checkpoint_interval, store.uri)
     return None
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """``linkstream restore``: checkpoint + log replayed (records read by Spark) -> new checkpoint."""
+    import fcntl
+
+    from linkstream.api.server import build_live
+    from linkstream.config import ConfigError
+    from linkstream.engine.live.checkpoint import checkpoint_support, write_checkpoint
+    from linkstream.engine.live.recovery import replay_records, restore_latest
+    from linkstream.store.checkpoints import CheckpointError, open_checkpoints
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    state_dir = os.path.abspath(args.log)
+    if os.path.basename(state_dir) == "log" and not os.path.isdir(os.path.join(state_dir, "log")):
+        state_dir = os.path.dirname(state_dir)
+    log_dir = os.path.join(state_dir, "log")
+    if not os.path.isdir(log_dir):
+        return err(f"--log {args.log}: no ingest log there (expected {log_dir}/)")
+    try:  # the same lock run --state-dir holds: never rebuild under a running server
+        lock_fd = os.open(os.path.join(state_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return err(f"--log {args.log}: {state_dir} is in use by another process (stop linkstream run first)")
+    statics = []
+    for arg in args.static:
+        iri, path = split_binding(arg, args.base)
+        if not os.path.exists(path):
+            return err(f"static graph file {path!r} does not exist")
+        statics.append((iri, path))
+    try:
+        uri = args.checkpoint or load_config().checkpoints.uri
+        store = open_checkpoints(uri or "file://" + os.path.join(state_dir, "checkpoints"))
+        live = build_live(
+            statics,
+            default_step=args.default_step,
+            idle_ms=None,
+            retention_ms=args.retention_ms,
+            base=args.base,
+        )
+    except (ConfigError, ValueError, OSError) as e:
+        return err(str(e))
+    live.max_time_jump_ms = None  # every record was accepted once already
+    live.results_retention_s = args.results_retention
+    why = checkpoint_support(live)
+    if why:
+        return err(why)
+    spark = None
+    try:
+        covered, ck = restore_latest(live, store)
+        from linkstream.bulk.restore import spark_log_records
+        from linkstream.bulk.session import SparkUnavailable, spark_session
+
+        try:
+            spark = spark_session(args.spark, app_name="linkstream-restore")
+        except SparkUnavailable as e:
+            return err(str(e))
+        offsets = {s: int(o) for s, o in (ck.meta.get("offsets") or {}).items()} if ck else {}
+
+        def tracked(records: Any) -> Any:
+            for rec in records:
+                if rec.kind == "push":
+                    s = rec.header["s"]
+                    offsets[s] = max(offsets.get(s, 0), int(rec.header["o"]) + 1)
+                yield rec
+
+        n, last = replay_records(
+            live, tracked(spark_log_records(spark, log_dir, covered)), covered, state_dir
+        )
+        live.flush()
+        if n == 0:
+            print(
+                "nothing to replay after %s; no new checkpoint"
+                % ("checkpoint %s (log records through %d)" % (ck.id, covered) if ck else "an empty log")
+            )
+            return 0
+        extra = {"restored_by": "linkstream restore", "spark": args.spark, "from": ck.id if ck else None}
+        cid = write_checkpoint(live, store, last, offsets, extra)
+    except (CheckpointError, OSError) as e:
+        return err(f"cannot restore {state_dir}: {e}")
+    finally:
+        live.close()
+        if spark is not None:
+            spark.stop()
+        os.close(lock_fd)
+    print(
+        "checkpoint %s in %s: %s + %d log records (through record %d), %d queries"
+        % (cid, store.uri, "checkpoint %s" % ck.id if ck else "empty state", n, last, len(live.query_names()))
+    )
+    return 0
 
 
 def _client(args: argparse.Namespace) -> Any:

@@ -60,7 +60,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CHUNK", "Capture", "Checkpointer", "capture", "checkpoint_support", "restore"]
+__all__ = [
+    "CHUNK",
+    "Capture",
+    "Checkpointer",
+    "capture",
+    "checkpoint_support",
+    "restore",
+    "write_checkpoint",
+]
 
 #: terms per shared dictionary chunk
 CHUNK = 1 << 16
@@ -336,6 +344,25 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
         live._frontier = live._frontier_now()
     live._gauges()
     return int(meta["seq"])
+
+
+def write_checkpoint(
+    live: LiveEngine,
+    store: CheckpointStore,
+    seq: int,
+    offsets: dict[str, int],
+    extra: dict[str, Any] | None = None,
+    timeout: float | None = 600.0,
+) -> str:
+    """Takes a checkpoint of ``live`` covering log records through ``seq`` (nothing may
+    feed the engine meanwhile: ``linkstream restore`` after its replay); returns its id."""
+    terms_from = 0
+    while ("shared/terms-%012d" % terms_from) in store._shared:
+        terms_from += CHUNK
+    cap = live.call(lambda: capture(live, seq, offsets, terms_from), timeout)
+    objects, meta, shared = encode(cap)
+    meta.update(extra or {})
+    return store.write(objects, meta, shared)
 
 
 class Checkpointer:

@@ -49,7 +49,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-__all__ = ["IngestLog", "LogRecord", "decode_triples"]
+__all__ = ["IngestLog", "LogRecord", "decode_triples", "scan_records"]
 
 _FRAME = struct.Struct("<II")
 _HLEN = struct.Struct("<I")
@@ -110,6 +110,11 @@ def _scan(data: bytes, first_seq: int | None) -> tuple[list[LogRecord], int]:
         expect = header["q"] + 1
         pos = end
     return out, pos
+
+
+def scan_records(data: bytes) -> list[LogRecord]:
+    """The valid records at the start of one segment's bytes (a torn or damaged tail ends them)."""
+    return _scan(data, None)[0]
 
 
 def _fsync_dir(path: str) -> None:

@@ -335,50 +335,15 @@ class LiveEngine(LiveWorker):
         """
         if self._log is not None:
             raise RuntimeError("an ingest log is attached already")
-        from linkstream.engine.live.ingestlog import decode_triples
+        from linkstream.engine.live.recovery import replay_records, restore_latest
         from linkstream.store.checkpoints import CheckpointError
 
         covered = -1
         if checkpoints is not None:
-            ck = checkpoints.load()
+            covered, ck = restore_latest(self, checkpoints, timeout)
             if ck is not None:
-                from linkstream.engine.live.checkpoint import restore
-
-                covered = self.call(lambda: restore(self, ck), timeout)
                 ingest_log.resume_after(covered, dict(ck.meta.get("offsets") or {}))
-                log.info(
-                    "restored checkpoint %s of %s (log records through %d)", ck.id, checkpoints.uri, covered
-                )
-        n = 0
-        for rec in ingest_log.records():
-            if rec.seq <= covered:
-                continue
-            if n == 0 and rec.seq != covered + 1:
-                raise CheckpointError(
-                    "the ingest log in %s starts at record %d but %s covers records through %d only: "
-                    "records are missing"
-                    % (
-                        ingest_log.directory,
-                        rec.seq,
-                        "no checkpoint" if covered < 0 else "the checkpoint",
-                        covered,
-                    )
-                )
-            n += 1
-            h = rec.header
-            try:
-                if rec.kind == "push":
-                    self.push(h["s"], h["t"], decode_triples(rec), timeout=timeout)
-                elif rec.kind == "register":
-                    self.register(rec.payload.decode("utf-8"), h["name"], timeout=timeout)
-                elif rec.kind == "unregister":
-                    self.unregister(h["name"], timeout=timeout)
-                elif rec.kind == "advance":
-                    self.advance_to(h["t"], timeout=timeout)
-                else:
-                    log.warning("ingest log: record %d of unknown kind %r skipped", rec.seq, rec.kind)
-            except (QueryError, QueryConflict, UnknownQuery, ValueError) as e:  # failed when logged too
-                log.info("ingest log: record %d (%s) refused again: %s", rec.seq, rec.kind, e)
+        n, _ = replay_records(self, ingest_log.records(), covered, ingest_log.directory, timeout)
         if n == 0 and ingest_log.last_seq() > covered:
             raise CheckpointError(
                 "the ingest log in %s was numbered through record %d but holds none after %d: "

@@ -1,0 +1,89 @@
+"""Recovery of the live engine: the latest checkpoint, then the log records after it.
+
+Used by :meth:`LiveEngine.recover <linkstream.engine.live.runtime.LiveEngine.recover>`
+(a restarted ``run --state-dir``) and by ``linkstream restore`` (records read by a Spark
+job): :func:`restore_latest` puts the latest usable checkpoint into a fresh engine,
+:func:`replay_records` feeds it the records after it, in order, through the engine's public
+API, checking that none is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from linkstream.engine.live.ingestlog import LogRecord, decode_triples
+from linkstream.engine.live.state import QueryConflict, UnknownQuery
+from linkstream.query.errors import QueryError
+from linkstream.store.checkpoints import Checkpoint, CheckpointError, CheckpointStore
+
+if TYPE_CHECKING:
+    from linkstream.engine.live.runtime import LiveEngine
+
+log = logging.getLogger(__name__)
+
+__all__ = ["replay_records", "restore_latest"]
+
+
+def restore_latest(
+    live: LiveEngine, store: CheckpointStore, timeout: float | None = None
+) -> tuple[int, Checkpoint | None]:
+    """Restores the latest usable checkpoint of ``store`` into ``live`` (fresh, static
+    graphs loaded); returns the last log record it covers (``-1``: no checkpoint) and it.
+
+    Raises:
+        CheckpointError: Checkpoints exist but none is usable, or one does not fit.
+    """
+    ck = store.load()
+    if ck is None:
+        return -1, None
+    from linkstream.engine.live.checkpoint import restore
+
+    covered = int(live.call(lambda: restore(live, ck), timeout))
+    log.info("restored checkpoint %s of %s (log records through %d)", ck.id, store.uri, covered)
+    return covered, ck
+
+
+def replay_records(
+    live: LiveEngine,
+    records: Iterable[LogRecord],
+    covered: int,
+    where: str,
+    timeout: float | None = None,
+) -> tuple[int, int]:
+    """Feeds ``live`` the records after ``covered``, in order; returns how many and the last
+    sequence number (``covered`` if none).
+
+    Raises:
+        CheckpointError: The first record after ``covered`` is not ``covered + 1``, or the
+            sequence has a hole (records are missing).
+    """
+    n = 0
+    last = covered
+    for rec in records:
+        if rec.seq <= covered:
+            continue
+        if rec.seq != last + 1:
+            raise CheckpointError(
+                "the ingest log in %s %s record %d after record %d: records are missing"
+                % (where, "starts at" if n == 0 else "jumps to", rec.seq, last)
+                + ("" if covered >= 0 or n else " (and no checkpoint covers them)")
+            )
+        n += 1
+        last = rec.seq
+        h = rec.header
+        try:
+            if rec.kind == "push":
+                live.push(h["s"], h["t"], decode_triples(rec), timeout=timeout)
+            elif rec.kind == "register":
+                live.register(rec.payload.decode("utf-8"), h["name"], timeout=timeout)
+            elif rec.kind == "unregister":
+                live.unregister(h["name"], timeout=timeout)
+            elif rec.kind == "advance":
+                live.advance_to(h["t"], timeout=timeout)
+            else:
+                log.warning("ingest log: record %d of unknown kind %r skipped", rec.seq, rec.kind)
+        except (QueryError, QueryConflict, UnknownQuery, ValueError) as e:  # failed when logged too
+            log.info("ingest log: record %d (%s) refused again: %s", rec.seq, rec.kind, e)
+    return n, last
