@@ -94,6 +94,7 @@ def option_error(args: argparse.Namespace) -> str | None:
         or number_error("--max-moves", getattr(args, "max_moves", None), 0)
         or number_error("--interval", getattr(args, "interval", None), 0, strict=True)
         or number_error("--timeout", getattr(args, "timeout", None), 0, strict=True)
+        or number_error("--cache-mb", getattr(args, "cache_mb", None), 0, strict=True)
     )
 
 

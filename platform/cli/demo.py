@@ -27,6 +27,9 @@ def run_demo(args: argparse.Namespace) -> int:
     from linkstream.query.continuous import parse_continuous
     from linkstream.rdf.static import load_graph
 
+    if args.rows < 0:
+        print(f"error: --rows must be >= 0, got {args.rows}", file=sys.stderr)
+        return 2
     data = _find_data(args.data)
     if not (data / "queries").is_dir():
         print(f"error: demo data not found under {data} (use --data)", file=sys.stderr)
