@@ -423,17 +423,20 @@ class Engine:
         queries = self.queries
         # loud reporting queries under which nothing moved: their view repeats its rendered
         # rows (memoised per view and epoch); only the head of each line is new
+        t_text = str(c)
         for name in (loud & reporting) - dirty:
             rq = queries.get(name)
             if rq is None:
                 continue
             output = rq.output
-            fresh = not output.view._started  # evaluated for the first time now
-            lines = output.lines(epoch, c, changed=False)
+            lines = output.repeat_lines(epoch, t_text)  # the common case: rows repeated
+            if lines is None:
+                fresh = not output.view._started  # evaluated for the first time now
+                lines = output.lines(epoch, c, changed=False)
+                if fresh and not output.view.loud():
+                    loud.discard(name)
             out[name] = lines
             rq.stats.rows += len(lines)
-            if fresh and not output.view.loud():
-                loud.discard(name)
         for name in dirty:
             rq = queries.get(name)
             if rq is None:

@@ -367,6 +367,24 @@ class QueryOutput:
         """Apply this epoch's root delta; return the delta of the visible result."""
         return self.view.update(epoch, changed)
 
+    def repeat_lines(self, epoch: int, t: str) -> list[str] | None:
+        """The lines of a report at which nothing under the query changed, when its view
+        repeats rendered RStream rows (``t``: the report time as text); ``None`` when the
+        view has no such rows yet (then :meth:`lines` is the way)."""
+        view = self.view
+        bodies = view._bodies
+        if bodies is None or not view._started or not view.repeats:
+            return None
+        memo = view.memo
+        if memo is None or memo[0] != epoch:
+            view.update(epoch, False)
+        if not bodies:
+            return []
+        head = self._head + t + ", "
+        if len(bodies) == 1:
+            return [head + bodies[0]]
+        return [head + b for b in bodies]
+
     def lines(self, epoch: int, t: int, changed: bool = True) -> list[str]:
         """Result lines of the report at time ``t`` (``changed`` as in :meth:`update`)."""
         bodies = self.view.bodies(epoch, changed)

@@ -70,6 +70,8 @@ class Bool:
 Value = Ids | Num | Bool
 
 _MEMO_LIMIT = 200_000
+#: numbers converted to ids with a dict lookup each (more: one ``np.unique`` first)
+_SMALL_AS_IDS = 64
 
 
 class Evaluator:
@@ -78,6 +80,7 @@ class Evaluator:
     def __init__(self, terms: TermInfo) -> None:
         self.terms = terms
         self._memo: dict[tuple, int] = {}
+        self._num_ids: dict[tuple[int, int], int] = {}
 
     # ------------------------------------------------------------ public entry points
 
@@ -102,15 +105,34 @@ class Evaluator:
         ok = np.flatnonzero(v.ok)
         if len(ok) == 0:
             return out
+        memo = self._num_ids  # (value bits, numeric type) -> id: exact, as ids are stable
+        if len(ok) <= _SMALL_AS_IDS:  # a few values (an aggregate's groups): dict lookups
+            keys = list(zip(v.val[ok].view(np.int64).tolist(), v.typ[ok].tolist()))
+            got = [memo.get(k) for k in keys]
+            if None in got:
+                self._encode_numbers({k for k, g in zip(keys, got) if g is None})
+                got = [memo[k] for k in keys]
+            out[ok] = got
+            return out
         pairs = np.stack([v.val[ok].view(np.int64), v.typ[ok].astype(np.int64)])
         uniq, inv = np.unique(pairs, axis=1, return_inverse=True)
-        terms = []
-        for bits, typ in uniq.T.tolist():
-            val = float(np.int64(bits).view(np.float64))
-            terms.append(_numeric_literal(val, typ))
-        ids = self.terms.encode(terms)
+        ukeys = [(int(b), int(t)) for b, t in uniq.T.tolist()]
+        self._encode_numbers({k for k in ukeys if k not in memo})
+        ids = np.array([memo[k] for k in ukeys], dtype=np.int64)
         out[ok] = ids[inv.reshape(-1)]
         return out
+
+    def _encode_numbers(self, keys: set[tuple[int, int]]) -> None:
+        """Encodes the numeric literals ``keys`` ((value bits, type) pairs) into the memo."""
+        if not keys:
+            return
+        memo = self._num_ids
+        if len(memo) + len(keys) > _MEMO_LIMIT:
+            memo.clear()
+        todo = sorted(keys)
+        terms = [_numeric_literal(float(np.int64(bits).view(np.float64)), typ) for bits, typ in todo]
+        for k, i in zip(todo, self.terms.encode(terms).tolist()):
+            memo[k] = i
 
     def as_num(self, v: Value, n: int) -> Num:
         if isinstance(v, Num):
