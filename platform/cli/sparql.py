@@ -94,7 +94,7 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
         try:
             open_store_dictionary(args.dir, manifest).close()
         except (OSError, ValueError) as e:
-            bad.append(" ".join(str(e).split()))
+            bad.append(f"{args.dir}: dictionary {manifest.dictionary}: {' '.join(str(e).split())}")
     if bad:
         for line in bad:
             print(f"DAMAGED {line}")
