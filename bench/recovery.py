@@ -285,8 +285,8 @@ def main() -> None:
 
     configs = (("none", None), ("10s", 10.0), ("1s", 1.0))
     rounds: dict[str, list[dict[str, Any]]] = {k: [] for k, _ in configs}
-    for _ in range(a.rounds):  # interleaved, so that a change in the machine's load hits all three
-        for label, interval in configs:
+    for k in range(a.rounds):  # interleaved, each round in another order: a change in load hits all
+        for label, interval in configs[k % 3 :] + configs[: k % 3]:
             with tempfile.TemporaryDirectory(dir=a.dir) as d:
                 r = throughput(d, interval, a.threads, a.batch, a.seconds)
             rounds[label].append(r)

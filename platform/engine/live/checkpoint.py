@@ -132,7 +132,9 @@ def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int
     rings = []
     for name, e in live._entries.items():
         st = None
-        if c is not None:
+        # registered after the last evaluation: its windows have not moved yet (planned afresh)
+        fresh = not e.rq.output.view._started
+        if c is not None and not fresh:
             try:
                 st = snapshot_query(eng, name, c)
                 st = QueryState(st.header, [a.copy() for a in st.arrays])
@@ -153,6 +155,7 @@ def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int
                 "rows": e.rq.stats.rows,
                 "dropped": e.dropped,
                 "emitted": e.emitted,
+                "fresh": fresh,
             }
         )
         states.append(st)
@@ -280,70 +283,85 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
         live._guards[s].lo = int(lo)
     qs = ck.blob("queries")
     lines = strings_of_blob(ck.blob("ring-lines"))
-    rebuild: list[str] = []
-    for q in qs.header["queries"]:
-        name = q["name"]
-        with live._parse_lock:
-            cq = parse_continuous(q["text"], default_name=name, base=live.base)
-        if cq.name != name:
-            cq = replace(cq, name=name)
-        rq = eng.register(cq)
-        state = q.get("state")
-        if c is not None:
-            restored = False
-            if state is not None:
-                k = int(state["first"])
-                qstate = QueryState(
-                    state["header"], [np.array(a) for a in qs.arrays[k : k + int(state["n"])]]
-                )
-                try:
-                    restore_query(eng, name, qstate, c)
-                    restored = True
-                except Exception as exc:  # StateError, or an operator this version cannot fill
-                    log.warning(
-                        "checkpoint %s: cannot restore the state of %s (%s); rebuilding it", ck.id, name, exc
-                    )
-                    eng.unregister(name)
-                    rq = eng.register(cq)
-            if not restored:
-                rebuild.append(name)
-        rq.last_report = q["last_report"]
-        rq.registered_at = q["registered_at"]
-        rq.stats.reports, rq.stats.rows = int(q["reports"]), int(q["rows"])
-        streams = frozenset(w.stream for w in cq.windows)
-        for s in streams:
-            live._guard(s, eng.buffer(s))
-            if not live._relevant.get(s):
-                live._relevant_since[s] = now
-            live._relevant[s] = live._relevant.get(s, 0) + 1
-        e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))
-        e.emitted = q["emitted"]
-        if e.due is not None:
-            heapq.heappush(live._heap, (e.due, name))
-        if q["pending"]:
-            live._pending.add(name)
-        ring = ReportRing(live.results_retention_s)
-        r = q["ring"]
-        k = int(r["first"])
-        ages, times, counts = qs.arrays[k : k + 3]
-        pos = int(r["lines_from"])
-        reports = []
-        for age, t, cnt in zip(ages.tolist(), times.tolist(), counts.tolist()):
-            reports.append((age, t, tuple(x or "" for x in lines[pos : pos + cnt])))
-            pos += cnt
-        ring.load(reports, r["dropped_until"])
-        with live._lock:
-            live._entries[name] = e
-            live._rings[name] = ring
+    queries = qs.header["queries"]
+    rebuild = [
+        q["name"] for q in queries if not q.get("fresh") and _restore_query(live, ck, q, qs, lines, now)
+    ]
     if rebuild and c is not None:
         # queries whose operators could not be restored: one silent evaluation at the last
         # report time fills them from the restored buffers (nothing is reported or counted)
         eng.tick(c, (), count_reports=False)
         log.info("checkpoint %s: rebuilt %s from the stream buffers", ck.id, ", ".join(rebuild))
+    # registered after the last evaluation: planned afresh, they start from the buffers as
+    # they would have (the last ones registered, so the registration order is kept)
+    for q in queries:
+        if q.get("fresh"):
+            _restore_query(live, ck, q, qs, lines, now)
     with live._lock:
         live._frontier = live._frontier_now()
     live._gauges()
     return int(meta["seq"])
+
+
+def _restore_query(
+    live: LiveEngine, ck: Checkpoint, q: dict[str, Any], qs: Blob, lines: list[str | None], now: float
+) -> bool:
+    """Registers one checkpointed query (with its operator state unless ``q["fresh"]``),
+    schedule and result ring; ``True`` if its operators still need the silent evaluation."""
+    eng = live.engine
+    c = eng.last_tick
+    name = q["name"]
+    with live._parse_lock:
+        cq = parse_continuous(q["text"], default_name=name, base=live.base)
+    if cq.name != name:
+        cq = replace(cq, name=name)
+    rq = eng.register(cq)
+    state = q.get("state")
+    rebuild = False
+    if c is not None and not q.get("fresh"):
+        restored = False
+        if state is not None:
+            k = int(state["first"])
+            qstate = QueryState(state["header"], [np.array(a) for a in qs.arrays[k : k + int(state["n"])]])
+            try:
+                restore_query(eng, name, qstate, c)
+                restored = True
+            except Exception as exc:  # StateError, or an operator this version cannot fill
+                log.warning(
+                    "checkpoint %s: cannot restore the state of %s (%s); rebuilding it", ck.id, name, exc
+                )
+                eng.unregister(name)
+                rq = eng.register(cq)
+        rebuild = not restored
+    rq.last_report = q["last_report"]
+    rq.registered_at = q["registered_at"]
+    rq.stats.reports, rq.stats.rows = int(q["reports"]), int(q["rows"])
+    streams = frozenset(w.stream for w in cq.windows)
+    for s in streams:
+        live._guard(s, eng.buffer(s))
+        if not live._relevant.get(s):
+            live._relevant_since[s] = now
+        live._relevant[s] = live._relevant.get(s, 0) + 1
+    e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))
+    e.emitted = q["emitted"]
+    if e.due is not None:
+        heapq.heappush(live._heap, (e.due, name))
+    if q["pending"]:
+        live._pending.add(name)
+    ring = ReportRing(live.results_retention_s)
+    r = q["ring"]
+    k = int(r["first"])
+    ages, times, counts = qs.arrays[k : k + 3]
+    pos = int(r["lines_from"])
+    reports = []
+    for age, t, cnt in zip(ages.tolist(), times.tolist(), counts.tolist()):
+        reports.append((age, t, tuple(x or "" for x in lines[pos : pos + cnt])))
+        pos += cnt
+    ring.load(reports, r["dropped_until"])
+    with live._lock:
+        live._entries[name] = e
+        live._rings[name] = ring
+    return rebuild
 
 
 def write_checkpoint(
