@@ -18,9 +18,13 @@ switch on are those of the old one -- no loss, no duplicates.  Stateful hand-ove
 acknowledged in ZooKeeper once the switch is sent, which lets the coordinator complete a
 graceful drain; they start only once the new owner subscribed to the query's streams,
 so the state arrives after their backlog.  A container that dies (its ephemeral node
-goes) or does not answer within ``answer_timeout`` costs the lines of the ticks it
-owed: they are recorded as lost, never waited for forever; the coordinator reassigns
-its queries and they report again from their new container.
+goes) or does not answer within ``answer_timeout`` does not cost the lines of the
+ticks it owed: a live container recomputes them from the driver's retained history of
+the queries' streams (:mod:`linkstream.cluster.recovery`) until the coordinator has
+reassigned the queries and their new owners are ready; only a report no live container
+can recompute is recorded as lost.  Results are deduplicated at the result edge by
+(query, report time): a report time at or before the last one written for a query is
+never written again.
 """
 
 from __future__ import annotations
@@ -40,10 +44,12 @@ from kazoo.recipe.watchers import DataWatch
 
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.handover import Handovers, Migration
+from linkstream.cluster.recovery import Recovery
 from linkstream.containers.protocol import (
     Failed,
     Hello,
     Ready,
+    Recomputed,
     Result,
     State,
     Subscribe,
@@ -183,6 +189,11 @@ class ClusterEngine:
         )
         self._peers = self.fanout.peers
         self.handovers = Handovers(spec.id, self.fanout, self.pump, answer_timeout, self._dead)
+        self.recovery = Recovery(spec.id, self.fanout, dictionary, self.pump, answer_timeout, self._dead)
+        #: per query, the last report time whose lines were handed out (the result edge)
+        self.written: dict[str, int] = {}
+        #: result lines dropped at the result edge (a report time already handed out)
+        self.duplicates = 0
         self._control: list[Hello | Subscribe] = []  # in arrival order
         self._ready: dict[str, dict[str, int]] = {n: {} for n in queries}
         self._answerer: dict[str, str] = {}
@@ -325,6 +336,8 @@ class ClusterEngine:
         A query whose ZooKeeper owner is a synced container that has not announced it
         ready, while the assignment still names the container it migrates from, gets its
         operator state from its current answerer (see :mod:`linkstream.cluster.handover`).
+            elif isinstance(message, Recomputed):
+                self.recovery.on_answer(message)
         """
         moves = []
         for name in sorted(self.queries):
@@ -486,7 +499,7 @@ class ClusterEngine:
         for name in due:
             cid = owners.get(name)
             if cid is None or cid not in self._peers:
-                self._lose(name, c, cid, "no live container holds the query")
+                owed[name] = (cid, "no live container holds the query")
             else:
                 waiting.setdefault(cid, []).append(name)
         deadline = time.monotonic() + self.answer_timeout
@@ -498,18 +511,24 @@ class ClusterEngine:
                     if name in result.lines:
                         out[name] = result.lines[name]
                     else:
-                        self._lose(name, c, cid, "the container did not hold the query")
+                        owed[name] = (cid, "the container did not hold the query")
             for cid in [x for x in waiting if self._dead(x)]:
                 for name in waiting.pop(cid):
-                    self._lose(name, c, cid, "the container died")
+                    owed[name] = (cid, "the container died")
             if waiting and time.monotonic() > deadline:
                 for cid, names in waiting.items():
+        self.recovery.record(seq, c, self.fanout.counts())
                     for name in names:
-                        self._lose(name, c, cid, f"no answer within {self.answer_timeout:g}s")
+                        owed[name] = (cid, f"no answer within {self.answer_timeout:g}s")
                     # A container that stalls this long is out of the run: later ticks fail fast.
                     self.fanout.drop(cid)
                     self._forget(cid)
                 break
+            if c <= self.written.get(name, c - 1):  # the result edge: each report once
+                self.duplicates += len(out[name])
+                out[name] = []
+                continue
+            self.written[name] = c
             if waiting:
                 self.pump(0.02)
         self._results.pop(seq, None)
@@ -523,6 +542,7 @@ class ClusterEngine:
 
     def wait_until_ready(self, timeout: float) -> None:
         """Waits until every query has a container ready to answer its first tick.
+        owed: dict[str, tuple[str | None, str]] = {}  # recomputed elsewhere (or lost)
 
         Raises:
             ClusterError: Some query still has none after ``timeout`` seconds.
@@ -549,3 +569,12 @@ class ClusterEngine:
         self._stopped = True
         self._member_watch.stop()
         self.fanout.close()
+        if owed:
+            redone = self.recovery.recompute(
+                seq, {n: cid for n, (cid, _) in owed.items()}, self.reads, self.owner_in_zookeeper
+            )
+            for name, (cid, reason) in sorted(owed.items()):
+                if name in redone:
+                    out[name] = redone[name]
+                else:
+                    self._lose(name, c, cid, f"{reason}; no live container recomputed it")

@@ -64,6 +64,7 @@ from linkstream.containers.protocol import (
     Message,
     ProtocolError,
     Ready,
+    Recompute,
     Result,
     State,
     Subscribe,
@@ -72,6 +73,7 @@ from linkstream.containers.protocol import (
     decode,
     encode,
 )
+from linkstream.containers.recovery import recompute
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.security import Security, SecurityError
 
@@ -577,6 +579,11 @@ class ContainerRuntime(StateMigration):
             self._hand_over(replica, message)
         elif isinstance(message, State):
             self._take_over(replica, message)
+        elif isinstance(message, Recompute):
+            # Reports a dead container owed (:mod:`linkstream.containers.recovery`).
+            tasks = {n: t for t, n in replica.spec.queries.items()}
+            texts = {n: x for n in message.queries if n in tasks and (x := self._text(tasks[n])) is not None}
+            self._send(recompute(replica, texts, message, self.id))
         else:
             logger.debug("%s: ignoring %s", self.id, type(message).__name__)
 

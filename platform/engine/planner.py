@@ -40,7 +40,7 @@ from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.static_result import StaticResults
 from linkstream.operators.values import ConstantOperator
 from linkstream.query.errors import QueryError
-from linkstream.query.expressions import Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
+from linkstream.query.expressions import Call, Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
 from linkstream.rdf.terms import IRI, XSD_BOOLEAN, Literal, Term
 
 #: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
@@ -114,6 +114,10 @@ def _memo(dictionary: object) -> _Memo:
 
 class Planner:
     """Builds the operator graph of one query over a :class:`Dataset`."""
+
+    #: ``BNODE(str)`` gives one blank node per string and solution (one-shot queries); a
+    #: continuous query keeps one per string, so that a retraction finds the same term
+    scoped_bnodes = False
 
     def __init__(self, dataset: Dataset, evaluator: Evaluator) -> None:
         self.ds = dataset
@@ -223,7 +227,14 @@ class Planner:
                 # rdflib re-binds each GROUP BY variable to a SAMPLE of itself above the
                 # aggregation: the value is the group key already in scope.
                 return child
-            return ExtendOperator(child, str(_at(n, "var")), self.expr(_at(n, "expr")), self.ev)
+            e = self.expr(_at(n, "expr"))
+            if self.scoped_bnodes and _has_bnode_call(e):
+                # BNODE(str): one blank node per string *and solution*: a hidden fresh blank
+                # node per row (BNODE()) scopes the label, shared by the row's BNODE calls
+                if _BNODE_SCOPE not in child.vars:
+                    child = ExtendOperator(child, _BNODE_SCOPE, Call("BNODE", ()), self.ev)
+                e = _scope_bnodes(e)
+            return ExtendOperator(child, str(_at(n, "var")), e, self.ev)
         if name == "Project":
             return ProjectOperator(self.plan(_at(n, "p"), graph), [str(v) for v in _at(n, "PV")])
         if name in ("Distinct", "Reduced"):
@@ -504,6 +515,35 @@ def _swap_exists(e: Expr, flags: dict[int, Expr]) -> Expr:
             nv: object = _swap_exists(v, flags)
         elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
             nv = tuple(_swap_exists(x, flags) if isinstance(x, Expr) else x for x in v)
+        else:
+            continue
+        if nv is not v:
+            changes[f.name] = nv
+    return dataclasses.replace(cast(Any, e), **changes) if changes else e
+
+
+_BNODE_SCOPE = "_bnode_solution"
+
+
+def _has_bnode_call(e: Expr) -> bool:
+    if isinstance(e, Call) and e.name == "BNODE" and len(e.args) == 1:
+        return True
+    return any(_has_bnode_call(c) for c in e.children())
+
+
+def _scope_bnodes(e: Expr) -> Expr:
+    """``e`` with every ``BNODE(x)`` given the row's scope variable as second argument."""
+    if isinstance(e, Call) and e.name == "BNODE" and len(e.args) == 1:
+        return Call("BNODE", (_scope_bnodes(e.args[0]), Var(_BNODE_SCOPE)))
+    if not dataclasses.is_dataclass(e):
+        return e
+    changes: dict[str, object] = {}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            nv: object = _scope_bnodes(v)
+        elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
+            nv = tuple(_scope_bnodes(x) if isinstance(x, Expr) else x for x in v)
         else:
             continue
         if nv is not v:

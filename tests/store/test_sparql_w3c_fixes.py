@@ -99,3 +99,17 @@ def test_values_with_undef_graph_variable_inside_graph(tmp_path) -> None:
         assert got == [(EX + "g1", "bar"), (EX + "g1", "foo"), (EX + "g2", "foo")]
     finally:
         st.close()
+
+
+def test_bnode_of_a_string_is_one_blank_node_per_solution(store) -> None:
+    q = 'SELECT ?x ?y (BNODE(?x) AS ?b1) (BNODE(?y) AS ?b2) { VALUES ?x { "a" "b" } VALUES ?y { "a" "b" } }'
+    rows = run_sparql(store, q)["results"]["bindings"]
+    assert len(rows) == 4
+    labels = set()
+    for r in rows:
+        assert r["b1"]["type"] == r["b2"]["type"] == "bnode"
+        # one solution: equal strings give the same blank node, different ones different nodes
+        assert (r["b1"]["value"] == r["b2"]["value"]) == (r["x"]["value"] == r["y"]["value"])
+        labels |= {r["b1"]["value"], r["b2"]["value"]}
+    assert len(labels) == 6  # no blank node shared between solutions
+    assert "_bnode_solution" not in run_sparql(store, q)["head"]["vars"]

@@ -179,6 +179,8 @@ def _session(dictionary: Dictionary) -> _Session:
 class StorePlanner(Planner):
     """The continuous-query planner with basic graph patterns explored in the snapshot."""
 
+    scoped_bnodes = True
+
     def _pattern_leaves(self, patterns: list[tuple[Slot, Slot, Slot]], graph: Operator) -> list[Operator]:
         if patterns and isinstance(graph, SnapshotGraph):
             return [ExploreOperator(graph, patterns, evaluator=self.ev)]

@@ -180,6 +180,9 @@ def _iri(a: Args) -> Term:
 def _bnode(a: Args) -> Term:
     if not a:
         return BNode(_BNODE_PREFIX + str(next(_bnode_counter)))
+    if len(a) == 2 and a[1].kind == K_BNODE:
+        # BNODE(str, scope): the planner's per-solution scope (a fresh blank node per row)
+        return BNode(a[1].value + "x" + _simple(a[0]).encode("utf-8").hex())
     # oxigraph: BNODE(str) is the blank node labelled str.
     label = _simple(a[0])
     if not _BNODE_LABEL.fullmatch(label) or label.endswith("."):
@@ -378,7 +381,7 @@ BUILTINS: dict[str, tuple[Callable[[Args], Term], int, int | None]] = {
     "DATATYPE": (_datatype, 1, 1),
     "IRI": (_iri, 1, 2),
     "URI": (_iri, 1, 2),
-    "BNODE": (_bnode, 0, 1),
+    "BNODE": (_bnode, 0, 2),
     "RAND": (_rand, 0, 0),
     "ABS": (_numeric_fn(lambda i: check_i64(abs(i)), lambda d: check_i128(abs(d)), math.fabs), 1, 1),
     "CEIL": (_numeric_fn(lambda i: i, dec_ceil, f64_ceil), 1, 1),
