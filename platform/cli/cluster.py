@@ -432,6 +432,7 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
                 "bytes_sent": result.bytes_sent,
                 "elements_by_container": result.elements_by_container,
                 "lost": [[x.query, x.t, x.container, x.reason] for x in result.lost],
+                "recovered": [[r.query, r.t, r.src, r.dst] for r in result.recovered],
                 "migrations": [
                     {
                         "query": m.query,

@@ -304,6 +304,8 @@ class ClusterEngine:
                 self._failures.append(message)
             elif isinstance(message, State):
                 self.handovers.on_state(message)
+            elif isinstance(message, Recomputed):
+                self.recovery.on_answer(message)
 
     def _check_failures(self) -> None:
         if self._failures:
@@ -336,8 +338,6 @@ class ClusterEngine:
         A query whose ZooKeeper owner is a synced container that has not announced it
         ready, while the assignment still names the container it migrates from, gets its
         operator state from its current answerer (see :mod:`linkstream.cluster.handover`).
-            elif isinstance(message, Recomputed):
-                self.recovery.on_answer(message)
         """
         moves = []
         for name in sorted(self.queries):
@@ -477,12 +477,18 @@ class ClusterEngine:
         owners = self.choose_owners(seq)
         due = sorted(reporting)
         t0 = time.perf_counter()
+        self.recovery.record(seq, c, self.fanout.counts())
         self.fanout.broadcast(encode(Tick(self.spec.id, seq, c, due, owners, dict(self._released))))
         self._ack_handovers(owners)
         self.fanout.prune(c)
         out = self._collect(seq, c, due, owners)
         dt = time.perf_counter() - t0
         for name in due:
+            if c <= self.written.get(name, c - 1):  # the result edge: each report once
+                self.duplicates += len(out[name])
+                out[name] = []
+                continue
+            self.written[name] = c
             st = self.queries[name].stats
             st.reports += 1
             st.rows += len(out[name])
@@ -496,6 +502,7 @@ class ClusterEngine:
     def _collect(self, seq: int, c: int, due: list[str], owners: dict[str, str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {name: [] for name in due}
         waiting: dict[str, list[str]] = {}
+        owed: dict[str, tuple[str | None, str]] = {}  # recomputed elsewhere (or lost)
         for name in due:
             cid = owners.get(name)
             if cid is None or cid not in self._peers:
@@ -517,21 +524,24 @@ class ClusterEngine:
                     owed[name] = (cid, "the container died")
             if waiting and time.monotonic() > deadline:
                 for cid, names in waiting.items():
-        self.recovery.record(seq, c, self.fanout.counts())
                     for name in names:
                         owed[name] = (cid, f"no answer within {self.answer_timeout:g}s")
                     # A container that stalls this long is out of the run: later ticks fail fast.
                     self.fanout.drop(cid)
                     self._forget(cid)
                 break
-            if c <= self.written.get(name, c - 1):  # the result edge: each report once
-                self.duplicates += len(out[name])
-                out[name] = []
-                continue
-            self.written[name] = c
             if waiting:
                 self.pump(0.02)
         self._results.pop(seq, None)
+        if owed:
+            redone = self.recovery.recompute(
+                seq, {n: cid for n, (cid, _) in owed.items()}, self.reads, self.owner_in_zookeeper
+            )
+            for name, (cid, reason) in sorted(owed.items()):
+                if name in redone:
+                    out[name] = redone[name]
+                else:
+                    self._lose(name, c, cid, f"{reason}; no live container recomputed it")
         return out
 
     def _lose(self, name: str, c: int, cid: str | None, reason: str) -> None:
@@ -542,7 +552,6 @@ class ClusterEngine:
 
     def wait_until_ready(self, timeout: float) -> None:
         """Waits until every query has a container ready to answer its first tick.
-        owed: dict[str, tuple[str | None, str]] = {}  # recomputed elsewhere (or lost)
 
         Raises:
             ClusterError: Some query still has none after ``timeout`` seconds.
@@ -569,12 +578,3 @@ class ClusterEngine:
         self._stopped = True
         self._member_watch.stop()
         self.fanout.close()
-        if owed:
-            redone = self.recovery.recompute(
-                seq, {n: cid for n, (cid, _) in owed.items()}, self.reads, self.owner_in_zookeeper
-            )
-            for name, (cid, reason) in sorted(owed.items()):
-                if name in redone:
-                    out[name] = redone[name]
-                else:
-                    self._lose(name, c, cid, f"{reason}; no live container recomputed it")

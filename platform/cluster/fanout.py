@@ -263,7 +263,7 @@ class Fanout:
             mine = [r for r in rows if r[0] in streams]
             if not mine:
                 continue
-            meta, triples = _table(mine)
+            meta, triples = table(mine)
             for cid in cids:
                 parts[cid] = (mine, meta, triples)
         self._deliver(parts, {})
@@ -277,7 +277,7 @@ class Fanout:
         rows = [r for k in new for r in self._backlog[k] if r[1] >= route.sent[k]]
         route.streams |= wanted
         route.version = version
-        meta, triples = _table(rows)
+        meta, triples = table(rows)
         self._deliver({cid: (rows, meta, triples)}, {cid: (tick_seq, version, tuple(new))})
         if new:
             logger.info(
@@ -327,6 +327,33 @@ class Fanout:
                 if seq >= dest.sent[k]:
                     dest.sent[k] = seq + 1
 
+    def counts(self) -> np.ndarray:
+        """Per stream, the elements flushed so far (the cut of the next tick, after a flush)."""
+        return np.array(self._count, dtype=np.int64)
+
+    def history(self, streams: Iterable[int], cuts: Sequence[np.ndarray]) -> tuple[list[_Row], list[int]]:
+        """The retained elements of ``streams`` up to the last of ``cuts``, in segments.
+
+        Args:
+            streams: Stream indexes.
+            cuts: Increasing :meth:`counts` taken at successive ticks.
+
+        Returns:
+            The rows (per segment, stream by stream in their order) and, per cut, how many
+            rows come before it: the elements ingested before that tick.
+        """
+        ks = sorted(set(streams))
+        lo = {k: 0 for k in ks}
+        rows: list[_Row] = []
+        at: list[int] = []
+        for cut in cuts:
+            for k in ks:
+                end = int(cut[k]) if k < len(cut) else 0
+                rows += [r for r in self._backlog[k] if lo[k] <= r[1] < end]
+                lo[k] = max(lo[k], end)
+            at.append(len(rows))
+        return rows, at
+
     def prune(self, c: int) -> None:
         """Forgets backlog no window opened after report time ``c`` can read."""
         for dq, h in zip(self._backlog, self.horizons):
@@ -335,7 +362,7 @@ class Fanout:
                     dq.popleft()
 
 
-def _table(rows: list[_Row]) -> tuple[np.ndarray, np.ndarray]:
+def table(rows: list[_Row]) -> tuple[np.ndarray, np.ndarray]:
     """The element table ``(3, k)`` and the joined triples ``(n, 3)`` of ``rows``."""
     meta = np.array([[r[0] for r in rows], [r[2] for r in rows], [len(r[3]) for r in rows]], dtype=np.int64)
     parts = [r[3] for r in rows if len(r[3])]

@@ -35,6 +35,11 @@ snapshot of the query's operator state and forwards it to the new owner ahead of
 next tick (:mod:`linkstream.cluster.handover`, :mod:`linkstream.operators.state`);
 only when that is impossible does the new owner rebuild from its stream buffers.
 
+A container that dies mid-run (``kill -9``) costs nothing: the reports it owed are
+recomputed on a live container from the driver's retained history of their streams
+(:mod:`linkstream.cluster.recovery`) until the coordinator has moved its queries and
+their new owners are ready; the output equals a run nothing happened to.
+
 A container that joins mid-run says *hello* and gets a ``sync`` message (the retained
 backlog of every stream when broadcasting, of none when routing: it subscribes next),
 its buffers then equal everyone else's for what any future window can read.
@@ -70,6 +75,7 @@ from linkstream.cluster.driver import (
     task_id,
 )
 from linkstream.cluster.handover import Migration
+from linkstream.cluster.recovery import Recovered
 from linkstream.containers.replica import retention_horizons
 from linkstream.containers.security import Security
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
@@ -87,6 +93,7 @@ __all__ = [
     "ClusterError",
     "ClusterReplayResult",
     "Lost",
+    "Recovered",
     "RemoteQuery",
     "Switch",
     "plan_key",
@@ -114,6 +121,10 @@ class ClusterReplayResult:
         element_bytes: Of ``bytes_sent``, the bytes of stream elements and their terms.
         elements_sent: Stream elements sent, summed over the containers.
         elements_by_container: Stream elements sent to each container.
+        recovered: Reports a dead or stalled container owed, recomputed on a live one
+            (:mod:`linkstream.cluster.recovery`).
+        duplicates: Result lines dropped at the result edge because their report time
+            had been written already (0 unless something went wrong).
     """
 
     replay: ReplayResult
@@ -128,6 +139,8 @@ class ClusterReplayResult:
     element_bytes: int = 0
     elements_sent: int = 0
     elements_by_container: dict[str, int] = field(default_factory=dict)
+    recovered: list[Recovered] = field(default_factory=list)
+    duplicates: int = 0
 
 
 def _place_operators(
@@ -309,6 +322,8 @@ def replay_on_cluster(
             engine.fanout.element_bytes,
             engine.fanout.elements_sent,
             engine.fanout.elements_by_container(),
+            list(engine.recovery.done),
+            engine.duplicates,
         )
     finally:
         if engine is not None:

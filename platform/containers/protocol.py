@@ -29,6 +29,12 @@ Driver to container:
 ``handover``
     ``{"query", "dst", "seq"}``: snapshot the operator state of ``query`` (after tick
     ``seq``, the last one sent) and send it back as a ``state`` message for ``dst``.
+``recompute``
+    ``{"id", "queries", "ticks", "at", "nt", "k", "n"}`` then the four bulk frames of
+    ``els``: rebuild ``queries`` in a scratch engine from these elements (the driver's
+    retained history of their streams) and evaluate report times ``ticks``, each after
+    the first ``at[i]`` elements; answer with the lines of the last one
+    (:mod:`linkstream.containers.recovery`: reports of a container that died).
 
 Container to driver:
 
@@ -48,6 +54,9 @@ Container to driver:
     assigned to this container that it does not hold.
 ``failed``
     ``{"container", "query", "error"}``: the query could not be registered.
+``recomputed``
+    ``{"container", "id", "c", "names", "error"}`` then one frame of lines per name, as
+    in ``result``: the answer to ``recompute`` request ``id`` (report time ``c``).
 
 ``state`` (container to driver, then driver to the task's new container)
     ``{"container", "query", "dst", "seq", "error"}`` then the snapshot's frames
@@ -201,7 +210,54 @@ class State:
     error: str = ""
 
 
-Message = Elements | Tick | Hello | Subscribe | Ready | Unready | Result | Failed | Handover | State
+@dataclass(frozen=True)
+class Recompute:
+    """Driver to a live container: rebuild ``queries`` from ``elements`` and report (see above).
+
+    Attributes:
+        run: Replay id.
+        id: Request id (echoed by the answer).
+        queries: Names of the run's queries to rebuild.
+        ticks: Report times to evaluate, increasing; only the last one is answered.
+        at: Per tick, how many of the elements are ingested before it (non-decreasing).
+        elements: The history, as an ``els`` message carries it (``sync_tick`` unused);
+            its dictionary delta holds every term of its triples.
+    """
+
+    run: str
+    id: int
+    queries: list[str]
+    ticks: list[int]
+    at: list[int]
+    elements: Elements
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """A container's answer to :class:`Recompute` ``id``: the lines of report time ``c``."""
+
+    run: str
+    container: str
+    id: int
+    c: int
+    lines: dict[str, list[str]]
+    error: str = ""
+
+
+Message = (
+    Elements
+    | Tick
+    | Hello
+    | Subscribe
+    | Ready
+    | Unready
+    | Result
+    | Failed
+    | Handover
+    | State
+    | Recompute
+    | Recomputed
+)
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -215,34 +271,50 @@ def _i8(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=_I8)
 
 
+def _bulk(message: Elements, header: dict[str, Any]) -> list[Frame]:
+    """``header`` (with the sizes added) and the four bulk frames of ``message``."""
+    meta = _i8(message.meta).reshape(3, -1)
+    triples = _i8(message.triples).reshape(-1, 3)
+    ids = _i8(message.ids).reshape(-1)
+    if len(ids) != len(message.terms):
+        raise ProtocolError(f"{len(ids)} ids for {len(message.terms)} terms")
+    header.update(nt=len(message.terms), k=meta.shape[1], n=triples.shape[0])
+    terms = msgpack.packb(list(message.terms), use_bin_type=True)
+    return [
+        _pack(header),
+        terms,
+        # ``a.data`` is ``memoryview(a)`` (numpy types the buffer protocol only for Python >= 3.12)
+        ids.data,
+        meta.reshape(-1).data,
+        triples.reshape(-1).data,
+    ]
+
+
+def _lines_frames(header: dict[str, Any], lines: dict[str, list[str]]) -> list[Frame]:
+    names = list(lines)
+    header["names"] = names
+    return [_pack(header)] + ["\n".join(lines[n]).encode("utf-8") for n in names]
+
+
 def encode(message: Message) -> list[Frame]:
     """Frames of ``message`` (see the module docstring)."""
     if isinstance(message, Elements):
-        meta = _i8(message.meta).reshape(3, -1)
-        triples = _i8(message.triples).reshape(-1, 3)
-        ids = _i8(message.ids).reshape(-1)
-        if len(ids) != len(message.terms):
-            raise ProtocolError(f"{len(ids)} ids for {len(message.terms)} terms")
-        header: dict[str, Any] = {
-            "kind": "els" if message.sync_tick is None else "sync",
-            "run": message.run,
-            "nt": len(message.terms),
-            "k": meta.shape[1],
-            "n": triples.shape[0],
-        }
+        header: dict[str, Any] = {"kind": "els" if message.sync_tick is None else "sync", "run": message.run}
         if message.sync_tick is not None:
             header.update(
                 tick=message.sync_tick, sub=message.version, streams=[int(k) for k in message.streams]
             )
-        terms = msgpack.packb(list(message.terms), use_bin_type=True)
-        return [
-            _pack(header),
-            terms,
-            # ``a.data`` is ``memoryview(a)`` (numpy types the buffer protocol only for Python >= 3.12)
-            ids.data,
-            meta.reshape(-1).data,
-            triples.reshape(-1).data,
-        ]
+        return _bulk(message, header)
+    if isinstance(message, Recompute):
+        if len(message.ticks) != len(message.at):
+            raise ProtocolError(f"{len(message.ticks)} ticks for {len(message.at)} positions")
+        header = {"kind": "recompute", "run": message.run, "id": message.id}
+        header.update(queries=list(message.queries), ticks=list(message.ticks), at=list(message.at))
+        return _bulk(message.elements, header)
+    if isinstance(message, Recomputed):
+        header = {"kind": "recomputed", "run": message.run, "container": message.container}
+        header.update(id=message.id, c=message.c, error=message.error)
+        return _lines_frames(header, message.lines)
     if isinstance(message, Tick):
         return [
             _pack(
@@ -278,17 +350,15 @@ def encode(message: Message) -> list[Frame]:
         body = {"container": message.container, "query": message.query, "token": message.token}
         return [_pack({"kind": "unready", "run": message.run, **body})]
     if isinstance(message, Result):
-        names = list(message.lines)
         header = {
             "kind": "result",
             "run": message.run,
             "container": message.container,
             "seq": message.seq,
             "c": message.c,
-            "names": names,
             "missing": list(message.missing),
         }
-        return [_pack(header)] + ["\n".join(message.lines[n]).encode("utf-8") for n in names]
+        return _lines_frames(header, message.lines)
     if isinstance(message, Failed):
         body = {"container": message.container, "query": message.query, "error": message.error}
         return [_pack({"kind": "failed", "run": message.run, **body})]
@@ -404,6 +474,35 @@ def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
     return Elements(_str(h, "run"), ids, terms, meta, triples)
 
 
+def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
+    names = _strs(h, "names")
+    _frames(frames, 1 + len(names), h["kind"])
+    lines: dict[str, list[str]] = {}
+    for name, frame in zip(names, frames[1:]):
+        try:
+            text = bytes(_view(frame)).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"result lines of {name!r} are not UTF-8") from exc
+        lines[name] = text.split("\n") if text else []
+    return lines
+
+
+def _recompute(h: dict[str, Any], frames: Sequence[Frame]) -> Recompute:
+    els = _elements(h, frames)
+    ticks, at = h.get("ticks"), h.get("at")
+    if type(ticks) is not list or not all(type(c) is int and -(2**63) <= c < 2**63 for c in ticks):
+        raise ProtocolError("recompute: ticks must be a list of ints")
+    if type(at) is not list or len(at) != len(ticks) or not ticks:
+        raise ProtocolError("recompute: at must hold one position per tick (at least one)")
+    k = els.meta.shape[1]
+    prev = 0
+    for i, x in enumerate(at):
+        if type(x) is not int or not prev <= x <= k or (i and ticks[i] <= ticks[i - 1]):
+            raise ProtocolError("recompute: ticks must increase and positions stay within the elements")
+        prev = x
+    return Recompute(els.run, _int(h, "id", 0), _strs(h, "queries"), ticks, at, els)
+
+
 def decode(frames: Sequence[Frame]) -> Message:
     """Parses one multipart message; array data are read-only views of the frames.
 
@@ -414,6 +513,8 @@ def decode(frames: Sequence[Frame]) -> Message:
     kind = h.get("kind")
     if kind in ("els", "sync"):
         return _elements(h, frames)
+    if kind == "recompute":
+        return _recompute(h, frames)
     run = _str(h, "run")
     if kind == "tick":
         _frames(frames, 1, kind)
@@ -438,16 +539,11 @@ def decode(frames: Sequence[Frame]) -> Message:
         _frames(frames, 1, kind)
         return Unready(run, _str(h, "container"), _str(h, "query"), _int(h, "token", 1))
     if kind == "result":
-        names = _strs(h, "names")
-        _frames(frames, 1 + len(names), kind)
-        lines: dict[str, list[str]] = {}
-        for name, frame in zip(names, frames[1:]):
-            try:
-                text = bytes(_view(frame)).decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ProtocolError(f"result lines of {name!r} are not UTF-8") from exc
-            lines[name] = text.split("\n") if text else []
+        lines = _lines(h, frames)
         return Result(run, _str(h, "container"), _int(h, "seq", 1), _int(h, "c"), lines, _strs(h, "missing"))
+    if kind == "recomputed":
+        lines = _lines(h, frames)
+        return Recomputed(run, _str(h, "container"), _int(h, "id", 0), _int(h, "c"), lines, _str(h, "error"))
     if kind == "failed":
         _frames(frames, 1, kind)
         return Failed(run, _str(h, "container"), _str(h, "query"), _str(h, "error"))

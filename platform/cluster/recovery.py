@@ -1,0 +1,197 @@
+"""Reports a dead container owed, recomputed elsewhere (the driver's half).
+
+A container that dies (``kill -9``, a crash) takes with it the operator state of its
+queries and the answers of the tick it was evaluating.  The coordinator reassigns its
+queries (its ephemeral node went) and their new owners rebuild them from the retained
+backlog of their streams, answering from the tick after they announced them *ready*
+(:mod:`linkstream.cluster.driver`).  The reports in between -- the tick in flight when
+the container died and the few ticks until the new owners are ready -- are
+**recomputed**: the driver sends a live container a ``recompute`` message with
+
+* the queries (by name: every container can read their text in the registry);
+* the retained history of the streams they read, as the driver routed it: each stream's
+  backlog (:class:`~linkstream.cluster.fanout.Fanout`) keeps every element a window
+  opened at the next report can still read -- the largest RANGE plus STEP of the run's
+  windows on that stream, everything for count and NOW windows;
+* the report times to evaluate: the previous tick of the run (silently: an IStream or
+  DStream report is the difference to it) and the tick whose lines are owed, each after
+  exactly the elements the run had sent before it (the per-stream counts recorded at
+  every tick, :meth:`Recovery.record`).
+
+The container evaluates them in a scratch engine (:mod:`linkstream.containers.recovery`)
+and answers with the lines of the owed report, which the driver writes in its place: the
+output equals that of a run nothing happened to.  The driver sequences every element and
+every report time, so nothing but this history is needed -- no checkpoint.  The limit:
+a query whose result depends on more than its windows' contents at the previous and the
+current report (none here: every continuous query is windowed) could not be recomputed
+this way.  A report is recorded lost only when no live container can recompute it within
+the answer timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from linkstream.cluster.fanout import Fanout, table
+from linkstream.containers.protocol import Elements, Recompute, Recomputed, encode
+from linkstream.rdf.dictionary import Dictionary
+
+logger = logging.getLogger(__name__)
+
+#: ticks whose per-stream cuts are kept (the owed tick and the one before are needed)
+KEEP_CUTS = 4
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """Lines of ``query`` at report time ``t`` recomputed because ``src`` did not answer.
+
+    Attributes:
+        query: The query.
+        t: The report time.
+        src: The container that owed the report (``None``: none held the query).
+        dst: The container that recomputed it.
+        elements: Stream elements of the history it was sent.
+        seconds: From the request to the answer.
+    """
+
+    query: str
+    t: int
+    src: str | None
+    dst: str
+    elements: int
+    seconds: float
+
+
+class Recovery:
+    """Recomputes owed reports on live containers (see the module docstring).
+
+    Args:
+        run: The run id.
+        fanout: The driver's sockets and the streams' retained backlog.
+        dictionary: The driver's dictionary (terms of the history shipped).
+        pump: Receives and dispatches queued messages, waiting up to the given seconds
+            (``Recomputed`` messages must be handed to :meth:`on_answer`).
+        timeout: Seconds to wait for an answer before asking another container.
+        is_dead: Tells whether a container is known to be gone.
+    """
+
+    def __init__(
+        self,
+        run: str,
+        fanout: Fanout,
+        dictionary: Dictionary,
+        pump: Callable[[float], None],
+        timeout: float,
+        is_dead: Callable[[str], bool],
+    ) -> None:
+        self.run = run
+        self.fanout = fanout
+        self.dictionary = dictionary
+        self.pump = pump
+        self.timeout = timeout
+        self.is_dead = is_dead
+        self.done: list[Recovered] = []
+        self._cuts: deque[tuple[int, int, np.ndarray]] = deque(maxlen=KEEP_CUTS)
+        self._answers: dict[int, Recomputed] = {}
+        self._next = 0
+
+    def record(self, seq: int, c: int, counts: np.ndarray) -> None:
+        """Tick ``seq`` (report time ``c``) comes after ``counts`` elements of each stream."""
+        self._cuts.append((seq, c, counts))
+
+    def on_answer(self, message: Recomputed) -> None:
+        """Takes a container's answer to a ``recompute`` request."""
+        self._answers[message.id] = message
+
+    def _live(self) -> list[str]:
+        return [cid for cid in sorted(self.fanout.peers) if not self.is_dead(cid)]
+
+    def recompute(
+        self,
+        seq: int,
+        owed: Mapping[str, str | None],
+        reads: Mapping[str, frozenset[int]],
+        prefer: Callable[[str], str | None],
+    ) -> dict[str, list[str]]:
+        """The lines of tick ``seq`` of the ``owed`` queries (query -> container that owed them).
+
+        Args:
+            seq: The current tick (recorded with :meth:`record`).
+            owed: The queries whose lines are missing, with the container that did not answer.
+            reads: Stream indexes each query reads.
+            prefer: The container to ask first for a query (its new owner), if alive.
+
+        Returns:
+            Lines by query, for the queries some live container recomputed; the caller
+            records the others lost.
+        """
+        cuts = [x for x in self._cuts if x[0] in (seq - 1, seq)]
+        if not cuts or cuts[-1][0] != seq:
+            logger.warning("driver: tick %d was not recorded; cannot recompute its reports", seq)
+            return {}
+        c = cuts[-1][1]
+        out: dict[str, list[str]] = {}
+        tried: dict[str, set[str]] = {name: set() for name in owed}
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            live = self._live()
+            groups: dict[str, list[str]] = {}
+            for name in sorted(owed):
+                fresh = [x for x in live if x not in tried[name]]
+                if name in out or not fresh:
+                    continue  # done, or every live container failed it
+                first = prefer(name)
+                dst = first if first in fresh else fresh[0]
+                groups.setdefault(dst, []).append(name)
+            if not groups:
+                break
+            pending: dict[int, tuple[str, list[str], int, float]] = {}
+            for dst, names in groups.items():
+                for name in names:
+                    tried[name].add(dst)
+                streams = frozenset().union(*(reads.get(n, frozenset()) for n in names))
+                message, n_el = self._request(names, streams, cuts)
+                self.fanout.send(dst, encode(message))
+                pending[message.id] = (dst, names, n_el, time.perf_counter())
+            while pending and time.monotonic() < deadline:
+                for rid in [r for r in pending if r in self._answers]:
+                    dst, names, n_el, t0 = pending.pop(rid)
+                    answer = self._answers.pop(rid)
+                    if answer.error:
+                        logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
+                        continue
+                    dt = time.perf_counter() - t0
+                    for name in names:
+                        if name in answer.lines:
+                            out[name] = answer.lines[name]
+                            self.done.append(Recovered(name, c, owed[name], dst, n_el, dt))
+                for rid in [
+                    r for r, p in pending.items() if self.is_dead(p[0]) or p[0] not in self.fanout.peers
+                ]:
+                    logger.warning("driver: %s left before recomputing %s", pending[rid][0], pending[rid][1])
+                    del pending[rid]
+                if pending:
+                    self.pump(0.02)
+        if len(out) < len(owed):
+            logger.warning("driver: no live container recomputed %s at t=%d", sorted(set(owed) - set(out)), c)
+        else:
+            logger.info("driver: recomputed %s at t=%d (tick %d)", ", ".join(sorted(out)), c, seq)
+        return out
+
+    def _request(
+        self, names: list[str], streams: frozenset[int], cuts: list[tuple[int, int, np.ndarray]]
+    ) -> tuple[Recompute, int]:
+        rows, at = self.fanout.history(streams, [x[2] for x in cuts])
+        meta, triples = table(rows)
+        ids = np.unique(triples) if len(triples) else np.empty(0, dtype=np.int64)
+        terms = self.dictionary.decode_many(ids) if len(ids) else []
+        self._next += 1
+        els = Elements(self.run, ids, list(terms), meta, triples)
+        return Recompute(self.run, self._next, names, [x[1] for x in cuts], at, els), len(rows)

@@ -1,0 +1,127 @@
+"""Reports of a dead container, recomputed on a live one (the container's half).
+
+When a container dies (``kill -9``, a crash, a lost host), the reports it owed -- the
+tick it was evaluating and the ticks until its queries are ready on their new owner --
+are not lost: the driver (:mod:`linkstream.cluster.recovery`) sends a live container a
+``recompute`` message with the queries, the retained history of their streams (every
+element a window of the report may still read, exactly as the driver routed them) and
+the report times to evaluate, each after the elements ingested before it in the run.
+
+Every continuous query here is windowed, so a query's result at a report time is a
+function of its windows' contents at that time and of the static graphs.  The container
+therefore builds a *scratch* engine next to its replica (sharing its dictionary, static
+graphs and static sub-join store), registers the queries there, ingests the history and
+evaluates the report times in order: the earlier ones silently, so that an IStream or
+DStream delta of the last one is relative to the previous report as in the run; the
+last one's lines are the answer.  The scratch engine is dropped afterwards: the replica
+and its queries are not touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from linkstream.containers.protocol import ProtocolError, Recompute, Recomputed
+from linkstream.containers.replica import RunReplica
+from linkstream.engine.embedded import Engine
+from linkstream.query.continuous import parse_continuous
+
+logger = logging.getLogger(__name__)
+
+
+def recompute(replica: RunReplica, texts: dict[str, str], message: Recompute, container: str) -> Recomputed:
+    """Answers ``message``: the lines of its last report time for each of its queries.
+
+    Args:
+        replica: The run's replica on this container (dictionary, static graphs).
+        texts: Text of every query of ``message`` (a query without one is an error).
+        message: The driver's request.
+        container: This container's id (stamped on the answer).
+
+    Never raises: anything that goes wrong is the answer's ``error``.
+    """
+    c = message.ticks[-1]
+    try:
+        t0 = time.perf_counter()
+        lines = _evaluate(replica, texts, message)
+        logger.info(
+            "%s: recomputed %s at t=%d from %d elements (%d report times) in %.3fs",
+            container,
+            ", ".join(message.queries),
+            c,
+            message.elements.meta.shape[1],
+            len(message.ticks),
+            time.perf_counter() - t0,
+        )
+        return Recomputed(message.run, container, message.id, c, lines)
+    except Exception as exc:  # a bad request or a query that cannot be planned: the driver decides
+        logger.error("%s: cannot recompute %s at t=%d: %s", container, ", ".join(message.queries), c, exc)
+        return Recomputed(message.run, container, message.id, c, {}, f"{type(exc).__name__}: {exc}")
+
+
+def _evaluate(replica: RunReplica, texts: dict[str, str], message: Recompute) -> dict[str, list[str]]:
+    spec = replica.spec
+    missing = [n for n in message.queries if n not in texts]
+    if missing:
+        raise ProtocolError(f"unknown queries {', '.join(missing)}")
+    cqs = []
+    for name in message.queries:
+        cq = parse_continuous(texts[name], default_name=name, base=spec.base)
+        cqs.append(cq if cq.name == name else replace(cq, name=name))
+    replica._read_static(cqs)  # remote statics: the triples these queries' patterns match
+    main = replica.engine
+    store = main.static_results
+    scratch = Engine(
+        main.dictionary,
+        default_step=spec.default_step,
+        log_fn=lambda _m: None,  # the replica logged the same warnings when it planned them
+        static_results=store.store if store is not None else False,
+    )
+    scratch.share, scratch.share_merged = main.share, main.share_merged
+    for iri, parts in main.statics.items():
+        for part in parts:
+            scratch.add_static(iri, part)
+    scratch.declare_streams(set(spec.streams))
+    for cq in cqs:
+        scratch.register(cq)
+    els = message.elements
+    triples = _local(replica, els.ids, els.terms, els.triples)
+    meta = els.meta
+    if meta.shape[1] and (int(meta[0].min()) < 0 or int(meta[0].max()) >= len(spec.streams)):
+        raise ProtocolError("element of an unknown stream")
+    offsets = np.concatenate([[0], np.cumsum(meta[2])]).tolist()
+    streams, times = meta[0].tolist(), meta[1].tolist()
+    names = set(message.queries)
+    done = 0
+    out: dict[str, list[str]] = {}
+    for i, (c, upto) in enumerate(zip(message.ticks, message.at)):
+        for j in range(done, upto):
+            scratch.ingest(spec.streams[streams[j]], times[j], triples[offsets[j] : offsets[j + 1]])
+        done = upto
+        last = i == len(message.ticks) - 1
+        got = scratch.tick(c, names if last else set())
+        if last:
+            out = {n: list(got[n]) for n in message.queries}
+    for name in message.queries:
+        scratch.unregister(name)
+    return out
+
+
+def _local(replica: RunReplica, ids: np.ndarray, terms: list[str], triples: np.ndarray) -> np.ndarray:
+    """``triples`` (driver ids) in this container's ids, from the message's own terms."""
+    if not len(triples):
+        return np.empty((0, 3), dtype=np.int64)
+    if len(ids) != len(terms):
+        raise ProtocolError("dictionary ids do not match their terms")
+    local = np.asarray(replica.engine.dictionary.encode_many(terms), dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids, local = np.asarray(ids)[order], local[order]
+    pos = np.searchsorted(sorted_ids, triples)
+    pos = np.minimum(pos, len(sorted_ids) - 1)
+    if len(sorted_ids) == 0 or not (sorted_ids[pos] == triples).all():
+        raise ProtocolError("triple ids without a term in the recompute request")
+    return local[pos]

@@ -1,0 +1,221 @@
+"""kill -9 of a container during a cluster replay: nothing lost, nothing duplicated.
+
+A seeded test kills a random one of three containers with SIGKILL at a random point of
+a replay of CityBench queries (RStream, plus an IStream and a DStream query over a
+CityBench stream, whose reports are differences to the previous one) and checks that
+the result file equals the embedded replay's line for line: the reports the dead
+container owed were recomputed on a live one from the driver's retained history
+(:mod:`linkstream.cluster.recovery`), its queries moved to their new owners, and no
+report time was written twice.  The streams are cut short so that each run takes a few
+seconds.  ``bench/cluster_kills.py`` runs the same 20 times in a row (and more queries).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from linkstream.cli import main as cli_main
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.cluster.replay import ClusterEngine, ClusterReplayResult, replay_on_cluster
+from linkstream.containers.security import Security
+from linkstream.query.continuous import ContinuousQuery, parse_continuous
+from tests.conftest import ZK_AUTH
+from tests.shared_paths import shared_or_skip, trim_citybench_streams
+
+pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
+
+QUERY_IDS = ["csparql-Q4", "cqels-Q6", "csparql-Q10", "cqels-Q11", "csparql-pollution_weather_1"]
+SESSION_S = 2.0  # containers' ZooKeeper session timeout: how fast a death is seen
+ELEMENTS = 60  # per stream: about a minute of CityBench time
+MAX_REPORTS = 40
+ULS = "http://www.insight-centre.org/dataset/SampleEventService#UserLocationService"
+PARKING = "http://www.insight-centre.org/dataset/SampleEventService#AarhusParkingDataKALKVAERKSVEJ"
+DELTAS = {
+    "user_istream": f"""PREFIX sao: <http://purl.oclc.org/NET/sao/>
+PREFIX ct: <http://www.insight-centre.org/citytraffic#>
+PREFIX w: <http://example.org/w#>
+REGISTER ISTREAM <user_istream> AS SELECT ?ob ?lat ?lon
+FROM NAMED WINDOW w:u ON <{ULS}> [RANGE PT5S STEP PT1S]
+WHERE {{ WINDOW w:u {{ ?ob sao:hasValue ?v . ?v ct:hasLatitude ?lat . ?v ct:hasLongitude ?lon }} }}""",
+    "parking_dstream": f"""PREFIX sao: <http://purl.oclc.org/NET/sao/>
+PREFIX w: <http://example.org/w#>
+REGISTER DSTREAM <parking_dstream> AS SELECT ?ob ?n
+FROM NAMED WINDOW w:p ON <{PARKING}> [RANGE PT20S STEP PT2S]
+WHERE {{ WINDOW w:p {{ ?ob sao:hasValue ?n }} }}""",
+}
+
+
+@dataclass
+class Workload:
+    args: list[str]
+    queries: list[ContinuousQuery]
+    streams: list[tuple[str, str]]
+    statics: list[tuple[str | None, str]]
+    base: str
+    expected: Path
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
+    """The queries over short streams, and their embedded replay as the expectation."""
+    shared = shared_or_skip()
+    manifest = json.loads((shared / "citybench" / "manifest.json").read_text())
+    base = manifest.get("base", "http://localhost/")
+    by_id = {q["id"]: q for q in manifest["queries"]}
+    tmp = tmp_path_factory.mktemp("failover")
+    streams: dict[str, str] = {}
+    statics: dict[str | None, str] = {}
+    texts: dict[str, str] = dict(DELTAS)
+    for qid in QUERY_IDS:
+        q = by_id[qid]
+        texts[qid] = (shared / q["query"]).read_text()
+        for s in q["streams"]:
+            streams[s["iri"]] = s["path"]
+        for s in q["statics"]:
+            statics[s["iri"]] = str(shared / s["path"])
+    streams.setdefault(PARKING, "citybench/streams/AarhusParkingDataKALKVAERKSVEJ.nq")
+    trim_citybench_streams(tmp, sorted({Path(p).stem for p in streams.values()}), ELEMENTS)
+    stream_files = {iri: str(tmp / Path(p).name) for iri, p in streams.items()}
+    args = ["--base", base, "--default-step", "1000", "--max-reports", str(MAX_REPORTS), "--quiet"]
+    queries = []
+    for name, text in texts.items():
+        path = tmp / f"{name}.rq"
+        path.write_text(text)
+        args += ["--query", str(path)]
+        queries.append(parse_continuous(text, default_name=name, base=base, source=str(path)))
+    for iri, path in stream_files.items():
+        args += ["--stream", f"{iri}={path}"]
+    for iri, path in statics.items():
+        args += ["--static", f"{iri}={path}" if iri else path]
+    expected = tmp / "embedded.jsonl"
+    assert cli_main(["replay", *args, "--out", str(expected)]) == 0
+    rows = Counter(json.loads(line)["query"] for line in expected.read_text().splitlines())
+    assert {"user_istream", "parking_dstream", "csparql-Q4"} <= set(rows), rows
+    return Workload(args, queries, list(stream_files.items()), list(statics.items()), base, expected)
+
+
+@pytest.fixture
+def start_cluster(tmp_path: Path, zk_server: str, zk_chroot: str) -> Iterator[Callable[..., LocalCluster]]:
+    """Starts a coordinator and container processes against the test's ZooKeeper chroot."""
+    started: list[LocalCluster] = []
+
+    def start(containers: int = 3) -> LocalCluster:
+        cluster = LocalCluster(
+            tmp_path / f"cluster{len(started)}", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S
+        )
+        started.append(cluster)
+        cluster.start(containers, 1)
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
+def lost_and_duplicated(expected: Path, got: Path) -> tuple[int, int]:
+    """Lines of ``expected`` missing from ``got``, and lines of ``got`` beyond ``expected``."""
+    want = Counter(expected.read_text().splitlines())
+    have = Counter(got.read_text().splitlines())
+    return sum((want - have).values()), sum((have - want).values())
+
+
+def replay_with_a_kill(
+    workload: Workload, cluster: LocalCluster, out: Path, seed: int
+) -> tuple[ClusterReplayResult, str, int]:
+    """Replays on ``cluster`` and kills a random container at a random point (seeded)."""
+    rng = random.Random(seed)
+    kill_seq = rng.randint(3, MAX_REPORTS - 10)
+    delay = rng.uniform(0.0, 0.05)  # lands in the next elements' routing or the next tick
+    engines: list[ClusterEngine] = []
+    victim: list[str] = []
+    killers: list[threading.Thread] = []
+
+    def on_tick(seq: int, _c: int) -> None:
+        if seq != kill_seq:
+            return
+        victim.append(rng.choice(sorted(set(engines[0].answerers().values()))))
+
+        def kill() -> None:
+            time.sleep(delay)
+            cluster.kill(victim[0], signal.SIGKILL)
+
+        killers.append(threading.Thread(target=kill, daemon=True))
+        killers[0].start()
+
+    with open(out, "w", encoding="utf-8") as f:
+        result = replay_on_cluster(
+            cluster.hosts,
+            workload.queries,
+            workload.streams,
+            workload.statics,
+            f,
+            base=workload.base,
+            max_reports=MAX_REPORTS,
+            answer_timeout=20.0,
+            security=Security.secure(ZK_AUTH),
+            on_tick=on_tick,
+            on_start=engines.append,
+        )
+    for k in killers:
+        k.join(10)
+    assert victim, "the replay ended before the kill"
+    return result, victim[0], kill_seq
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])  # victims oc-1, oc-3, oc-2 at ticks 10, 10, 22
+def test_kill_9_of_a_random_container_loses_and_duplicates_nothing(
+    seed: int, workload: Workload, start_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    cluster = start_cluster(3)
+    out = tmp_path / "cluster.jsonl"
+    t0 = time.monotonic()
+    result, victim, kill_seq = replay_with_a_kill(workload, cluster, out, seed)
+    assert time.monotonic() - t0 < 60
+    assert result.lost == []
+    assert lost_and_duplicated(workload.expected, out) == (0, 0), (victim, kill_seq)
+    # The victim's owed reports were recomputed elsewhere, and its queries moved for good.
+    assert result.recovered and {r.src for r in result.recovered} == {victim}
+    assert all(r.dst != victim for r in result.recovered)
+    moved = {s.query for s in result.switches if s.src == victim}
+    assert moved and {r.query for r in result.recovered} <= moved
+    assert all(s.dst != victim for s in result.switches if s.seq > kill_seq)
+    assert result.duplicates == 0
+
+
+def test_replay_cli_exits_0_after_a_kill(
+    workload: Workload, start_cluster: Callable[..., LocalCluster], tmp_path: Path, capsys
+) -> None:
+    """``linkstream replay --zk``: a container killed mid-run costs nothing, exit status 0."""
+    cluster = start_cluster(3)
+    out, stats = tmp_path / "cluster.jsonl", tmp_path / "stats.json"
+    total = workload.expected.stat().st_size
+
+    def killer() -> None:  # once a third of the results are out, kill the container of Q4
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if out.exists() and out.stat().st_size > total // 3:
+                break
+            time.sleep(0.01)
+        cluster.kill("oc-2", signal.SIGKILL)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    argv = ["replay", *workload.args, "--zk", cluster.hosts, "--out", str(out), "--stats", str(stats)]
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    thread.join(10)
+    assert lost_and_duplicated(workload.expected, out) == (0, 0)
+    body = json.loads(stats.read_text())
+    assert body["lost"] == []
+    # The kill fell inside the run: reports of oc-2 were recomputed on the others.
+    assert body["recovered"] and {r[2] for r in body["recovered"]} == {"oc-2"}
+    assert "oc-2" not in cluster.names("container")
