@@ -444,6 +444,15 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     cp.add_argument(
         "--bind", default="tcp://127.0.0.1:*", help="data-plane endpoint to bind (default %(default)s)"
     )
+    cp.add_argument(
+        "--remote-store",
+        action="store_true",
+        help="read static graphs from the store nodes advertised in ZooKeeper (linkstream store-node) "
+        "instead of loading the run's static files; the store's dictionary is shared, not copied",
+    )
+    cp.add_argument(
+        "--cache-mb", type=float, default=64.0, help="block cache of --remote-store in MiB (default 64)"
+    )
     cp.set_defaults(func=_delegate("cmd_container"))
 
     op = sub.add_parser(

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from prometheus_client import CollectorRegistry, Gauge
 from rdflib import BNode as RBNode
 from rdflib import URIRef, Variable
 from rdflib.paths import MulPath, NegatedPath, Path, ZeroOrMore, ZeroOrOne
@@ -230,4 +231,36 @@ class RemoteStatics:
         }
 
 
-__all__ = ["OverlayDictionary", "RemoteStatics", "query_patterns"]
+class StaticGauges:
+    """Container metrics of the static data a replica holds (see :meth:`RunReplica.static_stats`).
+
+    * ``linkstream_static_engine_bytes``: bytes of static triples the engine holds (whole
+      graphs when loaded from files; the pattern-relevant triples with ``--remote-store``);
+    * ``linkstream_static_cache_bytes``: bytes in the remote store's block cache;
+    * ``linkstream_static_remote_read_bytes``: bytes read from store nodes so far.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.engine = Gauge(
+            "linkstream_static_engine_bytes",
+            "Bytes of static triples the container's engine holds",
+            registry=registry,
+        )
+        self.cache = Gauge(
+            "linkstream_static_cache_bytes",
+            "Bytes of remote store blocks cached by the container",
+            registry=registry,
+        )
+        self.read = Gauge(
+            "linkstream_static_remote_read_bytes",
+            "Bytes the container read from store nodes",
+            registry=registry,
+        )
+
+    def update(self, stats: dict[str, int | str]) -> None:
+        self.engine.set(int(stats.get("engine_static_bytes", 0)))
+        self.cache.set(int(stats.get("cache_bytes", 0)))
+        self.read.set(int(stats.get("read_bytes", 0)))
+
+
+__all__ = ["OverlayDictionary", "RemoteStatics", "StaticGauges", "query_patterns"]

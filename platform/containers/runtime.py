@@ -74,6 +74,7 @@ from linkstream.containers.protocol import (
     encode,
 )
 from linkstream.containers.recovery import recompute
+from linkstream.containers.remotestatic import StaticGauges
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.security import Security, SecurityError
 
@@ -90,6 +91,7 @@ from linkstream.scheduler.load import LoadReporter
 from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
 from linkstream.scheduler.runs import RunNode, RunSpec
+from linkstream.store.remote import DEFAULT_CACHE_BYTES, RemoteStore, RemoteStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +117,9 @@ class ContainerRuntime(StateMigration):
             ``None``: insecure (open ACLs, plaintext sockets).  Secure: both bound sockets
             (data plane, operator edges) admit only keys published in ZooKeeper, and this
             container publishes its public key in its membership node.
+        remote_store: Read static graphs from the store nodes advertised in ZooKeeper
+            (:mod:`linkstream.containers.remotestatic`) instead of loading the run's files.
+        cache_bytes: Capacity of the remote store's block cache.
     """
 
     def __init__(
@@ -129,11 +134,16 @@ class ContainerRuntime(StateMigration):
         metrics_port: int | None = None,
         metrics_addr: str = "127.0.0.1",
         security: Security | None = None,
+        remote_store: bool = False,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.hosts = hosts
+        self._remote_opts = (remote_store, cache_bytes)
+        self._remote: RemoteStore | None = None
         self.security = security or Security.insecure()
         self.metrics = ContainerMetrics()
         self.metrics.capacity.set(capacity)
+        self._static_gauges = StaticGauges(self.metrics.registry)
         self.metrics_port = metrics_port
         self.metrics_addr = metrics_addr
         self._metrics_server: WSGIServer | None = None
@@ -299,6 +309,9 @@ class ContainerRuntime(StateMigration):
 
     def leave(self) -> None:
         """Removes the membership node and closes the ZooKeeper session."""
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None
         try:
             if self._membership is not None:
                 self._membership.leave()
@@ -362,8 +375,13 @@ class ContainerRuntime(StateMigration):
             return
         self._sender = Sender(spec.driver, sndhwm=10000, linger_ms=2000, curve_keys=curve)
         try:
-            replica = RunReplica(spec, log=lambda msg: logger.warning("%s: %s", self.id, msg))
-        except (OSError, ValueError) as exc:
+            if self._remote_opts[0] and self._remote is None:
+                self._remote = RemoteStore(
+                    client=self._client, root=self.root, cache_bytes=self._remote_opts[1]
+                )
+            remote = self._remote
+            replica = RunReplica(spec, log=lambda msg: logger.warning("%s: %s", self.id, msg), remote=remote)
+        except (OSError, ValueError, RemoteStoreError) as exc:
             logger.error("%s: cannot set up run %s: %s", self.id, spec.id, exc)
             self._run = spec  # just long enough to tell the driver
             self._send(Failed(spec.id, self.id, "", f"cannot set up the run: {exc}"))
@@ -375,6 +393,7 @@ class ContainerRuntime(StateMigration):
         self._ops.bind(self.id, spec.id, replica, spec.base)
         self.metrics.runs.inc()
         replica.preplan(self._run_texts(spec))
+        self._static_gauges.update(replica.static_stats())
         logger.info("%s: run %s set up in %.2fs", self.id, spec.id, time.perf_counter() - t0)
         self._send(Hello(spec.id, self.id, self.address))
 
@@ -566,6 +585,7 @@ class ContainerRuntime(StateMigration):
             if self._ops.active:
                 self._ops.after_tick()
             m.report_latency.observe(time.perf_counter() - t0)
+            self._static_gauges.update(replica.static_stats())
             m.watermark.set(message.c)
             m.reports.inc(len(done.lines))
             m.result_lines.inc(sum(len(v) for v in done.lines.values()))

@@ -1,0 +1,134 @@
+"""Cluster mode on store nodes: ZooKeeper, 2 ``linkstream store-node`` processes, a
+coordinator and 3 ``linkstream container --remote-store`` processes.
+
+The CityBench slice's C-SPARQL queries replayed on the cluster equal embedded mode while
+no container loads a static graph: each container's metrics show only the pattern-relevant
+static triples in its engine and a bounded block cache.  Then one store node is killed
+(every partition is replicated on the other) and the CQELS queries (static default graph)
+replayed: still equal to embedded mode.  (Each query set runs once: re-running an identical
+set of queries on one cluster sometimes never becomes ready, with or without store nodes.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from linkstream.cli import main as cli_main
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.scheduler.zkclient import ZkAuth, connect
+from linkstream.store.node import NODES
+from tests.result_compare import differences, load
+from tests.shared_paths import SLICE
+from tests.store.remote_fixtures import MANIFEST, SENSORS, StoreNodeProcess, build_store
+
+pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
+
+CACHE_MB = 1
+#: bytes of the sensor repository's triples as a container loads them from the file
+FULL_STATIC_BYTES = sum(1 for line in open(SENSORS, encoding="utf-8") if line.strip()) * 24
+
+
+def replay_args(dialect: str, out: Path) -> list[str]:
+    qs = [q for q in MANIFEST["queries"] if q["dialect"] == dialect]
+    args = ["replay", "--base", MANIFEST["base"], "--default-step", "1000", "--quiet", "--out", str(out)]
+    streams: dict[str, str] = {}
+    statics: dict[str | None, str] = {}
+    for q in qs:
+        args += ["--query", str(SLICE / q["query"])]
+        for s in q["streams"]:
+            streams[s["iri"]] = str(SLICE / s["path"])
+        for s in q["statics"]:
+            statics[s["iri"]] = str(SLICE / s["path"])
+    for iri, path in streams.items():
+        args += ["--stream", f"{iri}={path}"]
+    for iri, path in statics.items():
+        args += ["--static", f"{iri}={path}" if iri else path]
+    return args
+
+
+def container_metrics(cluster: LocalCluster) -> dict[str, dict[str, float]]:
+    """Each container's static-data gauges, scraped from its /metrics endpoint."""
+    groups = json.loads(cluster.write_prometheus_targets().read_text())
+    out = {}
+    for g in groups:
+        if g.get("labels", {}).get("kind") not in (None, "container"):
+            continue
+        for target in g["targets"]:
+            body = urllib.request.urlopen(f"http://{target}/metrics", timeout=5).read().decode()
+            if "linkstream_static_engine_bytes" not in body:
+                continue
+            vals = {}
+            for name in ("engine", "cache", "remote_read"):
+                m = re.search(rf"^linkstream_static_{name}_bytes ([0-9.e+]+)$", body, re.M)
+                assert m, f"{target}: no linkstream_static_{name}_bytes"
+                vals[name] = float(m.group(1))
+            out[target] = vals
+    return out
+
+
+def test_cluster_on_store_nodes_equals_embedded_and_survives_a_store_node(
+    tmp_path: Path, zk_server: str, zk_chroot: str, zk_auth: ZkAuth, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = build_store(tmp_path)
+    cluster = LocalCluster(
+        tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=2.0, capacity=32
+    )
+    nodes: list[StoreNodeProcess] = []
+    try:
+        cluster.start(0, 1)
+        sec = cluster.security_args()
+        nodes = [StoreNodeProcess(store, cluster.hosts, "--root", cluster.state.root, *sec) for _ in range(2)]
+        ids = []
+        for k in range(1, 4):
+            cid = f"oc-{k}"
+            args = ["container", "--zk", cluster.hosts, "--id", cid, "--root", cluster.state.root]
+            args += ["--capacity", "32", "--session-timeout", "2", "--metrics-port", "0"]
+            args += ["--remote-store", "--cache-mb", str(CACHE_MB), *sec]
+            cluster._spawn(cid, "container", args)
+            ids.append(cid)
+        cluster.wait_members(set(ids), 60)
+
+        def check(label: str, dialect: str) -> None:
+            want, got = (
+                tmp_path / f"{label}-{dialect}-embedded.jsonl",
+                tmp_path / f"{label}-{dialect}.jsonl",
+            )
+            assert cli_main(replay_args(dialect, want)) == 0
+            assert cli_main([*replay_args(dialect, got), "--zk", cluster.hosts]) == 0, capsys.readouterr().err
+            a, b = load(want), load(got)
+            assert sum(sum(c.values()) for c in a.values()) > 100
+            assert not differences(a, b), f"{label} {dialect}: " + "\n".join(differences(a, b))
+
+        check("both-nodes", "csparql")
+        metrics = container_metrics(cluster)
+        assert len(metrics) == 3, metrics
+        for target, m in metrics.items():
+            # no static graph file loaded: the engine holds the queries' matches only,
+            # and the cache never exceeds its bound
+            assert 0 <= m["engine"] < FULL_STATIC_BYTES / 2, (target, m)
+            assert m["cache"] <= CACHE_MB << 20, (target, m)
+        assert any(m["engine"] > 0 and m["remote_read"] > 0 for m in metrics.values())
+
+        nodes[0].kill()
+        # the node's znode goes with its session (2 s); the containers then read only
+        # from the survivor (a read from the dead node would also fail over)
+        client = connect(cluster.hosts.split("/")[0] + zk_chroot, zk_auth, timeout=2.0)
+        try:
+            deadline = time.monotonic() + 15
+            while len(client.get_children(f"{cluster.state.root}/{NODES}")) != 1:
+                assert time.monotonic() < deadline, "the killed store node's znode did not vanish"
+                time.sleep(0.1)
+        finally:
+            client.stop()
+            client.close()
+        check("one-node", "cqels")
+    finally:
+        for n in nodes:
+            n.stop()
+        cluster.stop()
