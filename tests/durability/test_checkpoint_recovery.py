@@ -387,3 +387,74 @@ def test_query_registered_after_the_last_evaluation_restores_fresh(tmp_path: Pat
     want = _late_run(None)
     assert len(want["late"]) > 50
     assert _late_run(tmp_path / "state") == want
+
+
+def test_checkpoint_that_does_not_fit_is_one_clear_error(tmp_path: Path) -> None:
+    """Another static graph at restart (other dictionary ids), or an object whose checksums
+    match but whose content this version cannot read: an error naming the checkpoint."""
+    from linkstream.engine.live.checkpoint import Checkpointer
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.store.checkpoints import Blob, CheckpointError, open_checkpoints
+
+    d = tmp_path / "state"
+    lg = IngestLog(str(d))
+    store = open_checkpoints(str(d / "checkpoints"))
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg, checkpoints=store)
+    live.register(QUERIES["agg"], "agg")
+    for i in range(1, 20):
+        live.push(STREAMS[0], 1000 * i, _triples(STREAMS[0], i))
+    live.sync()
+    cid = Checkpointer(live, lg, store, 0).checkpoint()
+    live.close()
+
+    other = LiveEngine(idle_ms=None)
+    lg = IngestLog(str(d))
+    other.engine.dictionary.encode_many(["<http://other.example/static>"])  # as a different --static would
+    with pytest.raises(
+        CheckpointError, match="checkpoint %s: the dictionary it was taken with does not start" % cid
+    ):
+        other.recover(lg, checkpoints=store)
+    other.close()
+    lg.close()
+
+    ck = store.load_id(cid)  # rewritten with valid checksums but a buffer entry of the wrong shape
+    objects = {k: v for k, v in ck.objects.items() if not k.startswith("shared/")}
+    bufs = objects["buffers"]
+    objects["buffers"] = Blob({"buffers": [[b[0], b[1], 99] for b in bufs.header["buffers"]]}, bufs.arrays)
+    store.write(objects, ck.meta)
+    fresh = LiveEngine(idle_ms=None)
+    lg = IngestLog(str(d))
+    with pytest.raises(
+        CheckpointError,
+        match=r"checkpoint \d+ of file://.* cannot be restored \(written by another version\?\)",
+    ):
+        fresh.recover(lg, checkpoints=store)
+    fresh.close()
+    lg.close()
+
+
+def test_clean_shutdown_takes_a_final_checkpoint(tmp_path: Path) -> None:
+    state, errlog, port = tmp_path / "state", tmp_path / "server.log", _free_port()
+    args = ["--state-dir", str(state), "--checkpoint-interval", "600"]
+    proc = _start(args, port, errlog, {})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with Client(url) as c:
+            c.register(QUERIES["agg"], "agg")
+            for i in range(1, 21):
+                c.push_triples(STREAMS[0], 1000 * i, _triples(STREAMS[0], i))
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)  # uvicorn shuts down cleanly, then re-raises SIGTERM
+        proc = _start(args, port, errlog, {})
+        with Client(url) as c:
+            assert c.status()["streams"][STREAMS[0]]["elements"] == 20
+            assert [q["name"] for q in c.queries()] == ["agg"]
+    finally:
+        proc.kill()
+        proc.wait(30)
+    text = errlog.read_text()
+    assert re.search(r"restored checkpoint 000000000001 of file://\S+ \(log records through 20\)", text), (
+        text[-2000:]
+    )
+    assert re.findall(r"replayed (\d+) log records", text) == ["0", "0"]

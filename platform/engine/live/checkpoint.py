@@ -421,10 +421,17 @@ class Checkpointer:
             self._thread.start()
         return self
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0, final: bool = False) -> None:
+        """Stops the periodic checkpoints; ``final``: takes one last checkpoint first (a clean
+        shutdown, so that the next start replays nothing)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        if final:
+            try:
+                self.checkpoint(timeout=timeout)
+            except Exception as e:  # the log still holds everything
+                log.error("final checkpoint to %s failed: %s", self.store.uri, e)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -454,7 +461,7 @@ class Checkpointer:
             k += CHUNK
         return k
 
-    def checkpoint(self, force: bool = False) -> str | None:
+    def checkpoint(self, force: bool = False, timeout: float = 120.0) -> str | None:
         """Takes one checkpoint now; returns its id (``None``: nothing changed since the last)."""
         with self._lock:
             live = self.live
@@ -468,9 +475,9 @@ class Checkpointer:
                     return None
                 self.log.rotate()
                 live._queue.put(("call", lambda: capture(live, seq, offsets, terms_from), fut))
-            cap = fut.result(120)
+            cap = fut.result(timeout)
             t1 = time.perf_counter()
-            self.log.wait(seq)  # never cover a record the log could still lose
+            self.log.wait(seq, timeout)  # never cover a record the log could still lose
             objects, meta, shared = encode(cap)
             cid = self.store.write(objects, meta, shared)
             self._seqs[cid] = seq

@@ -40,7 +40,15 @@ def restore_latest(
         return -1, None
     from linkstream.engine.live.checkpoint import restore
 
-    covered = int(live.call(lambda: restore(live, ck), timeout))
+    try:
+        covered = int(live.call(lambda: restore(live, ck), timeout))
+    except CheckpointError:
+        raise
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:  # checksums fine, content not
+        raise CheckpointError(
+            "checkpoint %s of %s cannot be restored (written by another version?): %s: %s"
+            % (ck.id, store.uri, type(e).__name__, e)
+        ) from None
     log.info("restored checkpoint %s of %s (log records through %d)", ck.id, store.uri, covered)
     return covered, ck
 

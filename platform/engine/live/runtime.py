@@ -160,7 +160,7 @@ class LiveEngine(LiveWorker):
             self._closed = True
             thread = self._thread
         if self.checkpointer is not None:
-            self.checkpointer.stop()
+            self.checkpointer.stop(final=thread is not None and thread.is_alive())
         if thread is not None:
             self._queue.put(("stop",))
             thread.join(timeout)
