@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""kill -9 of a random container, ``--kills`` times in a row, during cluster replays.
+
+A local cluster (its own ZooKeeper, a coordinator, three container processes) replays
+CityBench queries (RStream, plus an IStream and a DStream query over CityBench streams)
+``--kills`` times; during each replay a random container is killed with SIGKILL at a
+random tick plus a random delay (seeded by ``--seed``), and a fresh container replaces it
+before the next replay.  Every result file is compared line for line with the embedded
+replay of the same arguments: lines **lost** (in embedded, not in the cluster output) and
+**duplicated** (in the cluster output beyond embedded) must both be 0.
+
+Printed per kill: the victim, the tick, lost / duplicated lines, reports recomputed and
+the recovery time (the kill to the end of the first tick whose owed reports were
+recomputed elsewhere: ZooKeeper's session timeout to see the death, then one recompute).
+The summary gives recovery p50 / p99 and the replay time with a kill relative to the
+replay without one on the same cluster (measured first, the peer of this run).
+
+    python bench/cluster_kills.py [--kills 20] [--seed 1] [--max-reports 60] [--elements 120]
+                                  [--session-timeout 2]
+
+Needs the shared CityBench corpus (``../shared`` or ``LINKSTREAM_SHARED``) and a ZooKeeper
+install (``infra/zookeeper.sh``).  Raw figures go to ``bench/results/cluster_kills.json``.
+Exit status 1 if any run lost or duplicated a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from linkstream.cli import main as cli_main
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.cluster.replay import ClusterEngine, replay_on_cluster
+from linkstream.query.continuous import parse_continuous
+
+REPO = Path(__file__).resolve().parents[1]
+QUERY_IDS = [
+    "csparql-Q4",
+    "cqels-Q6",
+    "csparql-Q7",
+    "csparql-Q10",
+    "cqels-Q11",
+    "csparql-pollution_weather_1",
+    "cqels-Q9",
+    "csparql-traffic_parking_1",
+]
+ULS = "http://www.insight-centre.org/dataset/SampleEventService#UserLocationService"
+PARKING = "http://www.insight-centre.org/dataset/SampleEventService#AarhusParkingDataKALKVAERKSVEJ"
+DELTAS = {
+    "user_istream": f"""PREFIX sao: <http://purl.oclc.org/NET/sao/>
+PREFIX ct: <http://www.insight-centre.org/citytraffic#>
+PREFIX w: <http://example.org/w#>
+REGISTER ISTREAM <user_istream> AS SELECT ?ob ?lat ?lon
+FROM NAMED WINDOW w:u ON <{ULS}> [RANGE PT5S STEP PT1S]
+WHERE {{ WINDOW w:u {{ ?ob sao:hasValue ?v . ?v ct:hasLatitude ?lat . ?v ct:hasLongitude ?lon }} }}""",
+    "parking_dstream": f"""PREFIX sao: <http://purl.oclc.org/NET/sao/>
+PREFIX w: <http://example.org/w#>
+REGISTER DSTREAM <parking_dstream> AS SELECT ?ob ?n
+FROM NAMED WINDOW w:p ON <{PARKING}> [RANGE PT20S STEP PT2S]
+WHERE {{ WINDOW w:p {{ ?ob sao:hasValue ?n }} }}""",
+}
+
+
+def shared_dir() -> Path:
+    import os
+
+    return Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
+
+
+def trim(src: Path, dest: Path, elements: int) -> None:
+    lines, els = [], 0
+    with open(src, encoding="utf-8") as f:
+        for line in f:
+            if "generatedAtTime" in line:
+                els += 1
+                if els > elements:
+                    break
+            lines.append(line)
+    dest.write_text("".join(lines), encoding="utf-8")
+
+
+def workload(tmp: Path, max_reports: int, elements: int) -> tuple[list[str], dict]:
+    shared = shared_dir()
+    manifest = json.loads((shared / "citybench" / "manifest.json").read_text())
+    base = manifest.get("base", "http://localhost/")
+    by_id = {q["id"]: q for q in manifest["queries"]}
+    streams: dict[str, Path] = {PARKING: shared / "citybench/streams/AarhusParkingDataKALKVAERKSVEJ.nq"}
+    statics: dict[str | None, str] = {}
+    texts = dict(DELTAS)
+    for qid in QUERY_IDS:
+        q = by_id[qid]
+        texts[qid] = (shared / q["query"]).read_text()
+        for s in q["streams"]:
+            streams[s["iri"]] = shared / s["path"]
+        for s in q["statics"]:
+            statics[s["iri"]] = str(shared / s["path"])
+    files = {}
+    for iri, path in streams.items():
+        files[iri] = tmp / path.name
+        trim(path, files[iri], elements)
+    args = ["--base", base, "--default-step", "1000", "--max-reports", str(max_reports), "--quiet"]
+    queries = []
+    for name, text in texts.items():
+        p = tmp / f"{name}.rq"
+        p.write_text(text)
+        args += ["--query", str(p)]
+        queries.append(parse_continuous(text, default_name=name, base=base, source=str(p)))
+    for iri, p in files.items():
+        args += ["--stream", f"{iri}={p}"]
+    for iri, sp in statics.items():
+        args += ["--static", f"{iri}={sp}" if iri else sp]
+    run = {
+        "queries": queries,
+        "streams": [(iri, str(p)) for iri, p in files.items()],
+        "statics": list(statics.items()),
+        "base": base,
+        "max_reports": max_reports,
+    }
+    return args, run
+
+
+def replay(
+    cluster: LocalCluster, run: dict, out: Path, kill: tuple[int, float, random.Random] | None
+) -> dict:
+    engines: list[ClusterEngine] = []
+    marks: dict[str, object] = {}
+    killers: list[threading.Thread] = []
+
+    def on_tick(seq: int, _c: int) -> None:
+        engine = engines[0]
+        if kill is not None and seq == kill[0]:
+            victim = kill[2].choice(sorted(set(engine.answerers().values())))
+            marks["victim"] = victim
+
+            def go() -> None:
+                time.sleep(kill[1])
+                marks["killed_at"] = time.monotonic()
+                cluster.kill(victim, signal.SIGKILL)
+
+            killers.append(threading.Thread(target=go, daemon=True))
+            killers[0].start()
+        if "killed_at" in marks and "recovered_at" not in marks and engine.recovery.done:
+            marks["recovered_at"] = time.monotonic()
+
+    t0 = time.perf_counter()
+    with open(out, "w", encoding="utf-8") as f:
+        res = replay_on_cluster(
+            cluster.hosts,
+            run["queries"],
+            run["streams"],
+            run["statics"],
+            f,
+            base=run["base"],
+            max_reports=run["max_reports"],
+            answer_timeout=30.0,
+            security=cluster.security,
+            on_tick=on_tick,
+            on_start=engines.append,
+        )
+    seconds = time.perf_counter() - t0
+    for k in killers:
+        k.join(10)
+    rec = None
+    if "recovered_at" in marks:
+        rec = marks["recovered_at"] - marks["killed_at"]  # type: ignore[operator]
+    return {
+        "seconds": seconds,
+        "victim": marks.get("victim"),
+        "killed": "killed_at" in marks,
+        "lost_reports": len(res.lost),
+        "recovered_reports": len(res.recovered),
+        "duplicates_dropped": res.duplicates,
+        "recovery_s": rec,
+    }
+
+
+def fmt(x: object) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def compare(expected: Path, got: Path) -> tuple[int, int]:
+    want = Counter(expected.read_text().splitlines())
+    have = Counter(got.read_text().splitlines())
+    return sum((want - have).values()), sum((have - want).values())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-reports", type=int, default=60)
+    ap.add_argument("--elements", type=int, default=120, help="elements per stream")
+    ap.add_argument("--session-timeout", type=float, default=2.0)
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "cluster_kills.json"))
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    with tempfile.TemporaryDirectory(prefix="cluster-kills-") as d:
+        tmp = Path(d)
+        args, run = workload(tmp, a.max_reports, a.elements)
+        expected = tmp / "embedded.jsonl"
+        t0 = time.perf_counter()
+        assert cli_main(["replay", *args, "--out", str(expected)]) == 0
+        embedded_s = time.perf_counter() - t0
+        cluster = LocalCluster(tmp / "cluster", session_timeout=a.session_timeout, capacity=16)
+        runs = []
+        try:
+            cluster.start(3, 1)
+            base = replay(cluster, run, tmp / "peer.jsonl", None)
+            base["lost_lines"], base["duplicated_lines"] = compare(expected, tmp / "peer.jsonl")
+            print(
+                f"embedded {embedded_s:.2f}s; cluster without a kill {base['seconds']:.2f}s, "
+                f"lost {base['lost_lines']}, duplicated {base['duplicated_lines']}"
+            )
+            print(
+                f"{'kill':>4} {'victim':>6} {'tick':>4} {'lost':>5} {'dup':>4} {'recomp':>6} {'recov s':>7} {'run s':>6}"
+            )
+            for i in range(a.kills):
+                live = cluster.names("container")
+                if len(live) < 3:
+                    cluster.add_containers(3 - len(live))
+                    time.sleep(a.session_timeout)  # let the coordinator see the new member settle
+                tick = rng.randint(3, a.max_reports - 10)
+                r = replay(cluster, run, tmp / f"kill{i}.jsonl", (tick, rng.uniform(0.0, 0.05), rng))
+                r["tick"] = tick
+                r["lost_lines"], r["duplicated_lines"] = compare(expected, tmp / f"kill{i}.jsonl")
+                runs.append(r)
+                rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
+                print(
+                    f"{i + 1:>4} {r['victim']!s:>6} {tick:>4} {r['lost_lines']:>5} {r['duplicated_lines']:>4} "
+                    f"{r['recovered_reports']:>6} {rec:>7} {r['seconds']:>6.2f}",
+                    flush=True,
+                )
+        finally:
+            cluster.stop()
+    recs = sorted(r["recovery_s"] for r in runs if r["recovery_s"] is not None)
+    bad = [r for r in runs if r["lost_lines"] or r["duplicated_lines"] or not r["killed"]]
+    summary = {
+        "kills": len(runs),
+        "runs_with_loss_or_duplicates": len(bad),
+        "lost_lines": sum(r["lost_lines"] for r in runs),
+        "duplicated_lines": sum(r["duplicated_lines"] for r in runs),
+        "recovery_p50_s": statistics.median(recs) if recs else None,
+        "recovery_p99_s": recs[min(len(recs) - 1, int(round(0.99 * (len(recs) - 1))))] if recs else None,
+        "replay_with_kill_vs_without": (
+            statistics.median(r["seconds"] for r in runs) / base["seconds"] if runs else None
+        ),
+        "embedded_s": embedded_s,
+        "session_timeout_s": a.session_timeout,
+    }
+    print(
+        f"{summary['kills']} kills: {summary['lost_lines']} lines lost, {summary['duplicated_lines']} duplicated "
+        f"({summary['runs_with_loss_or_duplicates']} bad runs); recovery p50 {fmt(summary['recovery_p50_s'])} s "
+        f"p99 {fmt(summary['recovery_p99_s'])} s; replay with a kill {summary['replay_with_kill_vs_without']:.2f}x "
+        "the replay without one"
+    )
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"summary": summary, "peer": base, "runs": runs}, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""``recompute`` / ``recomputed`` messages and the scratch evaluation, without processes.
+
+The container's half of failover (:mod:`linkstream.containers.recovery`) must give, from
+the driver's retained history cut at the previous and the owed tick, exactly the lines
+the query's own container would have written -- for RStream and for IStream / DStream,
+whose reports are differences to the previous tick.
+"""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+
+from linkstream.containers.protocol import (
+    Elements,
+    ProtocolError,
+    Recompute,
+    Recomputed,
+    decode,
+    encode,
+)
+from linkstream.containers.recovery import recompute
+from linkstream.containers.replica import RunReplica
+from linkstream.engine.embedded import Engine
+from linkstream.query.continuous import parse_continuous
+from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.scheduler.runs import RunSpec
+
+S = "http://example.org/s"
+HORIZON = 4000  # RANGE + STEP of the widest window below
+QUERIES = {
+    "r": """SELECT ?s ?o FROM STREAM <http://example.org/s> [RANGE 3000ms STEP 1000ms]
+WHERE { ?s <http://example.org/p> ?o }""",
+    "i": """PREFIX : <http://example.org/w#>
+REGISTER ISTREAM <i> AS SELECT ?s FROM NAMED WINDOW :w ON <http://example.org/s> [RANGE PT3S STEP PT1S]
+WHERE { WINDOW :w { ?s <http://example.org/p> ?o } }""",
+    "d": """PREFIX : <http://example.org/w#>
+REGISTER DSTREAM <d> AS SELECT ?s FROM NAMED WINDOW :w ON <http://example.org/s> [RANGE PT2S STEP PT1S]
+WHERE { WINDOW :w { ?s <http://example.org/p> ?o } }""",
+    "n": """SELECT (COUNT(?s) AS ?n) FROM STREAM <http://example.org/s> [RANGE 3000ms STEP 1000ms]
+WHERE { ?s <http://example.org/p> ?o }""",
+}
+
+
+def test_recompute_messages_round_trip() -> None:
+    meta = np.array([[0, 0], [1000, 1500], [1, 1]], dtype=np.int64)
+    triples = np.array([[1, 2, 3], [4, 2, 3]], dtype=np.int64)
+    els = Elements("r1", np.array([1, 2, 3, 4]), ["<a>", "<p>", '"x"', "<b>"], meta, triples)
+    message = Recompute("r1", 5, ["q1", "q2"], [2000, 3000], [1, 2], els)
+    got = decode([bytes(memoryview(f)) for f in encode(message)])
+    assert isinstance(got, Recompute)
+    assert (got.run, got.id, got.queries, got.ticks, got.at) == ("r1", 5, ["q1", "q2"], [2000, 3000], [1, 2])
+    assert got.elements.terms == els.terms and np.array_equal(got.elements.triples, triples)
+    answer = Recomputed("r1", "oc-2", 5, 3000, {"q1": ['{"a": 1}'], "q2": []}, "")
+    assert decode([bytes(memoryview(f)) for f in encode(answer)]) == answer
+
+
+def _recompute_frames(ticks: list[int], at: list[int]) -> list[bytes]:
+    header = {"v": 1, "kind": "recompute", "run": "r", "id": 1, "queries": ["q"], "ticks": ticks, "at": at}
+    header.update(nt=0, k=1, n=0)
+    return [
+        msgpack.packb(header),
+        msgpack.packb([]),
+        b"",
+        np.array([0, 5, 0], dtype=np.int64).tobytes(),
+        b"",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ticks", "at"),
+    [([2000, 1000], [0, 1]), ([1000], [2]), ([1000, 2000], [1, 0]), ([], []), ([1000], [0, 1])],
+)
+def test_malformed_recompute_requests_are_refused(ticks: list[int], at: list[int]) -> None:
+    with pytest.raises(ProtocolError, match="recompute"):
+        decode(_recompute_frames(ticks, at))
+
+
+def _spec() -> RunSpec:
+    return RunSpec("r1", "tcp://127.0.0.1:1", "http://localhost/", 1000, (), (S,), (HORIZON,), {"t": "q"})
+
+
+def test_scratch_evaluation_equals_the_queries_own_engine() -> None:
+    """Every tick of a run, recomputed from the history the driver keeps, equals the engine
+    that ran the queries all along -- RStream, IStream, DStream and an aggregate."""
+    driver = MemoryDictionary()
+    embedded = Engine()
+    for name, text in QUERIES.items():
+        embedded.register(parse_continuous(text, default_name=name))
+    replica = RunReplica(_spec())  # holds no query: the dead container's are recomputed here
+    rows: list[tuple[int, np.ndarray]] = []  # (t, triples in driver ids): the driver's backlog
+    cuts: list[tuple[int, int]] = []  # (c, elements before it)
+    rng = np.random.default_rng(7)
+    compared = 0
+    for step in range(12):
+        for _ in range(int(rng.integers(0, 4))):
+            t = 1000 * step + int(rng.integers(0, 1000))
+            subj = int(rng.integers(0, 5))
+            terms = [f"<http://example.org/x{subj}>", "<http://example.org/p>", f'"{step}"']
+            embedded.ingest(S, t, embedded.dictionary.encode_many(terms).reshape(1, 3))
+            rows.append((t, driver.encode_many(terms).reshape(1, 3)))
+        c = 1000 * (step + 1)
+        want = embedded.tick(c, list(QUERIES))
+        cuts.append((c, len(rows)))
+        # The driver's backlog after pruning: elements a window opened now can still read.
+        first = next((k for k, (t, _) in enumerate(rows) if t >= c - HORIZON), len(rows))
+        window = cuts[-2:]
+        kept = rows[first : window[-1][1]]
+        meta = np.array([[0] * len(kept), [t for t, _ in kept], [1] * len(kept)], dtype=np.int64)
+        triples = np.concatenate([tr for _, tr in kept]) if kept else np.empty((0, 3), dtype=np.int64)
+        ids = np.unique(triples)
+        els = Elements("r1", ids, driver.decode_many(ids) if len(ids) else [], meta.reshape(3, -1), triples)
+        at = [max(0, n - first) for _, n in window]
+        message = Recompute("r1", step, list(QUERIES), [x for x, _ in window], at, els)
+        got = recompute(replica, QUERIES, message, "oc-2")
+        assert got.error == "" and got.c == c
+        for name in QUERIES:
+            assert sorted(got.lines[name]) == sorted(want[name]), (name, c)
+            compared += len(want[name])
+    assert compared > 20
+    assert not replica.engine.queries  # the replica itself is untouched
+
+
+def test_a_query_the_container_cannot_read_is_an_error_answer() -> None:
+    replica = RunReplica(_spec())
+    els = Elements("r1", np.empty(0, dtype=np.int64), [], np.empty((3, 0), dtype=np.int64), np.empty((0, 3)))
+    got = recompute(replica, {}, Recompute("r1", 1, ["nope"], [1000], [0], els), "oc-1")
+    assert got.lines == {} and "unknown queries nope" in got.error
