@@ -50,6 +50,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlparse
 
+from linkstream.rdf import terms as rdf
+from linkstream.rdf.ntriples import NTriplesError, parse_line
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "linkstream" / "rdf-tests"
 MIRROR = Path("/work/.mirror/w3c+rdf-tests/repo")
@@ -62,13 +65,13 @@ DAWGT = "http://www.w3.org/2001/sw/DataAccess/tests/test-dawg#"
 RS = "http://www.w3.org/2001/sw/DataAccess/tests/result-set#"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
-XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
-RDF_LANGSTRING = RDF + "langString"
 SRX = "{http://www.w3.org/2005/sparql-results#}"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 TIMEOUT_S = 30
 
-#: a term: ("uri", iri) | ("bnode", label) | ("literal", lex, lang, datatype) ("" for none)
+#: a term as compared: ("uri", iri) | ("bnode", label) | ("literal", lex, lang, datatype)
+#: ("" for none: a simple literal is its xsd:string, language tags lower case); read with
+#: the platform's term model and parsers (:mod:`linkstream.rdf.terms`, ``.ntriples``)
 Term = tuple[str, ...]
 Row = tuple[tuple[str, Term], ...]  # (variable, term) pairs, sorted; unbound left out
 
@@ -204,22 +207,39 @@ def dataset_files(case: Case, text: str) -> list[tuple[str, Path]]:
 # ---------------------------------------------------------------- expected results
 
 
+def key(t: rdf.Term) -> Term:
+    """The compared form of a platform term."""
+    if isinstance(t, rdf.IRI):
+        return ("uri", t.value)
+    if isinstance(t, rdf.BNode):
+        return ("bnode", t.value)
+    if t.lang:
+        return ("literal", t.lex, t.lang.lower(), "")
+    return ("literal", t.lex, "", "" if t.datatype == rdf.XSD_STRING else t.datatype)
+
+
 def _lit(lex: str, lang: str | None, dt: str | None) -> Term:
     if lang:
-        return ("literal", lex, lang.lower(), "")
-    if dt in (None, "", XSD_STRING):
-        return ("literal", lex, "", "")
-    return ("literal", lex, "", dt)
+        return key(rdf.Literal(lex, rdf.RDF_LANGSTRING, lang))
+    return key(rdf.Literal(lex, dt or rdf.XSD_STRING))
 
 
 def json_term(t: dict[str, Any]) -> Term:
     """A term of SPARQL 1.1 Query Results JSON."""
-    kind = t["type"]
-    if kind == "uri":
-        return ("uri", t["value"])
-    if kind == "bnode":
-        return ("bnode", t["value"])
-    return _lit(t["value"], t.get("xml:lang"), t.get("datatype"))
+    return key(rdf.term_from_json(t))
+
+
+def nt_triples(lines: list[str]) -> list[Row]:
+    """N-Triples statements (a CONSTRUCT result) read by the platform's parser."""
+    rows = []
+    for line in lines:
+        try:
+            q = parse_line(line)
+        except NTriplesError as e:
+            raise ValueError(f"not N-Triples: {line!r}: {e}") from None
+        if q is not None:
+            rows.append(_triple_row(*(key(rdf.parse_term(x)) for x in q[:3])))
+    return rows
 
 
 def _row(pairs: Iterator[tuple[str, Term]] | list[tuple[str, Term]]) -> Row:
@@ -580,16 +600,7 @@ def run_linkstream(case: Case, text: str, work: Path) -> Result:
     if "boolean" in res:
         return Result("ask", boolean=bool(res["boolean"]))
     if "triples" in res:
-        import pyoxigraph as ox
-
-        data = "\n".join(res["triples"]).encode()
-        return Result(
-            "graph",
-            [
-                _triple_row(_ox_term(t.subject), _ox_term(t.predicate), _ox_term(t.object))
-                for t in ox.parse(data, format=ox.RdfFormat.N_TRIPLES)
-            ],
-        )
+        return Result("graph", nt_triples(res["triples"]))
     return Result(
         "select", [_row((k, json_term(v)) for k, v in b.items()) for b in res["results"]["bindings"]]
     )

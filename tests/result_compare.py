@@ -14,6 +14,11 @@ without ``../shared`` (``tests/test_result_compare.py`` checks the two agree):
   case-insensitively; ``xsd:boolean`` ``"1"``/``"0"`` equal ``"true"``/``"false"``;
 * blank-node labels are not compared (every blank node equals every other);
 * ASK lines compare their boolean, CONSTRUCT lines their triple.
+
+Terms and statements are read with the platform's parsers
+(:func:`linkstream.rdf.terms.parse_term`, :func:`linkstream.rdf.ntriples.parse_line`); only
+text they reject (not RDF: a broken escape, a relative IRI, a stray token) goes through
+the lenient tokenizer below, which reads it as ``compare_results.py`` does.
 """
 
 from __future__ import annotations
@@ -22,7 +27,12 @@ import json
 import re
 from collections import Counter, defaultdict
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from pathlib import Path
+
+from linkstream.rdf.ntriples import parse_line
+from linkstream.rdf.terms import IRI, BNode, parse_term
+from linkstream.rdf.terms import Term as RdfTerm
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 NUMERIC = frozenset(
@@ -100,6 +110,26 @@ def canon_number(lex: str) -> str | None:
     return format(float(v), f".{DIGITS}g") if abs(v) < Decimal("1e300") else str(v.normalize())
 
 
+def comparable(t: RdfTerm) -> Term:
+    """The compared form of a term read by the platform's parser."""
+    if isinstance(t, IRI):
+        return ("I", t.value)
+    if isinstance(t, BNode):
+        return ("B",)
+    if t.lang:
+        return ("L", t.lex, "@" + t.lang.lower())
+    return _literal(t.lex, t.datatype)
+
+
+def _literal(lex: str, dt: str) -> Term:
+    if dt in NUMERIC and (n := canon_number(lex)) is not None:
+        return ("N", n)
+    if dt == XSD + "boolean":
+        b = lex.strip()
+        return ("L", {"1": "true", "0": "false"}.get(b, b), dt)
+    return ("L", lex, dt)
+
+
 def _term(m: re.Match) -> Term:
     if m.group("iri") is not None:
         return ("I", m.group("iri"))
@@ -110,18 +140,33 @@ def _term(m: re.Match) -> Term:
     lex = _unescape(m.group("lex"))
     if m.group("lang"):
         return ("L", lex, "@" + m.group("lang").lower())
-    dt = m.group("dt") or XSD + "string"
-    if dt in NUMERIC and (n := canon_number(lex)) is not None:
-        return ("N", n)
-    if dt == XSD + "boolean":
-        b = lex.strip()
-        return ("L", {"1": "true", "0": "false"}.get(b, b), dt)
-    return ("L", lex, dt)
+    return _literal(lex, m.group("dt") or XSD + "string")
 
 
 def parse_terms(text: str) -> list[Term]:
     """The comparable terms of an N-Triples fragment (``"<s> <p> <o> ."`` or one term)."""
-    text = text.strip()
+    return list(_parse_terms(text.strip()))
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse_terms(text: str) -> tuple[Term, ...]:
+    try:
+        return (comparable(parse_term(text)),)
+    except ValueError:
+        pass
+    try:
+        # a statement ending " ." (or with no final dot); "<o>." is read as the tokenizer does
+        stmt = text if text.endswith(" .") else None if text.endswith(".") else text + " ."
+        q = parse_line(stmt) if stmt is not None else None
+        if q is not None and q[3] is None:
+            return tuple(comparable(parse_term(x)) for x in q[:3])
+    except ValueError:  # NTriplesError, or a term parse_term does not model (triple terms)
+        pass
+    return tuple(_lenient_terms(text))
+
+
+def _lenient_terms(text: str) -> list[Term]:
+    """Text the platform's parsers reject, read token by token as ``compare_results.py`` does."""
     if text.endswith(" ."):
         text = text[:-2]
     terms, pos = [], 0

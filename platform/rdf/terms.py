@@ -144,6 +144,25 @@ def parse_term(text: str) -> Term:
     return Literal(lex, m.group("dt") or XSD_STRING)
 
 
+def term_from_json(t: dict[str, str]) -> Term:
+    """A term of SPARQL 1.1 Query Results JSON (``{"type": "uri" | "bnode" | "literal", ...}``).
+
+    Raises:
+        ValueError: not such a term.
+    """
+    kind = t.get("type")
+    if kind == "uri":
+        return IRI(t["value"])
+    if kind == "bnode":
+        return BNode(t["value"])
+    if kind in ("literal", "typed-literal"):
+        lang = t.get("xml:lang")
+        if lang:
+            return Literal(t["value"], RDF_LANGSTRING, lang.lower())
+        return Literal(t["value"], t.get("datatype") or XSD_STRING)
+    raise ValueError("not a SPARQL JSON term: %r" % (t,))
+
+
 # ----------------------------------------------------------------- canonical literals
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
