@@ -363,3 +363,20 @@ def test_citybench_files_agree_with_pyoxigraph(rel: str) -> None:
     with open(path, encoding="utf-8", newline="\n") as f:
         got = [q for line in f if (q := p.parse_line(line.strip(LINE_STRIP))) is not None]
     assert got == ref
+
+
+def test_sparql_json_terms_read_back_as_the_same_terms() -> None:
+    from linkstream.engine.oneshot.embedded import term_json
+    from linkstream.rdf.terms import term_from_json
+
+    for nt in (
+        "<http://ex.org/a>",
+        "_:b1",
+        '"x"',
+        '"01"^^<http://www.w3.org/2001/XMLSchema#integer>',
+        '"a\\"b\\nc"@en-gb',
+        '"1"^^<http://ex.org/dt>',
+    ):
+        assert term_from_json(term_json(nt)).n3() == nt
+    with pytest.raises(ValueError, match="not a SPARQL JSON term"):
+        term_from_json({"type": "triple", "value": {}})
