@@ -35,9 +35,11 @@ edge socket (advertised in membership as ``ops``; see
 
 Ticks name, for every due query, the container that answers it; every container still
 updates all its queries at every tick (the engine's report-time semantics), and answers
-with one ``result`` message per tick that names it.  All ZooKeeper callbacks only queue
-events; the main loop applies them between messages, so the engine is used from one
-thread only.
+with one ``result`` message per tick that names it.  When another container died, the
+driver may send a ``recompute`` message: the reports that container owed, rebuilt here in
+a scratch engine from the history the message carries and answered with ``recomputed``
+(:mod:`linkstream.containers.recovery`).  All ZooKeeper callbacks only queue events; the
+main loop applies them between messages, so the engine is used from one thread only.
 """
 
 from __future__ import annotations
