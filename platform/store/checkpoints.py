@@ -183,6 +183,10 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ listing
 
+    def shared(self) -> set[str]:
+        """Keys (``shared/<name>``) of the shared objects this store wrote or loaded."""
+        return set(self._shared)
+
     def ids(self) -> list[str]:
         """Ids of the complete checkpoints (with a manifest), oldest first."""
         out = []

@@ -11,7 +11,9 @@ orders appends and enqueues).  :func:`capture` runs on the worker and only copie
 * every stream buffer's retained elements (what windows and late registrations read);
 * per query: its text, schedule (next report, first report, pending), statistics, the
   last report time delivered (results are deduplicated by ``(query, report time)`` after a
-  restart), its recent reports (the result ring that ``Last-Event-ID`` resumes from) and
+  restart), its recent reports (the result ring that ``Last-Event-ID`` resumes from; only
+  the reports kept since the previous checkpoint are written,
+  :mod:`~linkstream.engine.live.ringcheckpoint`) and
   the state of its operators (:func:`~linkstream.operators.state.snapshot_query`);
 * the live engine's event-time state (stream and explicit watermarks, last report fired,
   accepted counts, retention guards) and the log's per-stream offsets.
@@ -33,14 +35,16 @@ import heapq
 import logging
 import threading
 import time
+from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from linkstream.engine.live.ringcheckpoint import RingLog, RingsCapture, load_rings, restore_ring
 from linkstream.engine.live.state import _Accepted, _Entry, _Stream
-from linkstream.engine.live.subscription import ReportRing
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.operators.window import StreamBuffer
 from linkstream.query.continuous import parse_continuous
@@ -104,11 +108,13 @@ class Capture:
     buffers: list[tuple[str, dict[str, Any], list[np.ndarray]]]
     queries: list[dict[str, Any]]
     states: list[QueryState | None]
-    rings: list[tuple[list[tuple[float, int, tuple[str, ...]]], int | None]]
+    rings: RingsCapture
     taken: float = field(default_factory=time.time)
 
 
-def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int) -> Capture:
+def capture(
+    live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int, ringlog: RingLog
+) -> Capture:
     """Copies the engine's state on the worker thread (see the module docstring).
 
     Args:
@@ -116,6 +122,8 @@ def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int
         offsets: The log's per-stream offsets at ``seq``.
         terms_from: First dictionary id not in a shared chunk written already (a multiple
             of :data:`CHUNK`).
+        ringlog: What earlier checkpoints hold of the result rings (only newer reports are
+            copied).
     """
     eng = live.engine
     terms = _terms(eng.dictionary)  # type: ignore[arg-type]  # checked by checkpoint_support
@@ -129,7 +137,6 @@ def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int
     c = eng.last_tick
     queries: list[dict[str, Any]] = []
     states: list[QueryState | None] = []
-    rings = []
     for name, e in live._entries.items():
         st = None
         # registered after the last evaluation: its windows have not moved yet (planned afresh)
@@ -159,9 +166,7 @@ def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int
             }
         )
         states.append(st)
-        with live._lock:  # subscribers trim rings under the lock
-            ring = live._rings.get(name)
-            rings.append(ring.export() if ring is not None else ([], None))
+    rings = ringlog.capture(live)
     state = {
         "fired": live._fired,
         "explicit": live._explicit,
@@ -176,8 +181,11 @@ def capture(live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int
     return Capture(seq, offsets, state, terms_from, terms[terms_from:n], n, buffers, queries, states, rings)
 
 
-def encode(cap: Capture) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any]]:
-    """The objects, metadata and shared objects of a checkpoint of ``cap``."""
+def encode(
+    cap: Capture, ringlog: RingLog, retention_s: float, known: Collection[str] = ()
+) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any], list[list[Any]]]:
+    """The objects, metadata and shared objects of a checkpoint of ``cap``, and the ring
+    objects it lists (for :meth:`RingLog.commit` once written)."""
     full = (cap.terms_n // CHUNK) * CHUNK
     shared: dict[str, Any] = {}
     for start in range(cap.terms_from, full, CHUNK):
@@ -194,37 +202,40 @@ def encode(cap: Capture) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any
     objects["buffers"] = Blob({"buffers": bufs}, arrays)
     qarrays: list[np.ndarray] = []
     qheaders = []
-    ring_lines: list[str | None] = []
-    for q, st, (reports, dropped) in zip(cap.queries, cap.states, cap.rings):
+    for k, (q, st) in enumerate(zip(cap.queries, cap.states)):
         entry = dict(q)
         if st is not None:
             entry["state"] = {"header": st.header, "first": len(qarrays), "n": len(st.arrays)}
             qarrays += st.arrays
-        entry["ring"] = {
-            "dropped_until": dropped,
-            "first": len(qarrays),
-            "lines_from": len(ring_lines),
-        }
-        qarrays += [
-            np.asarray([r[0] for r in reports], dtype=np.float64),
-            np.asarray([r[1] for r in reports], dtype=_I8),
-            np.asarray([len(r[2]) for r in reports], dtype=_I8),
-        ]
-        for r in reports:
-            ring_lines += r[2]
+        entry["ring"] = cap.rings.header(k)
         qheaders.append(entry)
     objects["queries"] = Blob({"queries": qheaders}, qarrays)
-    objects["ring-lines"] = blob_of_strings(ring_lines)
+    new_rings = cap.rings.blob()
+    ring_name = ringlog.name(cap.seq) if new_rings is not None else None
+    if ring_name is not None:
+        shared[ring_name] = lambda: new_rings
+    listed = []
+    for seg in ringlog.listed(ring_name, cap.rings, retention_s):
+        if seg[0] == ring_name:
+            listed.append(seg)
+        elif "shared/" + seg[0] in known:  # written by an earlier checkpoint: listed again, not rewritten
+            listed.append(seg)
+            shared[seg[0]] = partial(_unknown, seg[0])
     meta = {
         "engine": LAYOUT,
         "seq": cap.seq,
         "offsets": cap.offsets,
         "live": cap.live,
         "terms": cap.terms_n,
-        "chunks": [k for k in shared],
+        "chunks": [k for k in shared if k.startswith("terms-")],
+        "rings": listed,
         "taken": cap.taken,
     }
-    return objects, meta, shared
+    return objects, meta, shared, listed
+
+
+def _unknown(name: str) -> Blob:
+    raise CheckpointError("shared checkpoint object %s is not on the store any more" % name)
 
 
 def _restore_dictionary(d: MemoryDictionary, ck: Checkpoint) -> None:
@@ -282,10 +293,10 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
         live._guard(s, eng.buffer(s))
         live._guards[s].lo = int(lo)
     qs = ck.blob("queries")
-    lines = strings_of_blob(ck.blob("ring-lines"))
+    reports = load_rings(ck, live.results_retention_s)
     queries = qs.header["queries"]
     rebuild = [
-        q["name"] for q in queries if not q.get("fresh") and _restore_query(live, ck, q, qs, lines, now)
+        q["name"] for q in queries if not q.get("fresh") and _restore_query(live, ck, q, qs, reports, now)
     ]
     if rebuild and c is not None:
         # queries whose operators could not be restored: one silent evaluation at the last
@@ -296,7 +307,7 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
     # they would have (the last ones registered, so the registration order is kept)
     for q in queries:
         if q.get("fresh"):
-            _restore_query(live, ck, q, qs, lines, now)
+            _restore_query(live, ck, q, qs, reports, now)
     with live._lock:
         live._frontier = live._frontier_now()
     live._gauges()
@@ -304,7 +315,12 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
 
 
 def _restore_query(
-    live: LiveEngine, ck: Checkpoint, q: dict[str, Any], qs: Blob, lines: list[str | None], now: float
+    live: LiveEngine,
+    ck: Checkpoint,
+    q: dict[str, Any],
+    qs: Blob,
+    reports: dict[tuple[str, str], list[Any]],
+    now: float,
 ) -> bool:
     """Registers one checkpointed query (with its operator state unless ``q["fresh"]``),
     schedule and result ring; ``True`` if its operators still need the silent evaluation."""
@@ -348,16 +364,7 @@ def _restore_query(
         heapq.heappush(live._heap, (e.due, name))
     if q["pending"]:
         live._pending.add(name)
-    ring = ReportRing(live.results_retention_s)
-    r = q["ring"]
-    k = int(r["first"])
-    ages, times, counts = qs.arrays[k : k + 3]
-    pos = int(r["lines_from"])
-    reports = []
-    for age, t, cnt in zip(ages.tolist(), times.tolist(), counts.tolist()):
-        reports.append((age, t, tuple(x or "" for x in lines[pos : pos + cnt])))
-        pos += cnt
-    ring.load(reports, r["dropped_until"])
+    ring = restore_ring(reports, name, q["ring"], live.results_retention_s)
     with live._lock:
         live._entries[name] = e
         live._rings[name] = ring
@@ -375,10 +382,11 @@ def write_checkpoint(
     """Takes a checkpoint of ``live`` covering log records through ``seq`` (nothing may
     feed the engine meanwhile: ``linkstream restore`` after its replay); returns its id."""
     terms_from = 0
-    while ("shared/terms-%012d" % terms_from) in store._shared:
+    while ("shared/terms-%012d" % terms_from) in store.shared():
         terms_from += CHUNK
-    cap = live.call(lambda: capture(live, seq, offsets, terms_from), timeout)
-    objects, meta, shared = encode(cap)
+    ringlog = RingLog()
+    cap = live.call(lambda: capture(live, seq, offsets, terms_from, ringlog), timeout)
+    objects, meta, shared, _ = encode(cap, ringlog, live.results_retention_s, store.shared())
     meta.update(extra or {})
     return store.write(objects, meta, shared)
 
@@ -408,6 +416,8 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._last: tuple[int, int | None] | None = None
         self._seqs: dict[str, int] = {}  # checkpoint id -> last log record it covers
+        #: what the checkpoints hold of the result rings (continued from the one restored)
+        self.ringlog = RingLog.resume(live, live.restored_checkpoint)
         self.checkpoints = 0
         self.last_id: str | None = None
         self.last_seq: int | None = None
@@ -457,7 +467,7 @@ class Checkpointer:
 
     def _terms_from(self) -> int:
         k = 0
-        while ("shared/terms-%012d" % k) in self.store._shared:
+        while ("shared/terms-%012d" % k) in self.store.shared():
             k += CHUNK
         return k
 
@@ -474,12 +484,16 @@ class Checkpointer:
                 if not force and self._last == (seq, live._fired):
                     return None
                 self.log.rotate()
-                live._queue.put(("call", lambda: capture(live, seq, offsets, terms_from), fut))
+                ringlog = self.ringlog
+                live._queue.put(("call", lambda: capture(live, seq, offsets, terms_from, ringlog), fut))
             cap = fut.result(timeout)
             t1 = time.perf_counter()
             self.log.wait(seq, timeout)  # never cover a record the log could still lose
-            objects, meta, shared = encode(cap)
+            objects, meta, shared, listed = encode(
+                cap, self.ringlog, live.results_retention_s, self.store.shared()
+            )
             cid = self.store.write(objects, meta, shared)
+            self.ringlog.commit(listed, cap.rings)
             self._seqs[cid] = seq
             self.log.truncate_through(self._oldest_kept_seq())
             self.capture_seconds += t1 - t0

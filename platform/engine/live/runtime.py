@@ -59,7 +59,7 @@ from linkstream.rdf.static import dedup_triples
 if TYPE_CHECKING:
     from linkstream.engine.live.checkpoint import Checkpointer
     from linkstream.engine.live.ingestlog import IngestLog
-    from linkstream.store.checkpoints import CheckpointStore
+    from linkstream.store.checkpoints import Checkpoint, CheckpointStore
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,8 @@ class LiveEngine(LiveWorker):
         self._log: IngestLog | None = None
         #: periodic checkpoints (``run --checkpoint-interval``), stopped by :meth:`close`
         self.checkpointer: Checkpointer | None = None
+        #: the checkpoint :meth:`recover` restored (its metadata continues in new ones)
+        self.restored_checkpoint: Checkpoint | None = None
         # worker-only state
         self._streams: dict[str, _Stream] = {}
         self._guards: dict[str, RetentionGuard] = {}
@@ -341,6 +343,7 @@ class LiveEngine(LiveWorker):
         covered = -1
         if checkpoints is not None:
             covered, ck = restore_latest(self, checkpoints, timeout)
+            self.restored_checkpoint = ck
             if ck is not None:
                 ingest_log.resume_after(covered, dict(ck.meta.get("offsets") or {}))
         n, _ = replay_records(self, ingest_log.records(), covered, ingest_log.directory, timeout)

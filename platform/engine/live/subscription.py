@@ -18,6 +18,7 @@ a report both replayed from the ring and offered live is delivered once.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
@@ -80,6 +81,8 @@ class ReportRing:
         self._lines = 0
         #: the latest report time dropped from the ring (``None``: nothing dropped yet)
         self.dropped_until: int | None = None
+        #: names this ring across checkpoints (a query registered again gets a new ring)
+        self.token = os.urandom(8).hex()
 
     def add(self, t: int, lines: tuple[str, ...]) -> None:
         """Keeps the report at ``t`` (report times only increase)."""
@@ -98,16 +101,26 @@ class ReportRing:
             self._lines -= len(lines)
             self.dropped_until = t
 
-    def export(self) -> tuple[list[tuple[float, int, tuple[str, ...]]], int | None]:
-        """The kept reports as ``(age in seconds, report time, lines)`` and
-        :attr:`dropped_until` (for a checkpoint)."""
-        now = self.clock()
-        return [(now - at, t, lines) for at, t, lines in self._reports], self.dropped_until
+    def export(self, after: int | None = None) -> list[tuple[float, int, tuple[str, ...]]]:
+        """The kept reports with a report time after ``after`` (all: ``None``) as
+        ``(wall-clock time.time() when kept, report time, lines)``, for a checkpoint."""
+        now, wall = self.clock(), time.time()
+        out = []
+        for at, t, lines in reversed(self._reports):
+            if after is not None and t <= after:
+                break
+            out.append((wall - (now - at), t, lines))
+        out.reverse()
+        return out
+
+    def first(self) -> int | None:
+        """The earliest report time kept (with lines)."""
+        return self._reports[0][1] if self._reports else None
 
     def load(self, reports: list[tuple[float, int, tuple[str, ...]]], dropped_until: int | None) -> None:
-        """Puts back what :meth:`export` gave (ages counted from now)."""
-        now = self.clock()
-        self._reports = deque((now - age, t, tuple(lines)) for age, t, lines in reports)
+        """Puts back what :meth:`export` gave (in report time order)."""
+        now, wall = self.clock(), time.time()
+        self._reports = deque((now - (wall - w), t, tuple(lines)) for w, t, lines in reports)
         self._lines = sum(len(r[2]) for r in self._reports)
         self.dropped_until = dropped_until
         self.trim(now)
