@@ -8,11 +8,13 @@ container owed were recomputed on a live one from the driver's retained history
 (:mod:`linkstream.cluster.recovery`), its queries moved to their new owners, and no
 report time was written twice.  The streams are cut short so that each run takes a few
 seconds.  ``bench/cluster_kills.py`` runs the same 20 times in a row (and more queries).
+A last test freezes a container for 10 s (SIGSTOP, as a network partition would) instead.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import threading
@@ -219,3 +221,56 @@ def test_replay_cli_exits_0_after_a_kill(
     # The kill fell inside the run: reports of oc-2 were recomputed on the others.
     assert body["recovered"] and {r[2] for r in body["recovered"]} == {"oc-2"}
     assert "oc-2" not in cluster.names("container")
+
+
+@pytest.mark.slow  # about 20 s: the freeze lasts 10 s
+def test_a_container_frozen_past_its_session_loses_nothing_and_rejoins(
+    workload: Workload, start_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    """A container cut off for 10 s (SIGSTOP: no packet in or out, as a partition) is taken
+    for dead after the session timeout: its reports are recomputed and its queries move.
+    When it comes back (SIGCONT) its session is gone; it rejoins the run as a new member and
+    nothing it had queued while frozen reaches the output."""
+    cluster = start_cluster(3)
+    engines: list[ClusterEngine] = []
+    frozen: list[str] = []
+    thawed: list[float] = []
+
+    def thaw() -> None:
+        time.sleep(10.0)
+        os.kill(cluster.pid(frozen[0]), signal.SIGCONT)
+        thawed.append(time.monotonic())
+
+    def on_tick(seq: int, _c: int) -> None:
+        if seq == 5:
+            frozen.append(sorted(set(engines[0].answerers().values()))[0])
+            os.kill(cluster.pid(frozen[0]), signal.SIGSTOP)
+            threading.Thread(target=thaw, daemon=True).start()
+        elif seq > 5 and (not thawed or time.monotonic() < thawed[0] + 3.0):
+            time.sleep(0.4)  # keep the replay going until the container is back and rejoined
+
+    out = tmp_path / "cluster.jsonl"
+    with open(out, "w", encoding="utf-8") as f:
+        result = replay_on_cluster(
+            cluster.hosts,
+            workload.queries,
+            workload.streams,
+            workload.statics,
+            f,
+            base=workload.base,
+            max_reports=MAX_REPORTS,
+            answer_timeout=20.0,
+            security=Security.secure(ZK_AUTH),
+            on_tick=on_tick,
+            on_start=engines.append,
+        )
+    assert frozen and thawed, "the replay ended before the container came back"
+    assert result.lost == [] and result.duplicates == 0
+    assert lost_and_duplicated(workload.expected, out) == (0, 0)
+    assert result.recovered and {r.src for r in result.recovered} == {frozen[0]}
+    assert {s.query for s in result.switches if s.src == frozen[0]}
+    # Back from the freeze, it is a member again (its old session expired).
+    deadline = time.monotonic() + 20
+    while frozen[0] not in cluster.members():
+        assert time.monotonic() < deadline, f"{frozen[0]} did not rejoin"
+        time.sleep(0.1)
