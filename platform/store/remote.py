@@ -19,9 +19,9 @@ what a dead node left uncached); a binary search reads the array's fence region 
 :class:`~linkstream.store.persistent.PersistentSnapshot` over the partitions (the union
 of the partitions of a graph is the graph, as the delta runs of a persistent graph are).
 
-A read from a node that fails (a TCP timeout, a vanished shared-memory segment) marks the
-node dead and is retried on another node holding the partition; a node whose znode
-vanished is dropped at once.  Nodes whose store fingerprint differs from the first one
+A read from a node that fails (a TCP timeout, a vanished shared-memory segment) is
+retried on another node holding the partition, and the failed node is skipped for
+``RETRY_DEAD_S`` seconds; a node whose znode vanished is dropped at once.  Nodes whose store fingerprint differs from the first one
 seen are refused (they serve other data).
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 _I64 = np.int64
 #: seconds a TCP read may take before the node counts as dead
 READ_TIMEOUT_S = 2.0
+#: seconds a node that failed a read is skipped (unless its znode vanishes first)
+RETRY_DEAD_S = 5.0
 DEFAULT_CACHE_BYTES = 64 << 20
 
 
@@ -171,6 +174,11 @@ class RemoteArray:
             raise IndexError(f"index out of bounds for remote array {'/'.join(map(str, self.key))}")
         B = self._store.block
         blk = idx // B
+        lo, hi = int(blk.min()), int(blk.max())
+        if hi - lo < 8:  # clustered: the contiguous run of blocks, no grouping
+            blocks = self._blocks(np.arange(lo, hi + 1))
+            cat = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+            return cat[idx - lo * B]
         ublk = np.unique(blk)
         blocks = self._blocks(ublk)
         if len(blocks) == 1:
@@ -209,6 +217,12 @@ class RemoteArray:
         if not todo.any():
             return out
         blk = k[todo] - 1
+        lo, hi = int(blk.min()), int(blk.max())
+        if hi - lo < 8:  # clustered: search the contiguous run of blocks
+            blocks = self._blocks(np.arange(lo, hi + 1))
+            cat = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+            out[todo] = lo * B + np.searchsorted(cat, vals[todo], side)  # type: ignore[call-overload]  # side is "left" | "right"
+            return out
         ublk = np.unique(blk)
         blocks = self._blocks(ublk)
         cat = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
@@ -228,8 +242,12 @@ class _Node:
         self.same_host = adv.host == socket.gethostname()
         self.transport = choose_transport(adv, self.same_host, prefer)
         self.reader: RegionReader | None = None
-        self.dead = False
+        self.dead_until = 0.0  # monotonic time before which the node is not tried
         self.lock = threading.Lock()
+
+    @property
+    def dead(self) -> bool:
+        return time.monotonic() < self.dead_until
 
     def open(self) -> RegionReader:
         if self.reader is None:
@@ -410,7 +428,7 @@ class RemoteStore:
                 return got
             except (RegionError, OSError, StoreNodeError) as e:
                 tried.append(f"{node.adv.node} ({e})")
-                node.dead = True
+                node.dead_until = time.monotonic() + RETRY_DEAD_S
                 node.close()
                 self.failovers += 1
                 log.warning("store node %s failed (%s); trying a replica", node.adv.node, e)
