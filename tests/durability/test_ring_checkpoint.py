@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from linkstream.engine.live.checkpoint import Checkpointer
 from linkstream.engine.live.ingestlog import IngestLog
 from linkstream.engine.live.runtime import LiveEngine
@@ -68,4 +70,36 @@ def test_rings_are_written_incrementally_and_restored_whole(tmp_path: Path) -> N
     assert [r[0] for r in m3["rings"][:2]] == [r[0] for r in m2["rings"]] and len(m3["rings"]) == 3
     newest = store.load_id(third).blob("shared/" + m3["rings"][2][0])
     assert {e[0]: e[3] for e in newest.header["entries"]} == {"q": 3, "gone": 3}
+    again.close()
+
+
+def test_dictionary_chunks_across_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full dictionary chunks are shared objects written once and listed by every later
+    checkpoint: a restore from the newest one gets every term back at its id."""
+    import linkstream.engine.live.checkpoint as checkpoint
+
+    monkeypatch.setattr(checkpoint, "CHUNK", 16)
+    d = tmp_path / "state"
+    lg = IngestLog(str(d))
+    store = open_checkpoints(str(d / "ck"))
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg, checkpoints=store)
+    ck = Checkpointer(live, lg, store, 0)
+    live.register(Q, "q")
+    ids = []
+    for a, b in ((1, 30), (30, 45), (45, 80)):
+        _push(live, a, b)
+        ids.append(ck.checkpoint())
+    terms = list(live.engine.dictionary._terms)
+    want = _kept(live, "q")
+    live.close()
+    chunks = [sorted(k for k in store.load_id(i).objects if k.startswith("shared/terms-")) for i in ids]
+    assert len(terms) > 80
+    assert chunks[0] == chunks[1][: len(chunks[0])] and chunks[1] == chunks[2][: len(chunks[1])]
+    assert len(chunks[2]) == len(terms) // 16
+    lg = IngestLog(str(d))
+    again = LiveEngine(idle_ms=None)
+    assert again.recover(lg, checkpoints=store) == 0
+    assert list(again.engine.dictionary._terms) == terms
+    assert _kept(again, "q") == want
     again.close()

@@ -188,6 +188,8 @@ def encode(
     objects it lists (for :meth:`RingLog.commit` once written)."""
     full = (cap.terms_n // CHUNK) * CHUNK
     shared: dict[str, Any] = {}
+    for start in range(0, cap.terms_from, CHUNK):  # written by earlier checkpoints: listed again
+        shared["terms-%012d" % start] = partial(_unknown, "terms-%012d" % start)
     for start in range(cap.terms_from, full, CHUNK):
         part = cap.terms[start - cap.terms_from : start - cap.terms_from + CHUNK]
         shared["terms-%012d" % start] = lambda part=part, start=start: blob_of_strings(part, {"start": start})
@@ -202,12 +204,12 @@ def encode(
     objects["buffers"] = Blob({"buffers": bufs}, arrays)
     qarrays: list[np.ndarray] = []
     qheaders = []
-    for k, (q, st) in enumerate(zip(cap.queries, cap.states)):
+    for q, st in zip(cap.queries, cap.states):
         entry = dict(q)
         if st is not None:
             entry["state"] = {"header": st.header, "first": len(qarrays), "n": len(st.arrays)}
             qarrays += st.arrays
-        entry["ring"] = cap.rings.header(k)
+        entry["ring"] = cap.rings.header(q["name"])
         qheaders.append(entry)
     objects["queries"] = Blob({"queries": qheaders}, qarrays)
     new_rings = cap.rings.blob()
@@ -227,7 +229,6 @@ def encode(
         "offsets": cap.offsets,
         "live": cap.live,
         "terms": cap.terms_n,
-        "chunks": [k for k in shared if k.startswith("terms-")],
         "rings": listed,
         "taken": cap.taken,
     }

@@ -46,10 +46,16 @@ class RingsCapture:
 
     #: per query, in registration order: (name, token, new reports, kept_from, dropped_until)
     rings: list[tuple[str, str, list[Report], int | None, int | None]] = field(default_factory=list)
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def header(self, name_index: int) -> dict[str, Any]:
-        """The ``ring`` entry of query number ``name_index`` in the checkpoint."""
-        _, token, _, kept_from, dropped = self.rings[name_index]
+    def header(self, name: str) -> dict[str, Any]:
+        """The ``ring`` entry of query ``name`` in the checkpoint."""
+        if len(self._index) != len(self.rings):
+            self._index = {r[0]: k for k, r in enumerate(self.rings)}
+        k = self._index.get(name)
+        if k is None:
+            return {"token": None, "kept_from": None, "dropped_until": None}
+        _, token, _, kept_from, dropped = self.rings[k]
         return {"token": token, "kept_from": kept_from, "dropped_until": dropped}
 
     def blob(self) -> Blob | None:
