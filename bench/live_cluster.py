@@ -18,7 +18,14 @@ The cluster runs one coordinator (``run --zk``, the leader: no forwarding hop); 
 queries go through its API like any client's.  Raw figures go to
 ``bench/results/live_cluster.json``.
 
+``--register-only`` measures registration alone (1,000 and 10,000 queries by default,
+JSON-array batches of ``--register-batch``), embedded and on the clusters, and prints the
+cluster's rate as a ratio of embedded ``run``'s.  ``--baseline-tree DIR`` adds, in the
+same run, a cluster whose processes run an older tree (``git archive <commit> platform
+infra | tar -x -C DIR``): the before/after of a change.
+
     python bench/live_cluster.py [--queries 1000] [--containers 1 2 3] [--quick]
+    python bench/live_cluster.py --register-only [--queries 1000 10000] [--baseline-tree DIR]
 """
 
 from __future__ import annotations
@@ -73,11 +80,11 @@ def queries(n: int) -> list[dict[str, str]]:
     return [{"query": text, "name": name} for name, text in generate(n).items()]
 
 
-def register_all(http, url: str, qs: list[dict[str, str]]) -> float:
+def register_all(http, url: str, qs: list[dict[str, str]], batch: int = 100) -> float:
     t0 = time.perf_counter()
     i = 0
     while i < len(qs):
-        part = qs[i : i + 100]
+        part = qs[i : i + batch]
         r = http.post(url + "/queries", json=part, timeout=600)
         if r.status_code == 201:
             i += len(part)
@@ -178,14 +185,38 @@ def latency(http, url: str, els: dict, query: str, rate: float, shift: int, n: i
     return out
 
 
+def wait_running(http, url: str, n: int, timeout: float) -> float:
+    """Seconds until ``n`` queries say ``running`` (placed and held by a container), or nan."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        qs = http.get(url + "/queries").json()["queries"]
+        if sum(1 for q in qs if q.get("state", "running") == "running") >= n:
+            return time.perf_counter() - t0
+        time.sleep(0.5)
+    return float("nan")
+
+
 def run_config(label: str, url: str, args: argparse.Namespace, els: dict, qs: list[dict[str, str]]) -> dict:
     import httpx
 
     res: dict = {"config": label}
-    with httpx.Client(timeout=120) as http:
-        res["register_s"] = register_all(http, url, qs)
+    with httpx.Client(timeout=600) as http:
+        res["register_s"] = register_all(http, url, qs, args.register_batch)
         res["queries"] = len(qs)
         res["register_qps"] = len(qs) / res["register_s"]
+        if args.register_only:
+            res["running_s"] = wait_running(http, url, len(qs), 300.0)
+            ratio = (
+                ""
+                if args.embedded_qps is None
+                else f" ({res['register_qps'] / args.embedded_qps:.2f}x embedded)"
+            )
+            print(
+                f"{label:>22}: {len(qs):6d} queries registered in {res['register_s']:6.2f} s ="
+                f" {res['register_qps']:7.1f} q/s{ratio}; all running {res['running_s']:.1f} s later",
+                flush=True,
+            )
+            return res
         span = max(t for rows in els.values() for t, _, _ in rows) - min(
             t for rows in els.values() for t, _, _ in rows
         )
@@ -217,7 +248,7 @@ def run_config(label: str, url: str, args: argparse.Namespace, els: dict, qs: li
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--queries", type=int, nargs="+", default=[1000])
+    ap.add_argument("--queries", type=int, nargs="+", default=None)
     ap.add_argument("--containers", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--elements", type=int, default=300, help="elements per stream pushed in batches")
     ap.add_argument("--batch", type=int, default=100, help="elements per request in the batch push")
@@ -225,28 +256,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="elements/s of the latency run")
     ap.add_argument("--latency-elements", type=int, default=60, help="elements per stream of the latency run")
     ap.add_argument("--quick", action="store_true", help="100 queries, 1 container")
+    ap.add_argument("--register-only", action="store_true", help="registration rate only (1k and 10k)")
+    ap.add_argument("--register-batch", type=int, default=None, help="queries per POST /queries batch")
+    ap.add_argument(
+        "--baseline-tree",
+        default=None,
+        help="a directory holding an older platform/ tree: its cluster is measured in the same run",
+    )
+    ap.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--given-embedded-qps", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "live_cluster.json"))
     args = ap.parse_args(argv)
     if args.quick:
         args.queries, args.containers, args.elements = [100], [1], 100
+    if args.queries is None:
+        args.queries = [1000, 10000] if args.register_only else [1000]
+    if args.register_batch is None:
+        args.register_batch = 1000 if args.register_only else 100
+    args.embedded_qps = None
     from linkstream.api.app import create_app
     from linkstream.api.server import BackgroundServer, build_live
     from linkstream.cluster.localcluster import LocalCluster
     from tests.engine.test_sharing import REPO as REPO_GRAPH
 
     static = str(SHARED / "citybench" / "static" / "SensorRepository.nt")
-    els = read_elements(max(args.elements, args.single, args.latency_elements))
+    els = {} if args.register_only else read_elements(max(args.elements, args.single, args.latency_elements))
     results = []
     for n in args.queries:
         qs = queries(n)
-        live = build_live([(None, static), (REPO_GRAPH, static)], idle_ms=None)
-        server = BackgroundServer(create_app(live), on_shutdown=live.close).start()
-        try:
-            results.append({**run_config("embedded", server.url, args, els, qs), "n": n})
-        finally:
-            server.stop()
-        save(args, results)
+        args.embedded_qps = args.given_embedded_qps
+        if args.given_embedded_qps is None:
+            live = build_live([(None, static), (REPO_GRAPH, static)], idle_ms=None)
+            server = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+            try:
+                res = run_config("embedded", server.url, args, els, qs)
+                args.embedded_qps = res["register_qps"]
+                results.append({**res, "n": n})
+            finally:
+                server.stop()
+            save(args, results)
         for k in args.containers:
+            label = f"{k} container{'s' if k > 1 else ''}" + (f" ({args.tag})" if args.tag else "")
             with tempfile.TemporaryDirectory(prefix="ls-bench-") as tmp:
                 cluster = LocalCluster(Path(tmp) / "cluster", session_timeout=4.0, capacity=max(16, 2 * n))
                 try:
@@ -261,15 +311,42 @@ def main(argv: list[str] | None = None) -> int:
                     while httpx.get(url + "/status", timeout=10).json().get("role") != "leader":
                         assert time.monotonic() < deadline, "no leader"
                         time.sleep(0.2)
-                    results.append(
-                        {**run_config(f"{k} container{'s' if k > 1 else ''}", url, args, els, qs), "n": n}
-                    )
+                    results.append({**run_config(label, url, args, els, qs), "n": n, "tag": args.tag})
                 finally:
                     cluster.stop()
+                save(args, results)
+            if args.baseline_tree:  # the same, every process (this script too) on the older tree
+                results += baseline(args, n, k)
                 save(args, results)
     save(args, results)
     print(f"raw figures: {args.out}")
     return 0
+
+
+def baseline(args: argparse.Namespace, n: int, k: int) -> list[dict]:
+    """Registration on a cluster of ``k`` containers running the older tree (a child process of
+    this script under that tree, so its local cluster starts the older processes too)."""
+    import subprocess
+
+    out = Path(tempfile.mkdtemp(prefix="ls-baseline-out-")) / "baseline.json"
+    env = dict(os.environ, PYTHONPATH=baseline_path(args.baseline_tree))
+    cmd = [sys.executable, __file__, "--register-only", "--queries", str(n), "--containers", str(k)]
+    cmd += ["--register-batch", str(args.register_batch), "--tag", "baseline tree", "--out", str(out)]
+    cmd += ["--given-embedded-qps", str(args.embedded_qps)]
+    proc = subprocess.run(cmd, env=env, check=False)
+    if proc.returncode != 0 or not out.exists():
+        print(f"baseline tree: the run failed (exit {proc.returncode})", flush=True)
+        return []
+    return json.loads(out.read_text(encoding="utf-8"))["results"]
+
+
+def baseline_path(tree: str) -> str:
+    """A PYTHONPATH entry under which ``linkstream`` is ``tree/platform`` (an older checkout)."""
+    root = Path(tree).resolve()
+    src = root / "platform" if (root / "platform").is_dir() else root
+    link_dir = Path(tempfile.mkdtemp(prefix="ls-baseline-"))
+    (link_dir / "linkstream").symlink_to(src, target_is_directory=True)
+    return str(link_dir)
 
 
 def save(args: argparse.Namespace, results: list[dict]) -> None:

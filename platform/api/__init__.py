@@ -6,6 +6,8 @@
   ``?after=``) and their count against ``max_subscribers``.
 * ``tokens.py``       -- which token registered which query (``max_queries_per_token``, who may
   remove it).
+* ``compiling.py``    -- query texts parsed under the limits (size, compile time, parses at once),
+  one by one or a batch in one thread.
 * ``errors.py``       -- :class:`ApiError`, the JSON error answers and the exception handlers.
 * ``auth.py`` / ``guard.py`` / ``limits.py`` -- bearer tokens and scopes, the middleware that
   checks them and body limits, the request limits.

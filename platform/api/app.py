@@ -34,7 +34,6 @@ import itertools
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -48,8 +47,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from linkstream.api.auth import Token, TokenTable, parse_token
-from linkstream.api.backend import LiveBackend
+from linkstream.api.backend import BatchFailed, LiveBackend
 from linkstream.api.bodies import BodyError, parse_body
+from linkstream.api.compiling import Compiler
 from linkstream.api.errors import (
     EXCEPTION_HANDLERS,
     ApiError,
@@ -61,18 +61,16 @@ from linkstream.api.errors import (
 from linkstream.api.guard import ApiGuard
 from linkstream.api.limits import (
     ApiLimits,
-    BusyError,
     DeadlineExceeded,
     Interruptible,
+    ItemFailed,
     LimitExceeded,
-    call_with_deadline,
 )
 from linkstream.api.openapi import openapi_schema
 from linkstream.api.results import ResultStreams
 from linkstream.api.tokens import QueryOwners
 from linkstream.engine.live.runtime import LiveEngine, QueryConflict, QueryView, UnknownQuery
-from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
-from linkstream.query.continuous import parse_continuous
+from linkstream.engine.oneshot.embedded import evaluate_one_shot
 from linkstream.query.errors import QueryError
 from linkstream.rdf.eventtime import EventTimeError, range_error, show_time
 from linkstream.rdf.ntriples import iri_error
@@ -81,7 +79,6 @@ from linkstream.rdf.streams import parse_datetime_ms
 log = logging.getLogger(__name__)
 
 SPARQL_JSON = "application/sparql-results+json"
-_PARSE_LOCK = threading.Lock()  # for backends without a parse lock of their own
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 
 
@@ -143,53 +140,13 @@ class Api:
         self.limits = limits or ApiLimits()
         self._requests = itertools.count(1)
         self.owners = QueryOwners(live, self.limits)
+        self.compiler = Compiler(live, base, self.limits)
         self.results = ResultStreams(live, self.limits)
 
     # ------------------------------------------------------------ limits
 
     async def _compile(self, text: str, *, one_shot: bool = False) -> Any:
-        """Parses ``text`` under the query size and compile-time limits (errors as the engine's).
-
-        The engine parses the text again when it registers or runs it; this parse can be cut
-        short, the engine's cannot, and it warms the parser's template cache for it.
-        """
-        lim = self.limits
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > lim.max_query_bytes:
-            raise LimitExceeded(
-                413,
-                "max_query_bytes",
-                lim.max_query_bytes,
-                "query text of %d bytes is larger than %d bytes" % (size, lim.max_query_bytes),
-                "query",
-            )
-        lock = getattr(self.live, "_parse_lock", None) or _PARSE_LOCK
-        base = getattr(self.live, "base", self.base)
-
-        def parse() -> Any:
-            with lock:  # the SPARQL parser's error tracing patches pyparsing globally
-                if one_shot:
-                    return parse_one_shot(text, base)
-                return parse_continuous(text, default_name="q", base=base)
-
-        try:
-            return await call_with_deadline(parse, lim.compile_seconds, most=lim.max_compiles)
-        except DeadlineExceeded:
-            raise LimitExceeded(
-                422,
-                "compile_seconds",
-                lim.compile_seconds,
-                "the query did not compile within %g s" % lim.compile_seconds,
-                "query",
-            ) from None
-        except BusyError:
-            raise LimitExceeded(
-                503,
-                "max_compiles",
-                lim.max_compiles,
-                "%d queries are being compiled already; retry later" % lim.max_compiles,
-                "server",
-            ) from None
+        return await self.compiler.compile(text, one_shot=one_shot)
 
     # ------------------------------------------------------------ queries
 
@@ -256,18 +213,27 @@ class Api:
                 raise ApiError(
                     400, 'item %d: each item must be an object with a non-empty string "query"' % i
                 )
-        for i, doc in enumerate(docs):
-            try:
-                await self._compile(doc["query"])
-            except QueryError as e:
-                err = query_error(e)
-                raise ApiError(
-                    400, "item %d: %s" % (i, err.message), index=i, registered=[], **err.extra
-                ) from None
+        try:
+            parsed = await self.compiler.compile_many([doc["query"] for doc in docs])
+        except ItemFailed as e:
+            if not isinstance(e.error, QueryError):
+                raise e.error from None
+            err = query_error(e.error)
+            raise ApiError(
+                400, "item %d: %s" % (e.index, err.message), index=e.index, registered=[], **err.extra
+            ) from None
         tok = self.owners.reserve(request, len(docs))
         done: list[str] = []
+        many = getattr(self.live, "register_many", None)
         try:
-            for i, doc in enumerate(docs):
+            if many is not None:  # a cluster coordinator: the whole batch in few ZooKeeper writes
+                items = [(d["query"], d.get("name") or None, d.get("default_name") or None) for d in docs]
+                try:
+                    done += await run_in_threadpool(lambda: many(items, parsed=parsed))
+                except BatchFailed as e:
+                    done += e.registered
+                    self._batch_error(e.index, e.error, done)
+            for i, doc in enumerate(docs if many is None else ()):
                 try:
                     done.append(
                         await run_in_threadpool(
@@ -276,15 +242,8 @@ class Api:
                             )
                         )
                     )
-                except QueryConflict as e:
-                    raise ApiError(
-                        409, "item %d: %s" % (i, e.message), where="query name", index=i, registered=done
-                    ) from None
-                except QueryError as e:
-                    err = query_error(e)
-                    raise ApiError(
-                        400, "item %d: %s" % (i, err.message), index=i, registered=done, **err.extra
-                    ) from None
+                except (QueryConflict, QueryError) as e:
+                    self._batch_error(i, e, done)
         finally:
             self.owners.settle(tok, len(docs), done)
         step = self.live.engine.default_step
@@ -295,6 +254,20 @@ class Api:
             except UnknownQuery:
                 out.append({"name": name})
         return json_response({"queries": out}, 201)
+
+    @staticmethod
+    def _batch_error(i: int, e: Exception, done: list[str]) -> None:
+        """Raises the answer to item ``i`` of a batch failing with ``e`` after ``done``."""
+        if isinstance(e, QueryConflict):
+            raise ApiError(
+                409, "item %d: %s" % (i, e.message), where="query name", index=i, registered=done
+            ) from None
+        if isinstance(e, QueryError):
+            err = query_error(e)
+            raise ApiError(
+                400, "item %d: %s" % (i, err.message), index=i, registered=done, **err.extra
+            ) from None
+        raise e
 
     async def list_queries(self, request: Request) -> Response:
         step = self.live.engine.default_step

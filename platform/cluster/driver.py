@@ -36,11 +36,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
-from kazoo.recipe.watchers import DataWatch
+from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.handover import Handovers, Migration
@@ -205,7 +205,6 @@ class ClusterEngine:
         self._members: set[str] = set()
         self._departed: set[str] = set()
         self._targets: dict[str, Assignment | None] = {}
-        self._watches: list[DataWatch] = []
         self._stopped = False
         #: operator-level placement of the run (``placement="operators"``), else ``None``
         self.placement: dict[str, object] | None = None
@@ -229,9 +228,30 @@ class ClusterEngine:
             self._members = now
 
     def _watch_task(self, name: str) -> None:
-        def on_data(data: bytes | None, _stat: object) -> bool | None:
-            if self._stopped or name not in self.queries:
-                return False
+        """Follows the assignment of ``name``'s task (``_targets``), from an asynchronous read
+        with a watch that re-arms itself: thousands of queries added at once cost pipelined
+        requests, not a round trip each.  The watch ends once the query left the run."""
+        path = self.layout.task(task_id(name))
+
+        def live() -> bool:
+            return not self._stopped and name in self.queries
+
+        def watcher(_event: object) -> None:
+            if live():
+                arm()
+
+        def got(res: Any) -> None:
+            try:
+                data, _ = res.get()
+            except NoNodeError:  # not submitted yet, or withdrawn: woken when it exists
+                with self._lock:
+                    if live():
+                        self._targets[name] = None
+                self.client.exists_async(path, watch=watcher).rawlink(existed)
+                return
+            except KazooException as exc:
+                logger.warning("cannot read the assignment of %s: %s", name, exc)
+                return
             assignment = None
             if data is not None:
                 try:
@@ -239,10 +259,22 @@ class ClusterEngine:
                 except (ValueError, KeyError):
                     logger.warning("malformed assignment of %s", name)
             with self._lock:
-                self._targets[name] = assignment
-            return None
+                if live():
+                    self._targets[name] = assignment
 
-        self._watches.append(DataWatch(self.client, self.layout.task(task_id(name)), on_data))
+        def existed(res: Any) -> None:
+            try:
+                stat = res.get()
+            except KazooException:
+                return
+            if stat is not None and live():  # created between the read and the watch
+                arm()
+
+        def arm() -> None:
+            if live():
+                self.client.get_async(path, watch=watcher).rawlink(got)
+
+        arm()
 
     def _dead(self, cid: str) -> bool:
         with self._lock:
@@ -389,17 +421,25 @@ class ClusterEngine:
 
     def add_query(self, query: RemoteQuery) -> None:
         """Adds a query to the run (its streams must be in the run already)."""
-        name = query.name
-        self.queries[name] = query
-        self.reads[name] = frozenset(
-            self._stream_index[w.stream] for w in query.cq.windows if w.stream in self._stream_index
+        self.add_queries([query])
+
+    def add_queries(self, queries: Sequence[RemoteQuery]) -> None:
+        """Adds queries to the run (their streams must be in the run already): one new ``spec``."""
+        for query in queries:
+            name = query.name
+            self.queries[name] = query
+            self.reads[name] = frozenset(
+                self._stream_index[w.stream] for w in query.cq.windows if w.stream in self._stream_index
+            )
+            self._ready.setdefault(name, {})
+        self.spec = replace(
+            self.spec, queries={**self.spec.queries, **{task_id(q.name): q.name for q in queries}}
         )
-        self._ready.setdefault(name, {})
-        self.spec = replace(self.spec, queries={**self.spec.queries, task_id(name): name})
-        self._watch_task(name)
+        for query in queries:
+            self._watch_task(query.name)
 
     def remove_query(self, name: str) -> None:
-        """Removes a query from the run (its DataWatch ends at its next event)."""
+        """Removes a query from the run (its assignment watch ends at its next event)."""
         self.queries.pop(name, None)
         self.reads.pop(name, None)
         self._ready.pop(name, None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 from kazoo.client import KazooClient
@@ -81,7 +81,8 @@ class RemoteEngine:
         root: Cluster root inside the chroot.
         answer_timeout: Seconds to wait for a tick's answers.
         ready_timeout: Seconds a query's first report waits for a container to hold it.
-        on_state: Called with ``(name, state)`` when a query's state changes.
+        on_states: Called with ``{name: state}`` of the queries whose state changed (once per
+            registration batch, poll or tick: the coordinator writes them in few transactions).
         on_report: Called with ``(c, lines by query)`` after each tick (the result log).
         bind: Endpoint of the result socket.
         security: The coordinator's credential and CURVE keys (``None``: insecure).
@@ -99,7 +100,7 @@ class RemoteEngine:
         root: str = DEFAULT_ROOT,
         answer_timeout: float = 30.0,
         ready_timeout: float = 30.0,
-        on_state: Callable[[str, str], None] | None = None,
+        on_states: Callable[[dict[str, str]], None] | None = None,
         on_report: Callable[[int, dict[str, list[str]]], None] | None = None,
         bind: str = LOOPBACK_ANY,
         security: Security | None = None,
@@ -115,7 +116,7 @@ class RemoteEngine:
         self.root = root
         self.answer_timeout = answer_timeout
         self.ready_timeout = ready_timeout
-        self.on_state = on_state
+        self.on_states = on_states
         self.on_report = on_report
         self.bind = bind
         self.dictionary = MemoryDictionary()
@@ -126,6 +127,9 @@ class RemoteEngine:
         self.cluster: _LiveClusterEngine | None = None
         self._receiver: Receiver | None = None
         self._waited: set[str] = set()
+        #: registered since the last :meth:`flush`: in the live engine, not yet in ZooKeeper
+        self._unflushed: dict[str, RemoteQuery] = {}
+        self._changed: dict[str, str] = {}  # states not yet handed to on_states
 
     # ------------------------------------------------------------------ the run
 
@@ -185,56 +189,92 @@ class RemoteEngine:
         assert self.cluster is not None
         self.run_node.update(self.cluster.spec)
 
-    def _horizon(self, iri: str) -> int | None:
+    def _horizons(self, streams: Iterable[str]) -> dict[str, int | None]:
+        """Per stream, the history a query registered later may need: the largest range plus
+        step of the run's windows on it (``None`` when a count or NOW window reads it)."""
         assert self.cluster is not None
-        h = self.retention_ms
+        out: dict[str, int | None] = {iri: self.retention_ms for iri in streams}
         for q in self.cluster.queries.values():
             for w in q.cq.windows:
-                if w.stream != iri:
+                if w.stream not in out:
+                    continue
+                h = out[w.stream]
+                if h is None:
                     continue
                 if w.spec.kind != "time" or w.spec.range_ms is None:
-                    return None
-                h = max(h, w.spec.range_ms + w.spec.step_or(self.default_step))
-        return h
+                    out[w.stream] = None
+                else:
+                    out[w.stream] = max(h, w.spec.range_ms + w.spec.step_or(self.default_step))
+        return out
 
-    def _set_state(self, name: str, state: str) -> None:
+    def _set_state(self, name: str, state: str, *, written: bool = False) -> None:
         if self.states.get(name) == state:
             return
         self.states[name] = state
-        if self.on_state is not None:
-            self.on_state(name, state)
+        if not written:
+            self._changed[name] = state
+
+    def _report_states(self) -> None:
+        changed, self._changed = self._changed, {}
+        if changed and self.on_states is not None:
+            self.on_states(changed)
 
     # ------------------------------------------------------------------ engine interface
 
     def register(self, cq: ContinuousQuery) -> RemoteQuery:
-        """Adds ``cq`` to the run (opening it) and submits its task; placement is asynchronous."""
-        cluster = self._open_run()
+        """Adds ``cq`` to the run (opening it); placement is asynchronous.
+
+        What other processes must see (the run node naming the query, its task) is written
+        by :meth:`flush`, once for all the queries registered since the last one: the
+        coordinator calls it after a batch, and every other call of the worker flushes first.
+        """
+        cluster = self._open_run()  # ClusterBusy now, not at the flush
         steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
         rq = RemoteQuery(cq, steps)
-        streams = list(dict.fromkeys(w.stream for w in cq.windows))
-        for iri in streams:
+        for iri in dict.fromkeys(w.stream for w in cq.windows):
             cluster.add_stream(iri, self.retention_ms)
             self.buffers.setdefault(iri, _NoBuffer())
-        cluster.add_query(rq)
-        for iri in streams:
-            cluster.set_horizon(iri, self._horizon(iri))
-        self._publish()  # the run names the query before its task exists
-        self.table.submit(
-            TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=tuple(streams))
-        )
+        self._unflushed[cq.name] = rq
         cluster.failed.pop(cq.name, None)
         self._waited.discard(cq.name)
-        self._set_state(cq.name, "pending")
+        self._set_state(cq.name, "pending", written=True)  # the registry record says so already
         return rq
+
+    def flush(self) -> None:
+        """Publishes the queries registered since the last flush: the run node (once), their
+        tasks (few ZooKeeper transactions), their states."""
+        batch, self._unflushed = self._unflushed, {}
+        cluster = self.cluster
+        if batch and cluster is not None:
+            rqs = [rq for name, rq in batch.items() if self.states.get(name) is not None]
+            cluster.add_queries(rqs)
+            streams = dict.fromkeys(w.stream for rq in rqs for w in rq.cq.windows)
+            for iri, h in self._horizons(streams).items():
+                cluster.set_horizon(iri, h)
+            self._publish()  # the run names the queries before their tasks exist
+            self.table.submit_many(
+                [
+                    TaskSpec(
+                        task_id(rq.name),
+                        colocate_with=plan_key(rq.cq),
+                        stateful=True,
+                        streams=tuple(dict.fromkeys(w.stream for w in rq.cq.windows)),
+                    )
+                    for rq in rqs
+                ]
+            )
+        self._report_states()
 
     def unregister(self, name: str) -> None:
         """Withdraws the query's task and takes it out of the run (closing it after the last)."""
+        self.flush()
         cluster = self.cluster
         try:
             self.table.withdraw(task_id(name))
         except KazooException:
             logger.warning("cannot withdraw the task of %s", name, exc_info=True)
         self.states.pop(name, None)
+        self._changed.pop(name, None)
         if cluster is None:
             return
         cluster.remove_query(name)
@@ -255,11 +295,14 @@ class RemoteEngine:
 
     def ingest(self, stream: str, t: int, ids: np.ndarray) -> None:
         """Routes one element to the containers subscribed to ``stream``."""
+        if self._unflushed:
+            self.flush()
         if self.cluster is not None:
             self.cluster.ingest(stream, t, ids)
 
     def poll(self) -> None:
         """Reads the containers' messages, admits new ones, updates the queries' states."""
+        self.flush()
         cluster = self.cluster
         if cluster is None:
             return
@@ -267,12 +310,14 @@ class RemoteEngine:
         cluster._check_failures()
         cluster.admit()
         self._observe(cluster)
+        self._report_states()
 
     def _observe(self, cluster: _LiveClusterEngine) -> None:
+        failed = cluster.failed
         for name in cluster.queries:
-            if name in cluster.failed:
-                self._set_state(name, "failed: " + cluster.failed[name])
-            elif cluster.ready_on(name):
+            if name in failed:
+                self._set_state(name, "failed: " + failed[name])
+            elif self.states.get(name) != "running" and cluster.ready_on(name):
                 self._set_state(name, "running")
 
     def tick(self, c: int, names: Sequence[str]) -> dict[str, list[str]]:
@@ -281,6 +326,7 @@ class RemoteEngine:
         Waits (once per query, at most ``ready_timeout``) until a container holds each
         due query, so that a query's first report is not lost to its placement.
         """
+        self.flush()
         cluster = self.cluster
         out: dict[str, list[str]] = {n: [] for n in names}
         if cluster is None:
@@ -308,6 +354,7 @@ class RemoteEngine:
         live = [n for n in names if n not in cluster.failed and n in cluster.queries]
         out.update(cluster.tick(c, live))
         self._observe(cluster)
+        self._report_states()
         if self.on_report is not None:
             self.on_report(c, out)  # replicated before any subscriber sees it
         return out
@@ -322,6 +369,7 @@ class RemoteEngine:
 
     def close(self) -> None:
         """Ends the run (the containers drop it) and closes the sockets."""
+        self._unflushed.clear()
         self._close_run()
 
 

@@ -63,6 +63,7 @@ from typing import Any
 import httpx
 from kazoo.exceptions import KazooException, NoNodeError
 
+from linkstream.api.backend import BatchFailed
 from linkstream.cluster.driver import task_id
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
@@ -80,7 +81,7 @@ from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.coordinator import Coordinator
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
 from linkstream.scheduler.load import LoadReporter
-from linkstream.scheduler.registry import QueryExistsError, QueryNotFoundError, QueryRegistry
+from linkstream.scheduler.registry import QueryExistsError, QueryNotFoundError, QueryRecord, QueryRegistry
 from linkstream.scheduler.runs import RunNode
 from linkstream.scheduler.state import Policy
 from linkstream.scheduler.zkclient import lock_down
@@ -89,6 +90,10 @@ logger = logging.getLogger(__name__)
 
 #: the token id of the request being served (set by :class:`~linkstream.cluster.proxy.LeaderProxy`), for ``owner``
 OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("linkstream_owner", default=None)
+
+
+def _registration_order(rec: QueryRecord) -> tuple[int, int, str]:
+    return (rec.metadata.get("registered_at") or 0, rec.metadata.get("order") or 0, rec.id)
 
 
 class NotLeading(TimeoutError):
@@ -201,6 +206,9 @@ class ClusterService:
         self._started = False
         self._closed = False
         self._threads: list[threading.Thread] = []
+        self._states_lock = threading.Lock()
+        self._states_due: dict[str, str] = {}
+        self._states_wake = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -218,6 +226,7 @@ class ClusterService:
             (self._upkeep, "service-upkeep"),
             (self._follow, "service-follow"),
             (self._report_load, "service-load"),
+            (self._state_writer, "service-states"),
         )
         for target, name in threads:
             th = threading.Thread(target=target, name=name, daemon=True)
@@ -233,6 +242,7 @@ class ClusterService:
             return
         self._closed = True
         self._events.put(None)
+        self._states_wake.set()
         for th in self._threads:
             th.join(10)
         self.log.close()
@@ -387,7 +397,7 @@ class ClusterService:
             retention_ms=self.retention_ms,
             root=self.root,
             ready_timeout=self.ready_timeout,
-            on_state=self._write_state,
+            on_states=self._write_states,
             on_report=self._on_report,
             security=self.security,
             on_reject=None
@@ -404,29 +414,37 @@ class ClusterService:
         if latest is not None:  # report times go on from the log's: a result id names one line
             live.advance_to(latest)
         self._live, self._remote = live, remote
-        records = []
-        for qid in self.registry.list():
-            try:
-                rec = self.registry.get(qid)
-            except QueryNotFoundError:
-                continue
-            if rec.metadata.get("origin") == "api" and rec.metadata.get("name"):
-                records.append(rec)
-        records.sort(key=lambda r: (r.metadata.get("registered_at") or 0, r.id))
+        records = self._records()
+        ordered = sorted(records.values(), key=_registration_order)
         # Tasks nobody registered (a crashed replay driver's) would hold container slots.
-        keep = {r.id for r in records}
+        keep = {r.id for r in ordered}
         for task in AssignmentTable(self.client, self.root).all():
             if task not in keep and RunNode(self.client, self.root).get() is None:
                 AssignmentTable(self.client, self.root).withdraw(task)
-        for rec in records:
+        cqs, failed = [], {}
+        for rec in ordered:
             name = rec.metadata["name"]
             try:
-                live.register(rec.text, name)
+                with self._parse_lock:
+                    cq = parse_continuous(rec.text, default_name=name, base=self.base)
+                cqs.append(replace(cq, name=name))
             except QueryError as exc:
-                logger.error("%s: cannot re-load query %s: %s", self.identifier, name, exc)
-                self._write_state(name, f"failed: {exc}")
+                failed[name] = f"failed: {exc}"
+        while cqs:  # one call of the worker for all (a failure skips that query only)
+            done, failure = self._load(live, remote, cqs)
+            if failure is None:
+                break
+            k, error = failure
+            failed[cqs[k].name] = f"failed: {error}"
+            cqs = cqs[k + 1 :]
+        for name, state in failed.items():
+            logger.error("%s: cannot re-load query %s: %s", self.identifier, name, state)
+        if failed:
+            self._write_states(failed)
         self._ready.set()
-        logger.info("%s: leading; %d queries re-loaded from the registry", self.identifier, len(records))
+        logger.info(
+            "%s: leading; %d queries re-loaded from the registry", self.identifier, len(records) - len(failed)
+        )
 
     def _teardown(self) -> None:
         self._ready.clear()
@@ -441,11 +459,28 @@ class ClusterService:
             except Exception:
                 logger.warning("closing the live run failed", exc_info=True)
 
-    def _write_state(self, name: str, state: str) -> None:
-        try:
-            self.registry.update(task_id(name), metadata={"state": state})
-        except (QueryNotFoundError, KazooException):
-            pass
+    def _write_states(self, states: dict[str, str]) -> None:
+        """Queues query states for the registry (written by their own thread, coalesced: the
+        live engine's worker must not wait for ZooKeeper)."""
+        with self._states_lock:
+            self._states_due.update(states)
+        self._states_wake.set()
+
+    def _state_writer(self) -> None:
+        while not self._closed:
+            self._states_wake.wait(0.5)
+            self._states_wake.clear()
+            with self._states_lock:
+                due, self._states_due = self._states_due, {}
+            if not due:
+                continue
+            try:
+                self.registry.update_states({task_id(n): {"state": st} for n, st in due.items()})
+            except KazooException:
+                logger.warning("cannot write the states of %d queries", len(due), exc_info=True)
+                with self._states_lock:
+                    self._states_due = {**due, **self._states_due}
+                time.sleep(0.5)
 
     def _leader_live(self, wait: float = 10.0) -> LiveEngine:
         if not self._ready.wait(wait if self.coordinator.is_leader else 0.0):
@@ -484,40 +519,128 @@ class ClusterService:
 
     def register(self, text: str, name: str | None = None, *, default_name: str | None = None) -> str:
         """Writes the query to the registry, then registers it on the leader's live engine."""
-        live = self._leader_live()
-        for n in (name, default_name):
-            if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
-                raise QueryError("a query name must be 1-512 printable characters")
-        with self._parse_lock:
-            cq = parse_continuous(text, default_name=name or default_name or "", base=self.base)
-        if not cq.windows:
-            raise QueryError(
-                "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
-            )
-        qname = name or cq.name
-        meta = {
-            "origin": "api",
-            "dialect": cq.dialect,
-            "owner": OWNER.get(),
-            "registered_at": int(time.time() * 1000),
-            "state": "pending",
-        }
-        count = len(self.registry.list())
-        while True:
-            candidate = qname or "q%d" % (count + 1)
-            try:
-                self.registry.register(task_id(candidate), text, cq.dialect, {**meta, "name": candidate})
-                qname = candidate
-                break
-            except QueryExistsError:
-                if qname:
-                    raise QueryConflict("a query named %r is already registered" % qname) from None
-                count += 1
         try:
-            return live.register(text, qname)
+            return self.register_many([(text, name, default_name)])[0]
+        except BatchFailed as exc:
+            raise exc.error from None
+
+    def register_many(
+        self,
+        items: Sequence[tuple[str, str | None, str | None]],
+        *,
+        parsed: Sequence[ContinuousQuery] | None = None,
+    ) -> list[str]:
+        """Registers ``(text, name, default_name)`` queries in order; returns their names.
+
+        ``parsed``: the texts parsed already (with ``default_name=""``), as the API's
+        compile step does under its limits; else they are parsed here.
+
+        The batch costs a few ZooKeeper transactions, not a few round trips per query:
+        the registry records are created together, the leader's run node is rewritten
+        once and the tasks are submitted together (the scheduler places them in one pass).
+
+        Raises:
+            BatchFailed: Item ``index`` failed (its error in ``error``: a
+                :class:`~linkstream.query.errors.QueryError` or
+                :class:`~linkstream.engine.live.runtime.QueryConflict`); the queries
+                before it are registered (``registered``).
+            NotLeading: No leader serves (nothing registered).
+        """
+        live = self._leader_live()
+        remote = self._remote
+        now = int(time.time() * 1000)
+        owner = OWNER.get()
+        taken = set(self.registry.list())
+        count = len(taken)
+        rows: list[tuple[str, str, str, dict[str, Any]]] = []
+        names: list[str] = []
+        accepted: list[ContinuousQuery] = []
+        failure: tuple[int, Exception] | None = None
+        for i, (text, name, default_name) in enumerate(items):
+            try:
+                for n in (name, default_name):
+                    if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
+                        raise QueryError("a query name must be 1-512 printable characters")
+                if parsed is not None:
+                    cq = parsed[i]
+                else:
+                    with self._parse_lock:
+                        cq = parse_continuous(text, default_name="", base=self.base)
+                if not cq.windows:
+                    raise QueryError(
+                        "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
+                    )
+                qname = name or cq.name or default_name
+                if qname and task_id(qname) in taken:
+                    raise QueryConflict("a query named %r is already registered" % qname)
+                while not qname:
+                    count += 1
+                    qname = "q%d" % count if task_id("q%d" % count) not in taken else ""
+            except (QueryError, QueryConflict) as exc:
+                failure = (i, exc)
+                break
+            taken.add(task_id(qname))
+            meta = {
+                "origin": "api",
+                "dialect": cq.dialect,
+                "owner": owner,
+                "registered_at": now,
+                "order": len(rows),  # within the batch (one registered_at)
+                "state": "pending",
+                "name": qname,
+            }
+            rows.append((task_id(qname), text, cq.dialect, meta))
+            names.append(qname)
+            accepted.append(cq)
+        try:
+            stored = self.registry.register_many(rows)
+        except QueryExistsError as exc:  # registered by another coordinator meanwhile
+            stored = next(k for k, r in enumerate(rows) if r[0] == exc.args[0])
+            failure = (stored, QueryConflict("a query named %r is already registered" % names[stored]))
+        cqs = [replace(cq, name=n) for cq, n in zip(accepted, names, strict=True)][:stored]
+        try:
+            done, late = self._load(live, remote, cqs)
         except BaseException:
-            self.registry.unregister(task_id(qname))
+            kept = set(live.query_names())
+            for (qid, *_), n in zip(rows[:stored], names, strict=False):
+                if n not in kept:
+                    self.registry.unregister(qid)
             raise
+        if late is not None:
+            failure = late
+            for qid, *_ in rows[late[0] : stored]:
+                self.registry.unregister(qid)
+        if failure is not None:
+            raise BatchFailed(failure[0], done, failure[1])
+        return done
+
+    @staticmethod
+    def _load(
+        live: LiveEngine, remote: RemoteEngine | None, cqs: Sequence[ContinuousQuery]
+    ) -> tuple[list[str], tuple[int, Exception] | None]:
+        """Registers parsed queries on the leader's live engine in one call of its worker (a
+        call per query would cost a thread hand-over each), then publishes them once
+        (:meth:`RemoteEngine.flush`).  Returns the names registered and the first failure."""
+
+        def apply() -> tuple[list[str], tuple[int, Exception] | None]:
+            done: list[str] = []
+            failed = None
+            try:
+                for k, cq in enumerate(cqs):
+                    try:
+                        done.append(live._do_register(cq))
+                    except (QueryError, QueryConflict) as exc:
+                        failed = (k, exc)
+                        break
+            finally:
+                if remote is not None:
+                    remote.flush()
+            return done, failed
+
+        result: tuple[list[str], tuple[int, Exception] | None] = live.call(
+            apply, timeout=max(60.0, 0.01 * len(cqs))
+        )
+        return result
 
     def unregister(self, name: str) -> None:
         """Removes the query from the registry and from the run."""
@@ -530,14 +653,11 @@ class ClusterService:
                 raise
         self.log.append(self.log.max_t or 0, {}, ended=[name])  # its subscriptions end everywhere
 
-    def _records(self) -> dict[str, Any]:
+    def _records(self) -> dict[str, QueryRecord]:
+        """The registry's API queries by name (read pipelined)."""
         out = {}
-        for qid in self.registry.list():
-            try:
-                rec = self.registry.get(qid)
-            except QueryNotFoundError:
-                continue
-            if rec.metadata.get("origin") == "api" and rec.metadata.get("name"):
+        for rec in self.registry.get_many(self.registry.list()):
+            if rec is not None and rec.metadata.get("origin") == "api" and rec.metadata.get("name"):
                 out[rec.metadata["name"]] = rec
         return out
 
@@ -547,9 +667,8 @@ class ClusterService:
         names = live.query_names() if live is not None else []
         recs = self._records()
         seen = set(names)
-        extra = sorted(
-            (n for n in recs if n not in seen), key=lambda n: recs[n].metadata.get("registered_at") or 0
-        )
+        extra = [r.metadata["name"] for r in sorted(recs.values(), key=_registration_order)]
+        extra = [n for n in extra if n not in seen]
         return names + extra
 
     def view(self, name: str) -> QueryView:

@@ -20,6 +20,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 from kazoo.recipe.watchers import ChildrenWatch
 
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode, encode
+from linkstream.scheduler.registry import chunks
 from linkstream.scheduler.state import TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -100,15 +101,24 @@ class AssignmentTable:
             return None
         return Assignment.from_json(decode(data))
 
+    def get_many(self, task_ids: list[str]) -> list[Assignment | None]:
+        """The assignments of ``task_ids`` (``None`` for a task not submitted), read pipelined."""
+        reads = [self.client.get_async(self.layout.task(t)) for t in task_ids]
+        out: list[Assignment | None] = []
+        for res in reads:
+            try:
+                data, _ = res.get()
+            except NoNodeError:
+                out.append(None)
+                continue
+            out.append(Assignment.from_json(decode(data)))
+        return out
+
     def all(self) -> dict[str, Assignment]:
         """Every submitted task, by id (sorted)."""
         self._ensure(self.layout.tasks)
-        result: dict[str, Assignment] = {}
-        for task_id in sorted(self.client.get_children(self.layout.tasks)):
-            assignment = self.get(task_id)
-            if assignment is not None:
-                result[task_id] = assignment
-        return result
+        ids = sorted(self.client.get_children(self.layout.tasks))
+        return {t: a for t, a in zip(ids, self.get_many(ids), strict=True) if a is not None}
 
     def of_container(self, container_id: str) -> dict[str, Assignment]:
         """The tasks indexed under ``container_id`` (sorted)."""
@@ -120,10 +130,12 @@ class AssignmentTable:
         return self._read_index(container_id, names)
 
     def _read_index(self, container_id: str, names: list[str]) -> dict[str, Assignment]:
+        ids = sorted(names)
+        reads = [self.client.get_async(self.layout.assignment(container_id, t)) for t in ids]  # pipelined
         result: dict[str, Assignment] = {}
-        for task_id in sorted(names):
+        for task_id, res in zip(ids, reads, strict=True):
             try:
-                data, _ = self.client.get(self.layout.assignment(container_id, task_id))
+                data, _ = res.get()
             except NoNodeError:
                 continue
             result[task_id] = Assignment.from_json(decode(data))
@@ -155,6 +167,20 @@ class AssignmentTable:
             except BadVersionError:
                 continue
         raise TransactionFailed(f"submit {spec.id}", ["too much contention"])
+
+    def submit_many(self, specs: list[TaskSpec]) -> None:
+        """Adds many new tasks (pending) in few ZooKeeper transactions; a task that exists
+        already is updated on its own, as :meth:`submit` does."""
+        self._ensure(self.layout.tasks)
+        by_path = {self.layout.task(spec.id): spec for spec in specs}
+        payloads = [(path, encode(Assignment(spec).to_json())) for path, spec in by_path.items()]
+        for group in chunks(payloads):
+            tx = self.client.transaction()
+            for path, data in group:
+                tx.create(path, data)
+            if _failed(tx.commit()):
+                for path, _ in group:
+                    self.submit(by_path[path])
 
     def withdraw(self, task_id: str) -> bool:
         """Removes a task with its index entry and migration marker.
@@ -226,6 +252,41 @@ class AssignmentTable:
             if not any(isinstance(r, BadVersionError) for r in results):
                 raise TransactionFailed(f"set owner of {task_id} to {container}", results)
         raise TransactionFailed(f"set owner of {task_id}", ["too much contention"])
+
+    def set_owners(self, owners: dict[str, str]) -> None:
+        """Assigns many pending tasks (no hand-over) in few transactions: pipelined reads,
+        then one transaction per group guarded by the versions read.  A task that changed
+        meanwhile (or a group that failed) goes through :meth:`set_owner` one by one."""
+        for container in set(owners.values()):
+            self._ensure(self.layout.assignments(container))
+        reads = [(t, self.client.get_async(self.layout.task(t))) for t in owners]
+        ops: list[tuple[str, bytes]] = []
+        plan: dict[str, tuple[str, int, Assignment]] = {}
+        slow: list[str] = []
+        for t, res in reads:
+            try:
+                data, stat = res.get()
+            except NoNodeError:
+                continue
+            current = Assignment.from_json(decode(data))
+            if current.container == owners[t] and current.migrating_from is None:
+                continue
+            if current.container is not None or current.migrating_from is not None:
+                slow.append(t)
+                continue
+            updated = Assignment(current.task, owners[t], None)
+            ops.append((t, encode(updated.to_json())))
+            plan[t] = (owners[t], stat.version, updated)
+        for group in chunks(ops, 128 * 1024):
+            tx = self.client.transaction()
+            for t, payload in group:
+                container, version, _ = plan[t]
+                tx.set_data(self.layout.task(t), payload, version=version)
+                tx.create(self.layout.assignment(container, t), payload)
+            if _failed(tx.commit()):
+                slow += [t for t, _ in group]
+        for t in slow:
+            self.set_owner(t, owners[t])
 
     def complete_migration(self, task_id: str) -> bool:
         """Acknowledges a stateful hand-over (called by the new owner once restored).

@@ -263,10 +263,8 @@ class Coordinator:
     def _task_events(self, task_ids: list[str]) -> list[Event]:
         events: list[Event] = []
         current = set(task_ids)
-        for task_id in task_ids:
-            if task_id in self._tasks:
-                continue
-            assignment = self.table.get(task_id)
+        new = [task_id for task_id in task_ids if task_id not in self._tasks]
+        for assignment in self.table.get_many(new):  # pipelined reads: many tasks come at once
             if assignment is not None:
                 events.append(TaskAdded(assignment.task, assignment.container, assignment.migrating_from))
         events += [TaskRemoved(task_id) for task_id in sorted(self._tasks - current)]
@@ -288,11 +286,23 @@ class Coordinator:
     def _apply(self, events: list[Event]) -> None:
         core = self._core
         assert core is not None
+        assigns: dict[str, str] = {}  # placements of new tasks: written together (few transactions)
         for event in events:
             for action in core.handle(event):
+                if isinstance(action, Assign):
+                    assigns[action.task] = action.container
+                    continue
+                if assigns:
+                    self.table.set_owners(assigns)
+                    assigns = {}
                 self._execute(action)
             if isinstance(event, ContainerLeft):
+                if assigns:
+                    self.table.set_owners(assigns)
+                    assigns = {}
                 self.table.forget_container(event.container)
+        if assigns:
+            self.table.set_owners(assigns)
         self._observe(core)
 
     def _observe(self, core: SchedulerCore) -> None:
