@@ -146,7 +146,7 @@ def open_dictionary(uri: str = "memory:") -> Dictionary:
     """Open the dictionary named by ``uri`` (``memory:``, ``lmdb:PATH``, ``hbase://h:p/table``)."""
     scheme = uri.split(":", 1)[0].lower()
     if scheme not in _BACKENDS:
-        _load_optional_backends()
+        _load_optional_backends(scheme)
     try:
         factory = _BACKENDS[scheme]
     except KeyError:
@@ -155,11 +155,20 @@ def open_dictionary(uri: str = "memory:") -> Dictionary:
     return factory(uri)
 
 
-def _load_optional_backends() -> None:
-    # Backends living in their own modules register themselves on import.
+#: the module of each optional backend (it registers itself on import)
+_BACKEND_MODULES = {"lmdb": "linkstream.rdf.lmdb_dictionary", "hbase": "linkstream.rdf.hbase_dictionary"}
+
+
+def _load_optional_backends(scheme: str | None = None) -> None:
+    """Imports the module of ``scheme`` (every optional backend without one).
+
+    Only the backend asked for: opening an LMDB dictionary does not import the HBase
+    client (a tenth of a second of a ``linkstream sparql`` call).
+    """
     import importlib
 
-    for mod in ("linkstream.rdf.lmdb_dictionary", "linkstream.rdf.hbase_dictionary"):
+    mods = [_BACKEND_MODULES[scheme]] if scheme in _BACKEND_MODULES else list(_BACKEND_MODULES.values())
+    for mod in mods:
         try:
             importlib.import_module(mod)
         except ImportError:

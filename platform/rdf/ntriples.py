@@ -27,6 +27,7 @@ not cover (escaped IRIs, triple terms, errors) goes to a small recursive-descent
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 
@@ -66,7 +67,6 @@ _UCS = (
     "\U000d0000-\U000dfffd\U000e1000-\U000efffd"
 )
 _PRIVATE = "\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd"
-_UNRES = "A-Za-z0-9\\-._~" + _UCS
 _SUB = "!$&'()*+,;="
 _PCT = "%[0-9A-Fa-f]{2}"
 
@@ -76,17 +76,25 @@ def _run(chars: str) -> str:
     return f"[{chars}]*(?:{_PCT}[{chars}]*)*"
 
 
-_SEG = _run(_UNRES + _SUB + ":@")
-_SEG_NZ = f"(?:[{_UNRES + _SUB}:@]|{_PCT})" + _SEG
-_IRI_RE = re.compile(
-    "[A-Za-z][A-Za-z0-9+\\-.]*:"
-    "(?:"
-    f"//(?:{_run(_UNRES + _SUB + ':')}@)?(?:\\[(?P<ip>[^\\]]*)\\]|{_run(_UNRES + _SUB)})(?::[0-9]*)?(?:/{_SEG})*"
-    f"|/?(?:{_SEG_NZ}(?:/{_SEG})*)?"
-    ")"
-    f"(?:\\?{_run(_UNRES + _SUB + ':@/?' + _PRIVATE)})?"
-    f"(?:#{_run(_UNRES + _SUB + ':@/?')})?"
-)
+def _iri_pattern(ucs: str, private: str) -> str:
+    unres = "A-Za-z0-9\\-._~" + ucs
+    seg = _run(unres + _SUB + ":@")
+    seg_nz = f"(?:[{unres + _SUB}:@]|{_PCT})" + seg
+    return (
+        "[A-Za-z][A-Za-z0-9+\\-.]*:"
+        "(?:"
+        f"//(?:{_run(unres + _SUB + ':')}@)?(?:\\[(?P<ip>[^\\]]*)\\]|{_run(unres + _SUB)})(?::[0-9]*)?(?:/{seg})*"
+        f"|/?(?:{seg_nz}(?:/{seg})*)?"
+        ")"
+        f"(?:\\?{_run(unres + _SUB + ':@/?' + private)})?"
+        f"(?:#{_run(unres + _SUB + ':@/?')})?"
+    )
+
+
+_IRI = _iri_pattern(_UCS, _PRIVATE)
+#: the same grammar without its non-ASCII ranges: the same verdict on an ASCII IRI, and
+#: cheap to compile (the Unicode ranges take most of a command's start-up otherwise)
+_IRI_ASCII = _iri_pattern("", "")
 _IPVFUTURE_RE = re.compile(f"[vV][0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~{_SUB}:]+")
 _IRI_ESC_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.?))")
 _IRIREF_BAD = re.compile('[<>"{}|^`\\\\\x00-\x20]')
@@ -97,7 +105,7 @@ _GRANDFATHERED = (
     "i-tay|i-tsu|sgn-be-fr|sgn-be-nl|sgn-ch-de|art-lojban|cel-gaulish|no-bok|no-nyn|zh-guoyu|"
     "zh-hakka|zh-min|zh-min-nan|zh-xiang"
 )
-_LANGTAG_RE = re.compile(
+_LANGTAG = (
     "(?:(?:[a-z]{2,3}(?:-[a-z]{3}){0,3}|[a-z]{4}|[a-z]{5,8})"
     "(?:-[a-z]{4})?"
     "(?:-(?:[a-z]{2}|[0-9]{3}))?"
@@ -115,7 +123,7 @@ _FAST_IRI = '<[^<>"{}|^`\\\\\x00-\x20\ud800-\udfff]*>'
 _W = "[ \t]*"
 
 # s p o [g] . [# comment] -- the shapes that occur in practice, IRIs without escapes
-_FAST_RE = re.compile(
+_FAST = (
     f"{_W}(?:({_FAST_IRI})|_:({_LABEL})){_W}({_FAST_IRI}){_W}"
     f'(?:({_FAST_IRI})|_:({_LABEL})|("({_LEX})"(?:{_W}@({_LANGTOK})|{_W}\\^\\^{_W}({_FAST_IRI}))?))'
     f"{_W}(?:({_FAST_IRI})|_:({_LABEL}))?{_W}\\.{_W}(?:#.*)?"
@@ -129,13 +137,42 @@ _LITTOK_RE = re.compile(f'"({_LEX})"(?:@({_LANGTOK})|\\^\\^({_FAST_IRI}))?')
 _IRITOK_RE = re.compile(
     '<((?:[^<>"{}|^`\\\\\x00-\x20\ud800-\udfff]|\\\\u[0-9A-Fa-f]{4}|\\\\U[0-9A-Fa-f]{8})*)>'
 )
-_LABEL_RE = re.compile(_LABEL)
 _LIT_RE = re.compile(f'"({_LEX})"')
 _LANG_RE = re.compile(f"@({_LANGTOK})")
 _DT_RE = re.compile(f"\\^\\^{_W}")
 _TAIL_RE = re.compile(f"{_W}(?:#.*)?")
 _ECHAR = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 _STR_ESC_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.?))")
+
+
+class _Patterns:
+    """The expressions with Unicode ranges, each compiled on first use (together ~170 ms
+    of start-up otherwise, for a ``linkstream`` command that never parses a statement)."""
+
+    @functools.cached_property
+    def iri(self) -> re.Pattern[str]:
+        return re.compile(_IRI)
+
+    @functools.cached_property
+    def iri_ascii(self) -> re.Pattern[str]:
+        return re.compile(_IRI_ASCII)
+
+    @functools.cached_property
+    def fast(self) -> re.Pattern[str]:
+        return re.compile(_FAST)
+
+    @functools.cached_property
+    def label(self) -> re.Pattern[str]:
+        return re.compile(_LABEL)
+
+    @functools.cached_property
+    def langtag(self) -> re.Pattern[str]:
+        return re.compile(_LANGTAG)
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    return _Patterns()
 
 
 # ------------------------------------------------------------------ term checks
@@ -153,7 +190,8 @@ def iri_error(iri: str) -> str | None:
     bad = _IRIREF_BAD.search(iri)
     if bad:
         return f"invalid IRI code point {bad.group()!r}"
-    m = _IRI_RE.fullmatch(iri)
+    pats = _patterns()
+    m = (pats.iri_ascii if iri.isascii() else pats.iri).fullmatch(iri)
     if m is None:
         if ":" not in iri or not re.match("[A-Za-z][A-Za-z0-9+\\-.]*:", iri):
             return f"no scheme in IRI <{iri}> (IRIs must be absolute)"
@@ -210,7 +248,7 @@ def _check_lang(tok: str) -> str:
     if sep and direction not in ("ltr", "rtl"):
         raise NTriplesError(f"the allowed base directions are --ltr and --rtl, found --{direction}")
     low = tag.lower()
-    if not _LANGTAG_RE.fullmatch(low):
+    if not _patterns().langtag.fullmatch(low):
         raise NTriplesError(f"invalid language tag {tag!r}")
     return low + sep + direction
 
@@ -232,6 +270,7 @@ class LineParser:
         self._iris: dict[str, str] = {}  # "<iri>" token -> canonical term (itself)
         self._lits: dict[str, str] = {}  # literal token -> canonical term
         self._langs: dict[str, str] = {}
+        self._re = _patterns()
 
     # -- public API
 
@@ -283,7 +322,7 @@ class LineParser:
             q = self._split_statement(parts)
             if q is not None:
                 return q
-        m = _FAST_RE.fullmatch(s)
+        m = self._re.fast.fullmatch(s)
         if m is None:
             return self._slow(s)
         si, sb, p, oi, ob, ol, lex, lang, dt, gi, gb = m.groups()
@@ -341,7 +380,7 @@ class LineParser:
             if _FAST_IRI_TOKEN_RE.fullmatch(tok):
                 return self._iri_token(tok)
         elif c == "_":
-            if tok[1:2] == ":" and _LABEL_RE.fullmatch(tok, 2):
+            if tok[1:2] == ":" and self._re.label.fullmatch(tok, 2):
                 return "_:" + self.bnode_prefix + tok[2:]
         elif c == '"' and literal_ok:
             m = _LITTOK_RE.fullmatch(tok)
@@ -437,7 +476,7 @@ class LineParser:
         if c == "_" and s.startswith("_:", pos):
             if role == "predicate":
                 raise NTriplesError("the predicate must be an IRI, not a blank node")
-            m = _LABEL_RE.match(s, pos + 2)
+            m = self._re.label.match(s, pos + 2)
             if m is None:
                 raise NTriplesError(f"empty or invalid blank node label at column {pos + 1}")
             return "_:" + self.bnode_prefix + m.group(), m.end()
@@ -497,8 +536,7 @@ class LineParser:
         return f"invalid character {what} in IRI <{body}>"
 
 
-_DEFAULT = LineParser()
-_PARSERS: dict[str, LineParser] = {"": _DEFAULT}
+_PARSERS: dict[str, LineParser] = {}  # the "" parser is created on first use, then kept
 
 
 def parser_for(bnode_prefix: str = "") -> LineParser:
@@ -506,8 +544,10 @@ def parser_for(bnode_prefix: str = "") -> LineParser:
     p = _PARSERS.get(bnode_prefix)
     if p is None:
         if len(_PARSERS) > 64:
+            default = _PARSERS.get("")
             _PARSERS.clear()
-            _PARSERS[""] = _DEFAULT
+            if default is not None:
+                _PARSERS[""] = default
         p = _PARSERS[bnode_prefix] = LineParser(bnode_prefix)
     return p
 

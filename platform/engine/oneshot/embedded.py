@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rdflib import URIRef
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from linkstream.engine.embedded import Engine
 from linkstream.engine.output import QueryOutput, order_rows
 from linkstream.engine.planner import Dataset, Planner
 from linkstream.operators.batch import Batch, consolidate
@@ -34,6 +33,9 @@ from linkstream.operators.graph import GraphOperator
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.query.errors import QueryError
 from linkstream.rdf.terms import IRI, XSD_STRING, BNode, parse_term
+
+if TYPE_CHECKING:  # the continuous engine is not needed to answer over a store
+    from linkstream.engine.embedded import Engine
 
 _NO_LIMIT = 1 << 62  # a LIMIT that keeps every row, so that the planner keeps ORDER BY
 

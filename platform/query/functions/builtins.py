@@ -10,6 +10,7 @@ positions must be integers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -88,12 +89,20 @@ _PN_BASE = (
     "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u02ff\u0370-\u037d\u037f-\u1fff\u200c-\u200d"
     "\u2070-\u218f\u2c00-\u2fef\u3001-\ud7ff\uf900-\ufdcf\ufdf0-\ufffd\U00010000-\U000effff"
 )
-#: Labels oxigraph accepts for BNODE(str) ...
-_BNODE_LABEL = re.compile("[0-9_:" + _PN_BASE + "][-.0-9_:\u00b7\u0300-\u036f\u203f-\u2040" + _PN_BASE + "]*")
-#: ... and those of them our N-Triples form (linkstream.rdf.terms.parse_term) can hold.
-_NT_LABEL = re.compile(
-    "[A-Za-z0-9_\u00c0-\uffff](?:[A-Za-z0-9_.\\-\u00b7\u00c0-\uffff]*[A-Za-z0-9_\\-\u00b7\u00c0-\uffff])?"
-)
+
+
+@functools.cache
+def _label_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Labels oxigraph accepts for BNODE(str), and those of them our N-Triples form
+    (linkstream.rdf.terms.parse_term) can hold; compiled on first use (their Unicode
+    ranges cost ~40 ms of every command's start-up otherwise)."""
+    bnode = re.compile("[0-9_:" + _PN_BASE + "][-.0-9_:\u00b7\u0300-\u036f\u203f-\u2040" + _PN_BASE + "]*")
+    nt = re.compile(
+        "[A-Za-z0-9_\u00c0-\uffff](?:[A-Za-z0-9_.\\-\u00b7\u00c0-\uffff]*[A-Za-z0-9_\\-\u00b7\u00c0-\uffff])?"
+    )
+    return bnode, nt
+
+
 _BNODE_PREFIX = "f" + uuid.uuid4().hex[:12] + "b"
 _bnode_counter = itertools.count()
 
@@ -185,9 +194,10 @@ def _bnode(a: Args) -> Term:
         return BNode(a[1].value + "x" + _simple(a[0]).encode("utf-8").hex())
     # oxigraph: BNODE(str) is the blank node labelled str.
     label = _simple(a[0])
-    if not _BNODE_LABEL.fullmatch(label) or label.endswith("."):
+    bnode_label, nt_label = _label_patterns()
+    if not bnode_label.fullmatch(label) or label.endswith("."):
         raise ExprError("invalid blank node label")
-    if not _NT_LABEL.fullmatch(label):
+    if not nt_label.fullmatch(label):
         # A label with ':' or a non-BMP character: valid for oxigraph, not in N-Triples.
         label = "x" + label.encode("utf-8").hex()
     return BNode(label)
