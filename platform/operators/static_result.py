@@ -149,7 +149,8 @@ class StaticResults:
             arr = np.ascontiguousarray(self.triples(graphs), dtype="<i8")
             h = hashlib.blake2b(digest_size=20)
             h.update(str(arr.shape).encode())
-            h.update(arr.data.cast("B"))  # ``memoryview(arr)`` (numpy types buffers only on 3.12+)
+            if arr.size:  # (an empty view cannot be cast; its shape, hashed above, says it all)
+                h.update(arr.data.cast("B"))  # ``memoryview(arr)`` (numpy types buffers only on 3.12+)
             fp = self._fps[graphs] = h.hexdigest()
         return fp
 
