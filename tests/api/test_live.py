@@ -165,7 +165,7 @@ def test_body_formats_and_errors() -> None:
     [el] = parse_body(b"<urn:a> <urn:p> <urn:b> <urn:g> .\n", "application/n-quads", bnode_prefix="", base=EX)
     assert el.triples == [("<urn:a>", "<urn:p>", "<urn:b>")]
     [el] = parse_body(b"<a> <p> 1.50 .", "text/turtle", bnode_prefix="", base=EX)
-    assert el.triples == [(f"<{EX}a>", f"<{EX}p>", '"1.5"^^<http://www.w3.org/2001/XMLSchema#decimal>')]
+    assert el.triples == [(f"<{EX}a>", f"<{EX}p>", '"1.50"^^<http://www.w3.org/2001/XMLSchema#decimal>')]
     with pytest.raises(BodyError) as ei:
         parse_body(
             b"<urn:a> <urn:p> <urn:b> .\n<urn:a> <p> <urn:b> .\n<urn:a> <urn:p> .\n",
