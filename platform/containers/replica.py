@@ -49,7 +49,7 @@ from linkstream.operators.state import QueryState, StateError, restore_query, sn
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.rdf.static import load_graph
 from linkstream.scheduler.runs import RunSpec
-from linkstream.store.remote import RemoteStore
+from linkstream.store.remote import RemoteStore, RemoteStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -315,7 +315,10 @@ class RunReplica:
                     cqs.append(parse_continuous(texts[name], default_name=name, base=self.spec.base))
                 except Exception:  # noqa: BLE001 - reported when the query is really registered
                     continue
-            self._read_static(cqs)
+            try:
+                self._read_static(cqs)
+            except RemoteStoreError as exc:  # each query's registration says it again
+                logger.error("cannot read the run's static triples from the store nodes: %s", exc)
         for name in sorted(texts):
             self.reads(name, texts[name])
             try:

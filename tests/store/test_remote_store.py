@@ -20,6 +20,7 @@ import pytest
 from kazoo.exceptions import NoAuthError
 
 from linkstream.cli import main as cli_main
+from linkstream.containers.replica import RunReplica
 from linkstream.engine.oneshot.store import run_sparql
 from linkstream.scheduler.zkclient import ZkAuth, connect
 from linkstream.store import PersistentStore
@@ -27,7 +28,7 @@ from linkstream.store.node import NODES
 from linkstream.store.remote import RemoteStore, RemoteStoreError, advertisements_from
 from tests.result_compare import differences, load
 from tests.shared_paths import SLICE
-from tests.store.remote_fixtures import MANIFEST, StoreNodeProcess, build_store, replay_replica
+from tests.store.remote_fixtures import MANIFEST, StoreNodeProcess, build_store, replay_replica, slice_run
 
 pytestmark = [pytest.mark.zookeeper]
 
@@ -197,9 +198,11 @@ def test_an_unreplicated_partition_of_a_dead_node_is_a_clear_error(store_dir: Pa
     a = StoreNodeProcess(store_dir, zk, "--partitions", "0-1")
     b = StoreNodeProcess(store_dir, zk, "--partitions", "2-3")
     try:
-        remote = RemoteStore(client=client, root=ROOT, prefer="tcp", cache_bytes=64 << 10)
-        remote.wait_nodes(2)
         local = PersistentStore.open(store_dir)
+        remote = RemoteStore(
+            client=client, root=ROOT, prefer="tcp", cache_bytes=64 << 10, dictionary=local.dictionary
+        )
+        remote.wait_nodes(2)
         try:
             snap = remote.snapshot()
             assert np.array_equal(_norm(snap.triples(None)), _norm(local.snapshot().triples(None)))
@@ -209,6 +212,15 @@ def test_an_unreplicated_partition_of_a_dead_node_is_a_clear_error(store_dir: Pa
                 RemoteStoreError, match=r"partition [01] of graph folder g\d: no live store node holds it"
             ):
                 snap.triples(None)
+            # a container planning queries then: preplan logs, registering says it
+            spec, texts, _ = slice_run("cqels")
+            rep = RunReplica(spec, remote=remote)
+            try:
+                assert rep.preplan(texts) == 0
+                with pytest.raises(RemoteStoreError, match="no live store node holds it"):
+                    rep.register("cqels-Q1", texts["cqels-Q1"])
+            finally:
+                rep.close()
         finally:
             local.close()
             remote.close()
