@@ -16,7 +16,13 @@ The summary gives recovery p50 / p99 and the replay time with a kill relative to
 replay without one on the same cluster (measured first, the peer of this run).
 
     python bench/cluster_kills.py [--kills 20] [--seed 1] [--max-reports 60] [--elements 120]
-                                  [--session-timeout 2]
+                                  [--session-timeout 2] [--live]
+
+``--live`` does the same to the live service instead (``linkstream run --zk``: one
+coordinator, three containers): each round registers the queries of ``tests/api``'s
+CityBench slice under fresh names on the cluster and on an embedded server, pushes the
+slice over HTTP (shifted in time per round) to both while a random container holding a
+query is killed at a random element, and compares the JSON Lines results read back.
 
 Needs the shared CityBench corpus (``../shared`` or ``LINKSTREAM_SHARED``) and a ZooKeeper
 install (``infra/zookeeper.sh``).  Raw figures go to ``bench/results/cluster_kills.json``.
@@ -193,6 +199,128 @@ def compare(expected: Path, got: Path) -> tuple[int, int]:
     return sum((want - have).values()), sum((have - want).values())
 
 
+def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[list[dict], dict]:
+    """The ``--live`` loop: ``a.kills`` rounds of pushes, each with one container killed."""
+    sys.path.insert(0, str(REPO))
+    from linkstream.api.app import create_app
+    from linkstream.api.client import Client
+    from linkstream.api.server import BackgroundServer, build_live
+    from linkstream.cluster.driver import task_id
+    from linkstream.scheduler.assignment import AssignmentTable
+    from tests.api.corpus import REPO_GRAPH, build_corpus
+
+    corpus = build_corpus(shared_dir(), tmp)
+    if corpus is None:
+        raise SystemExit("no CityBench data")
+    names = ["cqels-Q1", "rspql-avg-congestion", "csparql-Q1"]
+    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in names}
+    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    t0 = min(el.t for el in corpus.elements)
+    shift = ((corpus.last_report(1000) - t0) // 60_000 + 2) * 60_000
+    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
+    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    cluster = LocalCluster(tmp / "live", session_timeout=a.session_timeout, capacity=16)
+    runs: list[dict] = []
+    try:
+        cluster.start(0, coordinators=0)
+        cluster.start_coordinator(["--idle-ms", "0", *statics])
+        cluster.add_containers(3)
+        (_cid, url), *_ = cluster.api_urls(timeout=60).items()
+        cl, emb = Client(url, timeout=60.0), Client(embedded.url)
+        deadline = time.monotonic() + 60
+        while cl.status().get("role") != "leader":
+            if time.monotonic() > deadline:
+                raise SystemExit("the coordinator does not lead")
+            time.sleep(0.2)
+        print(f"{'kill':>4} {'victim':>6} {'at':>4} {'lost':>5} {'dup':>4} {'lines':>6} {'round s':>7}")
+        previous: list[str] = []
+        for r in range(a.kills):
+            live_now = cluster.names("container")
+            if len(live_now) < 3:
+                cluster.add_containers(3 - len(live_now))
+            qs = {f"{q}-r{r}": texts[q] for q in names}
+            for q, text in qs.items():
+                cl.register(text, q)
+                emb.register(text, q)
+            until = corpus.last_report(1000) + r * shift
+            got: dict[str, list[str]] = {}
+
+            def read(
+                client: Client, q: str, key: str, until: int = until, got: dict[str, list[str]] = got
+            ) -> None:
+                got[key] = [json.dumps(x, sort_keys=True) for x in client.results(q, until=until, timeout=60)]
+
+            readers = [
+                threading.Thread(target=read, args=(c, q, f"{k}/{q}"), daemon=True)
+                for q in qs
+                for k, c in (("cl", cl), ("emb", emb))
+            ]
+            for th in readers:
+                th.start()
+            while not all(
+                v["subscribers"] >= 1 for v in [cl.query(q) for q in qs] + [emb.query(q) for q in qs]
+            ):
+                time.sleep(0.05)
+            client = cluster.client()
+            try:
+                held = {
+                    a_.container
+                    for t, a_ in AssignmentTable(client).all().items()
+                    if t in {task_id(q) for q in qs}
+                }
+            finally:
+                client.stop()
+                client.close()
+            victim = rng.choice(sorted(h for h in held if h is not None))
+            n = len(corpus.elements)
+            at = rng.randint(n // 5, 4 * n // 5)
+            t1 = time.perf_counter()
+            for k, el in enumerate(corpus.elements):
+                if k == at:
+                    cluster.kill(victim, signal.SIGKILL)
+                cl.push(el.stream, el.ntriples, t=el.t + r * shift)
+                emb.push(el.stream, el.ntriples, t=el.t + r * shift)
+                time.sleep(0.02)
+            cl.advance(until)
+            emb.advance(until)
+            for th in readers:
+                th.join(120)
+            seconds = time.perf_counter() - t1
+            lost = dup = lines = 0
+            for q in qs:
+                want, have = Counter(got.get(f"emb/{q}", [])), Counter(got.get(f"cl/{q}", []))
+                lost += sum((want - have).values())
+                dup += sum((have - want).values())
+                lines += sum(want.values())
+            # The previous round's queries go once this round's are in: unregistering every
+            # query would end the cluster's run (a new one starts with the next query).
+            for q in previous:
+                cl.unregister(q)
+                emb.unregister(q)
+            previous = list(qs)
+            runs.append(
+                {
+                    "victim": victim,
+                    "at": at,
+                    "lost_lines": lost,
+                    "duplicated_lines": dup,
+                    "lines": lines,
+                    "seconds": seconds,
+                    "killed": True,
+                }
+            )
+            print(f"{r + 1:>4} {victim:>6} {at:>4} {lost:>5} {dup:>4} {lines:>6} {seconds:>7.2f}", flush=True)
+        log = (cluster.dir / "logs" / "coord-1.log").read_text()
+        extra = {
+            "recomputed_reports_logged": log.count("driver: recomputed"),
+            "lost_reports_logged": log.count("no live container recomputed"),
+        }
+    finally:
+        cluster.stop()
+        embedded.stop()
+    return runs, extra
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kills", type=int, default=20)
@@ -200,9 +328,33 @@ def main() -> int:
     ap.add_argument("--max-reports", type=int, default=60)
     ap.add_argument("--elements", type=int, default=120, help="elements per stream")
     ap.add_argument("--session-timeout", type=float, default=2.0)
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "cluster_kills.json"))
+    ap.add_argument("--live", action="store_true", help="kill during pushes to the live service")
+    ap.add_argument(
+        "--out", default=None, help="JSON figures (default bench/results/cluster_kills[_live].json)"
+    )
     a = ap.parse_args()
     rng = random.Random(a.seed)
+    if a.live:
+        with tempfile.TemporaryDirectory(prefix="cluster-kills-live-") as d:
+            runs, extra = live_rounds(a, rng, Path(d))
+        bad = [r for r in runs if r["lost_lines"] or r["duplicated_lines"]]
+        summary = {
+            "kills": len(runs),
+            "runs_with_loss_or_duplicates": len(bad),
+            "lost_lines": sum(r["lost_lines"] for r in runs),
+            "duplicated_lines": sum(r["duplicated_lines"] for r in runs),
+            "lines": sum(r["lines"] for r in runs),
+            **extra,
+        }
+        print(
+            f"{summary['kills']} kills during pushes: {summary['lost_lines']} of {summary['lines']} lines lost, "
+            f"{summary['duplicated_lines']} duplicated ({len(bad)} bad rounds); "
+            f"{extra['recomputed_reports_logged']} recomputes logged"
+        )
+        out = Path(a.out or REPO / "bench" / "results" / "cluster_kills_live.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
+        return 1 if bad else 0
     with tempfile.TemporaryDirectory(prefix="cluster-kills-") as d:
         tmp = Path(d)
         args, run = workload(tmp, a.max_reports, a.elements)
@@ -262,7 +414,7 @@ def main() -> int:
         f"p99 {fmt(summary['recovery_p99_s'])} s; replay with a kill {summary['replay_with_kill_vs_without']:.2f}x "
         "the replay without one"
     )
-    out = Path(a.out)
+    out = Path(a.out or REPO / "bench" / "results" / "cluster_kills.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"summary": summary, "peer": base, "runs": runs}, indent=1))
     return 1 if bad else 0
