@@ -52,6 +52,8 @@ READ_TIMEOUT_S = 2.0
 #: seconds a node that failed a read is skipped (unless its znode vanishes first)
 RETRY_DEAD_S = 5.0
 DEFAULT_CACHE_BYTES = 64 << 20
+#: arrays up to this size are read whole (see RemoteStore)
+WHOLE_BYTES = 256 << 10
 
 
 class RemoteStoreError(RuntimeError):
@@ -135,6 +137,8 @@ class RemoteArray:
         self.key = (gdir, part, name)
         self.length = length
         self._fenced = fenced and length > store.block
+        #: small enough to be read (and cached) as one piece
+        self._whole = length * 8 <= store.whole_bytes
 
     def __len__(self) -> int:
         return self.length
@@ -156,9 +160,14 @@ class RemoteArray:
     def _blocks(self, ids: np.ndarray) -> list[np.ndarray]:
         return self._store.read_blocks(self.key, ids.tolist(), self.length)
 
+    def _all(self) -> np.ndarray:
+        return self._store.read_whole(self.key, self.length)
+
     def _range(self, a: int, b: int) -> np.ndarray:
         if b <= a:
             return np.empty(0, dtype=_I64)
+        if self._whole:
+            return self._all()[a:b]
         B = self._store.block
         first, last = a // B, (b - 1) // B
         blocks = self._blocks(np.arange(first, last + 1))
@@ -169,6 +178,8 @@ class RemoteArray:
         idx = np.asarray(idx, dtype=_I64)
         if not len(idx):
             return np.empty(idx.shape, dtype=_I64)
+        if self._whole:
+            return self._all()[idx]
         idx = np.where(idx < 0, idx + self.length, idx)
         if int(idx.min()) < 0 or int(idx.max()) >= self.length:
             raise IndexError(f"index out of bounds for remote array {'/'.join(map(str, self.key))}")
@@ -202,7 +213,7 @@ class RemoteArray:
             raise TypeError("RemoteArray.searchsorted takes no sorter")
         scalar = np.ndim(v) == 0
         vals = np.atleast_1d(np.asarray(v, dtype=_I64))
-        if not self._fenced:
+        if self._whole or not self._fenced:
             out = np.searchsorted(self._range(0, self.length), vals, side)  # type: ignore[call-overload]  # side is "left" | "right"
         else:
             out = self._fenced_search(vals, side)
@@ -312,6 +323,8 @@ class RemoteStore:
             under ``<root>/storenodes`` are followed with a children watch.
         root: The cluster root.
         cache_bytes: Capacity of the block cache.
+        whole_bytes: Arrays up to this size are read and cached as one piece (one cache
+            entry, no block bookkeeping per lookup); larger ones by blocks.
         prefer: Force one transport (``"shm"``, ``"tcp"``; benchmarks and tests).
         dictionary: The store's dictionary (default: opened from the advertisement, which
             needs an ``lmdb:`` dictionary on this host).
@@ -326,10 +339,12 @@ class RemoteStore:
         client: Any = None,
         root: str = "/linkstream",
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        whole_bytes: int = WHOLE_BYTES,
         prefer: str | None = None,
         dictionary: Dictionary | None = None,
     ) -> None:
         self.cache = BlockCache(cache_bytes)
+        self.whole_bytes = min(int(whole_bytes), self.cache.capacity // 8)
         self.prefer = prefer
         self._nodes: dict[str, _Node] = {}
         self._lock = threading.Lock()
@@ -456,6 +471,16 @@ class RemoteStore:
                 self.cache.put((*key, blocks[i]), arr)
                 out[i] = arr
         return out  # type: ignore[return-value]  # every None was filled
+
+    def read_whole(self, key: tuple[str, int, str], length: int) -> np.ndarray:
+        """All of array ``key`` (one read, one cache entry)."""
+        ck = (*key, "all")
+        got = self.cache.get(ck)
+        if got is None:
+            gdir, part, name = key
+            got = self._fetch(part, [(region_name(gdir, part, name), 0, length)])[0]
+            self.cache.put(ck, got)
+        return got
 
     def fence(self, key: tuple[str, int, str], length: int) -> np.ndarray:
         """The fence of array ``key`` (every ``block``-th element), through the cache."""

@@ -17,7 +17,7 @@ from linkstream.store import PersistentStore
 from linkstream.store.index import GraphIndex
 from linkstream.store.layout import read_manifest
 from linkstream.store.node import BLOCK, partition_index
-from linkstream.store.remote import RemoteArray, RemoteStore
+from linkstream.store.remote import WHOLE_BYTES, RemoteArray, RemoteStore
 from tests.store.remote_fixtures import StoreNodeProcess
 
 N_SUBJECTS = 6000
@@ -50,21 +50,27 @@ def node(big_store: Path):
     n.stop()
 
 
+@pytest.mark.parametrize("whole", [0, WHOLE_BYTES], ids=["blocks", "whole"])
 @pytest.mark.parametrize("name", ["rdma", "shm", "tcp"])
-def test_remote_arrays_behave_as_numpy(name: str, node: StoreNodeProcess, big_store: Path) -> None:
+def test_remote_arrays_behave_as_numpy(
+    name: str, whole: int, node: StoreNodeProcess, big_store: Path
+) -> None:
     ok, why = transport(name).available()
     if not ok:
         pytest.skip(f"{name}: {why}")
     assert name in node.adv.transports
     m = read_manifest(big_store)
     local = PersistentStore.open(big_store)
-    remote = RemoteStore([node.adv], prefer=name, cache_bytes=96 << 10, dictionary=local.dictionary)
+    cache = 96 << 10 if not whole else 4 << 20
+    remote = RemoteStore(
+        [node.adv], prefer=name, cache_bytes=cache, whole_bytes=whole, dictionary=local.dictionary
+    )
     rng = np.random.default_rng(7)
     try:
         for k in range(m.partitions):
             want = partition_index(big_store, m, m.graphs[0].dir, k, node.adv.rdf_type)
             got = remote.partition_index(m.graphs[0].dir, k)
-            assert len(want.out_v) > 2 * BLOCK  # the fence path is exercised
+            assert 2 * BLOCK < len(want.out_v) < WHOLE_BYTES // 8  # both paths are exercised
             for f in fields(GraphIndex):
                 a, r = getattr(want, f.name), getattr(got, f.name)
                 assert isinstance(r, RemoteArray) and len(r) == len(a)
@@ -88,7 +94,10 @@ def test_remote_arrays_behave_as_numpy(name: str, node: StoreNodeProcess, big_st
                             np.searchsorted(a, int(probes[0]), side)
                         )
         stats = remote.cache.stats()
-        assert stats["bytes"] <= 96 << 10 and stats["evictions"] > 0  # bounded: blocks were evicted
+        if not whole:  # every array by blocks (fences searched), bounded: blocks were evicted
+            assert stats["bytes"] <= 96 << 10 and stats["evictions"] > 0
+        else:  # arrays this small are read whole: one entry each
+            assert stats["blocks"] <= 2 * len(fields(GraphIndex)) and stats["bytes"] <= 4 << 20
         snap, want_snap = remote.snapshot(), local.snapshot()
         vertices = rng.integers(1, 20000, size=2000)
         for p in (None, int(local.dictionary.lookup_many(["<http://ex/p3>"])[0])):
