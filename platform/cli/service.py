@@ -553,8 +553,12 @@ def _call(args: argparse.Namespace, fn: Any) -> int:
         with _client(args) as c:
             return int(fn(c) or 0)
     except ApiError as e:
-        where = ":%s:%s" % (e.line, e.column) if e.line is not None else ""
-        return err(f"{e.status}{where}: {e.message}")
+        message = e.message
+        if e.line is not None:  # a query error: FILE:LINE:COL: message (the server's text may hold LINE:COL)
+            loc = f"{e.line}:{e.column}: " if e.column is not None else f"{e.line}: "
+            source = getattr(args, "file", None)
+            message = f"{source if source and source != '-' else 'query'}:{loc}{message.removeprefix(loc)}"
+        return err(f"{e.status}: {message}")
     except httpx.HTTPError as e:
         return err(f"cannot reach {args.url}: {e}")
 

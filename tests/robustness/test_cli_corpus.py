@@ -365,3 +365,55 @@ def test_subprocess_interrupted_replay_leaves_no_traceback(d: Path, tmp_path: Pa
     _, err = p.communicate(timeout=60)
     assert p.returncode in (0, 130), err
     assert "Traceback" not in err
+
+
+# ------------------------------------------------------------ queries add|ls|rm against a real server
+
+QOK = "SELECT ?x WHERE { STREAM <http://ex.org/s> [RANGE 1s] { ?x ?p ?o } }"
+
+# fmt: off
+CLIENT: list[tuple[str, list[str], str, int, str]] = [
+    # (id, argv after "queries", token name or "", exit status, stderr line / stdout start)
+    ("add-bad-window", ["add", "{d}/qbad.rq"], "admin", 2, "error: 400: {d}/qbad.rq:1:51: negative numbers are not allowed in a window"),
+    ("add-syntax", ["add", "{d}/qsyntax.rq"], "admin", 2, "error: 400: {d}/qsyntax.rq:1:17: '{' is never closed"),
+    ("add-not-utf8", ["add", "{d}/bin.rq"], "admin", 2, "error: cannot read {d}/bin.rq: 'utf-8' codec can't decode byte 0xff"),
+    ("add-too-big", ["add", "{d}/qbig.rq"], "admin", 2, "error: 413: query text of 20070 bytes is larger than 16384 bytes (limit max_query_bytes=16384, flag --max-query-bytes)"),
+    ("add-ok", ["add", "{d}/qok.rq"], "admin", 0, "qok\tcqels\tSELECT\t<http://ex.org/s> [RANGE 1000ms STEP default]"),
+    ("add-same-name-again", ["add", "{d}/qok.rq"], "admin", 2, "error: 409: a query named 'qok' is already registered"),
+    ("add-read-scope", ["add", "{d}/qok.rq", "--name", "other"], "reader", 2, "error: 403: token 'reader' has scope read; POST /queries needs scope write"),
+    ("add-no-token", ["add", "{d}/qok.rq", "--name", "other"], "", 2, "error: 401: missing bearer token: send 'Authorization: Bearer TOKEN'"),
+    ("ls-wrong-token", ["ls"], "wrong", 2, "error: 401: wrong bearer token: send 'Authorization: Bearer TOKEN'"),
+    ("rm-unknown", ["rm", "nope"], "admin", 2, "error: 404: no query named 'nope' is registered"),
+    ("rm-someone-elses", ["rm", "qok"], "other", 2, "error: 403"),
+    ("rm-ok", ["rm", "qok"], "admin", 0, "removed qok"),
+]
+# fmt: on
+
+
+@pytest.fixture(scope="module")
+def server_url(make_server: object) -> str:
+    return make_server().url  # type: ignore[operator,attr-defined]
+
+
+@pytest.mark.parametrize(("case_id", "argv", "token", "code", "says"), CLIENT, ids=[c[0] for c in CLIENT])
+def test_queries_client(
+    case_id: str, argv: list[str], token: str, code: int, says: str, d: Path, server_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import httpx
+
+    from tests.robustness.conftest import TOKENS
+
+    monkeypatch.delenv("LINKSTREAM_API_TOKEN", raising=False)
+    (d / "qok.rq").write_text(QOK)
+    (d / "qbad.rq").write_text(QOK.replace("1s", "-1s"))
+    (d / "qsyntax.rq").write_text(QOK[:-2])
+    (d / "qbig.rq").write_text(QOK + " #" + "x" * 20_000)
+    secret = TOKENS[token][1] if token in TOKENS else token
+    args = ["queries", *[a.replace("{d}", str(d)) for a in argv], "--url", server_url]
+    got, out, err = run_cli([*args, "--token", secret] if secret else args)
+    assert "Traceback" not in err
+    assert got == code, err
+    text = (out if code == 0 else err).strip()
+    assert len(text.splitlines()) == 1 and text.startswith(says.replace("{d}", str(d))), text
+    assert httpx.get(server_url + "/healthz", timeout=10).status_code == 200  # the server still serves
