@@ -562,6 +562,7 @@ def create_app(
     tokens: Sequence[Token] = (),
     limits: ApiLimits | None = None,
     base: str = "http://localhost/",
+    guard: bool = True,
 ) -> ASGIApp:
     """The ASGI application serving ``live``.
 
@@ -571,6 +572,8 @@ def create_app(
         tokens: The bearer tokens; with none, every endpoint is open (every caller is admin).
         limits: The request limits; the defaults if ``None``.
         base: Base IRI for relative stream IRIs and relative IRIs in bodies.
+        guard: Put :class:`~linkstream.api.guard.ApiGuard` (tokens, body limits) in front;
+            ``False`` for a caller that puts it further out (a cluster coordinator's proxy).
 
     Raises:
         ValueError: An empty token, or two tokens with the same name or secret.
@@ -609,7 +612,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.live = live
-    return ApiGuard(app, table, limits)
+    return ApiGuard(app, table, limits) if guard else app
 
 
 __all__ = ["create_app", "ApiError", "BearerAuth", "query_json"]

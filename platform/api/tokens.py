@@ -63,6 +63,9 @@ class QueryOwners:
     def check_remove(self, request: Request, name: str) -> str | None:
         """The owner of ``name``; 403 unless the caller registered it or has scope ``admin``."""
         tok, owner = request_token(request), self._owner.get(name)
+        if owner is None:  # registered before this process served (a cluster's registry knows)
+            lookup = getattr(self.live, "query_owner", None)
+            owner = lookup(name) if lookup is not None else None
         if owner is not None and owner != tok.name and not tok.allows("admin"):
             raise ApiError(
                 403,

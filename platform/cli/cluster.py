@@ -174,15 +174,37 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     if security is None:
         return 2
     import socket
+    import ssl
 
     import uvicorn
 
+    from linkstream.api.server import raise_fd_limit, uvicorn_config
     from linkstream.cli.args import DEFAULT_BASE, split_binding
+    from linkstream.cli.service import api_settings
     from linkstream.cluster.proxy import create_service_app
     from linkstream.cluster.service import ClusterService
-    from linkstream.config import load as load_config
     from linkstream.metrics import CoordinatorMetrics, serve_metrics
     from linkstream.scheduler.state import Policy
+
+    # the same tokens (scopes), request limits and TLS as embedded `run`, checked before anything starts
+    settings = api_settings(args)
+    if isinstance(settings, str):
+        print(f"error: {settings}", file=sys.stderr)
+        return 2
+    tokens, limits = settings
+    tls_cert, tls_key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    peer_verify: object = True
+    if bool(tls_cert) != bool(tls_key):
+        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    if tls_cert:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tls_cert, tls_key)
+            peer_verify = ssl.create_default_context()  # the other coordinators' certificates:
+            peer_verify.load_verify_locations(cafile=tls_cert)  # the system's CAs, or this chain
+        except (ssl.SSLError, OSError) as e:
+            print(f"error: cannot use --tls-cert/--tls-key: {e}", file=sys.stderr)
+            return 2
 
     _setup_logging(args.log_level)
     base = getattr(args, "base", None) or DEFAULT_BASE
@@ -199,7 +221,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
     advertised = host if host not in ("0.0.0.0", "") else socket.gethostname()
-    api_url = f"http://{advertised}:{port}"
+    api_url = f"{'https' if tls_cert else 'http'}://{advertised}:{port}"
     metrics = CoordinatorMetrics()
     meta: dict[str, object] = {"pid": os.getpid(), "host": os.uname().nodename}
     mserver = None
@@ -231,8 +253,8 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         security=security,
     )
     service.client.add_listener(metrics.zookeeper_state)
-    token = getattr(args, "token", None) or load_config().api.token or None
-    app = create_service_app(service, token=token)
+    service.peer_verify = peer_verify
+    app = create_service_app(service, tokens=tokens, limits=limits)
     print(f"coordinator {identifier}: API at {api_url}", file=sys.stderr, flush=True)
 
     class Server(uvicorn.Server):
@@ -240,8 +262,13 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
             service.close()  # ends the result streams first, so they finish cleanly
             await super().shutdown(sockets)
 
-    config = uvicorn.Config(
-        app, log_level=str(args.log_level).lower(), timeout_graceful_shutdown=3, lifespan="on"
+    config, _ = uvicorn_config(
+        app,
+        raise_fd_limit(limits),
+        log_level=str(args.log_level).lower(),
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        lifespan="on",
     )
     try:
         Server(config).run(sockets=[sock])

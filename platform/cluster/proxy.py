@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Sequence
 from urllib.parse import quote
 
 import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
+from linkstream.api.guard import TOKEN_KEY, ApiGuard, send_error
+from linkstream.api.limits import ApiLimits, LimitExceeded
 from linkstream.cluster.results import LOG_PATH, serve_log
 from linkstream.cluster.service import OWNER, ClusterService, token_id
 
@@ -44,7 +48,11 @@ class LeaderProxy:
             return
         headers = dict(scope["headers"])
         auth = headers.get(b"authorization")
-        OWNER.set(token_id(auth.decode("latin-1") if auth else None))
+        tok = scope.get(TOKEN_KEY)  # the caller's token, as the guard in front checked it
+        if isinstance(tok, Token) and tok is not ANONYMOUS:
+            OWNER.set(tok.name)
+        else:
+            OWNER.set(token_id(auth.decode("latin-1") if auth else None))
         path = scope["path"]
         if path == LOG_PATH and scope["method"] == "GET":
             await self._serve_log(scope, send)
@@ -62,13 +70,19 @@ class LeaderProxy:
             await self.app(scope, receive, send)
             return
         body = bytearray()
-        while True:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                return
-            body += msg.get("body", b"")
-            if not msg.get("more_body", False):
-                break
+        try:
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    return
+                body += msg.get("body", b"")
+                if not msg.get("more_body", False):
+                    break
+        except LimitExceeded as exc:  # the guard's body limits, as the app would answer them
+            headers_out = {"Connection": "close"} if exc.status in (408, 413) else {"Retry-After": "1"}
+            err = {"error": exc.message, "where": exc.where, "limit": exc.limit, "value": exc.value}
+            await send_error(send, exc.status, err, headers_out)
+            return
         started = await self._forward(scope, receive, send, url, bytes(body))
         if started:
             return
@@ -104,7 +118,11 @@ class LeaderProxy:
     async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> bool:
         """Forwards one request; ``False`` if the leader could not be reached (nothing sent)."""
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), follow_redirects=False)
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(10.0, read=None),
+                follow_redirects=False,
+                verify=self.service.peer_verify,
+            )
         path = scope.get("raw_path") or quote(scope["path"]).encode()
         target = url.rstrip("/") + path.decode("latin-1")
         if scope.get("query_string"):
@@ -153,16 +171,34 @@ class LeaderProxy:
         return True
 
 
-def create_service_app(service: ClusterService, *, token: str | None = None) -> ASGIApp:
-    """The HTTP API of ``run --zk``: the same application as ``run``, behind :class:`LeaderProxy`."""
-    from linkstream.api.app import BearerAuth, create_app
-    from linkstream.api.auth import parse_token
+def create_service_app(
+    service: ClusterService,
+    *,
+    token: str | None = None,
+    tokens: Sequence[Token] = (),
+    limits: ApiLimits | None = None,
+) -> ASGIApp:
+    """The HTTP API of ``run --zk``: the same application as ``run``, behind :class:`LeaderProxy`.
 
-    app: ASGIApp = LeaderProxy(create_app(service, base=service.base), service)
-    if token:
-        service.peer_token = parse_token(token).secret
-        app = BearerAuth(app, token)
-    return app
+    The tokens (scopes ``read``/``write``/``admin``) and the request limits are checked by
+    :class:`~linkstream.api.guard.ApiGuard` in front of the proxy, on whichever coordinator a
+    request reaches (a standby refuses what the token does not allow before forwarding; the
+    leader checks the forwarded request again, so every coordinator needs the same tokens).
+    Coordinators call each other with the first ``admin`` token (else the first token).
+
+    Raises:
+        ValueError: An empty token, or two tokens with the same name or secret.
+    """
+    from linkstream.api.app import create_app
+
+    limits = limits or ApiLimits()
+    table = TokenTable([*tokens, *([parse_token(token)] if token is not None else [])])
+    known = table.tokens
+    if known:
+        peer = next((t for t in known if t.scope == "admin"), known[0])
+        service.peer_token = peer.secret
+    inner = create_app(service, limits=limits, base=service.base, guard=False)
+    return ApiGuard(LeaderProxy(inner, service), table, limits)
 
 
 __all__ = ["FORWARDED", "LeaderProxy", "create_service_app"]

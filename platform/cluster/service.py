@@ -175,6 +175,8 @@ class ClusterService:
         self.log = ResultLog(results_retention_s)
         #: bearer secret this coordinator sends to the others (set by :func:`~linkstream.cluster.proxy.create_service_app`)
         self.peer_token: str | None = None
+        #: how this coordinator checks the others' HTTPS certificates (``run --zk --tls-cert``)
+        self.peer_verify: Any = True
         self._peer_http: httpx.Client | None = None
         self.client = self.security.kazoo(hosts, session_timeout)
         self.registry = QueryRegistry(self.client, root)
@@ -308,7 +310,9 @@ class ClusterService:
     def _peer(self) -> httpx.Client:
         if self._peer_http is None:
             headers = {"Authorization": "Bearer " + self.peer_token} if self.peer_token else {}
-            self._peer_http = httpx.Client(headers=headers, timeout=httpx.Timeout(5.0, read=40.0))
+            self._peer_http = httpx.Client(
+                headers=headers, timeout=httpx.Timeout(5.0, read=40.0), verify=self.peer_verify
+            )
         return self._peer_http
 
     def _follow(self) -> None:
@@ -652,6 +656,14 @@ class ClusterService:
             if not existed:
                 raise
         self.log.append(self.log.max_t or 0, {}, ended=[name])  # its subscriptions end everywhere
+
+    def query_owner(self, name: str) -> str | None:
+        """The token (name, or id of an unknown bearer) that registered ``name``, from the registry."""
+        try:
+            owner = self.registry.get(task_id(name)).metadata.get("owner")
+        except QueryNotFoundError:
+            return None
+        return None if owner is None else str(owner)
 
     def _records(self) -> dict[str, QueryRecord]:
         """The registry's API queries by name (read pipelined)."""

@@ -101,10 +101,14 @@ def test_a_thousand_queries_in_one_batch_equal_embedded_run(
         # the registry and the assignment table hold every query, placed on the containers
         zk = cluster.client()
         root = cluster.state.root
-        assert sorted(QueryRegistry(zk, root).list()) == sorted(task_id(n) for n in names)
-        states = _running(urls[standby], N, TIMEOUT)
-        assert states == {"running": N}, states
-        owners = Counter(a.container for a in AssignmentTable(zk, root).all().values())
+        try:
+            assert sorted(QueryRegistry(zk, root).list()) == sorted(task_id(n) for n in names)
+            states = _running(urls[standby], N, TIMEOUT)
+            assert states == {"running": N}, states
+            owners = Counter(a.container for a in AssignmentTable(zk, root).all().values())
+        finally:
+            zk.stop()
+            zk.close()
         assert sum(owners.values()) == N and len(owners) == 3, owners
         listed = httpx.get(urls[standby] + "/queries", timeout=TIMEOUT).json()["queries"]
         assert [q["name"] for q in listed] == names  # in registration order
