@@ -46,6 +46,10 @@ def _schema(schema: dict[str, Any] | None) -> str:
     if "$ref" in schema:
         name = _ref_name(schema["$ref"])
         return f"[{name}](#{_slug(name)})"
+    if "oneOf" in schema:
+        return " or ".join(_schema(sub) for sub in schema["oneOf"])
+    if "allOf" in schema:
+        return " + ".join(_schema(sub) for sub in schema["allOf"])
     kind = schema.get("type", "")
     if isinstance(kind, list):
         kind = " or ".join(kind)
@@ -66,8 +70,25 @@ def _schema(schema: dict[str, Any] | None) -> str:
     return out
 
 
+def _merged(schema: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with the properties and required fields of its ``allOf`` parts folded in."""
+    if "allOf" not in schema:
+        return schema
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for part in schema["allOf"]:
+        if "$ref" in part:
+            part = schemas.get(_ref_name(part["$ref"]), {})
+        part = _merged(part, schemas)
+        props.update(part.get("properties", {}))
+        required += part.get("required", [])
+    return {"properties": props, "required": required}
+
+
 def _operation(path: str, method: str, op: dict[str, Any], doc: dict[str, Any]) -> list[str]:
     out = [f"### `{method.upper()} {path}`", "", _cell(op.get("summary", "")), ""]
+    if op.get("description"):
+        out += [_cell(op["description"]), ""]
     security = op.get("security", doc.get("security", []))
     if "x-required-scope" in op:
         out.append(f"Required scope: `{op['x-required-scope']}`.")
@@ -153,7 +174,11 @@ def render(doc: dict[str, Any] | None = None) -> str:
     if schemas:
         out += ["## Schemas", ""]
         for name, schema in schemas.items():
-            out += [f"### {name}", "", "| field | type | required | description |", "|---|---|---|---|"]
+            out += [f"### {name}", ""]
+            if schema.get("description"):
+                out += [_cell(schema["description"]), ""]
+            out += ["| field | type | required | description |", "|---|---|---|---|"]
+            schema = _merged(schema, schemas)
             required = set(schema.get("required", []))
             for field, sub in schema.get("properties", {}).items():
                 out.append(

@@ -106,6 +106,27 @@ _SPARQL_OK = {
 }
 
 
+_REGISTER_DOC = (
+    "Body: the query text (application/sparql-query, text/plain), a JSON object "
+    '{"query", "name"?, "default_name"?}, or a JSON array of those: a batch, registered in order; '
+    "the first failure stops it (its `index`, and the names `registered` before it, in the error). "
+    "Every text of a batch is parsed first, under the same limits as one query: a text that does "
+    "not parse registers nothing. On a cluster (`run --zk`) the answer comes once the queries are "
+    "durable in ZooKeeper (any coordinator takes it; a standby forwards it to the leader); their "
+    "`state` is `pending` until an operator container holds them, then `running` (or "
+    "`failed: <reason>`). A batch costs a few ZooKeeper transactions, so register many queries "
+    "as arrays (hundreds to thousands each)."
+)
+
+_CLUSTER_LOG_DOC = (
+    "Served by every coordinator of `linkstream run --zk` (not by embedded run), scope read. "
+    "The leader appends one entry per report time (the result lines of the queries due then) and "
+    "one per removed query; standbys follow it with `?after=<their last>&wait=10&follower=<id>`, "
+    "so any coordinator serves /queries/{name}/results from its own copy and a reader resumes "
+    "there with Last-Event-ID. A new leader first takes the entries after its own from the other "
+    "coordinators. For coordinators, not for clients: read results from /queries/{name}/results."
+)
+
 _SCOPE_DOC = (
     "Bearer tokens have a scope, each including the ones before it: `read` (GET of queries, "
     "results, /status, /metrics, /openapi.json; one-shot /sparql), `write` (also registering and "
@@ -202,6 +223,67 @@ def _document() -> dict[str, Any]:
                         "first_report": {"type": ["integer", "null"]},
                         "next_report": {"type": ["integer", "null"]},
                         "last_report": {"type": ["integer", "null"]},
+                        "state": {
+                            "type": "string",
+                            "pattern": "^(pending|running|failed: .+)$",
+                            "description": "`pending`: registered (durable), no operator container holds "
+                            "it yet; `running`: a container evaluates it (embedded run: always); "
+                            "`failed: <reason>`: a container could not plan it (the reason names the "
+                            "container and the error)",
+                        },
+                    },
+                },
+                "QueryItem": {
+                    "type": "object",
+                    "required": ["query"],
+                    "properties": {
+                        "query": {"type": "string", "description": "C-SPARQL, CQELS-QL or RSP-QL text"},
+                        "name": {"type": "string", "description": "overrides a REGISTER name"},
+                        "default_name": {"type": "string", "description": "name if the text has none"},
+                    },
+                },
+                "BatchError": {
+                    "description": "Error of a batch registration: the item that failed and the "
+                    "queries registered before it (the rest are not registered)",
+                    "allOf": [
+                        {"$ref": "#/components/schemas/Error"},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "index": {"type": "integer", "description": "0-based item that failed"},
+                                "registered": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                    "description": "names registered before it (absent: none)",
+                                },
+                            },
+                        },
+                    ],
+                },
+                "ResultLog": {
+                    "type": "object",
+                    "required": ["leading", "last", "committed", "entries"],
+                    "properties": {
+                        "leading": {
+                            "type": "boolean",
+                            "description": "whether the answering coordinator leads",
+                        },
+                        "last": {"type": "integer", "description": "sequence number of its newest entry"},
+                        "committed": {
+                            "type": "integer",
+                            "description": "newest entry every in-sync follower has",
+                        },
+                        "entries": {
+                            "type": "array",
+                            "description": "up to 512 entries after `after`: [seq, report time, {query: "
+                            "[result line, ...]}, [queries that ended]]",
+                            "items": {"type": "array"},
+                        },
+                        "gone": {
+                            "type": "object",
+                            "description": "per query, the report time up to which its results are no longer "
+                            "kept (present when entries after `after` were dropped)",
+                        },
                     },
                 },
             },
@@ -210,8 +292,12 @@ def _document() -> dict[str, Any]:
         "paths": {
             "/queries": {
                 "post": {
-                    "summary": "Register a continuous query",
-                    "parameters": [{"name": "name", "in": "query", "schema": {"type": "string"}}],
+                    "summary": "Register a continuous query, or a batch of them (a JSON array)",
+                    "description": _REGISTER_DOC,
+                    "parameters": [
+                        {"name": "name", "in": "query", "schema": {"type": "string"}},
+                        {"name": "default_name", "in": "query", "schema": {"type": "string"}},
+                    ],
                     "requestBody": {
                         "required": True,
                         "content": {
@@ -219,17 +305,41 @@ def _document() -> dict[str, Any]:
                             "text/plain": {"schema": {"type": "string"}},
                             "application/json": {
                                 "schema": {
-                                    "type": "object",
-                                    "required": ["query"],
-                                    "properties": {"query": {"type": "string"}, "name": {"type": "string"}},
+                                    "oneOf": [
+                                        {"$ref": "#/components/schemas/QueryItem"},
+                                        {
+                                            "type": "array",
+                                            "items": {"$ref": "#/components/schemas/QueryItem"},
+                                            "description": "a batch, registered in order",
+                                        },
+                                    ]
                                 }
                             },
                         },
                     },
                     "responses": {
-                        "201": _resp("registered", query_summary),
-                        "400": _err("the query does not parse (line and column given)"),
-                        "409": _err("a query of that name exists"),
+                        "201": _resp(
+                            "registered: the query (header Location names it), or for a batch "
+                            '{"queries": [...]} in order',
+                            {
+                                "oneOf": [
+                                    query_summary,
+                                    {
+                                        "type": "object",
+                                        "properties": {"queries": {"type": "array", "items": query_summary}},
+                                    },
+                                ]
+                            },
+                        ),
+                        "400": _resp(
+                            "the query does not parse (line and column given); in a batch, `index` names "
+                            "the item",
+                            {"$ref": "#/components/schemas/BatchError"},
+                        ),
+                        "409": _resp(
+                            "a query of that name exists (a batch: `index`, and `registered` before it)",
+                            {"$ref": "#/components/schemas/BatchError"},
+                        ),
                         "413": _err("query text larger than max_query_bytes"),
                         "422": _err("the query did not compile within compile_seconds"),
                         "429": _err("the token has max_queries_per_token queries"),
@@ -288,8 +398,10 @@ def _document() -> dict[str, Any]:
                     "parameters": _RESULTS_PARAMS,
                     "responses": {
                         "200": _resp("JSON Lines", {"type": "string"}, "application/x-ndjson"),
+                        "400": _err("bad until/limit/queue or after"),
                         "404": _err("unknown query"),
                         "410": _err("results after `after` are no longer kept"),
+                        "429": _err("max_subscribers result streams are open"),
                     },
                 }
             },
@@ -375,5 +487,21 @@ def _document() -> dict[str, Any]:
                 }
             },
             "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _resp("OpenAPI")}}},
+            "/_cluster/results": {
+                "get": {
+                    "summary": "A coordinator's result log (run --zk only): standbys long-poll the leader's",
+                    "description": _CLUSTER_LOG_DOC,
+                    "parameters": [
+                        {"name": p, "in": "query", "schema": {"type": t}, "description": d}
+                        for p, t, d in (
+                            ("after", "integer", "entries after this sequence number"),
+                            ("committed", "integer", "the asker's commit point (a long poll wakes past it)"),
+                            ("wait", "number", "seconds to wait for news (at most 30; 0: answer now)"),
+                            ("follower", "string", "the asking coordinator: acknowledges `after`"),
+                        )
+                    ],
+                    "responses": {"200": _resp("the entries", {"$ref": "#/components/schemas/ResultLog"})},
+                }
+            },
         },
     }
