@@ -113,6 +113,15 @@ class Client:
             body["default_name"] = default_name
         return self._request("POST", "/queries", json=body).json()
 
+    def register_many(self, items: list[dict[str, str]]) -> list[dict[str, Any]]:
+        """Registers a batch ``[{"query", "name"?, "default_name"?}, ...]`` in one request (on a
+        cluster: a few ZooKeeper transactions for all); returns their descriptions in order.
+
+        Raises:
+            ApiError: An item failed (``body["index"]``; ``body.get("registered")`` went in).
+        """
+        return self._request("POST", "/queries", json=list(items)).json()["queries"]
+
     def queries(self) -> list[dict[str, Any]]:
         """The registered queries."""
         return self._request("GET", "/queries").json()["queries"]

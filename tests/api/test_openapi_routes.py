@@ -45,3 +45,26 @@ def test_state_and_batch_answers_match_the_schema() -> None:
         listed = http.get("/queries").json()["queries"]
         assert [q["name"] for q in listed] == ["q0", "q1", "q2", "q3"]
         assert all(re.match(pattern, q["state"]) for q in listed)
+
+
+def test_client_register_many() -> None:
+    import pytest
+
+    from linkstream.api.client import ApiError, Client
+    from linkstream.api.server import BackgroundServer
+
+    live = build_live(idle_ms=None)
+    with BackgroundServer(create_app(live), on_shutdown=live.close) as srv:
+        client = Client(srv.url)
+        got = client.register_many([{"query": Q.format(n=i), "name": f"n{i}"} for i in range(3)])
+        assert [q["name"] for q in got] == ["n0", "n1", "n2"]
+        with pytest.raises(ApiError) as exc:
+            client.register_many(
+                [{"query": Q.format(n=9), "name": "n9"}, {"query": Q.format(n=1), "name": "n1"}]
+            )
+        assert (
+            exc.value.status == 409
+            and exc.value.body["index"] == 1
+            and exc.value.body["registered"] == ["n9"]
+        )
+        assert [q["name"] for q in client.queries()] == ["n0", "n1", "n2", "n9"]
