@@ -355,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         metavar="S",
-        help="cluster mode: seconds to wait for a report before counting it lost (default 60)",
+        help="cluster mode: seconds to wait for a container's report before it is recomputed on "
+        "another live container (or, if none can, counted lost: exit status 3) (default 60)",
     )
     add_security_options(rp)
     rp.set_defaults(func=cmd_replay)
