@@ -185,7 +185,8 @@ class RunReplica:
             guard.horizon = horizon
         self.engine.declare_streams(set(spec.streams))
         self.spec = spec
-        self._reads.clear()  # a query's streams may have been unknown before
+        if len(spec.streams) != len(old):  # a query's streams may have been unknown before
+            self._reads.clear()  # (not on every update: re-parsing every held query is O(queries))
 
     # ------------------------------------------------------------------ data
 
