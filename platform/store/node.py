@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from linkstream.rdma.regions import RegionDescriptor, RegionError, RegionServer, transport
+from linkstream.store.dictserver import DictionaryServer
 from linkstream.store.index import GraphIndex
 from linkstream.store.layout import (
     Manifest,
@@ -137,8 +138,9 @@ class Advertisement:
         partitions_total: ``P`` of the store.
         partitions: The partitions this node holds.
         graphs: ``[(iri or None, dir, triples)]`` of the store.
-        dictionary: ``{"uri": ..., "host": ...}``: the store's dictionary (an ``lmdb:``
-            path is readable by processes of ``host``).
+        dictionary: ``{"uri": ..., "host": ..., "address": ...}``: the store's dictionary
+            (an ``lmdb:`` path processes of ``host`` open; others ask the node's
+            :class:`~linkstream.store.dictserver.DictionaryServer` at ``address``).
         rdf_type: The dictionary id of rdf:type (the type index is keyed by it).
         block: Elements per block (fences hold every ``block``-th element).
         transports: Transport name -> region descriptor (JSON object).
@@ -247,12 +249,11 @@ class StoreNode:
         bad = [k for k in self.partitions if not 0 <= k < m.partitions]
         if bad:
             raise StoreNodeError(f"partitions {bad} outside the store's 0..{m.partitions - 1}")
-        d = open_store_dictionary(self.store_dir, m)
-        try:
-            self.rdf_type = int(d.lookup_many([RDF_TYPE])[0])
-        finally:
-            d.close()
+        self.dictionary = open_store_dictionary(self.store_dir, m)
+        self.rdf_type = int(self.dictionary.lookup_many([RDF_TYPE])[0])
         self.servers: dict[str, RegionServer] = {}
+        #: the dictionary served to readers on other hosts (with the TCP transport)
+        self.dictionary_server: DictionaryServer | None = None
         for name in transports:
             t = transport(name)
             ok, why = t.available()
@@ -266,7 +267,10 @@ class StoreNode:
             else:
                 self.servers[name] = t.server()
         if not self.servers:
+            self.dictionary.close()
             raise StoreNodeError("no usable transport among " + ", ".join(transports))
+        if "tcp" in self.servers:
+            self.dictionary_server = DictionaryServer(self.dictionary, f"tcp://{_bind_host(bind)}:*")
         self.bytes = 0
         for g in m.graphs:
             for k in self.partitions:
@@ -295,7 +299,11 @@ class StoreNode:
             partitions_total=m.partitions,
             partitions=self.partitions,
             graphs=tuple((g.iri, g.dir, g.triples) for g in m.graphs),
-            dictionary={"uri": uri, "host": socket.gethostname()},
+            dictionary={
+                "uri": uri,
+                "host": socket.gethostname(),
+                **({"address": self.dictionary_server.endpoint} if self.dictionary_server else {}),
+            },
             rdf_type=self.rdf_type,
             block=BLOCK,
             transports={n: _descriptor_json(s.descriptor()) for n, s in self.servers.items()},
@@ -320,6 +328,10 @@ class StoreNode:
         for srv in self.servers.values():
             srv.close()
         self.servers.clear()
+        if self.dictionary_server is not None:
+            self.dictionary_server.close()
+            self.dictionary_server = None
+        self.dictionary.close()
 
 
 def _bind_host(bind: str) -> str:

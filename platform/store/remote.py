@@ -40,6 +40,7 @@ import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary, open_dictionary
 from linkstream.rdma.regions import RegionError, RegionReader, Transport, best_transport, transport
+from linkstream.store.dictserver import RemoteDictionary
 from linkstream.store.index import GraphIndex
 from linkstream.store.node import NODES, SORTED, Advertisement, StoreNodeError, fence_name, region_name
 from linkstream.store.persistent import PersistentSnapshot, _GraphState, _Version
@@ -326,8 +327,11 @@ class RemoteStore:
         whole_bytes: Arrays up to this size are read and cached as one piece (one cache
             entry, no block bookkeeping per lookup); larger ones by blocks.
         prefer: Force one transport (``"shm"``, ``"tcp"``; benchmarks and tests).
-        dictionary: The store's dictionary (default: opened from the advertisement, which
-            needs an ``lmdb:`` dictionary on this host).
+        dictionary: The store's dictionary (default: from the advertisement, see
+            ``dictionary_via``).
+        dictionary_via: ``"auto"``: the ``lmdb:`` dictionary opened directly on the store
+            node's host, else asked of the node's dictionary server; ``"node"``: always
+            the node's server.
     """
 
     capabilities = frozenset({"persistent", "snapshots", "remote"})
@@ -342,7 +346,11 @@ class RemoteStore:
         whole_bytes: int = WHOLE_BYTES,
         prefer: str | None = None,
         dictionary: Dictionary | None = None,
+        dictionary_via: str = "auto",
     ) -> None:
+        if dictionary_via not in ("auto", "node"):
+            raise ValueError(f"dictionary_via must be 'auto' or 'node', got {dictionary_via!r}")
+        self.dictionary_via = dictionary_via
         self.cache = BlockCache(cache_bytes)
         self.whole_bytes = min(int(whole_bytes), self.cache.capacity // 8)
         self.prefer = prefer
@@ -497,17 +505,20 @@ class RemoteStore:
 
     @property
     def dictionary(self) -> Dictionary:
-        """The store's dictionary (an ``lmdb:`` path opened on this host)."""
+        """The store's dictionary: its ``lmdb:`` path opened on the node's host, else (or
+        with ``dictionary_via="node"``) the node's dictionary server; read only."""
         if self._dictionary is None:
             adv = self._first
-            if adv.dictionary.get("host") != socket.gethostname() or not adv.dictionary["uri"].startswith(
-                "lmdb:"
-            ):
+            host, uri = adv.dictionary.get("host"), adv.dictionary.get("uri", "")
+            if host == socket.gethostname() and uri.startswith("lmdb:") and self.dictionary_via == "auto":
+                self._dictionary = open_dictionary(uri)
+            elif adv.dictionary.get("address"):
+                self._dictionary = RemoteDictionary(adv.dictionary["address"])
+            else:
                 raise RemoteStoreError(
-                    f"the store's dictionary {adv.dictionary.get('uri')} is on host {adv.dictionary.get('host')}: "
-                    "only a same-host LMDB dictionary can be shared (give one explicitly otherwise)"
+                    f"the store's dictionary {uri} is on host {host} and store node {adv.node} does not "
+                    "serve it (a node serves it along with the tcp transport)"
                 )
-            self._dictionary = open_dictionary(adv.dictionary["uri"])
             self._own_dictionary = True
         return self._dictionary
 
