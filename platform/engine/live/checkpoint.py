@@ -418,7 +418,7 @@ class Checkpointer:
         self._last: tuple[int, int | None] | None = None
         self._seqs: dict[str, int] = {}  # checkpoint id -> last log record it covers
         #: what the checkpoints hold of the result rings (continued from the one restored)
-        self.ringlog = RingLog.resume(live, live.restored_checkpoint)
+        self.ringlog = RingLog.resume(live.restored_checkpoint)
         self.checkpoints = 0
         self.last_id: str | None = None
         self.last_seq: int | None = None

@@ -47,6 +47,8 @@ class RingsCapture:
     #: per query, in registration order: (name, token, new reports, kept_from, dropped_until)
     rings: list[tuple[str, str, list[Report], int | None, int | None]] = field(default_factory=list)
     _index: dict[str, int] = field(default_factory=dict, repr=False)
+    #: per ring: the newest report time the checkpoint holds (earlier objects included)
+    last: list[int | None] = field(default_factory=list)
 
     def header(self, name: str) -> dict[str, Any]:
         """The ``ring`` entry of query ``name`` in the checkpoint."""
@@ -55,8 +57,8 @@ class RingsCapture:
         k = self._index.get(name)
         if k is None:
             return {"token": None, "kept_from": None, "dropped_until": None}
-        _, token, _, kept_from, dropped = self.rings[k]
-        return {"token": token, "kept_from": kept_from, "dropped_until": dropped}
+        _, token, reports, kept_from, dropped = self.rings[k]
+        return {"token": token, "kept_from": kept_from, "dropped_until": dropped, "last": self.last[k]}
 
     def blob(self) -> Blob | None:
         """The shared object holding the new reports (``None``: there are none)."""
@@ -109,16 +111,16 @@ class RingLog:
         self.marks: dict[str, tuple[str, int]] = dict(marks or {})
 
     @classmethod
-    def resume(cls, live: LiveEngine, ck: Checkpoint | None) -> RingLog:
-        """The ring log after restoring ``ck`` into ``live`` (``None``: nothing written yet)."""
+    def resume(cls, ck: Checkpoint | None) -> RingLog:
+        """The ring log of the checkpoint ``ck`` a restart restored (``None``: nothing
+        written yet).  Reports kept after it (recomputed by the log replay) are not in it."""
         if ck is None:
             return cls()
         marks = {}
-        with live._lock:
-            for name, ring in live._rings.items():
-                last = ring.last()
-                if last is not None:
-                    marks[name] = (ring.token, last)
+        for q in ck.blob("queries").header.get("queries", []):
+            r = q.get("ring") or {}
+            if r.get("token") and r.get("last") is not None:
+                marks[q["name"]] = (str(r["token"]), int(r["last"]))
         return cls(ck.meta.get("rings") or [], marks)
 
     def capture(self, live: LiveEngine) -> RingsCapture:
@@ -131,7 +133,9 @@ class RingLog:
                     continue
                 mark = self.marks.get(name)
                 after = mark[1] if mark is not None and mark[0] == ring.token else None
-                cap.rings.append((name, ring.token, ring.export(after), ring.first(), ring.dropped_until))
+                new = ring.export(after)
+                cap.rings.append((name, ring.token, new, ring.first(), ring.dropped_until))
+                cap.last.append(new[-1][1] if new else after)
         return cap
 
     def name(self, seq: int) -> str:
@@ -149,14 +153,7 @@ class RingLog:
     def commit(self, listed: list[list[Any]], cap: RingsCapture) -> None:
         """Records that a checkpoint with ``listed`` and ``cap`` was written."""
         self.segments = listed
-        marks = {}
-        for name, token, reports, _, _ in cap.rings:
-            old = self.marks.get(name)
-            if reports:
-                marks[name] = (token, reports[-1][1])
-            elif old is not None and old[0] == token:
-                marks[name] = old
-        self.marks = marks
+        self.marks = {r[0]: (r[1], last) for r, last in zip(cap.rings, cap.last) if last is not None}
 
 
 def load_rings(ck: Checkpoint, retention_s: float) -> dict[tuple[str, str], list[Report]]:
