@@ -73,6 +73,8 @@ _ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))")
 _STRING_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
 _AGGREGATE_WORDS = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"))
 _IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
+#: The characters a backslash may escape in the local part of a prefixed name (PN_LOCAL_ESC).
+_PN_LOCAL_ESC = frozenset("_~.-!$&'()*+,;=/?#@%")
 #: Characters a string escape must keep escaped when it is decoded for the SPARQL parser.
 _KEEP_ESCAPED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}
 
@@ -201,6 +203,14 @@ def _check_punct(text: str, index: LineIndex, ch: str, start: int) -> None:
         raise _error(index, start, "unterminated string literal")
     if ch == "\\" and text.startswith(("\\u", "\\U"), start):
         raise _error(index, start, "\\u escape sequences are only allowed in strings and IRIs")
+    if ch == "\\" and text[start + 1 : start + 2] not in _PN_LOCAL_ESC:
+        # never valid outside a string: e.g. an IRI <http://x/\q>, which then lexes as '<' ...
+        raise _error(
+            index,
+            start,
+            "invalid escape '%s': a backslash is only allowed in strings, as "
+            "\\uXXXX in IRIs and before punctuation in prefixed names" % text[start : start + 2],
+        )
 
 
 def _escape_value(body: str, k: int) -> tuple[int | None, int]:
