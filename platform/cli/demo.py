@@ -17,8 +17,8 @@ REPOSITORY_IRI = "http://127.0.0.1:9000/WebGlCity/RDF/SensorRepository.rdf"
 def _find_data(arg: str | None) -> Path:
     if arg:
         return Path(arg)
-    here = Path(__file__).resolve().parent.parent
-    return here / "examples" / "citybench"
+    # the repository's examples/ (this file is platform/cli/demo.py of a checkout)
+    return Path(__file__).resolve().parents[2] / "examples" / "citybench"
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -157,6 +157,7 @@ CASES: list[Case] = [
     Case("store-verify-not-a-store", "store verify {d}/dir", 2, "not a LinkStream store (no store.json): {d}/dir"),
     Case("store-verify-unknown-command", "store repair {d}/store", 2, "argument COMMAND: invalid choice: 'repair'"),
     # ------------------------------------------------------------ demo
+    Case("demo-bundled-data-ok", "demo --rows 0", 0, ""),
     Case("demo-data-missing", "demo --data /no/data", 2, "demo data not found under /no/data (use --data)"),
     Case("demo-rows-word", "demo --rows x", 2, "argument --rows: invalid int value: 'x'"),
     Case("demo-rows-negative", "demo --rows -1 --data {d}/dir", 2, "--rows must be >= 0, got -1"),
