@@ -199,6 +199,16 @@ def compare(expected: Path, got: Path) -> tuple[int, int]:
     return sum((want - have).values()), sum((have - want).values())
 
 
+def add_containers(cluster: LocalCluster, n: int) -> None:
+    """``cluster.add_containers(n)``, printing the log of a container that could not start."""
+    try:
+        cluster.add_containers(n)
+    except RuntimeError as exc:
+        log = str(exc).rsplit("see ", 1)[-1]
+        tail = Path(log).read_text()[-3000:] if Path(log).is_file() else ""
+        raise SystemExit(f"{exc}\n{tail}") from exc
+
+
 def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[list[dict], dict]:
     """The ``--live`` loop: ``a.kills`` rounds of pushes, each with one container killed."""
     sys.path.insert(0, str(REPO))
@@ -237,18 +247,29 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
         for r in range(a.kills):
             live_now = cluster.names("container")
             if len(live_now) < 3:
-                cluster.add_containers(3 - len(live_now))
+                add_containers(cluster, 3 - len(live_now))
             qs = {f"{q}-r{r}": texts[q] for q in names}
             for q, text in qs.items():
                 cl.register(text, q)
                 emb.register(text, q)
             until = corpus.last_report(1000) + r * shift
             got: dict[str, list[str]] = {}
+            errors: list[str] = []
 
             def read(
-                client: Client, q: str, key: str, until: int = until, got: dict[str, list[str]] = got
+                client: Client,
+                q: str,
+                key: str,
+                until: int = until,
+                got: dict[str, list[str]] = got,
+                errors: list[str] = errors,
             ) -> None:
-                got[key] = [json.dumps(x, sort_keys=True) for x in client.results(q, until=until, timeout=60)]
+                try:
+                    got[key] = [
+                        json.dumps(x, sort_keys=True) for x in client.results(q, until=until, timeout=60)
+                    ]
+                except Exception as exc:  # reported with the round
+                    errors.append(f"{key}: {type(exc).__name__}: {exc}")
 
             readers = [
                 threading.Thread(target=read, args=(c, q, f"{k}/{q}"), daemon=True)
@@ -307,9 +328,12 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
                     "lines": lines,
                     "seconds": seconds,
                     "killed": True,
+                    "reader_errors": errors,
                 }
             )
             print(f"{r + 1:>4} {victim:>6} {at:>4} {lost:>5} {dup:>4} {lines:>6} {seconds:>7.2f}", flush=True)
+            for e in errors:
+                print("      reader failed:", e, flush=True)
         log = (cluster.dir / "logs" / "coord-1.log").read_text()
         extra = {
             "recomputed_reports_logged": log.count("driver: recomputed"),
@@ -330,13 +354,20 @@ def main() -> int:
     ap.add_argument("--session-timeout", type=float, default=2.0)
     ap.add_argument("--live", action="store_true", help="kill during pushes to the live service")
     ap.add_argument(
+        "--dir", default=None, help="--live: work directory to keep (logs); default a temporary one"
+    )
+    ap.add_argument(
         "--out", default=None, help="JSON figures (default bench/results/cluster_kills[_live].json)"
     )
     a = ap.parse_args()
     rng = random.Random(a.seed)
     if a.live:
-        with tempfile.TemporaryDirectory(prefix="cluster-kills-live-") as d:
-            runs, extra = live_rounds(a, rng, Path(d))
+        if a.dir:  # kept for a look at the processes' logs
+            Path(a.dir).mkdir(parents=True, exist_ok=True)
+            runs, extra = live_rounds(a, rng, Path(a.dir))
+        else:
+            with tempfile.TemporaryDirectory(prefix="cluster-kills-live-") as d:
+                runs, extra = live_rounds(a, rng, Path(d))
         bad = [r for r in runs if r["lost_lines"] or r["duplicated_lines"]]
         summary = {
             "kills": len(runs),
