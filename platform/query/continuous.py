@@ -25,6 +25,7 @@ from urllib.parse import urljoin
 import pyparsing
 import rdflib
 from rdflib.plugins.sparql import algebra, parser
+from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.plugins.sparql.sparql import Query
 from rdflib.term import URIRef
 
@@ -487,6 +488,9 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
         if len(_ALGEBRA_CACHE) >= ALGEBRA_CACHE_SIZE:
             _ALGEBRA_CACHE.clear()  # crude bound; a dict stays safe under concurrent parses
         _ALGEBRA_CACHE[key] = compiled
+    prologue = getattr(compiled, "prologue", None)
+    if prologue is not None and prologue.base:
+        bind_base(compiled.algebra, URIRef(prologue.base))
     dialect = next(iter(scan.dialects), "sparql")
     return ContinuousQuery(
         name=scan.name,
@@ -502,6 +506,24 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
         algebra=compiled,
         offset_map=sparql_map,
     )
+
+
+def bind_base(node: object, base: URIRef) -> None:
+    """Gives every ``IRI()`` / ``URI()`` call of an algebra the query's base IRI.
+
+    ``IRI("x")`` resolves a relative IRI against the BASE of the query (or the base the
+    query was parsed with): the call gets it as its ``base`` argument.  Idempotent (a cached
+    algebra of the same text and base gets the same base).
+    """
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, CompValue):
+            if x.name in ("Builtin_IRI", "Builtin_URI") and "base" not in x:
+                x["base"] = base
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
 
 
 def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> Any:

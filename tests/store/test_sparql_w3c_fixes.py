@@ -113,3 +113,37 @@ def test_bnode_of_a_string_is_one_blank_node_per_solution(store) -> None:
         labels |= {r["b1"]["value"], r["b2"]["value"]}
     assert len(labels) == 6  # no blank node shared between solutions
     assert "_bnode_solution" not in run_sparql(store, q)["head"]["vars"]
+
+
+def test_iri_base_in_static_one_shot_and_continuous_queries() -> None:
+    from linkstream.engine.embedded import Engine
+    from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
+    from linkstream.query.continuous import parse_continuous
+    from linkstream.query.expressions import Call, Const, compile_expr
+    from linkstream.query.functions.scalar import call
+    from linkstream.rdf.terms import IRI
+
+    q = 'BASE <http://example.org/d/>\nSELECT (IRI("x") AS ?a) {}'
+    (row,) = evaluate_one_shot(Engine(), parse_one_shot(q, "http://localhost/"))["results"]["bindings"]
+    assert row["a"]["value"] == "http://example.org/d/x"
+    # a continuous query's IRI() call gets the base too
+    cq = parse_continuous(
+        "BASE <http://example.org/c/>\nREGISTER QUERY q AS SELECT ?i FROM STREAM <http://s> [RANGE 1s STEP 1s]"
+        ' WHERE { ?s ?p ?o BIND(IRI("y") AS ?i) }'
+    )
+    found = []
+
+    def walk(x: object) -> None:
+        if isinstance(x, dict):
+            if getattr(x, "name", None) == "Builtin_IRI":
+                found.append(compile_expr(x, lambda t: 1))
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(cq.algebra.algebra)
+    (e,) = found
+    assert isinstance(e, Call) and all(isinstance(a, Const) for a in e.args)
+    assert call("IRI", [a.term for a in e.args]) == IRI("http://example.org/c/y")

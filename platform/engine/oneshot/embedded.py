@@ -23,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rdflib import URIRef
 from rdflib.plugins.sparql.parserutils import CompValue
 
 from linkstream.engine.output import QueryOutput, order_rows
@@ -52,27 +51,7 @@ def parse_one_shot(text: str, base: str) -> ContinuousQuery:
         raise QueryError("a one-shot query cannot read stream windows; register it as a continuous query")
     if cq.form == "DESCRIBE":
         raise QueryError("DESCRIBE is not supported")
-    prologue = getattr(cq.algebra, "prologue", None)
-    if prologue is not None and prologue.base:
-        _bind_base(cq.algebra.algebra, URIRef(prologue.base))
     return cq
-
-
-def _bind_base(node: object, base: URIRef) -> None:
-    """Gives every ``IRI()`` / ``URI()`` call the query's base IRI (its ``base`` argument).
-
-    ``IRI("x")`` resolves a relative IRI against the BASE of the query (or the base the
-    query was sent with).  Idempotent: cached algebras of the same text get the same base.
-    """
-    stack = [node]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, CompValue):
-            if x.name in ("Builtin_IRI", "Builtin_URI") and "base" not in x:
-                x["base"] = base
-            stack.extend(x.values())
-        elif isinstance(x, (list, tuple)):
-            stack.extend(x)
 
 
 def evaluate_one_shot(
