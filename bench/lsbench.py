@@ -267,10 +267,15 @@ def run_one(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: i
     }
 
 
-def spawn(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: int) -> dict:
+def spawn(
+    data_dir: Path, kind: str, n: int, users: int, windows: str, seed: int, pythonpath: str | None = None
+) -> dict:
+    """One configuration in a fresh process; ``pythonpath`` puts another ``linkstream``
+    package first (the baseline of ``--baseline``)."""
     cmd = [sys.executable, __file__, "--one", str(n), "--data", str(data_dir), "--workload", kind]
     cmd += ["--users", str(users), "--windows", windows, "--seed", str(seed)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    env = None if pythonpath is None else dict(os.environ, PYTHONPATH=pythonpath)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -340,18 +345,19 @@ def check_sample(data_dir: Path, kind: str, users: int, windows: str, seed: int,
 # ----------------------------------------------------------------------------- main
 
 HEAD = (
-    f"{'workload':>9} {'windows':>7} {'queries':>8} {'reg q/s':>9} {'in tr/s':>10} {'cpu tr/s':>10} "
-    f"{'rows/s':>10} {'rows':>10} {'q p99 ms':>9} {'RSS MB':>7} {'x oracle':>9}"
+    f"{'workload':>10} {'windows':>7} {'queries':>8} {'reg q/s':>9} {'in tr/s':>10} {'cpu tr/s':>10} "
+    f"{'rows/s':>10} {'rows':>10} {'q p99 ms':>9} {'RSS MB':>7} {'x oracle':>9} {'x base':>7}"
 )
 
 
 def show(r: dict) -> str:
     ratio = r.get("x_oracle")
+    base = r.get("x_baseline_cpu")
     return (
-        f"{r['workload']:>9} {r['windows']:>7} {r['queries']:>8} {r['registrations_per_s']:>9,.0f} "
+        f"{r['workload']:>10} {r['windows']:>7} {r['queries']:>8} {r['registrations_per_s']:>9,.0f} "
         f"{r['triples_per_s']:>10,.0f} {r['triples_per_cpu_s']:>10,.0f} {r['rows_per_s']:>10,.0f} "
         f"{r['result_rows']:>10,} {r['query_ms_p99']:>9.3f} {r['rss_mb_end']:>7.0f} "
-        f"{(f'{ratio:>8.1f}x' if ratio else '-'):>9}"
+        f"{(f'{ratio:>8.1f}x' if ratio else '-'):>9} {(f'{base:>6.1f}x' if base else '-'):>7}"
     )
 
 
@@ -375,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--quick", action="store_true", help="100 and 1000 queries, 20 s of streams, time windows"
     )
+    ap.add_argument(
+        "--baseline",
+        help="a source tree of another commit (git archive COMMIT | tar -x -C DIR): every configuration "
+        "also runs on its platform/ in the same run (rows marked 'base'); 'x base' is the ratio of "
+        "input triples per CPU second, this tree over the baseline",
+    )
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "lsbench.json"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -388,8 +400,15 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.seconds or (20 if args.quick else 60)
     rows: list[dict] = []
     checks: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as base_pkg:
         data_dir = Path(tmp)
+        base_path = None
+        if args.baseline:
+            src = Path(args.baseline).resolve() / "platform"
+            if not (src / "engine" / "embedded.py").exists():
+                ap.error(f"--baseline {args.baseline}: no platform/engine/embedded.py under it")
+            os.symlink(src, Path(base_pkg) / "linkstream")  # the package as installed names it
+            base_path = base_pkg
         t = time.perf_counter()
         ds = generate(data_dir, args.users, seconds, args.rate, args.knows, args.seed)
         print(
@@ -406,7 +425,15 @@ def main(argv: list[str] | None = None) -> int:
                 check.update(workload=kind, windows=w)
                 checks.append(check)
                 for n in sizes:
+                    if base_path is not None:
+                        b = spawn(data_dir, kind, n, args.users, w, args.seed, base_path)
+                        b["workload"] = "base " + kind
+                        rows.append(b)
+                        print(show(b), flush=True)
                     r = spawn(data_dir, kind, n, args.users, w, args.seed)
+                    if base_path is not None:
+                        r["x_baseline_cpu"] = r["triples_per_cpu_s"] / b["triples_per_cpu_s"]
+                        r["x_baseline_rows"] = r["result_rows"] == b["result_rows"]
                     per_q = check.get("oracle_s_per_query")
                     if per_q:
                         # the oracle evaluates every query on its own: N queries cost N times one
@@ -415,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
                         r["x_oracle"] = r["triples_per_s"] / oracle_tps if oracle_tps else None
                     rows.append(r)
                     print(show(r), flush=True)
+                    if base_path is not None and not r["x_baseline_rows"]:
+                        print(f"{'':>10} result rows differ from the baseline's", flush=True)
                 if "equal" in check:
                     verdict = "equal" if check["equal"] else "DIFFERENT: " + "; ".join(check["unequal"])
                     print(

@@ -424,17 +424,28 @@ class Engine:
         # loud reporting queries under which nothing moved: their view repeats its rendered
         # rows (memoised per view and epoch); only the head of each line is new
         t_text = str(c)
+        repeated: dict[int, list[str] | None] = {}  # per view: the rows it repeats
         for name in (loud & reporting) - dirty:
             rq = queries.get(name)
             if rq is None:
                 continue
             output = rq.output
-            lines = output.repeat_lines(epoch, t_text)  # the common case: rows repeated
-            if lines is None:
-                fresh = not output.view._started  # evaluated for the first time now
+            view = output.view
+            vid = id(view)
+            if vid in repeated:
+                bodies = repeated[vid]
+            else:
+                bodies = repeated[vid] = view.repeat_bodies(epoch)
+            if bodies is None:
+                fresh = not view._started  # evaluated for the first time now
                 lines = output.lines(epoch, c, changed=False)
-                if fresh and not output.view.loud():
+                if fresh and not view.loud():
                     loud.discard(name)
+            elif not bodies:
+                lines = []
+            else:  # the common case: the view's rows repeated under this query's head
+                head = output.head + t_text + ", "
+                lines = [head + bodies[0]] if len(bodies) == 1 else [head + b for b in bodies]
             out[name] = lines
             rq.stats.rows += len(lines)
         for name in dirty:

@@ -176,6 +176,17 @@ class ResultView:
             self._bodies = None
         return d
 
+    def repeat_bodies(self, epoch: int) -> list[str] | None:
+        """The rendered rows an RStream / CONSTRUCT report repeats at an epoch that changed
+        nothing under the view (``None``: none rendered yet, or not a repeating view)."""
+        bodies = self._bodies
+        if bodies is None or not self._started or not self.repeats:
+            return None
+        memo = self.memo
+        if memo is None or memo[0] != epoch:
+            self.update(epoch, False)
+        return bodies
+
     def _epoch_seen(self) -> int | None:
         """The last epoch this view applied or skipped (tests: was the query looked at)."""
         return None if self.memo is None else self.memo[0]
@@ -342,6 +353,8 @@ class QueryOutput:
         self.view.users += 1
         self._qname = json.dumps(name, ensure_ascii=False)
         self._head = '{"query": %s, "t": ' % self._qname
+        #: the start of every result line, up to the report time
+        self.head = self._head
 
     @property
     def mode(self) -> str:
@@ -371,16 +384,12 @@ class QueryOutput:
         """The lines of a report at which nothing under the query changed, when its view
         repeats rendered RStream rows (``t``: the report time as text); ``None`` when the
         view has no such rows yet (then :meth:`lines` is the way)."""
-        view = self.view
-        bodies = view._bodies
-        if bodies is None or not view._started or not view.repeats:
+        bodies = self.view.repeat_bodies(epoch)
+        if bodies is None:
             return None
-        memo = view.memo
-        if memo is None or memo[0] != epoch:
-            view.update(epoch, False)
         if not bodies:
             return []
-        head = self._head + t + ", "
+        head = self.head + t + ", "
         if len(bodies) == 1:
             return [head + bodies[0]]
         return [head + b for b in bodies]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from linkstream.operators.base import Operator
+from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import (
     Batch,
     SortedIndex,
@@ -28,6 +28,7 @@ from linkstream.operators.batch import (
 )
 from linkstream.operators.evaluate import Evaluator, Num
 from linkstream.operators.relation import Relation
+from linkstream.operators.router import RenameOperator, RouteOperator, TaggedDeltaOperator
 from linkstream.query.functions import scalar as F
 from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_INTEGER
 from linkstream.rdf.terms import XSD_INTEGER, XSD_STRING, Literal
@@ -70,6 +71,10 @@ class AggregateOperator(Operator):
         self.certain = frozenset(v for v in self.group_vars if v in child.certain)
         self.results = Relation(self.vars)
         self._first = True
+        #: over a shared join's route: (the aggregate of all the router's groups, the
+        #: route); False when the child is anything else (see :meth:`_routed`)
+        self.routed_via: tuple[_Shared, RouteOperator] | bool | None = None
+        self.shared_key: object = None
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
         """Input rows, the groups' result rows and the first-epoch flag."""
@@ -89,9 +94,84 @@ class AggregateOperator(Operator):
         return (self.group_vars, self.aggs)
 
     def current(self) -> Batch:
+        r = self._routed()
+        if isinstance(r, tuple):
+            shared, route = r
+            return self._own(_group_rows(shared, route))
         return self.results.rows
 
+    def _routed(self) -> tuple[_Shared, RouteOperator] | bool:
+        """The aggregate of all groups of the router this one reads a route of (when the
+        query's aggregate only differs from the others' in its group's window ranges and
+        constants): computed once per epoch for every group, each query takes its group's
+        rows.  ``False`` unless the child is a shared join's route (renamed)."""
+        r = self.routed_via
+        if r is None:
+            r = self.routed_via = self._find_route()
+        return r
+
+    def _find_route(self) -> tuple[_Shared, RouteOperator] | bool:
+        c = self.child
+        while isinstance(c, AttachOperator):
+            c = c.shared
+        mapping: dict[str, str] = {}
+        if type(c) is RenameOperator:
+            mapping = c.mapping
+            c = c.child
+            while isinstance(c, AttachOperator):
+                c = c.shared
+        if type(c) is not RouteOperator or not self.group_vars:
+            return False
+        inv = {q: k for k, q in mapping.items()}
+        canon = {v: inv.get(v, v) for v in self.child.vars}
+        if any(canon[v] not in c.vars for v in self.child.vars):
+            return False
+        if any(v not in canon for v in self.group_vars) or any(
+            a.arg is not None and a.arg not in canon for a in self.aggs
+        ):  # a group key or an argument the pattern never binds (always unbound): not shared
+            return False
+        gv = tuple(canon[v] for v in self.group_vars)
+        aggs = tuple(
+            AggSpec(a.kind, None if a.arg is None else canon[a.arg], a.distinct, f"%r{i}", a.separator)
+            for i, a in enumerate(self.aggs)
+        )
+        router = c.router
+        key = (gv, aggs)
+        shared = router.aggregates.get(key)
+        if shared is None:
+            tagged = TaggedDeltaOperator(router)
+            agg = AggregateOperator(tagged, ("%group", *gv), aggs, self.evaluator)
+            shared = router.aggregates[key] = _Shared(agg)
+        assert isinstance(shared, _Shared)
+        shared.users += 1
+        self.shared_key = key
+        self._first = True
+        return shared, c
+
+    def discard(self) -> None:
+        r = self.routed_via
+        if isinstance(r, tuple):
+            shared, route = r
+            shared.users -= 1
+            if shared.users <= 0:  # unused: it would miss the router's changes from now on
+                route.router.aggregates.pop(self.shared_key, None)
+            self.routed_via = False
+
+    def _own(self, rows: Batch) -> Batch:
+        """``rows`` of the shared aggregate (one group's) as this operator's mappings."""
+        return Batch(self.vars, rows.cols[1:], rows.counts)
+
     def compute(self, epoch: int) -> Batch:
+        r = self._routed()
+        if isinstance(r, tuple):
+            shared, route = r
+            self.child.delta(epoch)  # (the route: the router evaluates this epoch)
+            shared.agg.delta(epoch)
+            if self._first:  # the group's whole result (a query attached late included)
+                self._first = False
+                return self._own(_group_rows(shared, route))
+            part = shared.split(epoch).get(route.router.groups[route.key].gid)
+            return Batch.empty(self.vars) if part is None else self._own(part)
         d = self.child.delta(epoch).project(self.input_vars)
         first, self._first = self._first, False
         if not len(d) and not (first and not self.group_vars):
@@ -239,6 +319,39 @@ class AggregateOperator(Operator):
             vals = [terms.term(int(i)) for i in xx[gx == gi].tolist()]
             best = min(vals, key=F.order_key) if kind == "MIN" else max(vals, key=F.order_key)
             out[gi] = terms.encode_one(best)
+        return out
+
+
+def _group_rows(shared: _Shared, route: RouteOperator) -> Batch:
+    """The current rows of ``route``'s group in the aggregate of all of its router's groups."""
+    rows = shared.agg.results.rows
+    gid = route.router.groups[route.key].gid
+    return rows.mask(rows.cols[0] == gid) if len(rows) else rows
+
+
+class _Shared:
+    """An aggregate of all groups of a router, the queries reading it, its split by group."""
+
+    __slots__ = ("agg", "users", "_split")
+
+    def __init__(self, agg: AggregateOperator) -> None:
+        self.agg = agg
+        self.users = 0
+        self._split: tuple[int, dict[int, Batch]] = (-1, {})
+
+    def split(self, epoch: int) -> dict[int, Batch]:
+        """This epoch's delta of the aggregate, split by group id (once per epoch)."""
+        if self._split[0] == epoch:
+            return self._split[1]
+        d = self.agg.delta(epoch)  # consolidated: sorted by group id first
+        out: dict[int, Batch] = {}
+        if len(d):
+            g = d.cols[0]
+            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+            ends = np.r_[starts[1:], len(g)]
+            for lo, hi, gid in zip(starts.tolist(), ends.tolist(), g.take(starts).tolist()):
+                out[gid] = Batch(d.vars, d.cols[:, lo:hi], d.counts[lo:hi])
+        self._split = (epoch, out)
         return out
 
 

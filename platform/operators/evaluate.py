@@ -108,11 +108,8 @@ class Evaluator:
         memo = self._num_ids  # (value bits, numeric type) -> id: exact, as ids are stable
         if len(ok) <= _SMALL_AS_IDS:  # a few values (an aggregate's groups): dict lookups
             keys = list(zip(v.val[ok].view(np.int64).tolist(), v.typ[ok].tolist()))
-            got = [memo.get(k) for k in keys]
-            if None in got:
-                self._encode_numbers({k for k, g in zip(keys, got) if g is None})
-                got = [memo[k] for k in keys]
-            out[ok] = got
+            self._encode_numbers({k for k in keys if k not in memo})
+            out[ok] = [memo[k] for k in keys]
             return out
         pairs = np.stack([v.val[ok].view(np.int64), v.typ[ok].astype(np.int64)])
         uniq, inv = np.unique(pairs, axis=1, return_inverse=True)

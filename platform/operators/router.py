@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -380,6 +381,12 @@ class RouterOperator(Operator):
         self._tab: _Table | None = None
         #: the window closes of the last evaluation (every started group's result is at them)
         self._closes: tuple[int, ...] | None = None
+        #: this epoch's change of every group's result, tagged with the group id (over
+        #: ``("%group", *out_vars)``), and the rows of removed groups not yet retracted
+        self.tagged = Batch.empty(self._gvars)
+        self._retracted: list[Batch] = []
+        #: aggregates computed for all groups at once (see :func:`shared_aggregate`)
+        self.aggregates: dict[object, Any] = {}
 
     def describe(self) -> str:
         return f"Router groups={len(self.groups)} rows={len(self.state)}"
@@ -414,6 +421,8 @@ class RouterOperator(Operator):
             rows = self._rows_of(g.gid)
             if len(rows):
                 self.counts.apply(rows.negate())
+                if self.aggregates:
+                    self._retracted.append(rows.with_counts(-np.ones(len(rows), dtype=np.int64)))
             self._invalidate()
             del self.groups[key]
             self.emitted.pop(key, None)
@@ -450,6 +459,10 @@ class RouterOperator(Operator):
         return [cols[idx[0]] if len(idx) == 1 else cols[idx].min(axis=0) for idx in self._ts_idx]
 
     def compute(self, epoch: int) -> Batch:
+        self.tagged = Batch.empty(self._gvars)
+        if self._retracted:
+            self.tagged = concat(self._retracted, self._gvars)
+            self._retracted = []
         d = self.join.delta(epoch)
         d = consolidate(d.project(self.jvars)) if len(d) else Batch.empty(self.jvars)
         old = self.state
@@ -529,7 +542,45 @@ class RouterOperator(Operator):
         for lo, hi, gid in zip(starts.tolist(), ends.tolist(), mg.take(starts).tolist()):
             sel = moved[lo:hi]
             self.emitted[by_gid[gid]] = Batch(self.out_vars, out_cols.take(sel, axis=1), sign[lo:hi])
+        if self.aggregates:
+            tagged = Batch(self._gvars, delta.cols.take(moved, axis=1), sign)
+            self.tagged = concat([self.tagged, tagged], self._gvars) if len(self.tagged) else tagged
         return Batch.empty(())
+
+    def tagged_current(self) -> Batch:
+        """Every group's current result, tagged with the group id (each binding once)."""
+        rows = self.counts.rows
+        rows = rows.mask(rows.counts > 0)
+        return rows.with_counts(np.ones(len(rows), dtype=np.int64))
+
+
+class TaggedDeltaOperator(Operator):
+    """A router's change of every group's result per epoch, tagged with the group id: the
+    input of an aggregate computed for all of the router's groups at once.  Its first delta
+    also holds the groups' results from before it was created."""
+
+    event_driven = False
+    migratable = False
+
+    def __init__(self, router: RouterOperator) -> None:
+        super().__init__()
+        self.router = router
+        self.vars = router._gvars
+        self.certain = frozenset(self.vars)
+        self._start: Batch | None = router.tagged_current()
+        #: (created after the router evaluated this epoch: its results hold that change)
+        self._start_epoch = router._epoch
+
+    def compute(self, epoch: int) -> Batch:
+        self.router.delta(epoch)
+        d = self.router.tagged
+        if self._start is not None:
+            start, self._start = self._start, None
+            if self._start_epoch == epoch:
+                return start
+            if len(start):
+                d = concat([start, d], self.vars)
+        return d
 
 
 class RouteOperator(Operator):
