@@ -68,6 +68,8 @@ def add_parser(sub: argparse._SubParsersAction, add_security_options: object) ->
 
 def cmd_store_node(args: argparse.Namespace) -> int:
     """Runs one store node until a signal (exit 2 with one line on bad input)."""
+    import zmq
+
     from linkstream.rdma.regions import RegionError
     from linkstream.store.layout import read_manifest
     from linkstream.store.node import StoreNode, parse_partitions
@@ -91,6 +93,9 @@ def cmd_store_node(args: argparse.Namespace) -> int:
         )
     except (OSError, ValueError, RegionError) as e:
         print(f"error: store-node: {e}", file=sys.stderr)
+        return 2
+    except zmq.ZMQError as e:  # a --bind ZeroMQ cannot bind
+        print(f"error: store-node: --bind {args.bind}: {e}", file=sys.stderr)
         return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
