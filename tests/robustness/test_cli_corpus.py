@@ -423,3 +423,19 @@ def test_queries_client(
     text = (out if code == 0 else err).strip()
     assert len(text.splitlines()) == 1 and text.startswith(says.replace("{d}", str(d))), text
     assert httpx.get(server_url + "/healthz", timeout=10).status_code == 200  # the server still serves
+
+
+def test_unexpected_error_is_one_line_unless_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last resort of ``main``: an unforeseen exception is one line, exit status 1; with
+    ``--log-level debug`` the traceback is shown (the exception propagates)."""
+    import linkstream.cli.cluster as commands
+
+    def boom(args: object) -> int:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(commands, "cmd_coordinator", boom)
+    code, _, err = run_cli(["coordinator", "--zk", NOZK, "--insecure"])
+    assert code == 1
+    assert err == "error: RuntimeError: boom second line (--log-level debug shows the traceback)\n"
+    with pytest.raises(RuntimeError, match="boom"):
+        cli_main(["coordinator", "--zk", NOZK, "--insecure", "--log-level", "debug"])
