@@ -14,7 +14,9 @@ windows with the static data), the set-up time (loading the files / reading the
 pattern-relevant triples through the store's indexes), the static bytes the engine holds,
 the remote cache, and the process's RSS; then a raw lookup benchmark on the same data:
 batches of 512 ``neighbours`` lookups on random subjects, warm cache, in every mode.
-Ratios are against ``local`` measured in the same run (goal: shm >= 0.8x local).
+Last, the latency of selective one-shot SPARQL queries (every triple of one subject) on the
+local store directory vs through the store node.  Ratios are against ``local`` measured in
+the same run (goal: shm >= 0.8x local).
 Modes run in rotating order over ``--rounds`` rounds; medians are reported, and the best
 round per CPU second (on a loaded machine wall time mostly measures the other processes).  Raw figures
 go to ``bench/results/store_path.json``.
@@ -64,6 +66,46 @@ def rss_kb() -> int:
 
 
 # ---------------------------------------------------------------------- child
+
+
+def oneshot(mode: str, adv_json: str, store_dir: str) -> dict:
+    """Latency of selective one-shot SPARQL lookups (all triples of one subject) over the
+    store directory opened in this process (``local``) or the store node (``shm``/``tcp``)."""
+    from linkstream.engine.oneshot.store import run_sparql
+    from linkstream.store import PersistentStore
+    from linkstream.store.node import Advertisement
+    from linkstream.store.remote import RemoteStore
+
+    local = PersistentStore.open(store_dir, background_compaction=False)
+    store: object = local
+    remote = None
+    if mode != "local":
+        remote = RemoteStore([Advertisement.from_json(adv_json)], prefer=mode, dictionary=local.dictionary)
+        store = remote
+    snap = local.snapshot()
+    g = snap.graphs()[0]
+    subjects = np.unique(snap.triples(g)[:, 0])
+    rng = np.random.default_rng(11)
+    picks = local.dictionary.decode_many(rng.choice(subjects, size=300))
+    graph = "" if g is None else f"FROM <{g}> "
+    texts = [f"SELECT ?p ?o {graph}WHERE {{ {s} ?p ?o }}" for s in picks if s.startswith("<")]
+    lat = []
+    rows = 0
+    for k, text in enumerate(texts):
+        t0 = time.perf_counter()
+        res = run_sparql(store, text)
+        if k >= 20:  # the first ones warm the cache and the query session
+            lat.append(time.perf_counter() - t0)
+            rows += len(res["results"]["bindings"])
+    if remote is not None:
+        remote.close()
+    local.close()
+    return {
+        "queries": len(lat),
+        "rows": rows,
+        "p50_ms": 1000 * float(np.percentile(lat, 50)),
+        "p99_ms": 1000 * float(np.percentile(lat, 99)),
+    }
 
 
 def child(mode: str, adv_json: str, reports: int, use_slice: bool) -> dict:
@@ -210,9 +252,13 @@ def main() -> None:
     ap.add_argument("--slice", action="store_true", help="use the repository's CityBench slice")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--adv", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--store", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.adv, args.reports, args.slice)))
+        out = child(args.child, args.adv, args.reports, args.slice)
+        if args.store:
+            out["oneshot"] = oneshot(args.child, args.adv, args.store)
+        print(json.dumps(out))
         return
     root, manifest = corpus(args.slice)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -244,6 +290,8 @@ def main() -> None:
                         adv,
                         "--reports",
                         str(args.reports),
+                        "--store",
+                        str(store),
                     ]
                     if args.slice:
                         cmd.append("--slice")
@@ -296,6 +344,18 @@ def main() -> None:
             f"{s['throughput_ratio_vs_local']:8.2f} {s['cpu_throughput_ratio_vs_local']:6.2f} "
             f"{s['lookup_ratio_vs_local']:10.2f}"
         )
+    for m in MODES:
+        os_p50 = statistics.median(x["oneshot"]["p50_ms"] for x in runs[m])
+        os_p99 = statistics.median(x["oneshot"]["p99_ms"] for x in runs[m])
+        summary[m]["oneshot_p50_ms"], summary[m]["oneshot_p99_ms"] = os_p50, os_p99
+    print(
+        "one-shot lookup (all triples of one subject, warm cache) p50/p99 ms: "
+        + ", ".join(
+            f"{m} {summary[m]['oneshot_p50_ms']:.2f}/{summary[m]['oneshot_p99_ms']:.2f}" for m in MODES
+        )
+        + f" ({runs['local'][0]['oneshot']['queries']} queries, equal rows: "
+        + f"{len({x['oneshot']['rows'] for m in MODES for x in runs[m]}) == 1})"
+    )
     rows = {m: sorted({x["result_rows"] for x in runs[m]}) for m in MODES}
     print(f"result rows per mode (must be equal): {rows}")
     best = {m: max(float(x["reports_per_cpu_s"]) for x in runs[m]) for m in MODES}
