@@ -65,8 +65,9 @@ def _want() -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.mark.slow  # four restarts of a server process
-def test_repeated_kill_9_loses_and_repeats_nothing(tmp_path: Path) -> None:
-    rng = random.Random(17)
+@pytest.mark.parametrize("seed", [17, 11])
+def test_repeated_kill_9_loses_and_repeats_nothing(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
     state, errlog, port = tmp_path / "state", tmp_path / "server.log", _free_port()
     args = ["--state-dir", str(state), "--checkpoint-interval", "0.1", "--results-retention", "3600"]
     url = f"http://127.0.0.1:{port}"

@@ -112,8 +112,19 @@ class Capture:
     taken: float = field(default_factory=time.time)
 
 
+def accepted_state(live: LiveEngine) -> dict[str, list[Any]]:
+    """The push side's per-stream figures (call it under ``live._lock``, where pushes are
+    counted as they are logged: at the barrier, not when the worker gets there)."""
+    return {s: [a.watermark, a.elements, a.triples, a.late, a.rejected] for s, a in live._accepted.items()}
+
+
 def capture(
-    live: LiveEngine, seq: int, offsets: dict[str, int], terms_from: int, ringlog: RingLog
+    live: LiveEngine,
+    seq: int,
+    offsets: dict[str, int],
+    terms_from: int,
+    ringlog: RingLog,
+    accepted: dict[str, list[Any]] | None = None,
 ) -> Capture:
     """Copies the engine's state on the worker thread (see the module docstring).
 
@@ -124,6 +135,8 @@ def capture(
             of :data:`CHUNK`).
         ringlog: What earlier checkpoints hold of the result rings (only newer reports are
             copied).
+        accepted: :func:`accepted_state` at the barrier (``None``: read now, when nothing
+            else feeds the engine).
     """
     eng = live.engine
     terms = _terms(eng.dictionary)  # type: ignore[arg-type]  # checked by checkpoint_support
@@ -173,12 +186,15 @@ def capture(
         "last_tick": c,
         "epoch": eng.epoch,
         "streams": {s: [st.watermark, st.first] for s, st in live._streams.items()},
-        "accepted": {
-            s: [a.watermark, a.elements, a.triples, a.late, a.rejected] for s, a in live._accepted.items()
-        },
+        "accepted": accepted if accepted is not None else _locked_accepted(live),
         "guards": {s: int(g.lo) for s, g in live._guards.items()},
     }
     return Capture(seq, offsets, state, terms_from, terms[terms_from:n], n, buffers, queries, states, rings)
+
+
+def _locked_accepted(live: LiveEngine) -> dict[str, list[Any]]:
+    with live._lock:
+        return accepted_state(live)
 
 
 def encode(
@@ -486,7 +502,10 @@ class Checkpointer:
                     return None
                 self.log.rotate()
                 ringlog = self.ringlog
-                live._queue.put(("call", lambda: capture(live, seq, offsets, terms_from, ringlog), fut))
+                accepted = accepted_state(live)
+                live._queue.put(
+                    ("call", lambda: capture(live, seq, offsets, terms_from, ringlog, accepted), fut)
+                )
             cap = fut.result(timeout)
             t1 = time.perf_counter()
             self.log.wait(seq, timeout)  # never cover a record the log could still lose
