@@ -18,7 +18,6 @@ Two enforcement tools live here too:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ctypes
 import dataclasses
 import re
@@ -289,6 +288,8 @@ async def call_with_deadline(
     """
     if not slots.take(most):
         raise BusyError()
+    import asyncio  # not at import: the CLI builds its parsers from this module
+
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[T] = loop.create_future()
     guard = Interruptible()
@@ -344,6 +345,8 @@ async def call_each_with_deadline(
     """
     if not slots.take(most):
         raise BusyError()
+    import asyncio  # not at import: the CLI builds its parsers from this module
+
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[list[T]] = loop.create_future()
     guard = Interruptible()
