@@ -361,6 +361,7 @@ class RemoteStore:
         self.failovers = 0
         self.reads = 0
         self._client = client
+        self._closed = False
         self._folder = f"{root.rstrip('/')}/{NODES}"
         self._changed = threading.Condition(self._lock)
         for adv in advertisements:
@@ -392,6 +393,8 @@ class RemoteStore:
             self._changed.notify_all()
 
     def _on_children(self, children: list[str]) -> bool | None:
+        if self._closed:
+            return False  # stops kazoo's watch
         known = set(self._nodes)
         for name in sorted(set(children) - known):
             try:
@@ -558,6 +561,7 @@ class RemoteStore:
         return {iri: n for iri, _, n in self._first.graphs}
 
     def close(self) -> None:
+        self._closed = True
         with self._lock:
             nodes = list(self._nodes.values())
             self._nodes.clear()
