@@ -354,8 +354,14 @@ class ClusterEngine:
         control, self._control = self._control, []
         for message in control:
             if isinstance(message, Hello):
-                self._forget(message.container)
-                self.fanout.add(message.container, message.address, self.seq)
+                cid = message.container
+                self._forget(cid)
+                # A container that says hello again (its session expired) starts afresh: it
+                # answers nothing until it announces queries ready again; the reports due
+                # meanwhile are recomputed elsewhere (:mod:`linkstream.cluster.recovery`).
+                for name in [n for n, a in self._answerer.items() if a == cid]:
+                    del self._answerer[name]
+                self.fanout.add(cid, message.address, self.seq)
             else:
                 self.fanout.subscribe(message.container, message.version, message.streams, self.seq)
 
