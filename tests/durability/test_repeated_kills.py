@@ -1,6 +1,6 @@
 """Seeded repeated kill -9 of `linkstream run --state-dir` while it checkpoints every 0.1 s.
 
-A pusher feeds two streams one element at a time; the server is killed with SIGKILL at
+A pusher feeds two streams one element at a time; the server is killed with SIGKILL four times at
 seeded random moments (so some kills land in the middle of a checkpoint write or a log
 rotation) and restarted each time.  After each restart the pusher goes on from the
 element count the server reports (a push whose answer was lost may or may not have been
@@ -96,15 +96,18 @@ def test_repeated_kill_9_loses_and_repeats_nothing(tmp_path: Path, seed: int) ->
         for th in feeders:
             th.start()
         kills = 0
-        while kills < 4 and min(done.values()) < N:
-            time.sleep(rng.uniform(0.3, 1.2))
+        for at in sorted(rng.sample(range(20, N - 20), 4)):  # at seeded points of the feed
+            deadline = time.monotonic() + 60
+            while min(done.values()) < at and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.3))
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(30)
             kills += 1
             proc = _start(args, port, errlog, {})
         for th in feeders:
             th.join(120)
-        assert done == {s: N for s in STREAMS} and kills >= 3
+        assert done == {s: N for s in STREAMS} and kills == 4
         with Client(url) as c:
             st = c.status()
             assert {s: st["streams"][s]["elements"] for s in STREAMS} == done
