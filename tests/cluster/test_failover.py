@@ -232,8 +232,8 @@ def test_a_container_frozen_past_its_session_loses_nothing_and_rejoins(
     for dead after the session timeout: its reports are recomputed and its queries move.
     When it comes back (SIGCONT) its session is gone and it registers again as a member;
     nothing it had queued while frozen reaches the output.  (Under CURVE its new hello does
-    not reach the driver yet, so it takes no further part in this run: see the report of
-    the failover work; its queries stay on the others.)"""
+    not reach the driver yet, so it takes no further part in this run; its queries stay on
+    the others: docs/operations.md, known limits.)"""
     cluster = start_cluster(3)
     engines: list[ClusterEngine] = []
     frozen: list[str] = []
