@@ -4,6 +4,8 @@ What runs outside the operator containers and feeds them:
 
 * ``service.py``      -- ``run --zk``: :class:`ClusterService`, a coordinator serving the HTTP API
   (leader election, the query registry, the leader's live engine).
+* ``registration.py`` -- the coordinator's queries: batch registration (few ZooKeeper
+  transactions a batch), removal, reads the registry answers, query states.
 * ``remote_engine.py`` -- the leader's engine: live-engine calls carried to the operator containers.
 * ``proxy.py``        -- a standby forwards requests to the leader; the API application of a
   coordinator (:func:`create_service_app`).

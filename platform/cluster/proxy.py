@@ -16,8 +16,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
 from linkstream.api.guard import TOKEN_KEY, ApiGuard, send_error
 from linkstream.api.limits import ApiLimits, LimitExceeded
+from linkstream.cluster.registration import OWNER
 from linkstream.cluster.results import LOG_PATH, serve_log
-from linkstream.cluster.service import OWNER, ClusterService, token_id
+from linkstream.cluster.service import ClusterService, token_id
 
 logger = logging.getLogger(__name__)
 

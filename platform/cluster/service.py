@@ -50,7 +50,6 @@ data flows misses its first report (its container needs one tick to prime it).
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import logging
 import queue
@@ -63,13 +62,12 @@ from typing import Any
 import httpx
 from kazoo.exceptions import KazooException, NoNodeError
 
-from linkstream.api.backend import BatchFailed
-from linkstream.cluster.driver import task_id
+from linkstream.cluster.registration import QueriesMixin, registration_order
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
 from linkstream.containers.security import Security
-from linkstream.engine.embedded import Engine, QueryStats
-from linkstream.engine.live.runtime import LiveEngine, QueryConflict, QueryView, UnknownQuery
+from linkstream.engine.embedded import Engine
+from linkstream.engine.live.runtime import LiveEngine
 from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, Subscription
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 from linkstream.metrics import CoordinatorMetrics, LiveMetrics
@@ -81,19 +79,12 @@ from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.coordinator import Coordinator
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
 from linkstream.scheduler.load import LoadReporter
-from linkstream.scheduler.registry import QueryExistsError, QueryNotFoundError, QueryRecord, QueryRegistry
+from linkstream.scheduler.registry import QueryRegistry
 from linkstream.scheduler.runs import RunNode
 from linkstream.scheduler.state import Policy
 from linkstream.scheduler.zkclient import lock_down
 
 logger = logging.getLogger(__name__)
-
-#: the token id of the request being served (set by :class:`~linkstream.cluster.proxy.LeaderProxy`), for ``owner``
-OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("linkstream_owner", default=None)
-
-
-def _registration_order(rec: QueryRecord) -> tuple[int, int, str]:
-    return (rec.metadata.get("registered_at") or 0, rec.metadata.get("order") or 0, rec.id)
 
 
 class NotLeading(TimeoutError):
@@ -112,7 +103,7 @@ class _Defaults:
         self.default_step = default_step
 
 
-class ClusterService:
+class ClusterService(QueriesMixin):
     """A coordinator that serves the HTTP API (see the module docstring).
 
     Args:
@@ -419,7 +410,7 @@ class ClusterService:
             live.advance_to(latest)
         self._live, self._remote = live, remote
         records = self._records()
-        ordered = sorted(records.values(), key=_registration_order)
+        ordered = sorted(records.values(), key=registration_order)
         # Tasks nobody registered (a crashed replay driver's) would hold container slots.
         keep = {r.id for r in ordered}
         for task in AssignmentTable(self.client, self.root).all():
@@ -463,29 +454,6 @@ class ClusterService:
             except Exception:
                 logger.warning("closing the live run failed", exc_info=True)
 
-    def _write_states(self, states: dict[str, str]) -> None:
-        """Queues query states for the registry (written by their own thread, coalesced: the
-        live engine's worker must not wait for ZooKeeper)."""
-        with self._states_lock:
-            self._states_due.update(states)
-        self._states_wake.set()
-
-    def _state_writer(self) -> None:
-        while not self._closed:
-            self._states_wake.wait(0.5)
-            self._states_wake.clear()
-            with self._states_lock:
-                due, self._states_due = self._states_due, {}
-            if not due:
-                continue
-            try:
-                self.registry.update_states({task_id(n): {"state": st} for n, st in due.items()})
-            except KazooException:
-                logger.warning("cannot write the states of %d queries", len(due), exc_info=True)
-                with self._states_lock:
-                    self._states_due = {**due, **self._states_due}
-                time.sleep(0.5)
-
     def _leader_live(self, wait: float = 10.0) -> LiveEngine:
         if not self._ready.wait(wait if self.coordinator.is_leader else 0.0):
             raise NotLeading("this coordinator does not lead (yet); retry later")
@@ -520,193 +488,6 @@ class ClusterService:
         self._leader_cache = (0.0, None, None)
 
     # ------------------------------------------------------------------ queries
-
-    def register(self, text: str, name: str | None = None, *, default_name: str | None = None) -> str:
-        """Writes the query to the registry, then registers it on the leader's live engine."""
-        try:
-            return self.register_many([(text, name, default_name)])[0]
-        except BatchFailed as exc:
-            raise exc.error from None
-
-    def register_many(
-        self,
-        items: Sequence[tuple[str, str | None, str | None]],
-        *,
-        parsed: Sequence[ContinuousQuery] | None = None,
-    ) -> list[str]:
-        """Registers ``(text, name, default_name)`` queries in order; returns their names.
-
-        ``parsed``: the texts parsed already (with ``default_name=""``), as the API's
-        compile step does under its limits; else they are parsed here.
-
-        The batch costs a few ZooKeeper transactions, not a few round trips per query:
-        the registry records are created together, the leader's run node is rewritten
-        once and the tasks are submitted together (the scheduler places them in one pass).
-
-        Raises:
-            BatchFailed: Item ``index`` failed (its error in ``error``: a
-                :class:`~linkstream.query.errors.QueryError` or
-                :class:`~linkstream.engine.live.runtime.QueryConflict`); the queries
-                before it are registered (``registered``).
-            NotLeading: No leader serves (nothing registered).
-        """
-        live = self._leader_live()
-        remote = self._remote
-        now = int(time.time() * 1000)
-        owner = OWNER.get()
-        taken = set(self.registry.list())
-        count = len(taken)
-        rows: list[tuple[str, str, str, dict[str, Any]]] = []
-        names: list[str] = []
-        accepted: list[ContinuousQuery] = []
-        failure: tuple[int, Exception] | None = None
-        for i, (text, name, default_name) in enumerate(items):
-            try:
-                for n in (name, default_name):
-                    if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
-                        raise QueryError("a query name must be 1-512 printable characters")
-                if parsed is not None:
-                    cq = parsed[i]
-                else:
-                    with self._parse_lock:
-                        cq = parse_continuous(text, default_name="", base=self.base)
-                if not cq.windows:
-                    raise QueryError(
-                        "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
-                    )
-                qname = name or cq.name or default_name
-                if qname and task_id(qname) in taken:
-                    raise QueryConflict("a query named %r is already registered" % qname)
-                while not qname:
-                    count += 1
-                    qname = "q%d" % count if task_id("q%d" % count) not in taken else ""
-            except (QueryError, QueryConflict) as exc:
-                failure = (i, exc)
-                break
-            taken.add(task_id(qname))
-            meta = {
-                "origin": "api",
-                "dialect": cq.dialect,
-                "owner": owner,
-                "registered_at": now,
-                "order": len(rows),  # within the batch (one registered_at)
-                "state": "pending",
-                "name": qname,
-            }
-            rows.append((task_id(qname), text, cq.dialect, meta))
-            names.append(qname)
-            accepted.append(cq)
-        try:
-            stored = self.registry.register_many(rows)
-        except QueryExistsError as exc:  # registered by another coordinator meanwhile
-            stored = next(k for k, r in enumerate(rows) if r[0] == exc.args[0])
-            failure = (stored, QueryConflict("a query named %r is already registered" % names[stored]))
-        cqs = [replace(cq, name=n) for cq, n in zip(accepted, names, strict=True)][:stored]
-        try:
-            done, late = self._load(live, remote, cqs)
-        except BaseException:
-            kept = set(live.query_names())
-            for (qid, *_), n in zip(rows[:stored], names, strict=False):
-                if n not in kept:
-                    self.registry.unregister(qid)
-            raise
-        if late is not None:
-            failure = late
-            for qid, *_ in rows[late[0] : stored]:
-                self.registry.unregister(qid)
-        if failure is not None:
-            raise BatchFailed(failure[0], done, failure[1])
-        return done
-
-    @staticmethod
-    def _load(
-        live: LiveEngine, remote: RemoteEngine | None, cqs: Sequence[ContinuousQuery]
-    ) -> tuple[list[str], tuple[int, Exception] | None]:
-        """Registers parsed queries on the leader's live engine in one call of its worker (a
-        call per query would cost a thread hand-over each), then publishes them once
-        (:meth:`RemoteEngine.flush`).  Returns the names registered and the first failure."""
-
-        def apply() -> tuple[list[str], tuple[int, Exception] | None]:
-            done: list[str] = []
-            failed = None
-            try:
-                for k, cq in enumerate(cqs):
-                    try:
-                        done.append(live._do_register(cq))
-                    except (QueryError, QueryConflict) as exc:
-                        failed = (k, exc)
-                        break
-            finally:
-                if remote is not None:
-                    remote.flush()
-            return done, failed
-
-        result: tuple[list[str], tuple[int, Exception] | None] = live.call(
-            apply, timeout=max(60.0, 0.01 * len(cqs))
-        )
-        return result
-
-    def unregister(self, name: str) -> None:
-        """Removes the query from the registry and from the run."""
-        live = self._leader_live()
-        existed = self.registry.unregister(task_id(name))
-        try:
-            live.unregister(name)
-        except UnknownQuery:
-            if not existed:
-                raise
-        self.log.append(self.log.max_t or 0, {}, ended=[name])  # its subscriptions end everywhere
-
-    def query_owner(self, name: str) -> str | None:
-        """The token (name, or id of an unknown bearer) that registered ``name``, from the registry."""
-        try:
-            owner = self.registry.get(task_id(name)).metadata.get("owner")
-        except QueryNotFoundError:
-            return None
-        return None if owner is None else str(owner)
-
-    def _records(self) -> dict[str, QueryRecord]:
-        """The registry's API queries by name (read pipelined)."""
-        out = {}
-        for rec in self.registry.get_many(self.registry.list()):
-            if rec is not None and rec.metadata.get("origin") == "api" and rec.metadata.get("name"):
-                out[rec.metadata["name"]] = rec
-        return out
-
-    def query_names(self) -> list[str]:
-        """Registered queries: the leader's, then any the registry holds that it does not."""
-        live = self._live if self._ready.is_set() else None
-        names = live.query_names() if live is not None else []
-        recs = self._records()
-        seen = set(names)
-        extra = [r.metadata["name"] for r in sorted(recs.values(), key=_registration_order)]
-        extra = [n for n in extra if n not in seen]
-        return names + extra
-
-    def view(self, name: str) -> QueryView:
-        """The leader's view of the query, else what the registry says."""
-        live, remote = (self._live, self._remote) if self._ready.is_set() else (None, None)
-        if live is not None and remote is not None:
-            try:
-                v = live.view(name)
-                return replace(
-                    v, state=remote.states.get(name, "pending"), subscribers=self.log.subscribers(name)
-                )
-            except UnknownQuery:
-                pass
-        try:
-            rec = self.registry.get(task_id(name))
-        except QueryNotFoundError:
-            raise UnknownQuery(name) from None
-        key = (name, rec.text)
-        cq = self._cq_cache.get(key)
-        if cq is None:
-            with self._parse_lock:
-                cq = parse_continuous(rec.text, default_name=name, base=self.base)
-            cq = self._cq_cache[key] = replace(cq, name=name)
-        state = str(rec.metadata.get("state") or "pending")
-        return QueryView(cq, QueryStats(), None, None, None, self.log.subscribers(name), 0, state)
-
     def subscribe(self, name: str, maxlen: int | None = None, after: Cursor | None = None) -> Subscription:
         """Reports of ``name`` from this coordinator's result log (any coordinator serves them)."""
         return self.log.subscribe(name, maxlen, after)
@@ -761,4 +542,4 @@ class ClusterService:
         return out
 
 
-__all__ = ["OWNER", "ClusterService", "NotLeading", "token_id"]
+__all__ = ["ClusterService", "NotLeading", "token_id"]
