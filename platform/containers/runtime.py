@@ -346,6 +346,7 @@ class ContainerRuntime(StateMigration):
                 logger.warning("%s: ZooKeeper session lost; rejoining the run", self.id)
                 spec = self._spec_seen
                 self._end_run()
+                self._await_key()
                 self._set_run(spec)
             elif kind == "drain":
                 self._drain = payload
@@ -355,6 +356,25 @@ class ContainerRuntime(StateMigration):
             self._reconcile()
             self.metrics.tasks.set(len(self._assigned))
             self.metrics.queries_registered.set(len(self._slots))
+
+    def _await_key(self, timeout: float = 10.0) -> None:
+        """Waits until this container's public key is published again (after a lost session).
+
+        The driver admits a CURVE peer only while its key is in ZooKeeper, and a refused
+        handshake is not retried: a hello sent before membership re-registered this
+        container (on the new session) would never arrive.
+        """
+        if not self.security.enabled:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self._keyring.public_key(self.id) is not None:
+                    return
+            except KazooException:
+                pass
+            time.sleep(0.05)
+        logger.warning("%s: key not republished within %gs; rejoining anyway", self.id, timeout)
 
     def _set_run(self, spec: RunSpec | None) -> None:
         if spec is not None and spec.id == self._run_id:
@@ -379,7 +399,10 @@ class ContainerRuntime(StateMigration):
         try:
             if self._remote_opts[0] and self._remote is None:
                 self._remote = RemoteStore(
-                    client=self._client, root=self.root, cache_bytes=self._remote_opts[1]
+                    client=self._client,
+                    root=self.root,
+                    cache_bytes=self._remote_opts[1],
+                    curve_client=self.security.client,  # CURVE to store nodes' TCP servers
                 )
             remote = self._remote
             replica = RunReplica(spec, log=lambda msg: logger.warning("%s: %s", self.id, msg), remote=remote)

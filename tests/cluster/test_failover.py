@@ -224,20 +224,20 @@ def test_replay_cli_exits_0_after_a_kill(
     assert "oc-2" not in cluster.names("container")
 
 
-@pytest.mark.slow  # about 20 s: the freeze lasts 10 s
+@pytest.mark.slow  # about 20 s: the freeze lasts 10 s, then the rejoin
 def test_a_container_frozen_past_its_session_loses_nothing_and_rejoins(
     workload: Workload, start_cluster: Callable[..., LocalCluster], tmp_path: Path
 ) -> None:
     """A container cut off for 10 s (SIGSTOP: no packet in or out, as a partition) is taken
     for dead after the session timeout: its reports are recomputed and its queries move.
-    When it comes back (SIGCONT) its session is gone and it registers again as a member;
-    nothing it had queued while frozen reaches the output.  (Under CURVE its new hello does
-    not reach the driver yet, so it takes no further part in this run; its queries stay on
-    the others: docs/operations.md, known limits.)"""
+    When it comes back (SIGCONT) its session is gone: it registers again, once its key is
+    published says hello again and rejoins the run (synced, given queries again); nothing it
+    had queued while frozen reaches the output."""
     cluster = start_cluster(3)
     engines: list[ClusterEngine] = []
     frozen: list[str] = []
     thawed: list[float] = []
+    rejoined: list[int] = []
 
     def thaw() -> None:
         time.sleep(10.0)
@@ -249,8 +249,11 @@ def test_a_container_frozen_past_its_session_loses_nothing_and_rejoins(
             frozen.append(sorted(set(engines[0].answerers().values()))[0])
             os.kill(cluster.pid(frozen[0]), signal.SIGSTOP)
             threading.Thread(target=thaw, daemon=True).start()
-        elif seq > 5 and (not thawed or time.monotonic() < thawed[0] + 3.0):
-            time.sleep(0.4)  # keep the replay going until the container is back and rejoined
+        elif seq > 5 and not rejoined:
+            if thawed and frozen[0] in engines[0].fanout.peers:
+                rejoined.append(seq)  # its new hello was admitted: it is in the run again
+            elif not thawed or time.monotonic() < thawed[0] + 20.0:
+                time.sleep(0.4)  # keep the replay going until the container is back and rejoined
 
     out = tmp_path / "cluster.jsonl"
     with open(out, "w", encoding="utf-8") as f:
@@ -268,6 +271,7 @@ def test_a_container_frozen_past_its_session_loses_nothing_and_rejoins(
             on_start=engines.append,
         )
     assert frozen and thawed, "the replay ended before the container came back"
+    assert rejoined, f"{frozen[0]} did not rejoin the run"
     assert result.lost == [] and result.duplicates == 0
     assert lost_and_duplicated(workload.expected, out) == (0, 0)
     assert result.recovered and {r.src for r in result.recovered} == {frozen[0]}
