@@ -456,6 +456,18 @@ class DriverMetrics(_ProcessMetrics):
         super().__init__("driver", registry)
 
 
+class StoreNodeMetrics(_ProcessMetrics):
+    """The metrics of ``linkstream store-node``: its session state and the handshakes its
+    CURVE sockets (regions over TCP, the dictionary; ``socket="store"``) refused.
+
+    Args:
+        registry: Where the metrics are registered; a fresh registry when ``None``.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__("store-node", registry)
+
+
 class AutoscalerMetrics(_ProcessMetrics):
     """The metrics of ``linkstream autoscaler`` (:mod:`linkstream.cluster.autoscaler`).
 

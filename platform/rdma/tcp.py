@@ -4,6 +4,10 @@ Used between hosts without RDMA.  A request is one msgpack header listing
 ``[region, start, stop]`` reads; the reply is a msgpack header plus one raw frame per
 read, sent zero-copy from the published array.  Requests are validated field by field
 (they come from the network); a bad request gets an error reply, never a crash.
+
+With ``curve=`` (:mod:`.curve`) the server is a CURVE server admitting only the client
+keys its allow-list holds, and the reader a CURVE client; its descriptor's endpoint then
+carries the server's public key (``curve``) for readers to check.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import msgpack
 import numpy as np
 import zmq
 
+from linkstream.rdma.curve import CurveSpec, ServerSocket, client_socket
 from linkstream.rdma.regions import (
     RegionDescriptor,
     RegionError,
@@ -58,12 +63,11 @@ def _parse_request(frame: bytes, regions: Mapping[str, RegionInfo]) -> list[tupl
 class TcpServer:
     """Serves published arrays to :class:`TcpReader` clients from a background thread."""
 
-    def __init__(self, bind: str = "tcp://127.0.0.1:*", context: zmq.Context | None = None) -> None:
-        self._ctx = context or zmq.Context.instance()
-        self._sock = self._ctx.socket(zmq.ROUTER)
-        self._sock.linger = 0
-        self._sock.bind(bind)
-        self.endpoint: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+    def __init__(self, bind: str = "tcp://127.0.0.1:*", curve: CurveSpec | None = None) -> None:
+        self._server = ServerSocket(zmq.ROUTER, bind, curve, "region server (tcp)")
+        self._sock = self._server.socket
+        self.endpoint: str = self._server.endpoint
+        self.curve = curve.public.decode("ascii") if curve is not None else ""
         self._arrays: dict[str, np.ndarray] = {}
         self._infos: dict[str, RegionInfo] = {}
         self._lock = threading.Lock()
@@ -83,7 +87,8 @@ class TcpServer:
 
     def descriptor(self) -> RegionDescriptor:
         with self._lock:
-            return RegionDescriptor("tcp", {"address": self.endpoint}, dict(self._infos))
+            endpoint = {"address": self.endpoint, **({"curve": self.curve} if self.curve else {})}
+            return RegionDescriptor("tcp", endpoint, dict(self._infos))
 
     def _serve(self) -> None:
         poller = zmq.Poller()
@@ -114,23 +119,32 @@ class TcpServer:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self._sock.close(0)
+        self._server.close()
 
 
 class TcpReader:
-    """Reads slices of a :class:`TcpServer`'s regions (one round trip per ``read_many``)."""
+    """Reads slices of a :class:`TcpServer`'s regions (one round trip per ``read_many``).
 
-    def __init__(self, descriptor: RegionDescriptor, timeout_s: float = 10.0) -> None:
+    Args:
+        descriptor: The server's descriptor.
+        timeout_s: Seconds an answer may take.
+        curve: Client keys (with the server's public key) for a CURVE server.
+    """
+
+    def __init__(
+        self, descriptor: RegionDescriptor, timeout_s: float = 10.0, curve: CurveSpec | None = None
+    ) -> None:
         address = descriptor.endpoint.get("address")
         if not isinstance(address, str) or not address.startswith("tcp://"):
             raise RegionError("tcp descriptor needs endpoint.address = tcp://HOST:PORT")
         self.regions: Mapping[str, RegionInfo] = descriptor.regions
-        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        self._sock = ctx.socket(zmq.REQ)
-        self._sock.linger = 0
-        self._sock.rcvtimeo = int(timeout_s * 1000)
-        self._sock.sndtimeo = int(timeout_s * 1000)
-        self._sock.connect(address)
+        if curve is None and descriptor.endpoint.get("curve"):
+            raise RegionError(f"region server {address} speaks CURVE: a reader needs client keys")
+        self.address = address
+        try:
+            self._sock = client_socket(zmq.REQ, address, curve, int(timeout_s * 1000))
+        except ValueError as e:
+            raise RegionError(str(e)) from None
 
     def read(self, name: str, start: int, stop: int) -> np.ndarray:
         return self.read_many([(name, start, stop)])[0]
@@ -145,7 +159,10 @@ class TcpReader:
         try:
             frames = self._sock.recv_multipart(copy=False)
         except zmq.Again:
-            raise RegionError("region server did not answer in time") from None
+            raise RegionError(
+                f"region server {self.address} did not answer in time"
+                " (down, or it refused this reader's CURVE key)"
+            ) from None
         header = msgpack.unpackb(frames[0].bytes, raw=False)
         if not header.get("ok"):
             raise RegionError(f"region server: {header.get('error', 'error')}")

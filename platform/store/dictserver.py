@@ -14,6 +14,10 @@ Requests are checked field by field (they come from the network); a bad one gets
 :class:`RemoteDictionary` is the client: the ``lookup_many`` / ``decode_many`` / ``len``
 part of the :class:`~linkstream.rdf.dictionary.Dictionary` protocol, with a memo of the
 answers (a served dictionary does not change while its node runs).
+
+With ``curve=`` (:mod:`linkstream.rdma.curve`: the cluster's keys, passed down by the
+command line) the server is a CURVE server admitting only the cluster's published keys
+and the client a CURVE client holding the node's advertised public key.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 import zmq
 
 from linkstream.rdf.dictionary import Dictionary
+from linkstream.rdma.curve import CurveSpec, ServerSocket, client_socket
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +82,13 @@ def _answer(d: Dictionary, frames: list[bytes]) -> list[bytes]:
 class DictionaryServer:
     """Serves ``dictionary`` (read only) from a background thread; :attr:`endpoint` is its address."""
 
-    def __init__(self, dictionary: Dictionary, bind: str = "tcp://127.0.0.1:*") -> None:
+    def __init__(
+        self, dictionary: Dictionary, bind: str = "tcp://127.0.0.1:*", curve: CurveSpec | None = None
+    ) -> None:
         self._d = dictionary
-        self._sock: Any = zmq.Context.instance().socket(zmq.ROUTER)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        self._sock.bind(bind)
-        self.endpoint: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._server = ServerSocket(zmq.ROUTER, bind, curve, "dictionary server")
+        self._sock: Any = self._server.socket
+        self.endpoint: str = self._server.endpoint
         self._stop = threading.Event()
         self.requests = 0
         self._thread = threading.Thread(target=self._serve, name="dictionary-server", daemon=True)
@@ -115,7 +121,7 @@ class DictionaryServer:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self._sock.close(0)
+        self._server.close()
 
 
 class RemoteDictionary:
@@ -124,12 +130,14 @@ class RemoteDictionary:
     Args:
         address: ``tcp://HOST:PORT`` of the server.
         timeout_s: Seconds to wait for an answer.
+        curve: Client keys (with the server's public key) for a CURVE server.
     """
 
-    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, address: str, timeout_s: float = 10.0, curve: CurveSpec | None = None) -> None:
         if not address.startswith("tcp://"):
             raise DictionaryError(f"dictionary address must be tcp://HOST:PORT, got {address!r}")
         self.address = address
+        self._curve = curve
         self._timeout_ms = int(timeout_s * 1000)
         self._lock = threading.Lock()
         self._sock: Any = None
@@ -140,11 +148,10 @@ class RemoteDictionary:
 
     def _socket(self) -> Any:
         if self._sock is None:
-            s: Any = zmq.Context.instance().socket(zmq.REQ)
-            s.linger = 0
-            s.rcvtimeo = s.sndtimeo = self._timeout_ms
-            s.connect(self.address)
-            self._sock = s
+            try:
+                self._sock = client_socket(zmq.REQ, self.address, self._curve, self._timeout_ms)
+            except ValueError as e:
+                raise DictionaryError(str(e)) from None
         return self._sock
 
     def _ask(self, header: dict[str, Any], payload: bytes | None = None) -> list[bytes]:
@@ -157,7 +164,10 @@ class RemoteDictionary:
             except zmq.Again:
                 sock.close(0)  # a REQ socket that missed its answer cannot be reused
                 self._sock = None
-                raise DictionaryError(f"dictionary server {self.address} did not answer in time") from None
+                raise DictionaryError(
+                    f"dictionary server {self.address} did not answer in time"
+                    " (down, or it refused this reader's CURVE key)"
+                ) from None
             self.requests += 1
         h = msgpack.unpackb(frames[0], raw=False)
         if not isinstance(h, dict) or not h.get("ok"):

@@ -17,6 +17,16 @@ vanishes with the node's ZooKeeper session, which is how readers learn of its de
 
 Nothing a reader sends is executed or unpickled: the TCP transport answers plain
 ``[region, start, stop]`` reads, checked field by field.
+
+Security (on unless ``--insecure``): the TCP transport and the dictionary server are
+CURVE servers (:mod:`linkstream.rdma.curve`) whose allow-list the command line passes
+down: the cluster's published keys (containers, the driver) plus the keys of readers
+registered under ``<root>/readers`` (:func:`publish_reader_key`: one-shot queries and
+other processes that read the store without being a container).  The node's own public
+key is ``curve`` in its advertisement; readers connect as CURVE clients holding it.  Only
+cluster members can write those znodes (the cluster's ZooKeeper ACL).  Shared-memory
+segments are created owner-only (mode 0600): readers on the host must run as the same
+user.
 """
 
 from __future__ import annotations
@@ -26,13 +36,14 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from linkstream.rdma.curve import CurveSpec
 from linkstream.rdma.regions import RegionDescriptor, RegionError, RegionServer, transport
 from linkstream.store.dictserver import DictionaryServer
 from linkstream.store.index import GraphIndex
@@ -54,6 +65,8 @@ BLOCK = 4096
 SORTED = ("out_v", "in_v", "out_ck", "in_ck", "preds", "type_ids")
 #: the znode folder (under the cluster root) holding one ephemeral znode per store node
 NODES = "storenodes"
+#: the znode folder (under the cluster root) where readers that are not containers publish their key
+READERS = "readers"
 FORMAT = "linkstream-store-node/1"
 
 
@@ -144,6 +157,8 @@ class Advertisement:
         rdf_type: The dictionary id of rdf:type (the type index is keyed by it).
         block: Elements per block (fences hold every ``block``-th element).
         transports: Transport name -> region descriptor (JSON object).
+        curve: The node's CURVE public key (Z85 text; ``""``: plaintext, ``--insecure``).
+        metrics: ``host:port`` of the node's Prometheus endpoint (``""``: none).
     """
 
     node: str
@@ -158,6 +173,8 @@ class Advertisement:
     rdf_type: int
     block: int
     transports: dict[str, dict[str, Any]]
+    curve: str = ""
+    metrics: str = ""
 
     def to_json(self) -> bytes:
         doc = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -198,6 +215,8 @@ class Advertisement:
                 rdf_type=int(d["rdf_type"]),
                 block=int(d["block"]),
                 transports=transports,
+                curve=str(d.get("curve") or ""),
+                metrics=str(d.get("metrics") or ""),
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise StoreNodeError(f"malformed store node advertisement: {type(e).__name__}: {e}") from None
@@ -226,6 +245,9 @@ class StoreNode:
         transports: Transport names to serve on; unusable ones are skipped with a log line
             (``rdma`` without a device), at least one must work.
         bind: The TCP transport's ZeroMQ bind address.
+        curve: CURVE server keys of the TCP transport and the dictionary server (with the
+            allow-list and ``on_reject``), ``None``: plaintext (``--insecure``).
+        metrics: ``host:port`` of the process's metrics endpoint (advertised).
 
     Raises:
         StoreNodeError: The directory is not a readable store, or no transport works.
@@ -237,7 +259,11 @@ class StoreNode:
         partitions: Sequence[int] | None = None,
         transports: Iterable[str] = ("shm", "tcp"),
         bind: str = "tcp://127.0.0.1:*",
+        curve: CurveSpec | None = None,
+        metrics: str = "",
     ) -> None:
+        self.curve = curve
+        self.metrics = metrics
         self.store_dir = Path(store_dir).resolve()
         try:
             self.manifest = read_manifest(self.store_dir)
@@ -261,7 +287,7 @@ class StoreNode:
                 log.warning("store node: transport %s skipped: %s", name, why)
                 continue
             if name == "tcp":
-                self.servers[name] = t.server(bind)
+                self.servers[name] = t.server(bind, curve=curve)
             elif name == "rdma":
                 self.servers[name] = t.server(_bind_host(bind))
             else:
@@ -270,7 +296,7 @@ class StoreNode:
             self.dictionary.close()
             raise StoreNodeError("no usable transport among " + ", ".join(transports))
         if "tcp" in self.servers:
-            self.dictionary_server = DictionaryServer(self.dictionary, f"tcp://{_bind_host(bind)}:*")
+            self.dictionary_server = DictionaryServer(self.dictionary, f"tcp://{_bind_host(bind)}:*", curve)
         self.bytes = 0
         for g in m.graphs:
             for k in self.partitions:
@@ -307,6 +333,8 @@ class StoreNode:
             rdf_type=self.rdf_type,
             block=BLOCK,
             transports={n: _descriptor_json(s.descriptor()) for n, s in self.servers.items()},
+            curve=self.curve.public.decode("ascii") if self.curve is not None else "",
+            metrics=self.metrics,
         )
 
     def register(self, client: Any, root: str) -> str:
@@ -332,6 +360,63 @@ class StoreNode:
             self.dictionary_server.close()
             self.dictionary_server = None
         self.dictionary.close()
+
+
+def _key(value: object) -> bytes | None:
+    return value.encode("ascii") if isinstance(value, str) and len(value) == 40 else None
+
+
+def publish_reader_key(client: Any, root: str, public: bytes, who: str = "reader") -> str:
+    """Publishes a reader's CURVE public key (an ephemeral znode under ``<root>/readers``,
+    gone with the reader's session) so that secure store nodes admit it; returns its path."""
+    folder = f"{root.rstrip('/')}/{READERS}"
+    client.ensure_path(folder)
+    doc = {"curve": public.decode("ascii"), "who": who, "pid": os.getpid(), "host": socket.gethostname()}
+    path: str = client.create(f"{folder}/reader-", json.dumps(doc).encode(), ephemeral=True, sequence=True)
+    return path
+
+
+def reader_keys(client: Any, root: str) -> set[bytes]:
+    """The keys readers published under ``<root>/readers`` (read afresh)."""
+    from kazoo.exceptions import NoNodeError
+
+    folder = f"{root.rstrip('/')}/{READERS}"
+    try:
+        children = client.get_children(folder)
+    except NoNodeError:
+        return set()
+    out = set()
+    for name in children:
+        try:
+            data, _ = client.get(f"{folder}/{name}")
+            doc = json.loads(data)
+        except (NoNodeError, ValueError, UnicodeDecodeError):
+            continue
+        key = _key(doc.get("curve")) if isinstance(doc, dict) else None
+        if key is not None:
+            out.add(key)
+    return out
+
+
+class StoreClients:
+    """The allow-list of a secure store node: ``members`` (the cluster's published keys,
+    e.g. a ``KeyRing``) plus the keys of readers under ``<root>/readers``.
+
+    Asked once per handshake, read from ZooKeeper afresh (a stale "no" would lock a
+    legitimate reader out: a refused CURVE client is not retried).
+    """
+
+    def __init__(self, members: Container[bytes], client: Any, root: str) -> None:
+        self.members, self.client, self.root = members, client, root
+
+    def __contains__(self, key: object) -> bool:
+        if key in self.members:
+            return True
+        try:
+            return key in reader_keys(self.client, self.root)
+        except Exception:  # noqa: BLE001 - ZooKeeper unreachable: refuse, say so
+            log.warning("cannot read the readers' keys from ZooKeeper; refusing a peer", exc_info=True)
+            return False
 
 
 def _bind_host(bind: str) -> str:

@@ -23,6 +23,11 @@ A read from a node that fails (a TCP timeout, a vanished shared-memory segment) 
 retried on another node holding the partition, and the failed node is skipped for
 ``RETRY_DEAD_S`` seconds; a node whose znode vanished is dropped at once.  Nodes whose store fingerprint differs from the first one
 seen are refused (they serve other data).
+
+Security: a node advertising a CURVE public key (``curve``) is read over TCP (regions and
+dictionary) as a CURVE client; the keys come from ``curve_client(server_public, peer)``
+-- the cluster layer's ``Security.client`` -- passed down by the caller.  Without it a
+secure node's TCP transport cannot be read (one clear error); shared memory needs none.
 """
 
 from __future__ import annotations
@@ -32,13 +37,14 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary, open_dictionary
+from linkstream.rdma.curve import CurveSpec
 from linkstream.rdma.regions import RegionError, RegionReader, Transport, best_transport, transport
 from linkstream.store.dictserver import RemoteDictionary
 from linkstream.store.index import GraphIndex
@@ -246,11 +252,32 @@ class RemoteArray:
         return out
 
 
+#: ``curve_client(server_public, peer)``: client keys for a server (``None``: plaintext);
+#: raises ``ValueError`` when it cannot (a secure reader and a node publishing no key)
+CurveClient = Callable[[str, str], CurveSpec | None]
+
+
+def _client_keys(curve_client: CurveClient | None, adv: Advertisement) -> CurveSpec | None:
+    if curve_client is None:
+        if adv.curve:
+            raise StoreNodeError(
+                f"store node {adv.node} speaks CURVE (not --insecure): this reader has no cluster keys"
+            )
+        return None
+    try:
+        return curve_client(adv.curve, f"store node {adv.node}")
+    except ValueError as e:
+        raise StoreNodeError(str(e)) from None
+
+
 class _Node:
     """One store node: its advertisement and (lazily) its reader."""
 
-    def __init__(self, adv: Advertisement, prefer: str | None) -> None:
+    def __init__(
+        self, adv: Advertisement, prefer: str | None, curve_client: CurveClient | None = None
+    ) -> None:
         self.adv = adv
+        self.curve_client = curve_client
         self.same_host = adv.host == socket.gethostname()
         self.transport = choose_transport(adv, self.same_host, prefer)
         self.reader: RegionReader | None = None
@@ -267,7 +294,8 @@ class _Node:
             if self.transport.name == "tcp":
                 from linkstream.rdma.tcp import TcpReader
 
-                self.reader = TcpReader(d, timeout_s=READ_TIMEOUT_S)
+                keys = _client_keys(self.curve_client, self.adv)
+                self.reader = TcpReader(d, timeout_s=READ_TIMEOUT_S, curve=keys)
             else:
                 self.reader = self.transport.reader(d)
         return self.reader
@@ -347,7 +375,9 @@ class RemoteStore:
         prefer: str | None = None,
         dictionary: Dictionary | None = None,
         dictionary_via: str = "auto",
+        curve_client: CurveClient | None = None,
     ) -> None:
+        self.curve_client = curve_client
         if dictionary_via not in ("auto", "node"):
             raise ValueError(f"dictionary_via must be 'auto' or 'node', got {dictionary_via!r}")
         self.dictionary_via = dictionary_via
@@ -387,7 +417,7 @@ class RemoteStore:
                 )
                 return
             try:
-                self._nodes[adv.node] = _Node(adv, self.prefer)
+                self._nodes[adv.node] = _Node(adv, self.prefer, self.curve_client)
             except StoreNodeError as e:
                 log.error("%s", e)
             self._changed.notify_all()
@@ -516,7 +546,11 @@ class RemoteStore:
             if host == socket.gethostname() and uri.startswith("lmdb:") and self.dictionary_via == "auto":
                 self._dictionary = open_dictionary(uri)
             elif adv.dictionary.get("address"):
-                self._dictionary = RemoteDictionary(adv.dictionary["address"])
+                try:
+                    keys = _client_keys(self.curve_client, adv)
+                except StoreNodeError as e:
+                    raise RemoteStoreError(f"the store's dictionary: {e}") from None
+                self._dictionary = RemoteDictionary(adv.dictionary["address"], curve=keys)
             else:
                 raise RemoteStoreError(
                     f"the store's dictionary {uri} is on host {host} and store node {adv.node} does not "

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from linkstream.cli import main as cli_main
 from linkstream.containers.replica import RunReplica
+from linkstream.containers.security import Security
 from linkstream.engine.replay import replay
 from linkstream.scheduler.runs import RunSpec
-from linkstream.store.node import Advertisement
+from linkstream.scheduler.zkclient import ZkAuth
+from linkstream.store.node import Advertisement, publish_reader_key
 from linkstream.store.remote import RemoteStore
 from tests.shared_paths import REPO, SLICE
 
@@ -41,8 +43,21 @@ def build_store(tmp: Path, partitions: int = 4) -> Path:
     return store
 
 
+def secure_reader(client: object, root: str, auth: ZkAuth) -> Security:
+    """A reader's security (fresh CURVE keys) whose public key is published under
+    ``<root>/readers`` through ``client`` (so secure store nodes admit it)."""
+    security = Security.secure(auth)
+    assert security.public is not None
+    publish_reader_key(client, root, security.public, "test")
+    return security
+
+
 class StoreNodeProcess:
-    """``linkstream store-node`` in its own process; :attr:`adv` is its advertisement."""
+    """``linkstream store-node`` in its own process; :attr:`adv` is its advertisement.
+
+    Without ``zk`` the node runs ``--insecure`` (it has no cluster keys to check TCP
+    readers against).
+    """
 
     def __init__(self, store: Path, zk: str | None, *args: str) -> None:
         cmd = [
@@ -57,6 +72,8 @@ class StoreNodeProcess:
         ]
         if zk:
             cmd += ["--zk", zk, "--session-timeout", "2"]
+        elif "--insecure" not in args:
+            cmd += ["--insecure"]
         self.proc = subprocess.Popen(
             [*cmd, *args],
             stdout=subprocess.PIPE,

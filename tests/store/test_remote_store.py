@@ -21,6 +21,7 @@ from kazoo.exceptions import NoAuthError
 
 from linkstream.cli import main as cli_main
 from linkstream.containers.replica import RunReplica
+from linkstream.containers.security import Security
 from linkstream.engine.oneshot.store import run_sparql
 from linkstream.scheduler.zkclient import ZkAuth, connect
 from linkstream.store import PersistentStore
@@ -28,7 +29,14 @@ from linkstream.store.node import NODES
 from linkstream.store.remote import RemoteStore, RemoteStoreError, advertisements_from
 from tests.result_compare import differences, load
 from tests.shared_paths import SLICE
-from tests.store.remote_fixtures import MANIFEST, StoreNodeProcess, build_store, replay_replica, slice_run
+from tests.store.remote_fixtures import (
+    MANIFEST,
+    StoreNodeProcess,
+    build_store,
+    replay_replica,
+    secure_reader,
+    slice_run,
+)
 
 pytestmark = [pytest.mark.zookeeper]
 
@@ -54,6 +62,12 @@ def client(zk: str, zk_auth: ZkAuth):
 
 
 @pytest.fixture
+def reader(client, zk_auth: ZkAuth) -> Security:
+    """This test process as a secure reader: its CURVE key published under ROOT/readers."""
+    return secure_reader(client, ROOT, zk_auth)
+
+
+@pytest.fixture
 def two_nodes(store_dir: Path, zk: str):
     """Two store nodes holding every partition (replication factor 2)."""
     nodes = [StoreNodeProcess(store_dir, zk), StoreNodeProcess(store_dir, zk)]
@@ -67,10 +81,17 @@ def _norm(t: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("prefer", ["shm", "tcp"])
-def test_remote_lookups_equal_the_local_store(store_dir: Path, two_nodes, client, prefer: str) -> None:
+def test_remote_lookups_equal_the_local_store(
+    store_dir: Path, two_nodes, client, reader, prefer: str
+) -> None:
     local = PersistentStore.open(store_dir)
     remote = RemoteStore(
-        client=client, root=ROOT, prefer=prefer, cache_bytes=1 << 20, dictionary=local.dictionary
+        client=client,
+        root=ROOT,
+        prefer=prefer,
+        curve_client=reader.client,
+        cache_bytes=1 << 20,
+        dictionary=local.dictionary,
     )
     try:
         remote.wait_nodes(2)
@@ -122,11 +143,13 @@ def test_remote_lookups_equal_the_local_store(store_dir: Path, two_nodes, client
 @pytest.mark.parametrize("prefer", ["shm", "tcp"])
 @pytest.mark.parametrize("dialect", ["csparql", "cqels"])
 def test_container_engine_reading_remotely_equals_embedded(
-    two_nodes, client, dialect: str, prefer: str
+    two_nodes, client, reader, dialect: str, prefer: str
 ) -> None:
     local_lines, local_stats, rep = replay_replica(dialect, None)
     rep.close()
-    remote = RemoteStore(client=client, root=ROOT, prefer=prefer, cache_bytes=256 << 10)
+    remote = RemoteStore(
+        client=client, root=ROOT, curve_client=reader.client, prefer=prefer, cache_bytes=256 << 10
+    )
     try:
         remote.wait_nodes(2)
         lines, stats, rep = replay_replica(dialect, remote)
@@ -142,8 +165,8 @@ def test_container_engine_reading_remotely_equals_embedded(
     assert stats["failovers"] == 0
 
 
-def test_remote_results_equal_the_oracle(two_nodes, client, tmp_path: Path) -> None:
-    remote = RemoteStore(client=client, root=ROOT)
+def test_remote_results_equal_the_oracle(two_nodes, client, reader, tmp_path: Path) -> None:
+    remote = RemoteStore(client=client, root=ROOT, curve_client=reader.client)
     try:
         remote.wait_nodes(2)
         for dialect in ("csparql", "cqels"):
@@ -167,11 +190,13 @@ def test_remote_results_equal_the_oracle(two_nodes, client, tmp_path: Path) -> N
         remote.close()
 
 
-def test_killing_a_replicated_store_node_leaves_queries_running(two_nodes, client) -> None:
+def test_killing_a_replicated_store_node_leaves_queries_running(two_nodes, client, reader) -> None:
     first, second = two_nodes
     want, _, rep = replay_replica("csparql", None)
     rep.close()
-    remote = RemoteStore(client=client, root=ROOT, prefer="tcp", cache_bytes=64 << 10)
+    remote = RemoteStore(
+        client=client, root=ROOT, curve_client=reader.client, prefer="tcp", cache_bytes=64 << 10
+    )
     try:
         remote.wait_nodes(2)
         before, _, rep = replay_replica("csparql", remote)
@@ -194,13 +219,20 @@ def test_killing_a_replicated_store_node_leaves_queries_running(two_nodes, clien
         remote.close()
 
 
-def test_an_unreplicated_partition_of_a_dead_node_is_a_clear_error(store_dir: Path, zk: str, client) -> None:
+def test_an_unreplicated_partition_of_a_dead_node_is_a_clear_error(
+    store_dir: Path, zk: str, client, reader
+) -> None:
     a = StoreNodeProcess(store_dir, zk, "--partitions", "0-1")
     b = StoreNodeProcess(store_dir, zk, "--partitions", "2-3")
     try:
         local = PersistentStore.open(store_dir)
         remote = RemoteStore(
-            client=client, root=ROOT, prefer="tcp", cache_bytes=64 << 10, dictionary=local.dictionary
+            client=client,
+            root=ROOT,
+            prefer="tcp",
+            curve_client=reader.client,
+            cache_bytes=64 << 10,
+            dictionary=local.dictionary,
         )
         remote.wait_nodes(2)
         try:
