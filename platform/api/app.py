@@ -271,13 +271,17 @@ class Api:
 
     async def list_queries(self, request: Request) -> Response:
         step = self.live.engine.default_step
-        out = []
-        for name in self.live.query_names():
-            try:
-                out.append(query_json(self.live.view(name), step, full=False))
-            except UnknownQuery:  # unregistered meanwhile
-                continue
-        return json_response({"queries": out})
+
+        def listing() -> list[dict[str, Any]]:  # a cluster backend reads ZooKeeper: not on the loop
+            out = []
+            for name in self.live.query_names():
+                try:
+                    out.append(query_json(self.live.view(name), step, full=False))
+                except UnknownQuery:  # unregistered meanwhile
+                    continue
+            return out
+
+        return json_response({"queries": await run_in_threadpool(listing)})
 
     def _view(self, request: Request) -> QueryView:
         name = request.path_params["name"]
@@ -287,7 +291,8 @@ class Api:
             raise ApiError(404, str(e), where="path") from None
 
     async def get_query(self, request: Request) -> Response:
-        return json_response(query_json(self._view(request), self.live.engine.default_step))
+        view = await run_in_threadpool(self._view, request)
+        return json_response(query_json(view, self.live.engine.default_step))
 
     async def delete_query(self, request: Request) -> Response:
         name = request.path_params["name"]

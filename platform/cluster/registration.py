@@ -232,11 +232,16 @@ class QueriesMixin:
         """Registered queries: the leader's, then any the registry holds that it does not."""
         live = self._live if self._ready.is_set() else None
         names = live.query_names() if live is not None else []
-        recs = self._records()
+        known = {task_id(n) for n in names}
+        missing = [qid for qid in self.registry.list() if qid not in known]  # one read on the leader
+        recs = [
+            r
+            for r in self.registry.get_many(missing)
+            if r is not None and r.metadata.get("origin") == "api" and r.metadata.get("name")
+        ]
         seen = set(names)
-        extra = [r.metadata["name"] for r in sorted(recs.values(), key=registration_order)]
-        extra = [n for n in extra if n not in seen]
-        return names + extra
+        extra = [r.metadata["name"] for r in sorted(recs, key=registration_order)]
+        return names + [n for n in extra if n not in seen]
 
     def view(self, name: str) -> QueryView:
         """The leader's view of the query, else what the registry says."""
