@@ -1,4 +1,5 @@
-"""``linkstream sparql``: one-shot SPARQL 1.1 queries over a store directory."""
+"""``linkstream sparql``: one-shot SPARQL 1.1 queries over a store directory, or over the
+store nodes advertised in ZooKeeper (``--zk``)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,32 @@ def add_parsers(sub: Any) -> None:
     _add_store_parser(sub)
     sp = sub.add_parser(
         "sparql",
-        help="answer a one-shot SPARQL 1.1 query over a store directory",
+        help="answer a one-shot SPARQL 1.1 query over a store directory or store nodes",
         description=(
             "Answer a SELECT, ASK or CONSTRUCT query over a store directory (written by "
-            "'linkstream load') by graph exploration of its indexes. SELECT/ASK results are "
+            "'linkstream load') by graph exploration of its indexes, or with --zk over the "
+            "store nodes ('linkstream store-node') advertised in that ZooKeeper: the same "
+            "results, the indexes read remotely. SELECT/ASK results are "
             "printed as SPARQL 1.1 Query Results JSON (or TSV), CONSTRUCT results as "
             'N-Triples statements (a JSON object {"triples": [...]} with --format json).'
         ),
     )
-    sp.add_argument("--store", required=True, metavar="DIR", help="the store directory")
+    where = sp.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", metavar="DIR", help="the store directory")
+    where.add_argument(
+        "--zk",
+        metavar="HOST:PORT[/CHROOT]",
+        help="read the store from the store nodes advertised in this ZooKeeper (under ROOT/storenodes); "
+        "with security on, this process publishes its CURVE key under ROOT/readers while it runs",
+    )
+    sp.add_argument(
+        "--root",
+        default="/linkstream",
+        help="cluster root inside the chroot, with --zk (default %(default)s)",
+    )
+    from linkstream.cli.main import add_security_options
+
+    add_security_options(sp)
     sp.add_argument(
         "query", metavar="QUERY_OR_FILE", help="the query text, a file holding it, or - for stdin"
     )
@@ -135,6 +153,10 @@ def cmd_sparql(args: argparse.Namespace) -> int:
         text, source = _read_query(args.query)
     except OSError as e:
         return err(f"cannot read {args.query}: {e.strerror or e}")
+    if args.zk:
+        return _sparql_remote(args, text, source)
+    if args.insecure or args.zk_auth_file or args.zk_tls_ca:
+        return err("--insecure, --zk-auth-file and --zk-tls-ca go with --zk (a store directory needs none)")
     try:
         manifest = read_manifest(args.store)
     except (FileNotFoundError, ValueError) as e:
@@ -169,6 +191,58 @@ def cmd_sparql(args: argparse.Namespace) -> int:
     if args.stats:
         n = len(res["results"]["bindings"]) if "results" in res else len(res.get("triples", [])) or 1
         print(f"open {t1 - t0:.3f}s  query {t2 - t1:.3f}s  results {n}", file=sys.stderr)
+    return 0
+
+
+def _sparql_remote(args: argparse.Namespace, text: str, source: str) -> int:
+    """``linkstream sparql --zk``: the query over the store nodes advertised in ZooKeeper."""
+    from linkstream.cli.cluster import cluster_security
+    from linkstream.engine.oneshot.store import run_sparql
+    from linkstream.rdma.regions import RegionError
+    from linkstream.store.dictserver import DictionaryError
+    from linkstream.store.node import StoreNodeError, publish_reader_key
+    from linkstream.store.remote import RemoteStore, RemoteStoreError
+
+    security = cluster_security(args)
+    if security is None:
+        return 2
+    t0 = time.perf_counter()
+    try:
+        client = security.connect(args.zk, 10.0)
+    except Exception as e:  # noqa: BLE001 - kazoo timeouts, auth failures: one line
+        print(f"error: cannot connect to ZooKeeper {args.zk}: {e}", file=sys.stderr)
+        return 2
+    store = None
+    try:
+        if security.public is not None:
+            publish_reader_key(client, args.root, security.public, "sparql")
+        store = RemoteStore(client=client, root=args.root, curve_client=security.client)
+        t1 = time.perf_counter()
+        res = run_sparql(
+            store,
+            text,
+            args.default_graph_uri,
+            args.named_graph_uri,
+            base=args.base,
+            source=source,
+            explain=(lambda text: print(text, file=sys.stderr)) if args.explain else None,
+        )
+        t2 = time.perf_counter()
+        _print_result(res, args.format)
+    except QueryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RemoteStoreError, StoreNodeError, RegionError, DictionaryError) as e:
+        print(f"error: store nodes of {args.zk}: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if store is not None:
+            store.close()
+        client.stop()
+        client.close()
+    if args.stats:
+        n = len(res["results"]["bindings"]) if "results" in res else len(res.get("triples", [])) or 1
+        print(f"connect {t1 - t0:.3f}s  query {t2 - t1:.3f}s  results {n}", file=sys.stderr)
     return 0
 
 

@@ -137,7 +137,7 @@ CASES: list[Case] = [
     Case("load-store-unwritable", "load --store /proc/nope/st {d}/g.nt", 2, "No such file or directory: '/proc/nope'"),
     # ------------------------------------------------------------ sparql
     Case("sparql-ok", "sparql --store {d}/store 'ASK { ?s ?p ?o }'", 0, ""),
-    Case("sparql-no-store", "sparql 'ASK {}'", 2, "the following arguments are required: --store"),
+    Case("sparql-no-store", "sparql 'ASK {}'", 2, "one of the arguments --store --zk is required"),
     Case("sparql-store-missing", "sparql --store /no/store 'ASK {}'", 2, "not a LinkStream store (no store.json): /no/store"),
     Case("sparql-store-not-a-store", "sparql --store {d}/dir 'ASK {}'", 2, "not a LinkStream store (no store.json): {d}/dir"),
     Case("sparql-syntax", "sparql --store {d}/store 'SELECT * WHERE {?s ?p ?o'", 2, "query:1:16: '{' is never closed"),
