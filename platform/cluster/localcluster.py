@@ -11,12 +11,19 @@ Command line (``infra/local-cluster`` runs this module)::
 
     python -m linkstream.cluster.localcluster start N [--dir DIR] [--coordinators K]
         [--capacity C] [--session-timeout S] [--detach]
+        [--store DIR [--store-nodes M] [--cache-mb MB]]
     python -m linkstream.cluster.localcluster stop|status [--dir DIR]
     python -m linkstream.cluster.localcluster add N | remove ID [--dir DIR]
 
 Every coordinator serves the HTTP API (``linkstream coordinator`` is ``run --zk`` on a free
 loopback port); ``start`` prints their URLs with the other endpoints and, unless ``--detach``, stays in the foreground until
 Ctrl-C, then stops everything.
+
+With ``--store DIR`` (a store directory written by ``linkstream load``) ``start`` also
+starts ``--store-nodes M`` store nodes (default 1; ``linkstream store-node``, each holding
+every partition, so M is the replication factor) before the containers, and every
+container runs with ``--remote-store``: static graphs are read from the store nodes
+instead of loaded into each container.
 
 Security is on (:mod:`linkstream.containers.security`): ``start`` writes the cluster's
 ZooKeeper credential to ``DIR/zk-auth`` (mode 0600; kept when the directory is reused) and
@@ -94,7 +101,7 @@ class ProcessRecord:
     """One process of the cluster."""
 
     name: str
-    kind: str  # zookeeper | coordinator | container
+    kind: str  # zookeeper | coordinator | container | storenode | autoscaler
     pid: int
     log: str
 
@@ -114,6 +121,9 @@ class ClusterState:
     insecure: bool = False
     zk_auth_file: str = ""
     zk_tls_ca: str = ""
+    store: str = ""
+    store_cache_mb: float = 0.0
+    next_store_node: int = 1
 
 
 class LocalCluster:
@@ -129,6 +139,10 @@ class LocalCluster:
             ZeroMQ) instead of the credential in ``DIR/zk-auth``.
         zk_auth: The credential to write there (default: the configured one, else a
             fresh random one).
+        store: A store directory: :meth:`start` starts store nodes serving it and every
+            container reads static graphs from them (``--remote-store``).
+        store_nodes: How many store nodes :meth:`start` starts with ``store``.
+        cache_mb: The containers' ``--cache-mb`` with ``store`` (default: theirs).
     """
 
     def __init__(
@@ -141,11 +155,18 @@ class LocalCluster:
         python: str = sys.executable,
         insecure: bool = False,
         zk_auth: ZkAuth | None = None,
+        store: str | Path | None = None,
+        store_nodes: int = 1,
+        cache_mb: float | None = None,
     ) -> None:
         self._zk_auth = zk_auth
+        self._store_nodes = store_nodes if store is not None else 0
         self.dir = Path(directory)
         self.python = python
         self.state = ClusterState(zk or "", zk is None, session_timeout, capacity, insecure=insecure)
+        if store is not None:
+            self.state.store = str(Path(store).resolve())
+            self.state.store_cache_mb = float(cache_mb or 0.0)
         self._security: Security | None = None
 
     # ------------------------------------------------------------------ state
@@ -224,6 +245,8 @@ class LocalCluster:
         if self.state.own_zookeeper:
             self._start_zookeeper()
         self.save()
+        if self._store_nodes:
+            self.add_store_nodes(self._store_nodes, wait=wait)
         for _ in range(coordinators):
             self.start_coordinator()
         self.add_containers(containers, wait=wait)
@@ -295,12 +318,65 @@ class LocalCluster:
             args = ["container", "--zk", self.hosts, "--id", cid, "--root", self.state.root]
             args += ["--capacity", str(capacity or self.state.capacity)]
             args += ["--session-timeout", str(self.state.session_timeout), "--metrics-port", "0"]
+            if self.state.store:
+                args.append("--remote-store")
+                if self.state.store_cache_mb:
+                    args += ["--cache-mb", str(self.state.store_cache_mb)]
             self._spawn(cid, "container", [*args, *self.security_args()])
             ids.append(cid)
         if wait:
             self.wait_members(set(ids), wait)
             self.write_prometheus_targets()
         return ids
+
+    def add_store_nodes(self, n: int, wait: float = 60.0) -> list[str]:
+        """Starts ``n`` store nodes serving the cluster's store (every partition each) and
+        waits until they are advertised in ZooKeeper; returns their names (``store-1`` ...)."""
+        if not self.state.store:
+            raise ValueError("this cluster has no store directory (start it with --store DIR)")
+        names = []
+        for _ in range(n):
+            name = f"store-{self.state.next_store_node}"
+            self.state.next_store_node += 1
+            args = ["store-node", "--store", self.state.store, "--zk", self.hosts, "--root", self.state.root]
+            args += ["--session-timeout", str(self.state.session_timeout), "--metrics-port", "0"]
+            self._spawn(name, "storenode", [*args, *self.security_args()])
+            names.append(name)
+        if wait:
+            self.wait_store_nodes(set(names), wait)
+        return names
+
+    def store_nodes(self) -> dict[str, int]:
+        """The store nodes advertised right now: znode name -> pid."""
+        from linkstream.store.node import NODES, Advertisement
+
+        client = self._client()
+        try:
+            folder = f"{self.state.root.rstrip('/')}/{NODES}"
+            out = {}
+            for child in client.get_children(folder) if client.exists(folder) else []:
+                try:
+                    data, _ = client.get(f"{folder}/{child}")
+                    out[child] = Advertisement.from_json(data, child).pid
+                except Exception:  # noqa: BLE001 - gone meanwhile, or not an advertisement
+                    continue
+            return out
+        finally:
+            client.stop()
+            client.close()
+
+    def wait_store_nodes(self, names: set[str], timeout: float) -> None:
+        """Waits until the store nodes ``names`` are advertised (raises ``TimeoutError``)."""
+        deadline = time.monotonic() + timeout
+        pids = {self.state.processes[n].pid for n in names}
+        while not pids <= set(self.store_nodes().values()):
+            for name in names:
+                record = self.state.processes[name]
+                if not pid_alive(record.pid):
+                    raise RuntimeError(f"store node {name} exited; see {record.log}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"store nodes {sorted(names)} not advertised within {timeout:g}s")
+            time.sleep(0.1)
 
     def start_autoscaler(self, bounds: str, driver: str = "local", extra: list[str] | None = None) -> str:
         """Starts ``linkstream autoscaler --autoscale BOUNDS`` on this cluster; returns its name.
@@ -428,7 +504,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stops containers, then coordinators, then ZooKeeper (each kind at once)."""
-        for kind in ("autoscaler", "container", "coordinator", "zookeeper"):
+        for kind in ("autoscaler", "container", "coordinator", "storenode", "zookeeper"):
             _terminate_all([r.pid for r in self.state.processes.values() if r.kind == kind], 5.0)
         self.save()
 
@@ -513,11 +589,42 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start: no ZooKeeper credential, open ACLs, plaintext ZeroMQ (local experiments only)",
     )
+    ap.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help="start: a store directory (linkstream load) served by store nodes; containers "
+        "read static graphs from them (--remote-store)",
+    )
+    ap.add_argument(
+        "--store-nodes",
+        type=int,
+        default=None,
+        metavar="M",
+        help="start: store nodes to run with --store, each holding every partition (default 1)",
+    )
+    ap.add_argument(
+        "--cache-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="start: each container's block cache of the store nodes' data (default the container's)",
+    )
     args = ap.parse_args(argv)
+    if args.store_nodes is not None and (args.store is None or args.store_nodes < 1):
+        ap.error("--store-nodes needs --store DIR and a count >= 1")
+    if args.store is not None and not (Path(args.store) / "store.json").is_file():
+        ap.error(f"--store {args.store}: not a LinkStream store (no store.json)")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.action == "start":
         cluster = LocalCluster(
-            args.dir, session_timeout=args.session_timeout, capacity=args.capacity, insecure=args.insecure
+            args.dir,
+            session_timeout=args.session_timeout,
+            capacity=args.capacity,
+            insecure=args.insecure,
+            store=args.store,
+            store_nodes=args.store_nodes or 1,
+            cache_mb=args.cache_mb,
         )
         try:
             cluster.start(int(args.arg or 3), args.coordinators)

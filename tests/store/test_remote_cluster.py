@@ -1,5 +1,7 @@
 """Cluster mode on store nodes: ZooKeeper, 2 ``linkstream store-node`` processes, a
-coordinator and 3 ``linkstream container --remote-store`` processes.
+coordinator and 3 ``linkstream container --remote-store`` processes, all started by
+``LocalCluster(store=..., store_nodes=2)`` (``infra/local-cluster start 3 --store DIR
+--store-nodes 2``), security on (CURVE between containers and store nodes).
 
 The CityBench slice's C-SPARQL queries replayed on the cluster equal embedded mode while
 no container loads a static graph: each container's metrics show only the pattern-relevant
@@ -21,11 +23,9 @@ import pytest
 
 from linkstream.cli import main as cli_main
 from linkstream.cluster.localcluster import LocalCluster
-from linkstream.scheduler.zkclient import ZkAuth, connect
-from linkstream.store.node import NODES
 from tests.result_compare import differences, load
 from tests.shared_paths import SLICE
-from tests.store.remote_fixtures import MANIFEST, SENSORS, StoreNodeProcess, build_store
+from tests.store.remote_fixtures import MANIFEST, SENSORS, build_store
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 
@@ -73,26 +73,26 @@ def container_metrics(cluster: LocalCluster) -> dict[str, dict[str, float]]:
 
 
 def test_cluster_on_store_nodes_equals_embedded_and_survives_a_store_node(
-    tmp_path: Path, zk_server: str, zk_chroot: str, zk_auth: ZkAuth, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, zk_server: str, zk_chroot: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = build_store(tmp_path)
     cluster = LocalCluster(
-        tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=2.0, capacity=32
+        tmp_path / "cluster",
+        zk=f"{zk_server}{zk_chroot}",
+        session_timeout=2.0,
+        capacity=32,
+        store=store,
+        store_nodes=2,
+        cache_mb=CACHE_MB,
     )
-    nodes: list[StoreNodeProcess] = []
     try:
-        cluster.start(0, 1)
-        sec = cluster.security_args()
-        nodes = [StoreNodeProcess(store, cluster.hosts, "--root", cluster.state.root, *sec) for _ in range(2)]
-        ids = []
-        for k in range(1, 4):
-            cid = f"oc-{k}"
-            args = ["container", "--zk", cluster.hosts, "--id", cid, "--root", cluster.state.root]
-            args += ["--capacity", "32", "--session-timeout", "2", "--metrics-port", "0"]
-            args += ["--remote-store", "--cache-mb", str(CACHE_MB), *sec]
-            cluster._spawn(cid, "container", args)
-            ids.append(cid)
-        cluster.wait_members(set(ids), 60)
+        cluster.start(3, 1)
+        assert cluster.names("storenode") == ["store-1", "store-2"]
+        assert len(cluster.store_nodes()) == 2
+        assert all(
+            "--remote-store" in open(f"/proc/{cluster.pid(c)}/cmdline").read()
+            for c in ("oc-1", "oc-2", "oc-3")
+        )
 
         def check(label: str, dialect: str) -> None:
             want, got = (
@@ -115,20 +115,27 @@ def test_cluster_on_store_nodes_equals_embedded_and_survives_a_store_node(
             assert m["cache"] <= CACHE_MB << 20, (target, m)
         assert any(m["engine"] > 0 and m["remote_read"] > 0 for m in metrics.values())
 
-        nodes[0].kill()
+        cluster.kill("store-1")
         # the node's znode goes with its session (2 s); the containers then read only
         # from the survivor (a read from the dead node would also fail over)
-        client = connect(cluster.hosts.split("/")[0] + zk_chroot, zk_auth, timeout=2.0)
-        try:
-            deadline = time.monotonic() + 15
-            while len(client.get_children(f"{cluster.state.root}/{NODES}")) != 1:
-                assert time.monotonic() < deadline, "the killed store node's znode did not vanish"
-                time.sleep(0.1)
-        finally:
-            client.stop()
-            client.close()
+        deadline = time.monotonic() + 15
+        while len(cluster.store_nodes()) != 1:
+            assert time.monotonic() < deadline, "the killed store node's znode did not vanish"
+            time.sleep(0.1)
         check("one-node", "cqels")
     finally:
-        for n in nodes:
-            n.stop()
         cluster.stop()
+
+
+def test_local_cluster_store_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from linkstream.cluster.localcluster import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["start", "1", "--dir", str(tmp_path), "--store-nodes", "2"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.endswith("error: --store-nodes needs --store DIR and a count >= 1\n")
+    with pytest.raises(SystemExit):
+        main(["start", "1", "--dir", str(tmp_path), "--store", str(tmp_path / "none")])
+    err = capsys.readouterr().err
+    assert err.endswith(f"error: --store {tmp_path / 'none'}: not a LinkStream store (no store.json)\n")
+    assert not (tmp_path / "cluster.json").exists()  # nothing was started
