@@ -17,9 +17,15 @@ without looking at the others:
   for it -- the alpha network of a Rete (CQELS Cloud's shared matcher): the work per
   epoch grows with the rows that arrived, not with the number of registered queries.
 
-Queries whose operators may change without an input (a router that re-filters by report
-time) are dirty at every epoch.  A change of the static graphs makes every query dirty
-once; the engine handles that.
+* a **route** of a shared join (:class:`~linkstream.operators.router.RouteOperator`):
+  the router re-filters the join's rows by window containment at every epoch, for all of
+  its subscriber groups at once; the query is dirty only when its group's result changed
+  (the router's ``emitted`` has its key).  The router -- and the aggregates it feeds for
+  all groups -- are evaluated at every epoch whether or not a query of theirs is dirty.
+
+Queries with another operator whose output may change without an input are dirty at every
+epoch.  A change of the static graphs makes every query dirty once; the engine handles
+that.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import numpy as np
 
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.graph import GraphOperator
+from linkstream.operators.router import RouteOperator, RouterOperator, TimedWindowOperator
 from linkstream.operators.scan import ScanOperator
 from linkstream.operators.window import WindowOperator
 
@@ -54,6 +61,45 @@ def event_driven(op: Operator) -> bool:
     if flag is None:
         flag = type(op).__module__ in _EVENT_DRIVEN_MODULES
     return bool(flag)
+
+
+def _routes(rq: RegisteredQuery) -> list[RouteOperator] | None:
+    """The routes of ``rq`` when they (with their routers) are its only operators that are
+    not event-driven: the query is then dirty exactly when a route emits (see
+    :class:`_Routed`); ``None`` otherwise."""
+    routes = []
+    for op in rq.ops:
+        if event_driven(op):
+            continue
+        if type(op) is RouteOperator:
+            routes.append(op)
+        elif type(op) is not RouterOperator:
+            return None
+    return routes or None
+
+
+class _Routed:
+    """The queries reading routes of one router: group key -> names."""
+
+    __slots__ = ("router", "users", "by_key")
+
+    def __init__(self, router: RouterOperator) -> None:
+        self.router = router
+        self.users: set[str] = set()
+        self.by_key: dict[tuple, set[str]] = {}
+
+    def touched(self, epoch: int, out: set[str]) -> None:
+        """Evaluates the router (and its shared aggregates) at ``epoch``; adds to ``out``
+        the queries whose group's result changed."""
+        router = self.router
+        router.delta(epoch)
+        for shared in list(router.aggregates.values()):
+            shared.agg.delta(epoch)  # they read every epoch's change of the groups
+        by_key = self.by_key
+        for key in router.emitted:
+            names = by_key.get(key)
+            if names:
+                out |= names
 
 
 def quiet_windows(rq: RegisteredQuery) -> frozenset[int] | bool:
@@ -144,10 +190,18 @@ class Dependencies:
         self.always: set[str] = set()
         self.by_window: dict[int, set[str]] = {}
         self.keyed: dict[int, _KeyedGraph] = {}
+        #: routers with the queries reading their routes (see :class:`_Routed`)
+        self.routed: dict[int, _Routed] = {}
+        #: queries that may never skip a quiet gap (:meth:`Engine.skips_quietly`): the
+        #: always-dirty ones and those on routes (a route's result changes as its group's
+        #: smaller windows slide, which the shared windows' bounds do not show)
+        self.never_quiet: set[str] = set()
         #: name -> the sets it was added to (for :meth:`remove`)
         self._entries: dict[str, list[set[str]]] = {}
         #: name -> the keyed graphs it reads
         self._graphs: dict[str, list[int]] = {}
+        #: name -> the routers it reads
+        self._routers: dict[str, list[int]] = {}
 
     def __contains__(self, name: str) -> bool:
         return name in self._entries
@@ -160,10 +214,30 @@ class Dependencies:
         sets: list[set[str]] = []
         self._entries[name] = sets
         quiet = quiet_windows(rq)
-        if quiet is False:
+        routes = _routes(rq) if quiet is False else None
+        if quiet is False and routes is None:
             self.always.add(name)
             sets.append(self.always)
+            self.never_quiet.add(name)
+            sets.append(self.never_quiet)
             return
+        routed_windows: set[int] = set()
+        if routes is not None:
+            self.never_quiet.add(name)
+            sets.append(self.never_quiet)
+            for route in routes:
+                router = route.router
+                r = self.routed.get(id(router))
+                if r is None:
+                    r = self.routed[id(router)] = _Routed(router)
+                if name not in r.users:
+                    r.users.add(name)
+                    self._routers.setdefault(name, []).append(id(router))
+                s = r.by_key.setdefault(route.key, set())
+                s.add(name)
+                sets.append(s)
+            # the shared joins' windows reach the query through its routes only
+            routed_windows = {id(op) for op in rq.ops if isinstance(op, TimedWindowOperator)}
         parents: dict[int, list[Operator]] = {}
         for op in rq.root.walk():
             for c in op.children:
@@ -171,7 +245,7 @@ class Dependencies:
                 if not any(p is op for p in lst):
                     lst.append(op)
         for w in rq.ops:
-            if not isinstance(w, WindowOperator):
+            if not isinstance(w, WindowOperator) or id(w) in routed_windows:
                 continue
             pairs = _keyed_scans(w, parents)
             if pairs is None:
@@ -204,6 +278,12 @@ class Dependencies:
                 kg.users.discard(name)
                 if not kg.users:  # the graph may be freed: never pull it again
                     del self.keyed[gid]
+        for rid in self._routers.pop(name, ()):
+            r = self.routed.get(rid)
+            if r is not None:
+                r.users.discard(name)
+                if not r.users:  # the router may be freed: never pull it again
+                    del self.routed[rid]
 
     def dirty(self, epoch: int, moved: set[int]) -> set[str]:
         """The queries whose sources produced rows at ``epoch``, given the ``moved`` windows.
@@ -212,6 +292,8 @@ class Dependencies:
         pull it later read the memo).
         """
         out = set(self.always)
+        for r in list(self.routed.values()):
+            r.touched(epoch, out)
         if not moved:
             return out
         by_window = self.by_window

@@ -521,7 +521,7 @@ class Engine:
         empty (IStream / DStream: no delta; RStream, CONSTRUCT: an empty current result).
         ASK and a result that is not empty (``COUNT`` = 0 over empty windows) report a line
         at every report time: such a query never skips."""
-        if rq.name in self._deps.always or self._static_ticked != self._static_version:
+        if rq.name in self._deps.never_quiet or self._static_ticked != self._static_version:
             return False
         return not rq.output.view.loud()
 
@@ -538,7 +538,7 @@ class Engine:
         set of queries that may not skip is kept up to date by :meth:`tick`)."""
         if self._static_ticked != self._static_version:
             return False
-        return self._deps.always.isdisjoint(names) and self._loud.isdisjoint(names)
+        return self._deps.never_quiet.isdisjoint(names) and self._loud.isdisjoint(names)
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
         """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""
