@@ -154,6 +154,10 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_store_stable_timestamp_ms",
     "linkstream_store_snapshot_age_seconds",
     "linkstream_store_delta_rows",
+    # static graphs of a container (``linkstream.containers.remotestatic``; local or store nodes)
+    "linkstream_static_engine_bytes",
+    "linkstream_static_cache_bytes",
+    "linkstream_static_remote_read_bytes",
 )
 
 #: prometheus-client's process collector names (``with_process_collectors``) dashboards use
