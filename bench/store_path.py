@@ -267,7 +267,8 @@ def main() -> None:
         store = build_store(tmp, root, manifest)
         node = subprocess.Popen(
             [sys.executable, "-m", "linkstream.cli", "store-node", "--store", str(store)]
-            + ["--transports", "shm,tcp", "--log-level", "WARNING"],
+            # no ZooKeeper here, hence no cluster keys: plaintext TCP on loopback
+            + ["--transports", "shm,tcp", "--insecure", "--log-level", "WARNING"],
             stdout=subprocess.PIPE,
             text=True,
             cwd=REPO,
