@@ -34,6 +34,7 @@ from rdflib import URIRef, Variable
 from rdflib.paths import MulPath, NegatedPath, Path, ZeroOrMore, ZeroOrOne
 from rdflib.plugins.sparql.parserutils import CompValue
 
+from linkstream.engine.oneshot.store import QueryDictionary
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.expressions import from_rdflib
 from linkstream.rdf.dictionary import Dictionary
@@ -46,8 +47,10 @@ log = logging.getLogger(__name__)
 TermPattern = tuple[str | None, str | None, str | None]
 
 
-class OverlayDictionary:
-    """The store's dictionary for lookups, private ids for terms it does not hold.
+class OverlayDictionary(QueryDictionary):
+    """The store's dictionary for lookups, private ids for terms it does not hold (the
+    one-shot :class:`~linkstream.engine.oneshot.store.QueryDictionary`, with the id space
+    a container's engine needs on top).
 
     Args:
         base: The store's dictionary (only ``lookup_many`` / ``decode_many`` are called).
@@ -56,46 +59,7 @@ class OverlayDictionary:
     """
 
     def __init__(self, base: Dictionary, start: int | None = None) -> None:
-        self.base = base
-        self.start = len(base) + 1 if start is None else start
-        self._ids: dict[str, int] = {}
-        self._terms: list[str] = []
-
-    def encode_many(self, terms: Sequence[str]) -> np.ndarray:
-        terms = list(terms)
-        ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
-        for k in np.flatnonzero(ids == 0).tolist():
-            t = terms[k]
-            i = self._ids.get(t)
-            if i is None:
-                i = self._ids[t] = self.start + len(self._terms)
-                self._terms.append(t)
-            ids[k] = i
-        return ids
-
-    def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
-        terms = list(terms)
-        ids = np.asarray(self.base.lookup_many(terms), dtype=np.int64).copy()
-        for k in np.flatnonzero(ids == 0).tolist():
-            ids[k] = self._ids.get(terms[k], 0)
-        return ids
-
-    def decode_many(self, ids: np.ndarray | Sequence[int]) -> list[str]:
-        a = np.asarray(ids, dtype=np.int64).reshape(-1)
-        mine = a >= self.start
-        if not mine.any():
-            return self.base.decode_many(a)
-        out: list[str] = [""] * len(a)
-        low = np.flatnonzero(~mine)
-        if len(low):
-            for k, t in zip(low.tolist(), self.base.decode_many(a[low])):
-                out[k] = t
-        for k in np.flatnonzero(mine).tolist():
-            j = int(a[k]) - self.start
-            if j >= len(self._terms):
-                raise KeyError(int(a[k]))
-            out[k] = self._terms[j]
-        return out
+        super().__init__(base, len(base) + 1 if start is None else start)
 
     def reserve(self, n: int) -> int:
         first = self.start + len(self._terms)
@@ -105,9 +69,6 @@ class OverlayDictionary:
     @property
     def private_terms(self) -> int:
         return len(self._terms)
-
-    def __len__(self) -> int:
-        return len(self.base) + len(self._terms)
 
     def close(self) -> None:
         """Nothing to release: the remote store owns the base dictionary."""
