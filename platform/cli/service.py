@@ -263,6 +263,17 @@ class _TokenAction(argparse.Action):
         namespace.token = values
 
 
+def static_bindings(args: argparse.Namespace) -> list[tuple[str | None, str]] | str:
+    """``(graph IRI or None, path)`` of every ``--static``, or the one-line error."""
+    statics = []
+    for arg in args.static:
+        iri, path = split_binding(arg, args.base)
+        if not os.path.exists(path):
+            return f"static graph file {path!r} does not exist"
+        statics.append((iri, path))
+    return statics
+
+
 def api_settings(args: argparse.Namespace) -> tuple[list[Any], Any] | str:
     """The tokens and limits ``run`` flags give, or a one-line error.
 
@@ -346,12 +357,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    statics = []
-    for arg in args.static:
-        iri, path = split_binding(arg, args.base)
-        if not os.path.exists(path):
-            return err(f"static graph file {path!r} does not exist")
-        statics.append((iri, path))
+    statics = static_bindings(args)
+    if isinstance(statics, str):
+        return err(statics)
     try:
         live = build_live(
             statics,
@@ -470,12 +478,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return err(f"--log {args.log}: {state_dir} is in use by another process (stop linkstream run first)")
-    statics = []
-    for arg in args.static:
-        iri, path = split_binding(arg, args.base)
-        if not os.path.exists(path):
-            return err(f"static graph file {path!r} does not exist")
-        statics.append((iri, path))
+    statics = static_bindings(args)
+    if isinstance(statics, str):
+        return err(statics)
     try:
         uri = args.checkpoint or load_config().checkpoints.uri
         store = open_checkpoints(uri or "file://" + os.path.join(state_dir, "checkpoints"))
