@@ -24,6 +24,7 @@ import pytest
 import zmq
 
 from linkstream.cli import main as cli_main
+from linkstream.containers.runtime import ContainerRuntime
 from linkstream.containers.security import Security
 from linkstream.rdma.regions import RegionError
 from linkstream.rdma.tcp import TcpReader
@@ -103,6 +104,28 @@ def test_a_secure_reader_reads_what_the_local_store_holds(
         remote.close()
         local.close()
     assert rejected(node, "unknown_key") == 0 and rejected(node, "not_curve") == 0
+
+
+def test_a_container_is_admitted_with_the_key_of_its_membership(
+    node: StoreNodeProcess, zk_server: str, zk_chroot: str, zk_auth: ZkAuth, store_dir: Path
+) -> None:
+    """A real container runtime publishes its key with its membership (no reader key):
+    the store node admits it, as the runtime's ``--remote-store`` reads do."""
+    security = Security.secure(zk_auth)
+    runtime = ContainerRuntime(
+        f"{zk_server}{zk_chroot}", container_id="oc-7", security=security, session_timeout=2.0
+    )
+    runtime.start()
+    local = PersistentStore.open(store_dir)
+    remote = RemoteStore([node.adv], prefer="tcp", dictionary_via="node", curve_client=security.client)
+    try:
+        assert np.array_equal(_norm(remote.snapshot().triples(None)), _norm(local.snapshot().triples(None)))
+        assert len(remote.dictionary) == len(local.dictionary)
+    finally:
+        remote.close()
+        local.close()
+        runtime.close()
+    assert rejected(node, "unknown_key") == 0
 
 
 def test_an_unknown_key_is_refused_and_counted(node: StoreNodeProcess, zk_auth: ZkAuth) -> None:
