@@ -49,6 +49,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient
 
@@ -57,6 +58,9 @@ from linkstream.containers.security import Security
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.zkclient import ZkAuth, ZkTls
+
+if TYPE_CHECKING:
+    from linkstream.store.node import Advertisement
 
 logger = logging.getLogger(__name__)
 
@@ -348,22 +352,25 @@ class LocalCluster:
 
     def store_nodes(self) -> dict[str, int]:
         """The store nodes advertised right now: znode name -> pid."""
-        from linkstream.store.node import NODES, Advertisement
-
         client = self._client()
         try:
-            folder = f"{self.state.root.rstrip('/')}/{NODES}"
-            out = {}
-            for child in client.get_children(folder) if client.exists(folder) else []:
-                try:
-                    data, _ = client.get(f"{folder}/{child}")
-                    out[child] = Advertisement.from_json(data, child).pid
-                except Exception:  # noqa: BLE001 - gone meanwhile, or not an advertisement
-                    continue
-            return out
+            return {name: adv.pid for name, adv in self._store_adverts(client).items()}
         finally:
             client.stop()
             client.close()
+
+    def _store_adverts(self, client: KazooClient) -> dict[str, Advertisement]:
+        from linkstream.store.node import NODES, Advertisement
+
+        folder = f"{self.state.root.rstrip('/')}/{NODES}"
+        out = {}
+        for child in client.get_children(folder) if client.exists(folder) else []:
+            try:
+                data, _ = client.get(f"{folder}/{child}")
+                out[child] = Advertisement.from_json(data, child)
+            except Exception:  # noqa: BLE001 - gone meanwhile, or not an advertisement
+                continue
+        return out
 
     def wait_store_nodes(self, names: set[str], timeout: float) -> None:
         """Waits until the store nodes ``names`` are advertised (raises ``TimeoutError``)."""
@@ -403,6 +410,9 @@ class LocalCluster:
         client = self._client()
         try:
             groups = metrics_targets(cluster_status(client, self.state.root))
+            for name, adv in sorted(self._store_adverts(client).items()):
+                if adv.metrics:
+                    groups.append({"targets": [adv.metrics], "labels": {"role": "storenode", "id": name}})
         finally:
             client.stop()
             client.close()

@@ -89,6 +89,13 @@ def test_cluster_on_store_nodes_equals_embedded_and_survives_a_store_node(
         cluster.start(3, 1)
         assert cluster.names("storenode") == ["store-1", "store-2"]
         assert len(cluster.store_nodes()) == 2
+        # the store nodes' /metrics are Prometheus targets too
+        groups = json.loads(cluster.write_prometheus_targets().read_text())
+        stores = [g for g in groups if g["labels"].get("role") == "storenode"]
+        assert sorted(g["labels"]["id"] for g in stores) == sorted(cluster.store_nodes())
+        for g in stores:
+            body = urllib.request.urlopen(f"http://{g['targets'][0]}/metrics", timeout=5).read().decode()
+            assert 'linkstream_process_info{id="' in body and 'role="store-node"' in body
         assert all(
             "--remote-store" in open(f"/proc/{cluster.pid(c)}/cmdline").read()
             for c in ("oc-1", "oc-2", "oc-3")
