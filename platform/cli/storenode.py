@@ -46,7 +46,10 @@ def add_parser(sub: argparse._SubParsersAction, add_security_options: object) ->
             "index arrays become read-only memory regions, read one-sidedly over shared memory "
             "(same host), TCP, or RDMA where a device exists. With --zk the node advertises "
             "itself (address, transports, partitions, dictionary) in an ephemeral znode under "
-            "ROOT/storenodes; several nodes may hold overlapping partitions (replication)."
+            "ROOT/storenodes; several nodes may hold overlapping partitions (replication). "
+            "Security is on: with --zk the TCP transport and the dictionary server speak CURVE and "
+            "admit only the cluster's published keys (containers, the driver, readers under "
+            "ROOT/readers); without --zk, serving tcp needs --insecure."
         ),
     )
     p.add_argument("--store", required=True, metavar="DIR", help="the store directory to serve")
