@@ -179,6 +179,9 @@ class Engine:
         #: queries that write lines at a report even when nothing under them moved (ASK,
         #: a non-empty RStream / CONSTRUCT result) or that were never evaluated
         self._loud: set[str] = set()
+        #: name -> (output, result view, stats) of every registered query: what a report
+        #: of a quiet query touches, in one lookup
+        self._reports: dict[str, tuple[QueryOutput, ResultView, QueryStats]] = {}
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
         self._static_results: StaticResults | None = None
@@ -295,6 +298,7 @@ class Engine:
         used_windows = [op for op in ops if isinstance(op, WindowOperator)]
         rq = RegisteredQuery(cq, used_windows, root, output, steps, ops=ops)
         self.queries[cq.name] = rq
+        self._reports[cq.name] = (output, output.view, rq.stats)
         self._deps.add(rq)
         self._loud.add(cq.name)
         return rq
@@ -329,6 +333,7 @@ class Engine:
     def unregister(self, name: str) -> None:
         """Remove a query; operators no other query uses are freed."""
         rq = self.queries.pop(name)
+        self._reports.pop(name, None)
         self._deps.remove(name)
         self._loud.discard(name)
         view = rq.output.view
@@ -425,12 +430,12 @@ class Engine:
         # rows (memoised per view and epoch); only the head of each line is new
         t_text = str(c)
         repeated: dict[int, list[str] | None] = {}  # per view: the rows it repeats
+        reports = self._reports
         for name in (loud & reporting) - dirty:
-            rq = queries.get(name)
-            if rq is None:
+            rec = reports.get(name)
+            if rec is None:
                 continue
-            output = rq.output
-            view = output.view
+            output, view, stats = rec
             vid = id(view)
             if vid in repeated:
                 bodies = repeated[vid]
@@ -447,7 +452,7 @@ class Engine:
                 head = output.head + t_text + ", "
                 lines = [head + bodies[0]] if len(bodies) == 1 else [head + b for b in bodies]
             out[name] = lines
-            rq.stats.rows += len(lines)
+            stats.rows += len(lines)
         for name in dirty:
             rq = queries.get(name)
             if rq is None:
