@@ -441,8 +441,17 @@ class ClusterEngine:
         self.spec = replace(
             self.spec, queries={**self.spec.queries, **{task_id(q.name): q.name for q in queries}}
         )
-        for query in queries:
-            self._watch_task(query.name)
+        names = [query.name for query in queries]
+        if len(names) < 64:
+            for name in names:
+                self._watch_task(name)
+        else:  # thousands at once (a live service's batch): armed off the caller's thread
+
+            def arm_all() -> None:
+                for name in names:
+                    self._watch_task(name)
+
+            threading.Thread(target=arm_all, name="task-watches", daemon=True).start()
 
     def remove_query(self, name: str) -> None:
         """Removes a query from the run (its assignment watch ends at its next event)."""

@@ -27,7 +27,7 @@ from linkstream.engine.live.runtime import QueryConflict
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.scheduler.assignment import AssignmentTable
-from linkstream.scheduler.layout import DEFAULT_ROOT
+from linkstream.scheduler.layout import DEFAULT_ROOT, encode
 from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
 from linkstream.scheduler.state import TaskSpec
 
@@ -251,7 +251,9 @@ class RemoteEngine:
             streams = dict.fromkeys(w.stream for rq in rqs for w in rq.cq.windows)
             for iri, h in self._horizons(streams).items():
                 cluster.set_horizon(iri, h)
-            self._publish()  # the run names the queries before their tasks exist
+            # The run names the queries before their tasks exist: ZooKeeper applies one session's
+            # requests in order, so the tasks may be sent before the run node's write returns.
+            published = self.client.set_async(self.run_node.path, encode(cluster.spec.to_json()))
             self.table.submit_many(
                 [
                     TaskSpec(
@@ -263,6 +265,7 @@ class RemoteEngine:
                     for rq in rqs
                 ]
             )
+            published.get()
         self._report_states()
 
     def unregister(self, name: str) -> None:
