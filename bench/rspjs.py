@@ -16,9 +16,11 @@ elements in event-time order with their timestamps and waits for each evaluation
 element triggers (rsp-js copies window + static data into a new store per evaluation, so
 queuing them all exhausts the heap), with rsp-js's file logger and console output off.
 
-Printed per query: input triples/s of each (whole process; and evaluation only:
-LinkStream ``eval_seconds`` vs rsp-js feed + evaluation), the ratio LinkStream / rsp-js,
-and result counts (rows, non-empty reports, distinct rows).  The counts are not expected
+Printed per query: input triples/s of each (whole process, by wall time), the ratio
+LinkStream / rsp-js by wall time, by CPU time (user + system of each process: steadier when
+other work shares the cores) and by evaluation time alone (LinkStream ``eval_seconds`` vs
+rsp-js feed + evaluation), result counts (rows, non-empty reports, distinct rows), and how
+many rsp-js reports equal LinkStream's report at the same window close.  The counts are not expected
 to agree: rsp-js reports a window only when a later element of the same stream arrives
 (so never the last windows, nor empty ones), reports once per new timestamp, and in a
 multi-window query joins the triggering window with the *open* instance of the others;
@@ -35,6 +37,7 @@ import calendar
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -154,10 +157,14 @@ def cut_stream(src: Path, dst: Path, seconds: float) -> int:
     return n
 
 
-def run(cmd: list[str], **kw: object) -> tuple[float, subprocess.CompletedProcess[str]]:
+def run(cmd: list[str], **kw: object) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Run cmd; return its wall time, its CPU time (user + system) and the process."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
-    return time.perf_counter() - t0, p
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), p
 
 
 NUMERIC = re.compile(r'^"([^"]*)"\^\^<http://www.w3.org/2001/XMLSchema#(?:double|float|decimal|integer)>$')
@@ -206,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     env = dict(os.environ, NODE_PATH=str(PEER / "node_modules"))
     rows = []
-    hdr = f"{'query':<17}{'triples':>8}{'LS tr/s':>10}{'rsp-js tr/s':>12}{'ratio':>8}{'eval ratio':>11}"
+    hdr = f"{'query':<17}{'triples':>8}{'LS tr/s':>10}{'rsp-js tr/s':>12}{'ratio':>8}{'CPU ratio':>10}{'eval ratio':>11}"
     print(hdr + f"{'LS rows/reports/distinct':>26}{'rsp-js rows/evals/distinct':>28}  equal reports")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -226,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             for st in statics:
                 ls_args += ["--static", st]
             stats, out = tmp / f"{qid}.stats.json", tmp / f"{qid}.jsonl"
-            ls_wall, p = run(
+            ls_wall, ls_cpu, p = run(
                 [sys.executable, "-m", "linkstream.cli", "replay", "--query", str(qfile), *ls_args]
                 + ["--out", str(out), "--stats", str(stats), "--quiet"]
             )
@@ -242,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             spec.write_text(
                 json.dumps({"query": PREFIXES + body, "streams": spec_streams, "statics": statics})
             )
-            js_wall, p = run(["node", str(DRIVER), str(spec)], env=env, cwd=tmp_s)
+            js_wall, js_cpu, p = run(["node", str(DRIVER), str(spec)], env=env, cwd=tmp_s)
             if p.returncode != 0:
                 print(f"{qid}: rsp-js driver failed: {p.stderr.strip()[-500:]}")
                 continue
@@ -261,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
                 "linkstream_triples_per_s": n_tr / ls_wall,
                 "rspjs_triples_per_s": n_tr / js_wall,
                 "ratio": js_wall / ls_wall,
+                "linkstream_cpu_s": ls_cpu,
+                "rspjs_cpu_s": js_cpu,
+                "cpu_ratio": js_cpu / max(ls_cpu, 1e-6),
                 "eval_ratio": js["feed_eval_s"] / max(ls_q["eval_seconds"], 1e-6),
                 "linkstream_rows": ls_rows,
                 "linkstream_reports": ls_q["reports"],
@@ -276,11 +286,12 @@ def main(argv: list[str] | None = None) -> int:
             js_c = f"{js['rows']}/{js['evaluations']}/{js['distinct_rows']}"
             print(
                 f"{qid:<17}{n_tr:>8}{r['linkstream_triples_per_s']:>10.0f}{r['rspjs_triples_per_s']:>12.1f}"
-                f"{r['ratio']:>8.1f}{r['eval_ratio']:>11.1f}{ls_c:>26}{js_c:>28}  {r['equal_reports']}/{r['rspjs_reports']}",
+                f"{r['ratio']:>8.1f}{r['cpu_ratio']:>10.1f}{r['eval_ratio']:>11.1f}{ls_c:>26}{js_c:>28}  {r['equal_reports']}/{r['rspjs_reports']}",
                 flush=True,
             )
     print(
-        "ratio = whole-process triples/s LinkStream / rsp-js; eval ratio = rsp-js feed+evaluation time /"
+        "ratio = whole-process triples/s LinkStream / rsp-js (wall); CPU ratio = the same by CPU time"
+        " (user + system; steadier on a busy machine); eval ratio = rsp-js feed+evaluation time /"
         " LinkStream eval_seconds.\nrows/reports/distinct: result rows, non-empty reports (rsp-js: evaluations),"
         " distinct rows over all reports.\nequal reports: rsp-js reports whose rows equal LinkStream's"
         " report at the same window close (numeric literals by value) / rsp-js reports. rsp-js never"
