@@ -43,7 +43,10 @@ def _links(path: Path) -> list[str]:
 
 def _slug(heading: str) -> str:
     """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    # emphasis markers go, but a code span keeps its underscores (`GET /_cluster/results`)
+    parts = re.split(r"(`[^`]*`)", heading)
+    text = "".join(p[1:-1] if p.startswith("`") else re.sub(r"[*_]", "", p) for p in parts).strip().lower()
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 

@@ -14,7 +14,9 @@ _ERROR = {"$ref": "#/components/schemas/Error"}
 _PUSH_DURABILITY = (
     "With `linkstream run --state-dir DIR` a push is acknowledged (202) only when durable: its "
     "elements are in the ingest log under DIR and fsynced (one fsync per batch of concurrent "
-    "requests); after a crash the restarted server replays the log before it serves. Without "
+    "requests); after a crash the restarted server restores its latest checkpoint and replays the "
+    "log after it before it serves, and a report delivered before the crash is not delivered "
+    "again. Without "
     "--state-dir, 202 means queued in memory: a crash loses acknowledged elements."
 )
 
