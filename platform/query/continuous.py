@@ -40,6 +40,7 @@ from linkstream.query.lexer import (
     langtag_problem,
     map_offset,
     quote,
+    unescape_local,
 )
 from linkstream.query.rules import (
     check_sparql_rules,
@@ -174,7 +175,7 @@ class _Scan(TokenStream):
         prefix, local = t.text.split(":", 1)
         if prefix not in self.prefixes:
             self.fail("unknown prefix '%s:'" % prefix, t)
-        return self.prefixes[prefix] + local
+        return self.prefixes[prefix] + unescape_local(local)
 
     # ------------------------------------------------------------ the pass
     def run(self) -> None:
@@ -561,6 +562,7 @@ def _build_template(scan: _Scan, shape_text: str, base: str, count: int) -> Alge
     rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
     try:
         tree = parser.Query.parse_string(shape_text, parse_all=True)
+        _unescape_pnames(tree)
         _check_iris(scan, tree)
         check_sparql_rules(scan, tree, scan.form_j)
         OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
@@ -577,7 +579,7 @@ def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
     """Parses the rewritten text with rdflib; every failure becomes a located QueryError."""
     rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
     try:
-        return parser.Query.parse_string(parse_text, parse_all=True)
+        return _unescape_pnames(parser.Query.parse_string(parse_text, parse_all=True))
     except RecursionError:
         scan.fail("query is nested too deeply for the SPARQL parser", scan.deepest_bracket())
     except pyparsing.ParseBaseException as e:
@@ -594,6 +596,14 @@ def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
         if prev is not None and prev.kind == "word":
             scan.fail("unexpected %s" % quote(prev.text), prev)
     scan.fail(describe_failure(failure, quote(tok.text) if tok is not None else None), tok)
+
+
+def _unescape_pnames(tree: Any) -> Any:
+    """Removes the PN_LOCAL_ESC escapes of every prefixed name (rdflib keeps them)."""
+    for x in iter_tree(tree):
+        if isinstance(x, CompValue) and x.name == "pname" and "\\" in (x.get("localname") or ""):
+            x["localname"] = unescape_local(x["localname"])
+    return tree
 
 
 def _check_iris(scan: _Scan, tree: Any) -> None:

@@ -28,7 +28,7 @@ _TOKEN_RE = re.compile(
 | (?P<iri><(?:[^<>"{}|^`\\\x00-\x20]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*>)
 | (?P<string>'''(?:[^'\\]|\\.|'(?!''))*'''|\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'(?:[^'\\\n\r]|\\.)*'|"(?:[^"\\\n\r]|\\.)*")
 | (?P<var>[?$][A-Za-z0-9_\u00B7\u00C0-\uFFFF]+)
-| (?P<word>[A-Za-z0-9_:\u00C0-\uFFFF](?:[A-Za-z0-9_:%\-.\u00B7\u00C0-\uFFFF]*[A-Za-z0-9_:%\-\u00B7\u00C0-\uFFFF])?)
+| (?P<word>[A-Za-z0-9_:\u00C0-\uFFFF](?:(?:[A-Za-z0-9_:%\-.\u00B7\u00C0-\uFFFF]|\\[_~.\-!$&'()*+,;=/?\#@%])*(?:[A-Za-z0-9_:%\-\u00B7\u00C0-\uFFFF]|\\[_~.\-!$&'()*+,;=/?\#@%]))?)
 | (?P<punct>.)
 """,
     re.VERBOSE | re.DOTALL,
@@ -75,6 +75,7 @@ _AGGREGATE_WORDS = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GR
 _IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
 #: The characters a backslash may escape in the local part of a prefixed name (PN_LOCAL_ESC).
 _PN_LOCAL_ESC = frozenset("_~.-!$&'()*+,;=/?#@%")
+_PN_LOCAL_ESC_RE = re.compile(r"\\([_~.\-!$&'()*+,;=/?#@%])")
 #: Characters a string escape must keep escaped when it is decoded for the SPARQL parser.
 _KEEP_ESCAPED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}
 
@@ -282,6 +283,12 @@ def decode_escapes(tok: Token) -> str:
 #: ``(rewritten start, original start, length)`` per piece of a rewritten text; length
 #: ``-1`` marks inserted text, which maps to the start of the token it replaced.
 OffsetMap = tuple[tuple[int, int, int], ...]
+
+
+def unescape_local(local: str) -> str:
+    """The local part of a prefixed name with its PN_LOCAL_ESC escapes removed (SPARQL 1.1
+    §19.8: ``ex:a\\.b`` names ``…a.b``); ``%XX`` stays as written."""
+    return _PN_LOCAL_ESC_RE.sub(r"\1", local) if "\\" in local else local
 
 
 def quote(text: str) -> str:
