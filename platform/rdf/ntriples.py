@@ -48,6 +48,22 @@ class NTriplesError(ValueError):
     """A malformed N-Triples / N-Quads statement; ``str(err)`` is the reason."""
 
 
+_UNDECODED_RE = re.compile("[\udc80-\udcff]")
+
+
+def utf8_error(line: str) -> str | None:
+    """Why a line read with ``errors="surrogateescape"`` is not UTF-8, or ``None``.
+
+    The reason names the first undecodable byte: its 1-based position in the line's bytes
+    and its value.  Only called for a line that failed to parse (no hot-path cost).
+    """
+    m = _UNDECODED_RE.search(line)
+    if m is None:
+        return None
+    at = len(line[: m.start()].encode("utf-8", "surrogateescape")) + 1
+    return "invalid UTF-8 at byte %d of the line (0x%02X)" % (at, ord(m.group()) - 0xDC00)
+
+
 # ------------------------------------------------------------------ character classes
 
 _PN_BASE = (

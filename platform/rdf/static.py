@@ -18,7 +18,7 @@ from itertools import islice
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
-from linkstream.rdf.ntriples import NTriplesError, parse_file_line, parser_for
+from linkstream.rdf.ntriples import NTriplesError, parse_file_line, parser_for, utf8_error
 from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
 
 _log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def line_quads(
             try:
                 quads = parse_file_line(parser, raw)
             except NTriplesError as e:
-                log("%s:%d: rejected: %s" % (path, lineno, e))
+                log("%s:%d: rejected: %s" % (path, lineno, utf8_error(raw) or e))
                 continue
             yield from quads
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS, jump_error, range_error
-from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for
+from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for, utf8_error
 from linkstream.rdf.terms import XSD_DATETIME, unescape_string
 
 PROV_GENERATED_AT = "http://www.w3.org/ns/prov#generatedAtTime"
@@ -231,7 +231,7 @@ class StreamReader:
                             q = parser.parse_statement(line)
                             quads = (q,) if q is not None else ()
                     except NTriplesError as e:
-                        reject(str(e))
+                        reject(utf8_error(line) or str(e))
                         continue
                     for s, p, o, g in quads:
                         if g is None:

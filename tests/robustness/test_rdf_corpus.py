@@ -153,7 +153,8 @@ STREAMS: list[StreamFile] = [
     StreamFile("no-final-newline", (E1 + E2).rstrip("\n").encode(), [(T1, 1), (T2, 1)]),
     StreamFile("nul-byte-before-a-line", (E1 + "\x00" + E2).encode(), [(T1, 1)], rejected=2, log="3: rejected: expected the subject at column 1, found '\\x00<http://e'"),
     StreamFile("nul-line", (E1 + "\x00\x00\x00\n" + E2).encode(), [(T1, 1), (T2, 1)], rejected=1, log="3: rejected: expected the subject at column 1, found '\\x00\\x00\\x00'"),
-    StreamFile("invalid-utf8", E1.encode() + f'{A} {P} "\xff\xfe" <http://ex.org/g1> .\n'.encode("latin-1") + E2.encode(), [(T1, 1), (T2, 1)], rejected=1, log="3: rejected: unterminated or invalid string literal at column 37"),
+    StreamFile("invalid-utf8", E1.encode() + f'{A} {P} "\xff\xfe" <http://ex.org/g1> .\n'.encode("latin-1") + E2.encode(), [(T1, 1), (T2, 1)], rejected=1, log="3: rejected: invalid UTF-8 at byte 38 of the line (0xFF)"),
+    StreamFile("invalid-utf8-after-multibyte", E1.encode() + f'{A} {P} "\u00e9'.encode() + b'\xc3(" <http://ex.org/g1> .\n' + E2.encode(), [(T1, 1), (T2, 1)], rejected=1, log="3: rejected: invalid UTF-8 at byte 40 of the line (0xC3)"),
     StreamFile("empty", b"", []),
     StreamFile("only-comments", b"# a\n# b\n", []),
     StreamFile("no-timestamps", (q("g1") + q("g2")).encode(), [], rejected=2, log="1: rejected: quad of graph <http://ex.org/g1> before its timestamp"),
@@ -263,6 +264,14 @@ def test_static_file(case: Static, tmp_path: Path) -> None:
         load_graph(str(path), open_dictionary("memory:"), log=said.append)
     text = str(info.value)
     assert "\n" not in text and case.says in text and case.name in text, text
+
+
+def test_static_file_invalid_utf8_names_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "g.nt"
+    path.write_bytes(f"{OK}\n".encode() + f'{A} {P} "'.encode() + b'x\xff" .\n')
+    said: list[str] = []
+    assert len(load_graph(str(path), open_dictionary("memory:"), log=said.append)) == 1
+    assert said == [f"{path}:2: rejected: invalid UTF-8 at byte {len(f'{A} {P} ') + 3} of the line (0xFF)"]
 
 
 def test_missing_static_file_names_it(tmp_path: Path) -> None:
