@@ -43,6 +43,8 @@ def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
 
     Raises:
         FileNotFoundError: a path does not exist.
+        ValueError: a file is named twice (itself twice, or also inside a given folder): it
+            would be loaded twice.
     """
     out: list[str] = []
     for p in paths:
@@ -56,6 +58,13 @@ def expand_inputs(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
             out.append(str(path))
         else:
             raise FileNotFoundError(f"no such file or directory: {p}")
+    seen: dict[str, str] = {}
+    for f in out:
+        real = os.path.realpath(f)
+        if real in seen:
+            also = "" if seen[real] == f else f" (also as {seen[real]})"
+            raise ValueError(f"{f}: named twice in the inputs{also}; give each file once")
+        seen[real] = f
     return out
 
 

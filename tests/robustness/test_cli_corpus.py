@@ -41,6 +41,8 @@ def d(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "g.nt").write_text('<http://ex.org/s1> <http://ex.org/p> "1" .\n')
     (root / "bin.rq").write_bytes(b"SELECT \xff\xfe")
     (root / "dir").mkdir()
+    (root / "nts").mkdir()
+    (root / "nts" / "h.nt").write_text('<http://ex.org/s2> <http://ex.org/p> "2" .\n')
     assert cli_main(["load", "--store", str(root / "store"), "--quiet", str(root / "g.nt")]) == 0
     return root
 
@@ -133,6 +135,9 @@ CASES: list[Case] = [
     Case("load-partitions-word", "load --store {d}/new4 --partitions x {d}/g.nt", 2, "argument --partitions: invalid int value: 'x'"),
     Case("load-store-exists", "load --store {d}/store {d}/g.nt", 2, "{d}/store already holds a store (use overwrite)"),
     Case("load-unknown-format", "load --store {d}/new5 {d}/q.rq", 2, "unknown RDF format for '{d}/q.rq'"),
+    Case("load-same-file-twice", "load --store {d}/new7 {d}/g.nt {d}/g.nt", 2, "{d}/g.nt: named twice in the inputs; give each file once"),
+    Case("load-file-and-its-folder", "load --store {d}/new8 {d}/nts {d}/nts/../nts/h.nt", 2, "{d}/nts/../nts/h.nt: named twice in the inputs (also as {d}/nts/h.nt); give each file once"),
+    Case("load-same-file-twice-spark", "load --store {d}/new9 --spark local[1] {d}/g.nt {d}/g.nt", 2, "{d}/g.nt: named twice in the inputs; give each file once"),
     Case("load-dictionary-scheme", "load --store {d}/new6 --dictionary foo:x {d}/g.nt", 2, "unknown dictionary backend 'foo:x'"),
     Case("load-store-unwritable", "load --store /proc/nope/st {d}/g.nt", 2, "No such file or directory: '/proc/nope'"),
     # ------------------------------------------------------------ sparql
