@@ -20,6 +20,7 @@ name                                           type       what
 ``linkstream_reports_total``                   counter    reports evaluated (per query report)
 ``linkstream_result_lines_total``              counter    result lines produced
 ``linkstream_subscriber_dropped_lines_total``  counter    lines a slow subscriber lost
+``linkstream_subscriber_gaps_total``           counter    gaps a slow subscriber was told of
 ``linkstream_watermark_ms``                    gauge      the watermark that drives reports
 =============================================  =========  ====================================
 
@@ -108,6 +109,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_reports_total",
     "linkstream_result_lines_total",
     "linkstream_subscriber_dropped_lines_total",
+    "linkstream_subscriber_gaps_total",
     "linkstream_watermark_ms",
     # cluster processes
     "linkstream_process_info",
@@ -222,6 +224,11 @@ class LiveMetrics:
         self.subscriber_dropped = Counter(
             "linkstream_subscriber_dropped_lines",
             "Result lines dropped because a subscriber did not keep up",
+            registry=r,
+        )
+        self.subscriber_gaps = Counter(
+            "linkstream_subscriber_gaps",
+            "Runs of result lines a slow subscriber lost (each told with one gap event)",
             registry=r,
         )
         self.watermark = Gauge(

@@ -185,6 +185,8 @@ class Client:
         limit: int | None = None,
         sse: bool = False,
         timeout: float | None = None,
+        after: str | None = None,
+        queue: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Result rows of ``name`` as they are reported, as decoded JSON lines.
 
@@ -194,8 +196,14 @@ class Client:
             limit: Stop after this many lines.
             sse: Read the Server-Sent Events endpoint instead of JSON Lines.
             timeout: Seconds to wait for the next chunk (``None``: forever).
+            after: Resume after this result id (from the kept results).
+            queue: Most lines held for this reader while it falls behind.
+
+        A reader that fell behind its ``queue`` gets ``{"gap": {"query", "from", "to",
+        "lines", "after"}}`` where lines were lost; ``?after=`` re-reads them while kept.
         """
-        params = {k: str(v) for k, v in (("until", until), ("limit", limit)) if v is not None}
+        given = (("until", until), ("limit", limit), ("after", after), ("queue", queue))
+        params = {k: str(v) for k, v in given if v is not None}
         path = "/queries/%s/results%s" % (_q(name), "" if sse else ".jsonl")
         t = httpx.Timeout(self._http.timeout.connect, read=timeout)
         with self._http.stream("GET", path, params=params, timeout=t) as r:
@@ -213,7 +221,8 @@ class Client:
                         if event == "end":
                             return
                         if data:
-                            yield json.loads("\n".join(data))
+                            row = json.loads("\n".join(data))
+                            yield {"gap": row} if event == "gap" else row
                         event, data = "message", []
             else:
                 for line in r.iter_lines():

@@ -78,7 +78,8 @@ _RESULTS_PARAMS = [
         "name": "queue",
         "in": "query",
         "schema": {"type": "integer"},
-        "description": "lines buffered before the oldest are dropped",
+        "description": "lines buffered for a reader that falls behind; past it the oldest are "
+        "dropped and the reader gets a gap (see the operation) where they were",
     },
     {
         "name": "after",
@@ -94,6 +95,12 @@ _RESULTS_PARAMS = [
         "description": "resume after this result id: the kept reports first, none twice",
     },
 ]
+_GAP_NOTE = (
+    "A reader that falls more than `queue` lines behind loses the oldest lines it holds and, "
+    "in their place, gets {}: `from` and `to` are the ids of the first and last line lost, "
+    "`lines` how many, and `?after=<after>&limit=<lines>` re-reads exactly them while the "
+    "server keeps them (--results-retention; 410 after). A reader that keeps up never gets one."
+)
 _SPARQL_PARAMS = [
     {"name": "query", "in": "query", "schema": {"type": "string"}},
     {"name": "default-graph-uri", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
@@ -384,6 +391,9 @@ def _document() -> dict[str, Any]:
                 "get": {
                     "summary": "Subscribe to results as Server-Sent Events (one event per result line, "
                     "id <report time>:<line>)",
+                    "description": _GAP_NOTE.format(
+                        'an `event: gap` (no id) whose data is {"query", "from", "to", "lines", "after"}'
+                    ),
                     "parameters": _RESULTS_PARAMS,
                     "responses": {
                         "200": _resp("event stream", {"type": "string"}, "text/event-stream"),
@@ -397,6 +407,9 @@ def _document() -> dict[str, Any]:
             "/queries/{name}/results.jsonl": {
                 "get": {
                     "summary": "Subscribe to results as a chunked JSON Lines stream",
+                    "description": _GAP_NOTE.format(
+                        'one line {"gap": {"query", "from", "to", "lines", "after"}}'
+                    ),
                     "parameters": _RESULTS_PARAMS,
                     "responses": {
                         "200": _resp("JSON Lines", {"type": "string"}, "application/x-ndjson"),

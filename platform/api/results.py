@@ -4,7 +4,9 @@
 One event per result line, ``id:`` ``<report time>:<line>``; ``Last-Event-ID`` (SSE) or
 ``?after=<id>`` resumes after that line (410 if no longer kept); ``?until=`` ends the stream
 after that report time, ``?limit=`` after that many lines, ``?queue=`` bounds the lines held
-for a slow reader (older ones are dropped and said so in an SSE comment).  Result streams
+for a slow reader.  Older lines are dropped then, and the reader is told, in order, with a
+gap (SSE ``event: gap``, JSON Lines ``{"gap": ...}``) naming the first and last missed ids
+and the ``after`` cursor that re-reads them from the result ring while they are kept.  Result streams
 wait on the event loop; :class:`ResultStreams` counts them against ``max_subscribers``.
 """
 
@@ -23,14 +25,23 @@ from linkstream.api.limits import ApiLimits, LimitExceeded
 from linkstream.engine.live.runtime import UnknownQuery
 from linkstream.engine.live.subscription import (
     Cursor,
+    Gap,
     ResultsGone,
     Subscription,
     SubscriptionClosed,
+    id_before,
     line_id,
     parse_cursor,
 )
 
 KEEPALIVE_S = 15.0
+
+
+def gap_json(name: str, gap: Gap) -> str:
+    """The JSON of a gap: ``query``, ``from`` / ``to`` (first and last missed result ids),
+    ``lines`` (how many) and ``after`` (the ``?after=`` that re-reads them)."""
+    first, last, n = gap
+    return json.dumps({"query": name, "from": first, "to": last, "lines": n, "after": id_before(first)})
 
 
 class ResultStream(StreamingResponse):
@@ -74,25 +85,25 @@ async def _lines(
     sub: Subscription, name: str, *, sse: bool, limit: int | None, until: int | None
 ) -> AsyncIterator[str]:
     """The text of a result stream: SSE events (with ids and keepalives) or JSON lines."""
-    sent = dropped = 0
+    sent = 0
     try:
         if sse:
             yield ": subscribed to %s\n\n" % json.dumps(name)
         while limit is None or sent < limit:
             try:
-                item = await sub.next_item(KEEPALIVE_S)
+                entry = await sub.next_entry(KEEPALIVE_S)
             except SubscriptionClosed:
                 if sse:
                     yield "event: end\ndata: {}\n\n"
                 return
-            if sub.dropped != dropped and sse:
-                dropped = sub.dropped
-                yield ": dropped %d lines (slow subscriber)\n\n" % dropped
-            if item is None:
+            if entry is None:
                 if sse:
                     yield ": keepalive\n\n"
                 continue
-            c, lines, first = item
+            gap, (c, lines, first) = entry
+            if gap is not None:
+                data = gap_json(name, gap)
+                yield ("event: gap\ndata: %s\n\n" if sse else '{"gap": %s}\n') % data
             if limit is not None:
                 lines = lines[: limit - sent]
             sent += len(lines)

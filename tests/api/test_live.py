@@ -3,6 +3,7 @@ subscribers, retention for late registration; and the stream body parser."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 
@@ -100,6 +101,39 @@ def test_slow_subscriber_loses_oldest_and_never_blocks_the_engine() -> None:
         assert len(drain(fast)) == 20 and fast.dropped == 0
         slow.close()
         assert live.view("n").subscribers == 1
+
+
+def gaps_total(live: LiveEngine) -> float:
+    return live.metrics.registry.get_sample_value("linkstream_subscriber_gaps_total") or 0.0
+
+
+def test_slow_subscriber_is_told_the_gap_with_the_next_report() -> None:
+    async def entries(sub) -> list:
+        out = []
+        while (e := await sub.next_entry(0.01)) is not None:
+            out.append(e)
+        return out
+
+    with LiveEngine(idle_ms=None, subscriber_queue=3) as live:
+        live.register(COUNT_S1.replace("{r}", "1"), "n")
+        slow, fast = live.subscribe("n"), live.subscribe("n", maxlen=1000)
+        before = gaps_total(live)
+        for k in range(1, 12):
+            live.push(S1, k * 1000, [triple(k)])
+        assert live.advance_to(12000) == 12000
+        got = asyncio.run(entries(slow))
+        # reports 2000..12000 (one line each): 2000..9000 lost as one run, then 10000 after it
+        assert [(g, c) for g, (c, _, _) in got] == [
+            (("2000:1", "9000:1", 8), 10000),
+            (None, 11000),
+            (None, 12000),
+        ]
+        assert slow.gaps == 1 and gaps_total(live) - before == 1
+        for k in range(12, 17):  # caught up, then falls behind again: a second gap
+            live.push(S1, k * 1000, [triple(k)])
+        assert live.advance_to(17000) == 17000
+        assert [g for g, _ in asyncio.run(entries(slow))] == [("13000:1", "14000:1", 2), None, None]
+        assert slow.gaps == 2 and all(g is None for g, _ in asyncio.run(entries(fast)))
 
 
 def test_register_unregister_and_names() -> None:

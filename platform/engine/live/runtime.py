@@ -458,6 +458,9 @@ class LiveEngine(LiveWorker):
             sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe, position=after)
             for t, lines, first in kept:
                 sub.offer(t, lines, first)
+            if sub.dropped:  # a replay longer than the queue
+                self.metrics.subscriber_dropped.inc(sub.dropped)
+                self.metrics.subscriber_gaps.inc(sub.gaps)
             e.subscribers = [*e.subscribers, sub]
         return sub
 

@@ -29,6 +29,8 @@ from collections.abc import Callable
 Cursor = tuple[int, int]
 #: one report as queued: ``(report time, lines, id number of the first line minus one)``
 Item = tuple[int, tuple[str, ...], int]
+#: lines a subscriber lost: ``(first missed id, last missed id, lines)``
+Gap = tuple[str, str, int]
 
 #: default wall-clock seconds of reports kept per query (``--results-retention``)
 RESULTS_RETENTION_S = 300.0
@@ -55,6 +57,12 @@ def parse_cursor(text: str) -> Cursor:
 def line_id(t: int, k: int) -> str:
     """The id of the ``k``-th line (1-based) of the report at ``t``."""
     return "%d:%d" % (t, k)
+
+
+def id_before(line: str) -> str:
+    """The resume cursor (``?after=``) whose next line is the line with id ``line``."""
+    t, k = parse_cursor(line)
+    return line_id(t, k - 1) if k > 1 else "%d" % (t - 1)
 
 
 class ReportRing:
@@ -163,13 +171,15 @@ class Subscription:
 
     Holds up to ``maxlen`` result lines (a report without lines counts as one); when a
     new report does not fit, the oldest reports are dropped and their lines counted in
-    :attr:`dropped`.  Iterating yields result lines (blocking) until the subscription is
+    :attr:`dropped`; the lines lost between two reports the reader took make one gap
+    (:data:`Gap`), handed to the reader with the next report (:meth:`next_entry`).  Iterating yields result lines (blocking) until the subscription is
     closed and drained; :meth:`get_report` and :meth:`next_report` (asyncio) yield whole
     reports ``(t, lines)``, empty ones included.
 
     Attributes:
         query: The query's name.
         dropped: Lines lost because the subscriber did not keep up.
+        gaps: Gaps opened (runs of lost lines the reader is told about).
         closed: No report will be added any more.
     """
 
@@ -184,12 +194,15 @@ class Subscription:
         self.query = query
         self.maxlen = max(1, maxlen)
         self.dropped = 0
+        self.gaps = 0
         self.closed = False
         #: the last report queued (``(t, lines)``): reports at or before it are ignored
         self.position = position
         self._cond = threading.Condition()
         self._reports: deque[Item] = deque()
         self._size = 0
+        #: the lines lost before the queue's head, not yet handed to the reader
+        self._gap: Gap | None = None
         self._lines: deque[str] = deque()
         self._wakers: list[Callable[[], None]] = []
         self._on_close = on_close
@@ -214,9 +227,16 @@ class Subscription:
             self._size += max(1, len(lines))
             lost = 0
             while self._size > self.maxlen and len(self._reports) > 1:
-                _, old, _ = self._reports.popleft()
+                ot, old, ofirst = self._reports.popleft()
                 self._size -= max(1, len(old))
-                lost += len(old)
+                if old:
+                    lost += len(old)
+                    last = line_id(ot, ofirst + len(old))
+                    if self._gap is None:
+                        self._gap = (line_id(ot, ofirst + 1), last, len(old))
+                        self.gaps += 1
+                    else:
+                        self._gap = (self._gap[0], last, self._gap[2] + len(old))
             self.dropped += lost
             self._cond.notify_all()
             wakers = list(self._wakers)
@@ -242,10 +262,11 @@ class Subscription:
             cb, self._on_close = self._on_close, None
             cb(self)
 
-    def _pop(self) -> Item:
+    def _pop(self) -> tuple[Gap | None, Item]:
         item = self._reports.popleft()
         self._size -= max(1, len(item[1]))
-        return item
+        gap, self._gap = self._gap, None
+        return gap, item
 
     def get_report(self, timeout: float | None = None) -> tuple[int, tuple[str, ...]]:
         """The next report ``(t, lines)``.
@@ -263,7 +284,7 @@ class Subscription:
                 if left is not None and left <= 0:
                     raise queue.Empty
                 self._cond.wait(left)
-            t, lines, _ = self._pop()
+            t, lines, _ = self._pop()[1]
             return t, lines
 
     def get(self, timeout: float | None = None) -> str:
@@ -295,6 +316,11 @@ class Subscription:
     async def next_item(self, timeout: float | None = None) -> Item | None:
         """As :meth:`next_report`, with the number of the report's lines delivered before
         (the id of ``lines[i]`` is ``line_id(t, first + i + 1)``)."""
+        entry = await self.next_entry(timeout)
+        return None if entry is None else entry[1]
+
+    async def next_entry(self, timeout: float | None = None) -> tuple[Gap | None, Item] | None:
+        """As :meth:`next_item`, with the lines lost just before that report (``None``: none)."""
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
 

@@ -433,8 +433,10 @@ class LiveWorker:
             if len(lat) > 2 * _LATENCY_KEEP:
                 del lat[:-_LATENCY_KEEP]
             for sub in e.subscribers:
+                gaps = sub.gaps
                 lost = sub.offer(c, lines)
                 if lost:
                     e.dropped += lost
                     m.subscriber_dropped.inc(lost)
+                    m.subscriber_gaps.inc(sub.gaps - gaps)
             self._schedule(name, e, e.rq.next_report(c))
