@@ -87,8 +87,9 @@ def _add_store_parser(sub: Any) -> None:
         "verify",
         help="check every file of a store directory against its manifest's sizes and checksums",
         description=(
-            "Recompute the checksum of every file the store manifest records and compare sizes. "
-            "Prints OK, or one line per missing, truncated or altered file. Exit status 0 if "
+            "Recompute the checksum of every file the store manifest records and compare sizes, "
+            "then count each graph's triples in its partitions against the manifest's count. "
+            "Prints OK, or one line per missing, truncated or altered file or wrong count. Exit status 0 if "
             "intact, 1 if damaged, 2 if DIR is not a readable store."
         ),
     )

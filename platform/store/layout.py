@@ -459,7 +459,27 @@ def verify_files(
                     problem = f"{Path(store_dir) / rel}: checksum crc32 {got}, expected {rec['crc32']}"
         if problem is not None:
             bad.append(problem)
+    if not bad:  # the partitions are readable: their rows must add up to each graph's count
+        bad.extend(_count_problems(store_dir, m))
     return len(recs), bad
+
+
+def _count_problems(store_dir: str | os.PathLike[str], m: Manifest) -> list[str]:
+    """One message per graph whose recorded ``triples`` differs from its partitions' rows."""
+    out = []
+    for g in m.graphs:
+        try:
+            rows = sum(len(a) for a in iter_partitions(store_dir, g, mmap=True, manifest=m))
+        except (OSError, ValueError) as e:
+            out.append(" ".join(str(e).split()))
+            continue
+        if rows != g.triples:
+            name = "the default graph" if g.iri is None else f"graph <{g.iri}>"
+            out.append(
+                f"{Path(store_dir) / MANIFEST}: {name} records {g.triples} triples, "
+                f"its partitions ({GRAPHS}/{g.dir}) hold {rows}"
+            )
+    return out
 
 
 def read_manifest(store_dir: str | os.PathLike[str]) -> Manifest:
@@ -510,6 +530,9 @@ def _manifest_problem(doc: dict[str, object]) -> str | None:
         gdir = g.get("dir") if isinstance(g, dict) else None
         if not isinstance(gdir, str) or not gdir or gdir in (".", "..") or "/" in gdir or "\\" in gdir:
             return f"bad graph entry {g!r} (its 'dir' must name a folder of {GRAPHS}/)"
+        n = g.get("triples", 0)
+        if type(n) is not int or n < 0:
+            return f"bad graph entry {g!r} (its 'triples' must be a count)"
     files = doc.get(FILES)
     if files is None:
         return None

@@ -146,6 +146,8 @@ DAMAGES: list[Damage] = [
     Damage("manifest-graphs-missing", manifest(lambda m: m.pop("graphs")), (2, M + "'graphs' must be a list, got NoneType"), (2, M + "'graphs' must be a list")),
     Damage("manifest-graph-dir-escapes", manifest(lambda m: m["graphs"][0].update(dir="../../etc")), (2, M + "bad graph entry"), (2, M + "bad graph entry")),
     Damage("manifest-graph-dir-missing", manifest(lambda m: m["graphs"][0].pop("dir")), (2, M + "bad graph entry"), (2, M + "bad graph entry")),
+    Damage("manifest-triples-wrong", manifest(lambda m: m["graphs"][0].update(triples=5)), (1, M + "the default graph records 5 triples, its partitions (graphs/g0) hold 2"), None),
+    Damage("manifest-triples-word", manifest(lambda m: m["graphs"][0].update(triples="2")), (2, M + "bad graph entry {'iri': None, 'dir': 'g0', 'triples': '2'} (its 'triples' must be a count)"), (2, M + "bad graph entry")),
     Damage("manifest-files-not-an-object", manifest(lambda m: m.update(files=[1])), (2, M + "'files' must be an object, got list"), (2, M + "'files' must be an object")),
     Damage("manifest-file-size-word", manifest(lambda m: m["files"][PART].update(size="x")), (2, M + f"'files' record of {PART}: size must be a byte count, got 'x'"), (2, M + f"'files' record of {PART}: size must be a byte count")),
     Damage("manifest-file-size-negative", manifest(lambda m: m["files"][PART].update(size=-1)), (2, M + f"'files' record of {PART}: size must be a byte count, got -1"), (2, M + f"'files' record of {PART}: size must be a byte count")),
