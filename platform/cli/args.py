@@ -96,7 +96,7 @@ def one_line_errors(parser: argparse.ArgumentParser) -> None:
         print(f"error: {message} (see {prog} --help)", file=sys.stderr)
         sys.exit(2)
 
-    parser.error = error  # type: ignore[method-assign]
+    parser.error = error  # type: ignore[method-assign]  # argparse has no hook for its usage-error output
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
