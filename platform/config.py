@@ -88,6 +88,10 @@ class ClusterConfig:
         zk_tls_cert: A client certificate (PEM) for servers that require one
             (``LINKSTREAM_CLUSTER_ZK_TLS_CERT``), with ``zk_tls_key``.
         zk_tls_key: Its private key (``LINKSTREAM_CLUSTER_ZK_TLS_KEY``).
+        zk_connect_timeout: Seconds the one-shot commands (``status``, ``containers``,
+            ``replay --zk``, ``sparql --zk``) wait for a ZooKeeper connection before their
+            one-line error (``LINKSTREAM_CLUSTER_ZK_CONNECT_TIMEOUT``, default 10).  The
+            long-running processes (containers, coordinators, the API) wait 30 s.
     """
 
     zk: str | None = None
@@ -97,6 +101,7 @@ class ClusterConfig:
     zk_tls_ca: str | None = None
     zk_tls_cert: str | None = None
     zk_tls_key: str | None = None
+    zk_connect_timeout: float = 10.0
 
 
 @dataclass(frozen=True)

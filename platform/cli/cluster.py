@@ -129,6 +129,20 @@ def cluster_security(args: argparse.Namespace) -> Security | None:
         return None
 
 
+def zk_connect_timeout() -> float:
+    """Seconds a one-shot command waits for ZooKeeper (``[cluster] zk_connect_timeout``).
+
+    Raises:
+        ConfigError: The setting is not a positive number.
+    """
+    from linkstream.config import ConfigError, load
+
+    seconds = load().cluster.zk_connect_timeout
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"LINKSTREAM_CLUSTER_ZK_CONNECT_TIMEOUT must be > 0 seconds, got {seconds}")
+    return seconds
+
+
 def cmd_container(args: argparse.Namespace) -> int:
     """``linkstream container``: serve as an operator container."""
     from linkstream.containers.runtime import ContainerRuntime, serve
@@ -306,7 +320,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 2
     if security is None:
         return 2
-    client = security.connect(hosts, 10.0)
+    client = security.connect(hosts, 10.0, zk_connect_timeout())
     try:
         status = cluster_status(client, args.root)
     finally:
@@ -333,6 +347,7 @@ def cmd_containers(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    cluster.connect_timeout = zk_connect_timeout()
     if args.action == "add":
         print(" ".join(cluster.add_containers(int(args.target), capacity=args.capacity)))
         return 0
@@ -427,6 +442,7 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
             route=getattr(args, "route", "streams"),
             affinity=not getattr(args, "no_affinity", False),
             security=security,
+            connect_timeout=zk_connect_timeout() if args.zk else 30.0,
         )
     except (ClusterError, RunActiveError) as e:
         return err(str(e))

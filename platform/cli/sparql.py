@@ -197,7 +197,7 @@ def cmd_sparql(args: argparse.Namespace) -> int:
 
 def _sparql_remote(args: argparse.Namespace, text: str, source: str) -> int:
     """``linkstream sparql --zk``: the query over the store nodes advertised in ZooKeeper."""
-    from linkstream.cli.cluster import cluster_security
+    from linkstream.cli.cluster import cluster_security, zk_connect_timeout
     from linkstream.engine.oneshot.store import run_sparql
     from linkstream.rdma.regions import RegionError
     from linkstream.store.dictserver import DictionaryError
@@ -209,7 +209,7 @@ def _sparql_remote(args: argparse.Namespace, text: str, source: str) -> int:
         return 2
     t0 = time.perf_counter()
     try:
-        client = security.connect(args.zk, 10.0)
+        client = security.connect(args.zk, 10.0, zk_connect_timeout())
     except Exception as e:  # noqa: BLE001 - kazoo timeouts, auth failures: one line
         print(f"error: cannot connect to ZooKeeper {args.zk}: {e}", file=sys.stderr)
         return 2

@@ -172,6 +172,8 @@ class LocalCluster:
             self.state.store = str(Path(store).resolve())
             self.state.store_cache_mb = float(cache_mb or 0.0)
         self._security: Security | None = None
+        #: seconds to wait for ZooKeeper (one-shot commands set the shorter setting)
+        self.connect_timeout = 30.0
 
     # ------------------------------------------------------------------ state
 
@@ -424,7 +426,7 @@ class LocalCluster:
         return path
 
     def _client(self) -> KazooClient:
-        return self.security.connect(self.hosts, max(2.0, self.state.session_timeout))
+        return self.security.connect(self.hosts, max(2.0, self.state.session_timeout), self.connect_timeout)
 
     def client(self) -> KazooClient:
         """A started kazoo client authenticated as the cluster's processes are (close it)."""

@@ -188,6 +188,7 @@ def replay_on_cluster(
     answer_timeout: float = 60.0,
     startup_timeout: float = 60.0,
     session_timeout: float = 10.0,
+    connect_timeout: float = 30.0,
     log: Callable[[str], None] | None = None,
     on_tick: Callable[[int, int], None] | None = None,
     on_start: Callable[[ClusterEngine], None] | None = None,
@@ -216,6 +217,7 @@ def replay_on_cluster(
         answer_timeout: Seconds to wait for a tick's answers before counting them lost.
         startup_timeout: Seconds to wait for every query to be placed and ready.
         session_timeout: The driver's ZooKeeper session timeout.
+        connect_timeout: Seconds to wait for the ZooKeeper connection.
         log: Receives warnings about the input files.
         on_tick: Called with ``(seq, c)`` after every tick (testing aid).
         on_start: Called with the engine once every query is ready (testing aid).
@@ -252,7 +254,7 @@ def replay_on_cluster(
         raise ClusterError("query names must be unique in a cluster replay")
     iris = [iri for iri, _ in streams]
     security = security or Security.insecure()
-    client = security.connect(hosts, session_timeout)
+    client = security.connect(hosts, session_timeout, connect_timeout)
     if on_reject is None:
         on_reject = DriverMetrics().on_reject("results")
     receiver = Receiver(bind, rcvhwm=100000, curve_keys=security.server(client, root, on_reject))

@@ -87,9 +87,15 @@ class Security:
         """A kazoo client (not started) with this credential and ACL."""
         return make_client(hosts, self.zk_auth, timeout, self.zk_tls)
 
-    def connect(self, hosts: str, timeout: float = 10.0) -> KazooClient:
-        """A started kazoo client with this credential and ACL."""
-        return connect(hosts, self.zk_auth, timeout, tls=self.zk_tls)
+    def connect(self, hosts: str, timeout: float = 10.0, start_timeout: float = 30.0) -> KazooClient:
+        """A started kazoo client with this credential and ACL.
+
+        Args:
+            hosts: ZooKeeper connection string.
+            timeout: Session timeout in seconds.
+            start_timeout: Seconds to wait for the connection (``KazooTimeoutError`` after).
+        """
+        return connect(hosts, self.zk_auth, timeout, start_timeout, tls=self.zk_tls)
 
     # ------------------------------------------------------------------ ZeroMQ
 

@@ -343,10 +343,12 @@ def test_subprocess_replay_writes_the_results(d: Path, tmp_path: Path) -> None:
     assert [(r_["t"], r_["binding"]) for r_ in rows] == [(1704067202000, {"o": '"1"'})]
 
 
-@pytest.mark.slow
 def test_subprocess_unreachable_zookeeper_is_one_runtime_line() -> None:
-    """``status --zk`` with nothing listening: exit 1 after kazoo's connect timeout (~30 s), one line."""
+    """``status --zk`` with nothing listening: exit 1 after the one-shot connect timeout
+    (default 10 s, was kazoo's 30 s), one line."""
+    t0 = time.perf_counter()
     r = _real("status", "--zk", NOZK, "--insecure", timeout=60)
+    assert 9 < time.perf_counter() - t0 < 20, time.perf_counter() - t0
     assert r.returncode == 1, r.stderr
     assert (
         r.stderr.strip()
@@ -354,6 +356,45 @@ def test_subprocess_unreachable_zookeeper_is_one_runtime_line() -> None:
         .startswith(f"error: cannot reach ZooKeeper at {NOZK}: connection time-out")
     )
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        ("status --zk {z} --insecure", 1, "cannot reach ZooKeeper at {z}: connection time-out"),
+        ("sparql --zk {z} --insecure 'ASK {}'", 2, "cannot connect to ZooKeeper {z}: "),
+        (R + " --zk {z} --insecure", 1, "cannot reach ZooKeeper at {z}: connection time-out"),
+        (
+            "containers remove oc-1 --dir {d}/zkdown",
+            1,
+            "cannot reach ZooKeeper at the local cluster: connection time-out",
+        ),
+    ],
+    ids=["status", "sparql", "replay", "containers"],
+)
+def test_one_shot_zookeeper_connect_timeout_is_a_setting(
+    argv: str, code: int, says: str, d: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One-shot commands give up on an unreachable ZooKeeper after
+    ``LINKSTREAM_CLUSTER_ZK_CONNECT_TIMEOUT`` seconds, with one line."""
+    from linkstream.cluster.localcluster import LocalCluster
+
+    LocalCluster(d / "zkdown", zk=NOZK, insecure=True).save()
+    monkeypatch.setenv("LINKSTREAM_CLUSTER_ZK_CONNECT_TIMEOUT", "1")
+    t0 = time.perf_counter()
+    got, _, err = run_cli(_argv(argv.replace("{z}", NOZK), d))
+    assert time.perf_counter() - t0 < 6, "the setting was not used"
+    lines = err.strip().splitlines()
+    assert got == code and len(lines) == 1, err
+    assert lines[0].startswith("error: " + says.replace("{z}", NOZK).replace("{d}", str(d))), err
+
+
+def test_one_shot_zookeeper_connect_timeout_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LINKSTREAM_CLUSTER_ZK_CONNECT_TIMEOUT", "0")
+    code, _, err = run_cli(["status", "--zk", NOZK, "--insecure"])
+    assert code == 1 and err.strip() == (
+        "error: ConfigError: LINKSTREAM_CLUSTER_ZK_CONNECT_TIMEOUT must be > 0 seconds, got 0.0"
+    ), err
 
 
 def test_subprocess_interrupted_replay_leaves_no_traceback(d: Path, tmp_path: Path) -> None:
