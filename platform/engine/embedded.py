@@ -12,13 +12,13 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from linkstream.engine.dirty import Dependencies
-from linkstream.engine.output import QueryOutput, ResultView
+from linkstream.engine.output import TIME_MARK, QueryOutput, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.sharing import Sharing
 from linkstream.operators.base import AttachOperator, Operator, explain
@@ -104,19 +104,37 @@ class ReportLines(Mapping[str, list[str]]):
     """The result lines of one tick, by query name: every reporting query is a key.
 
     Only the queries that were evaluated are stored (:attr:`lines`); the others wrote
-    nothing and read as ``[]``.  Building it costs nothing per reporting query.
+    nothing and read as ``[]``.  Building it costs nothing per reporting query.  A tick
+    asked for blocks stores a quiet repeating query as one text block instead
+    (:attr:`blocks`: its lines, each ended by a newline, with :data:`TIME_MARK` where the
+    report time goes; see :meth:`QueryOutput.block`), which :meth:`text` joins with the
+    other lines of the report in one go.
     """
 
-    __slots__ = ("lines", "reporting")
+    __slots__ = ("lines", "reporting", "blocks", "t_text", "block_rows")
 
-    def __init__(self, lines: dict[str, list[str]], reporting: Collection[str]) -> None:
+    def __init__(
+        self,
+        lines: dict[str, list[str]],
+        reporting: Collection[str],
+        blocks: dict[str, str] | None = None,
+        t_text: str = "",
+        block_rows: int = 0,
+    ) -> None:
         self.lines = lines
         self.reporting = reporting
+        self.blocks = blocks
+        self.t_text = t_text
+        self.block_rows = block_rows
 
     def __getitem__(self, name: str) -> list[str]:
         got = self.lines.get(name)
         if got is not None:
             return got
+        if self.blocks is not None:
+            block = self.blocks.get(name)
+            if block is not None:
+                return block.replace(TIME_MARK, self.t_text).split("\n")[:-1]
         if name in self.reporting:
             return []
         raise KeyError(name)
@@ -132,7 +150,45 @@ class ReportLines(Mapping[str, list[str]]):
 
     def written(self) -> dict[str, list[str]]:
         """The queries that were evaluated (a superset of those that wrote lines)."""
-        return self.lines
+        if not self.blocks:
+            return self.lines
+        out = dict(self.lines)
+        for name in self.blocks:
+            out[name] = self[name]
+        return out
+
+    def text(self, order: Sequence[str] | None = None) -> tuple[int, str]:
+        """Every line written, in query name order, each ended by a newline, and their
+        number: one join and one time substitution for the whole report.
+
+        Args:
+            order: The reporting names, sorted (when at hand): walked instead of sorting
+                the written names when these are not a small part of them.
+        """
+        lines = self.lines
+        blocks = self.blocks or {}
+        parts: list[str] = []
+        n = self.block_rows
+        names: Iterable[str]
+        if order is not None and 2 * (len(lines) + len(blocks)) > len(order):
+            names = order
+        else:
+            names = sorted(lines.keys() | blocks.keys() if blocks else lines)
+        empty: list[str] = []
+        for name in names:
+            block = blocks.get(name)
+            if block is not None:
+                parts.append(block)
+                continue
+            got = lines.get(name, empty)
+            if got:
+                n += len(got)
+                parts.append("\n".join(got))
+                parts.append("\n")
+        if not parts:
+            return 0, ""
+        text = "".join(parts)
+        return n, text.replace(TIME_MARK, self.t_text) if blocks else text
 
 
 class Engine:
@@ -182,6 +238,9 @@ class Engine:
         #: name -> (output, result view, stats) of every registered query: what a report
         #: of a quiet query touches, in one lookup
         self._reports: dict[str, tuple[QueryOutput, ResultView, QueryStats]] = {}
+        #: name -> (view, bodies, block, lines, stats) of a quiet repeating query's last
+        #: block (:meth:`QueryOutput.block`): valid while the view repeats those bodies
+        self._quiet_blocks: dict[str, tuple[ResultView, list[str], str, int, QueryStats]] = {}
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
         self._static_results: StaticResults | None = None
@@ -334,6 +393,7 @@ class Engine:
         """Remove a query; operators no other query uses are freed."""
         rq = self.queries.pop(name)
         self._reports.pop(name, None)
+        self._quiet_blocks.pop(name, None)
         self._deps.remove(name)
         self._loud.discard(name)
         view = rq.output.view
@@ -381,7 +441,9 @@ class Engine:
     def _sharing_version(self) -> int:
         return self._operators_version
 
-    def tick(self, c: int, reporting: Collection[str], *, count_reports: bool = True) -> ReportLines:
+    def tick(
+        self, c: int, reporting: Collection[str], *, count_reports: bool = True, blocks: bool = False
+    ) -> ReportLines:
         """One evaluation epoch at time ``c``: advance every window, update the queries under
         which something moved, and return the result lines of the queries in ``reporting``.
 
@@ -401,6 +463,9 @@ class Engine:
             count_reports: Count the report in each reporting query's ``stats.reports`` and
                 set its ``last_report`` (a loop over ``reporting``); a caller that schedules
                 whole groups of queries counts them itself.
+            blocks: Store each quiet repeating query as one text block
+                (:attr:`ReportLines.blocks`, read all at once with :meth:`ReportLines.text`)
+                instead of a list of lines.
         """
         perf = time.perf_counter
         t0 = perf()
@@ -431,7 +496,24 @@ class Engine:
         t_text = str(c)
         repeated: dict[int, list[str] | None] = {}  # per view: the rows it repeats
         reports = self._reports
+        block_out: dict[str, str] | None = {} if blocks else None
+        block_rows = 0
+        quiet_blocks = self._quiet_blocks
         for name in (loud & reporting) - dirty:
+            if block_out is not None:
+                ent = quiet_blocks.get(name)
+                if ent is not None:  # the block of the view's rows built at an earlier report
+                    view = ent[0]
+                    vid = id(view)
+                    if vid in repeated:
+                        bodies = repeated[vid]
+                    else:
+                        bodies = repeated[vid] = view.repeat_bodies(epoch)
+                    if bodies is ent[1]:
+                        block_out[name] = ent[2]
+                        block_rows += ent[3]
+                        ent[4].rows += ent[3]
+                        continue
             rec = reports.get(name)
             if rec is None:
                 continue
@@ -448,6 +530,13 @@ class Engine:
                     loud.discard(name)
             elif not bodies:
                 lines = []
+            elif block_out is not None:  # the whole block of the query, its time left open
+                blk = output.block(bodies)
+                quiet_blocks[name] = (view, bodies, blk[1], blk[2], stats)
+                block_out[name] = blk[1]
+                block_rows += blk[2]
+                stats.rows += blk[2]
+                continue
             else:  # the common case: the view's rows repeated under this query's head
                 head = output.head + t_text + ", "
                 lines = [head + bodies[0]] if len(bodies) == 1 else [head + b for b in bodies]
@@ -479,7 +568,7 @@ class Engine:
                 if rq is not None:
                     rq.last_report = c
                     rq.stats.reports += 1
-        return ReportLines(out, reporting)
+        return ReportLines(out, reporting, block_out, t_text, block_rows)
 
     # ------------------------------------------------------------ quiet gaps
 

@@ -36,6 +36,10 @@ _bnode_counter = itertools.count(1)
 _JSON_TERMS: weakref.WeakKeyDictionary[object, dict[int, str]] = weakref.WeakKeyDictionary()
 JSON_TERMS_MAX = 1 << 20
 
+#: where the report time goes in a :meth:`QueryOutput.block` (never in a JSON text: JSON
+#: escapes control characters)
+TIME_MARK = "\x00"
+
 
 def _json_terms(dictionary: Dictionary, ids: set[int]) -> dict[int, str]:
     """A mapping holding the JSON string of every non-zero id in ``ids``."""
@@ -355,6 +359,8 @@ class QueryOutput:
         self._head = '{"query": %s, "t": ' % self._qname
         #: the start of every result line, up to the report time
         self.head = self._head
+        #: (bodies, block, lines) of :meth:`block`, for the bodies it was built from
+        self._block: tuple[list[str], str, int] | None = None
 
     @property
     def mode(self) -> str:
@@ -393,6 +399,18 @@ class QueryOutput:
         if len(bodies) == 1:
             return [head + bodies[0]]
         return [head + b for b in bodies]
+
+    def block(self, bodies: list[str]) -> tuple[list[str], str, int]:
+        """``(bodies, block, n)``: the ``n`` result lines of a report repeating the view's
+        rendered ``bodies`` (non-empty), each ended by a newline, as one text with
+        :data:`TIME_MARK` for the report time.  Built once per rendering of the bodies."""
+        blk = self._block
+        if blk is not None and blk[0] is bodies:
+            return blk
+        head = self.head + TIME_MARK + ", "
+        text = head + ("\n" + head).join(bodies) + "\n"
+        blk = self._block = (bodies, text, len(bodies))
+        return blk
 
     def lines(self, epoch: int, t: int, changed: bool = True) -> list[str]:
         """Result lines of the report at time ``t`` (``changed`` as in :meth:`update`)."""

@@ -60,13 +60,20 @@ class _Unit:
     the same steps, which report at the same times (a group costs one heap entry and one
     count per report time, whatever its size)."""
 
-    __slots__ = ("names", "queries", "count", "last_c")
+    __slots__ = ("names", "queries", "count", "last_c", "_order")
 
     def __init__(self, queries: list[RegisteredQuery]) -> None:
         self.queries = queries
         self.names = frozenset(q.name for q in queries)
         self.count = 0  # reports so far (evaluated or skipped)
         self.last_c: int | None = None
+        self._order: tuple[str, ...] | None = None
+
+    def order(self) -> tuple[str, ...]:
+        """The names, sorted (the order of a report's lines)."""
+        if self._order is None:
+            self._order = tuple(sorted(self.names))
+        return self._order
 
     @property
     def first(self) -> RegisteredQuery:
@@ -218,16 +225,12 @@ def replay(
                 continue
             reporting = due[0].names if len(due) == 1 else frozenset().union(*(u.names for u in due))
             if grouped:
-                results = engine.tick(c, reporting, count_reports=False)
-                written = results.written()
-                chunk: list[str] = []
-                for name in sorted(written):
-                    chunk += written[name]
-                if chunk:
-                    res.rows += len(chunk)
+                results = engine.tick(c, reporting, count_reports=False, blocks=True)
+                n_lines, text = results.text(due[0].order() if len(due) == 1 else None)
+                if n_lines:
+                    res.rows += n_lines
                     if out is not None:
-                        chunk.append("")
-                        out.write("\n".join(chunk))
+                        out.write(text)
             else:
                 results = engine.tick(c, reporting)
                 for name in sorted(reporting):
