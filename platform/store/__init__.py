@@ -10,7 +10,6 @@
 * :mod:`.loader`     -- pure-Python loading of RDF files into a store directory;
 * :mod:`.deltalog`, :mod:`.indexcache`, :mod:`.storelock` -- the absorbed-batch log, cached
   indexes and the cross-process write lock of a store directory;
-* :mod:`.literals`   -- literal keys one-shot queries compare by;
 * :mod:`.static_results` -- stored results of static sub-joins (LMDB / HBase).
 
 Layer: data only, above ``rdf``.  Queries over a store (one-shot SPARQL, graph exploration)
@@ -19,11 +18,38 @@ are :mod:`linkstream.engine.oneshot`.
 
 from __future__ import annotations
 
-from linkstream.store.hybrid import HybridStore
-from linkstream.store.memory import MemoryStore
-from linkstream.store.persistent import PersistentSnapshot, PersistentStore
-from linkstream.store.protocol import DIRECTIONS, RDF_TYPE, AbsorbingStore, Snapshot, Store
-from linkstream.store.transient import TransientStore
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from linkstream.store.hybrid import HybridStore
+    from linkstream.store.memory import MemoryStore
+    from linkstream.store.persistent import PersistentSnapshot, PersistentStore
+    from linkstream.store.protocol import DIRECTIONS, RDF_TYPE, AbsorbingStore, Snapshot, Store
+    from linkstream.store.transient import TransientStore
+
+#: where each re-exported name lives: imported on first use, so that a module which needs
+#: one small part of the package (static results, layout) does not load the whole store
+_HOMES = {
+    "HybridStore": "hybrid",
+    "MemoryStore": "memory",
+    "PersistentSnapshot": "persistent",
+    "PersistentStore": "persistent",
+    "DIRECTIONS": "protocol",
+    "RDF_TYPE": "protocol",
+    "AbsorbingStore": "protocol",
+    "Snapshot": "protocol",
+    "Store": "protocol",
+    "TransientStore": "transient",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "DIRECTIONS",
