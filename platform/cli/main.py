@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser(
         "replay",
         help="replay timestamped N-Quads streams through continuous queries",
-        description="Replay stream files (SEMANTICS.md §2) through C-SPARQL / CQELS-QL / RSP-QL "
+        description="Replay stream files (docs/semantics.md §2) through C-SPARQL / CQELS-QL / RSP-QL "
         "queries and write JSON Lines results (§6).",
     )
     rp.add_argument("--query", action="append", required=True, metavar="Q.rq", help="query file (repeatable)")
