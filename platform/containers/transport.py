@@ -40,9 +40,9 @@ from typing import Self
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
-from zmq.utils.monitor import recv_monitor_message
 
 from linkstream.containers.wire import Frame, Message, WireError, decode, encode, payload_bytes
+from linkstream.rdma.curve import AllowList, watch_handshakes
 
 logger = logging.getLogger(__name__)
 
@@ -107,19 +107,6 @@ class CurveKeys:
         return cls(public, secret, server_public, authorized)
 
 
-class _AllowList:
-    """ZAP credentials provider admitting the client keys ``keys`` contains."""
-
-    def __init__(self, keys: Container[bytes]) -> None:
-        self._keys = keys
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        ok = key in self._keys
-        if not ok:
-            logger.warning("CURVE client %s refused (domain %r)", key.decode("ascii", "replace"), domain)
-        return ok
-
-
 class _Endpoint:
     """A socket plus the context it lives on and, for a CURVE server, its authenticator."""
 
@@ -142,7 +129,7 @@ class _Endpoint:
             self._own_context = True
             self._auth = ThreadAuthenticator(context, log=logger.getChild("zap"))
             self._auth.start()
-            self._auth.configure_curve_callback("*", _AllowList(curve_keys.authorized_clients))
+            self._auth.configure_curve_callback("*", AllowList(curve_keys.authorized_clients, endpoint))
         self.context = context if context is not None else zmq.Context.instance()
         self.socket = self.context.socket(kind)
         try:
@@ -152,7 +139,7 @@ class _Endpoint:
             if curve_keys is not None:
                 self._apply_curve(curve_keys, server=bind)
             if curve_keys is not None and bind and curve_keys.on_reject is not None:
-                self._watch_handshakes(curve_keys.on_reject)
+                self._watch_handshakes(curve_keys.on_reject, f"CURVE server {endpoint}")
             if bind:
                 self.socket.bind(endpoint)
                 self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -174,14 +161,17 @@ class _Endpoint:
                 raise ValueError("a connecting CURVE socket needs the server's public key")
             self.socket.curve_serverkey = keys.server_public
 
-    def _watch_handshakes(self, on_reject: Callable[[str], None]) -> None:
+    def _watch_handshakes(self, on_reject: Callable[[str], None], where: str) -> None:
         """Starts a thread calling ``on_reject(reason)`` for every refused handshake."""
         events = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
         events |= zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
         monitor = self.socket.get_monitor_socket(events)
         self._monitor_stop = threading.Event()
         self._monitor = threading.Thread(
-            target=_watch, args=(monitor, on_reject, self._monitor_stop), name="zmq-handshakes", daemon=True
+            target=watch_handshakes,
+            args=(monitor, on_reject, self._monitor_stop, where),
+            name="zmq-handshakes",
+            daemon=True,
         )
         self._monitor.start()
 
@@ -201,47 +191,6 @@ class _Endpoint:
             self._auth.stop()
         if self._own_context:
             self.context.term()
-
-
-def _reason(event: int, value: int) -> str:
-    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-        return "unknown_key"
-    if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        # The peer hung up mid-handshake: a plaintext peer that saw the CURVE greeting first.
-        return "not_curve"
-    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value in (
-        zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
-        zmq.PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
-        zmq.PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE,
-    ):
-        return "not_curve"
-    return "bad_handshake"
-
-
-def _watch(monitor: zmq.Socket, on_reject: Callable[[str], None], stop: threading.Event) -> None:
-    """The monitor thread of one CURVE server socket (owns ``monitor`` from here on)."""
-    said = 0.0
-    try:
-        while not stop.is_set():
-            if not monitor.poll(100):
-                continue
-            try:
-                msg = recv_monitor_message(monitor)
-            except zmq.ZMQError:
-                return
-            reason = _reason(int(msg["event"]), int(msg["value"]))
-            try:
-                on_reject(reason)
-            except Exception:  # counting must never end the watch
-                logger.debug("on_reject failed", exc_info=True)
-            now = time.monotonic()
-            if now - said > 10.0:  # a plaintext peer retries ten times a second: say it now and then
-                said = now
-                logger.warning(
-                    "CURVE handshake refused at %s: %s", msg.get("endpoint", b"?").decode(), reason
-                )
-    finally:
-        monitor.close(linger=0)
 
 
 def _timeout_ms(deadline: float | None) -> int | None:

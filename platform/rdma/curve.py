@@ -43,7 +43,9 @@ class CurveSpec(Protocol):
     def on_reject(self) -> Callable[[str], None] | None: ...
 
 
-class _Allow:
+class AllowList:
+    """ZAP credentials provider admitting the client keys ``keys`` contains."""
+
     def __init__(self, keys: Container[bytes], where: str) -> None:
         self._keys, self._where = keys, where
 
@@ -56,7 +58,9 @@ class _Allow:
         return ok
 
 
-def _reason(event: int, value: int) -> str:
+def handshake_reason(event: int, value: int) -> str:
+    """Why a CURVE server refused a handshake, from its monitor event: ``unknown_key``,
+    ``not_curve`` (a plaintext peer) or ``bad_handshake``."""
     if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
         return "unknown_key"
     if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
@@ -70,7 +74,11 @@ def _reason(event: int, value: int) -> str:
     return "bad_handshake"
 
 
-def _watch(monitor: Any, on_reject: Callable[[str], None] | None, stop: threading.Event, where: str) -> None:
+def watch_handshakes(
+    monitor: Any, on_reject: Callable[[str], None] | None, stop: threading.Event, where: str
+) -> None:
+    """The monitor thread of one CURVE server socket (owns ``monitor`` from here on): counts
+    each refused handshake through ``on_reject`` and logs one now and then."""
     said = 0.0
     try:
         while not stop.is_set():
@@ -80,7 +88,7 @@ def _watch(monitor: Any, on_reject: Callable[[str], None] | None, stop: threadin
                 msg = recv_monitor_message(monitor)
             except zmq.ZMQError:
                 return
-            reason = _reason(int(msg["event"]), int(msg["value"]))
+            reason = handshake_reason(int(msg["event"]), int(msg["value"]))
             if on_reject is not None:
                 try:
                     on_reject(reason)
@@ -120,7 +128,7 @@ class ServerSocket:
             self._own = True
             self._auth = ThreadAuthenticator(ctx, log=log.getChild("zap"))
             self._auth.start()
-            self._auth.configure_curve_callback("*", _Allow(keys.authorized_clients, where))
+            self._auth.configure_curve_callback("*", AllowList(keys.authorized_clients, where))
         self._ctx = ctx
         self.socket: Any = ctx.socket(kind)
         try:
@@ -133,7 +141,7 @@ class ServerSocket:
                 events |= zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
                 monitor = self.socket.get_monitor_socket(events)
                 self._monitor = threading.Thread(
-                    target=_watch,
+                    target=watch_handshakes,
                     args=(monitor, keys.on_reject, self._stop, where),
                     name="zmq-handshakes",
                     daemon=True,
