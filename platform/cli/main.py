@@ -252,12 +252,72 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Which subcommands each group of :func:`build_parser` adds: ``linkstream sparql`` builds
+#: (and imports) only the ``sparql`` group, not the flags of thirteen other commands
+#: (about 40 ms of a one-shot query's start-up).
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "replay": ("replay",),
+    "cluster": ("container", "coordinator", "status", "containers", "autoscaler"),
+    "store-node": ("store-node",),
+    "demo": ("demo",),
+    "service": ("run", "restore", "queries"),
+    "sparql": ("sparql", "store"),
+    "load": ("load",),
+}
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word; the top-level parser has no other
+    argument than ``-h``), or None when it names none we know."""
+    first = argv[0] if argv else None
+    known = {name for names in _GROUPS.values() for name in names}
+    return first if first in known else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``linkstream`` argument parser; with ``only``, just that subcommand's group
+    (the top-level ``--help`` and unknown commands need the whole one)."""
     ap = argparse.ArgumentParser(
         prog="linkstream", description="LinkStream: continuous queries over RDF streams."
     )
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
 
+    def want(group: str) -> bool:
+        return only is None or only in _GROUPS[group]
+
+    if want("replay"):
+        _add_replay(sub)
+    if want("cluster"):
+        _add_cluster_commands(sub)
+    if want("store-node"):
+        from linkstream.cli.storenode import add_parser as add_store_node_parser
+
+        add_store_node_parser(sub, add_security_options)
+    if want("demo"):
+        dp = sub.add_parser(
+            "demo", help="replay the bundled CityBench slice and print results and throughput"
+        )
+        dp.add_argument(
+            "--data", default=None, help="folder with the demo data (default: examples/citybench)"
+        )
+        dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")
+        dp.set_defaults(func=cmd_demo)
+    if want("service"):
+        from linkstream.cli.service import add_parsers  # run, restore, queries add|ls|rm
+
+        add_parsers(sub)
+    if want("sparql"):
+        from linkstream.cli.sparql import add_parsers as add_store_parsers  # sparql, store verify
+
+        add_store_parsers(sub)
+    if want("load"):
+        from linkstream.cli.load import add_parsers as add_bulk_parsers  # load
+
+        add_bulk_parsers(sub)
+    return ap
+
+
+def _add_replay(sub: argparse._SubParsersAction) -> None:
     rp = sub.add_parser(
         "replay",
         help="replay timestamped N-Quads streams through continuous queries",
@@ -360,27 +420,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_security_options(rp)
     rp.set_defaults(func=cmd_replay)
-    _add_cluster_commands(sub)
-
-    from linkstream.cli.storenode import add_parser as add_store_node_parser
-
-    add_store_node_parser(sub, add_security_options)
-
-    dp = sub.add_parser("demo", help="replay the bundled CityBench slice and print results and throughput")
-    dp.add_argument("--data", default=None, help="folder with the demo data (default: examples/citybench)")
-    dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")
-    dp.set_defaults(func=cmd_demo)
-
-    from linkstream.cli.service import add_parsers  # run, queries add|ls|rm
-
-    add_parsers(sub)
-    from linkstream.cli.sparql import add_parsers as add_store_parsers  # sparql
-
-    add_store_parsers(sub)
-    from linkstream.cli.load import add_parsers as add_bulk_parsers  # load
-
-    add_bulk_parsers(sub)
-    return ap
 
 
 def _delegate(name: str):
@@ -510,7 +549,7 @@ def _describe(e: BaseException, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = build_parser()
+    ap = build_parser(_command_of(sys.argv[1:] if argv is None else argv))
     one_line_errors(ap)
     args = ap.parse_args(argv)
     if not getattr(args, "func", None):
