@@ -265,6 +265,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         meta=meta,
         coordinator_metrics=metrics,
         security=security,
+        state_dir=os.path.abspath(args.state_dir) if getattr(args, "state_dir", None) else None,
     )
     service.client.add_listener(metrics.zookeeper_state)
     service.peer_verify = peer_verify

@@ -62,7 +62,9 @@ def add_parsers(sub: Any) -> None:
         default=None,
         metavar="DIR",
         help="durable ingest log and query catalog: a push is acknowledged once fsynced there; a "
-        "restart with the same DIR replays it (queries, elements, watermarks) before serving",
+        "restart with the same DIR replays it (queries, elements, watermarks) before serving; with "
+        "--zk every coordinator names the same DIR (a shared filesystem) and a new leader replays "
+        "it, so the death of the leader loses no acknowledged push and no report",
     )
     rp.add_argument(
         "--checkpoint-interval",
@@ -341,8 +343,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``linkstream run``: load the static graphs and serve until interrupted (``--zk``: as a
     coordinator of a cluster, :func:`linkstream.cli.cluster.cmd_run_cluster`)."""
     if args.zk:
-        if args.store or args.absorb or args.dictionary != "memory:" or args.state_dir:
-            return err("--store, --absorb, --dictionary and --state-dir are not supported with --zk yet")
+        if args.store or args.absorb or args.dictionary != "memory:":
+            return err("--store, --absorb and --dictionary are not supported with --zk yet")
+        if args.checkpoints:
+            return err(
+                "--checkpoints is not supported with --zk yet (the cluster's --state-dir holds its log)"
+            )
         from linkstream.cli.cluster import cmd_run_cluster
 
         return cmd_run_cluster(args)

@@ -150,7 +150,7 @@ class QueriesMixin:
         cqs = [replace(cq, name=n) for cq, n in zip(accepted, names, strict=True)][:stored]
         t2 = time.perf_counter()
         try:
-            done, late = self._load(live, remote, cqs)
+            done, late = self._load(live, remote, cqs, [row[1] for row in rows[:stored]])
         except BaseException:
             kept = set(live.query_names())
             for (qid, *_), n in zip(rows[:stored], names, strict=False):
@@ -175,11 +175,18 @@ class QueriesMixin:
 
     @staticmethod
     def _load(
-        live: LiveEngine, remote: RemoteEngine | None, cqs: Sequence[ContinuousQuery]
+        live: LiveEngine,
+        remote: RemoteEngine | None,
+        cqs: Sequence[ContinuousQuery],
+        texts: Sequence[str] = (),
     ) -> tuple[list[str], tuple[int, Exception] | None]:
         """Registers parsed queries on the leader's live engine in one call of its worker (a
         call per query would cost a thread hand-over each), then publishes them once
-        (:meth:`RemoteEngine.flush`).  Returns the names registered and the first failure."""
+        (:meth:`RemoteEngine.flush`).  Returns the names registered and the first failure.
+
+        ``texts``: the queries' texts; with a durable ingest log (``run --zk --state-dir``) the
+        registrations are logged between the same elements the worker sees them (a new leader
+        replays them in that order)."""
 
         def apply() -> tuple[list[str], tuple[int, Exception] | None]:
             done: list[str] = []
@@ -196,8 +203,9 @@ class QueriesMixin:
                     remote.flush()
             return done, failed
 
-        result: tuple[list[str], tuple[int, Exception] | None] = live.call(
-            apply, timeout=max(60.0, 0.01 * len(cqs))
+        logged = [(cq.name, text, cq.dialect) for cq, text in zip(cqs, texts, strict=True)] if texts else []
+        result: tuple[list[str], tuple[int, Exception] | None] = live.call_registering(
+            apply, logged, timeout=max(60.0, 0.01 * len(cqs))
         )
         return result
 

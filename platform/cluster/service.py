@@ -35,8 +35,18 @@ Design (first cut of issue 15):
   ``/healthz``, ``/status``, ``/metrics`` and ``/openapi.json`` to the leader's API (its URL is in
   the leader's ``<root>/coordinators/<id>`` node), streaming SSE / JSONL through
   (:class:`~linkstream.cluster.proxy.LeaderProxy`).  Limit: all ingest and ticks go through one process; a
-  standby adds one hop; elements pushed while no leader serves are refused (503), and
-  what the old leader had buffered but not yet ticked is lost.
+  standby adds one hop; elements pushed while no leader serves are refused (503).
+* **The death of the leader loses nothing** with ``--state-dir DIR`` (one directory every
+  coordinator reaches: a shared filesystem).  The leader's live engine writes the
+  cluster's durable ingest log there (:class:`~linkstream.engine.live.ingestlog.IngestLog`:
+  every accepted element, registration and explicit watermark, in the worker's order,
+  group-committed) and a push is acknowledged only once it is fsynced.  Only the leader
+  holds the log's lock; a new leader waits for it (the dead leader's lock goes with its
+  process), replays the whole log through a new run on the containers -- the same
+  windows, the same report times -- and appends nothing to the result log at or before
+  the latest report time it holds (those reports were made and replicated by the old
+  leader); the reports after it, which the old leader owed, come from the replay.  Without
+  ``--state-dir``, what the old leader had accepted is lost with it.
 * **Results are read anywhere and resume.**  Every coordinator holds the replicated
   result log of :mod:`linkstream.cluster.results` and serves ``/queries/{name}/results``
   (SSE, JSONL) from it itself: result ids ``<report time>:<line>``, ``Last-Event-ID`` /
@@ -150,8 +160,15 @@ class ClusterService(QueriesMixin):
         ready_timeout: float = 30.0,
         results_retention_s: float = RESULTS_RETENTION_S,
         security: Security | None = None,
+        state_dir: str | None = None,
     ) -> None:
         self.identifier = identifier
+        #: the cluster's durable ingest log (``run --zk --state-dir``: one directory every
+        #: coordinator reaches), replayed by each new leader; ``None``: pushes are not durable
+        self.state_dir = state_dir
+        self.session_timeout = session_timeout
+        #: report times at or before this were made by an earlier leader (never appended again)
+        self._floor: int | None = None
         self.security = security or Security.insecure()
         self.coordinator_metrics = coordinator_metrics
         self.api_url = api_url
@@ -380,7 +397,41 @@ class ClusterService(QueriesMixin):
         return best
 
     def _on_report(self, c: int, out: dict[str, list[str]]) -> None:
+        if self._floor is not None and c <= self._floor:
+            return  # replayed from the ingest log: the result log holds this report time already
         self.log.append(c, {n: tuple(v) for n, v in out.items()})
+
+    def _replay_log(self, live: LiveEngine) -> int:
+        """Opens the shared ingest log (waiting for the previous leader's lock: it is released
+        when that process dies or steps down), replays it through ``live`` and attaches it;
+        returns the number of records replayed."""
+        from linkstream.engine.live.ingestlog import IngestLog
+
+        assert self.state_dir is not None
+        deadline = time.monotonic() + max(30.0, 3 * self.session_timeout)
+        while True:
+            try:
+                ingest = IngestLog(self.state_dir)
+                break
+            except OSError as exc:
+                if "in use" not in str(exc) or time.monotonic() > deadline or not self.coordinator.is_leader:
+                    raise
+                time.sleep(0.1)
+        t0 = time.perf_counter()
+        try:
+            n = live.recover(ingest, timeout=max(120.0, 4 * self.ready_timeout))
+        except BaseException:
+            ingest.close()
+            raise
+        logger.info(
+            "%s: replayed %d ingest log records of %s (%.2f s; reports up to t=%s were delivered before)",
+            self.identifier,
+            n,
+            self.state_dir,
+            time.perf_counter() - t0,
+            self._floor,
+        )
+        return n
 
     def _bring_up(self) -> None:
         latest = self.log.lead(self._repair())
@@ -406,32 +457,41 @@ class ClusterService(QueriesMixin):
             base=self.base,
             metrics=self.metrics,
         ).start()
+        self._live, self._remote = live, remote
+        self._floor = latest
+        if self.state_dir:
+            # Every acknowledged element, registration and watermark, in the old leader's order:
+            # the containers get the same windows; reports up to ``latest`` are not sent again.
+            self._replay_log(live)
         if latest is not None:  # report times go on from the log's: a result id names one line
             live.advance_to(latest)
-        self._live, self._remote = live, remote
         records = self._records()
-        ordered = sorted(records.values(), key=registration_order)
+        replayed = set(live.query_names())
+        for name in sorted(replayed - set(records)):  # unregistered when the old leader died
+            live.unregister(name)
+        ordered = sorted((r for n, r in records.items() if n not in replayed), key=registration_order)
         # Tasks nobody registered (a crashed replay driver's) would hold container slots.
         keep = {r.id for r in ordered}
         for task in AssignmentTable(self.client, self.root).all():
             if task not in keep and RunNode(self.client, self.root).get() is None:
                 AssignmentTable(self.client, self.root).withdraw(task)
-        cqs, failed = [], {}
+        cqs, texts, failed = [], [], {}
         for rec in ordered:
             name = rec.metadata["name"]
             try:
                 with self._parse_lock:
                     cq = parse_continuous(rec.text, default_name=name, base=self.base)
                 cqs.append(replace(cq, name=name))
+                texts.append(rec.text)
             except QueryError as exc:
                 failed[name] = f"failed: {exc}"
         while cqs:  # one call of the worker for all (a failure skips that query only)
-            done, failure = self._load(live, remote, cqs)
+            done, failure = self._load(live, remote, cqs, texts)
             if failure is None:
                 break
             k, error = failure
             failed[cqs[k].name] = f"failed: {error}"
-            cqs = cqs[k + 1 :]
+            cqs, texts = cqs[k + 1 :], texts[k + 1 :]
         for name, state in failed.items():
             logger.error("%s: cannot re-load query %s: %s", self.identifier, name, state)
         if failed:
@@ -496,7 +556,8 @@ class ClusterService(QueriesMixin):
         return self._leader_live().push(stream, t, triples, timeout=timeout)
 
     def sync(self, timeout: float | None = 60.0) -> None:
-        """No durable ingest log on the cluster path yet: the leader's engine has none."""
+        """Waits until the pushes so far are durable in the shared ingest log (``--state-dir``;
+        without one, until the leader's worker took them)."""
         self._leader_live().sync(timeout)
 
     def advance_to(self, t: int) -> int | None:

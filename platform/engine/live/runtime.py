@@ -364,6 +364,25 @@ class LiveEngine(LiveWorker):
         """
         return self._submit("call", fn, timeout)
 
+    def call_registering(
+        self, fn: Callable[[], Any], queries: Sequence[tuple[str, str, str]], timeout: float | None = 60.0
+    ) -> Any:
+        """:meth:`call` for a function that registers ``queries`` (``(name, text, dialect)``) on the
+        worker itself (the cluster service's batches).  With an ingest log their records are
+        appended in the worker's order, as :meth:`register` does, and the answer waits until
+        they are durable (a replay of the log registers them between the same elements)."""
+        log_ = self._log
+        if log_ is None or not queries:
+            return self._submit("call", fn, timeout)
+
+        def append() -> int:
+            seq = -1
+            for name, text, dialect in queries:
+                seq = log_.append_register(name, text, dialect)
+            return seq
+
+        return self._logged("call", fn, timeout, append)
+
     def flush(self, timeout: float | None = 60.0) -> int | None:
         """Waits until everything enqueued so far is ingested and what is due has fired.
 
