@@ -348,6 +348,13 @@ class Api:
         if problem:
             raise ApiError(400, "invalid stream IRI <%s>: %s" % (iri, problem))
         t = self._event_time(request)
+        key = request.headers.get("idempotency-key")
+        if key is not None and (
+            not key or len(key) > 200 or any(ord(ch) < 33 or ord(ch) > 126 for ch in key)
+        ):
+            raise ApiError(
+                400, "header Idempotency-Key must be 1-200 printable ASCII characters without spaces"
+            )
         body = await read_body(request)
         prefix = "h%d_" % next(self._requests)
         try:
@@ -374,9 +381,15 @@ class Api:
 
         def ingest() -> dict[str, Any]:
             accepted = late = triples = 0
-            for el in elements:
+            for k, el in enumerate(elements):
                 try:
-                    ok = self.live.push(iri, el.t if el.t is not None else t, el.triples, timeout=60.0)  # type: ignore[arg-type]  # t is set when el.t is None
+                    ok = self.live.push(
+                        iri,
+                        el.t if el.t is not None else t,  # type: ignore[arg-type]  # t is set when el.t is None
+                        el.triples,
+                        timeout=60.0,
+                        key=None if key is None else "%s#%d" % (key, k),
+                    )
                 except EventTimeError as e:  # too far ahead of the stream's time: refused
                     self.live.sync(timeout=60.0)  # the elements before it are accepted: durable too
                     raise ApiError(

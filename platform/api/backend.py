@@ -58,7 +58,9 @@ class LiveBackend(Protocol):
         :class:`~linkstream.engine.live.subscription.ResultsGone` if no longer kept)."""
         ...
 
-    def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool: ...
+    def push(
+        self, stream: str, t: int, triples: Any, *, timeout: float | None = None, key: str | None = None
+    ) -> bool: ...
 
     def sync(self, timeout: float | None = 60.0) -> None:
         """Waits until the elements pushed so far are durable (``run --state-dir``), else returns."""

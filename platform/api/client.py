@@ -143,6 +143,7 @@ class Client:
         *,
         t: int | None = None,
         content_type: str = "application/n-triples",
+        key: str | None = None,
     ) -> dict[str, Any]:
         """Pushes one element (or a timestamped N-Quads body of several) to ``stream``.
 
@@ -152,18 +153,17 @@ class Client:
             t: Event time in ms (server wall clock if ``None`` and the body has no timestamps).
             content_type: ``application/n-triples``, ``application/n-quads``,
                 ``text/turtle`` or ``application/ld+json``.
+            key: Idempotency key (``Idempotency-Key``): a retry of this push with the same
+                key, after its answer was lost, does not push it twice.
 
         Returns:
             ``{"stream", "elements", "triples", "late"}``.
         """
         params = {"t": str(t)} if t is not None else None
         data = body.encode("utf-8") if isinstance(body, str) else body
+        headers = {"Content-Type": content_type, **({"Idempotency-Key": key} if key is not None else {})}
         return self._request(
-            "POST",
-            "/streams/" + _q(stream),
-            content=data,
-            params=params,
-            headers={"Content-Type": content_type},
+            "POST", "/streams/" + _q(stream), content=data, params=params, headers=headers
         ).json()
 
     def push_triples(self, stream: str, t: int, triples: Iterable[tuple[str, str, str]]) -> dict[str, Any]:

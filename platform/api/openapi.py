@@ -17,7 +17,10 @@ _PUSH_DURABILITY = (
     "requests); after a crash the restarted server restores its latest checkpoint and replays the "
     "log after it before it serves, and a report delivered before the crash is not delivered "
     "again. Without "
-    "--state-dir, 202 means queued in memory: a crash loses acknowledged elements."
+    "--state-dir, 202 means queued in memory: a crash loses acknowledged elements. On a cluster "
+    "(`run --zk --state-dir DIR`, DIR shared by the coordinators) the same holds across the death "
+    "of the leader. A push that carries an Idempotency-Key header is taken once: a retry with the "
+    "same key (after a lost answer) is answered 202 again and pushes nothing twice."
 )
 
 
@@ -51,6 +54,12 @@ _STREAM_PARAMS = [
         "in": "header",
         "schema": {"type": "string"},
         "description": "event time: integer ms or an xsd:dateTime",
+    },
+    {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "schema": {"type": "string"},
+        "description": "1-200 printable ASCII characters: a retry with the same key is not pushed twice",
     },
 ]
 _RDF_BODY = {

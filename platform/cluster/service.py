@@ -552,8 +552,10 @@ class ClusterService(QueriesMixin):
         """Reports of ``name`` from this coordinator's result log (any coordinator serves them)."""
         return self.log.subscribe(name, maxlen, after)
 
-    def push(self, stream: str, t: int, triples: Any, *, timeout: float | None = None) -> bool:
-        return self._leader_live().push(stream, t, triples, timeout=timeout)
+    def push(
+        self, stream: str, t: int, triples: Any, *, timeout: float | None = None, key: str | None = None
+    ) -> bool:
+        return self._leader_live().push(stream, t, triples, timeout=timeout, key=key)
 
     def sync(self, timeout: float | None = 60.0) -> None:
         """Waits until the pushes so far are durable in the shared ingest log (``--state-dir``;

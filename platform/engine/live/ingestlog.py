@@ -283,9 +283,10 @@ class IngestLog:
             self._cv.notify_all()
             return seq
 
-    def append_push(self, stream: str, t: int, triples: Any) -> int:
-        """Appends one stream element; returns its sequence number (its stream offset is
-        the count of the stream's earlier elements)."""
+    def append_push(self, stream: str, t: int, triples: Any, key: str | None = None) -> int:
+        """Appends one stream element (``key``: its idempotency key, if the client gave one);
+        returns its sequence number (its stream offset is the count of the stream's earlier
+        elements)."""
         off = self._offsets.get(stream, 0)
         self._offsets[stream] = off + 1
         if isinstance(triples, np.ndarray):
@@ -294,6 +295,8 @@ class IngestLog:
         else:
             header = {"k": "push", "s": stream, "o": off, "t": int(t), "f": "nt", "n": len(triples)}
             payload = msgpack.packb([list(tr) for tr in triples], use_bin_type=True)
+        if key is not None:
+            header["i"] = key
         return self._append(header, payload)
 
     def append_register(self, name: str, text: str, dialect: str) -> int:

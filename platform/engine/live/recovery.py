@@ -83,7 +83,7 @@ def replay_records(
         h = rec.header
         try:
             if rec.kind == "push":
-                live.push(h["s"], h["t"], decode_triples(rec), timeout=timeout)
+                live.push(h["s"], h["t"], decode_triples(rec), timeout=timeout, key=h.get("i"))
             elif rec.kind == "register":
                 live.register(rec.payload.decode("utf-8"), h["name"], timeout=timeout)
             elif rec.kind == "unregister":

@@ -24,6 +24,7 @@ the buffers.  (Count and NOW windows registered late see only what time retentio
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import queue
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
     from linkstream.store.checkpoints import Checkpoint, CheckpointStore
 
 log = logging.getLogger(__name__)
+
+#: idempotency keys remembered (the latest accepted elements'; see :meth:`LiveEngine.push`)
+IDEMPOTENCY_KEYS = 100_000
 
 __all__ = ["EngineClosed", "LiveEngine", "QueryConflict", "QueryView", "RetentionGuard", "UnknownQuery"]
 
@@ -124,6 +128,9 @@ class LiveEngine(LiveWorker):
         self._accepted: dict[str, _Accepted] = {}
         self._frontier: int | None = None  # push side: elements older than this are late
         self._names = itertools.count(1)
+        #: idempotency keys of the latest accepted elements (a retried push is not taken twice)
+        self._keys: set[str] = set()
+        self._key_order: collections.deque[str] = collections.deque()
         self._closed = False
         self._thread: threading.Thread | None = None
         #: durable ingest log (``run --state-dir``): inputs appended in worker order, see :meth:`recover`
@@ -189,8 +196,15 @@ class LiveEngine(LiveWorker):
         self._queue.put((kind, fn, fut))
         return fut.result(timeout)
 
-    def push(self, stream: str, t: int, triples: Triples, *, timeout: float | None = None) -> bool:
+    def push(
+        self, stream: str, t: int, triples: Triples, *, timeout: float | None = None, key: str | None = None
+    ) -> bool:
         """Enqueues one element of ``stream`` at event time ``t`` (ms); ``False`` if it was late.
+
+        An element whose idempotency ``key`` was accepted before (one of the latest
+        :data:`IDEMPOTENCY_KEYS`, kept in the ingest log too) is not taken again: ``True``,
+        nothing enqueued -- a client that retries a push whose answer it did not get
+        (the server or the connection died) does not push it twice.
 
         Args:
             stream: The stream's IRI (its elements come in non-decreasing time).
@@ -218,6 +232,9 @@ class LiveEngine(LiveWorker):
         if not self._space.acquire(timeout=timeout):
             raise TimeoutError("the engine's input queue is full")
         with self._lock:
+            if key is not None and key in self._keys:
+                self._space.release()
+                return True
             acc = self._accepted.get(stream)
             if acc is None:
                 acc = self._accepted[stream] = _Accepted()
@@ -234,10 +251,15 @@ class LiveEngine(LiveWorker):
                 return False
             if self._log is not None:
                 try:
-                    self._log.append_push(stream, t, triples)  # durable at the next sync()
+                    self._log.append_push(stream, t, triples, key)  # durable at the next sync()
                 except OSError:
                     self._space.release()
                     raise
+            if key is not None:
+                self._keys.add(key)
+                self._key_order.append(key)
+                if len(self._key_order) > IDEMPOTENCY_KEYS:
+                    self._keys.discard(self._key_order.popleft())
             acc.watermark = t
             acc.elements += 1
             acc.triples += len(triples)
