@@ -606,7 +606,12 @@ class ContainerRuntime(StateMigration):
             t0 = time.perf_counter()
             if self._ops.active:
                 self._ops.before_tick(message.seq, message.c)
-            done = replica.tick(message.seq, message.c, answer)
+            try:
+                done = replica.tick(message.seq, message.c, answer)
+            except RemoteStoreError as exc:  # static data no store node serves any more
+                logger.error("%s: run %s: cannot read static data: %s", self.id, message.run, exc)
+                self._send(Failed(message.run, self.id, "", f"cannot read static data: {exc}"))
+                return
             if self._ops.active:
                 self._ops.after_tick()
             m.report_latency.observe(time.perf_counter() - t0)

@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -246,6 +247,8 @@ class Engine:
         self._static_results: StaticResults | None = None
         #: the time of the last :meth:`tick` (every live window is at its content then)
         self.last_tick: int | None = None
+        #: static graphs read on demand (:meth:`use_static_source`), ``None``: held arrays
+        self.static_source: Any = None
 
     # ------------------------------------------------------------ data
 
@@ -254,6 +257,18 @@ class Engine:
         self.statics.setdefault(iri, []).append(np.asarray(triples, dtype=np.int64).reshape(-1, 3))
         self._static_cache.clear()
         self._static_version += 1
+
+    def use_static_source(self, source: Any) -> None:
+        """Read static graphs on demand from ``source`` for the queries it ``covers(cq)``.
+
+        ``source`` answers :class:`~linkstream.operators.static_probe.StaticSource`
+        lookups.  Those queries' graphs hold no static triples: their joins probe the
+        source with the keys of each delta (:mod:`linkstream.operators.static_probe`);
+        other queries read the arrays of :meth:`add_static`.  Shared joins with routers
+        are turned off (they hold static predicates whole).
+        """
+        self.static_source = source
+        self._sharing.routing = False
 
     @property
     def static_results(self) -> StaticResults | None:
@@ -309,7 +324,8 @@ class Engine:
                 self.log(
                     f"warning: {cq.name}: stream <{w.stream}> is not replayed; its window is always empty"
                 )
-        default_static = self._static_triples((None, *cq.static_from))
+        src = self.static_source if self.static_source is not None and self.static_source.covers(cq) else None
+        default_static = None if src is not None else self._static_triples((None, *cq.static_from))
         named_iris = list(cq.static_named)
         if not named_iris:
             named_iris = sorted(g for g in self.statics if g is not None and g not in cq.static_from)
@@ -323,10 +339,17 @@ class Engine:
                 wg = named[w.graph] = GraphOperator(w.graph, None, [wop])
                 wg.static_key = ("window",)
         default.static_key = ("static", (None, *cq.static_from), sv)
+        if src is not None:
+            default.static_key = ("remote", (None, *cq.static_from))
+            default.static_source = (src, (None, *cq.static_from))
         for g in named_iris:
             if g not in named:
-                sg = named[g] = GraphOperator(g, self._static_triples((g,)), deduplicated=True)
-                sg.static_key = ("static", (g,), sv)
+                sg = named[g] = GraphOperator(
+                    g, None if src is not None else self._static_triples((g,)), deduplicated=True
+                )
+                sg.static_key = ("static", (g,), sv) if src is None else ("remote", (g,))
+                if src is not None:
+                    sg.static_source = (src, (g,))
         empty = GraphOperator("empty", None)
         empty.static_key = ("empty",)
         ds = Dataset(default=default, named=named, empty=empty, static=self.static_results)
