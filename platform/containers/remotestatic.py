@@ -8,7 +8,15 @@ dictionary of its own for static terms:
   advertises (same host), plus private ids above the store's ids for the terms only the
   container sees (stream terms absent from the store, query constants, computed values).
   Static triples therefore arrive as store ids, untranslated.
-* **Triples.** When a query is registered, :meth:`RemoteStatics.ensure` collects every
+* **Lookups.** A query without property paths (:meth:`RemoteStatics.covers`) holds no
+  static triple at all: the engine's graphs get this object as their *static source*
+  (:mod:`linkstream.operators.static_probe`) and its joins look up, per delta, the
+  distinct join keys in the store's indexes -- neighbour lists read by blocks through
+  the remote store's bounded LRU block cache (:meth:`RemoteStatics.lookup`); window
+  triples already in the static graph are found the same way (:meth:`RemoteStatics.contains`).
+  The static bytes a container holds are then the block cache only.
+* **Triples.** For the other queries (property paths explore the graph with operators that
+  read graph contents), when a query is registered, :meth:`RemoteStatics.ensure` collects every
   triple pattern of its algebra (BGPs, EXISTS / MINUS / OPTIONAL parts, the IRIs of
   property paths; a variable predicate or a negated property set means "any") and reads,
   through the remote store's indexes, the triples of each static graph of the run
@@ -19,7 +27,8 @@ dictionary of its own for static terms:
   not read again; a new query adds only what its new patterns match.
 
 The bytes involved are reported by :meth:`RemoteStatics.stats`: the engine's static
-arrays (the pattern-relevant subgraph, not the graph) and the remote store's block cache.
+arrays (the pattern-relevant subgraph of the queries with paths, else none) and the
+remote store's block cache.
 """
 
 from __future__ import annotations
@@ -96,6 +105,24 @@ def _path_patterns(p: Path, out: list[TermPattern]) -> bool:
     return zero
 
 
+def has_paths(node: object, seen: set[int] | None = None) -> bool:
+    """Whether a query's algebra has a property path (other than a plain IRI)."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return False
+    seen.add(id(node))
+    if isinstance(node, CompValue):
+        triples = node.get("triples")
+        if isinstance(triples, list) and any(
+            isinstance(tr, (list, tuple)) and len(tr) == 3 and isinstance(tr[1], Path) for tr in triples
+        ):
+            return True
+        return any(has_paths(v, seen) for v in node.values())
+    if isinstance(node, (list, tuple)):
+        return any(has_paths(v, seen) for v in node)
+    return False
+
+
 def query_patterns(
     node: object, out: list[TermPattern] | None = None, seen: set[int] | None = None
 ) -> list[TermPattern]:
@@ -143,9 +170,56 @@ class RemoteStatics:
         missing = [g for g in self.graphs if g not in held]
         if missing:
             log.warning("static graphs %s are not in the remote store; treated as empty", missing)
+        self._held = held
         self._fetched: set[TermPattern] = set()
         #: triples read from the store (pattern matches, before deduplication)
         self.fetched_triples = 0
+        #: lookups answered for the engine's joins, and the static triples they returned
+        self.lookups = 0
+        self.looked_up = 0
+
+    # ------------------------------------------------------------ lookups (static source)
+
+    def covers(self, cq: ContinuousQuery) -> bool:
+        """Whether ``cq``'s static parts are looked up on demand (no property path)."""
+        return not has_paths(cq.algebra.algebra)
+
+    def lookup(
+        self, graphs: tuple[str | None, ...], pos: int | None, keys: np.ndarray | None, p: int | None
+    ) -> np.ndarray:
+        """The distinct triples of the merge of ``graphs`` whose subject (``pos=0``) or
+        object (``pos=2``) is in ``keys`` (``pos=None``: any), with predicate ``p``
+        (``None``: any): neighbour lists of the keys, batched, through the block cache."""
+        snap = self.store.snapshot()
+        parts = []
+        for g in graphs:
+            if g not in self._held:
+                continue
+            if pos is None or keys is None:
+                t = snap.match(g, None, p, None)
+            else:
+                rows, preds, nbrs = snap.neighbours(g, keys, p, "out" if pos == 0 else "in")
+                t = np.empty((len(rows), 3), dtype=np.int64)
+                t[:, pos] = keys[rows]
+                t[:, 1] = preds
+                t[:, 2 - pos] = nbrs
+            if len(t):
+                parts.append(t)
+        self.lookups += 1
+        if not parts:
+            return np.empty((0, 3), dtype=np.int64)
+        out = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts), axis=0)
+        self.looked_up += len(out)
+        return out
+
+    def contains(self, graphs: tuple[str | None, ...], triples: np.ndarray) -> np.ndarray:
+        """Boolean mask: which rows of an ``(n, 3)`` array are in the merge of ``graphs``."""
+        snap = self.store.snapshot()
+        found = np.zeros(len(triples), dtype=bool)
+        for g in graphs:
+            if g in self._held and len(triples):
+                found |= snap.contains(g, triples)
+        return found
 
     def ensure(self, cqs: Sequence[ContinuousQuery]) -> dict[str | None, np.ndarray]:
         """The triples of each static graph the queries' new patterns match (not yet fetched)."""
@@ -187,8 +261,11 @@ class RemoteStatics:
             "cache_bytes": c["bytes"],
             "cache_capacity": c["capacity"],
             "read_bytes": c["read_bytes"],
+            "cache_evictions": c["evictions"],
             "private_terms": self.dictionary.private_terms,
             "failovers": self.store.failovers,
+            "lookups": self.lookups,
+            "looked_up_triples": self.looked_up,
         }
 
 
@@ -224,4 +301,4 @@ class StaticGauges:
         self.read.set(int(stats.get("read_bytes", 0)))
 
 
-__all__ = ["OverlayDictionary", "RemoteStatics", "StaticGauges", "query_patterns"]
+__all__ = ["OverlayDictionary", "RemoteStatics", "StaticGauges", "has_paths", "query_patterns"]

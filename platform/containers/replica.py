@@ -133,6 +133,7 @@ class RunReplica:
             self.engine = Engine(
                 self.remote.dictionary, default_step=spec.default_step, log_fn=log or logger.warning
             )
+            self.engine.use_static_source(self.remote)  # queries without paths: lookups
             for iri in self.remote.graphs:  # declared (empty) until queries' patterns are read
                 self.engine.add_static(iri, np.empty((0, 3), dtype=np.int64))
         else:
@@ -280,13 +281,17 @@ class RunReplica:
         """Remote mode: adds the static triples the queries' new patterns match."""
         if self.remote is None:
             return
+        cqs = [cq for cq in cqs if not self.remote.covers(cq)]  # the others look triples up
+        if not cqs:
+            return
         for iri, triples in self.remote.ensure(cqs).items():
             self.engine.add_static(iri, triples)
 
     def static_stats(self) -> dict[str, int | str]:
         """Bytes of static data this replica holds: the engine's static triples (whole
-        graphs when loaded from files; only the pattern-relevant triples in remote mode)
-        and, in remote mode, the block cache of the remote store."""
+        graphs when loaded from files; in remote mode only the pattern-relevant triples of
+        queries with property paths, the others look static triples up) and, in remote
+        mode, the block cache of the remote store."""
         held = sum(int(a.nbytes) for parts in self.engine.statics.values() for a in parts)
         out: dict[str, int | str] = {
             "mode": "remote" if self.remote is not None else "local",

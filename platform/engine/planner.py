@@ -37,6 +37,7 @@ from linkstream.operators.negation import KeyedNegationOperator
 from linkstream.operators.project import ProjectOperator, UnionOperator
 from linkstream.operators.recompute import RecomputeOperator, exists_batch, left_join_batch, minus_batch
 from linkstream.operators.scan import ScanOperator, Slot
+from linkstream.operators.static_probe import static_part_of
 from linkstream.operators.static_result import StaticResults
 from linkstream.operators.values import ConstantOperator
 from linkstream.query.errors import QueryError
@@ -292,8 +293,8 @@ class Planner:
             leaves = real
         if self.ds.static is not None:
             leaves, filters = self.ds.static.group(leaves, filters)
-        if len(leaves) == 1 and not filters:
-            return leaves[0]
+        if len(leaves) == 1 and not filters and static_part_of(leaves[0]) is None:
+            return leaves[0]  # (a scan with a static part read on demand: a join probes it)
         return MJoinOperator(leaves, filters, self.ev)
 
     def _filter(self, n: CompValue, graph: Operator) -> Operator:

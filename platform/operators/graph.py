@@ -54,6 +54,10 @@ class GraphOperator(Operator):
 
     vars = TRIPLE_VARS
     certain = frozenset(TRIPLE_VARS)
+    #: ``(source, graphs)`` when the static part is read on demand instead of held
+    #: (:mod:`linkstream.operators.static_probe`): the graph then emits only its window
+    #: triples, and scans' static matches are probed by the joins above them
+    static_source: tuple[Any, tuple[str | None, ...]] | None = None
 
     def __init__(
         self,
@@ -91,6 +95,9 @@ class GraphOperator(Operator):
         return f"Graph {self.name} static={len(self.static)} windows={len(self.children)}"
 
     def _in_static(self, cols: np.ndarray) -> np.ndarray:
+        if self.static_source is not None:
+            source, graphs = self.static_source
+            return source.contains(graphs, np.ascontiguousarray(cols.T))
         if not len(self.static):
             return np.zeros(cols.shape[1], dtype=bool)
         if self._static_index is None:

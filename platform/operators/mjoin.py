@@ -18,6 +18,14 @@ changed input.
 
 Filters whose variables are all certainly bound by a set of inputs are evaluated as soon
 as the intermediate result binds them (filter push-down into the join).
+
+An input may have a *static part read on demand* (a pattern scan over a graph whose static
+triples stay on store nodes, :mod:`.static_probe`): its relation then holds only the
+window matches, and joining a partial result with it also probes the static part with
+the partial result's keys.  The static part never changes, so it has no delta: the rule
+above holds with each such input being (relation + static part); at the first epoch the
+join of the inputs' static parts alone (when every input has one) is emitted once.
+Components are then not cached (their joins would hold static rows).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, concat, consolidate, cross_product
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation, union_vars
+from linkstream.operators.static_probe import static_part_of
 from linkstream.query.expressions import Expr
 
 if TYPE_CHECKING:
@@ -62,6 +71,10 @@ class MJoinOperator(Operator):
         self.filters = [(f, f.vars()) for f in filters]
         self.evaluator = evaluator
         self.probes = 0  # number of relation probes done (for stats / tests)
+        #: per input, its static part read on demand (``None``: all in its relation)
+        self.static_parts = [static_part_of(c) for c in self.children]
+        self._has_static = any(p is not None for p in self.static_parts)
+        self._static_started = False
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
         """The content of every input."""
@@ -70,6 +83,7 @@ class MJoinOperator(Operator):
     def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
         r.expect(self, entries, ("state",))
         self.state = r.relations(entries["state"], self.state)
+        self._static_started = True  # the static parts' join was emitted where the state was
 
     def describe(self) -> str:
         f = f" filters={len(self.filters)}" if self.filters else ""
@@ -91,11 +105,14 @@ class MJoinOperator(Operator):
             cache = self._cvars = (self.children, [frozenset(c.vars) for c in self.children])
         return cache[1]
 
-    def _probe(self, i: int, d: Batch) -> Batch:
+    def _probe(self, i: int, d: Batch, hidden: frozenset[int] = frozenset()) -> Batch:
+        """``d`` (a delta of input ``i``) joined with every other input; the relations of
+        the inputs in ``hidden`` are left out (their static parts are not)."""
         state = self.state
+        parts = self.static_parts
         remaining = [j for j in range(len(self.children)) if j != i]
         for j in remaining:  # (checked first: it makes the whole probe empty)
-            if not len(state[j]):
+            if (j in hidden or not len(state[j])) and parts[j] is None:
                 return Batch.empty(self.vars)
         cur = d
         bound = set(d.vars) & self.children[i].certain
@@ -107,7 +124,7 @@ class MJoinOperator(Operator):
         while remaining and len(cur):
             cv = cur.vars
             connected = [j for j in remaining if not cvars[j].isdisjoint(cv)]
-            if not connected and len(remaining) > 1:
+            if not connected and len(remaining) > 1 and not self._has_static:
                 # the rest shares no variable with the partial result: join its connected
                 # components on their own (cached until their inputs change) and cross
                 # the partial result with them, instead of crossing with one input and
@@ -127,7 +144,14 @@ class MJoinOperator(Operator):
             pool = connected or remaining
             j = pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
             remaining.remove(j)
-            cur = state[j].join(cur)
+            part = parts[j]
+            if part is None:
+                cur = state[j].join(cur)
+            else:
+                got = part.probe(cur)
+                if j not in hidden and len(state[j]):
+                    got = concat([state[j].join(cur), got], got.vars)
+                cur = got
             self.probes += 1
             if filters:
                 bound |= self.children[j].certain
@@ -135,6 +159,33 @@ class MJoinOperator(Operator):
         if not len(cur):
             return Batch.empty(self.vars)
         return self._apply_filters(cur, done, set(self.vars)).project(self.vars)
+
+    def _all_static(self) -> Batch | None:
+        """The join of the inputs' static parts alone (``None`` unless every input has
+        one): seeded with the most selective part's matches, probed through the others."""
+        parts = self.static_parts
+        if not parts or any(p is None for p in parts):
+            return None
+        k = max(range(len(parts)), key=lambda j: parts[j].constants)  # type: ignore[union-attr]  # none is None
+        seed = parts[k].probe(Batch.unit())  # type: ignore[union-attr]  # none is None
+        if not len(seed):
+            return Batch.empty(self.vars)
+        return self._probe(k, seed, hidden=frozenset(range(len(parts))))
+
+    def _current_static(self) -> Batch:
+        """:meth:`current` with static parts:  S1..Sn + sum_i R1..R(i-1) Di S(i+1)..Sn,
+        where Rj = Dj + Sj (relation plus static part)."""
+        n = len(self.children)
+        out = []
+        base = self._all_static()
+        if base is not None and len(base):
+            out.append(base)
+        for i in range(n):
+            if len(self.state[i]):
+                r = self._probe(i, self.state[i].rows, hidden=frozenset(range(i + 1, n)))
+                if len(r):
+                    out.append(r)
+        return consolidate(concat(out, self.vars)) if out else Batch.empty(self.vars)
 
     def _components(self, idx: list[int]) -> list[tuple[int, ...]]:
         """Inputs ``idx`` grouped into connected components (shared variables), smallest
@@ -197,6 +248,8 @@ class MJoinOperator(Operator):
         return tuple(f for f, _ in self.filters)
 
     def current(self) -> Batch:
+        if self._has_static:
+            return self._current_static()
         if not self.state or any(len(s) == 0 for s in self.state):
             return Batch.empty(self.vars)
         i = min(range(len(self.state)), key=lambda k: len(self.state[k]))
@@ -204,14 +257,19 @@ class MJoinOperator(Operator):
 
     def compute(self, epoch: int) -> Batch:
         deltas = [c.delta(epoch) for c in self.children]
+        parts = []
+        if self._has_static and not self._static_started:
+            self._static_started = True
+            base = self._all_static()
+            if base is not None and len(base):
+                parts.append(base)
         if not any(len(d) for d in deltas):
-            return Batch.empty(self.vars)
-        comps = self._all_components()
+            return parts[0] if parts else Batch.empty(self.vars)
+        comps = self._all_components() if not self._has_static else []
         if len(comps) > 1:
             out = self._compute_by_components(deltas, comps)
             if out is not None:
                 return out
-        parts = []
         for i, d in enumerate(deltas):
             if not len(d):
                 continue

@@ -149,6 +149,15 @@ class PersistentSnapshot:
         """Triples of ``graph`` with predicate ``p`` (all if ``None``)."""
         return sum(ix.cardinality(p) for ix in self._parts(graph))
 
+    def contains(self, graph: str | None, triples: np.ndarray) -> np.ndarray:
+        """Boolean mask: which rows of an ``(n, 3)`` array are triples of ``graph``."""
+        t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)
+        found = np.zeros(len(t), dtype=bool)
+        for ix in self._parts(graph):
+            if ix.size and len(t):
+                found |= ix.contains(t)
+        return found
+
     def neighbours(
         self, graph: str | None, vertices: np.ndarray, p: int | None, direction: str
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

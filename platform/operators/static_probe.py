@@ -1,0 +1,140 @@
+"""Static graphs read on demand: join inputs whose static part is looked up, not held.
+
+A graph operator may have a *static source* instead of a static triple array
+(:attr:`~linkstream.operators.graph.GraphOperator.static_source`): an immutable graph
+read through an index that answers vectorised lookups (a ``--remote-store`` container's
+store nodes, :mod:`linkstream.containers.remotestatic`).  Such a graph emits only its
+window triples; the static part of a pattern scan over it is a :class:`StaticPart`, and
+a multiway join (:class:`~linkstream.operators.mjoin.MJoinOperator`) joins a partial
+result with that part by *probing*: the distinct values the partial result binds at the
+pattern's subject (or object) are looked up in the index -- neighbour lists, one batch
+per probe -- and only the matching triples are joined, then dropped.  Since the static
+part never changes, the incremental rule needs no state for it: the join's delta is the
+inputs' deltas joined with the other inputs' (dynamic state + static part).  So nothing
+static is held by the operators; what is held locally is the index reader's cache.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.batch import Batch
+from linkstream.operators.relation import Relation
+from linkstream.operators.scan import ScanOperator
+from linkstream.operators.window import TRIPLE_VARS
+
+Graphs = tuple[str | None, ...]
+
+
+class StaticSource(Protocol):
+    """Vectorised lookups in immutable static graphs (the merge of ``graphs``: a set)."""
+
+    def lookup(self, graphs: Graphs, pos: int | None, keys: np.ndarray | None, p: int | None) -> np.ndarray:
+        """The distinct ``(n, 3)`` triples with position ``pos`` (0 subject, 2 object) in
+        ``keys`` (``pos=None``: any) and predicate ``p`` (``None``: any)."""
+        ...  # pragma: no cover - protocol
+
+    def contains(self, graphs: Graphs, triples: np.ndarray) -> np.ndarray:
+        """Boolean mask: which rows of an ``(n, 3)`` array are in the merge of ``graphs``."""
+        ...  # pragma: no cover - protocol
+
+
+class StaticPart:
+    """The static part of one pattern scan input of a join, probed on demand.
+
+    Args:
+        scan: The pattern scan (over a graph operator with a static source).
+        rename: Scan variable -> the join input's variable (sharing renames scans).
+        out_vars: The join input's variables, in its column order.
+    """
+
+    def __init__(
+        self,
+        scan: ScanOperator,
+        source: tuple[StaticSource, Graphs],
+        rename: dict[str, str],
+        out_vars: tuple[str, ...],
+    ) -> None:
+        self.source: StaticSource = source[0]
+        self.graphs: Graphs = source[1]
+        self.scan = scan
+        self.rename = rename
+        self.vars = out_vars
+        self.slots = [(k, rename.get(str(v), str(v)) if k == "var" else int(v)) for k, v in scan.pattern]
+        self.p = int(scan.pattern[1][1]) if scan.pattern[1][0] == "const" else None
+        #: lookups done and static triples they returned (stats, tests)
+        self.probes = 0
+        self.triples = 0
+
+    @property
+    def constants(self) -> int:
+        """How many of subject and object are constants (seed choice: most selective)."""
+        return sum(1 for i in (0, 2) if self.slots[i][0] == "const")
+
+    def _mappings(self, triples: np.ndarray) -> Batch:
+        b = self.scan.match(
+            Batch(TRIPLE_VARS, np.ascontiguousarray(triples.T), np.ones(len(triples), np.int64))
+        )
+        if self.rename:
+            b = Batch(tuple(self.rename.get(v, v) for v in b.vars), b.cols, b.counts)
+        return b.project(self.vars)
+
+    def probe(self, cur: Batch) -> Batch:
+        """``cur`` joined with the pattern's static matches (SPARQL compatibility)."""
+        pos: int | None = None
+        keys: np.ndarray | None = None
+        for i in (0, 2):
+            kind, v = self.slots[i]
+            if kind == "const":
+                pos, keys = i, np.array([v], dtype=np.int64)
+                break
+            if v in cur.vars:
+                col = cur.col(str(v))
+                if len(col) and col.all():  # (an unbound value is compatible with every node)
+                    pos, keys = i, np.unique(col)
+                    break
+        triples = self.source.lookup(self.graphs, pos, keys, self.p)
+        self.probes += 1
+        self.triples += len(triples)
+        if not len(triples):
+            return Batch.empty(_join_vars(cur.vars, self.vars))
+        rel = Relation(self.vars)
+        rel.apply(self._mappings(triples))
+        return rel.join(cur)
+
+
+def _join_vars(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    return a + tuple(v for v in b if v not in a)
+
+
+def static_part_of(child: Operator) -> StaticPart | None:
+    """The static part of a join input: a pattern scan (possibly renamed or attached by
+    operator sharing) over a graph operator with a static source; ``None`` otherwise."""
+    rename: dict[str, str] | None = None
+    c = child
+    for _ in range(8):
+        if isinstance(c, AttachOperator):
+            c = c.shared
+        elif type(c).__name__ == "RenameOperator":  # (operators.router imports this layer)
+            m: dict[str, str] = c.mapping  # type: ignore[attr-defined]  # a RenameOperator
+            inner = c.children[0]
+            outer = rename
+            rename = {v: (outer.get(m.get(v, v), m.get(v, v)) if outer else m.get(v, v)) for v in inner.vars}
+            c = inner
+        else:
+            break
+    if type(c) is not ScanOperator:
+        return None
+    g = c.graph
+    while isinstance(g, AttachOperator):  # a scan planned after its graph started
+        g = g.shared
+    source = getattr(g, "static_source", None)
+    if source is None:
+        return None
+    return StaticPart(c, source, rename or {}, child.vars)
+
+
+__all__ = ["StaticPart", "StaticSource", "static_part_of"]
