@@ -379,6 +379,10 @@ class Api:
             if problem is not None:
                 raise ApiError(422, "element %d of the body: %s" % (k + 1, problem), t=el.t)
 
+        many = getattr(self.live, "push_elements", None)
+        if many is not None:  # run --zk: the body goes to the stream's owner coordinator whole
+            return await self._push_many(many, iri, t, elements, request.headers.get("idempotency-key"))
+
         def ingest() -> dict[str, Any]:
             accepted = late = triples = 0
             for k, el in enumerate(elements):
@@ -410,6 +414,30 @@ class Api:
         except OSError as e:  # the durable ingest log could not be written
             raise ApiError(503, "the ingest log is not writable: %s" % e) from None
         if not stamped:
+            res["t"] = t
+        return json_response(res, 202)
+
+    async def _push_many(
+        self, many: Any, iri: str, t: int | None, elements: list[Any], key: str | None
+    ) -> Response:
+        """``push`` through a backend that takes a body at once (``push_elements``: flags per
+        element taken, ``False`` = late, and the error that stopped the body)."""
+        els = [(el.t if el.t is not None else t, el.triples) for el in elements]
+        try:
+            flags, error = await run_in_threadpool(many, iri, els, timeout=60.0, key=key)
+        except TimeoutError as e:  # no owner or leader takes the stream now (changing hands)
+            raise ApiError(503, str(e) or "the engine is busy; retry later") from None
+        accepted = sum(1 for f in flags if f)
+        triples = sum(len(el.triples) for el, f in zip(elements, flags) if f)
+        late = len(flags) - accepted
+        if isinstance(error, EventTimeError):
+            raise ApiError(
+                422, str(error), t=error.t, stream=iri, elements=accepted, triples=triples, late=late
+            )
+        if error is not None:
+            raise ApiError(503, "the engine's input queue is full; retry later", elements=accepted, late=late)
+        res: dict[str, Any] = {"stream": iri, "elements": accepted, "triples": triples, "late": late}
+        if all(el.t is None for el in elements):
             res["t"] = t
         return json_response(res, 202)
 

@@ -69,7 +69,10 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
     body: dict[str, Any] = {"error": exc.message, "where": _WHERE.get(exc.status, "request")}
     body.update({k: v for k, v in exc.extra.items() if v is not None and v != []})
-    return json_response(body, exc.status)
+    # a full pipeline or a busy server: the client retries after a second (nothing it sent was
+    # dropped once accepted; the answer says how much of a push body was)
+    headers = {"Retry-After": "1"} if exc.status in (429, 503) else None
+    return json_response(body, exc.status, headers)
 
 
 async def _limit_error(request: Request, exc: Exception) -> Response:

@@ -145,6 +145,16 @@ _CLUSTER_LOG_DOC = (
     "coordinators. For coordinators, not for clients: read results from /queries/{name}/results."
 )
 
+_CLUSTER_INGEST_DOC = (
+    "Served by every coordinator of `linkstream run --zk` (not by embedded run), scope write; applied "
+    "only by the leader (503 elsewhere). The owner coordinator of a stream sends here each pushed "
+    "body it sequenced: `{stream, owner, epoch, offset, key, elements: [[t, [[s, p, o], ...]], ...]}` "
+    "with N-Triples terms. The leader applies a stream's bodies in offset order, answers an offset it "
+    "applied already as taken (a retry), and refuses an epoch older than one it saw (409: a stale "
+    "owner). The answer lists per element whether it was taken (`false`: late) and the error that "
+    "stopped the body. For coordinators, not for clients: push to /streams/{iri}."
+)
+
 _SCOPE_DOC = (
     "Bearer tokens have a scope, each including the ones before it: `read` (GET of queries, "
     "results, /status, /metrics, /openapi.json; one-shot /sparql), `write` (also registering and "
@@ -511,6 +521,21 @@ def _document() -> dict[str, Any]:
                 }
             },
             "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _resp("OpenAPI")}}},
+            "/_cluster/ingest": {
+                "post": {
+                    "summary": "An owner's sequenced body of one stream (run --zk only): applied by the leader",
+                    "description": _CLUSTER_INGEST_DOC,
+                    "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+                    "responses": {
+                        "200": _resp(
+                            "per element taken or late, and the error that stopped the body",
+                            {"type": "object"},
+                        ),
+                        "409": _err("an epoch older than the stream's newest: not its owner any more"),
+                        "503": _err("this coordinator does not lead"),
+                    },
+                }
+            },
             "/_cluster/results": {
                 "get": {
                     "summary": "A coordinator's result log (run --zk only): standbys long-poll the leader's",

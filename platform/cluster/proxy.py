@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
 from linkstream.api.guard import TOKEN_KEY, ApiGuard, send_error
 from linkstream.api.limits import ApiLimits, LimitExceeded
+from linkstream.cluster.ingest import INGEST_PATH
 from linkstream.cluster.registration import OWNER
 from linkstream.cluster.results import LOG_PATH, serve_log
 from linkstream.cluster.service import ClusterService, token_id
@@ -58,18 +59,31 @@ class LeaderProxy:
         if path == LOG_PATH and scope["method"] == "GET":
             await self._serve_log(scope, send)
             return
+        if path == INGEST_PATH and scope["method"] == "POST":
+            await self._serve_ingest(receive, send)
+            return
         results = (
             scope["method"] == "GET"
             and path.startswith("/queries/")
             and path.endswith(("/results", "/results.jsonl"))
         )
-        if path in LOCAL_PATHS or results or FORWARDED.encode() in headers or self.service.leading():
+        forwarded = FORWARDED.encode() in headers
+        if scope["method"] == "POST" and path.startswith("/streams") and not forwarded:
+            # a push goes to its stream's owner (the leader's pushes too: one process sequences
+            # each stream); the owner's app parses it and hands it to the leader
+            iri = stream_of(scope, self.service.base)
+            url = None if iri is None else await asyncio.to_thread(self.service.ingest.route, iri)
+            if url is None:
+                await self.app(scope, receive, send)
+                return
+        elif path in LOCAL_PATHS or results or forwarded or self.service.leading():
             await self.app(scope, receive, send)
             return
-        ident, url = await asyncio.to_thread(self.service.leader)
-        if not url or ident == self.service.identifier:
-            await self.app(scope, receive, send)
-            return
+        else:
+            ident, url = await asyncio.to_thread(self.service.leader)
+            if not url or ident == self.service.identifier:
+                await self.app(scope, receive, send)
+                return
         body = bytearray()
         try:
             while True:
@@ -99,22 +113,35 @@ class LeaderProxy:
 
         await self.app(scope, again, send)
 
+    async def _serve_ingest(self, receive: Receive, send: Send) -> None:
+        """``POST /_cluster/ingest``: an owner's sequenced body, applied while leading."""
+        body = bytearray()
+        try:
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    return
+                body += msg.get("body", b"")
+                if not msg.get("more_body", False):
+                    break
+        except LimitExceeded as exc:
+            await send_error(
+                send, exc.status, {"error": exc.message, "where": exc.where}, {"Retry-After": "1"}
+            )
+            return
+        try:
+            doc = json.loads(bytes(body))
+        except ValueError as exc:
+            status, answer = 400, {"error": f"ingest body: {exc}"}
+        else:
+            status, answer = await asyncio.to_thread(self.service.ingest.serve, doc)
+        await send_json(send, status, answer)
+
     async def _serve_log(self, scope: Scope, send: Send) -> None:
         from urllib.parse import parse_qsl
 
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        body = json.dumps(await serve_log(self.service.log, query), separators=(",", ":")).encode("utf-8")
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, 200, await serve_log(self.service.log, query))
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> bool:
         """Forwards one request; ``False`` if the leader could not be reached (nothing sent)."""
@@ -170,6 +197,40 @@ class LeaderProxy:
                 await send({"type": "http.response.body", "body": b'{"error": "leader connection failed"}'})
             logger.info("forwarding to %s ended: %s", url, relay_task.exception())
         return True
+
+
+async def send_json(send: Send, status: int, answer: object) -> None:
+    body = json.dumps(answer, separators=(",", ":")).encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def stream_of(scope: Scope, base: str) -> str | None:
+    """The stream IRI of ``POST /streams/{iri}`` or ``/streams?iri=`` as the API reads it
+    (``None``: none, or not an IRI: the application answers the error)."""
+    from urllib.parse import parse_qsl, urljoin
+
+    from linkstream.api.app import _SCHEME
+
+    path = scope["path"]
+    if path.startswith("/streams/"):
+        iri = path[len("/streams/") :]
+    elif path == "/streams":
+        iri = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))).get("iri", "")
+    else:
+        return None
+    iri = iri.strip()  # the server decoded the path already, as the application's route reads it
+    if iri.startswith("<") and iri.endswith(">"):
+        iri = iri[1:-1]
+    if not iri:
+        return None
+    return iri if _SCHEME.match(iri) else urljoin(base, iri)
 
 
 def create_service_app(

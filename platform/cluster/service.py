@@ -72,6 +72,7 @@ from typing import Any
 import httpx
 from kazoo.exceptions import KazooException, NoNodeError
 
+from linkstream.cluster.ingest import StreamIngest
 from linkstream.cluster.registration import QueriesMixin, registration_order
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
@@ -189,6 +190,8 @@ class ClusterService(QueriesMixin):
         self.client = self.security.kazoo(hosts, session_timeout)
         self.registry = QueryRegistry(self.client, root)
         self.layout = ClusterLayout(root)
+        #: per-stream owners: sequencing and hand-off of pushed elements (:mod:`~linkstream.cluster.ingest`)
+        self.ingest = StreamIngest(self)
         info = dict(meta or {})
         if api_url:
             info["api"] = api_url
@@ -256,6 +259,7 @@ class ClusterService(QueriesMixin):
         for th in self._threads:
             th.join(10)
         self.log.close()
+        self.ingest.close()
         try:
             self.coordinator.stop()
         finally:
@@ -557,6 +561,18 @@ class ClusterService(QueriesMixin):
     ) -> bool:
         return self._leader_live().push(stream, t, triples, timeout=timeout, key=key)
 
+    def push_elements(
+        self,
+        stream: str,
+        elements: Sequence[tuple[int, Any]],
+        *,
+        timeout: float | None = 60.0,
+        key: str | None = None,
+    ) -> tuple[list[bool], Exception | None]:
+        """One body of ``stream``, sequenced by the stream's owner (this coordinator: the proxy
+        forwarded the push here), applied by the leader (see :mod:`~linkstream.cluster.ingest`)."""
+        return self.ingest.push_elements(stream, elements, timeout=timeout, key=key)
+
     def sync(self, timeout: float | None = 60.0) -> None:
         """Waits until the pushes so far are durable in the shared ingest log (``--state-dir``;
         without one, until the leader's worker took them)."""
@@ -602,6 +618,7 @@ class ClusterService(QueriesMixin):
             "committed": self.log.committed,
             "followers": sorted(self.log.followers),
         }
+        out["ingest"] = self.ingest.status()
         return out
 
 

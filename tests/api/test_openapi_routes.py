@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 from linkstream.api.app import create_app
 from linkstream.api.openapi import openapi_schema
 from linkstream.api.server import build_live
+from linkstream.cluster.ingest import INGEST_PATH
 from linkstream.cluster.results import LOG_PATH
 
 Q = (
@@ -26,6 +27,7 @@ def test_every_route_is_in_the_schema_with_its_methods() -> None:
         path = re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)
         served.setdefault(path, set()).update(m.lower() for m in route.methods or () if m != "HEAD")
     served[LOG_PATH] = {"get"}  # every coordinator of run --zk (cluster/proxy.py)
+    served[INGEST_PATH] = {"post"}  # the leader of run --zk, for stream owners (cluster/proxy.py)
     paths = openapi_schema()["paths"]
     assert {p: set(ops) for p, ops in paths.items()} == served
 

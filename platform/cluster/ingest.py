@@ -1,0 +1,454 @@
+"""Per-stream ingest owners of ``run --zk`` (issue 15, item 3).
+
+Every stream has one **owner coordinator**, recorded in ZooKeeper as the ephemeral node
+``<root>/ingest/<hash of the IRI>`` (``{"stream", "owner", "api"}``).  The node is
+created by the first coordinator that must take a push of the stream and finds none:
+the live coordinator (with an API) that owns the fewest streams, ties broken by
+rendezvous hashing of the IRI and the coordinators' names, so a cluster's streams
+spread over its coordinators.  When the owner dies its session ends, the node goes,
+and the next push of the stream places it again on a live coordinator -- as tasks are
+placed, re-placed when their holder dies.  The node's creation ``zxid`` is the
+ownership's **epoch**: larger for every later owner.
+
+The owner **sequences** the stream: under one lock per stream it gives each element
+the next offset ``(epoch, n)`` (``n`` from 0 per epoch; the pair only grows), and
+hands the elements, in that order, to the leader's live engine -- itself when it
+leads, else in one ``POST /_cluster/ingest`` per request body (parsed terms as JSON:
+the leader does not parse N-Triples again).  The leader applies a stream's bodies in
+offset order, skips offsets it applied already (an owner's retry after a lost answer
+is not taken twice) and refuses an older epoch than the newest it has seen (a stale
+owner).  A push that reaches another coordinator is forwarded to the owner by
+:class:`~linkstream.cluster.proxy.LeaderProxy` (the leader forwards too, so one
+process sequences each stream).
+
+What stays on the leader: the live engine (event time, watermarks, ``--idle-ms``,
+late elements, report times) decides on every element and drives the ticks, so the
+answers and results are those of embedded ``run``.  Elements still pass through it to
+the containers' data plane (see ``docs/architecture.md``: owners sending to the
+subscribed containers directly is the next step).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import posixpath
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+
+from linkstream.rdf.eventtime import EventTimeError
+from linkstream.scheduler.layout import ClusterLayout, decode, encode
+
+if TYPE_CHECKING:
+    from linkstream.cluster.service import ClusterService
+
+logger = logging.getLogger(__name__)
+
+#: the leader's internal route for an owner's sequenced elements
+INGEST_PATH = "/_cluster/ingest"
+#: seconds an owner keeps retrying a body the leader could not take (no leader, connection lost)
+HANDOFF_S = 15.0
+#: seconds the leader waits for room in its input queue per element before answering "full"
+ROOM_S = 5.0
+
+
+class NotOwner(TimeoutError):
+    """Another coordinator owns the stream now (answered 503 with Retry-After: retry)."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The owner of one stream as its ZooKeeper node says."""
+
+    ident: str
+    url: str | None
+    epoch: int
+
+
+@dataclass
+class _Sequence:
+    """An owned stream: its epoch and the next offset (``lock`` orders its bodies)."""
+
+    epoch: int
+    next: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class _Applied:
+    """What the leader applied of one stream: the newest epoch and the next offset."""
+
+    epoch: int = -1
+    next: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def stream_key(iri: str) -> str:
+    """The ZooKeeper node name of a stream (IRIs may hold ``/``)."""
+    return hashlib.sha256(iri.encode("utf-8")).hexdigest()[:24]
+
+
+def rendezvous(iri: str, ident: str) -> int:
+    """Highest-random-weight score of ``ident`` for ``iri``."""
+    return int.from_bytes(hashlib.sha256(f"{iri}\n{ident}".encode()).digest()[:8], "big")
+
+
+class StreamOwners:
+    """Reads and claims the owner nodes of the streams (see the module docstring)."""
+
+    def __init__(self, client: Any, root: str, identifier: str, api_url: str | None) -> None:
+        self.client = client
+        self.identifier = identifier
+        self.api_url = api_url
+        self.path = posixpath.join(root, "ingest")
+        self.layout = ClusterLayout(root)
+        self._cache: dict[str, Owner | None] = {}
+        self._lock = threading.Lock()
+
+    def node(self, iri: str) -> str:
+        return posixpath.join(self.path, stream_key(iri))
+
+    def owner(self, iri: str) -> Owner | None:
+        """The stream's owner (cached; a watch on its node drops the cache entry)."""
+        with self._lock:
+            if iri in self._cache:
+                return self._cache[iri]
+
+        def changed(_event: object) -> None:
+            with self._lock:
+                self._cache.pop(iri, None)
+
+        try:
+            data, stat = self.client.get(self.node(iri), watch=changed)
+            doc = decode(data)
+            found: Owner | None = Owner(str(doc["owner"]), doc.get("api"), int(stat.czxid))
+        except NoNodeError:
+            # an exists-watch fires when the node is created
+            try:
+                if self.client.exists(self.node(iri), watch=changed) is not None:
+                    return self.owner(iri)
+            except KazooException:
+                return None
+            found = None
+        except (KazooException, ValueError, KeyError, TypeError):
+            return None  # not cached: asked again next time
+        with self._lock:
+            self._cache[iri] = found
+        return found
+
+    def coordinators(self) -> list[str]:
+        """The live coordinators that serve the API."""
+        out = []
+        try:
+            kids = self.client.get_children(self.layout.coordinators)
+        except (NoNodeError, KazooException):
+            return [self.identifier]
+        for ident in kids:
+            try:
+                data, _ = self.client.get(self.layout.coordinator(ident))
+                if decode(data).get("api"):
+                    out.append(ident)
+            except (NoNodeError, KazooException, ValueError):
+                continue
+        return out or [self.identifier]
+
+    def place(self, iri: str) -> str:
+        """Where an unowned stream goes: the coordinator owning fewest streams (rendezvous
+        hashing breaks ties)."""
+        live = self.coordinators()
+        load = dict.fromkeys(live, 0)
+        try:
+            for key in self.client.get_children(self.path):
+                try:
+                    data, _ = self.client.get(posixpath.join(self.path, key))
+                    who = decode(data).get("owner")
+                except (NoNodeError, ValueError):
+                    continue
+                if who in load:
+                    load[who] += 1
+        except NoNodeError:
+            pass
+        except KazooException:
+            logger.debug("cannot read the stream owners", exc_info=True)
+        return min(live, key=lambda c: (load[c], -rendezvous(iri, c)))
+
+    def claim(self, iri: str) -> Owner:
+        """This coordinator's ownership of ``iri``: its node, created if there is none.
+
+        Raises:
+            NotOwner: Another coordinator owns the stream (or ZooKeeper cannot say).
+        """
+        doc = {"stream": iri, "owner": self.identifier, "api": self.api_url}
+        for _ in range(3):
+            known = self.owner(iri)
+            if known is not None:
+                if known.ident != self.identifier:
+                    raise NotOwner(f"stream <{iri}> is owned by coordinator {known.ident}; retry")
+                return known
+            try:
+                self.client.ensure_path(self.path)
+                self.client.create(self.node(iri), encode(doc), ephemeral=True)
+                logger.info("%s: owns stream <%s>", self.identifier, iri)
+            except NodeExistsError:
+                pass
+            except KazooException as exc:
+                raise NotOwner(f"stream <{iri}>: no owner can be recorded ({exc}); retry") from None
+            with self._lock:
+                self._cache.pop(iri, None)
+        raise NotOwner(f"stream <{iri}>: ownership is changing; retry")
+
+    def all(self) -> dict[str, str]:
+        """``{stream: owner}`` of every owned stream."""
+        out = {}
+        try:
+            for key in self.client.get_children(self.path):
+                try:
+                    data, _ = self.client.get(posixpath.join(self.path, key))
+                    doc = decode(data)
+                    out[str(doc["stream"])] = str(doc["owner"])
+                except (NoNodeError, ValueError, KeyError):
+                    continue
+        except (NoNodeError, KazooException):
+            pass
+        return out
+
+
+class StreamIngest:
+    """A coordinator's part of the ingest: routing, sequencing owned streams, and (on the
+    leader) applying the owners' bodies."""
+
+    def __init__(self, service: ClusterService) -> None:
+        self.service = service
+        self.owners = StreamOwners(service.client, service.root, service.identifier, service.api_url)
+        self._seqs: dict[str, _Sequence] = {}
+        self._applied: dict[str, _Applied] = {}
+        self._lock = threading.Lock()
+        self._http: httpx.Client | None = None
+
+    # ------------------------------------------------------------------ routing
+
+    def route(self, iri: str) -> str | None:
+        """The API URL a push of ``iri`` must be forwarded to; ``None``: handle it here."""
+        own = self.owners.owner(iri)
+        if own is None:
+            winner = self.owners.place(iri)
+            if winner == self.service.identifier:
+                return None
+            try:
+                data, _ = self.service.client.get(self.service.layout.coordinator(winner))
+                url = decode(data).get("api")
+            except (NoNodeError, KazooException, ValueError):
+                return None
+            return str(url) if url else None
+        if own.ident == self.service.identifier or not own.url:
+            return None
+        return own.url
+
+    # ------------------------------------------------------------------ the owner
+
+    def _sequence(self, iri: str) -> _Sequence:
+        own = self.owners.claim(iri)
+        with self._lock:
+            seq = self._seqs.get(iri)
+            if seq is None or seq.epoch != own.epoch:
+                seq = self._seqs[iri] = _Sequence(own.epoch)
+            return seq
+
+    def push_elements(
+        self,
+        iri: str,
+        elements: Sequence[tuple[int, Any]],
+        *,
+        timeout: float | None = 60.0,
+        key: str | None = None,
+    ) -> tuple[list[bool], Exception | None]:
+        """Sequences one body of ``iri`` (this coordinator owns the stream, claiming it if
+        nobody does) and hands it to the leader's live engine.
+
+        Returns:
+            Per element applied, whether it was taken (``False``: late), and the error that
+            stopped the body (:class:`EventTimeError`, or :class:`TimeoutError` when the
+            leader's input queue stayed full), after which nothing was taken.
+
+        Raises:
+            NotOwner: Another coordinator owns the stream.
+            NotLeading: No leader took the body within :data:`HANDOFF_S` seconds.
+        """
+        seq = self._sequence(iri)
+        with seq.lock:
+            offset = seq.next
+            if self.service.leading() and self.service._ready.is_set():
+                flags, error = self.apply(
+                    iri, seq.epoch, offset, elements, key, owner=self.service.identifier
+                )
+            else:
+                flags, error = self._hand_off(iri, seq.epoch, offset, elements, key, timeout)
+            seq.next = offset + len(flags) + (1 if isinstance(error, EventTimeError) else 0)
+        return flags, error
+
+    def _client(self) -> httpx.Client:
+        if self._http is None:
+            token = self.service.peer_token
+            headers = {"Authorization": "Bearer " + token} if token else {}
+            self._http = httpx.Client(
+                headers=headers, timeout=httpx.Timeout(5.0, read=120.0), verify=self.service.peer_verify
+            )
+        return self._http
+
+    def _hand_off(
+        self,
+        iri: str,
+        epoch: int,
+        offset: int,
+        elements: Sequence[tuple[int, Any]],
+        key: str | None,
+        timeout: float | None,
+    ) -> tuple[list[bool], Exception | None]:
+        from linkstream.cluster.service import NotLeading
+
+        body = {
+            "stream": iri,
+            "owner": self.service.identifier,
+            "epoch": epoch,
+            "offset": offset,
+            "key": key,
+            "elements": [[int(t), [list(tr) for tr in triples]] for t, triples in elements],
+        }
+        deadline = time.monotonic() + HANDOFF_S
+        while True:
+            ident, url = self.service.leader()
+            if url and ident != self.service.identifier:
+                try:
+                    r = self._client().post(url.rstrip("/") + INGEST_PATH, json=body)
+                    if r.status_code == 200:
+                        return self._answer(r.json())
+                    if r.status_code == 409:  # a newer owner took the stream over
+                        raise NotOwner(r.json().get("error", f"stream <{iri}>: not the owner"))
+                    logger.debug("leader %s refused a body of <%s>: %s", ident, iri, r.text[:200])
+                except (httpx.HTTPError, ValueError) as exc:
+                    logger.debug("handing a body of <%s> to %s failed: %s", iri, url, exc)
+            if self.service.leading() and self.service._ready.is_set():  # we lead now
+                return self.apply(iri, epoch, offset, elements, key, owner=self.service.identifier)
+            self.service.forget_leader()
+            if time.monotonic() > deadline:
+                raise NotLeading("no leader takes the stream's elements; retry later")
+            time.sleep(0.1)
+
+    @staticmethod
+    def _answer(doc: dict[str, Any]) -> tuple[list[bool], Exception | None]:
+        flags = [bool(x) for x in doc.get("flags") or ()]
+        err = doc.get("error")
+        if not err:
+            return flags, None
+        if err.get("kind") == "time":
+            return flags, EventTimeError(str(err.get("message")), err.get("t"), str(err.get("reason")))
+        return flags, TimeoutError(str(err.get("message") or "the engine's input queue is full"))
+
+    # ------------------------------------------------------------------ the leader
+
+    def apply(
+        self,
+        iri: str,
+        epoch: int,
+        offset: int,
+        elements: Sequence[tuple[int, Any]],
+        key: str | None,
+        *,
+        owner: str,
+    ) -> tuple[list[bool], Exception | None]:
+        """The leader's side: pushes one sequenced body into the live engine, in offset order.
+
+        Raises:
+            NotOwner: ``epoch`` is older than one already seen for the stream.
+            NotLeading: This coordinator does not lead.
+        """
+        live = self.service._leader_live(wait=5.0)
+        with self._lock:
+            st = self._applied.setdefault(iri, _Applied())
+        try:
+            with st.lock:
+                return self._apply(live, st, iri, epoch, offset, elements, key, owner)
+        finally:
+            live.sync(timeout=60.0)  # --state-dir: answered once the leader's ingest log holds them
+
+    @staticmethod
+    def _apply(
+        live: Any,
+        st: _Applied,
+        iri: str,
+        epoch: int,
+        offset: int,
+        elements: Sequence[tuple[int, Any]],
+        key: str | None,
+        owner: str,
+    ) -> tuple[list[bool], Exception | None]:
+        if epoch < st.epoch:
+            raise NotOwner(f"stream <{iri}>: {owner} is no longer its owner")
+        if epoch > st.epoch:  # a new owner (or this leader's first body of the stream)
+            st.epoch, st.next = epoch, offset
+        flags: list[bool] = []
+        for k, (t, triples) in enumerate(elements):
+            n = offset + k
+            if n < st.next:  # applied before: the owner's retry after a lost answer
+                flags.append(True)
+                continue
+            kw = {} if key is None else {"key": "%s#%d" % (key, k)}
+            try:
+                ok = live.push(iri, t, [tuple(tr) for tr in triples], timeout=ROOM_S, **kw)
+            except EventTimeError as exc:
+                st.next = n + 1
+                return flags, exc
+            except TimeoutError as exc:
+                return flags, exc
+            flags.append(ok)
+            st.next = n + 1
+        return flags, None
+
+    def serve(self, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """``POST /_cluster/ingest`` on the leader: ``(status, JSON answer)``."""
+        from linkstream.cluster.service import NotLeading
+
+        try:
+            iri = str(doc["stream"])
+            elements = [(int(t), triples) for t, triples in doc["elements"]]
+            epoch, offset = int(doc["epoch"]), int(doc["offset"])
+            key = doc.get("key")
+            owner = str(doc.get("owner") or "?")
+        except (KeyError, TypeError, ValueError) as exc:
+            return 400, {"error": f"ingest body: {exc}"}
+        try:
+            flags, error = self.apply(iri, epoch, offset, elements, key, owner=owner)
+        except NotOwner as exc:
+            return 409, {"error": str(exc)}
+        except NotLeading as exc:
+            return 503, {"error": str(exc)}
+        out: dict[str, Any] = {"flags": flags, "error": None}
+        if isinstance(error, EventTimeError):
+            out["error"] = {"kind": "time", "message": str(error), "t": error.t, "reason": error.reason}
+        elif error is not None:
+            out["error"] = {"kind": "full", "message": str(error)}
+        return 200, out
+
+    def status(self) -> dict[str, Any]:
+        """Owned streams (epoch, next offset) and, on the leader, applied offsets."""
+        with self._lock:
+            owned = {iri: {"epoch": s.epoch, "offset": s.next} for iri, s in self._seqs.items()}
+            applied = {iri: {"epoch": a.epoch, "offset": a.next} for iri, a in self._applied.items()}
+        mine = {iri for iri, who in self.owners.all().items() if who == self.service.identifier}
+        return {
+            "owned": {iri: v for iri, v in owned.items() if iri in mine},
+            "applied": applied if self.service.leading() else {},
+        }
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+
+
+__all__ = ["INGEST_PATH", "NotOwner", "Owner", "StreamIngest", "StreamOwners", "stream_key"]
