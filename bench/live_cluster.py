@@ -329,7 +329,8 @@ def run_config(
         # drain: the report times of the pushes so far fire before the latency run starts
         last = max(t for rows in els.values() for t, _, _ in rows) + shift + 5_000
         t0 = time.perf_counter()
-        http.post(url + "/watermark", params={"t": str(last)}, timeout=600)
+        while http.post(url + "/watermark", params={"t": str(last)}, timeout=600).status_code == 503:
+            time.sleep(0.5)  # the engine did not answer within its own timeout: still draining
         res["drain_s"] = time.perf_counter() - t0
         time.sleep(1.0)
         shift += span + 10_000
