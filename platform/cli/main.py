@@ -83,6 +83,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return err("--parallelism must be at least 1")
     if args.store and (args.cluster or args.zk):
         return err("--store works for embedded replays; cluster containers load --static files")
+    if args.cluster:
+        from linkstream.cli.livereplay import cmd_replay_live, needs_driver
+
+        if not needs_driver(args):
+            return cmd_replay_live(args, log)
     if args.cluster or args.zk:
         from linkstream.cli.cluster import cmd_replay_cluster
 

@@ -16,8 +16,10 @@ Command line (``infra/local-cluster`` runs this module)::
     python -m linkstream.cluster.localcluster add N | remove ID [--dir DIR]
 
 Every coordinator serves the HTTP API (``linkstream coordinator`` is ``run --zk`` on a free
-loopback port); ``start`` prints their URLs with the other endpoints and, unless ``--detach``, stays in the foreground until
-Ctrl-C, then stops everything.
+loopback port); ``start`` (two coordinators unless ``--coordinators K``) prints their URLs
+and the API's admin token (``DIR/api-tokens.json``, given to every coordinator with
+``--tokens-file``; none with ``--insecure``) with the other endpoints and, unless
+``--detach``, stays in the foreground until Ctrl-C, then stops everything.
 
 With ``--store DIR`` (a store directory written by ``linkstream load``) ``start`` also
 starts ``--store-nodes M`` store nodes (default 1; ``linkstream store-node``, each holding
@@ -38,7 +40,6 @@ be private to it), else a fresh random one; other commands on the cluster read i
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -69,6 +70,7 @@ ZK_SCRIPT = REPO / "infra" / "zookeeper.sh"
 DEFAULT_DIR = LOCAL_CLUSTER_DIR
 STATE_FILE = "cluster.json"
 AUTH_FILE = "zk-auth"
+API_TOKENS_FILE = "api-tokens.json"
 
 
 def free_port() -> int:
@@ -128,6 +130,8 @@ class ClusterState:
     store: str = ""
     store_cache_mb: float = 0.0
     next_store_node: int = 1
+    api_tokens_file: str = ""
+    coordinator_args: list[str] = field(default_factory=list)
 
 
 class LocalCluster:
@@ -147,6 +151,12 @@ class LocalCluster:
             container reads static graphs from them (``--remote-store``).
         store_nodes: How many store nodes :meth:`start` starts with ``store``.
         cache_mb: The containers' ``--cache-mb`` with ``store`` (default: theirs).
+        api_token: Require a bearer token on the coordinators' HTTP API: :meth:`start`
+            writes one admin token to ``DIR/api-tokens.json`` (mode 0600, kept when the
+            directory is reused; :attr:`api_token` reads it) and starts every coordinator
+            with ``--tokens-file`` (ignored with ``insecure``).
+        coordinator_args: More ``run --zk`` flags for every coordinator this cluster starts
+            (``--static``, ``--base``, ``--idle-ms`` ...).
     """
 
     def __init__(
@@ -162,8 +172,11 @@ class LocalCluster:
         store: str | Path | None = None,
         store_nodes: int = 1,
         cache_mb: float | None = None,
+        api_token: bool = False,
+        coordinator_args: list[str] | None = None,
     ) -> None:
         self._zk_auth = zk_auth
+        self._api_token = api_token and not insecure
         self._store_nodes = store_nodes if store is not None else 0
         self.dir = Path(directory)
         self.python = python
@@ -171,6 +184,7 @@ class LocalCluster:
         if store is not None:
             self.state.store = str(Path(store).resolve())
             self.state.store_cache_mb = float(cache_mb or 0.0)
+        self.state.coordinator_args = list(coordinator_args or [])
         self._security: Security | None = None
         #: seconds to wait for ZooKeeper (one-shot commands set the shorter setting)
         self.connect_timeout = 30.0
@@ -206,7 +220,28 @@ class LocalCluster:
             return None
         return Path(self.state.zk_auth_file) if self.state.zk_auth_file else self.dir / AUTH_FILE
 
+    @property
+    def api_token(self) -> str | None:
+        """The secret of the coordinators' admin API token (``None``: the API is open)."""
+        if not self.state.api_tokens_file:
+            return None
+        doc = json.loads(Path(self.state.api_tokens_file).read_text(encoding="utf-8"))
+        return str(doc[0]["secret"])
+
+    def _ensure_api_token(self) -> None:
+        if not self._api_token:
+            return
+        path = self.dir / API_TOKENS_FILE
+        if not path.exists():
+            import secrets
+
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump([{"name": "admin", "scope": "admin", "secret": secrets.token_urlsafe(24)}], f)
+        self.state.api_tokens_file = str(path.resolve())
+
     def _ensure_credential(self) -> None:
+        self._ensure_api_token()
         path = self.auth_file
         if path is None:
             return
@@ -311,7 +346,9 @@ class LocalCluster:
         tick = min(1.0, self.state.session_timeout / 4)
         args = ["run", "--zk", self.hosts, "--id", name, "--root", self.state.root, "--port", "0"]
         args += ["--session-timeout", str(self.state.session_timeout), "--tick-interval", str(tick)]
-        args += ["--metrics-port", "0", *self.security_args(), *(extra or [])]
+        args += ["--metrics-port", "0", *self.security_args(), *self.state.coordinator_args, *(extra or [])]
+        if self.state.api_tokens_file:
+            args += ["--tokens-file", self.state.api_tokens_file]
         self._spawn(name, "coordinator", args)
         return name
 
@@ -580,103 +617,11 @@ def _terminate_all(pids: list[int], timeout: float) -> None:
             return
 
 
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``infra/local-cluster``."""
-    ap = argparse.ArgumentParser(
-        prog="local-cluster", description="Run a LinkStream cluster on this machine."
-    )
-    ap.add_argument("action", choices=["start", "stop", "status", "add", "remove"])
-    ap.add_argument("arg", nargs="?", help="number of containers (start, add) or container id (remove)")
-    ap.add_argument("--dir", default=str(DEFAULT_DIR), help="state and log directory (default %(default)s)")
-    ap.add_argument("--coordinators", type=int, default=1, help="coordinators to start (default 1)")
-    ap.add_argument("--capacity", type=int, default=16, help="query slots per container (default 16)")
-    ap.add_argument("--session-timeout", type=float, default=4.0, help="ZooKeeper session timeout (s)")
-    ap.add_argument("--detach", action="store_true", help="start in the background and return")
-    ap.add_argument(
-        "--insecure",
-        action="store_true",
-        help="start: no ZooKeeper credential, open ACLs, plaintext ZeroMQ (local experiments only)",
-    )
-    ap.add_argument(
-        "--store",
-        default=None,
-        metavar="DIR",
-        help="start: a store directory (linkstream load) served by store nodes; containers "
-        "read static graphs from them (--remote-store)",
-    )
-    ap.add_argument(
-        "--store-nodes",
-        type=int,
-        default=None,
-        metavar="M",
-        help="start: store nodes to run with --store, each holding every partition (default 1)",
-    )
-    ap.add_argument(
-        "--cache-mb",
-        type=float,
-        default=None,
-        metavar="MB",
-        help="start: each container's block cache of the store nodes' data (default the container's)",
-    )
-    args = ap.parse_args(argv)
-    if args.store_nodes is not None and (args.store is None or args.store_nodes < 1):
-        ap.error("--store-nodes needs --store DIR and a count >= 1")
-    if args.store is not None and not (Path(args.store) / "store.json").is_file():
-        ap.error(f"--store {args.store}: not a LinkStream store (no store.json)")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if args.action == "start":
-        cluster = LocalCluster(
-            args.dir,
-            session_timeout=args.session_timeout,
-            capacity=args.capacity,
-            insecure=args.insecure,
-            store=args.store,
-            store_nodes=args.store_nodes or 1,
-            cache_mb=args.cache_mb,
-        )
-        try:
-            cluster.start(int(args.arg or 3), args.coordinators)
-        except BaseException:
-            cluster.stop()
-            raise
-        print(cluster.describe(), flush=True)
-        for cid, url in sorted(cluster.api_urls(timeout=30).items()):
-            print(f"api: {url}  (coordinator {cid}; any coordinator answers)", flush=True)
-        print(
-            f"replay with: linkstream replay ... --zk {cluster.hosts} {' '.join(cluster.security_args())}",
-            flush=True,
-        )
-        if args.detach:
-            return 0
-        try:
-            signal.signal(signal.SIGTERM, _interrupt)
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            print("stopping", flush=True)
-        finally:
-            cluster.stop()
-        return 0
-    try:
-        cluster = LocalCluster.load(args.dir)
-    except FileNotFoundError:
-        print(f"no local cluster recorded in {args.dir}", file=sys.stderr)
-        return 1
-    if args.action == "stop":
-        cluster.stop()
-    elif args.action == "status":
-        print(cluster.describe())
-    elif args.action == "add":
-        print(" ".join(cluster.add_containers(int(args.arg or 1))))
-    elif args.action == "remove":
-        if not args.arg:
-            ap.error("remove needs a container id")
-        cluster.remove_container(args.arg)
-    return 0
+    """Entry point of ``infra/local-cluster`` (:mod:`linkstream.cluster.localcluster_cli`)."""
+    from linkstream.cluster.localcluster_cli import main as run
+
+    return run(argv)
 
 
 if __name__ == "__main__":

@@ -177,7 +177,8 @@ class RemoteEngine:
             return
         cluster.close()
         try:
-            if self.run_node.get() == cluster.spec:
+            node = self.run_node.get()  # it may name the last query still: compare the run's id
+            if node is not None and node.id == cluster.spec.id:
                 self.run_node.release()
         except KazooException:
             logger.warning("cannot release the live run node", exc_info=True)

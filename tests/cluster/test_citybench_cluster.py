@@ -6,6 +6,11 @@ query: the 31 light queries over their 11 streams for the first ``LIGHT_REPORTS`
 times, then the 6 heavy ones (Q8, Q10_5, Q10_8 of both dialects, thousands of rows per
 report) for ``HEAVY_REPORTS``.  Each replay's result file must equal the embedded replay
 of the same arguments under ``compare_results.py`` (SEMANTICS.md §6).
+
+Each group is replayed twice on the cluster: by the replay driver (``replay --zk``) and
+as a client of the cluster's live service (what ``replay --cluster N`` runs,
+:func:`linkstream.cluster.apireplay.replay_through_api`: the queries registered in one
+batch on the coordinator's API, the files pushed over HTTP, the results read back).
 """
 
 from __future__ import annotations
@@ -16,8 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from linkstream.api.client import Client
 from linkstream.cli import main as cli_main
+from linkstream.cluster.apireplay import replay_through_api
 from linkstream.cluster.localcluster import LocalCluster
+from linkstream.engine.embedded import Engine, RegisteredQuery
+from linkstream.query.continuous import parse_continuous
 from tests.shared_paths import load_tool, shared_or_skip
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -47,6 +56,40 @@ def replay_args(shared: Path, queries: list[dict], base: str, tmp: Path, max_rep
     for iri, path in statics.items():
         args += ["--static", f"{iri}={path}" if iri else path]
     return args
+
+
+def service_flags(shared: Path, queries: list[dict], base: str) -> list[str]:
+    """``run --zk`` flags of a coordinator that serves replays of ``queries``: their static
+    graphs, the base, and streams that never go idle (the replay client sets watermarks)."""
+    statics: dict[str | None, str] = {}
+    for q in queries:
+        for s in q["statics"]:
+            statics[s["iri"]] = str(shared / s["path"])
+    flags = ["--idle-ms", "0", "--base", base, "--default-step", "1000"]
+    for iri, path in statics.items():
+        flags += ["--static", f"{iri}={path}" if iri else path]
+    return flags
+
+
+def api_replay(
+    service: LocalCluster, args: list[str], base: str, out: Path, max_reports: int
+) -> dict[str, int]:
+    """The replay of ``args`` (queries and streams) through the live service of ``service``."""
+    (url,) = service.api_urls(timeout=30).values()
+    scratch = Engine(default_step=1000)
+    queries: list[RegisteredQuery] = []
+    streams: list[tuple[str, str]] = []
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag == "--query":
+            cq = parse_continuous(Path(value).read_text(), default_name=Path(value).stem, base=base)
+            queries.append(scratch.register(cq))
+        elif flag == "--stream":
+            iri, path = value.split("=", 1)
+            streams.append((iri, path))
+    with Client(url) as client, open(out, "w", encoding="utf-8") as f:
+        result = replay_through_api(client, queries, streams, f, max_reports=max_reports)
+    assert sorted(result.containers) == ["oc-1", "oc-2", "oc-3"]
+    return result.reports
 
 
 def rows_by_query(path: Path) -> dict[str, int]:
@@ -95,5 +138,23 @@ def test_every_citybench_query_on_three_containers_equals_embedded(
             rows = rows_by_query(got)
             empty = sorted(q["id"] for q in group if q["name"] not in ALWAYS_EMPTY and not rows.get(q["id"]))
             assert not empty, f"{label}: no rows for {empty}"
+            # The same replay as a client of a live service (replay --cluster N).  Its report
+            # times only grow, so each group gets a service of its own (another cluster root).
+            service = LocalCluster(
+                tmp_path / f"service-{label}",
+                zk=f"{zk_server}{zk_chroot}",
+                session_timeout=SESSION_S,
+                capacity=32,
+                coordinator_args=service_flags(shared, group, base),
+            )
+            service.state.root = f"/service-{label}"
+            try:
+                service.start(3, 1)
+                live = work / "service.jsonl"
+                reports = api_replay(service, args, base, live, max_reports)
+            finally:
+                service.stop()
+            assert compare([str(expected), str(live)]) == 0, f"{label} (service): {capsys.readouterr().out}"
+            assert reports == {q["id"]: max_reports for q in group}
     finally:
         cluster.stop()

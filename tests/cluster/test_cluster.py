@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -374,6 +375,18 @@ def test_local_cluster_script_and_commands(workload: Workload, tmp_path: Path, c
     try:
         assert started.returncode == 0, started.stderr
         assert "zookeeper: 127.0.0.1:" in started.stdout and "oc-2" in started.stdout
+        # two coordinators serve the API, which takes the printed admin token
+        urls = [ln.split()[1] for ln in started.stdout.splitlines() if ln.startswith("api: ")]
+        tokens = [ln.split()[1] for ln in started.stdout.splitlines() if ln.startswith("token: ")]
+        assert len(urls) == 2 and len(tokens) == 1, started.stdout
+        for url in urls:
+            request = urllib.request.Request(url + "/queries")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 401
+            request.add_header("Authorization", "Bearer " + tokens[0])
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert json.loads(answer.read()) == {"queries": []}
         capsys.readouterr()
         assert cli_main(["containers", "add", "1", "--dir", str(state)]) == 0
         assert capsys.readouterr().out.split() == ["oc-3"]
@@ -393,7 +406,12 @@ def test_local_cluster_script_and_commands(workload: Workload, tmp_path: Path, c
     assert stopped.returncode == 0, stopped.stderr
     cluster = LocalCluster.load(state)
     assert not any(pid_alive(p.pid) for p in cluster.state.processes.values())
-    # The same workload through a throw-away local cluster of two containers.
-    out = tmp_path / "cluster.jsonl"
-    assert cli_main(["replay", *workload.args, "--cluster", "2", "--out", str(out)]) == 0
+    # The same workload through a throw-away local cluster of two containers, as a client of
+    # its live service (registered in one batch, pushed over HTTP, results read back).
+    out, stats = tmp_path / "cluster.jsonl", tmp_path / "stats.json"
+    argv = ["replay", *workload.args, "--cluster", "2", "--out", str(out), "--stats", str(stats)]
+    assert cli_main(argv) == 0
     compare(workload.expected, out, capsys)
+    body = json.loads(stats.read_text())
+    assert body["path"] == "api" and sorted(body["containers"]) == ["oc-1", "oc-2"]
+    assert sorted(body["reports"]) == sorted(QUERY_IDS)

@@ -1,0 +1,151 @@
+"""``linkstream replay --cluster N``: a local cluster's live service replays the files.
+
+The replay starts a throw-away local cluster (ZooKeeper, one coordinator serving the HTTP
+API, N operator containers; secure unless ``--insecure``, with an API token of its own)
+and is a client of its API (:func:`linkstream.cluster.apireplay.replay_through_api`):
+the queries are registered in one batch, the files pushed through ``POST /streams`` and
+the results read from ``GET /queries/{name}/results.jsonl`` -- the same ingest and result
+path as ``linkstream run --zk``.  ``--lateness``, ``--placement operators``, ``--route
+broadcast`` and ``--no-affinity`` are rules of the replay driver
+(:mod:`linkstream.cluster.replay`, what ``replay --zk`` runs): with one of them
+``--cluster N`` runs that driver on the local cluster instead (:func:`needs_driver`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+
+#: a coordinator serving a replay keeps every stream from holding back reports (the
+#: client merges the files by time and sets the watermarks) and its results for a day
+_COORDINATOR_FLAGS = ["--idle-ms", "0", "--results-retention", "86400", "--log-level", "warning"]
+
+
+def needs_driver(args: argparse.Namespace) -> bool:
+    """Whether ``replay --cluster`` needs the replay driver (its options are not the service's)."""
+    return bool(
+        getattr(args, "placement", "queries") != "queries"
+        or getattr(args, "route", "streams") != "streams"
+        or getattr(args, "no_affinity", False)
+        or (args.lateness or 0) > 0
+    )
+
+
+def cmd_replay_live(args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    """``linkstream replay --cluster N`` through the live service of a local cluster."""
+    from linkstream.api.client import Client
+    from linkstream.cli.args import err, split_binding, stream_bindings
+    from linkstream.cluster.apireplay import ApiReplayError, replay_through_api
+    from linkstream.cluster.localcluster import LocalCluster
+    from linkstream.engine.embedded import Engine
+    from linkstream.query.continuous import parse_continuous
+    from linkstream.query.errors import QueryError
+    from linkstream.rdf.dictionary import open_dictionary
+    from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS
+
+    flags = [*_COORDINATOR_FLAGS, "--base", args.base, "--default-step", str(args.default_step)]
+    for arg in args.static:
+        iri, path = split_binding(arg, args.base)
+        if not os.path.exists(path):
+            return err(f"static graph file {path!r} does not exist")
+        flags += ["--static", f"{iri}={os.path.abspath(path)}" if iri else os.path.abspath(path)]
+    streams = stream_bindings(args.stream, args.base)
+    if isinstance(streams, str):
+        return err(streams)
+    scratch = Engine(default_step=args.default_step, log_fn=lambda _msg: None)
+    queries = []
+    for path in args.query:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            stem = os.path.splitext(os.path.basename(path))[0]
+            cq = parse_continuous(text, default_name=stem, base=args.base, source=path)
+            queries.append(scratch.register(cq))  # errors as in embedded mode, before any cluster starts
+        except (OSError, UnicodeDecodeError) as e:
+            return err(f"cannot read query {path}: {e}")
+        except QueryError as e:
+            msg = str(e)
+            return err(msg if msg.startswith(path) else f"{path}: {msg}")
+    if len({q.name for q in queries}) != len(queries):
+        return err("query names must be unique in a cluster replay")
+    try:
+        dictionary = open_dictionary(args.dictionary)
+    except (ValueError, OSError) as e:
+        return err(str(e))
+    cluster = LocalCluster(
+        tempfile.mkdtemp(prefix="linkstream-cluster-"),
+        capacity=max(16, len(queries)),  # room for every query even on one container
+        insecure=args.insecure,
+        api_token=True,
+        coordinator_args=flags,
+    )
+    out = None
+    done = False
+    try:
+        try:
+            cluster.start(args.cluster, 1)
+            urls = cluster.api_urls(timeout=30)
+        except (RuntimeError, TimeoutError) as e:
+            return err(f"local cluster did not start: {e} (logs in {cluster.dir})")
+        if not urls:
+            return err(f"local cluster did not start: no coordinator serves the API (logs in {cluster.dir})")
+        url = sorted(urls.values())[0]
+        if not args.quiet:
+            log(cluster.describe())
+            log(f"api: {url}")
+        out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout
+        with Client(url, token=cluster.api_token, timeout=max(60.0, args.answer_timeout)) as client:
+            result = replay_through_api(
+                client,
+                queries,
+                streams,
+                out,
+                token=cluster.api_token,
+                dictionary=dictionary,
+                max_reports=args.max_reports,
+                max_time_jump_ms=getattr(args, "max_time_jump", DEFAULT_MAX_TIME_JUMP_MS),
+                log=log,
+                result_timeout=max(60.0, args.answer_timeout),
+            )
+            containers = result.containers
+        done = True
+    except ApiReplayError as e:
+        return err(f"{e} (logs in {cluster.dir})")
+    finally:
+        if out is not None and out is not sys.stdout:
+            out.close()
+        cluster.stop()
+        if done:  # else its logs say what went wrong
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+        dictionary.close()
+    res = result.replay
+    rate = res.triples / res.seconds if res.seconds > 0 else 0.0
+    if not args.quiet or args.stats:
+        log(
+            f"replayed {res.triples} triples in {res.elements} elements in {res.seconds:.2f}s "
+            f"({rate:,.0f} triples/s) through the API of a local cluster of {len(containers)} container(s): "
+            f"{result.requests} requests, {res.rows} result rows"
+        )
+    if args.stats and args.stats != "-":
+        with open(args.stats, "w", encoding="utf-8") as f:
+            body = {
+                "triples": res.triples,
+                "elements": res.elements,
+                "seconds": res.seconds,
+                "triples_per_s": rate,
+                "rows": res.rows,
+                "path": "api",
+                "containers": containers,
+                "requests": result.requests,
+                "chunks": result.chunks,
+                "body_bytes": result.body_bytes,
+                "reports": result.reports,
+                "lost": [],
+            }
+            json.dump(body, f, indent=1)
+    return 0
