@@ -574,9 +574,9 @@ class ClusterEngine:
                         out[name] = result.lines[name]
                     else:
                         owed[name] = (cid, "the container did not hold the query")
-            for cid in [x for x in waiting if self._dead(x)]:
+            for cid in [x for x in waiting if self._dead(x) or self._restarted(x)]:
                 for name in waiting.pop(cid):
-                    owed[name] = (cid, "the container died")
+                    owed[name] = (cid, "the container died or restarted")
             if waiting and time.monotonic() > deadline:
                 for cid, names in waiting.items():
                     for name in names:
@@ -589,6 +589,7 @@ class ClusterEngine:
                 self.pump(0.02)
         self._results.pop(seq, None)
         if owed:
+            self._await_live_peer()
             redone = self.recovery.recompute(
                 seq, {n: cid for n, (cid, _) in owed.items()}, self.reads, self.owner_in_zookeeper
             )
@@ -598,6 +599,25 @@ class ClusterEngine:
                 else:
                     self._lose(name, c, cid, f"{reason}; no live container recomputed it")
         return out
+
+    def _restarted(self, cid: str) -> bool:
+        """Whether ``cid`` said hello again (its session expired: it restarted its run)."""
+        return any(isinstance(m, Hello) and m.container == cid for m in self._control)
+
+    def _await_live_peer(self) -> None:
+        """Admits restarted containers now if no other one could recompute the tick.
+
+        After a ZooKeeper outage longer than the sessions every container restarts its run
+        at once; the tick waits (up to the answer timeout) for one of them to say hello
+        again and admits it mid-tick, synced at this tick, so that it can recompute it.
+        """
+        deadline = time.monotonic() + self.answer_timeout
+        while time.monotonic() < deadline:
+            if any(isinstance(m, Hello) for m in self._control):
+                self.admit()
+            if any(not (self._dead(c) or self._restarted(c)) for c in self._peers):
+                return
+            self.pump(0.05)
 
     def _lose(self, name: str, c: int, cid: str | None, reason: str) -> None:
         self.lost.append(Lost(name, c, cid, reason))

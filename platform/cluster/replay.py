@@ -282,8 +282,11 @@ def replay_on_cluster(
         reads = tuple(w.stream for w in cq.windows) if affinity and route == "streams" else ()
         task = TaskSpec(task_id(cq.name), colocate_with=plan_key(cq), stateful=True, streams=reads)
         submissions.append(RunQuery(task, cq.name, cq.text, cq.dialect))
+    keep: Callable[[], None] | None = None
     try:
         run_node.open(spec, submissions)
+        # After a ZooKeeper outage longer than the session the run node is published again.
+        keep = run_node.keep_across_expiry(lambda: spec if engine is None else engine.spec)
         engine = ClusterEngine(
             client,
             spec,
@@ -328,6 +331,8 @@ def replay_on_cluster(
             engine.duplicates,
         )
     finally:
+        if keep is not None:
+            keep()
         if engine is not None:
             engine.close()
         if run_node.get() == spec:

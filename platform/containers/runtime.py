@@ -92,7 +92,7 @@ from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.load import LoadReporter
 from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
-from linkstream.scheduler.runs import RunNode, RunSpec
+from linkstream.scheduler.runs import RunNode, RunSpec, VanishedRun
 from linkstream.store.remote import DEFAULT_CACHE_BYTES, RemoteStore, RemoteStoreError
 
 logger = logging.getLogger(__name__)
@@ -191,6 +191,7 @@ class ContainerRuntime(StateMigration):
         self._rebuild: set[str] = set()  # moved here, but its state came before its streams
         self._drain: str | None = None
         self.results_sent = 0
+        self._vanished = VanishedRun(self._client, root, max(10.0, 3 * session_timeout))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -339,6 +340,8 @@ class ContainerRuntime(StateMigration):
             if kind == "assign":
                 self._assigned = dict(payload)
             elif kind == "run":
+                if payload is None and self._run is not None and self._vanished.hold(self._run):
+                    continue  # its driver may publish it again (a ZooKeeper outage)
                 self._set_run(payload)
             elif kind == "lost":
                 # The coordinator took this container for dead and the driver dropped it:
@@ -352,6 +355,9 @@ class ContainerRuntime(StateMigration):
                 self._drain = payload
                 if payload:
                     logger.info("container %s: drain %s", self.id, payload)
+        if self._vanished.over():
+            self._set_run(None)  # its driver did not come back
+            changed = True
         if changed:
             self._reconcile()
             self.metrics.tasks.set(len(self._assigned))
@@ -377,6 +383,7 @@ class ContainerRuntime(StateMigration):
         logger.warning("%s: key not republished within %gs; rejoining anyway", self.id, timeout)
 
     def _set_run(self, spec: RunSpec | None) -> None:
+        self._vanished.clear()
         if spec is not None and spec.id == self._run_id:
             if spec != self._run and self._replica is not None:
                 # A live service's run grows: new queries and streams (same indexes for old ones).

@@ -6,7 +6,10 @@ files every container loads (same order, same blank-node prefixes as the embedde
 replay, so each container builds the same static graphs), the replayed streams and
 their retention horizons.  The node lives exactly as long as the driver's ZooKeeper
 session, so containers that watch it (:meth:`RunNode.watch`) drop a run whose driver
-died.  Creating it fails while another replay runs: one driver per cluster at a time.
+died (at once when they hold none of its tasks, else after a grace period: a driver whose
+session expired in a ZooKeeper outage publishes its run again under its new session,
+:meth:`RunNode.keep_across_expiry`).  Creating it fails while another replay runs: one
+driver per cluster at a time.
 
 The queries of a run are ordinary registry records (:mod:`.registry`) whose metadata
 names the run; their tasks are ordinary assignment entries (:mod:`.assignment`).
@@ -15,11 +18,13 @@ names the run; their tasks are ordinary assignment entries (:mod:`.assignment`).
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
@@ -188,18 +193,56 @@ class RunNode:
             table.submit(q.task)
 
     def close(self, spec: RunSpec) -> None:
-        """Ends the run and withdraws its queries (logs, never raises, on ZooKeeper errors)."""
+        """Withdraws the run's queries, then ends it (logs, never raises, on ZooKeeper errors).
+
+        The tasks go first: a container that sees the run node go while it still holds
+        tasks of the run keeps the run for a while (its driver's session may have expired
+        in a ZooKeeper outage: :meth:`keep_across_expiry`), one that holds none ends it.
+        """
         table, registry = (
             AssignmentTable(self.client, self.layout.root),
             QueryRegistry(self.client, self.layout.root),
         )
         try:
-            self.release()
             for task in spec.queries:
                 table.withdraw(task)
                 registry.unregister(task)
+            self.release()
         except KazooException:
             logger.warning("could not clean up run %s in ZooKeeper", spec.id, exc_info=True)
+
+    def keep_across_expiry(self, current: Callable[[], RunSpec | None]) -> Callable[[], None]:
+        """Publishes the run again after this session expired; returns what stops that.
+
+        A ZooKeeper outage longer than the session timeout (or a driver cut off from
+        ZooKeeper that long) ends the session and with it the ephemeral run node.  Once
+        the client is connected again under a new session, ``current()`` (the run as it is
+        now; ``None`` when it is over) is claimed again, so the containers, which keep a
+        run whose node vanished while they hold its tasks, carry on with it.
+        """
+        lost = threading.Event()
+
+        def reclaim() -> None:
+            spec = current()
+            if spec is None:
+                return
+            try:
+                self.claim(spec)
+                logger.warning("ZooKeeper session expired; run %s published again", spec.id)
+            except RunActiveError as exc:
+                logger.error("cannot publish run %s again: %s", spec.id, exc)
+            except KazooException as exc:
+                logger.error("cannot publish run %s again: %s", spec.id, exc)
+
+        def on_state(state: str) -> None:  # kazoo's connection thread: never block here
+            if state == KazooState.LOST:
+                lost.set()
+            elif state == KazooState.CONNECTED and lost.is_set():
+                lost.clear()
+                self.client.handler.spawn(reclaim)
+
+        self.client.add_listener(on_state)
+        return lambda: self.client.remove_listener(on_state)
 
     def update(self, spec: RunSpec) -> None:
         """Publishes a newer description of this session's run (a live service grows its run)."""
@@ -238,3 +281,49 @@ class RunNode:
             callback(spec)
 
         return DataWatch(self.client, self.path, on_data)
+
+
+class VanishedRun:
+    """A container's view of a run whose node vanished while its tasks are still submitted.
+
+    A driver that ends its run withdraws the tasks first (:meth:`RunNode.close`), so a run
+    node that goes while they remain means the driver died or its session expired; in a
+    ZooKeeper outage it publishes the run again (:meth:`RunNode.keep_across_expiry`), so
+    the container keeps the run for ``grace`` seconds rather than dropping its state.
+
+    Args:
+        client: The container's kazoo client.
+        root: Cluster root inside the chroot.
+        grace: Seconds to keep a vanished run.
+    """
+
+    def __init__(self, client: KazooClient, root: str, grace: float) -> None:
+        self.client = client
+        self.layout = ClusterLayout(root)
+        self.grace = grace
+        self.since: float | None = None
+
+    def hold(self, spec: RunSpec) -> bool:
+        """The node of ``spec`` vanished: whether to keep the run for now."""
+        if self.since is None:
+            try:
+                remain = bool(set(self.client.get_children(self.layout.tasks)) & set(spec.queries))
+            except NoNodeError:
+                remain = False
+            except KazooException:
+                remain = True  # cannot tell: keep it
+            if not remain:
+                return False
+            self.since = time.monotonic()
+            logger.warning(
+                "run %s vanished with its tasks submitted; kept %gs for its driver", spec.id, self.grace
+            )
+        return True
+
+    def over(self) -> bool:
+        """Whether a kept run's grace has run out (the caller ends the run)."""
+        return self.since is not None and time.monotonic() > self.since + self.grace
+
+    def clear(self) -> None:
+        """The run changed or came back."""
+        self.since = None

@@ -1,0 +1,124 @@
+"""ZooKeeper down for longer than every session's timeout during a cluster replay: nothing lost.
+
+The cluster's own ZooKeeper (TLS) is killed with SIGKILL mid-replay and started again
+on the same port and data directory after an outage of three session timeouts of every
+process (containers, coordinator, the replay's driver).  ZooKeeper restores the sessions
+from its data directory and expires those whose client does not come back within the
+timeout: every process reconnects within a fraction of it (kazoo's pause between
+attempts is capped, :func:`linkstream.scheduler.zkclient.reconnect_retry`; uncapped it
+reaches seconds after such an outage and sessions expired at random).  The driver's
+session is then expired on purpose, as a longer outage would: its ephemeral run node
+goes, the containers keep the run they hold tasks of, and the driver publishes the run
+again under its new session (:meth:`linkstream.scheduler.runs.RunNode.keep_across_expiry`).
+The data plane does not need ZooKeeper, so the replay's output equals the embedded replay
+line for line: 0 lost, 0 duplicated.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.exceptions import KazooException
+
+from linkstream.cluster.localcluster import LocalCluster
+from linkstream.cluster.replay import ClusterEngine, replay_on_cluster
+from linkstream.scheduler.runs import RunNode
+from linkstream.scheduler.zkclient import make_client
+from tests.cluster.test_failover import (  # noqa: F401 - workload is a fixture
+    MAX_REPORTS,
+    Workload,
+    _restart_zookeeper,
+    lost_and_duplicated,
+    workload,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
+
+SESSION_S = 2.0
+DOWN_S = 3 * SESSION_S
+
+
+def _expire(cluster: LocalCluster, client_id: tuple[int, bytes]) -> None:
+    """Ends the session ``client_id`` on the server (ZooKeeper's own tests' way: a second
+    client joins the session and closes it); its owner is told SESSION_EXPIRED."""
+    security = cluster.security
+    other = make_client(cluster.hosts, security.zk_auth, SESSION_S, security.zk_tls, client_id=client_id)
+    other.start(timeout=10)
+    other.stop()
+    other.close()
+
+
+@pytest.mark.slow  # about 25 s: its own ZooKeeper (TLS), down for 6 s
+def test_a_zookeeper_outage_longer_than_the_sessions_loses_nothing(
+    workload: Workload,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    cluster = LocalCluster(tmp_path / "own-zk", session_timeout=SESSION_S)
+    engines: list[ClusterEngine] = []
+    outages: list[threading.Thread] = []
+    marks: dict[str, float] = {}
+    runs: list[str | None] = []
+
+    def outage() -> None:
+        driver = engines[0].client
+        marks["down"] = time.monotonic()
+        _restart_zookeeper(cluster, DOWN_S)
+        marks["up"] = time.monotonic()
+        _expire(cluster, driver.client_id)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                spec = RunNode(driver, cluster.state.root).get()
+            except KazooException:  # the driver's session expired: not connected again yet
+                spec = None
+            if spec is not None:
+                runs.append(spec.id)
+                marks["republished"] = time.monotonic()
+                return
+            time.sleep(0.05)
+
+    def on_tick(seq: int, _c: int) -> None:
+        if seq == 6:
+            outages.append(threading.Thread(target=outage, daemon=True))
+            outages[0].start()
+        elif seq > 6 and outages and outages[0].is_alive():
+            time.sleep(0.3)  # the replay goes on (slowly) while ZooKeeper is away
+
+    try:
+        cluster.start(3, 1)
+        out = tmp_path / "cluster.jsonl"
+        with open(out, "w", encoding="utf-8") as f:
+            result = replay_on_cluster(
+                cluster.hosts,
+                workload.queries,
+                workload.streams,
+                workload.statics,
+                f,
+                base=workload.base,
+                max_reports=MAX_REPORTS,
+                answer_timeout=20.0,
+                session_timeout=SESSION_S,
+                security=cluster.security,
+                on_tick=on_tick,
+                on_start=engines.append,
+            )
+        assert outages and not outages[0].is_alive(), "ZooKeeper was not back before the replay ended"
+        assert runs == [result.run_id]  # the same run, published again under a new session
+        assert result.lost == [] and result.duplicates == 0
+        assert lost_and_duplicated(workload.expected, out) == (0, 0)
+        deadline = time.monotonic() + 20
+        while cluster.members() != {"oc-1", "oc-2", "oc-3"}:
+            assert time.monotonic() < deadline, f"members after the restart: {cluster.members()}"
+            time.sleep(0.2)
+        logs = {n: Path(r.log).read_text() for n, r in cluster.state.processes.items() if n != "zookeeper"}
+        print(
+            f"\nZooKeeper down {marks['up'] - marks['down']:.2f} s (sessions {SESSION_S:g} s); run published "
+            f"again {marks['republished'] - marks['up']:.2f} s after it was back; sessions expired: "
+            f"{sorted(n for n, text in logs.items() if 'Session has expired' in text)} and the driver's; "
+            f"{len(result.recovered)} reports recomputed"
+        )
+    finally:
+        cluster.stop()
