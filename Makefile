@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 SHARED ?= ../shared
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test lint typecheck format bench clean system-deps
+.PHONY: venv demo cluster-demo test lint typecheck format bench clean system-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ system-deps:
 
 demo: venv
 	$(VENV)/bin/linkstream demo
+
+# the same demo through the HTTP API of a local cluster (ZooKeeper, 2 coordinators, 3 containers)
+cluster-demo: venv
+	$(VENV)/bin/linkstream demo --cluster 3
 
 # import-linter finds the package by name: a symlink gives platform/ its installed name
 LAYERS_PATH := build/layers

@@ -20,10 +20,54 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from linkstream.cluster.localcluster import LocalCluster
 
 #: a coordinator serving a replay keeps every stream from holding back reports (the
 #: client merges the files by time and sets the watermarks) and its results for a day
 _COORDINATOR_FLAGS = ["--idle-ms", "0", "--results-retention", "86400", "--log-level", "warning"]
+
+
+def start_service(
+    containers: int,
+    flags: list[str],
+    *,
+    coordinators: int = 1,
+    insecure: bool = False,
+    capacity: int = 16,
+    prefix: str = "linkstream-cluster-",
+) -> tuple[LocalCluster, str] | str:
+    """A throw-away local cluster whose coordinators run with ``flags`` and the URL of its
+    leader's API (the URL of any coordinator if none leads yet), or one line saying why not
+    (its processes are stopped then, their logs kept)."""
+    from linkstream.api.client import ApiError, Client
+    from linkstream.cluster.localcluster import LocalCluster
+
+    cluster = LocalCluster(
+        tempfile.mkdtemp(prefix=prefix),
+        capacity=capacity,
+        insecure=insecure,
+        api_token=True,
+        coordinator_args=[*_COORDINATOR_FLAGS, *flags],
+    )
+    try:
+        cluster.start(containers, coordinators)
+        urls = cluster.api_urls(timeout=30)
+    except (RuntimeError, TimeoutError) as e:
+        cluster.stop()
+        return f"local cluster did not start: {e} (logs in {cluster.dir})"
+    if not urls:
+        cluster.stop()
+        return f"local cluster did not start: no coordinator serves the API (logs in {cluster.dir})"
+    url = sorted(urls.values())[0]
+    try:
+        with Client(url, token=cluster.api_token, timeout=10.0) as client:
+            url = str(client.status().get("leader_api") or url)  # pushes then skip a forwarding hop
+    except (ApiError, OSError, ValueError):
+        pass
+    return cluster, url
 
 
 def needs_driver(args: argparse.Namespace) -> bool:
@@ -41,14 +85,13 @@ def cmd_replay_live(args: argparse.Namespace, log: Callable[[str], None]) -> int
     from linkstream.api.client import Client
     from linkstream.cli.args import err, split_binding, stream_bindings
     from linkstream.cluster.apireplay import ApiReplayError, replay_through_api
-    from linkstream.cluster.localcluster import LocalCluster
     from linkstream.engine.embedded import Engine
     from linkstream.query.continuous import parse_continuous
     from linkstream.query.errors import QueryError
     from linkstream.rdf.dictionary import open_dictionary
     from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS
 
-    flags = [*_COORDINATOR_FLAGS, "--base", args.base, "--default-step", str(args.default_step)]
+    flags = ["--base", args.base, "--default-step", str(args.default_step)]
     for arg in args.static:
         iri, path = split_binding(arg, args.base)
         if not os.path.exists(path):
@@ -77,24 +120,15 @@ def cmd_replay_live(args: argparse.Namespace, log: Callable[[str], None]) -> int
         dictionary = open_dictionary(args.dictionary)
     except (ValueError, OSError) as e:
         return err(str(e))
-    cluster = LocalCluster(
-        tempfile.mkdtemp(prefix="linkstream-cluster-"),
-        capacity=max(16, len(queries)),  # room for every query even on one container
-        insecure=args.insecure,
-        api_token=True,
-        coordinator_args=flags,
-    )
+    # room for every query even on one container; the scheduler still spreads them
+    started = start_service(args.cluster, flags, insecure=args.insecure, capacity=max(16, len(queries)))
+    if isinstance(started, str):
+        dictionary.close()
+        return err(started)
+    cluster, url = started
     out = None
     done = False
     try:
-        try:
-            cluster.start(args.cluster, 1)
-            urls = cluster.api_urls(timeout=30)
-        except (RuntimeError, TimeoutError) as e:
-            return err(f"local cluster did not start: {e} (logs in {cluster.dir})")
-        if not urls:
-            return err(f"local cluster did not start: no coordinator serves the API (logs in {cluster.dir})")
-        url = sorted(urls.values())[0]
         if not args.quiet:
             log(cluster.describe())
             log(f"api: {url}")

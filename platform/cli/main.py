@@ -306,6 +306,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "--data", default=None, help="folder with the demo data (default: examples/citybench)"
         )
         dp.add_argument("--rows", type=int, default=3, help="result rows to print per query (default 3)")
+        dp.add_argument(
+            "--cluster",
+            type=int,
+            default=None,
+            metavar="N",
+            help="run it through the HTTP API of a local cluster (ZooKeeper, 2 coordinators, N containers)",
+        )
         dp.set_defaults(func=cmd_demo)
     if want("service"):
         from linkstream.cli.service import add_parsers  # run, restore, queries add|ls|rm
