@@ -293,6 +293,7 @@ def run_config(
     *,
     push: bool,
     pid: int,
+    container_pid: int | None = None,
 ) -> dict:
     import httpx
 
@@ -318,6 +319,7 @@ def run_config(
         )
         shift = 0
         spy = profile(args, pid, label)
+        spy_c = None if container_pid is None else profile(args, container_pid, label + " container")
         dt, tr = push_batches(http, urls, els, args.batch, shift)
         res["batch_push_s"], res["batch_triples"] = dt, tr
         res["batch_triples_per_s"] = tr / dt
@@ -352,6 +354,8 @@ def run_config(
         flush=True,
     )
     res["profile"] = profile_summary(spy, label, args)
+    if spy_c is not None:
+        res["container_profile"] = profile_summary(spy_c, label + " container", args)
     return res
 
 
@@ -428,7 +432,16 @@ def main(argv: list[str] | None = None) -> int:
                     names = [cluster.start_coordinator(extra) for _ in range(args.coordinators)]
                     urls = leader_first(cluster, names)
                     leader = next(nm for nm in names if cluster.api_urls()[nm] == urls[0])
-                    res = run_config(label, urls, args, els, qs, push=push, pid=cluster.pid(leader))
+                    res = run_config(
+                        label,
+                        urls,
+                        args,
+                        els,
+                        qs,
+                        push=push,
+                        pid=cluster.pid(leader),
+                        container_pid=cluster.pid(cluster.names("container")[0]),
+                    )
                     results.append({**res, "n": n, "tag": args.tag})
                 finally:
                     cluster.stop()
