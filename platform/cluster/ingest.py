@@ -142,6 +142,11 @@ class StreamOwners:
             self._cache[iri] = found
         return found
 
+    def forget(self, iri: str) -> None:
+        """Drops the cached owner of ``iri`` (read again from ZooKeeper next time)."""
+        with self._lock:
+            self._cache.pop(iri, None)
+
     def coordinators(self) -> list[str]:
         """The live coordinators that serve the API."""
         out = []
@@ -329,6 +334,7 @@ class StreamIngest:
                     if r.status_code == 200:
                         return self._answer(r.json())
                     if r.status_code == 409:  # a newer owner took the stream over
+                        self.owners.forget(iri)
                         raise NotOwner(r.json().get("error", f"stream <{iri}>: not the owner"))
                     logger.debug("leader %s refused a body of <%s>: %s", ident, iri, r.text[:200])
                 except (httpx.HTTPError, ValueError) as exc:
