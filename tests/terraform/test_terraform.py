@@ -12,6 +12,7 @@ templates write is one the code reads (``platform/config.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -153,7 +154,9 @@ def test_settings_in_the_node_templates_are_read_by_the_code():
     )
     assert config.api.token == "t" and config.checkpoints.uri == "s3://b/checkpoints"
     assert config.cluster.zk_auth == "u:p"
-    assert "upcoming checkpoint" in template  # nothing writes checkpoints yet: say so where it is set
+    # the coordinators here keep no --state-dir: say who reads the checkpoint location
+    assert "run --state-dir" in template and "restore" in template
+    assert "upcoming checkpoint" not in template and "nothing writes checkpoints" not in template
     # containers advertise what they bind: never the wildcard address
     container = _resources("aws_launch_template")["container"]["user_data"]
     assert "--bind tcp://$PRIVATE_IP:*" in container and "0.0.0.0" not in container
@@ -169,6 +172,40 @@ def test_settings_in_the_node_templates_are_read_by_the_code():
         "--autoscale-driver aws --group ${aws_autoscaling_group.containers.name} --hook drain" in coordinator
     )
     assert "--id $INSTANCE_ID" in container
+
+
+def _set_variables() -> dict[str, str]:
+    """Every ``LINKSTREAM_*`` variable a file under terraform/ sets (shell ``NAME=``, a
+    ``printf 'NAME=%s'``, a systemd ``Environment=NAME=``, an HCL ``NAME = ``): name -> file."""
+    found: dict[str, str] = {}
+    for f in sorted(TF_DIR.rglob("*")):
+        if f.suffix not in (".tf", ".tftpl", ".sh", ".hcl", ".tfvars", ".example") or "/tests/" in str(f):
+            continue
+        for name in re.findall(r"\b(LINKSTREAM_[A-Z0-9_]+)\s*=", f.read_text()):
+            found.setdefault(name, f.name)
+    return found
+
+
+def test_every_variable_terraform_sets_is_a_setting_the_code_reads():
+    from linkstream import config
+
+    found = _set_variables()
+    assert found, "no LINKSTREAM_* variable found: the scan is broken"
+    sections = {f.name: f.type for f in dataclasses.fields(config.Config)}
+    for name, where in found.items():
+        full = config.ALIASES.get(name, name)
+        rest = full.removeprefix(config.ENV_PREFIX).lower()
+        section = next((s for s in sections if rest.startswith(s + "_")), None)
+        assert section is not None, f"{where}: {name} names no section of platform/config.py"
+        key = rest[len(section) + 1 :]
+        cls = getattr(config, str(sections[section]).rsplit(".", 1)[-1])
+        assert key in {f.name for f in dataclasses.fields(cls)}, (
+            f"{where}: {name} names no [{section}] setting"
+        )
+        # and load() takes it from the environment (a sample value of the field's type)
+        sample = "7" if cls.__dataclass_fields__[key].type in ("int", "float", "float | None") else "x:y"
+        got = getattr(getattr(load_config(env={name: sample}), section), key)
+        assert str(got) in (sample, "7.0"), f"{where}: {name} is not read from the environment"
 
 
 def test_every_node_reads_the_zookeeper_credential_from_its_own_parameter():
