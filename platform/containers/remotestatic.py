@@ -12,9 +12,11 @@ dictionary of its own for static terms:
   static triple at all: the engine's graphs get this object as their *static source*
   (:mod:`linkstream.operators.static_probe`) and its joins look up, per delta, the
   distinct join keys in the store's indexes -- neighbour lists read by blocks through
-  the remote store's bounded LRU block cache (:meth:`RemoteStatics.lookup`); window
-  triples already in the static graph are found the same way (:meth:`RemoteStatics.contains`).
-  The static bytes a container holds are then the block cache only.
+  the remote store's bounded LRU block cache (:meth:`RemoteStatics.lookup`); a lookup
+  of a few keys is also remembered by request in the store's result cache (an eighth of
+  the same bound: windows slide, the same keys come back); window triples already in the
+  static graph are found the same way (:meth:`RemoteStatics.contains`).  The static bytes
+  a container holds are then the cache only, within its bound (``--cache-mb``).
 * **Triples.** For the other queries (property paths explore the graph with operators that
   read graph contents), when a query is registered, :meth:`RemoteStatics.ensure` collects every
   triple pattern of its algebra (BGPs, EXISTS / MINUS / OPTIONAL parts, the IRIs of
@@ -28,7 +30,7 @@ dictionary of its own for static terms:
 
 The bytes involved are reported by :meth:`RemoteStatics.stats`: the engine's static
 arrays (the pattern-relevant subgraph of the queries with paths, else none) and the
-remote store's block cache.
+remote store's caches (blocks and lookup results).
 """
 
 from __future__ import annotations
@@ -47,10 +49,14 @@ from linkstream.engine.oneshot.store import QueryDictionary
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.expressions import from_rdflib
 from linkstream.rdf.dictionary import Dictionary
+from linkstream.store.persistent import PersistentSnapshot
 from linkstream.store.remote import RemoteStore
 
 log = logging.getLogger(__name__)
 
+
+#: lookups of at most this many keys are remembered (by request) in the result cache
+MEMO_KEYS = 64
 
 #: a triple pattern over term strings (``None`` = variable)
 TermPattern = tuple[str | None, str | None, str | None]
@@ -171,6 +177,11 @@ class RemoteStatics:
         if missing:
             log.warning("static graphs %s are not in the remote store; treated as empty", missing)
         self._held = held
+        #: subject-hash partitions of the served graphs (``linkstream load``: ``s % P``)
+        self._nparts = max(1, int(store.advertisement.partitions_total))
+        #: (graph, predicate) -> whether the graph has the predicate at all (a few ints:
+        #: patterns of stream-only predicates then skip the graph without a read)
+        self._has_pred: dict[tuple[str | None, int], bool] = {}
         self._fetched: set[TermPattern] = set()
         #: triples read from the store (pattern matches, before deduplication)
         self.fetched_triples = 0
@@ -189,36 +200,80 @@ class RemoteStatics:
     ) -> np.ndarray:
         """The distinct triples of the merge of ``graphs`` whose subject (``pos=0``) or
         object (``pos=2``) is in ``keys`` (``pos=None``: any), with predicate ``p``
-        (``None``: any): neighbour lists of the keys, batched, through the block cache."""
+        (``None``: any): neighbour lists of the keys, batched, through the block cache
+        (and the result cache for lookups of at most ``MEMO_KEYS`` keys)."""
+        self.lookups += 1
+        memo: tuple | None = None
+        if keys is None or len(keys) <= MEMO_KEYS:
+            kb = b"" if keys is None else np.ascontiguousarray(keys, dtype=np.int64).tobytes()
+            memo = (graphs, pos, p, kb)
+            got = self.store.results.get(memo)
+            if got is not None:
+                self.looked_up += len(got)
+                return got
         snap = self.store.snapshot()
-        parts = []
+        parts: list[np.ndarray] = []
+        hit = 0  # graphs that gave triples (the merge of several is deduplicated)
         for g in graphs:
-            if g not in self._held:
+            n = len(parts)
+            if g not in self._held or (p is not None and not self._graph_has(snap, g, p)):
                 continue
             if pos is None or keys is None:
                 t = snap.match(g, None, p, None)
-            else:
-                rows, preds, nbrs = snap.neighbours(g, keys, p, "out" if pos == 0 else "in")
-                t = np.empty((len(rows), 3), dtype=np.int64)
-                t[:, pos] = keys[rows]
-                t[:, 1] = preds
-                t[:, 2 - pos] = nbrs
-            if len(t):
-                parts.append(t)
-        self.lookups += 1
+                if len(t):
+                    parts.append(t)
+                continue
+            indexes = snap.partitions(g)
+            # a subject lives in partition s % P: an out-lookup reads only the keys' partitions
+            route = pos == 0 and len(indexes) == self._nparts > 1
+            home = keys % self._nparts if route else None
+            for k, ix in enumerate(indexes):
+                kk = keys if home is None else keys[home == k]
+                if not len(kk) or not ix.size:
+                    continue
+                rows, preds, nbrs = ix.neighbours(kk, p, "out" if pos == 0 else "in")
+                if len(rows):
+                    t = np.empty((len(rows), 3), dtype=np.int64)
+                    t[:, pos] = kk[rows]
+                    t[:, 1] = preds
+                    t[:, 2 - pos] = nbrs
+                    parts.append(t)
+            hit += len(parts) > n
         if not parts:
-            return np.empty((0, 3), dtype=np.int64)
-        out = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts), axis=0)
+            out = np.empty((0, 3), dtype=np.int64)
+        else:
+            out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            if hit > 1:
+                out = np.unique(out, axis=0)
+        if memo is not None:
+            self.store.results.put(memo, out, len(memo[3]))
         self.looked_up += len(out)
         return out
+
+    def _graph_has(self, snap: PersistentSnapshot, g: str | None, p: int) -> bool:
+        got = self._has_pred.get((g, p))
+        if got is None:
+            got = self._has_pred[(g, p)] = snap.cardinality(g, p) > 0
+        return got
 
     def contains(self, graphs: tuple[str | None, ...], triples: np.ndarray) -> np.ndarray:
         """Boolean mask: which rows of an ``(n, 3)`` array are in the merge of ``graphs``."""
         snap = self.store.snapshot()
         found = np.zeros(len(triples), dtype=bool)
+        if not len(triples):
+            return found
+        home = triples[:, 0] % self._nparts
         for g in graphs:
-            if g in self._held and len(triples):
+            if g not in self._held:
+                continue
+            indexes = snap.partitions(g)
+            if len(indexes) != self._nparts:
                 found |= snap.contains(g, triples)
+                continue
+            for k, ix in enumerate(indexes):  # a triple lives in its subject's partition
+                rows = np.flatnonzero(home == k)
+                if len(rows) and ix.size:
+                    found[rows] |= ix.contains(triples[rows])
         return found
 
     def ensure(self, cqs: Sequence[ContinuousQuery]) -> dict[str | None, np.ndarray]:
@@ -257,11 +312,14 @@ class RemoteStatics:
 
     def stats(self) -> dict[str, int]:
         c = self.store.cache.stats()
+        r = self.store.results
         return {
-            "cache_bytes": c["bytes"],
-            "cache_capacity": c["capacity"],
+            # the blocks of the store's indexes and the lookup results: one bound
+            "cache_bytes": c["bytes"] + r.bytes,
+            "cache_capacity": c["capacity"] + r.capacity,
             "read_bytes": c["read_bytes"],
-            "cache_evictions": c["evictions"],
+            "cache_evictions": c["evictions"] + r.evictions,
+            "result_hits": r.hits,
             "private_terms": self.dictionary.private_terms,
             "failovers": self.store.failovers,
             "lookups": self.lookups,
@@ -273,9 +331,13 @@ class StaticGauges:
     """Container metrics of the static data a replica holds (see :meth:`RunReplica.static_stats`).
 
     * ``linkstream_static_engine_bytes``: bytes of static triples the engine holds (whole
-      graphs when loaded from files; the pattern-relevant triples with ``--remote-store``);
-    * ``linkstream_static_cache_bytes``: bytes in the remote store's block cache;
-    * ``linkstream_static_remote_read_bytes``: bytes read from store nodes so far.
+      graphs when loaded from files; with ``--remote-store`` none, or the pattern-relevant
+      triples of queries with property paths);
+    * ``linkstream_static_cache_bytes``: bytes in the remote store's caches (at most
+      ``linkstream_static_cache_capacity_bytes``);
+    * ``linkstream_static_remote_read_bytes``: bytes read from store nodes so far;
+    * ``linkstream_static_cache_evictions`` and ``linkstream_static_lookups``: blocks
+      evicted from the cache, and lookups the joins made, so far.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -286,7 +348,7 @@ class StaticGauges:
         )
         self.cache = Gauge(
             "linkstream_static_cache_bytes",
-            "Bytes of remote store blocks cached by the container",
+            "Bytes of remote store blocks and lookup results cached by the container",
             registry=registry,
         )
         self.read = Gauge(
@@ -294,11 +356,29 @@ class StaticGauges:
             "Bytes the container read from store nodes",
             registry=registry,
         )
+        self.capacity = Gauge(
+            "linkstream_static_cache_capacity_bytes",
+            "Bound of the container's cache of remote store blocks and lookup results",
+            registry=registry,
+        )
+        self.evictions = Gauge(
+            "linkstream_static_cache_evictions",
+            "Remote store blocks evicted from the container's cache so far",
+            registry=registry,
+        )
+        self.lookups = Gauge(
+            "linkstream_static_lookups",
+            "Static lookups (neighbour lists of a delta's keys) the container's joins made so far",
+            registry=registry,
+        )
 
     def update(self, stats: dict[str, int | str]) -> None:
         self.engine.set(int(stats.get("engine_static_bytes", 0)))
         self.cache.set(int(stats.get("cache_bytes", 0)))
         self.read.set(int(stats.get("read_bytes", 0)))
+        self.capacity.set(int(stats.get("cache_capacity", 0)))
+        self.evictions.set(int(stats.get("cache_evictions", 0)))
+        self.lookups.set(int(stats.get("lookups", 0)))
 
 
 __all__ = ["OverlayDictionary", "RemoteStatics", "StaticGauges", "has_paths", "query_patterns"]

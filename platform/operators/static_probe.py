@@ -86,6 +86,8 @@ class StaticPart:
         """``cur`` joined with the pattern's static matches (SPARQL compatibility)."""
         pos: int | None = None
         keys: np.ndarray | None = None
+        key_var: str | None = None
+        col = None
         for i in (0, 2):
             kind, v = self.slots[i]
             if kind == "const":
@@ -94,20 +96,58 @@ class StaticPart:
             if v in cur.vars:
                 col = cur.col(str(v))
                 if len(col) and col.all():  # (an unbound value is compatible with every node)
-                    pos, keys = i, np.unique(col)
+                    pos, keys, key_var = i, np.unique(col), str(v)
                     break
         triples = self.source.lookup(self.graphs, pos, keys, self.p)
         self.probes += 1
         self.triples += len(triples)
         if not len(triples):
             return Batch.empty(_join_vars(cur.vars, self.vars))
+        found = self._mappings(triples)
+        if key_var is not None and col is not None:
+            return _key_join(cur, col, found, key_var)
         rel = Relation(self.vars)
-        rel.apply(self._mappings(triples))
+        rel.apply(found)
         return rel.join(cur)
 
 
 def _join_vars(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return a + tuple(v for v in b if v not in a)
+
+
+def _key_join(cur: Batch, key: np.ndarray, found: Batch, var: str) -> Batch:
+    """``cur`` joined with ``found`` (distinct mappings, count 1) on ``var``, bound in every
+    row of both (``key``: ``cur``'s column of it); the other shared variables must be
+    compatible (equal, or unbound in ``cur``: then ``found`` binds them).  Sort-merge:
+    one ``searchsorted`` per side, no index build."""
+    out_vars = _join_vars(cur.vars, found.vars)
+    fk = found.col(var)
+    order = np.argsort(fk, kind="stable")
+    fk = fk[order]
+    lo = np.searchsorted(fk, key, "left")
+    n = np.searchsorted(fk, key, "right") - lo
+    total = int(n.sum())
+    if not total:
+        return Batch.empty(out_vars)
+    li = np.repeat(np.arange(len(key), dtype=np.int64), n)
+    rj = order[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(total, dtype=np.int64)]
+    cols = np.empty((len(out_vars), total), dtype=np.int64)
+    keep = None
+    for k, v in enumerate(out_vars):
+        if v in cur.vars:
+            c = cur.cols[cur.vars.index(v)][li]
+            if v != var and v in found.vars:
+                f = found.cols[found.vars.index(v)][rj]
+                ok = (c == f) | (c == 0)
+                keep = ok if keep is None else keep & ok
+                c = np.where(c == 0, f, c)
+            cols[k] = c
+        else:
+            cols[k] = found.cols[found.vars.index(v)][rj]
+    counts = cur.counts[li]
+    if keep is not None and not keep.all():
+        return Batch(out_vars, cols[:, keep], counts[keep])
+    return Batch(out_vars, cols, counts)
 
 
 def static_part_of(child: Operator) -> StaticPart | None:

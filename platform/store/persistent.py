@@ -149,6 +149,10 @@ class PersistentSnapshot:
         """Triples of ``graph`` with predicate ``p`` (all if ``None``)."""
         return sum(ix.cardinality(p) for ix in self._parts(graph))
 
+    def partitions(self, graph: str | None) -> tuple[GraphIndex, ...]:
+        """The indexes whose union is ``graph`` (a remote store's: its partitions, in order)."""
+        return self._parts(graph)
+
     def contains(self, graph: str | None, triples: np.ndarray) -> np.ndarray:
         """Boolean mask: which rows of an ``(n, 3)`` array are triples of ``graph``."""
         t = np.asarray(triples, dtype=np.int64).reshape(-1, 3)

@@ -59,6 +59,8 @@ READ_TIMEOUT_S = 2.0
 #: seconds a node that failed a read is skipped (unless its znode vanishes first)
 RETRY_DEAD_S = 5.0
 DEFAULT_CACHE_BYTES = 64 << 20
+#: the lookup-result cache takes this fraction (1/n) of a remote store's cache bound
+RESULTS_SHARE = 8
 #: arrays up to this size are read whole (see RemoteStore)
 WHOLE_BYTES = 256 << 10
 
@@ -122,6 +124,54 @@ class BlockCache:
             "evictions": self.evictions,
             "read_bytes": self.read_bytes,
         }
+
+
+class ResultCache:
+    """LRU of lookup results (read-only arrays keyed by the request), bounded by bytes.
+
+    An entry costs its array's bytes plus its key's and a fixed overhead, so empty results
+    count too.  Thread-safe.  See :class:`RemoteStore` (``results``) and
+    :meth:`linkstream.containers.remotestatic.RemoteStatics.lookup`.
+    """
+
+    OVERHEAD = 96
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = int(capacity)
+        self._items: OrderedDict[tuple, tuple[np.ndarray, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def get(self, key: tuple) -> np.ndarray | None:
+        with self._lock:
+            got = self._items.get(key)
+            if got is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return got[0]
+
+    def put(self, key: tuple, value: np.ndarray, key_bytes: int = 0) -> None:
+        value.flags.writeable = False
+        cost = value.nbytes + key_bytes + self.OVERHEAD
+        with self._lock:
+            if cost > self.capacity or key in self._items:
+                return
+            self._items[key] = (value, cost)
+            self.bytes += cost
+            while self.bytes > self.capacity:
+                _, (_, old) = self._items.popitem(last=False)
+                self.bytes -= old
+                self.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.bytes = 0
 
 
 class RemoteArray:
@@ -351,7 +401,8 @@ class RemoteStore:
         client: A started kazoo client (:mod:`linkstream.scheduler.zkclient`); the nodes
             under ``<root>/storenodes`` are followed with a children watch.
         root: The cluster root.
-        cache_bytes: Capacity of the block cache.
+        cache_bytes: Bound of the bytes cached: the block cache, and one ``RESULTS_SHARE``-th
+            of it for :attr:`results` (lookup results of static joins).
         whole_bytes: Arrays up to this size are read and cached as one piece (one cache
             entry, no block bookkeeping per lookup); larger ones by blocks.
         prefer: Force one transport (``"shm"``, ``"tcp"``; benchmarks and tests).
@@ -381,7 +432,9 @@ class RemoteStore:
         if dictionary_via not in ("auto", "node"):
             raise ValueError(f"dictionary_via must be 'auto' or 'node', got {dictionary_via!r}")
         self.dictionary_via = dictionary_via
-        self.cache = BlockCache(cache_bytes)
+        #: lookup results of the static joins of a ``--remote-store`` container
+        self.results = ResultCache(int(cache_bytes) // RESULTS_SHARE)
+        self.cache = BlockCache(int(cache_bytes) - self.results.capacity)
         self.whole_bytes = min(int(whole_bytes), self.cache.capacity // 8)
         self.prefer = prefer
         self._nodes: dict[str, _Node] = {}
@@ -619,6 +672,7 @@ def advertisements_from(client: Any, root: str = "/linkstream") -> list[Advertis
 __all__ = [
     "BlockCache",
     "RemoteArray",
+    "ResultCache",
     "RemoteStore",
     "RemoteStoreError",
     "advertisements_from",
