@@ -16,13 +16,18 @@ The summary gives recovery p50 / p99 and the replay time with a kill relative to
 replay without one on the same cluster (measured first, the peer of this run).
 
     python bench/cluster_kills.py [--kills 20] [--seed 1] [--max-reports 60] [--elements 120]
-                                  [--session-timeout 2] [--live]
+                                  [--session-timeout 2] [--live] [--kill container|leader]
 
 ``--live`` does the same to the live service instead (``linkstream run --zk``: one
 coordinator, three containers): each round registers the queries of ``tests/api``'s
 CityBench slice under fresh names on the cluster and on an embedded server, pushes the
 slice over HTTP (shifted in time per round) to both while a random container holding a
 query is killed at a random element, and compares the JSON Lines results read back.
+
+``--kill leader`` kills the leader coordinator of the live service instead (two coordinators
+on a shared ``--state-dir``, three containers; see ``bench/leader_kills.py``): lost and
+duplicated lines, recovery to the first push the new leader takes and to the first new
+result, p50 / p99, and a round with a kill relative to a round without one.
 
 Needs the shared CityBench corpus (``../shared`` or ``LINKSTREAM_SHARED``) and a ZooKeeper
 install (``infra/zookeeper.sh``).  Raw figures go to ``bench/results/cluster_kills.json``.
@@ -345,6 +350,50 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
     return runs, extra
 
 
+def leader_main(a: argparse.Namespace, rng: random.Random) -> int:
+    """``--kill leader``: :func:`bench.leader_kills.leader_rounds`, summary and JSON."""
+    sys.path.insert(0, str(REPO))
+    from bench.leader_kills import leader_rounds
+    from tests.api.corpus import REPO_GRAPH, build_corpus
+
+    def go(tmp: Path) -> tuple[list[dict], dict]:
+        corpus = build_corpus(shared_dir(), tmp)
+        if corpus is None:
+            raise SystemExit("no CityBench data")
+        return leader_rounds(a, rng, tmp, corpus, REPO_GRAPH)
+
+    if a.dir:
+        Path(a.dir).mkdir(parents=True, exist_ok=True)
+        runs, extra = go(Path(a.dir))
+    else:
+        with tempfile.TemporaryDirectory(prefix="cluster-kills-leader-") as d:
+            runs, extra = go(Path(d))
+    bad = [
+        r for r in runs if r["lost_lines"] or r["duplicated_lines"] or not r["killed"] or r["reader_errors"]
+    ]
+    summary = {
+        "kills": len(runs),
+        "runs_with_loss_or_duplicates": len(bad),
+        "lost_lines": sum(r["lost_lines"] for r in runs),
+        "duplicated_lines": sum(r["duplicated_lines"] for r in runs),
+        "lines": sum(r["lines"] for r in runs),
+        "retried_pushes": sum(r["retried_pushes"] for r in runs),
+        **extra,
+    }
+    ratio = summary["round_with_kill_vs_without"]
+    print(
+        f"{summary['kills']} leader kills during pushes: {summary['lost_lines']} of {summary['lines']} lines "
+        f"lost, {summary['duplicated_lines']} duplicated ({len(bad)} bad rounds); first push taken by the new "
+        f"leader p50 {fmt(extra['ingest_recovery_p50_s'])} s p99 {fmt(extra['ingest_recovery_p99_s'])} s; "
+        f"first new result p50 {fmt(extra['results_recovery_p50_s'])} s p99 {fmt(extra['results_recovery_p99_s'])} s; "
+        f"a round with a kill {fmt(ratio)}x the round without one"
+    )
+    out = Path(a.out or REPO / "bench" / "results" / "cluster_kills_leader.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))
+    return 1 if bad else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kills", type=int, default=20)
@@ -354,6 +403,13 @@ def main() -> int:
     ap.add_argument("--session-timeout", type=float, default=2.0)
     ap.add_argument("--live", action="store_true", help="kill during pushes to the live service")
     ap.add_argument(
+        "--kill",
+        choices=("container", "leader"),
+        default="container",
+        help="leader: kill -9 the leader coordinator of the live service (two coordinators on a "
+        "shared --state-dir) instead of a container (see bench/leader_kills.py)",
+    )
+    ap.add_argument(
         "--dir", default=None, help="--live: work directory to keep (logs); default a temporary one"
     )
     ap.add_argument(
@@ -361,6 +417,8 @@ def main() -> int:
     )
     a = ap.parse_args()
     rng = random.Random(a.seed)
+    if a.kill == "leader":
+        return leader_main(a, rng)
     if a.live:
         if a.dir:  # kept for a look at the processes' logs
             Path(a.dir).mkdir(parents=True, exist_ok=True)

@@ -404,9 +404,12 @@ class StreamIngest:
             if n < st.next:  # applied before: the owner's retry after a lost answer
                 flags.append(True)
                 continue
-            kw = {} if key is None else {"key": "%s#%d" % (key, k)}
+            # The element's idempotency key: the client's, else its (epoch, offset), which names
+            # it for good -- an owner's retry after the leader died is not taken twice by the
+            # next leader either (the keys are in the durable ingest log it replays).
+            ek = "~%d.%d" % (epoch, n) if key is None else "%s#%d" % (key, k)
             try:
-                ok = live.push(iri, t, [tuple(tr) for tr in triples], timeout=ROOM_S, **kw)
+                ok = live.push(iri, t, [tuple(tr) for tr in triples], timeout=ROOM_S, key=ek)
             except EventTimeError as exc:
                 st.next = n + 1
                 return flags, exc

@@ -109,6 +109,24 @@ def token_id(authorization: str | None) -> str | None:
     return "tok-" + hashlib.sha256(authorization.encode("utf-8")).hexdigest()[:12]
 
 
+def stale_registrations(records: Sequence[Any], registered: set[str]) -> set[int]:
+    """Sequence numbers of the log's (un)registrations a new leader passes over: every one of
+    a query the registry no longer holds (its containers could not load it: they read query
+    texts from the registry), and all but the last registration of one it holds."""
+    last: dict[str, int] = {}
+    for rec in records:
+        if rec.kind == "register":
+            last[rec.header["name"]] = rec.seq
+        elif rec.kind == "unregister":
+            last.pop(rec.header["name"], None)
+    return {
+        rec.seq
+        for rec in records
+        if rec.kind in ("register", "unregister")
+        and (rec.header["name"] not in registered or last.get(rec.header["name"]) != rec.seq)
+    }
+
+
 class _Defaults:
     def __init__(self, default_step: int) -> None:
         self.default_step = default_step
@@ -423,7 +441,8 @@ class ClusterService(QueriesMixin):
                 time.sleep(0.1)
         t0 = time.perf_counter()
         try:
-            n = live.recover(ingest, timeout=max(120.0, 4 * self.ready_timeout))
+            skip = stale_registrations(ingest.pending_records(), set(self._records()))
+            n = live.recover(ingest, timeout=max(120.0, 4 * self.ready_timeout), skip=skip)
         except BaseException:
             ingest.close()
             raise

@@ -215,6 +215,10 @@ class IngestLog:
                 s = rec.header["s"]
                 self._offsets[s] = max(self._offsets.get(s, 0), int(rec.header["o"]) + 1)
 
+    def pending_records(self) -> list[LogRecord]:
+        """The records found at open that :meth:`records` has not handed out (a look ahead)."""
+        return list(self._recovered)
+
     def records(self) -> Iterator[LogRecord]:
         """The records found at open, in order (once: they are released as they go)."""
         recs, self._recovered = self._recovered, []

@@ -10,7 +10,7 @@ API, checking that none is missing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from linkstream.engine.live.ingestlog import LogRecord, decode_triples
@@ -59,9 +59,11 @@ def replay_records(
     covered: int,
     where: str,
     timeout: float | None = None,
+    skip: Collection[int] = (),
 ) -> tuple[int, int]:
     """Feeds ``live`` the records after ``covered``, in order; returns how many and the last
-    sequence number (``covered`` if none).
+    sequence number (``covered`` if none).  Records numbered in ``skip`` are passed over
+    (the cluster leader's replay: registrations of queries gone since).
 
     Raises:
         CheckpointError: The first record after ``covered`` is not ``covered + 1``, or the
@@ -80,6 +82,8 @@ def replay_records(
             )
         n += 1
         last = rec.seq
+        if rec.seq in skip:
+            continue
         h = rec.header
         try:
             if rec.kind == "push":

@@ -344,6 +344,7 @@ class LiveEngine(LiveWorker):
         ingest_log: IngestLog,
         timeout: float | None = None,
         checkpoints: CheckpointStore | None = None,
+        skip: Collection[int] = (),
     ) -> int:
         """Restores the latest checkpoint, replays the rest of ``ingest_log`` through the
         engine, in order, then logs every input to it.
@@ -368,7 +369,7 @@ class LiveEngine(LiveWorker):
             self.restored_checkpoint = ck
             if ck is not None:
                 ingest_log.resume_after(covered, dict(ck.meta.get("offsets") or {}))
-        n, _ = replay_records(self, ingest_log.records(), covered, ingest_log.directory, timeout)
+        n, _ = replay_records(self, ingest_log.records(), covered, ingest_log.directory, timeout, skip)
         if n == 0 and ingest_log.last_seq() > covered:
             raise CheckpointError(
                 "the ingest log in %s was numbered through record %d but holds none after %d: "
