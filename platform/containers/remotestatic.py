@@ -250,6 +250,11 @@ class RemoteStatics:
         self.looked_up += len(out)
         return out
 
+    def has_predicate(self, graphs: tuple[str | None, ...], p: int) -> bool:
+        """Whether any of ``graphs`` has a triple with predicate ``p``."""
+        snap = self.store.snapshot()
+        return any(g in self._held and self._graph_has(snap, g, p) for g in graphs)
+
     def _graph_has(self, snap: PersistentSnapshot, g: str | None, p: int) -> bool:
         got = self._has_pred.get((g, p))
         if got is None:

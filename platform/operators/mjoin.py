@@ -75,6 +75,7 @@ class MJoinOperator(Operator):
         self.static_parts = [static_part_of(c) for c in self.children]
         self._has_static = any(p is not None for p in self.static_parts)
         self._static_started = False
+        self._pruned = not self._has_static
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
         """The content of every input."""
@@ -159,6 +160,12 @@ class MJoinOperator(Operator):
         if not len(cur):
             return Batch.empty(self.vars)
         return self._apply_filters(cur, done, set(self.vars)).project(self.vars)
+
+    def _prune_static(self) -> None:
+        """Drops the static parts no triple can match (once: static graphs do not change)."""
+        self._pruned = True
+        self.static_parts = [None if p is not None and p.empty() else p for p in self.static_parts]
+        self._has_static = any(p is not None for p in self.static_parts)
 
     def _all_static(self) -> Batch | None:
         """The join of the inputs' static parts alone (``None`` unless every input has
@@ -248,6 +255,8 @@ class MJoinOperator(Operator):
         return tuple(f for f, _ in self.filters)
 
     def current(self) -> Batch:
+        if not self._pruned:
+            self._prune_static()
         if self._has_static:
             return self._current_static()
         if not self.state or any(len(s) == 0 for s in self.state):
@@ -258,6 +267,8 @@ class MJoinOperator(Operator):
     def compute(self, epoch: int) -> Batch:
         deltas = [c.delta(epoch) for c in self.children]
         parts = []
+        if not self._pruned:
+            self._prune_static()
         if self._has_static and not self._static_started:
             self._static_started = True
             base = self._all_static()

@@ -41,6 +41,10 @@ class StaticSource(Protocol):
         """Boolean mask: which rows of an ``(n, 3)`` array are in the merge of ``graphs``."""
         ...  # pragma: no cover - protocol
 
+    def has_predicate(self, graphs: Graphs, p: int) -> bool:
+        """Whether any of ``graphs`` has a triple with predicate ``p``."""
+        ...  # pragma: no cover - protocol
+
 
 class StaticPart:
     """The static part of one pattern scan input of a join, probed on demand.
@@ -68,6 +72,11 @@ class StaticPart:
         #: lookups done and static triples they returned (stats, tests)
         self.probes = 0
         self.triples = 0
+
+    def empty(self) -> bool:
+        """Whether no static triple can ever match (the constant predicate is in none of
+        the graphs: a stream-only predicate, as most of C-SPARQL's merged patterns)."""
+        return self.p is not None and not self.source.has_predicate(self.graphs, self.p)
 
     @property
     def constants(self) -> int:
