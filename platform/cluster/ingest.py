@@ -3,12 +3,12 @@
 Every stream has one **owner coordinator**, recorded in ZooKeeper as the ephemeral node
 ``<root>/ingest/<hash of the IRI>`` (``{"stream", "owner", "api"}``).  The node is
 created by the first coordinator that must take a push of the stream and finds none:
-the live coordinator (with an API) that owns the fewest streams, ties broken by
-rendezvous hashing of the IRI and the coordinators' names, so a cluster's streams
-spread over its coordinators.  When the owner dies its session ends, the node goes,
-and the next push of the stream places it again on a live coordinator -- as tasks are
-placed, re-placed when their holder dies.  The node's creation ``zxid`` is the
-ownership's **epoch**: larger for every later owner.
+the live coordinator (with an API) that owns the fewest streams -- the one the push
+reached if it is among them, else the one rendezvous hashing of the IRI and the
+coordinators' names picks -- so a cluster's streams spread over its coordinators.  When
+the owner dies its session ends, the node goes, and the next push of the stream places
+it again on a live coordinator -- as tasks are placed, re-placed when their holder dies.
+The node's creation ``zxid`` is the ownership's **epoch**: larger for every later owner.
 
 The owner **sequences** the stream: under one lock per stream it gives each element
 the next offset ``(epoch, n)`` (``n`` from 0 per epoch; the pair only grows), and
@@ -164,8 +164,9 @@ class StreamOwners:
         return out or [self.identifier]
 
     def place(self, iri: str) -> str:
-        """Where an unowned stream goes: the coordinator owning fewest streams (rendezvous
-        hashing breaks ties)."""
+        """Where an unowned stream goes: the coordinator owning fewest streams; among those,
+        this one (the push is here: no hop when a client keeps pushing the stream here), else
+        the one rendezvous hashing picks."""
         live = self.coordinators()
         load = dict.fromkeys(live, 0)
         try:
@@ -181,7 +182,7 @@ class StreamOwners:
             pass
         except KazooException:
             logger.debug("cannot read the stream owners", exc_info=True)
-        return min(live, key=lambda c: (load[c], -rendezvous(iri, c)))
+        return min(live, key=lambda c: (load[c], c != self.identifier, -rendezvous(iri, c)))
 
     def claim(self, iri: str) -> Owner:
         """This coordinator's ownership of ``iri``: its node, created if there is none.
