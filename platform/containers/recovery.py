@@ -82,6 +82,8 @@ def _evaluate(replica: RunReplica, texts: dict[str, str], message: Recompute) ->
         static_results=store.store if store is not None else False,
     )
     scratch.share, scratch.share_merged = main.share, main.share_merged
+    if main.static_source is not None:  # remote statics: looked up as the replica does
+        scratch.use_static_source(main.static_source)
     for iri, parts in main.statics.items():
         for part in parts:
             scratch.add_static(iri, part)

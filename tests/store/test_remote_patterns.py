@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 
 from linkstream.cli import main as cli_main
+from linkstream.containers.protocol import Elements, Recompute
+from linkstream.containers.recovery import recompute
 from linkstream.containers.remotestatic import query_patterns
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.replay import replay
 from linkstream.query.continuous import parse_continuous
+from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.scheduler.runs import RunSpec
 from linkstream.store.remote import RemoteStore
 from tests.store.remote_fixtures import StoreNodeProcess
@@ -160,3 +163,45 @@ def test_query_patterns_cover_paths_and_nested_groups() -> None:
     pats = set(query_patterns(cq.algebra.algebra))
     rdf_type = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
     assert (None, rdf_type, f"<{EX}Banned>") in pats and (None, f"<{EX}name>", None) in pats
+
+
+def test_failover_recompute_on_a_remote_store_replica_equals_a_local_one(setup) -> None:
+    """A container recomputing a dead container's owed report (a scratch engine beside its
+    replica) looks static triples up as its replica does: same lines as from the file."""
+    static, _, node = setup
+    driver = MemoryDictionary()
+    rows = []
+    for e in range(12):
+        for k in range(3):
+            terms = [f"<{EX}p{(e * 3 + k) % 40}>", f"<{EX}visits>", f"<{EX}place{(e + k) % 8}>"]
+            rows.append((1000 * e, driver.encode_many(terms).reshape(1, 3)))
+    triples = np.concatenate([t for _, t in rows])
+    meta = np.array([[0] * len(rows), [t for t, _ in rows], [1] * len(rows)], dtype=np.int64)
+    ids = np.unique(triples)
+    els = Elements("patterns", ids, driver.decode_many(ids), meta, triples)
+    names = ["optional_not_exists", "minus_union"]
+    message = Recompute("patterns", 1, names, [11000], [len(rows)], els)
+    texts = {n: QUERIES[n] for n in names}
+    spec = RunSpec(
+        id="patterns",
+        driver="tcp://127.0.0.1:1",
+        base="http://localhost/",
+        default_step=1000,
+        statics=((STATIC, str(static)),),
+        streams=(STREAM,),
+        horizons=(None,),
+    )
+    local = RunReplica(spec)
+    want = recompute(local, texts, message, "oc-1")
+    local.close()
+    remote = RemoteStore([node.adv], prefer="shm", cache_bytes=1 << 20)
+    rep = RunReplica(spec, remote=remote)
+    try:
+        got = recompute(rep, texts, message, "oc-2")
+        assert rep.static_stats()["engine_static_bytes"] == 0
+    finally:
+        rep.close()
+        remote.close()
+    assert want.error == got.error == ""
+    assert all(want.lines[n] for n in names), want.lines
+    assert {n: sorted(v) for n, v in got.lines.items()} == {n: sorted(v) for n, v in want.lines.items()}
