@@ -103,6 +103,8 @@ class ProducerEngines:
             pe.statics = m.statics
             pe._static_version = m._static_version
             pe._static_results = m.static_results
+            if m.static_source is not None:  # --remote-store: static parts looked up, as in main
+                pe.use_static_source(m.static_source)
             pe.buffers = m.buffers
             pe._streams_declared = getattr(m, "_streams_declared", set())
             self.engines[key] = pe
