@@ -11,7 +11,9 @@ For each configuration, in the same run (one ZooKeeper started here for the clus
   the first ``--elements`` elements of the three traffic streams the queries read, pushed
   as timestamped N-Quads bodies of ``--batch`` elements by two concurrent clients (one per
   stream group, as the issue's end-to-end test does), then one element per request
-  (N-Triples with ``?t=``): accepted triples/s; then ``POST /watermark`` past them, which
+  (N-Triples with ``?t=``): accepted triples/s, and the CPU milliseconds per 1,000 triples
+  each coordinator spent on the batch push (embedded: the bench process, its push clients
+  included); then ``POST /watermark`` past them, which
   returns once every report up to it fired: "all reports out" is the triples over the
   seconds from the first push to that answer (what the queries keep up with);
 * **push-to-result latency**: elements pushed at a steady ``--rate`` elements/s (the streams
@@ -41,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -223,6 +226,20 @@ def latency(http, urls: list[str], els: dict, query: str, rate: float, shift: in
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_note(res: dict) -> str:
+    """CPU ms per 1,000 triples of the batch push, per serving process (the shared box's
+    load bends wall-clock rates; CPU per triple bends less)."""
+    k = res["batch_triples"] / 1000
+    return ", ".join(f"{name} {1e3 * s / k:.1f} CPU ms/ktr" for name, s in sorted(res["batch_cpu_s"].items()))
+
+
 def wait_running(http, url: str, n: int, timeout: float) -> float:
     """Seconds until ``n`` queries say ``running`` (placed and held by a container), or nan."""
     t0 = time.perf_counter()
@@ -232,6 +249,12 @@ def wait_running(http, url: str, n: int, timeout: float) -> float:
             return time.perf_counter() - t0
         time.sleep(0.5)
     return float("nan")
+
+
+#: a frame of LinkStream's own code in py-spy's output (paths relative to the package)
+OWN_FRAME = re.compile(
+    r"\((?:api|cli|cluster|containers|engine|metrics|operators|query|rdf|scheduler|store)/"
+)
 
 
 def profile(args: argparse.Namespace, pid: int, label: str) -> subprocess.Popen | None:
@@ -271,7 +294,7 @@ def profile_summary(proc: subprocess.Popen | None, label: str, args: argparse.Na
         leaf = frames[-1].split(" (")[0] if frames else "?"
         if len(frames) > 1:
             # the innermost frame of our own code tells more than a builtin wait
-            own = [f for f in frames[1:] if "/platform/" in f or "/linkstream/" in f]
+            own = [f for f in frames[1:] if OWN_FRAME.search(f)]
             leaf = (own[-1] if own else frames[-1]).split(" (")[0] + " <- " + frames[-1].split(" (")[0]
         leaves[leaf] = leaves.get(leaf, 0) + k
     top = sorted(leaves.items(), key=lambda kv: -kv[1])[:12]
@@ -294,7 +317,10 @@ def run_config(
     push: bool,
     pid: int,
     container_pid: int | None = None,
+    serving: dict[str, int] | None = None,
 ) -> dict:
+    """Registers ``qs`` through ``urls[0]``; with ``push``, the push and latency runs too.
+    ``serving``: the processes whose CPU seconds the batch push costs (name -> pid)."""
     import httpx
 
     url = urls[0]
@@ -320,7 +346,10 @@ def run_config(
         shift = 0
         spy = profile(args, pid, label)
         spy_c = None if container_pid is None else profile(args, container_pid, label + " container")
+        procs = serving or {"embedded": os.getpid()}
+        cpu0 = {name: cpu_seconds(p) for name, p in procs.items()}
         dt, tr = push_batches(http, urls, els, args.batch, shift)
+        res["batch_cpu_s"] = {name: cpu_seconds(p) - cpu0[name] for name, p in procs.items()}
         res["batch_push_s"], res["batch_triples"] = dt, tr
         res["batch_triples_per_s"] = tr / dt
         shift += span + 10_000
@@ -348,6 +377,7 @@ def run_config(
     )
     print(
         f"{label:>22}: {len(qs):6d} queries | push batch {res['batch_triples_per_s']:8.0f} tr/s{ratio}"
+        f" ({cpu_note(res)})"
         f" | single {res['single_triples_per_s']:7.0f} tr/s ({res['single_requests_per_s']:.0f} req/s)"
         f" | all reports out {res['processed_triples_per_s']:6.0f} tr/s (drain {res['drain_s']:.1f} s)"
         f" | latency p50 {res['latency_p50_ms']:.1f} ms p99 {res['latency_p99_ms']:.1f} ms ({len(lat)} reports)",
@@ -441,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                         push=push,
                         pid=cluster.pid(leader),
                         container_pid=cluster.pid(cluster.names("container")[0]),
+                        serving={nm: cluster.pid(nm) for nm in cluster.names("coordinator")},
                     )
                     results.append({**res, "n": n, "tag": args.tag})
                 finally:
