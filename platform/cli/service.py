@@ -183,14 +183,22 @@ def add_parsers(sub: Any) -> None:
 
     sp = sub.add_parser(
         "restore",
-        help="rebuild the state of a stopped run --state-dir from its last checkpoint + log (PySpark)",
+        help="rebuild the state of a stopped run --state-dir from its last checkpoint + log, or a store "
+        "directory from its log (PySpark)",
         description="Rebuild the engine state of a stopped `linkstream run --state-dir DIR`: restore the "
         "latest complete checkpoint, replay the ingest log records after it (read and checked by a Spark "
         "job) and write the result as a new checkpoint, which the next `run` loads (replaying nothing "
-        "before it). Give the same --static, --default-step and --base as `run`.",
+        "before it). Give the same --static, --default-step and --base as `run`. With --store DIR instead, a "
+        "Spark job writes the batches a store directory absorbed (its log) into its partitions.",
     )
-    sp.add_argument(
-        "--log", required=True, metavar="DIR", help="the state directory of run --state-dir (or its log/)"
+    what = sp.add_mutually_exclusive_group(required=True)
+    what.add_argument("--log", metavar="DIR", help="the state directory of run --state-dir (or its log/)")
+    what.add_argument(
+        "--store",
+        metavar="DIR",
+        help="instead: rebuild the store directory DIR (linkstream load, run --store DIR --absorb) from its "
+        "log: a Spark job writes the absorbed batches of DIR/delta/log.bin into its partitions, then the "
+        "log is emptied (as a checkpoint of the store would)",
     )
     sp.add_argument(
         "--checkpoint",
@@ -473,6 +481,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.store:
+        return _restore_store(args)
     state_dir = os.path.abspath(args.log)
     if os.path.basename(state_dir) == "log" and not os.path.isdir(os.path.join(state_dir, "log")):
         state_dir = os.path.dirname(state_dir)
@@ -546,6 +556,30 @@ def cmd_restore(args: argparse.Namespace) -> int:
         "checkpoint %s in %s: %s + %d log records (through record %d), %d queries"
         % (cid, store.uri, "checkpoint %s" % ck.id if ck else "empty state", n, last, len(live.query_names()))
     )
+    return 0
+
+
+def _restore_store(args: argparse.Namespace) -> int:
+    """``linkstream restore --store DIR``: the store's log written into its partitions by Spark."""
+    from linkstream.bulk.session import SparkUnavailable, spark_session
+    from linkstream.bulk.store_rebuild import describe, rebuild_store
+    from linkstream.store.layout import MANIFEST, StoreError
+    from linkstream.store.storelock import StoreLockedError
+
+    if not os.path.isfile(os.path.join(args.store, MANIFEST)):
+        return err(
+            f"--store {args.store}: not a store directory (no {MANIFEST}; make one with linkstream load)"
+        )
+    try:
+        spark = spark_session(args.spark, app_name="linkstream-restore-store")
+    except SparkUnavailable as e:
+        return err(str(e))
+    try:
+        print(describe(rebuild_store(spark, args.store)))
+    except (StoreError, StoreLockedError, OSError) as e:
+        return err(f"cannot rebuild {args.store}: {e}")
+    finally:
+        spark.stop()
     return 0
 
 

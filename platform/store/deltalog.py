@@ -18,6 +18,7 @@ the old file sees :meth:`DeltaLog.replaced` and starts over from the checkpoint.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import struct
@@ -30,6 +31,8 @@ import msgpack
 import numpy as np
 
 _log = logging.getLogger(__name__)
+#: where a store directory keeps its log, relative to the directory
+LOG_PATH = os.path.join("delta", "log.bin")
 _LEN = struct.Struct("<I")
 _MAX_HEADER = 1 << 16
 
@@ -145,6 +148,16 @@ class DeltaLog:
                 rec, good = _read_record(f)
                 if rec is None:
                     return good
+
+
+def read_batches(data: bytes) -> Iterator[LoggedBatch]:
+    """The complete records of a log file's bytes, oldest first (a torn tail ends them)."""
+    f = io.BytesIO(data)
+    while True:
+        rec, _ = _read_record(f)
+        if rec is None:
+            return
+        yield rec
 
 
 def _read_record(f: BinaryIO) -> tuple[LoggedBatch | None, int]:
