@@ -390,7 +390,13 @@ def _add_replay(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--quiet", action="store_true", help="no progress output")
     where = rp.add_mutually_exclusive_group()
     where.add_argument(
-        "--cluster", type=int, default=None, metavar="N", help="run on a local cluster of N containers"
+        "--cluster",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run on a throw-away local cluster of N containers as a client of its HTTP API "
+        "(queries registered, files pushed, results read back; with --lateness, --placement "
+        "operators, --route broadcast or --no-affinity the replay drives the containers itself)",
     )
     where.add_argument("--zk", default=None, metavar="HOST:PORT", help="run on the cluster of this ZooKeeper")
     rp.add_argument(

@@ -240,6 +240,19 @@ class LocalCluster:
                 json.dump([{"name": "admin", "scope": "admin", "secret": secrets.token_urlsafe(24)}], f)
         self.state.api_tokens_file = str(path.resolve())
 
+    def write_api_env(self, url: str) -> Path:
+        """Writes ``DIR/api.env`` (mode 0600): shell exports of ``API`` (``url``) and, with a
+        token, ``LINKSTREAM_API_TOKEN`` (which ``linkstream queries`` reads)."""
+        path = self.dir / "api.env"
+        lines = [f"export API={url}"]
+        token = self.api_token
+        if token is not None:
+            lines.append(f"export LINKSTREAM_API_TOKEN={token}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
     def _ensure_credential(self) -> None:
         self._ensure_api_token()
         path = self.auth_file

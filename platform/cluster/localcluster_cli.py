@@ -57,7 +57,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MB",
         help="start: each container's block cache of the store nodes' data (default the container's)",
     )
+    ap.add_argument(
+        "--static",
+        action="append",
+        default=[],
+        metavar="[IRI=]PATH",
+        help="start: a static graph every coordinator loads and gives the containers (repeatable; "
+        "IRI=PATH binds a named graph, PATH adds to the default graph)",
+    )
     args = ap.parse_args(argv)
+    statics: list[str] = []
+    for arg in args.static:
+        iri, eq, path = arg.rpartition("=") if "=" in arg else ("", "", arg)
+        if not Path(path).is_file():
+            ap.error(f"--static {arg}: no such file {path!r}")
+        statics += ["--static", f"{iri}{eq}{Path(path).resolve()}"]
     if args.store_nodes is not None and (args.store is None or args.store_nodes < 1):
         ap.error("--store-nodes needs --store DIR and a count >= 1")
     if args.store is not None and not (Path(args.store) / "store.json").is_file():
@@ -73,14 +87,20 @@ def main(argv: list[str] | None = None) -> int:
             store_nodes=args.store_nodes or 1,
             cache_mb=args.cache_mb,
             api_token=True,
+            coordinator_args=statics,
         )
         try:
             cluster.start(int(args.arg or 3), args.coordinators)
+        except (RuntimeError, TimeoutError) as e:
+            cluster.stop()
+            print(f"error: the local cluster did not start: {e}", file=sys.stderr)
+            return 1
         except BaseException:
             cluster.stop()
             raise
         print(cluster.describe(), flush=True)
-        for cid, url in sorted(cluster.api_urls(timeout=30).items()):
+        urls = sorted(cluster.api_urls(timeout=30).items())
+        for cid, url in urls:
             print(f"api: {url}  (coordinator {cid}; any coordinator answers)", flush=True)
         token = cluster.api_token
         if token is not None:
@@ -91,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             print("token: none (--insecure: the API is open to this machine)", flush=True)
+        if urls:
+            env = cluster.write_api_env(urls[0][1])
+            print(f"env: . {env}  (sets API and LINKSTREAM_API_TOKEN for your shell)", flush=True)
         print(
             f"replay with: linkstream replay ... --zk {cluster.hosts} {' '.join(cluster.security_args())}",
             flush=True,
