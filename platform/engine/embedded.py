@@ -12,14 +12,15 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from linkstream.engine.dirty import Dependencies
-from linkstream.engine.output import TIME_MARK, QueryOutput, ResultView
+from linkstream.engine.keyed import KeyedGroup, keyed_shape
+from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.sharing import Sharing
 from linkstream.operators.base import AttachOperator, Operator, explain
@@ -38,14 +39,6 @@ from linkstream.store.static_results import StaticResultStore, engine_static_res
 from linkstream.store.transient import TransientStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class QueryStats:
-    reports: int = 0
-    rows: int = 0
-    eval_seconds: float = 0.0
-    latencies: list[float] = field(default_factory=list)
 
 
 class ReportSchedule:
@@ -92,104 +85,14 @@ class RegisteredQuery(ReportSchedule):
     last_report: int | None = None
     registered_at: int | None = None
     stats: QueryStats = field(default_factory=QueryStats)
+    #: ``cq.name`` (a plain attribute: replay and tick read it for every query)
+    name: str = field(init=False, default="")
 
-    @property
-    def name(self) -> str:
-        return self.cq.name
+    def __post_init__(self) -> None:
+        self.name = self.cq.name
 
     def explain(self) -> str:
         return explain(self.root)
-
-
-class ReportLines(Mapping[str, list[str]]):
-    """The result lines of one tick, by query name: every reporting query is a key.
-
-    Only the queries that were evaluated are stored (:attr:`lines`); the others wrote
-    nothing and read as ``[]``.  Building it costs nothing per reporting query.  A tick
-    asked for blocks stores a quiet repeating query as one text block instead
-    (:attr:`blocks`: its lines, each ended by a newline, with :data:`TIME_MARK` where the
-    report time goes; see :meth:`QueryOutput.block`), which :meth:`text` joins with the
-    other lines of the report in one go.
-    """
-
-    __slots__ = ("lines", "reporting", "blocks", "t_text", "block_rows")
-
-    def __init__(
-        self,
-        lines: dict[str, list[str]],
-        reporting: Collection[str],
-        blocks: dict[str, str] | None = None,
-        t_text: str = "",
-        block_rows: int = 0,
-    ) -> None:
-        self.lines = lines
-        self.reporting = reporting
-        self.blocks = blocks
-        self.t_text = t_text
-        self.block_rows = block_rows
-
-    def __getitem__(self, name: str) -> list[str]:
-        got = self.lines.get(name)
-        if got is not None:
-            return got
-        if self.blocks is not None:
-            block = self.blocks.get(name)
-            if block is not None:
-                return block.replace(TIME_MARK, self.t_text).split("\n")[:-1]
-        if name in self.reporting:
-            return []
-        raise KeyError(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.reporting
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.reporting)
-
-    def __len__(self) -> int:
-        return len(self.reporting)
-
-    def written(self) -> dict[str, list[str]]:
-        """The queries that were evaluated (a superset of those that wrote lines)."""
-        if not self.blocks:
-            return self.lines
-        out = dict(self.lines)
-        for name in self.blocks:
-            out[name] = self[name]
-        return out
-
-    def text(self, order: Sequence[str] | None = None) -> tuple[int, str]:
-        """Every line written, in query name order, each ended by a newline, and their
-        number: one join and one time substitution for the whole report.
-
-        Args:
-            order: The reporting names, sorted (when at hand): walked instead of sorting
-                the written names when these are not a small part of them.
-        """
-        lines = self.lines
-        blocks = self.blocks or {}
-        parts: list[str] = []
-        n = self.block_rows
-        names: Iterable[str]
-        if order is not None and 2 * (len(lines) + len(blocks)) > len(order):
-            names = order
-        else:
-            names = sorted(lines.keys() | blocks.keys() if blocks else lines)
-        empty: list[str] = []
-        for name in names:
-            block = blocks.get(name)
-            if block is not None:
-                parts.append(block)
-                continue
-            got = lines.get(name, empty)
-            if got:
-                n += len(got)
-                parts.append("\n".join(got))
-                parts.append("\n")
-        if not parts:
-            return 0, ""
-        text = "".join(parts)
-        return n, text.replace(TIME_MARK, self.t_text) if blocks else text
 
 
 class Engine:
@@ -242,6 +145,11 @@ class Engine:
         #: name -> (view, bodies, block, lines, stats) of a quiet repeating query's last
         #: block (:meth:`QueryOutput.block`): valid while the view repeats those bodies
         self._quiet_blocks: dict[str, tuple[ResultView, list[str], str, int, QueryStats]] = {}
+        #: RStream pattern queries that differ in one constant, served together per shape
+        #: (:mod:`linkstream.engine.keyed`); off: every query on its own operators
+        self.group_keyed = True
+        self._groups: dict[tuple, KeyedGroup] = {}
+        self._grouped: dict[str, KeyedGroup] = {}
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
         self._static_results: StaticResults | None = None
@@ -380,10 +288,35 @@ class Engine:
         used_windows = [op for op in ops if isinstance(op, WindowOperator)]
         rq = RegisteredQuery(cq, used_windows, root, output, steps, ops=ops)
         self.queries[cq.name] = rq
+        if not (self.group_keyed and self._group(rq)):
+            self._deps.add(rq)
+            self._loud.add(cq.name)
         self._reports[cq.name] = (output, output.view, rq.stats)
-        self._deps.add(rq)
-        self._loud.add(cq.name)
         return rq
+
+    def _group(self, rq: RegisteredQuery) -> bool:
+        """Puts ``rq`` in the keyed group of its shape, if it has one (see :mod:`.keyed`)."""
+        found = keyed_shape(rq)
+        if found is None:
+            return False
+        key, graph, const = found
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = KeyedGroup(graph, key[1], key[2], key[3], self.dictionary)
+        g.add(rq, const)
+        self._grouped[rq.name] = g
+        return True
+
+    def _ungroup(self, name: str) -> None:
+        g = self._grouped.pop(name, None)
+        if g is None:
+            return
+        rq = g.remove(name)
+        self._reports[name] = (rq.output, rq.output.view, rq.stats)
+        if not len(g):
+            for k, v in list(self._groups.items()):
+                if v is g:
+                    del self._groups[k]
 
     def _view(self, mode: str, root: Operator, shape: QueryShape) -> ResultView:
         """The result view of a new query: shared with the queries that have the same root,
@@ -415,6 +348,7 @@ class Engine:
     def unregister(self, name: str) -> None:
         """Remove a query; operators no other query uses are freed."""
         rq = self.queries.pop(name)
+        self._ungroup(name)
         self._reports.pop(name, None)
         self._quiet_blocks.pop(name, None)
         self._deps.remove(name)
@@ -478,7 +412,9 @@ class Engine:
         reporting query would write nothing and is not looked at: it is absent from the
         :class:`ReportLines` answers ``[]`` for it without having stored it.  So an epoch
         costs work in the queries that have something new or something to say, not in
-        every registered one.
+        every registered one.  RStream pattern queries that differ in one constant are
+        served by their :class:`~linkstream.engine.keyed.KeyedGroup` in one pass: a
+        report of every member of a group is its blocks joined (:attr:`ReportLines.groups`).
 
         Args:
             c: The report time.
@@ -502,11 +438,15 @@ class Engine:
                 moved.add(id(w))
         static_v = self._static_version
         if self._static_ticked != static_v:
-            dirty = set(self.queries)  # the static graphs changed: everything is new
+            dirty = set(self.queries).difference(self._grouped)  # the static graphs changed
             self._static_ticked = static_v
         else:
             dirty = self._deps.dirty(epoch, moved)
         shared_dt = perf() - t0
+        groups = list(self._groups.values()) if self._groups else ()
+        for g in groups:
+            g.advance(epoch)
+        group_dt = perf() - t0 - shared_dt
         if isinstance(reporting, dict):
             reporting = reporting.keys()
         elif not isinstance(reporting, (set, frozenset)):
@@ -585,13 +525,26 @@ class Engine:
                 loud.add(name)
             else:
                 loud.discard(name)
+        full: list[KeyedGroup] = []
+        for g in groups:
+            if block_out is not None and g.covered(reporting):
+                g.report(group_dt)
+                full.append(g)
+                continue
+            for name in g.loud if len(g.loud) < len(reporting) else reporting:
+                if name in g.by_name and name in reporting:
+                    lines = g.lines_of(name, t_text)
+                    g.count(name)
+                    if lines:
+                        out[name] = lines
+            g.timed(group_dt)
         if count_reports:
             for name in reporting:
                 rq = queries.get(name)
                 if rq is not None:
                     rq.last_report = c
                     rq.stats.reports += 1
-        return ReportLines(out, reporting, block_out, t_text, block_rows)
+        return ReportLines(out, reporting, block_out, t_text, block_rows, full)
 
     # ------------------------------------------------------------ quiet gaps
 
@@ -646,6 +599,7 @@ class Engine:
         """Tells the engine that ``rq``'s operators changed after registration (a cluster
         replaced some by remote inputs): its sources are indexed anew and it is evaluated
         at its next report."""
+        self._ungroup(rq.name)
         self._deps.add(rq)
         self._loud.add(rq.name)
         self._operators_version += 1
@@ -655,7 +609,9 @@ class Engine:
         set of queries that may not skip is kept up to date by :meth:`tick`)."""
         if self._static_ticked != self._static_version:
             return False
-        return self._deps.never_quiet.isdisjoint(names) and self._loud.isdisjoint(names)
+        if not (self._deps.never_quiet.isdisjoint(names) and self._loud.isdisjoint(names)):
+            return False
+        return all(g.loud.isdisjoint(names) for g in self._groups.values())
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
         """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""

@@ -9,10 +9,12 @@ here and only here, once per distinct id of the report.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +28,7 @@ from linkstream.query.expressions import Expr
 from linkstream.query.functions import scalar as F
 
 if TYPE_CHECKING:
+    from linkstream.engine.keyed import KeyedGroup
     from linkstream.operators.state import StateReader, StateWriter
     from linkstream.rdf.dictionary import Dictionary
 
@@ -41,7 +44,17 @@ JSON_TERMS_MAX = 1 << 20
 TIME_MARK = "\x00"
 
 
-def _json_terms(dictionary: Dictionary, ids: set[int]) -> dict[int, str]:
+@dataclass
+class QueryStats:
+    """Counts and timings of one registered query."""
+
+    reports: int = 0
+    rows: int = 0
+    eval_seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+
+def json_terms(dictionary: Dictionary, ids: set[int]) -> dict[int, str]:
     """A mapping holding the JSON string of every non-zero id in ``ids``."""
     try:
         cache = _JSON_TERMS.get(dictionary)
@@ -291,7 +304,7 @@ class ResultView:
                 reps = np.diff(np.append(idx, len(rows))).tolist()
         names = [json.dumps(v, ensure_ascii=False) + ": " for v in rows.vars]
         cols = uniq_rows.cols.tolist()
-        texts = _json_terms(self.ev.terms.dictionary, {x for col in cols for x in col})
+        texts = json_terms(self.ev.terms.dictionary, {x for col in cols for x in col})
         per_var = []
         unbound = False
         for name, col in zip(names, cols):
@@ -338,6 +351,165 @@ class ResultView:
                         seen.add(key)
                         out.append(head + '"triple": ' + json.dumps(triple, ensure_ascii=False) + "}")
         return out
+
+
+class ReportLines(Mapping[str, list[str]]):
+    """The result lines of one tick, by query name: every reporting query is a key.
+
+    Only the queries that were evaluated are stored (:attr:`lines`); the others wrote
+    nothing and read as ``[]``.  Building it costs nothing per reporting query.  A tick
+    asked for blocks stores a quiet repeating query as one text block instead
+    (:attr:`blocks`: its lines, each ended by a newline, with :data:`TIME_MARK` where the
+    report time goes; see :meth:`QueryOutput.block`), which :meth:`text` joins with the
+    other lines of the report in one go.
+    """
+
+    __slots__ = ("lines", "reporting", "blocks", "t_text", "block_rows", "groups")
+
+    def __init__(
+        self,
+        lines: dict[str, list[str]],
+        reporting: Collection[str],
+        blocks: dict[str, str] | None = None,
+        t_text: str = "",
+        block_rows: int = 0,
+        groups: list[KeyedGroup] | None = None,
+    ) -> None:
+        self.lines = lines
+        self.reporting = reporting
+        self.blocks = blocks
+        self.t_text = t_text
+        self.block_rows = block_rows
+        #: keyed groups every member of which reports (:mod:`linkstream.engine.keyed`):
+        #: their lines are the groups' joined blocks
+        self.groups = groups
+
+    def __getitem__(self, name: str) -> list[str]:
+        got = self.lines.get(name)
+        if got is not None:
+            return got
+        if self.blocks is not None:
+            block = self.blocks.get(name)
+            if block is not None:
+                return block.replace(TIME_MARK, self.t_text).split("\n")[:-1]
+        for g in self.groups or ():
+            if name in g.by_name:
+                return g.lines_of(name, self.t_text)
+        if name in self.reporting:
+            return []
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.reporting
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.reporting)
+
+    def __len__(self) -> int:
+        return len(self.reporting)
+
+    def written(self) -> dict[str, list[str]]:
+        """The queries that were evaluated (a superset of those that wrote lines)."""
+        if not self.blocks and not self.groups:
+            return self.lines
+        out = dict(self.lines)
+        for name in self.blocks or ():
+            out[name] = self[name]
+        for g in self.groups or ():
+            for name, _ in g.member_blocks():
+                out[name] = self[name]
+        return out
+
+    def text(self, order: Sequence[str] | None = None) -> tuple[int, str]:
+        """Every line written, in query name order, each ended by a newline, and their
+        number: one join and one time substitution for the whole report.
+
+        Args:
+            order: The reporting names, sorted (when at hand): walked instead of sorting
+                the written names when these are not a small part of them.
+        """
+        if self.groups:
+            return self._text_groups()
+        lines = self.lines
+        blocks = self.blocks or {}
+        parts: list[str] = []
+        n = self.block_rows
+        names: Iterable[str]
+        if order is not None and 2 * (len(lines) + len(blocks)) > len(order):
+            names = order
+        else:
+            names = sorted(lines.keys() | blocks.keys() if blocks else lines)
+        empty: list[str] = []
+        for name in names:
+            block = blocks.get(name)
+            if block is not None:
+                parts.append(block)
+                continue
+            got = lines.get(name, empty)
+            if got:
+                n += len(got)
+                parts.append("\n".join(got))
+                parts.append("\n")
+        if not parts:
+            return 0, ""
+        text = "".join(parts)
+        return n, text.replace(TIME_MARK, self.t_text) if blocks else text
+
+    def _piece(self, name: str) -> tuple[int, str]:
+        """The text of one query that is not in a group, and its lines."""
+        block = (self.blocks or {}).get(name)
+        if block is not None:
+            return 0, block  # counted in block_rows
+        got = self.lines.get(name)
+        if not got:
+            return 0, ""
+        return len(got), "\n".join(got) + "\n"
+
+    def _text_groups(self) -> tuple[int, str]:
+        """:meth:`text` with groups: each group's joined blocks go between the other
+        queries' lines where their names sort; a group whose name range holds another
+        query's name is merged member by member."""
+        groups = self.groups or []
+        plain = sorted(self.lines.keys() | (self.blocks or {}).keys())
+        segs = []
+        for g in groups:
+            if len(g):
+                a, b = g.first_last()
+                segs.append((a, b, g))
+        segs.sort(key=lambda x: x[0])
+        n = self.block_rows
+        parts: list[str] = []
+        ok = all(segs[i][1] < segs[i + 1][0] for i in range(len(segs) - 1))
+        ok = ok and all(bisect.bisect_left(plain, a) == bisect.bisect_right(plain, b) for a, b, _ in segs)
+        if ok:
+            i = 0
+            for a, _, g in segs:
+                j = bisect.bisect_left(plain, a)
+                for name in plain[i:j]:
+                    k, piece = self._piece(name)
+                    n += k
+                    parts.append(piece)
+                i = j
+                k, piece = g.joined()
+                n += k
+                parts.append(piece)
+            for name in plain[i:]:
+                k, piece = self._piece(name)
+                n += k
+                parts.append(piece)
+        else:
+            items: list[tuple[str, int, str]] = []
+            for name in plain:
+                k, piece = self._piece(name)
+                items.append((name, k, piece))
+            for _, _, g in segs:
+                items.extend((name, blk.count("\n"), blk) for name, blk in g.member_blocks())
+            items.sort(key=lambda x: x[0])
+            for _, k, piece in items:
+                n += k
+                parts.append(piece)
+        text = "".join(parts)
+        return n, text.replace(TIME_MARK, self.t_text) if text else text
 
 
 class QueryOutput:

@@ -278,6 +278,15 @@ class Relation:
         self._n = len(self._base.rows)
         self.version += 1
 
+    def set_consolidated(self, rows: Batch) -> None:
+        """:meth:`replace` by rows already consolidated over :attr:`vars` (not checked)."""
+        self._base = _Part(rows)
+        if len(self._recent.rows):
+            self._recent = _Part(Batch.empty(self.vars))
+        self._rows = rows
+        self._n = len(rows)
+        self.version += 1
+
     def _parts(self) -> list[_Part]:
         return [p for p in (self._base, self._recent) if len(p.rows)]
 

@@ -1,0 +1,506 @@
+"""Shared keyed scans: many RStream pattern queries that differ in one constant.
+
+Thousands of registered queries are often one template with a different constant
+(LSBench Q1: ``SELECT ?p ?o WHERE { STREAM <posts> [RANGE 10s SLIDE 1s] { <user> ?p ?o } }``
+for 10,000 users).  Each has its own scan over the shared window graph, but all of them
+read the same graph delta and differ only in which rows hold their constant.  A
+:class:`KeyedGroup` serves every such query of one shape -- same graph, same constant
+position, same output columns and variable names, same report steps -- in one pass per
+epoch (the alpha network of a Rete, CQELS Cloud's shared matcher):
+
+* the graph delta is split by the constant column with one sorted probe against the
+  group's constants; the keys hit (``np.unique``) are the only ones whose result changed;
+* the group keeps the current result of all its keys as one array sorted by (key, output
+  columns), with the rendered body of each row beside it (an object array that moves
+  with the rows), so a change costs a merge of the delta and the rendering of new rows;
+* for the queries of the changed keys (and the newly registered ones) it rebuilds their
+  result block (:meth:`~linkstream.engine.output.QueryOutput.block`) and puts it in a list
+  of blocks ordered by query name; a report of all the group's queries is that list
+  joined in one call.  A query whose result did not change costs nothing at a report.
+
+The queries' :class:`~linkstream.engine.output.ResultView` objects are kept up to date
+for the keys that changed (their ``result``, rendered bodies and started flag), so
+everything else that looks at a view (quiet-gap skipping, checkpoints, migration) sees
+what the per-query path would have built, and a query can leave the group
+(:meth:`KeyedGroup.remove`) at any epoch and go on through its own operators.  The
+output is byte-for-byte that of the per-query path: RStream repeats a query's whole
+result, in the order of its consolidated rows (lexicographic in the output columns).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from linkstream.engine.output import TIME_MARK, QueryStats, json_terms
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.batch import Batch, group_starts
+from linkstream.operators.graph import GraphOperator
+from linkstream.operators.project import ProjectOperator
+from linkstream.operators.router import RenameOperator
+from linkstream.operators.scan import ScanOperator
+from linkstream.operators.window import WindowOperator
+
+if TYPE_CHECKING:
+    from linkstream.engine.embedded import RegisteredQuery
+    from linkstream.engine.output import ResultView
+    from linkstream.rdf.dictionary import Dictionary
+
+_OPS = frozenset({ProjectOperator, RenameOperator, ScanOperator, GraphOperator, WindowOperator})
+
+
+def keyed_shape(rq: RegisteredQuery) -> tuple[tuple, GraphOperator, int] | None:
+    """``(group key, graph, constant)`` when ``rq`` can be served by a :class:`KeyedGroup`:
+    an RStream SELECT (no ORDER BY, DISTINCT, LIMIT or OFFSET) whose plan is a projection
+    of one triple pattern with exactly one constant and no repeated variable over a graph
+    fed only by stream windows; ``None`` otherwise."""
+    out = rq.output
+    shape = out.shape
+    if out.mode != "RSTREAM" or shape.form != "SELECT" or shape.order or shape.template:
+        return None
+    if shape.distinct or shape.limit is not None or shape.offset:
+        return None
+    if any(type(o) not in _OPS for o in rq.ops):
+        return None
+    op: Operator = rq.root
+    while type(op) is AttachOperator:
+        op = op.shared
+    if type(op) is not ProjectOperator:
+        return None
+    pvars = op.vars
+    op = op.children[0]
+    mapping: dict[str, str] = {}
+    if type(op) is RenameOperator:
+        mapping = op.mapping
+        op = op.child
+    if type(op) is not ScanOperator or len(op.consts) != 1 or op.repeats:
+        return None
+    scan = op
+    g: Operator = scan.graph
+    while type(g) is AttachOperator:
+        g = g.shared
+    if (
+        type(g) is not GraphOperator
+        or len(g.static)
+        or not g.children
+        or getattr(g, "static_source", None) is not None
+    ):
+        return None
+    if any(type(w) is not WindowOperator for w in g.children):
+        return None
+    pos_of = {mapping.get(v, v): p for v, p in zip(scan.vars, scan.positions)}
+    if tuple(out.vars) != pvars or any(v not in pos_of for v in pvars):
+        return None
+    pos, const = scan.consts[0]
+    key = (id(g), pos, tuple(pos_of[v] for v in pvars), pvars, rq.steps)
+    return key, g, const
+
+
+class _MemberStats(QueryStats):
+    """A grouped query's stats: ``rows`` adds what the group counted for it; its
+    evaluation time and latencies are its group's (one evaluation per report for all
+    members)."""
+
+    def __init__(self, group: KeyedGroup, mid: int, base: QueryStats) -> None:
+        self._group = group
+        self._mid = mid
+        self._rows0 = 0
+        self._secs0 = 0.0
+        super().__init__(base.reports, base.rows, base.eval_seconds, base.latencies)
+
+    @property
+    def rows(self) -> int:
+        return self._rows0 + int(self._group.acc[self._mid])
+
+    @rows.setter
+    def rows(self, value: int) -> None:
+        self._rows0 = int(value) - int(self._group.acc[self._mid])
+
+    @property
+    def eval_seconds(self) -> float:
+        return self._secs0 + self._group.seconds
+
+    @eval_seconds.setter
+    def eval_seconds(self, value: float) -> None:
+        self._secs0 = float(value) - self._group.seconds
+
+    @property
+    def latencies(self) -> list[float]:
+        return self._group.latencies
+
+    @latencies.setter
+    def latencies(self, value: list[float]) -> None:
+        pass  # the group's list is every member's
+
+    def plain(self) -> QueryStats:
+        return QueryStats(self.reports, self.rows, self.eval_seconds, list(self.latencies))
+
+
+class KeyedGroup:
+    """The queries of one keyed-scan shape (see the module docstring)."""
+
+    def __init__(
+        self,
+        graph: GraphOperator,
+        pos: int,
+        out_pos: tuple[int, ...],
+        vars: tuple[str, ...],
+        dictionary: Dictionary,
+    ) -> None:
+        self.graph = graph
+        self.dictionary = dictionary
+        self.pos = pos
+        self.out_pos = list(out_pos)
+        self.vars = vars
+        self._pre = '"binding": {'
+        self._names = [json.dumps(v, ensure_ascii=False) + ": " for v in vars]
+        # members, by id (ids of removed members are reused)
+        self.names: list[str | None] = []
+        self.keys: list[int] = []
+        self.rqs: list[RegisteredQuery | None] = []
+        self.views: list[ResultView | None] = []
+        self.stats: list[QueryStats | None] = []
+        #: the head of each member's lines, with :data:`TIME_MARK` for the report time
+        self.heads: list[str] = []
+        #: each member's lines as one text (:meth:`QueryOutput.block`; "" when empty)
+        self.blocks: list[str] = []
+        self._free: list[int] = []
+        self.by_name: dict[str, int] = {}
+        self.by_key: dict[int, list[int]] = {}
+        #: result lines per report of each member, and the lines counted so far
+        self.cur = np.zeros(0, dtype=np.int64)
+        self.acc = np.zeros(0, dtype=np.int64)
+        #: members not evaluated yet
+        self.pending: set[int] = set()
+        self._loud: set[str] | None = None
+        # report order: member ids sorted by name, each member's place (-1: none) and the
+        # blocks in that order
+        self._order: list[int] | None = None
+        self._place: list[int] = []
+        self.slots: list[str] = []
+        self._rows = 0  # lines of a report of every member
+        self._cover: tuple[object, int, bool] | None = None
+        self._version = 0
+        # the current result of every key with a member, sorted by (key, columns)
+        k = len(out_pos)
+        self.keys_arr = np.empty(0, dtype=np.int64)  # sorted keys with state
+        self.st_k = np.empty(0, dtype=np.int64)
+        self.st_c = np.empty((k, 0), dtype=np.int64)
+        self.st_n = np.empty(0, dtype=np.int64)
+        self.st_b = np.empty(0, dtype=object)
+        self._prune = False
+        self.epoch = -1
+        #: evaluation seconds and per-report latencies of the group (its members')
+        self.seconds = 0.0
+        self.latencies: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    @property
+    def loud(self) -> set[str]:
+        """Members whose report writes lines: a result that is not empty, or never
+        evaluated (built on demand: only quiet-gap skipping asks)."""
+        got = self._loud
+        if got is None:
+            names = self.names
+            got = {names[m] for m in np.flatnonzero(self.cur).tolist()}  # type: ignore[misc]
+            got.update(names[m] for m in self.pending)  # type: ignore[misc]
+            self._loud = got
+        return got
+
+    # ------------------------------------------------------------ members
+
+    def add(self, rq: RegisteredQuery, const: int) -> None:
+        name = rq.name
+        if self._free:
+            mid = self._free.pop()
+        else:
+            mid = len(self.names)
+            for lst in (self.names, self.rqs, self.views, self.stats):
+                lst.append(None)
+            self.keys.append(0)
+            self.heads.append("")
+            self.blocks.append("")
+            self._place.append(-1)
+            if mid >= len(self.cur):
+                n = max(16, 2 * len(self.cur))
+                self.cur = np.concatenate([self.cur, np.zeros(n - len(self.cur), dtype=np.int64)])
+                self.acc = np.concatenate([self.acc, np.zeros(n - len(self.acc), dtype=np.int64)])
+        self.names[mid] = name
+        self.keys[mid] = const
+        self.rqs[mid] = rq
+        self.views[mid] = rq.output.view
+        self.heads[mid] = rq.output.head + TIME_MARK + ", "
+        self.blocks[mid] = ""
+        self.cur[mid] = 0
+        self.acc[mid] = 0
+        self.by_name[name] = mid
+        self.by_key.setdefault(const, []).append(mid)
+        self.pending.add(mid)
+        self._loud = None
+        rq.stats = self.stats[mid] = _MemberStats(self, mid, rq.stats)
+        self._order = None
+        self._version += 1
+
+    def remove(self, name: str) -> RegisteredQuery:
+        """Takes ``name`` out of the group; its query continues on its own operators."""
+        mid = self.by_name.pop(name)
+        rq = self.rqs[mid]
+        assert rq is not None
+        if isinstance(rq.stats, _MemberStats):
+            rq.stats = rq.stats.plain()
+        if rq.output.view._started:
+            # the view holds its result: the query's own operators go on from the deltas
+            for op in rq.root.walk():
+                if type(op) is AttachOperator:
+                    op._attached = True
+        key = self.keys[mid]
+        mids = self.by_key[key]
+        mids.remove(mid)
+        if not mids:
+            del self.by_key[key]
+            self._prune = True
+        self.pending.discard(mid)
+        self.names[mid] = self.rqs[mid] = self.views[mid] = self.stats[mid] = None
+        self.blocks[mid] = ""
+        self.cur[mid] = 0
+        self._free.append(mid)
+        self._loud = None
+        self._order = None
+        self._version += 1
+        return rq
+
+    def _reorder(self) -> None:
+        names = self.names
+        order = sorted(self.by_name.values(), key=names.__getitem__)  # type: ignore[arg-type]
+        self._order = order
+        place = self._place
+        for i in range(len(place)):
+            place[i] = -1
+        for i, m in enumerate(order):
+            place[m] = i
+        blocks = self.blocks
+        self.slots = [blocks[m] for m in order]
+        self._rows = int(self.cur.sum())
+
+    # ------------------------------------------------------------ epochs
+
+    def advance(self, epoch: int) -> list[int]:
+        """Brings every member's result to ``epoch``; returns the members whose result
+        changed or who were evaluated for the first time."""
+        self.epoch = epoch
+        d = self.graph.delta(epoch)
+        if self._prune:
+            self._drop_unused()
+        touched: list[int] = []
+        changed = None
+        if len(d) and len(self.keys_arr):
+            kc = d.cols[self.pos]
+            ks = self.keys_arr
+            i = ks.searchsorted(kc)
+            i[i == len(ks)] = 0
+            hit = np.flatnonzero(ks[i] == kc)
+            if len(hit):
+                cols = d.cols.take(self.out_pos, axis=0).take(hit, axis=1)
+                self._merge(kc.take(hit), cols, d.counts.take(hit))
+                changed = np.unique(kc.take(hit))
+        new_keys: set[int] = set()
+        if self.pending:
+            known = self.keys_arr
+            for mid in self.pending:
+                k = self.keys[mid]
+                j = int(known.searchsorted(k))
+                if j == len(known) or known[j] != k:
+                    new_keys.add(k)
+            if new_keys:
+                self._adopt(np.array(sorted(new_keys), dtype=np.int64))
+        keys: Iterable[int]
+        if changed is not None and (self.pending or new_keys):
+            keys = set(changed.tolist()) | {self.keys[m] for m in self.pending}
+        elif changed is not None:
+            keys = changed.tolist()
+        else:
+            keys = {self.keys[m] for m in self.pending}
+        if keys:
+            touched = self._render_keys(sorted(keys))
+        self.pending.clear()
+        return touched
+
+    def _drop_unused(self) -> None:
+        self._prune = False
+        live = np.array(sorted(self.by_key), dtype=np.int64)
+        keep = np.isin(self.st_k, live)
+        if not keep.all():
+            self.st_k, self.st_c = self.st_k[keep], self.st_c[:, keep]
+            self.st_n, self.st_b = self.st_n[keep], self.st_b[keep]
+        self.keys_arr = live[np.isin(live, self.keys_arr)]
+
+    def _adopt(self, new_keys: np.ndarray) -> None:
+        """State for keys seen for the first time: the graph's rows that hold them."""
+        cur = self.graph.current()
+        kc = cur.cols[self.pos]
+        hit = np.flatnonzero(np.isin(kc, new_keys))
+        self.keys_arr = np.union1d(self.keys_arr, new_keys)
+        if len(hit):
+            cols = cur.cols.take(self.out_pos, axis=0).take(hit, axis=1)
+            self._merge(kc.take(hit), cols, cur.counts.take(hit))
+
+    def _merge(self, k: np.ndarray, cols: np.ndarray, counts: np.ndarray) -> None:
+        """Adds signed rows to the state (kept consolidated and sorted); renders the
+        bodies of the rows that were not in it."""
+        n0 = len(self.st_k)
+        ak = np.concatenate([self.st_k, k])
+        ac = np.concatenate([self.st_c, cols], axis=1)
+        an = np.concatenate([self.st_n, counts])
+        order = np.lexsort((*ac[::-1], ak))  # stable: a state row before the delta's equal rows
+        ak, ac, an = ak[order], ac[:, order], an[order]
+        starts = np.flatnonzero(group_starts(np.vstack([ak[None, :], ac])))
+        if len(starts) != len(ak):
+            an = np.add.reduceat(an, starts)
+            ak, ac, order = ak[starts], ac[:, starts], order[starts]
+        keep = an != 0
+        if not keep.all():
+            ak, ac, an, order = ak[keep], ac[:, keep], an[keep], order[keep]
+        # each row's body: the state's when the row was there, rendered when it is new
+        fresh = order >= n0
+        ab = np.empty(len(ak), dtype=object)
+        old = ~fresh
+        ab[old] = self.st_b[order[old]]
+        todo = np.flatnonzero(fresh)
+        if len(todo):
+            ab[todo] = self._render(ac.take(todo, axis=1))
+        self.st_k, self.st_c, self.st_n, self.st_b = ak, ac, an, ab
+
+    def _render(self, cols: np.ndarray) -> list[str]:
+        """The body of each row (after the line's head), as the per-query path renders it."""
+        lists = cols.tolist()
+        texts = json_terms(self.dictionary, {x for col in lists for x in col})
+        pre = self._pre
+        per_var = [[name + texts[x] for x in col] for name, col in zip(self._names, lists)]
+        if len(per_var) == 1:
+            return [pre + a + "}}" for a in per_var[0]]
+        return [pre + ", ".join(r) + "}}" for r in zip(*per_var)]
+
+    def _render_keys(self, keys: list[int]) -> list[int]:
+        """Updates the views and blocks of the members of ``keys``; returns those members."""
+        karr = np.asarray(keys, dtype=np.int64)
+        los = self.st_k.searchsorted(karr, "left").tolist()
+        his = self.st_k.searchsorted(karr, "right").tolist()
+        st_b, st_c, st_n = self.st_b, self.st_c, self.st_n
+        ones = not len(st_n) or bool((st_n == 1).all())
+        by_key, views, heads, blocks = self.by_key, self.views, self.heads, self.blocks
+        ordered = self._order is not None
+        place, slots = self._place, self.slots
+        vars_ = self.vars
+        empty = Batch.empty(vars_)
+        touched: list[int] = []
+        ns: list[int] = []
+        for k, lo, hi in zip(keys, los, his):
+            mids = by_key.get(k)
+            if not mids:
+                continue
+            n = hi - lo
+            if n:
+                bodies = st_b[lo:hi].tolist()
+                counts = st_n[lo:hi]
+                if not ones:
+                    bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
+                    n = len(bodies)
+                rows = Batch(vars_, st_c[:, lo:hi], counts)
+            else:
+                bodies = []
+                rows = empty
+            last = None
+            for mid in mids:
+                view = views[mid]
+                if view is not last:
+                    _set_view(view, rows, bodies)  # type: ignore[arg-type]
+                    last = view
+                if n == 1:
+                    blk = heads[mid] + bodies[0] + "\n"
+                elif n:
+                    head = heads[mid]
+                    blk = head + ("\n" + head).join(bodies) + "\n"
+                else:
+                    blk = ""
+                blocks[mid] = blk
+                if ordered:
+                    slots[place[mid]] = blk
+                touched.append(mid)
+                ns.append(n)
+        if touched:
+            tarr = np.array(touched, dtype=np.int64)
+            narr = np.array(ns, dtype=np.int64)
+            cur = self.cur
+            self._rows += int(narr.sum()) - int(cur[tarr].sum())
+            cur[tarr] = narr
+            self._loud = None
+        return touched
+
+    # ------------------------------------------------------------ reports
+
+    def covered(self, reporting: Collection[str]) -> bool:
+        """Whether every member reports (the report is the joined blocks)."""
+        c = self._cover
+        if c is not None and c[0] is reporting and c[1] == self._version:
+            return c[2]
+        names = self.by_name.keys()
+        ok = len(reporting) >= len(names) and all(n in reporting for n in names)
+        self._cover = (reporting, self._version, ok)
+        return ok
+
+    def timed(self, dt: float) -> None:
+        """Counts ``dt`` seconds of evaluation at one report."""
+        self.seconds += dt
+        self.latencies.append(dt)
+
+    def report(self, dt: float) -> None:
+        """Counts a report of every member (in their stats' ``rows``) that took ``dt``."""
+        self.acc += self.cur
+        self.timed(dt)
+
+    def joined(self) -> tuple[int, str]:
+        """Every member's block in name order, and their lines: a whole report."""
+        if self._order is None:
+            self._reorder()
+        return self._rows, "".join(self.slots)
+
+    def first_last(self) -> tuple[str, str]:
+        if self._order is None:
+            self._reorder()
+        assert self._order
+        a, b = self.names[self._order[0]], self.names[self._order[-1]]
+        assert a is not None and b is not None
+        return a, b
+
+    def member_blocks(self) -> list[tuple[str, str]]:
+        """(name, block) of every member with lines, in name order."""
+        if self._order is None:
+            self._reorder()
+        names = self.names
+        return [(names[m], b) for m, b in zip(self._order or (), self.slots) if b]  # type: ignore[misc]
+
+    def lines_of(self, name: str, t_text: str) -> list[str]:
+        blk = self.blocks[self.by_name[name]]
+        if not blk:
+            return []
+        return blk.replace(TIME_MARK, t_text).split("\n")[:-1]
+
+    def count(self, name: str) -> int:
+        """Counts one report of ``name`` (when not every member reported)."""
+        mid = self.by_name[name]
+        self.acc[mid] += self.cur[mid]
+        return int(self.cur[mid])
+
+
+def _set_view(view: ResultView, rows: Batch, bodies: list[str]) -> None:
+    """Puts a key's current result in a member's view, as its own update would have."""
+    view._started = True
+    view.result.set_consolidated(rows)
+    view._bodies = bodies
+    view.memo = None
+    view.rendered = None
