@@ -22,6 +22,10 @@ equal the embedded replay's (SEMANTICS.md §4, §8):
   after its own last report are left out.  Once it fired, the queries are unregistered,
   which ends their result streams after every line before it.
 
+A request answered 503 (no leader yet, a stream changing owner, a full input queue) is
+sent again; a push goes under an ``Idempotency-Key`` (the run, chunk and stream), so a
+retry after a partly taken body or a lost answer takes only what was not taken.
+
 Limits: allowed lateness (``--lateness``) is a replay-only rule (a live server drops what
 is older than a fired report), so a replay with lateness runs through the driver
 (:mod:`linkstream.cluster.replay`); a blank node is scoped to one pushed body, not to its
@@ -34,6 +38,7 @@ import heapq
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -59,6 +64,8 @@ CHUNK_ELEMENTS = 2000
 CHUNK_BYTES = 8 << 20
 #: lines a result stream may hold for this reader before the server reports a gap
 READER_QUEUE = 1_000_000
+#: times a request answered 503 (or a push whose answer was lost) is sent again, 0.2 s apart
+RETRIES = 300
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _PROV = "<" + PROV_GENERATED_AT + ">"
 
@@ -220,21 +227,29 @@ def replay_through_api(
     heapq.heapify(heap)
     t_min = min((h[0] for h in heap), default=None)
 
-    def call(what: str, fn: Callable[[], object], retry: bool = True) -> object:
-        for attempt in range(100):
+    def call(what: str, fn: Callable[[], object], resend: bool = False) -> object:
+        """``fn()``, again while the service answers 503 (a leader being elected, a stream
+        changing owner, a full input queue); with ``resend`` (a push under an idempotency
+        key: what was taken is not taken twice) also when the answer was lost."""
+        for attempt in range(RETRIES + 1):
             try:
                 result.requests += 1
                 return fn()
             except ApiError as e:
-                # a leader being elected (a push is not retried: part of it may be in)
-                if retry and e.status == 503 and attempt < 99:
-                    time.sleep(0.1)
+                if e.status == 503 and attempt < RETRIES:
+                    time.sleep(0.2)
                     continue
                 raise ApiReplayError(f"{what}: {e}") from None
+            except httpx.TransportError as e:
+                if resend and attempt < RETRIES:
+                    time.sleep(0.2)
+                    continue
+                raise ApiReplayError(f"{what}: {type(e).__name__}: {e}") from None
             except httpx.HTTPError as e:
                 raise ApiReplayError(f"{what}: {type(e).__name__}: {e}") from None
         raise AssertionError("unreachable")
 
+    run = "replay-" + uuid.uuid4().hex[:12]  # idempotency keys: <run>-<chunk>-<stream>
     if t_min is not None:  # every query reports from the first close after the earliest element
         call("watermark", lambda: client.advance(t_min))
     batch = [{"query": q.cq.text, "name": q.name} for q in queries]
@@ -266,10 +281,11 @@ def replay_through_api(
                 iri = readers[k][0]
                 body = _body(pending[k], dictionary, serial).encode("utf-8")
                 result.body_bytes += len(body)
+                key = f"{run}-{result.chunks}-{k}"
                 got = call(
                     f"pushing to <{iri}>",
-                    partial(client.push, iri, body, content_type="application/n-quads"),
-                    retry=False,
+                    partial(client.push, iri, body, content_type="application/n-quads", key=key),
+                    resend=True,
                 )
                 late = got.get("late", 0) if isinstance(got, dict) else 0
                 if late:
