@@ -170,8 +170,8 @@ def reconnect_retry(timeout: float) -> dict[str, float]:
     of a minute a process could wait that long again before its next attempt, and its
     session, which the server restores when it restarts from its data directory and
     expires only if the client does not come back within the session timeout, would expire
-    needlessly.  The pause is capped at a quarter of the session timeout (0.1 s to 1 s):
-    once ZooKeeper is back every process reconnects well within its session.
+    needlessly.  The pause is capped at a quarter of the session timeout (0.1 s to 1 s, then
+    +-40% jitter): once ZooKeeper is back every process reconnects well within its session.
     """
     return {
         "max_tries": -1,

@@ -4,7 +4,7 @@ The cluster's own ZooKeeper (TLS) is killed with SIGKILL mid-replay and started 
 on the same port and data directory after an outage of three session timeouts of every
 process (containers, coordinator, the replay's driver; 2 s).  ZooKeeper restores the
 sessions from its data directory and expires those whose client does not come back
-within the timeout; every process tries again at least every quarter of it (kazoo's
+within the timeout; every process tries again about every quarter of it (kazoo's
 pause between attempts is capped, :func:`linkstream.scheduler.zkclient.reconnect_retry`;
 uncapped it grows to seconds after such an outage).  Two cases:
 
