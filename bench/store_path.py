@@ -21,7 +21,7 @@ Modes run in rotating order over ``--rounds`` rounds; medians are reported, and 
 round per CPU second (on a loaded machine wall time mostly measures the other processes).  Raw figures
 go to ``bench/results/store_path.json``.
 
-Usage: python bench/store_path.py [--reports N] [--rounds R] [--slice]
+Usage: python bench/store_path.py [--reports N] [--rounds R] [--slice] [--cache-mb M]
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def oneshot(mode: str, adv_json: str, store_dir: str) -> dict:
     }
 
 
-def child(mode: str, adv_json: str, reports: int, use_slice: bool) -> dict:
+def child(mode: str, adv_json: str, reports: int, use_slice: bool, cache_mb: float = 16.0) -> dict:
     from linkstream.containers.replica import RunReplica
     from linkstream.engine.replay import replay
     from linkstream.scheduler.runs import RunSpec
@@ -139,7 +139,9 @@ def child(mode: str, adv_json: str, reports: int, use_slice: bool) -> dict:
     t0 = time.perf_counter()
     remote = None
     if mode != "local":
-        remote = RemoteStore([Advertisement.from_json(adv_json)], prefer=mode, cache_bytes=16 << 20)
+        remote = RemoteStore(
+            [Advertisement.from_json(adv_json)], prefer=mode, cache_bytes=int(cache_mb * (1 << 20))
+        )
     rep = RunReplica(spec, log=lambda _m: None, remote=remote)
     rep.preplan(texts)
     rqs = [rep.register(n, t) for n, t in sorted(texts.items())]
@@ -250,12 +252,15 @@ def main() -> None:
     ap.add_argument("--reports", type=int, default=120, help="report times replayed per mode (default 120)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds over the modes (default 3)")
     ap.add_argument("--slice", action="store_true", help="use the repository's CityBench slice")
+    ap.add_argument(
+        "--cache-mb", type=float, default=16.0, help="remote modes' cache bound in MiB (default 16)"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--adv", default="", help=argparse.SUPPRESS)
     ap.add_argument("--store", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        out = child(args.child, args.adv, args.reports, args.slice)
+        out = child(args.child, args.adv, args.reports, args.slice, args.cache_mb)
         if args.store:
             out["oneshot"] = oneshot(args.child, args.adv, args.store)
         print(json.dumps(out))
@@ -296,6 +301,7 @@ def main() -> None:
                     ]
                     if args.slice:
                         cmd.append("--slice")
+                    cmd += ["--cache-mb", str(args.cache_mb)]
                     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO, env=env)
                     runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
             with open(f"/proc/{node.pid}/status", encoding="ascii") as f:
@@ -374,6 +380,13 @@ def main() -> None:
         f"(goal >= 0.8: {'met' if min(goal, goal_cpu) >= 0.8 else 'NOT met'}); "
         f"bytes read from store nodes while replaying: {[x.get('replay_read_bytes') for x in runs['shm']]}"
     )
+    for m in ("shm", "tcp"):
+        held = [(x["engine_static_bytes"], x["cache_bytes"], x.get("cache_capacity", 0)) for x in runs[m]]
+        evictions = [x.get("cache_evictions", 0) for x in runs[m]]
+        print(
+            f"{m}: static bytes held (engine, cache, cache bound) per round: {held}; cache evictions "
+            f"{evictions}; held = cache only: {all(e == 0 and c <= b for e, c, b in held)}"
+        )
     out = REPO / "bench" / "results" / "store_path.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
