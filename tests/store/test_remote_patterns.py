@@ -45,6 +45,10 @@ QUERIES = {
         ?p <{EX}visits> ?place . ?a <{EX}knows>* ?b FILTER(?a = ?p) }}""",
     "absent_constant": f"""SELECT ?p ?x {HEAD} WHERE {{
         ?p <{EX}visits> ?place . OPTIONAL {{ ?p <{EX}nowhere> ?x }} }}""",
+    # every pattern may match static and window triples (some window triples repeat static
+    # ones): the static parts' own join is reported from the start, duplicates once
+    "merged_static_and_window": f"""SELECT ?p ?name ?c {HEAD} WHERE {{
+        ?p <{EX}name> ?name . ?p <{EX}lives> ?place . ?place <{EX}in> ?c }}""",
 }
 
 
@@ -82,6 +86,10 @@ def _stream(tmp: Path) -> Path:
         )
         for k in range(3):
             lines.append(f"<{EX}p{(e * 3 + k) % 40}> <{EX}visits> <{EX}place{(e + k) % 8}> {g} .")
+        # a static triple again, and new facts for the merged graph
+        lines.append(f'<{EX}p{e + 1}> <{EX}name> "person {e + 1}" {g} .')
+        lines.append(f'<{EX}p{e}> <{EX}name> "alias {e}" {g} .')
+        lines.append(f"<{EX}place{e % 8}> <{EX}in> <{EX}city{(e + 1) % 3}> {g} .")
     path = tmp / "stream.nq"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -151,6 +159,53 @@ def test_pattern_relevant_triples_give_the_whole_graphs_results(name: str, setup
             assert stats["lookups"] == 0
         else:
             assert stats["lookups"] > 0 and stats["looked_up_triples"] > 0 and stats["cache_bytes"] > 0
+
+
+def _mid_stream(static: Path, remote: RemoteStore | None) -> list[str]:
+    """Query ``a`` from the start, ``b`` (the same join, other variable names: it attaches
+    to ``a``'s running join, whose current content it starts from) after 6 reports."""
+    spec = RunSpec(
+        id="mid",
+        driver="tcp://127.0.0.1:1",
+        base="http://localhost/",
+        default_step=1000,
+        statics=((STATIC, str(static)),),
+        streams=(STREAM,),
+        horizons=(None,),
+    )
+    qa = f"""SELECT ?p ?x {HEAD} WHERE {{ ?p <{EX}visits> ?pl . ?pl <{EX}in> ?x . ?p <{EX}age> ?a }}"""
+    qb = f"""SELECT ?q ?y {HEAD} WHERE {{ ?q <{EX}visits> ?w . ?w <{EX}in> ?y . ?q <{EX}age> ?b }}"""
+    rep = RunReplica(spec, remote=remote)
+    out: list[str] = []
+    try:
+        rep.register("a", qa)
+        eng = rep.engine
+        for e in range(12):
+            for k in range(3):
+                terms = [f"<{EX}p{(e * 3 + k) % 40}>", f"<{EX}visits>", f"<{EX}place{(e + k) % 8}>"]
+                eng.ingest(STREAM, 1000 * e + 1, eng.dictionary.encode_many(terms).reshape(1, 3))
+            if e == 6:
+                rep.register("b", qb)
+            names = [n for n in ("a", "b") if n in eng.queries]
+            got = eng.tick(1000 * (e + 1), names)
+            out += [f"{e} {n} {line}" for n in names for line in got[n]]
+        if remote is not None:
+            assert rep.static_stats()["engine_static_bytes"] == 0
+    finally:
+        rep.close()
+    return out
+
+
+def test_a_query_attaching_to_a_running_static_join_mid_stream(setup) -> None:
+    static, _, node = setup
+    want = _mid_stream(static, None)
+    remote = RemoteStore([node.adv], prefer="shm", cache_bytes=1 << 20)
+    try:
+        got = _mid_stream(static, remote)
+    finally:
+        remote.close()
+    assert sum(1 for x in want if " b " in x) >= 5, want
+    assert sorted(got) == sorted(want)
 
 
 def test_query_patterns_cover_paths_and_nested_groups() -> None:
