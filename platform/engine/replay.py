@@ -22,11 +22,15 @@ import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TextIO
 
 from linkstream.engine.embedded import Engine, RegisteredQuery, ReportSchedule
 from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS
 from linkstream.rdf.streams import Element, StreamReader, StreamStats
+
+_NAME = attrgetter("name")
+_STEPS = attrgetter("steps")
 
 #: look for a quiet gap only when at least this many smallest steps separate the last
 #: report time from the next element
@@ -64,7 +68,7 @@ class _Unit:
 
     def __init__(self, queries: list[RegisteredQuery]) -> None:
         self.queries = queries
-        self.names = frozenset(q.name for q in queries)
+        self.names = frozenset(map(_NAME, queries))
         self.count = 0  # reports so far (evaluated or skipped)
         self.last_c: int | None = None
         self._order: tuple[str, ...] | None = None
@@ -82,12 +86,15 @@ class _Unit:
 
 def _units(engine: object, queries: Sequence[RegisteredQuery], per_query: bool) -> list[_Unit]:
     """Group ``queries`` by their steps, unless ``per_query`` (each its own unit)."""
-    plain = all(type(q).next_report is ReportSchedule.next_report for q in queries)
+    plain = all(t.next_report is ReportSchedule.next_report for t in set(map(type, queries)))
     if per_query or not plain or not isinstance(engine, Engine):
         return [_Unit([q]) for q in queries]
+    steps = list(map(_STEPS, queries))
+    if len(set(steps)) == 1:  # the common case: one unit, without a loop over the queries
+        return [_Unit(list(queries))]
     by_steps: dict[tuple[int, ...], list[RegisteredQuery]] = {}
-    for q in queries:
-        by_steps.setdefault(q.steps, []).append(q)
+    for q, st in zip(queries, steps):
+        by_steps.setdefault(st, []).append(q)
     return [_Unit(qs) for qs in by_steps.values()]
 
 
@@ -115,7 +122,7 @@ def replay(
     evaluates (:meth:`Engine.tick`), not in every registered one, and ``stats.reports``
     is brought up to date when the replay ends.
     """
-    res = ReplayResult(queries={q.name: q for q in queries})
+    res = ReplayResult(queries=dict(zip(map(_NAME, queries), queries)))
     # thousands of registered queries are hundreds of thousands of long-lived objects: the
     # cyclic collector would rescan them all over and over while the replay allocates its
     # small batches (a third of the CPU time with 10,000 queries).  They live as long as the
@@ -164,7 +171,7 @@ def replay(
     # quiet gaps (see the module docstring): only on the embedded engine, and only when
     # each stream's elements come in time order (window bounds are then monotone)
     can_skip = isinstance(engine, Engine) and lateness_ms <= 0
-    min_step = min((s for q in queries for s in q.steps), default=1)
+    min_step = min((min(st) for st in set(map(_STEPS, queries)) if st), default=1)
     backoff = 0
 
     def skip_quiet(limit: int, last: dict[int, int] | None) -> bool | None:
