@@ -166,6 +166,8 @@ CASES: list[Case] = [
     Case("demo-data-missing", "demo --data /no/data", 2, "demo data not found under /no/data (use --data)"),
     Case("demo-rows-word", "demo --rows x", 2, "argument --rows: invalid int value: 'x'"),
     Case("demo-rows-negative", "demo --rows -1 --data {d}/dir", 2, "--rows must be >= 0, got -1"),
+    Case("demo-cluster-zero", "demo --cluster 0", 2, "--cluster must be >= 1, got 0"),
+    Case("demo-cluster-word", "demo --cluster x", 2, "argument --cluster: invalid int value: 'x'"),
     # ------------------------------------------------------------ container
     Case("container-no-zk", "container", 2, "the following arguments are required: --zk"),
     Case("container-capacity-zero", C + " --capacity 0", 2, "--capacity must be >= 1, got 0"),
