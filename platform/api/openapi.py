@@ -149,7 +149,7 @@ _CLUSTER_INGEST_DOC = (
     "Served by every coordinator of `linkstream run --zk` (not by embedded run), scope write; applied "
     "only by the leader (503 elsewhere). The owner coordinator of a stream sends here each pushed "
     "body it sequenced: `{stream, owner, epoch, offset, key, elements: [[t, [[s, p, o], ...]], ...]}` "
-    "with N-Triples terms. The leader applies a stream's bodies in offset order, answers an offset it "
+    "with N-Triples terms, in msgpack (owners send it so) or JSON. The leader applies a stream's bodies in offset order, answers an offset it "
     "applied already as taken (a retry), and refuses an epoch older than one it saw (409: a stale "
     "owner). The answer lists per element whether it was taken (`false`: late) and the error that "
     "stopped the body. For coordinators, not for clients: push to /streams/{iri}."
@@ -525,7 +525,12 @@ def _document() -> dict[str, Any]:
                 "post": {
                     "summary": "An owner's sequenced body of one stream (run --zk only): applied by the leader",
                     "description": _CLUSTER_INGEST_DOC,
-                    "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+                    "requestBody": {
+                        "content": {
+                            "application/x-msgpack": {"schema": {"type": "object"}},
+                            "application/json": {"schema": {"type": "object"}},
+                        }
+                    },
                     "responses": {
                         "200": _resp(
                             "per element taken or late, and the error that stopped the body",

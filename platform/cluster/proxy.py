@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 import httpx
+import msgpack
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
 from linkstream.api.guard import TOKEN_KEY, ApiGuard, send_error
 from linkstream.api.limits import ApiLimits, LimitExceeded
-from linkstream.cluster.ingest import INGEST_PATH
+from linkstream.cluster.ingest import INGEST_PATH, MSGPACK
 from linkstream.cluster.registration import OWNER
 from linkstream.cluster.results import LOG_PATH, serve_log
 from linkstream.cluster.service import ClusterService, token_id
@@ -60,7 +61,7 @@ class LeaderProxy:
             await self._serve_log(scope, send)
             return
         if path == INGEST_PATH and scope["method"] == "POST":
-            await self._serve_ingest(receive, send)
+            await self._serve_ingest(scope, receive, send)
             return
         results = (
             scope["method"] == "GET"
@@ -113,7 +114,7 @@ class LeaderProxy:
 
         await self.app(scope, again, send)
 
-    async def _serve_ingest(self, receive: Receive, send: Send) -> None:
+    async def _serve_ingest(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``POST /_cluster/ingest``: an owner's sequenced body, applied while leading."""
         body = bytearray()
         try:
@@ -129,9 +130,15 @@ class LeaderProxy:
                 send, exc.status, {"error": exc.message, "where": exc.where}, {"Retry-After": "1"}
             )
             return
+        ctype = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
         try:
-            doc = json.loads(bytes(body))
-        except ValueError as exc:
+            if ctype == MSGPACK.encode():
+                doc = msgpack.unpackb(bytes(body), raw=False)
+            else:
+                doc = json.loads(bytes(body))
+            if not isinstance(doc, dict):
+                raise ValueError("not a map")
+        except (ValueError, msgpack.UnpackException) as exc:
             status, answer = 400, {"error": f"ingest body: {exc}"}
         else:
             status, answer = await asyncio.to_thread(self.service.ingest.serve, doc)
