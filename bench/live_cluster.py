@@ -237,7 +237,11 @@ def cpu_note(res: dict) -> str:
     """CPU ms per 1,000 triples of the batch push, per serving process (the shared box's
     load bends wall-clock rates; CPU per triple bends less)."""
     k = res["batch_triples"] / 1000
-    return ", ".join(f"{name} {1e3 * s / k:.1f} CPU ms/ktr" for name, s in sorted(res["batch_cpu_s"].items()))
+    mark = {res.get("leader"): " (leader)"} if len(res["batch_cpu_s"]) > 1 else {}
+    return ", ".join(
+        f"{name}{mark.get(name, '')} {1e3 * s / k:.1f} CPU ms/ktr"
+        for name, s in sorted(res["batch_cpu_s"].items())
+    )
 
 
 def wait_running(http, url: str, n: int, timeout: float) -> float:
@@ -324,7 +328,7 @@ def run_config(
     import httpx
 
     url = urls[0]
-    res: dict = {"config": label, "coordinators": len(urls)}
+    res: dict = {"config": label, "coordinators": len(urls), "leader_pid": pid}
     with httpx.Client(timeout=600) as http:
         res["register_s"] = register_all(http, url, qs, args.register_batch)
         res["queries"] = len(qs)
@@ -346,7 +350,10 @@ def run_config(
         shift = 0
         spy = profile(args, pid, label)
         spy_c = None if container_pid is None else profile(args, container_pid, label + " container")
+        others = {nm: p for nm, p in (serving or {}).items() if p != pid}  # the standbys
+        spy_o = {nm: profile(args, p, f"{label} standby {nm}") for nm, p in others.items()}
         procs = serving or {"embedded": os.getpid()}
+        res["leader"] = next((nm for nm, p in procs.items() if p == pid), None)
         cpu0 = {name: cpu_seconds(p) for name, p in procs.items()}
         dt, tr = push_batches(http, urls, els, args.batch, shift)
         res["batch_cpu_s"] = {name: cpu_seconds(p) - cpu0[name] for name, p in procs.items()}
@@ -386,6 +393,8 @@ def run_config(
     res["profile"] = profile_summary(spy, label, args)
     if spy_c is not None:
         res["container_profile"] = profile_summary(spy_c, label + " container", args)
+    for nm, sp in spy_o.items():
+        res[f"standby_profile_{nm}"] = profile_summary(sp, f"{label} standby {nm}", args)
     return res
 
 
