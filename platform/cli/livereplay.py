@@ -124,7 +124,8 @@ def cmd_replay_live(args: argparse.Namespace, log: Callable[[str], None]) -> int
     started = start_service(args.cluster, flags, insecure=args.insecure, capacity=max(16, len(queries)))
     if isinstance(started, str):
         dictionary.close()
-        return err(started)
+        err(started)
+        return 1  # a runtime failure, not a usage error
     cluster, url = started
     out = None
     done = False
@@ -149,7 +150,8 @@ def cmd_replay_live(args: argparse.Namespace, log: Callable[[str], None]) -> int
             containers = result.containers
         done = True
     except ApiReplayError as e:
-        return err(f"{e} (logs in {cluster.dir})")
+        err(f"{e} (logs in {cluster.dir})")
+        return 1
     finally:
         if out is not None and out is not sys.stdout:
             out.close()
