@@ -326,6 +326,9 @@ def replay_through_api(
             result.containers = [str(c) for c in status.get("containers") or []]
         except (ApiError, httpx.HTTPError, ValueError):
             pass  # only for the summary
+        for rd in started:  # a stream ends when its query goes (below), not before
+            if not rd.is_alive():
+                raise ApiReplayError(rd.error or f"results of {rd.query}: the stream ended before the replay")
         for n in names:  # ends each result stream after every line before it
             call(f"unregistering {n}", partial(client.unregister, n))
         deadline = time.monotonic() + result_timeout
