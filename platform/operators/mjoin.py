@@ -73,18 +73,19 @@ class MJoinOperator(Operator):
         self.probes = 0  # number of relation probes done (for stats / tests)
         #: per input, its static part read on demand (``None``: all in its relation)
         self.static_parts = [static_part_of(c) for c in self.children]
-        self._has_static = any(p is not None for p in self.static_parts)
+        self.has_static = any(p is not None for p in self.static_parts)
         self._static_started = False
-        self._pruned = not self._has_static
+        self.pruned = not self.has_static
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
-        """The content of every input."""
-        return {"state": w.relations(self.state)}
+        """The content of every input, and whether the static parts' own join was emitted."""
+        return {"state": w.relations(self.state), "_static_started": self._static_started}
 
     def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
-        r.expect(self, entries, ("state",))
+        r.expect(self, entries, ("state", "_static_started"))
         self.state = r.relations(entries["state"], self.state)
-        self._static_started = True  # the static parts' join was emitted where the state was
+        #: (whether the static parts' own join was emitted where the state comes from)
+        self._static_started = r.value(entries["_static_started"], bool)
 
     def describe(self) -> str:
         f = f" filters={len(self.filters)}" if self.filters else ""
@@ -125,7 +126,7 @@ class MJoinOperator(Operator):
         while remaining and len(cur):
             cv = cur.vars
             connected = [j for j in remaining if not cvars[j].isdisjoint(cv)]
-            if not connected and len(remaining) > 1 and not self._has_static:
+            if not connected and len(remaining) > 1 and not self.has_static:
                 # the rest shares no variable with the partial result: join its connected
                 # components on their own (cached until their inputs change) and cross
                 # the partial result with them, instead of crossing with one input and
@@ -163,9 +164,9 @@ class MJoinOperator(Operator):
 
     def _prune_static(self) -> None:
         """Drops the static parts no triple can match (once: static graphs do not change)."""
-        self._pruned = True
+        self.pruned = True
         self.static_parts = [None if p is not None and p.empty() else p for p in self.static_parts]
-        self._has_static = any(p is not None for p in self.static_parts)
+        self.has_static = any(p is not None for p in self.static_parts)
 
     def _all_static(self) -> Batch | None:
         """The join of the inputs' static parts alone (``None`` unless every input has
@@ -255,9 +256,9 @@ class MJoinOperator(Operator):
         return tuple(f for f, _ in self.filters)
 
     def current(self) -> Batch:
-        if not self._pruned:
+        if not self.pruned:
             self._prune_static()
-        if self._has_static:
+        if self.has_static:
             return self._current_static()
         if not self.state or any(len(s) == 0 for s in self.state):
             return Batch.empty(self.vars)
@@ -267,16 +268,16 @@ class MJoinOperator(Operator):
     def compute(self, epoch: int) -> Batch:
         deltas = [c.delta(epoch) for c in self.children]
         parts = []
-        if not self._pruned:
+        if not self.pruned:
             self._prune_static()
-        if self._has_static and not self._static_started:
+        if self.has_static and not self._static_started:
             self._static_started = True
             base = self._all_static()
             if base is not None and len(base):
                 parts.append(base)
         if not any(len(d) for d in deltas):
             return parts[0] if parts else Batch.empty(self.vars)
-        comps = self._all_components() if not self._has_static else []
+        comps = self._all_components() if not self.has_static else []
         if len(comps) > 1:
             out = self._compute_by_components(deltas, comps)
             if out is not None:

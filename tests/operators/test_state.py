@@ -383,7 +383,7 @@ def test_every_stateful_operator_class_has_an_explicit_pair() -> None:
             missing[cls.__name__] = sorted(attrs)
     assert missing == {}, "stateful operators without snapshot/restore"
     # the detector finds what it must
-    assert _looks_stateful(MJoinOperator) == {"state"}
+    assert _looks_stateful(MJoinOperator) == {"state", "_static_started"}
     assert _looks_stateful(AggregateOperator) == {"state", "results", "_first"}
     # the output edge has the pair too
     assert {"snapshot", "restore"} <= set(vars(ResultView))
