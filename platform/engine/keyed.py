@@ -30,7 +30,7 @@ result, in the order of its consolidated rows (lexicographic in the output colum
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -180,7 +180,8 @@ class KeyedGroup:
         # blocks in that order
         self._order: list[int] | None = None
         self._place: list[int] = []
-        self.slots: list[str] = []
+        self.slots = np.empty(0, dtype=object)  # str each
+        self._positions: tuple[object, int, np.ndarray | None] | None = None
         self._rows = 0  # lines of a report of every member
         self._cover: tuple[object, int, bool] | None = None
         self._version = 0
@@ -284,7 +285,8 @@ class KeyedGroup:
         for i, m in enumerate(order):
             place[m] = i
         blocks = self.blocks
-        self.slots = [blocks[m] for m in order]
+        self.slots = np.empty(len(order), dtype=object)
+        self.slots[:] = [blocks[m] for m in order]
         self._rows = int(self.cur.sum())
 
     # ------------------------------------------------------------ epochs
@@ -467,7 +469,23 @@ class KeyedGroup:
         """Every member's block in name order, and their lines: a whole report."""
         if self._order is None:
             self._reorder()
-        return self._rows, "".join(self.slots)
+        return self._rows, "".join(self.slots.tolist())
+
+    def positions(self, order: Sequence[str]) -> np.ndarray | None:
+        """Where each member (in name order) is in ``order`` (sorted names holding every
+        member; ``None`` if one is missing)."""
+        if self._order is None:
+            self._reorder()
+        got = self._positions
+        if got is not None and got[0] is order and got[1] == self._version:
+            return got[2]
+        arr = order_array(order)
+        names = np.array([self.names[m] for m in self._order or ()], dtype=arr.dtype if len(arr) else None)
+        pos: np.ndarray | None = arr.searchsorted(names) if len(arr) else np.zeros(0, dtype=np.int64)
+        if pos is not None and len(pos) and (pos.max() >= len(arr) or (arr[pos] != names).any()):
+            pos = None
+        self._positions = (order, self._version, pos)
+        return pos
 
     def first_last(self) -> tuple[str, str]:
         if self._order is None:
@@ -495,6 +513,22 @@ class KeyedGroup:
         mid = self.by_name[name]
         self.acc[mid] += self.cur[mid]
         return int(self.cur[mid])
+
+
+#: id(order) -> (order, its names as a numpy array): the report orders of replay's units
+_ORDERS: dict[int, tuple[Sequence[str], np.ndarray]] = {}
+
+
+def order_array(order: Sequence[str]) -> np.ndarray:
+    """``order`` (sorted names) as a numpy string array, memoised by identity."""
+    hit = _ORDERS.get(id(order))
+    if hit is not None and hit[0] is order:
+        return hit[1]
+    arr = np.array(list(order)) if len(order) else np.empty(0, dtype=str)
+    if len(_ORDERS) >= 8:
+        _ORDERS.clear()
+    _ORDERS[id(order)] = (order, arr)
+    return arr
 
 
 def _set_view(view: ResultView, rows: Batch, bodies: list[str]) -> None:

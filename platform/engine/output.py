@@ -429,7 +429,7 @@ class ReportLines(Mapping[str, list[str]]):
                 the written names when these are not a small part of them.
         """
         if self.groups:
-            return self._text_groups()
+            return self._text_groups(order)
         lines = self.lines
         blocks = self.blocks or {}
         parts: list[str] = []
@@ -465,10 +465,12 @@ class ReportLines(Mapping[str, list[str]]):
             return 0, ""
         return len(got), "\n".join(got) + "\n"
 
-    def _text_groups(self) -> tuple[int, str]:
+    def _text_groups(self, order: Sequence[str] | None) -> tuple[int, str]:
         """:meth:`text` with groups: each group's joined blocks go between the other
-        queries' lines where their names sort; a group whose name range holds another
-        query's name is merged member by member."""
+        queries' lines where their names sort.  Groups whose names interleave with
+        others' are scattered into the report order in one vectorised assignment each."""
+        from linkstream.engine.keyed import order_array
+
         groups = self.groups or []
         plain = sorted(self.lines.keys() | (self.blocks or {}).keys())
         segs = []
@@ -497,18 +499,32 @@ class ReportLines(Mapping[str, list[str]]):
                 k, piece = self._piece(name)
                 n += k
                 parts.append(piece)
-        else:
-            items: list[tuple[str, int, str]] = []
-            for name in plain:
-                k, piece = self._piece(name)
-                items.append((name, k, piece))
+            text = "".join(parts)
+            return n, text.replace(TIME_MARK, self.t_text) if text else text
+        # interleaved: every reporting name has a place in the report order
+        if order is None:
+            every = set(plain)
             for _, _, g in segs:
-                items.extend((name, blk.count("\n"), blk) for name, blk in g.member_blocks())
-            items.sort(key=lambda x: x[0])
-            for _, k, piece in items:
+                every.update(g.by_name)
+            order = tuple(sorted(every))
+        at = np.full(len(order), "", dtype=object)
+        for _, _, g in segs:
+            pos = g.positions(order)
+            if pos is None:  # a member not in ``order``: place it by name
+                return self._text_groups(None)
+            k, _ = g.joined()
+            n += k
+            at[pos] = g.slots
+        if plain:
+            arr, want = order_array(order), np.array(plain)
+            found = arr.searchsorted(want)
+            if found.max() >= len(arr) or (arr[found] != want).any():
+                return self._text_groups(None)  # a name not in ``order``
+            for i, name in zip(found.tolist(), plain):
+                k, piece = self._piece(name)
                 n += k
-                parts.append(piece)
-        text = "".join(parts)
+                at[i] = piece
+        text = "".join(at.tolist())
         return n, text.replace(TIME_MARK, self.t_text) if text else text
 
 
