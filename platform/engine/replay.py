@@ -86,7 +86,8 @@ class _Unit:
 
 def _units(engine: object, queries: Sequence[RegisteredQuery], per_query: bool) -> list[_Unit]:
     """Group ``queries`` by their steps, unless ``per_query`` (each its own unit)."""
-    plain = all(t.next_report is ReportSchedule.next_report for t in set(map(type, queries)))
+    types: set[type[RegisteredQuery]] = set(map(type, queries))
+    plain = all(t.next_report is ReportSchedule.next_report for t in types)
     if per_query or not plain or not isinstance(engine, Engine):
         return [_Unit([q]) for q in queries]
     steps = list(map(_STEPS, queries))
