@@ -188,6 +188,8 @@ class RemoteStatics:
         #: lookups answered for the engine's joins, and the static triples they returned
         self.lookups = 0
         self.looked_up = 0
+        #: bytes of joins of static parts alone emitted whole (held by the operators above)
+        self.materialised_bytes = 0
 
     # ------------------------------------------------------------ lookups (static source)
 
@@ -249,6 +251,10 @@ class RemoteStatics:
             self.store.results.put(memo, out, len(memo[3]))
         self.looked_up += len(out)
         return out
+
+    def materialised(self, nbytes: int) -> None:
+        """Counts a join of static parts alone emitted whole (see ``StaticSource``)."""
+        self.materialised_bytes += nbytes
 
     def has_predicate(self, graphs: tuple[str | None, ...], p: int) -> bool:
         """Whether any of ``graphs`` has a triple with predicate ``p``."""
@@ -329,6 +335,7 @@ class RemoteStatics:
             "failovers": self.store.failovers,
             "lookups": self.lookups,
             "looked_up_triples": self.looked_up,
+            "materialised_bytes": self.materialised_bytes,
         }
 
 
@@ -342,7 +349,10 @@ class StaticGauges:
       ``linkstream_static_cache_capacity_bytes``);
     * ``linkstream_static_remote_read_bytes``: bytes read from store nodes so far;
     * ``linkstream_static_cache_evictions`` and ``linkstream_static_lookups``: blocks
-      evicted from the cache, and lookups the joins made, so far.
+      evicted from the cache, and lookups the joins made, so far;
+    * ``linkstream_static_materialised_bytes``: bytes of joins of static parts alone that
+      joins emitted whole (a query part matching static triples only, e.g. C-SPARQL
+      patterns all matched by the static graph): the operators above keep those rows.
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -376,6 +386,11 @@ class StaticGauges:
             "Static lookups (neighbour lists of a delta's keys) the container's joins made so far",
             registry=registry,
         )
+        self.materialised = Gauge(
+            "linkstream_static_materialised_bytes",
+            "Bytes of joins of static parts alone the container's joins emitted whole",
+            registry=registry,
+        )
 
     def update(self, stats: dict[str, int | str]) -> None:
         self.engine.set(int(stats.get("engine_static_bytes", 0)))
@@ -384,6 +399,7 @@ class StaticGauges:
         self.capacity.set(int(stats.get("cache_capacity", 0)))
         self.evictions.set(int(stats.get("cache_evictions", 0)))
         self.lookups.set(int(stats.get("lookups", 0)))
+        self.materialised.set(int(stats.get("materialised_bytes", 0)))
 
 
 __all__ = ["OverlayDictionary", "RemoteStatics", "StaticGauges", "has_paths", "query_patterns"]

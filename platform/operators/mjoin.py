@@ -180,6 +180,10 @@ class MJoinOperator(Operator):
             return Batch.empty(self.vars)
         return self._probe(k, seed, hidden=frozenset(range(len(parts))))
 
+    def _materialised(self, rows: Batch) -> None:
+        part = next(p for p in self.static_parts if p is not None)
+        part.source.materialised(int(rows.cols.nbytes + rows.counts.nbytes))
+
     def _current_static(self) -> Batch:
         """:meth:`current` with static parts:  S1..Sn + sum_i R1..R(i-1) Di S(i+1)..Sn,
         where Rj = Dj + Sj (relation plus static part)."""
@@ -188,6 +192,7 @@ class MJoinOperator(Operator):
         base = self._all_static()
         if base is not None and len(base):
             out.append(base)
+            self._materialised(base)
         for i in range(n):
             if len(self.state[i]):
                 r = self._probe(i, self.state[i].rows, hidden=frozenset(range(i + 1, n)))
@@ -275,6 +280,7 @@ class MJoinOperator(Operator):
             base = self._all_static()
             if base is not None and len(base):
                 parts.append(base)
+                self._materialised(base)
         if not any(len(d) for d in deltas):
             return parts[0] if parts else Batch.empty(self.vars)
         comps = self._all_components() if not self.has_static else []

@@ -45,6 +45,11 @@ class StaticSource(Protocol):
         """Whether any of ``graphs`` has a triple with predicate ``p``."""
         ...  # pragma: no cover - protocol
 
+    def materialised(self, nbytes: int) -> None:
+        """Told the bytes of a join of static parts alone emitted whole (the operators
+        above a join keep what it emits: static-derived rows held outside the cache)."""
+        ...  # pragma: no cover - protocol
+
 
 class StaticPart:
     """The static part of one pattern scan input of a join, probed on demand.

@@ -74,6 +74,7 @@ def container_metrics(cluster: LocalCluster) -> dict[str, dict[str, float]]:
                 "remote_read_bytes",
                 "cache_evictions",
                 "lookups",
+                "materialised_bytes",
             ):
                 m = re.search(rf"^linkstream_static_{name} ([0-9.e+]+)$", body, re.M)
                 assert m, f"{target}: no linkstream_static_{name}"
@@ -129,7 +130,7 @@ def test_cluster_on_store_nodes_equals_embedded_and_survives_a_store_node(
         for target, m in metrics.items():
             # no static graph held: no static triple in the engine, the block cache only,
             # within its bound (smaller than the graph)
-            assert m["engine_bytes"] == 0, (target, m)
+            assert m["engine_bytes"] == 0 and m["materialised_bytes"] == 0, (target, m)
             assert m["cache_capacity_bytes"] == CACHE_BYTES, (target, m)
             assert m["cache_bytes"] <= CACHE_BYTES, (target, m)
         # the containers answering queries looked the windows' keys up: more bytes read

@@ -167,6 +167,7 @@ def test_container_engine_reading_remotely_equals_embedded(
     assert local_stats["mode"] == "local" and stats["mode"] == "remote"
     assert stats["engine_static_triples"] == 0 < local_stats["engine_static_triples"]
     assert stats["engine_static_bytes"] == 0 and stats["lookups"] > 0 and stats["looked_up_triples"] > 0
+    assert stats["materialised_bytes"] == 0  # no query part matches static triples only
     assert 0 < stats["cache_bytes"] <= stats["cache_capacity"] == cache_bytes
     assert stats["failovers"] == 0
     if cache_bytes < local_stats["engine_static_bytes"]:
