@@ -193,6 +193,7 @@ class KeyedGroup:
         self.st_n = np.empty(0, dtype=np.int64)
         self.st_b = np.empty(0, dtype=object)
         self._prune = False
+        self._empty = Batch.empty(vars)  # read-only: every empty key's rows
         self.epoch = -1
         #: evaluation seconds and per-report latencies of the group (its members')
         self.seconds = 0.0
@@ -395,10 +396,11 @@ class KeyedGroup:
         st_b, st_c, st_n = self.st_b, self.st_c, self.st_n
         ones = not len(st_n) or bool((st_n == 1).all())
         by_key, views, heads, blocks = self.by_key, self.views, self.heads, self.blocks
+        pending = self.pending
         ordered = self._order is not None
         place, slots = self._place, self.slots
         vars_ = self.vars
-        empty = Batch.empty(vars_)
+        empty = self._empty
         touched: list[int] = []
         ns: list[int] = []
         for k, lo, hi in zip(keys, los, his):
@@ -413,9 +415,19 @@ class KeyedGroup:
                     bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
                     n = len(bodies)
                 rows = Batch(vars_, st_c[:, lo:hi], counts)
-            else:
-                bodies = []
-                rows = empty
+            else:  # an empty result: only members that had lines (or never ran) change
+                for mid in mids:
+                    view = views[mid]
+                    if not view._started or mid in pending:  # type: ignore[union-attr]
+                        _set_view(view, empty, [])  # type: ignore[arg-type]
+                    if blocks[mid]:
+                        _set_view(view, empty, [])  # type: ignore[arg-type]
+                        blocks[mid] = ""
+                        if ordered:
+                            slots[place[mid]] = ""
+                        touched.append(mid)
+                        ns.append(0)
+                continue
             last = None
             for mid in mids:
                 view = views[mid]
@@ -424,11 +436,9 @@ class KeyedGroup:
                     last = view
                 if n == 1:
                     blk = heads[mid] + bodies[0] + "\n"
-                elif n:
+                else:
                     head = heads[mid]
                     blk = head + ("\n" + head).join(bodies) + "\n"
-                else:
-                    blk = ""
                 blocks[mid] = blk
                 if ordered:
                     slots[place[mid]] = blk
