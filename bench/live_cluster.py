@@ -23,10 +23,13 @@ For each configuration, in the same run (one ZooKeeper started here for the clus
 
 The cluster runs ``--coordinators`` coordinators (``run --zk``; 1 by default: the leader, no
 forwarding hop).  With 2, stream group ``i`` is pushed to coordinator ``i`` (the leader
-first), so the second group goes through the standby.  ``--profile S`` records the leader
-(the bench process for embedded ``run``) with ``py-spy`` for ``S`` seconds during the batch
-push and prints the functions where most samples were (``py-spy`` on ``PATH`` or
-``--py-spy``).  Raw figures go to ``bench/results/live_cluster.json``.
+first), so the second group goes to the standby (with per-stream owners, to whichever
+coordinator owns the stream).  ``--profile S`` records, from the start of the batch push,
+``S`` seconds of the leader (the bench process for embedded ``run``), the standbys and
+the first container with ``py-spy record --gil`` (the thread holding the GIL: where the
+CPU goes) and prints each one's threads and hottest frames (``py-spy`` on ``PATH`` or
+``--py-spy``; not a project dependency).  Raw figures go to
+``bench/results/live_cluster.json``.
 
 ``--register-only`` measures registration alone, and prints the cluster's rate as a ratio of
 embedded ``run``'s.  ``--baseline-tree DIR`` adds, in the same run, a cluster whose
@@ -271,7 +274,8 @@ def profile(args: argparse.Namespace, pid: int, label: str) -> subprocess.Popen 
         return None
     out = Path(args.out).with_name("live_cluster_profile_" + label.replace(" ", "_") + ".txt")
     cmd = [spy, "record", "--pid", str(pid), "--duration", str(args.profile), "--rate", "200"]
-    cmd += ["--format", "raw", "--threads", "--nonblocking", "--output", str(out)]
+    # --gil: only the thread holding the GIL is sampled -- where the CPU goes, not who waits
+    cmd += ["--format", "raw", "--threads", "--gil", "--nonblocking", "--output", str(out)]
     log = open(out.with_suffix(".log"), "w", encoding="utf-8")  # noqa: SIM115  # closed with the process
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
