@@ -13,6 +13,7 @@ carries the server's public key (``curve``) for readers to check.
 from __future__ import annotations
 
 import logging
+import mmap
 import threading
 from collections.abc import Mapping
 
@@ -60,6 +61,19 @@ def _parse_request(frame: bytes, regions: Mapping[str, RegionInfo]) -> list[tupl
     return out
 
 
+def _read_only_mapping(a: np.ndarray) -> bool:
+    """Whether ``a`` views a read-only memory mapping (``np.load(..., mmap_mode="r")``):
+    nothing can change its bytes, so publishing it needs no copy."""
+    if a.flags.writeable:
+        return False
+    base = a.base
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return isinstance(base, mmap.mmap)
+
+
 class TcpServer:
     """Serves published arrays to :class:`TcpReader` clients from a background thread."""
 
@@ -77,7 +91,9 @@ class TcpServer:
         self._thread.start()
 
     def publish(self, name: str, array: np.ndarray) -> None:
-        a = as_region(array).copy()
+        a = as_region(array)
+        if not _read_only_mapping(a):  # a read-only file mapping is served in place
+            a = a.copy()
         a.flags.writeable = False
         with self._lock:
             if name in self._infos:

@@ -1,8 +1,12 @@
 """Store nodes: a store directory's partitions served as memory regions, advertised in ZooKeeper.
 
 A store node opens a store directory (as ``linkstream load`` wrote it: ``P`` subject-hash
-partitions per graph, ``s % P``), builds the :class:`~linkstream.store.index.GraphIndex`
-of every partition it holds, and publishes each index array as one read-only region
+partitions per graph, ``s % P``), takes the :class:`~linkstream.store.index.GraphIndex`
+of every partition it holds -- memory-mapped from ``DIR/index/parts`` when current, else
+built once and kept there, with the batches absorbed into the directory and not yet
+checkpointed merged in (:mod:`linkstream.store.nodeindex`: the node serves the store as
+``linkstream sparql --store DIR`` sees it when the node starts) -- and publishes each
+index array as one read-only region
 (:mod:`linkstream.rdma`) named ``<graph dir>/<partition>/<array>`` -- on shared memory
 (readers on the same host) and on TCP (everyone else), and RDMA where a device exists.
 Sorted arrays longer than one block also get a *fence* region (every ``BLOCK``-th
@@ -55,6 +59,8 @@ from linkstream.store.layout import (
     read_manifest,
     resolve_dictionary_uri,
 )
+from linkstream.store.nodeindex import BuildStats, read_state
+from linkstream.store.nodeindex import partition_index as served_index
 from linkstream.store.protocol import RDF_TYPE
 
 log = logging.getLogger(__name__)
@@ -83,8 +89,9 @@ def fence_name(gdir: str, k: int, array: str) -> str:
     return f"{gdir}/{k}/{array}.fence"
 
 
-def store_fingerprint(manifest: Manifest) -> str:
-    """Digest of a store's content as its manifest records it (graphs, sizes, checksums).
+def store_fingerprint(manifest: Manifest, absorbed: str = "") -> str:
+    """Digest of a store's content as its manifest records it (graphs, sizes, checksums),
+    and of the absorbed batches served with it (``absorbed``: their digest, ``""``: none).
 
     Equal fingerprints on two nodes mean they serve the same data; readers refuse to mix
     nodes of different fingerprints in one graph.
@@ -95,12 +102,14 @@ def store_fingerprint(manifest: Manifest) -> str:
         "graphs": [g.to_json() for g in manifest.graphs],
         "files": manifest.extra.get("files"),
         "vts": manifest.extra.get("vts"),
+        **({"absorbed": absorbed} if absorbed else {}),
     }
     return hashlib.blake2b(json.dumps(doc, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 def partition_index(store_dir: Path, manifest: Manifest, gdir: str, k: int, rdf_type: int) -> GraphIndex:
-    """The index of partition ``k`` of graph folder ``gdir`` (empty if the file is missing)."""
+    """The index of partition ``k`` of graph folder ``gdir``, built afresh from its file alone
+    (empty if the file is missing); nodes serve :func:`~linkstream.store.nodeindex.partition_index`."""
     path = partition_path(store_dir, gdir, k)
     if not path.exists():
         return GraphIndex.empty()
@@ -248,6 +257,9 @@ class StoreNode:
         curve: CURVE server keys of the TCP transport and the dictionary server (with the
             allow-list and ``on_reject``), ``None``: plaintext (``--insecure``).
         metrics: ``host:port`` of the process's metrics endpoint (advertised).
+        cache_index: Memory-map the partition indexes kept under ``DIR/index/parts``
+            when current, and keep newly built ones there
+            (:mod:`~linkstream.store.nodeindex`); ``False``: build all in memory.
 
     Raises:
         StoreNodeError: The directory is not a readable store, or no transport works.
@@ -261,6 +273,7 @@ class StoreNode:
         bind: str = "tcp://127.0.0.1:*",
         curve: CurveSpec | None = None,
         metrics: str = "",
+        cache_index: bool = True,
     ) -> None:
         self.curve = curve
         self.metrics = metrics
@@ -298,9 +311,34 @@ class StoreNode:
         if "tcp" in self.servers:
             self.dictionary_server = DictionaryServer(self.dictionary, f"tcp://{_bind_host(bind)}:*", curve)
         self.bytes = 0
-        for g in m.graphs:
-            for k in self.partitions:
-                self._publish(g.dir, k, partition_index(self.store_dir, m, g.dir, k, self.rdf_type))
+        #: partition indexes memory-mapped from ``DIR/index/parts`` / built at start
+        self.index_stats = BuildStats()
+        try:
+            # manifest, absorbed batches and partition files as one state (the store's lock)
+            self.state = read_state(self.store_dir, self.partitions)
+            self.manifest = self.state.manifest
+            for g in self.state.graphs:
+                for k in self.partitions:
+                    ix = served_index(
+                        self.store_dir,
+                        self.state,
+                        g.dir,
+                        g.iri,
+                        k,
+                        self.rdf_type,
+                        self.index_stats,
+                        cache_index,
+                    )
+                    self._publish(g.dir, k, ix)
+        except (OSError, ValueError) as e:
+            self.close()
+            raise StoreNodeError(f"{self.store_dir}: {e}") from None
+        log.info(
+            "store node: %d partition indexes memory-mapped, %d built; %d absorbed triples served",
+            self.index_stats.mapped,
+            self.index_stats.built,
+            sum(len(t) for t in self.state.absorbed.values()),
+        )
 
     def _publish(self, gdir: str, k: int, ix: GraphIndex) -> None:
         for f in fields(ix):
@@ -321,10 +359,10 @@ class StoreNode:
             host=socket.gethostname(),
             pid=os.getpid(),
             store=str(self.store_dir),
-            fingerprint=store_fingerprint(m),
+            fingerprint=store_fingerprint(m, self.state.absorbed_digest),
             partitions_total=m.partitions,
             partitions=self.partitions,
-            graphs=tuple((g.iri, g.dir, g.triples) for g in m.graphs),
+            graphs=tuple((g.iri, g.dir, g.triples) for g in self.state.graphs),
             dictionary={
                 "uri": uri,
                 "host": socket.gethostname(),
