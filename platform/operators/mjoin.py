@@ -37,7 +37,7 @@ from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, concat, consolidate, cross_product
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation, union_vars
-from linkstream.operators.static_probe import static_part_of
+from linkstream.operators.static_probe import StaticJoinPart, static_part_of
 from linkstream.query.expressions import Expr
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class MJoinOperator(Operator):
             if (j in hidden or not len(state[j])) and parts[j] is None:
                 return Batch.empty(self.vars)
         cur = d
-        bound = set(d.vars) & self.children[i].certain
+        bound = set(d.vars) & (self.children[i].certain if i >= 0 else frozenset(d.vars))
         done: set[int] = set()
         filters = bool(self.filters)
         if filters:
@@ -161,6 +161,11 @@ class MJoinOperator(Operator):
         if not len(cur):
             return Batch.empty(self.vars)
         return self._apply_filters(cur, done, set(self.vars)).project(self.vars)
+
+    def probe_static(self, seed: Batch) -> Batch:
+        """``seed`` (bindings of some of this join's variables) joined with every input's
+        static part (:class:`~.static_probe.StaticJoinPart`: a join above probes this one)."""
+        return self._probe(-1, seed, hidden=frozenset(range(len(self.children))))
 
     def _prune_static(self) -> None:
         """Drops the static parts no triple can match (once: static graphs do not change)."""
@@ -271,10 +276,14 @@ class MJoinOperator(Operator):
         return consolidate(self._probe(i, self.state[i].rows))
 
     def compute(self, epoch: int) -> Batch:
-        deltas = [c.delta(epoch) for c in self.children]
-        parts = []
         if not self.pruned:
             self._prune_static()
+        # an input that is a join of static parts only is probed, never read
+        deltas = [
+            Batch.empty(c.vars) if isinstance(p, StaticJoinPart) else c.delta(epoch)
+            for c, p in zip(self.children, self.static_parts)
+        ]
+        parts = []
         if self.has_static and not self._static_started:
             self._static_started = True
             base = self._all_static()

@@ -74,6 +74,11 @@ class StaticPart:
         self.vars = out_vars
         self.slots = [(k, rename.get(str(v), str(v)) if k == "var" else int(v)) for k, v in scan.pattern]
         self.p = int(scan.pattern[1][1]) if scan.pattern[1][0] == "const" else None
+        g = scan.graph
+        while isinstance(g, AttachOperator):
+            g = g.shared
+        #: the scan's graph has no window: the input is static only
+        self.static_only = not g.children
         #: lookups done and static triples they returned (stats, tests)
         self.probes = 0
         self.triples = 0
@@ -164,9 +169,56 @@ def _key_join(cur: Batch, key: np.ndarray, found: Batch, var: str) -> Batch:
     return Batch(out_vars, cols, counts)
 
 
-def static_part_of(child: Operator) -> StaticPart | None:
+class StaticJoinPart:
+    """A join input that is itself a join of static-only inputs (a ``GRAPH <g> { ... }``
+    group of static patterns joined with windows): probed as a chain of lookups seeded
+    with the partial result's distinct bindings of the shared variables, instead of
+    holding the group's whole result.  The group's join operator is then never evaluated
+    as an input (its only output would be that whole result).
+
+    Args:
+        join: The group's join (an ``MJoinOperator`` whose inputs all have static parts
+            over window-less graphs; it offers ``probe_static``).
+        rename: The group's variable -> the join input's variable.
+        out_vars: The join input's variables.
+    """
+
+    constants = 0
+
+    def __init__(self, join: Operator, rename: dict[str, str], out_vars: tuple[str, ...]) -> None:
+        self.join = join
+        self.parts: list[StaticPart] = list(join.static_parts)  # type: ignore[attr-defined]  # an MJoin
+        self.source = self.parts[0].source
+        self.rename = rename
+        self.back = {v: k for k, v in rename.items()}
+        self.vars = out_vars
+        self.probes = 0
+
+    def empty(self) -> bool:
+        return any(p.empty() for p in self.parts)
+
+    def probe(self, cur: Batch) -> Batch:
+        """``cur`` joined with the group's static solutions compatible with it."""
+        shared = [v for v in cur.vars if v in self.vars]
+        if shared:
+            keys = np.unique(cur.project(shared).cols, axis=1)
+            seed = Batch(tuple(self.back.get(v, v) for v in shared), keys, np.ones(keys.shape[1], np.int64))
+        else:
+            seed = Batch.unit()
+        self.probes += 1
+        got = self.join.probe_static(seed)  # type: ignore[attr-defined]  # an MJoin
+        if not len(got):
+            return Batch.empty(_join_vars(cur.vars, self.vars))
+        got = Batch(tuple(self.rename.get(v, v) for v in got.vars), got.cols, got.counts).project(self.vars)
+        rel = Relation(self.vars)
+        rel.apply(got.with_counts(np.ones(len(got), dtype=np.int64)))
+        return rel.join(cur)
+
+
+def static_part_of(child: Operator) -> StaticPart | StaticJoinPart | None:
     """The static part of a join input: a pattern scan (possibly renamed or attached by
-    operator sharing) over a graph operator with a static source; ``None`` otherwise."""
+    operator sharing) over a graph operator with a static source, or a join of such scans
+    over window-less graphs only; ``None`` otherwise."""
     rename: dict[str, str] | None = None
     c = child
     for _ in range(8):
@@ -180,6 +232,9 @@ def static_part_of(child: Operator) -> StaticPart | None:
             c = inner
         else:
             break
+    sub = getattr(c, "static_parts", None)
+    if sub and hasattr(c, "probe_static") and all(isinstance(p, StaticPart) and p.static_only for p in sub):
+        return StaticJoinPart(c, rename or {v: v for v in c.vars}, child.vars)
     if type(c) is not ScanOperator:
         return None
     g = c.graph
@@ -191,4 +246,4 @@ def static_part_of(child: Operator) -> StaticPart | None:
     return StaticPart(c, source, rename or {}, child.vars)
 
 
-__all__ = ["StaticPart", "StaticSource", "static_part_of"]
+__all__ = ["StaticJoinPart", "StaticPart", "StaticSource", "static_part_of"]

@@ -49,6 +49,11 @@ QUERIES = {
     # ones): the static parts' own join is reported from the start, duplicates once
     "merged_static_and_window": f"""SELECT ?p ?name ?c {HEAD} WHERE {{
         ?p <{EX}name> ?name . ?p <{EX}lives> ?place . ?place <{EX}in> ?c }}""",
+    # CQELS: a GRAPH group of static patterns joined with a window (CityBench Q4/Q5/Q9's
+    # shape): the group is probed with the window's keys, never read whole
+    "static_graph_group": f"""SELECT ?p ?c ?a WHERE {{
+        GRAPH <{STATIC}> {{ ?p <{EX}lives> ?pl . ?pl <{EX}in> ?c . ?p <{EX}age> ?a }}
+        STREAM <{STREAM}> [RANGE 3s] {{ ?p <{EX}visits> ?place }} }}""",
 }
 
 
