@@ -180,7 +180,7 @@ class KeyedGroup:
         # blocks in that order
         self._order: list[int] | None = None
         self._place: list[int] = []
-        self.slots = np.empty(0, dtype=object)  # str each
+        self.slots: list[str] = []
         self._positions: tuple[object, int, np.ndarray | None] | None = None
         self._rows = 0  # lines of a report of every member
         self._cover: tuple[object, int, bool] | None = None
@@ -286,8 +286,7 @@ class KeyedGroup:
         for i, m in enumerate(order):
             place[m] = i
         blocks = self.blocks
-        self.slots = np.empty(len(order), dtype=object)
-        self.slots[:] = [blocks[m] for m in order]
+        self.slots = [blocks[m] for m in order]
         self._rows = int(self.cur.sum())
 
     # ------------------------------------------------------------ epochs
@@ -479,7 +478,15 @@ class KeyedGroup:
         """Every member's block in name order, and their lines: a whole report."""
         if self._order is None:
             self._reorder()
-        return self._rows, "".join(self.slots.tolist())
+        return self._rows, "".join(self.slots)
+
+    def slot_array(self) -> np.ndarray:
+        """:attr:`slots` as an object array (to scatter into a report order)."""
+        if self._order is None:
+            self._reorder()
+        arr = np.empty(len(self.slots), dtype=object)
+        arr[:] = self.slots
+        return arr
 
     def positions(self, order: Sequence[str]) -> np.ndarray | None:
         """Where each member (in name order) is in ``order`` (sorted names holding every

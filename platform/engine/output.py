@@ -514,7 +514,7 @@ class ReportLines(Mapping[str, list[str]]):
                 return self._text_groups(None)
             k, _ = g.joined()
             n += k
-            at[pos] = g.slots
+            at[pos] = g.slot_array()
         if plain:
             arr, want = order_array(order), np.array(plain)
             found = arr.searchsorted(want)
