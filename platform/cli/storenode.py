@@ -7,6 +7,11 @@ znode with the cluster's private ACL unless ``--insecure``).  It prints one JSON
 with its advertisement once serving (scripts and tests read it), then runs until
 SIGTERM / SIGINT.
 
+Each partition's index is kept under ``DIR/index/parts`` and memory-mapped at the next
+start (rebuilt only when the partition changed), and batches absorbed into ``DIR`` and not
+yet checkpointed are served merged into the partitions, as they stand at the node's start
+(:mod:`linkstream.store.nodeindex`).
+
 Security is on by default: with ``--zk`` the TCP transport and the dictionary server are
 CURVE servers admitting only the cluster's published keys (containers, the driver, and
 readers under ``ROOT/readers``), the node's own public key is in its advertisement, and
@@ -47,6 +52,13 @@ def add_parser(sub: argparse._SubParsersAction, add_security_options: object) ->
             "(same host), TCP, or RDMA where a device exists. With --zk the node advertises "
             "itself (address, transports, partitions, dictionary) in an ephemeral znode under "
             "ROOT/storenodes; several nodes may hold overlapping partitions (replication). "
+            "Each partition's index is built once and kept under DIR/index/parts (checked against "
+            "the partition's size and checksum in store.json), then memory-mapped at the next start; "
+            "only partitions a checkpoint rewrote are rebuilt. Batches absorbed into DIR "
+            "(`linkstream run --store DIR --absorb S`) and not yet checkpointed are served too, as "
+            "they stand when the node starts: restart the store nodes to serve batches absorbed after "
+            "that (`linkstream sparql --zk` then sees them; running --remote-store containers keep "
+            "the content they first read and need a restart too). "
             "Security is on: with --zk the TCP transport and the dictionary server speak CURVE and "
             "admit only the cluster's published keys (containers, the driver, readers under "
             "ROOT/readers); without --zk, serving tcp needs --insecure."
@@ -85,6 +97,12 @@ def add_parser(sub: argparse._SubParsersAction, add_security_options: object) ->
         default=None,
         metavar="PORT",
         help="serve Prometheus metrics on 127.0.0.1:PORT (0: a free port; advertised as 'metrics')",
+    )
+    p.add_argument(
+        "--no-index-cache",
+        action="store_true",
+        help="build every partition index in memory at start and write nothing under DIR/index/parts "
+        "(default: memory-map the kept indexes, build and keep the missing or stale ones)",
     )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     add_security_options(p)  # type: ignore[operator]  # main.add_security_options
@@ -151,7 +169,15 @@ def cmd_store_node(args: argparse.Namespace) -> int:
                 return 2
             curve = _server_keys(security, client, args.root, metrics)
         try:
-            node = StoreNode(args.store, parts, transports=names, bind=args.bind, curve=curve, metrics=where)
+            node = StoreNode(
+                args.store,
+                parts,
+                transports=names,
+                bind=args.bind,
+                curve=curve,
+                metrics=where,
+                cache_index=not args.no_index_cache,
+            )
         except (OSError, ValueError, RegionError) as e:
             print(f"error: store-node: {e}", file=sys.stderr)
             return 2

@@ -194,3 +194,19 @@ def test_store_node_serves_absorbed_batches_as_the_store_directory(
         assert _answers(capsys, "--zk", zk) == later
     finally:
         node.stop()
+
+
+def test_no_index_cache_serves_the_same_and_writes_nothing(tmp_path: Path) -> None:
+    store = build_store(tmp_path, partitions=2)
+    node = StoreNodeProcess(store, None, "--transports", "tcp", "--no-index-cache")
+    try:
+        assert not (store / "index" / PARTS).exists()
+    finally:
+        node.stop()
+    kept = StoreNodeProcess(store, None, "--transports", "tcp")
+    try:
+        assert len(list((store / "index" / PARTS).glob("*/part-*/meta.json"))) == 2 * len(kept.adv.graphs)
+        assert kept.adv.fingerprint == node.adv.fingerprint
+        assert kept.adv.transports["tcp"]["regions"] == node.adv.transports["tcp"]["regions"]
+    finally:
+        kept.stop()
