@@ -44,6 +44,7 @@ main loop applies them between messages, so the engine is used from one thread o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -76,6 +77,7 @@ from linkstream.containers.protocol import (
     encode,
 )
 from linkstream.containers.recovery import recompute
+from linkstream.containers.rejoin import await_key, open_receiver
 from linkstream.containers.remotestatic import StaticGauges
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.security import Security, SecurityError
@@ -160,8 +162,8 @@ class ContainerRuntime(StateMigration):
         self._requested_id = container_id
         self._client = self.security.kazoo(hosts, session_timeout)
         self._keyring = KeyRing(self._client, root)
-        server = self.security.server(self._client, root, self.metrics.on_reject("data"))
-        self._receiver = Receiver(bind, rcvhwm=10000, curve_keys=server)
+        self._bind = bind
+        self._receiver = self._data_socket()
         self.address = self._receiver.endpoint
         # Operator-level placement (opt-in per run): edges between producer and consumer tasks.
         self._ops = OperatorPlane(
@@ -220,6 +222,11 @@ class ContainerRuntime(StateMigration):
         self._membership.watch_drain(self.id, lambda state: self._events.put(("drain", state)))
         logger.info("container %s listening at %s (capacity %d)", self.id, self.address, self.capacity)
         return self.id
+
+    def _data_socket(self) -> Receiver:
+        return open_receiver(
+            self._bind, lambda: self.security.server(self._client, self.root, self.metrics.on_reject("data"))
+        )
 
     def _peer_keys(self, cid: str) -> CurveKeys | None:
         """CURVE keys to connect to container ``cid``'s sockets (``None``: plaintext)."""
@@ -349,6 +356,12 @@ class ContainerRuntime(StateMigration):
                 logger.warning("%s: ZooKeeper session lost; rejoining the run", self.id)
                 spec = self._spec_seen
                 self._end_run()
+                self._receiver.close()  # what the driver sent before (in flight) must not reach the new run
+                self._receiver = self._data_socket()
+                if self._receiver.endpoint != self.address and self._membership is not None:
+                    self.address = self._receiver.endpoint
+                    with contextlib.suppress(KazooException):  # re-registration uses it either way
+                        self._membership.update(address=self.address)
                 self._await_key()
                 self._set_run(spec)
             elif kind == "drain":
@@ -364,27 +377,14 @@ class ContainerRuntime(StateMigration):
             self.metrics.queries_registered.set(len(self._slots))
 
     def _await_key(self, timeout: float = 10.0) -> None:
-        """Waits until this container's public key is published again (after a lost session).
-
-        The driver admits a CURVE peer only while its key is in ZooKeeper, and a refused
-        handshake is not retried: a hello sent before membership re-registered this
-        container (on the new session) would never arrive.
-        """
-        if not self.security.enabled:
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self._keyring.public_key(self.id) is not None:
-                    return
-            except KazooException:
-                pass
-            time.sleep(0.05)
-        logger.warning("%s: key not republished within %gs; rejoining anyway", self.id, timeout)
+        """Waits until this container's key is published again (after a lost session)."""
+        if self.security.enabled and not await_key(self._keyring, self.id, timeout):
+            logger.warning("%s: key not republished within %gs; rejoining anyway", self.id, timeout)
 
     def _set_run(self, spec: RunSpec | None) -> None:
         self._vanished.clear()
-        if spec is not None and spec.id == self._run_id:
+        run = self._run  # the same run, unless another driver took it over (results go elsewhere)
+        if spec is not None and run is not None and (spec.id, spec.driver) == (run.id, run.driver):
             if spec != self._run and self._replica is not None:
                 # A live service's run grows: new queries and streams (same indexes for old ones).
                 try:
