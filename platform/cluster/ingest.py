@@ -418,7 +418,8 @@ class StreamIngest:
             # next leader either (the keys are in the durable ingest log it replays).
             ek = "~%d.%d" % (epoch, n) if key is None else "%s#%d" % (key, k)
             try:
-                ok = live.push(iri, t, [tuple(tr) for tr in triples], timeout=ROOM_S, key=ek)
+                # the decoded [s, p, o] lists as they are: the worker flattens them into terms
+                ok = live.push(iri, t, triples, timeout=ROOM_S, key=ek)
             except EventTimeError as exc:
                 st.next = n + 1
                 return flags, exc

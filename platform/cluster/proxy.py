@@ -131,17 +131,20 @@ class LeaderProxy:
             )
             return
         ctype = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
-        try:
-            if ctype == MSGPACK.encode():
-                doc = msgpack.unpackb(bytes(body), raw=False)
-            else:
-                doc = json.loads(bytes(body))
-            if not isinstance(doc, dict):
-                raise ValueError("not a map")
-        except (ValueError, msgpack.UnpackException) as exc:
-            status, answer = 400, {"error": f"ingest body: {exc}"}
-        else:
-            status, answer = await asyncio.to_thread(self.service.ingest.serve, doc)
+
+        def decode_and_apply() -> tuple[int, dict]:  # off the event loop: bodies are large
+            try:
+                if ctype == MSGPACK.encode():
+                    doc = msgpack.unpackb(bytes(body), raw=False)
+                else:
+                    doc = json.loads(bytes(body))
+                if not isinstance(doc, dict):
+                    raise ValueError("not a map")
+            except (ValueError, msgpack.UnpackException) as exc:
+                return 400, {"error": f"ingest body: {exc}"}
+            return self.service.ingest.serve(doc)
+
+        status, answer = await asyncio.to_thread(decode_and_apply)
         await send_json(send, status, answer)
 
     async def _serve_log(self, scope: Scope, send: Send) -> None:
