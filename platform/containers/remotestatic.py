@@ -252,6 +252,14 @@ class RemoteStatics:
         self.looked_up += len(out)
         return out
 
+    def recall(self, key: tuple) -> np.ndarray | None:
+        """A result remembered in the store's result cache (see ``StaticSource``)."""
+        return self.store.results.get(key)
+
+    def remember(self, key: tuple, value: np.ndarray, key_bytes: int) -> None:
+        """Keeps ``value`` in the store's result cache, within its bound."""
+        self.store.results.put(key, value, key_bytes)
+
     def materialised(self, nbytes: int) -> None:
         """Counts a join of static parts alone emitted whole (see ``StaticSource``)."""
         self.materialised_bytes += nbytes

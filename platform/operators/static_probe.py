@@ -45,6 +45,14 @@ class StaticSource(Protocol):
         """Whether any of ``graphs`` has a triple with predicate ``p``."""
         ...  # pragma: no cover - protocol
 
+    def recall(self, key: tuple) -> np.ndarray | None:
+        """A result remembered under ``key`` (in the source's bounded cache), or ``None``."""
+        ...  # pragma: no cover - protocol
+
+    def remember(self, key: tuple, value: np.ndarray, key_bytes: int) -> None:
+        """Keeps ``value`` under ``key`` while the cache's bound allows."""
+        ...  # pragma: no cover - protocol
+
     def materialised(self, nbytes: int) -> None:
         """Told the bytes of a join of static parts alone emitted whole (the operators
         above a join keep what it emits: static-derived rows held outside the cache)."""
@@ -193,6 +201,10 @@ class StaticJoinPart:
         self.back = {v: k for k, v in rename.items()}
         self.vars = out_vars
         self.probes = 0
+        #: what the group computes (patterns over graphs, filters): with a seed, the key
+        #: its solutions are remembered under in the source's bounded result cache
+        filters = sorted(repr(f) for f, _ in getattr(join, "filters", ()))
+        self._what = repr(([(tuple(p.slots), p.graphs) for p in self.parts], filters, join.vars))
 
     def empty(self) -> bool:
         return any(p.empty() for p in self.parts)
@@ -206,7 +218,15 @@ class StaticJoinPart:
         else:
             seed = Batch.unit()
         self.probes += 1
-        got = self.join.probe_static(seed)  # type: ignore[attr-defined]  # an MJoin
+        kb = np.ascontiguousarray(seed.cols).tobytes()
+        key = ("group", self._what, seed.vars, kb)
+        cols = self.source.recall(key) if len(kb) <= 64 * 8 else None
+        if cols is None:
+            got = self.join.probe_static(seed)  # type: ignore[attr-defined]  # an MJoin
+            if len(kb) <= 64 * 8:
+                self.source.remember(key, np.ascontiguousarray(got.cols), len(kb) + len(self._what))
+        else:  # (a group's solutions are distinct: count 1 each)
+            got = Batch(self.join.vars, cols, np.ones(cols.shape[1], dtype=np.int64))
         if not len(got):
             return Batch.empty(_join_vars(cur.vars, self.vars))
         got = Batch(tuple(self.rename.get(v, v) for v in got.vars), got.cols, got.counts).project(self.vars)
