@@ -293,12 +293,16 @@ class ClusterService(QueriesMixin):
             self._teardown()
             if ev is None:
                 return
-            if ev:
+            while ev:  # leading: bring the backend up, again after a failure while still leading
                 try:
                     self._bring_up()
+                    break
                 except Exception:
-                    logger.exception("%s: cannot start the live backend", self.identifier)
+                    logger.exception("%s: cannot start the live backend; retrying", self.identifier)
                     self._teardown()
+                time.sleep(1.0)
+                if self._closed or not self.coordinator.is_leader or not self._events.empty():
+                    break
 
     def _report_load(self) -> None:
         """While leading, publishes the autoscaler's figures once a second (its own thread, so a

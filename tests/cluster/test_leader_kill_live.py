@@ -229,3 +229,37 @@ def test_a_new_leader_replays_only_the_registrations_the_registry_still_holds() 
         rec(7, "register", "lost"),  # in the log, no longer in the registry (removed while it died)
     ]
     assert stale_registrations(log, {"again", "kept"}) == {0, 1, 3, 6, 7}
+
+
+def test_a_leader_serves_only_once_it_holds_the_log(tmp_path: Path, zk_server: str, zk_chroot: str) -> None:
+    """The shared log's lock fences the leaders: while another process holds it (an old leader
+    that has not stepped down yet), an elected coordinator does not serve; it does once the
+    lock is released."""
+    import fcntl
+
+    state = tmp_path / "state"
+    state.mkdir()
+    fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
+    try:
+        cluster.start(0, coordinators=0)
+        name = cluster.start_coordinator(["--idle-ms", "0", "--state-dir", str(state)])
+        url = cluster.api_urls(timeout=30)[name]
+        deadline = time.monotonic() + 30
+        while "elected leader" not in (cluster.dir / "logs" / f"{name}.log").read_text():
+            assert time.monotonic() < deadline, "the coordinator was not elected"
+            time.sleep(0.1)
+        time.sleep(2.0)
+        st = httpx.get(url + "/status", timeout=10).json()
+        assert st["role"] == "standby" and "ingest_log" not in st, st  # elected, but not serving
+        r = httpx.post(url + "/watermark", params={"t": "1000"}, timeout=30)
+        assert r.status_code == 503, r.text
+        os.close(fd)  # the lock goes with its holder
+        deadline = time.monotonic() + 30
+        while httpx.get(url + "/status", timeout=10).json()["role"] != "leader":
+            assert time.monotonic() < deadline, "the coordinator does not serve after the lock was released"
+            time.sleep(0.2)
+        assert httpx.get(url + "/status", timeout=10).json()["ingest_log"]["directory"] == str(state)
+    finally:
+        cluster.stop()
