@@ -280,7 +280,11 @@ class Relation:
 
     def set_consolidated(self, rows: Batch) -> None:
         """:meth:`replace` by rows already consolidated over :attr:`vars` (not checked)."""
-        self._base = _Part(rows)
+        base = self._base
+        if base._indexes or base._bound or base._extra:
+            self._base = _Part(rows)
+        else:  # no index built on it (a result view's relation): reused as it is
+            base.rows = rows
         if len(self._recent.rows):
             self._recent = _Part(Batch.empty(self.vars))
         self._rows = rows
