@@ -509,7 +509,11 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
         "instead of loading the run's static files; the store's dictionary is shared, not copied",
     )
     cp.add_argument(
-        "--cache-mb", type=float, default=64.0, help="block cache of --remote-store in MiB (default 64)"
+        "--cache-mb",
+        type=float,
+        default=64.0,
+        help="bound of --remote-store's cache of static data in MiB: index blocks, 1/8 for lookup results "
+        "(default 64)",
     )
     cp.set_defaults(func=_delegate("cmd_container"))
 
