@@ -57,7 +57,14 @@ def start_process(store: Path, mode: str) -> float:
     line = proc.stdout.readline()
     dt = time.perf_counter() - t0
     proc.terminate()
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # say where it hangs (py-spy, if installed), then kill it
+        if shutil.which("py-spy"):
+            subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], check=False)
+        proc.kill()
+        _, err = proc.communicate()
+        print(f"store-node did not exit within 60 s of SIGTERM: {err.strip()[-500:]}", file=sys.stderr)
     if not line.startswith("{"):
         raise SystemExit(f"store-node did not start: {err.strip()}")
     return dt
