@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         help="start: a static graph every coordinator loads and gives the containers (repeatable; "
         "IRI=PATH binds a named graph, PATH adds to the default graph)",
     )
+    ap.add_argument(
+        "--ingest-log",
+        action="store_true",
+        help="start: the coordinators share a durable ingest log in DIR/ingest (their --state-dir): "
+        "a push is acknowledged once fsynced there and the death of the leader loses nothing",
+    )
     args = ap.parse_args(argv)
     statics: list[str] = []
     for arg in args.static:
@@ -87,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             store_nodes=args.store_nodes or 1,
             cache_mb=args.cache_mb,
             api_token=True,
-            coordinator_args=statics,
+            coordinator_args=statics
+            + (["--state-dir", str((Path(args.dir) / "ingest").resolve())] if args.ingest_log else []),
         )
         try:
             cluster.start(int(args.arg or 3), args.coordinators)
