@@ -210,3 +210,22 @@ def test_no_index_cache_serves_the_same_and_writes_nothing(tmp_path: Path) -> No
         assert kept.adv.transports["tcp"]["regions"] == node.adv.transports["tcp"]["regions"]
     finally:
         kept.stop()
+
+
+@pytest.mark.zookeeper
+def test_nodes_holding_some_partitions_each_serve_their_absorbed_rows(
+    absorber: tuple[Path, Absorber], zk: str, capsys: pytest.CaptureFixture
+) -> None:
+    store, a = absorber
+    a.absorb("AarhusTrafficData182955.nq", 25)
+    a.absorb("AarhusPollutionData184892.nq", 25, EX)
+    want = _answers(capsys, "--store", str(store))
+    assert _count(want[3]) > 0  # the absorbed-only graph is there
+    nodes = [StoreNodeProcess(store, zk, "--transports", "tcp", "--partitions", p) for p in ("0", "1-2")]
+    try:
+        assert nodes[0].adv.fingerprint == nodes[1].adv.fingerprint
+        assert [n.adv.partitions for n in nodes] == [(0,), (1, 2)]
+        assert _answers(capsys, "--zk", zk) == want
+    finally:
+        for n in nodes:
+            n.stop()
