@@ -226,7 +226,7 @@ class Api:
         done: list[str] = []
         many = getattr(self.live, "register_many", None)
         try:
-            if many is not None:  # a cluster coordinator: the whole batch in few ZooKeeper writes
+            if many is not None:  # the whole batch in one worker command / few ZooKeeper writes
                 items = [(d["query"], d.get("name") or None, d.get("default_name") or None) for d in docs]
                 try:
                     done += await run_in_threadpool(lambda: many(items, parsed=parsed))

@@ -3,8 +3,9 @@
 Two classes satisfy it: :class:`linkstream.engine.live.runtime.LiveEngine` (``linkstream
 run``, one process) and :class:`linkstream.cluster.service.ClusterService` (``linkstream run
 --zk``, a coordinator of a cluster).  ``api/app.py`` codes against this protocol only; a backend that also has
-``register_many(items)`` (the coordinator: one batch costs a few ZooKeeper transactions) gets the
-JSON-array form of ``POST /queries`` in one call, failing with :class:`BatchFailed`.
+``register_many(items, parsed=...)`` (both do: one worker command, or a few ZooKeeper transactions,
+per batch, with the queries the API parsed already) gets the JSON-array form of ``POST /queries``
+in one call, failing with :class:`BatchFailed`.
 """
 
 from __future__ import annotations
@@ -13,19 +14,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from linkstream.engine.live.runtime import QueryView
+from linkstream.engine.live.state import BatchFailed
 from linkstream.engine.live.subscription import Cursor, Subscription
 from linkstream.metrics import LiveMetrics
-
-
-class BatchFailed(Exception):
-    """Item ``index`` of a batch registration (``register_many``) failed with ``error`` (a
-    ``QueryError`` or ``QueryConflict``); the queries named in ``registered`` went in."""
-
-    def __init__(self, index: int, registered: list[str], error: Exception) -> None:
-        super().__init__(f"item {index}: {error}")
-        self.index = index
-        self.registered = registered
-        self.error = error
 
 
 class _Engine(Protocol):

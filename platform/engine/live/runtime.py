@@ -39,6 +39,7 @@ import numpy as np
 
 from linkstream.engine.embedded import Engine
 from linkstream.engine.live.state import (
+    BatchFailed,
     EngineClosed,
     QueryConflict,
     QueryView,
@@ -52,7 +53,7 @@ from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, Rep
 from linkstream.engine.live.worker import _STREAM_FIGURES, LiveWorker, Triples
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 from linkstream.metrics import LiveMetrics
-from linkstream.query.continuous import parse_continuous
+from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.query.errors import QueryError
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.rdf.static import dedup_triples
@@ -421,6 +422,7 @@ class LiveEngine(LiveWorker):
         *,
         default_name: str | None = None,
         timeout: float | None = 60.0,
+        parsed: ContinuousQuery | None = None,
     ) -> str:
         """Parses and registers a continuous query; returns its name.
 
@@ -428,29 +430,14 @@ class LiveEngine(LiveWorker):
             text: C-SPARQL, CQELS-QL or RSP-QL text.
             name: The query's name (overrides a REGISTER clause).
             default_name: The name of a query without REGISTER clause (default ``q<N>``).
+            parsed: ``text`` parsed already (``parse_continuous(text, default_name="",
+                base=self.base)``, as the HTTP API does to validate it): not parsed again.
 
         Raises:
             QueryError: The query does not parse or cannot be planned (``.line``/``.column``).
             QueryConflict: A query of that name is already registered.
         """
-        for n in (name, default_name):
-            if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
-                raise QueryError("a query name must be 1-512 printable characters")
-        with self._parse_lock:  # the SPARQL parser's error tracing patches pyparsing globally
-            cq = parse_continuous(text, default_name=name or default_name or "", base=self.base)
-        if name is not None and cq.name != name:
-            cq = replace(cq, name=name)
-        while not cq.name:
-            with self._lock:
-                n = "q%d" % next(self._names)
-                cq = cq if n in self._entries else replace(cq, name=n)
-        if not cq.windows:
-            raise QueryError(
-                "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
-            )
-        with self._lock:
-            if cq.name in self._entries:
-                raise QueryConflict("a query named %r is already registered" % cq.name)
+        cq = self._prepare(text, name, default_name, parsed)
         if self._log is not None:
             log_ = self._log
             name = self._logged(
@@ -465,6 +452,83 @@ class LiveEngine(LiveWorker):
             log_.save_query(name, text, cq.dialect)
             return name
         return self._submit("call", lambda: self._do_register(cq), timeout)
+
+    def register_many(
+        self,
+        items: Sequence[tuple[str, str | None, str | None]],
+        *,
+        parsed: Sequence[ContinuousQuery] | None = None,
+        timeout: float | None = 60.0,
+    ) -> list[str]:
+        """:meth:`register` of each ``(text, name, default_name)`` in order, in one worker
+        command (a log-less engine; with an ingest log, one by one); returns their names.
+
+        Raises:
+            BatchFailed: Item ``index`` failed (a ``QueryError`` or ``QueryConflict``); the
+                items before it are registered.
+        """
+        cqs: list[ContinuousQuery] = []
+        failed: tuple[int, Exception] | None = None
+        for i, (text, name, default_name) in enumerate(items):
+            try:
+                cqs.append(self._prepare(text, name, default_name, parsed[i] if parsed else None))
+            except QueryError as e:
+                failed = (i, e)
+                break
+        done: list[str] = []
+        if self._log is not None:
+            for i, cq in enumerate(cqs):
+                try:
+                    done.append(self.register(items[i][0], cq.name, timeout=timeout, parsed=cq))
+                except QueryError as e:
+                    raise BatchFailed(i, done, e) from None
+        elif cqs:
+
+            def batch() -> tuple[list[str], Exception | None]:
+                out: list[str] = []
+                for cq in cqs:
+                    try:
+                        out.append(self._do_register(cq))
+                    except QueryError as e:  # QueryConflict included
+                        return out, e
+                return out, None
+
+            wait = None if timeout is None else max(timeout, 0.01 * len(cqs))
+            done, error = self._submit("call", batch, wait)
+            if error is not None:
+                raise BatchFailed(len(done), done, error)
+        if failed is not None:
+            raise BatchFailed(failed[0], done, failed[1])
+        return done
+
+    def _prepare(
+        self, text: str, name: str | None, default_name: str | None, parsed: ContinuousQuery | None
+    ) -> ContinuousQuery:
+        """The parsed, named query ``register`` hands to the worker (checks but the name's)."""
+        for n in (name, default_name):
+            if n is not None and (not n or len(n) > 512 or any(ord(ch) < 32 for ch in n)):
+                raise QueryError("a query name must be 1-512 printable characters")
+        if parsed is None:
+            with self._parse_lock:  # the SPARQL parser's error tracing patches pyparsing globally
+                cq = parse_continuous(text, default_name=name or default_name or "", base=self.base)
+        else:  # parsed with default_name "": the name of its REGISTER clause, else ""
+            cq = parsed
+            if name is None and not cq.name and default_name:
+                cq = replace(cq, name=default_name)
+        if name is not None and cq.name != name:
+            cq = replace(cq, name=name)
+        while not cq.name:
+            with self._lock:
+                n = "q%d" % next(self._names)
+                cq = cq if n in self._entries else replace(cq, name=n)
+        if not cq.windows:
+            raise QueryError(
+                "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
+            )
+        with self._lock:
+            if cq.name in self._entries:
+                raise QueryConflict("a query named %r is already registered" % cq.name)
+        return cq
 
     def unregister(self, name: str, *, timeout: float | None = 60.0) -> None:
         """Removes a query; its subscriptions end and operators no other query uses go.

@@ -26,6 +26,17 @@ class QueryConflict(QueryError):
     """A query of that name is already registered."""
 
 
+class BatchFailed(Exception):
+    """Item ``index`` of a batch registration (``register_many``) failed with ``error`` (a
+    ``QueryError`` or ``QueryConflict``); the queries named in ``registered`` went in."""
+
+    def __init__(self, index: int, registered: list[str], error: Exception) -> None:
+        super().__init__(f"item {index}: {error}")
+        self.index = index
+        self.registered = registered
+        self.error = error
+
+
 class EngineClosed(RuntimeError):
     """The live engine has been closed."""
 
