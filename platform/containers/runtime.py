@@ -355,6 +355,9 @@ class ContainerRuntime(StateMigration):
                 # start the run afresh (a new hello brings a new sync from the driver).
                 logger.warning("%s: ZooKeeper session lost; rejoining the run", self.id)
                 spec = self._spec_seen
+                # Its tasks went with its session: what the index holds under the new one
+                # comes next (the assignment watch reads it again once reconnected).
+                self._assigned = {}
                 self._end_run()
                 self._receiver.close()  # what the driver sent before (in flight) must not reach the new run
                 self._receiver = self._data_socket()

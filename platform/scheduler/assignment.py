@@ -15,8 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch
 
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode, encode
@@ -318,20 +328,17 @@ class AssignmentTable:
 
     # ------------------------------------------------------------------ watches
 
-    def watch_container(self, container_id: str, callback: AssignmentsCallback) -> ChildrenWatch:
+    def watch_container(self, container_id: str, callback: AssignmentsCallback) -> IndexWatch:
         """Calls ``callback(tasks)`` with the container's assignments now and on change.
 
-        As with kazoo's ``ChildrenWatch``, a callback that returns ``False`` ends the watch.
+        The watch outlives the index node: a coordinator that took the container for dead
+        deletes its emptied index (:meth:`forget_container`), and after the container's
+        session expired it is created again only when a task is next given to it (see
+        :class:`IndexWatch`).  A callback that returns ``False`` ends the watch.
         """
         path = self.layout.assignments(container_id)
         self._ensure(path)
-        lock = threading.Lock()
-
-        def on_children(names: list[str]) -> bool | None:
-            with lock:
-                return callback(self._read_index(container_id, names))
-
-        return ChildrenWatch(self.client, path, on_children)
+        return IndexWatch(self.client, path, lambda names: callback(self._read_index(container_id, names)))
 
     def watch_tasks(self, callback: Callable[[list[str]], bool | None]) -> ChildrenWatch:
         """Calls ``callback(task_ids)`` (sorted) now and whenever tasks are added or removed.
@@ -348,6 +355,69 @@ class AssignmentTable:
         """
         self._ensure(self.layout.migrations)
         return ChildrenWatch(self.client, self.layout.migrations, lambda names: callback(set(names)))
+
+
+class IndexWatch:
+    """Calls back with the children of a container's index node now and on every change,
+    until stopped (or a callback returns ``False``).
+
+    Unlike kazoo's ``ChildrenWatch``, which stops for good once its node is missing, this
+    reports a deleted index as empty and resumes when the node is created again; after a
+    session loss it reads the index again and always calls back, since the assignments
+    the container knew died with its session.  (A ``ChildrenWatch`` on the index of a
+    container that lost its session and rejoined was dead: the coordinator had deleted
+    the index meanwhile, so the container never saw a task given to it again.)
+    """
+
+    def __init__(self, client: KazooClient, path: str, callback: Callable[[list[str]], bool | None]) -> None:
+        self._client = client
+        self._path = path
+        self._callback = callback
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._lost = False
+        client.add_listener(self._on_state)
+        self._refresh()
+
+    def stop(self) -> None:
+        """Stops calling back."""
+        self._stopped = True
+        self._client.remove_listener(self._on_state)
+
+    def _watcher(self, event: WatchedEvent) -> None:
+        if event.type != "NONE":
+            self._refresh()
+
+    def _on_state(self, state: str) -> None:  # kazoo's connection thread: never block here
+        if state in (KazooState.LOST, KazooState.SUSPENDED):
+            self._lost = True
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            self._client.handler.spawn(self._refresh)
+
+    def _refresh(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                if self._callback(self._children()) is False:
+                    self.stop()
+            except (ConnectionClosedError, SessionExpiredError, ConnectionLoss):
+                return  # the connection listener reads again once connected
+            except KazooException as exc:
+                logger.warning("cannot read the assignment index %s: %s", self._path, exc)
+            except Exception:
+                logger.exception("assignment index callback failed")
+
+    def _children(self) -> list[str]:
+        """The index's children, watched; ``[]`` while it does not exist (its creation is watched)."""
+        while True:
+            try:
+                return list(self._client.get_children(self._path, self._watcher))
+            except NoNodeError:
+                pass
+            if self._client.exists(self._path, self._watcher) is None:
+                return []
 
 
 def _failed(results: list[Any]) -> bool:
