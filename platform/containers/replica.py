@@ -149,6 +149,8 @@ class RunReplica:
             self._guards.append(guard)
         self._xlate = np.zeros(1024, dtype=np.int64)  # driver id -> local id; 0: not shipped
         self._reads: dict[str, frozenset[int]] = {}
+        #: name -> (text, parsed query) that ``reads`` parsed and ``register`` has not taken yet
+        self._parsed: dict[str, tuple[str, ContinuousQuery]] = {}
         #: streams received without a gap since their backlog (see the module docstring)
         self.live: set[int] = set()
         #: the last subscription requested (version, streams); version 0 is the hello's
@@ -250,6 +252,7 @@ class RunReplica:
                 cq = parse_continuous(text, default_name=name, base=self.spec.base)
             except Exception:  # reported when the query is registered
                 return frozenset()
+            self._parsed[name] = (text, cq)  # for ``register``: a text is parsed once
             got = self._reads[name] = frozenset(index[w.stream] for w in cq.windows if w.stream in index)
         return got
 
@@ -270,7 +273,11 @@ class RunReplica:
 
     def register(self, name: str, text: str) -> RegisteredQuery:
         """Parses and registers one query of the run (raises ``QueryError``)."""
-        cq = parse_continuous(text, default_name=name, base=self.spec.base)
+        seen = self._parsed.pop(name, None)
+        if seen is not None and seen[0] == text:
+            cq = seen[1]
+        else:
+            cq = parse_continuous(text, default_name=name, base=self.spec.base)
         if cq.name != name:
             # the HTTP API lets a name override the text's REGISTER clause
             cq = replace(cq, name=name)
@@ -370,6 +377,7 @@ class RunReplica:
 
     def unregister(self, name: str) -> None:
         """Removes a query (its operators go unless another query uses them)."""
+        self._parsed.pop(name, None)
         if name in self.engine.queries:
             self.engine.unregister(name)
 
