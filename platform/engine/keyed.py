@@ -165,6 +165,11 @@ class KeyedGroup:
         self.stats: list[QueryStats | None] = []
         #: the head of each member's lines, with :data:`TIME_MARK` for the report time
         self.heads: list[str] = []
+        #: the version of its key's result each member's view holds (-1: none)
+        self.view_ver: list[int] = []
+        #: key -> version of its result (bumped when it changes or a member is new)
+        self.key_ver: dict[int, int] = {}
+        self._ver = 0
         #: each member's lines as one text (:meth:`QueryOutput.block`; "" when empty)
         self.blocks: list[str] = []
         self._free: list[int] = []
@@ -226,6 +231,7 @@ class KeyedGroup:
                 lst.append(None)
             self.keys.append(0)
             self.heads.append("")
+            self.view_ver.append(-1)
             self.blocks.append("")
             self._place.append(-1)
             if mid >= len(self.cur):
@@ -235,7 +241,9 @@ class KeyedGroup:
         self.names[mid] = name
         self.keys[mid] = const
         self.rqs[mid] = rq
-        self.views[mid] = rq.output.view
+        self.views[mid] = rq.output._view
+        self.view_ver[mid] = -1
+        rq.output._keyed = (self, mid)
         self.heads[mid] = rq.output.head + TIME_MARK + ", "
         self.blocks[mid] = ""
         self.cur[mid] = 0
@@ -250,9 +258,12 @@ class KeyedGroup:
 
     def remove(self, name: str) -> RegisteredQuery:
         """Takes ``name`` out of the group; its query continues on its own operators."""
-        mid = self.by_name.pop(name)
+        mid = self.by_name[name]
         rq = self.rqs[mid]
         assert rq is not None
+        self.sync(mid)
+        rq.output._keyed = None
+        del self.by_name[name]
         if isinstance(rq.stats, _MemberStats):
             rq.stats = rq.stats.plain()
         if rq.output.view._started:
@@ -387,25 +398,47 @@ class KeyedGroup:
             return [pre + a + "}}" for a in per_var[0]]
         return [pre + ", ".join(r) + "}}" for r in zip(*per_var)]
 
+    def sync(self, mid: int) -> None:
+        """Brings member ``mid``'s view to its key's current result (when it changed since
+        the view last got it): the result relation, rendered bodies and started flag its
+        own update would have left."""
+        k = self.keys[mid]
+        v = self.key_ver.get(k)
+        if v is None or self.view_ver[mid] == v:
+            return
+        self.view_ver[mid] = v
+        view = self.views[mid]
+        assert view is not None
+        st_k = self.st_k
+        lo, hi = int(st_k.searchsorted(k, "left")), int(st_k.searchsorted(k, "right"))
+        if hi == lo:
+            _set_view(view, self._empty, [])
+            return
+        counts = self.st_n[lo:hi]
+        bodies = self.st_b[lo:hi].tolist()
+        if (counts != 1).any():
+            bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
+        _set_view(view, Batch(self.vars, self.st_c[:, lo:hi], counts), bodies)
+
     def _render_keys(self, keys: list[int]) -> list[int]:
         """Updates the views and blocks of the members of ``keys``; returns those members."""
         karr = np.asarray(keys, dtype=np.int64)
         los = self.st_k.searchsorted(karr, "left").tolist()
         his = self.st_k.searchsorted(karr, "right").tolist()
-        st_b, st_c, st_n = self.st_b, self.st_c, self.st_n
+        st_b, st_n = self.st_b, self.st_n
         ones = not len(st_n) or bool((st_n == 1).all())
-        by_key, views, heads, blocks = self.by_key, self.views, self.heads, self.blocks
-        pending = self.pending
+        by_key, heads, blocks = self.by_key, self.heads, self.blocks
         ordered = self._order is not None
         place, slots = self._place, self.slots
-        vars_ = self.vars
-        empty = self._empty
         touched: list[int] = []
         ns: list[int] = []
+        key_ver = self.key_ver
         for k, lo, hi in zip(keys, los, his):
             mids = by_key.get(k)
             if not mids:
                 continue
+            self._ver += 1
+            key_ver[k] = self._ver  # the members' views read it when they are looked at
             n = hi - lo
             if n:
                 bodies = st_b[lo:hi].tolist()
@@ -413,26 +446,16 @@ class KeyedGroup:
                 if not ones:
                     bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
                     n = len(bodies)
-                rows = Batch(vars_, st_c[:, lo:hi], counts)
             else:  # an empty result: only members that had lines (or never ran) change
                 for mid in mids:
-                    view = views[mid]
-                    if not view._started or mid in pending:  # type: ignore[union-attr]
-                        _set_view(view, empty, [])  # type: ignore[arg-type]
                     if blocks[mid]:
-                        _set_view(view, empty, [])  # type: ignore[arg-type]
                         blocks[mid] = ""
                         if ordered:
                             slots[place[mid]] = ""
                         touched.append(mid)
                         ns.append(0)
                 continue
-            last = None
             for mid in mids:
-                view = views[mid]
-                if view is not last:
-                    _set_view(view, rows, bodies)  # type: ignore[arg-type]
-                    last = view
                 if n == 1:
                     blk = heads[mid] + bodies[0] + "\n"
                 else:

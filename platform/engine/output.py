@@ -541,14 +541,25 @@ class QueryOutput:
         view: ResultView | None = None,
     ) -> None:
         self.name = name
-        self.view = view if view is not None else ResultView(mode, root, shape, evaluator)
-        self.view.users += 1
+        self._view = view if view is not None else ResultView(mode, root, shape, evaluator)
+        self._view.users += 1
+        #: ``(group, member)`` while a keyed group serves the query: the group brings the
+        #: view up to date when it is read (:meth:`KeyedGroup.sync`)
+        self._keyed: tuple[KeyedGroup, int] | None = None
         self._qname = json.dumps(name, ensure_ascii=False)
         self._head = '{"query": %s, "t": ' % self._qname
         #: the start of every result line, up to the report time
         self.head = self._head
         #: (bodies, block, lines) of :meth:`block`, for the bodies it was built from
         self._block: tuple[list[str], str, int] | None = None
+
+    @property
+    def view(self) -> ResultView:
+        """The query's (possibly shared) result view, up to date."""
+        k = self._keyed
+        if k is not None:
+            k[0].sync(k[1])
+        return self._view
 
     @property
     def mode(self) -> str:

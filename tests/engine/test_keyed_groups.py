@@ -82,6 +82,17 @@ def test_grouped_reports_equal_the_per_query_path() -> None:
         for name, rq in eng.queries.items():
             st, rst = rq.stats, ref.queries[name].stats
             assert (st.rows, st.reports) == (rst.rows, rst.reports), name
+            # the views (brought up to date when read) hold what the per-query path built
+            view, rview = rq.output.view, ref.queries[name].output.view
+            assert _decoded(eng, view.result.rows) == _decoded(ref, rview.result.rows), name
+            assert view.loud() == rview.loud() and eng.skips_quietly(rq) == ref.skips_quietly(
+                ref.queries[name]
+            ), name
+
+
+def _decoded(eng: Engine, rows) -> list[tuple]:
+    cols = [eng.dictionary.decode_many(c) if len(c) else [] for c in rows.cols]
+    return sorted(zip(*cols, rows.counts.tolist()))
 
 
 def test_grouped_lines_are_the_window_contents() -> None:
