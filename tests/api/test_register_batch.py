@@ -106,3 +106,29 @@ def test_register_many_takes_the_parsed_queries() -> None:
             assert e.index == 0 and e.registered == [] and isinstance(e.error, QueryConflict)
         else:
             raise AssertionError("a taken name must fail")
+
+
+def test_batch_with_an_ingest_log_is_logged_and_recovered(tmp_path) -> None:
+    """``run --state-dir``: a batch is logged query by query (a replay registers the same ones,
+    between the same elements) and queries.json, rewritten once per batch, lists them."""
+    from linkstream.engine.live.ingestlog import IngestLog
+
+    items = [(NAMED.format(name="a", k=0), None, None), (UNNAMED.format(k=1), "u", None)]
+    items.append((NAMED.format(name="a", k=2), None, None))  # taken by item 0: stops there
+    live = build_live(idle_ms=None)
+    with live:
+        live.recover(IngestLog(str(tmp_path)))
+        try:
+            live.register_many(items)
+        except BatchFailed as e:
+            assert e.index == 2 and e.registered == ["a", "u"] and isinstance(e.error, QueryConflict)
+        else:
+            raise AssertionError("a taken name must fail")
+        before = drain(live, ["a", "u"])
+        assert [q["name"] for q in live._log.catalog()] == ["a", "u"]  # type: ignore[union-attr]
+    again = build_live(idle_ms=None)
+    with again:
+        again.recover(IngestLog(str(tmp_path)))
+        assert again.query_names() == ["a", "u"]
+        assert [q["name"] for q in again._log.catalog()] == ["a", "u"]  # type: ignore[union-attr]
+    assert sum(len(lines) for reports in before.values() for _, lines in reports) > 0

@@ -40,7 +40,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,10 +261,16 @@ class IngestLog:
 
     def save_query(self, name: str, text: str | None, dialect: str = "") -> None:
         """Records ``name`` as registered with ``text`` (``None``: unregistered) in queries.json."""
-        if text is None:
-            self._catalog.pop(name, None)
-        else:
-            self._catalog[name] = {"name": name, "text": text, "dialect": dialect}
+        self.save_queries([(name, text, dialect)])
+
+    def save_queries(self, queries: Sequence[tuple[str, str | None, str]]) -> None:
+        """:meth:`save_query` of each ``(name, text, dialect)``, with one rewrite of queries.json
+        (it holds every query: a rewrite per query of a batch would be quadratic)."""
+        for name, text, dialect in queries:
+            if text is None:
+                self._catalog.pop(name, None)
+            else:
+                self._catalog[name] = {"name": name, "text": text, "dialect": dialect}
         tmp = self._catalog_path() + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(list(self._catalog.values()), f, indent=1)

@@ -439,19 +439,22 @@ class LiveEngine(LiveWorker):
         """
         cq = self._prepare(text, name, default_name, parsed)
         if self._log is not None:
-            log_ = self._log
-            name = self._logged(
-                "call",
-                lambda: self._do_register(cq),
-                timeout,
-                log_.append_register,
-                cq.name,
-                text,
-                cq.dialect,
-            )
-            log_.save_query(name, text, cq.dialect)
+            name = self._register_logged(cq, text, timeout)
+            self._log.save_query(name, text, cq.dialect)
             return name
         return self._submit("call", lambda: self._do_register(cq), timeout)
+
+    def _register_logged(self, cq: ContinuousQuery, text: str, timeout: float | None) -> str:
+        assert self._log is not None
+        return self._logged(
+            "call",
+            lambda: self._do_register(cq),
+            timeout,
+            self._log.append_register,
+            cq.name,
+            text,
+            cq.dialect,
+        )
 
     def register_many(
         self,
@@ -476,12 +479,18 @@ class LiveEngine(LiveWorker):
                 failed = (i, e)
                 break
         done: list[str] = []
-        if self._log is not None:
-            for i, cq in enumerate(cqs):
-                try:
-                    done.append(self.register(items[i][0], cq.name, timeout=timeout, parsed=cq))
-                except QueryError as e:
-                    raise BatchFailed(i, done, e) from None
+        if self._log is not None:  # each logged as one register does; queries.json once
+            log_ = self._log
+            try:
+                for i, cq in enumerate(cqs):
+                    try:
+                        done.append(self._register_logged(cq, items[i][0], timeout))
+                    except QueryError as e:
+                        raise BatchFailed(i, done, e) from None
+            finally:
+                log_.save_queries(
+                    [(cq.name, items[i][0], cq.dialect) for i, cq in enumerate(cqs[: len(done)])]
+                )
         elif cqs:
 
             def batch() -> tuple[list[str], Exception | None]:
