@@ -220,10 +220,8 @@ class Relation:
 
     def __init__(self, vars: Sequence[str]) -> None:
         self.vars = tuple(vars)
-        # one empty part for both until rows come (a query's plan builds ~20 relations, most
-        # dropped again when sharing finds them running): every reader skips empty parts,
-        # and each writer replaces the parts (set_consolidated then drops the recent one)
-        self._base = self._recent = _Part(Batch.empty(self.vars))
+        self._base = _Part(Batch.empty(self.vars))
+        self._recent = _Part(Batch.empty(self.vars))
         self._rows: Batch | None = self._base.rows
         self.version = 0
         self._plans: dict[tuple[str, ...], _Plan] = {}
