@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from linkstream.engine.embedded import Engine
 from linkstream.engine.replay import replay
 from linkstream.operators.mjoin import MJoinOperator
-from linkstream.operators.router import RouterOperator, TimedWindowOperator
+from linkstream.operators.router import RouterOperator
 from linkstream.operators.scan import ScanOperator
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.static import load_graph
@@ -219,49 +219,6 @@ def test_mid_stream_registration_with_larger_and_smaller_ranges(trimmed, tmp_pat
         eng.unregister(n)
     assert eng.operator_count() < before
     for n in early:
-        eng.unregister(n)
-    assert eng.operator_count() == 0
-
-
-def test_shapes_share_timed_windows_also_when_registered_mid_stream(trimmed, tmp_path, capsys):
-    """Shared joins of different shapes over one stream, step and range read one timed
-    window: a shape registered after that window started attaches to it (its first delta is
-    the window's content) and its results still equal the oracle's."""
-    d, static = trimmed
-    streams = [(SES + s, str(d / f"{s}.nq")) for s in TRAFFIC]
-    props = properties(d / f"{TRAFFIC[0]}.nq", 2)
-    early = {"p0": prop_query(TRAFFIC[0], props[0], 2000, "cqels", "p0")}
-    late = {
-        # Q1 and Q7 shapes: their first window is the running one of p0, the second is new
-        "q1": two_ranges(2000, 2000, "q1"),
-        "q7": template_query(1, TRAFFIC[0], TRAFFIC[1], 2000, 1000, 0.01, "cqels", "q7"),
-    }
-    eng = Engine()
-    tr = load_graph(str(static), eng.dictionary)
-    eng.add_static(None, tr)
-    eng.add_static(REPO, tr)
-    queries = [eng.register(parse_continuous(t, default_name=n)) for n, t in early.items()]
-    rows: list[str] = []
-    at: dict[str, int] = {n: 0 for n in early}
-
-    def sink(q, c, lines):
-        rows.extend(lines)
-        if q.name == "p0" and q.stats.reports == 6:
-            for n, t in late.items():
-                queries.append(eng.register(parse_continuous(t, default_name=n)))
-                at[n] = c
-
-    _replay_with_dynamic(eng, queries, streams, sink)
-    assert all(at[n] for n in late)
-    want = oracle_compare(
-        {**early, **late}, "\n".join(rows) + "\n", streams, static, tmp_path, capsys, after=at
-    )
-    assert all(want.get(n) for n in ("p0", "q1", "q7"))
-    timed = [op for op in eng.operators.values() if isinstance(op, TimedWindowOperator)]
-    assert sorted(w.buffer.iri for w in timed) == sorted([SES + TRAFFIC[0], SES + TRAFFIC[1]])
-    routers = [op for op in eng.operators.values() if isinstance(op, RouterOperator)]
-    assert len(routers) == 3  # one per shape
-    for n in [*late, *early]:
         eng.unregister(n)
     assert eng.operator_count() == 0
 
