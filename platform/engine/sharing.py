@@ -15,9 +15,7 @@ with every other registered query.  Three rewrites, bottom-up:
   static graphs is signed *without* its window ranges and with subject/object constants
   that partner a join variable generalised to hidden variables.  All queries with that
   signature share one join over timed windows of the largest range; a router splits its
-  rows by window containment and constant (see ``operators/router.py``).  The timed
-  windows (and the latest-occurrence graphs over them) are keyed by stream, step and
-  range, not by shared join: joins of different shapes over the same streams read one.
+  rows by window containment and constant (see ``operators/router.py``).
 
 Growing: a query whose ranges exceed the shared join's widens it in place while it has
 not started sliding; once it has, a new instance with the larger ranges is created and
@@ -159,9 +157,6 @@ class _Instance:
     #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
     windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
-    #: (slot, window) -> the key of its timed window (fixed at the first build: growing
-    #: must not change the signature later queries of the instance find it by)
-    window_keys: dict[tuple[int, int], tuple] = field(default_factory=dict)
 
     @property
     def started(self) -> bool:
@@ -459,14 +454,7 @@ class Sharing:
             tws_k = []
             for j, w in enumerate(_slot_windows(sl)):
                 spec = WindowSpec("time", inst.ranges[si], w.step)
-                # keyed by the slot's first range, not by the instance: the shared joins of
-                # other shapes over the same stream, step and range read the same timed
-                # window (and latest graph), so the windows' churn is computed once; a
-                # window grown for one of them is a superset for the others, whose routers
-                # filter by their own ranges (``n``: the same stream twice in one slot)
-                n = sum(1 for x in _slot_windows(sl)[:j] if x.buffer is w.buffer and x.step == w.step)
-                wkey = inst.window_keys.setdefault((si, j), ("range", inst.ranges[si], n))
-                tws_k.append(self._intern(TimedWindowOperator(w.buffer, spec, w.step, wkey), []))
+                tws_k.append(self._intern(TimedWindowOperator(w.buffer, spec, w.step, (inst.no, si, j)), []))
             static = sl.static if isinstance(sl, GraphOperator) else None
             latest = LatestGraphOperator(tws_k, static, getattr(sl, "static_key", None))
             windows.append(self._intern(latest, tws_k))
