@@ -88,6 +88,11 @@ def test_batch_errors_stop_at_the_item_and_keep_those_before() -> None:
         r = http.post("/queries", json=[{"query": UNNAMED.format(k=4), "name": "bad\nname"}])
         assert r.status_code == 400 and r.json()["index"] == 0 and not r.json().get("registered")
         assert [q["name"] for q in http.get("/queries").json()["queries"]] == ["a", "q1", "c"]
+        # an explicit q<N> name earlier in the batch: the auto name skips it, as one by one
+        r = http.post(
+            "/queries", json=[{"query": UNNAMED.format(k=5), "name": "q2"}, {"query": UNNAMED.format(k=6)}]
+        )
+        assert r.status_code == 201 and [q["name"] for q in r.json()["queries"]] == ["q2", "q3"]
 
 
 def test_register_many_takes_the_parsed_queries() -> None:

@@ -472,12 +472,14 @@ class LiveEngine(LiveWorker):
         """
         cqs: list[ContinuousQuery] = []
         failed: tuple[int, Exception] | None = None
+        taken: set[str] = set()  # names of the batch's earlier items (not registered yet)
         for i, (text, name, default_name) in enumerate(items):
             try:
-                cqs.append(self._prepare(text, name, default_name, parsed[i] if parsed else None))
+                cqs.append(self._prepare(text, name, default_name, parsed[i] if parsed else None, taken))
             except QueryError as e:
                 failed = (i, e)
                 break
+            taken.add(cqs[-1].name)
         done: list[str] = []
         if self._log is not None:  # each logged as one register does; queries.json once
             log_ = self._log
@@ -511,7 +513,12 @@ class LiveEngine(LiveWorker):
         return done
 
     def _prepare(
-        self, text: str, name: str | None, default_name: str | None, parsed: ContinuousQuery | None
+        self,
+        text: str,
+        name: str | None,
+        default_name: str | None,
+        parsed: ContinuousQuery | None,
+        taken: Collection[str] = (),
     ) -> ContinuousQuery:
         """The parsed, named query ``register`` hands to the worker (checks but the name's)."""
         for n in (name, default_name):
@@ -529,13 +536,13 @@ class LiveEngine(LiveWorker):
         while not cq.name:
             with self._lock:
                 n = "q%d" % next(self._names)
-                cq = cq if n in self._entries else replace(cq, name=n)
+                cq = cq if n in self._entries or n in taken else replace(cq, name=n)
         if not cq.windows:
             raise QueryError(
                 "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
             )
         with self._lock:
-            if cq.name in self._entries:
+            if cq.name in self._entries or cq.name in taken:
                 raise QueryConflict("a query named %r is already registered" % cq.name)
         return cq
 
