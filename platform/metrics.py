@@ -160,6 +160,10 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_static_engine_bytes",
     "linkstream_static_cache_bytes",
     "linkstream_static_remote_read_bytes",
+    "linkstream_static_cache_capacity_bytes",
+    "linkstream_static_cache_evictions",
+    "linkstream_static_lookups",
+    "linkstream_static_materialised_bytes",
 )
 
 #: prometheus-client's process collector names (``with_process_collectors``) dashboards use

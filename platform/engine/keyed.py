@@ -214,8 +214,8 @@ class KeyedGroup:
         got = self._loud
         if got is None:
             names = self.names
-            got = {names[m] for m in np.flatnonzero(self.cur).tolist()}  # type: ignore[misc]
-            got.update(names[m] for m in self.pending)  # type: ignore[misc]
+            got = {names[m] for m in np.flatnonzero(self.cur).tolist()}  # type: ignore[misc]  # names of live members are str (None marks a freed slot, never a member)
+            got.update(names[m] for m in self.pending)  # type: ignore[misc]  # names of live members are str (None marks a freed slot, never a member)
             self._loud = got
         return got
 
@@ -289,7 +289,7 @@ class KeyedGroup:
 
     def _reorder(self) -> None:
         names = self.names
-        order = sorted(self.by_name.values(), key=names.__getitem__)  # type: ignore[arg-type]
+        order = sorted(self.by_name.values(), key=names.__getitem__)  # type: ignore[arg-type]  # names of live members are str (None marks a freed slot, never a member)
         self._order = order
         place = self._place
         for i in range(len(place)):
@@ -540,7 +540,7 @@ class KeyedGroup:
         if self._order is None:
             self._reorder()
         names = self.names
-        return [(names[m], b) for m, b in zip(self._order or (), self.slots) if b]  # type: ignore[misc]
+        return [(names[m], b) for m, b in zip(self._order or (), self.slots) if b]  # type: ignore[misc]  # names of live members are str (None marks a freed slot, never a member)
 
     def lines_of(self, name: str, t_text: str) -> list[str]:
         blk = self.blocks[self.by_name[name]]

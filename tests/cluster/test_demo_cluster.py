@@ -31,5 +31,13 @@ def test_cluster_demo_reports_what_the_embedded_demo_reports(capsys: pytest.Capt
 
 
 def test_make_cluster_demo_runs_the_cluster_demo() -> None:
-    dry = subprocess.run(["make", "-n", "cluster-demo"], cwd=REPO, capture_output=True, text=True, check=True)
+    # --no-print-directory: under `make test` MAKEFLAGS carries -w, which would end the
+    # output with "make[1]: Leaving directory ..."
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "cluster-demo"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert dry.stdout.strip().splitlines()[-1].endswith("linkstream demo --cluster 3")
