@@ -7,6 +7,7 @@ Public so that each command module (``cli/service.py``, ``cli/cluster.py`` ...) 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -107,3 +108,39 @@ def err(msg: str) -> int:
     """Prints ``error: msg`` to stderr and returns 2, the exit status of a usage error."""
     print("error: " + msg, file=sys.stderr)
     return 2
+
+
+def finish_replay(
+    args: argparse.Namespace,
+    res: Any,
+    log: Any,
+    *,
+    where: str,
+    stats: dict[str, Any],
+) -> float:
+    """The end of a cluster replay: the summary line (unless ``--quiet``) and ``--stats FILE``.
+
+    ``res`` is the replay's :class:`~linkstream.engine.replay.ReplayResult`-like totals
+    (``triples``, ``elements``, ``seconds``, ``rows``); ``where`` ends the summary line (on
+    which containers, what it cost); ``stats`` are the fields that path adds to the JSON
+    written to ``--stats`` after the common ``triples``/``elements``/``seconds``/
+    ``triples_per_s``/``rows``.  Returns the triples/s rate.
+    """
+    rate = float(res.triples / res.seconds) if res.seconds > 0 else 0.0
+    if not args.quiet or args.stats:
+        log(
+            f"replayed {res.triples} triples in {res.elements} elements in {res.seconds:.2f}s "
+            f"({rate:,.0f} triples/s) {where}"
+        )
+    if args.stats and args.stats != "-":
+        body = {
+            "triples": res.triples,
+            "elements": res.elements,
+            "seconds": res.seconds,
+            "triples_per_s": rate,
+            "rows": res.rows,
+            **stats,
+        }
+        with open(args.stats, "w", encoding="utf-8") as f:
+            json.dump(body, f, indent=1)
+    return rate

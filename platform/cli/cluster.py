@@ -363,7 +363,7 @@ def cmd_containers(args: argparse.Namespace) -> int:
 
 def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     """``linkstream replay --zk HOSTS`` or ``--cluster N``: the replay on operator containers."""
-    from linkstream.cli.args import err, split_binding, stream_bindings
+    from linkstream.cli.args import err, finish_replay, split_binding, stream_bindings
     from linkstream.cluster.localcluster import LocalCluster
     from linkstream.cluster.replay import ClusterError, replay_on_cluster
     from linkstream.engine.embedded import Engine
@@ -454,42 +454,30 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
             cluster.stop()
             shutil.rmtree(cluster.dir, ignore_errors=True)
         dictionary.close()
-    res = result.replay
-    rate = res.triples / res.seconds if res.seconds > 0 else 0.0
-    if not args.quiet or args.stats:
-        log(
-            f"replayed {res.triples} triples in {res.elements} elements in {res.seconds:.2f}s "
-            f"({rate:,.0f} triples/s) on {len(result.containers)} container(s), {res.rows} result rows, "
+    finish_replay(
+        args,
+        result.replay,
+        log,
+        where=(
+            f"on {len(result.containers)} container(s), {result.replay.rows} result rows, "
             f"{len(result.switches)} placements/moves"
-        )
-    if args.stats and args.stats != "-":
-        with open(args.stats, "w", encoding="utf-8") as f:
-            body = {
-                "triples": res.triples,
-                "seconds": res.seconds,
-                "triples_per_s": rate,
-                "containers": result.containers,
-                "answerers": {sw.query: sw.dst for sw in result.switches},
-                "moves": len(result.switches),
-                "placement": result.placement,
-                "route": result.route,
-                "bytes_sent": result.bytes_sent,
-                "elements_by_container": result.elements_by_container,
-                "lost": [[x.query, x.t, x.container, x.reason] for x in result.lost],
-                "recovered": [[r.query, r.t, r.src, r.dst] for r in result.recovered],
-                "migrations": [
-                    {
-                        "query": m.query,
-                        "src": m.src,
-                        "dst": m.dst,
-                        "seq": m.seq,
-                        "bytes": m.bytes,
-                        "rows": m.rows,
-                    }
-                    for m in result.migrations
-                ],
-            }
-            json.dump(body, f, indent=1)
+        ),
+        stats={
+            "containers": result.containers,
+            "answerers": {sw.query: sw.dst for sw in result.switches},
+            "moves": len(result.switches),
+            "placement": result.placement,
+            "route": result.route,
+            "bytes_sent": result.bytes_sent,
+            "elements_by_container": result.elements_by_container,
+            "lost": [[x.query, x.t, x.container, x.reason] for x in result.lost],
+            "recovered": [[r.query, r.t, r.src, r.dst] for r in result.recovered],
+            "migrations": [
+                {"query": m.query, "src": m.src, "dst": m.dst, "seq": m.seq, "bytes": m.bytes, "rows": m.rows}
+                for m in result.migrations
+            ],
+        },
+    )
     if result.lost:
         queries_lost = sorted({x.query for x in result.lost})
         log(f"lost: {len(result.lost)} report(s) of {', '.join(queries_lost)} (a container died or stalled)")

@@ -14,7 +14,6 @@ broadcast`` and ``--no-affinity`` are rules of the replay driver
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -83,7 +82,7 @@ def needs_driver(args: argparse.Namespace) -> bool:
 def cmd_replay_live(args: argparse.Namespace, log: Callable[[str], None]) -> int:
     """``linkstream replay --cluster N`` through the live service of a local cluster."""
     from linkstream.api.client import Client
-    from linkstream.cli.args import err, split_binding, stream_bindings
+    from linkstream.cli.args import err, finish_replay, split_binding, stream_bindings
     from linkstream.cluster.apireplay import ApiReplayError, replay_through_api
     from linkstream.engine.embedded import Engine
     from linkstream.query.continuous import parse_continuous
@@ -159,29 +158,22 @@ def cmd_replay_live(args: argparse.Namespace, log: Callable[[str], None]) -> int
         if done:  # else its logs say what went wrong
             shutil.rmtree(cluster.dir, ignore_errors=True)
         dictionary.close()
-    res = result.replay
-    rate = res.triples / res.seconds if res.seconds > 0 else 0.0
-    if not args.quiet or args.stats:
-        log(
-            f"replayed {res.triples} triples in {res.elements} elements in {res.seconds:.2f}s "
-            f"({rate:,.0f} triples/s) through the API of a local cluster of {len(containers)} container(s): "
-            f"{result.requests} requests, {res.rows} result rows"
-        )
-    if args.stats and args.stats != "-":
-        with open(args.stats, "w", encoding="utf-8") as f:
-            body = {
-                "triples": res.triples,
-                "elements": res.elements,
-                "seconds": res.seconds,
-                "triples_per_s": rate,
-                "rows": res.rows,
-                "path": "api",
-                "containers": containers,
-                "requests": result.requests,
-                "chunks": result.chunks,
-                "body_bytes": result.body_bytes,
-                "reports": result.reports,
-                "lost": [],
-            }
-            json.dump(body, f, indent=1)
+    finish_replay(
+        args,
+        result.replay,
+        log,
+        where=(
+            f"through the API of a local cluster of {len(containers)} container(s): "
+            f"{result.requests} requests, {result.replay.rows} result rows"
+        ),
+        stats={
+            "path": "api",
+            "containers": containers,
+            "requests": result.requests,
+            "chunks": result.chunks,
+            "body_bytes": result.body_bytes,
+            "reports": result.reports,
+            "lost": [],
+        },
+    )
     return 0
