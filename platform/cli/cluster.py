@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the parsers are built on every command; zmq loads only when used
     from linkstream.containers.security import Security
@@ -180,6 +180,15 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     return cmd_run_cluster(args)
 
 
+def _checkpoint_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The cluster checkpoints of ``run --zk --state-dir`` (``--checkpoints``, ``--checkpoint-interval``)."""
+    if not getattr(args, "state_dir", None):
+        return {}
+    from linkstream.cli.service import checkpoint_uri
+
+    return {"checkpoints": checkpoint_uri(args), "checkpoint_interval": args.checkpoint_interval}
+
+
 def cmd_run_cluster(args: argparse.Namespace) -> int:
     """``linkstream run --zk``: a coordinator (leader or standby) serving the HTTP API."""
     if _refuse_bad_options(args):
@@ -266,6 +275,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         coordinator_metrics=metrics,
         security=security,
         state_dir=os.path.abspath(args.state_dir) if getattr(args, "state_dir", None) else None,
+        **_checkpoint_settings(args),
     )
     service.client.add_listener(metrics.zookeeper_state)
     service.peer_verify = peer_verify

@@ -73,7 +73,8 @@ def add_parsers(sub: Any) -> None:
         metavar="S",
         help="with --state-dir: checkpoint the engine state every S seconds and truncate the log "
         "segments it covers; a restart restores the latest complete checkpoint and replays only "
-        "the log after it (0: no new checkpoints; default %(default)s)",
+        "the log after it; with --zk the leader checkpoints the cluster's state and a new leader "
+        "restores it and replays only the log after it (0: no new checkpoints; default %(default)s)",
     )
     rp.add_argument(
         "--checkpoints",
@@ -353,10 +354,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.zk:
         if args.store or args.absorb or args.dictionary != "memory:":
             return err("--store, --absorb and --dictionary are not supported with --zk yet")
-        if args.checkpoints:
-            return err(
-                "--checkpoints is not supported with --zk yet (the cluster's --state-dir holds its log)"
-            )
+        if args.checkpoints and not args.state_dir:
+            return err("--checkpoints needs --state-dir (checkpoints cover the ingest log kept there)")
+        if args.checkpoint_interval < 0:
+            return err(f"--checkpoint-interval must be >= 0 seconds, got {args.checkpoint_interval}")
+        if args.state_dir:  # the cluster's checkpoint location, checked before anything starts
+            from linkstream.config import ConfigError
+            from linkstream.store.checkpoints import open_checkpoints
+
+            try:
+                open_checkpoints(checkpoint_uri(args))
+            except (ConfigError, ValueError, OSError) as e:
+                return err(f"cannot use the checkpoints: {e}")
         from linkstream.cli.cluster import cmd_run_cluster
 
         return cmd_run_cluster(args)

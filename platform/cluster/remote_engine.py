@@ -130,6 +130,9 @@ class RemoteEngine:
         #: registered since the last :meth:`flush`: in the live engine, not yet in ZooKeeper
         self._unflushed: dict[str, RemoteQuery] = {}
         self._changed: dict[str, str] = {}  # states not yet handed to on_states
+        #: per query, the run's tick count when it was registered (a checkpoint tells the queries
+        #: registered after the last tick: :mod:`~linkstream.cluster.checkpoints`)
+        self.registered_tick: dict[str, int] = {}
 
     # ------------------------------------------------------------------ the run
 
@@ -236,6 +239,7 @@ class RemoteEngine:
             cluster.add_stream(iri, self.retention_ms)
             self.buffers.setdefault(iri, _NoBuffer())
         self._unflushed[cq.name] = rq
+        self.registered_tick[cq.name] = cluster.seq
         cluster.failed.pop(cq.name, None)
         self._waited.discard(cq.name)
         self._set_state(cq.name, "pending", written=True)  # the registry record says so already
@@ -279,6 +283,7 @@ class RemoteEngine:
             logger.warning("cannot withdraw the task of %s", name, exc_info=True)
         self.states.pop(name, None)
         self._changed.pop(name, None)
+        self.registered_tick.pop(name, None)
         if cluster is None:
             return
         cluster.remove_query(name)

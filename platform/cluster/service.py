@@ -180,11 +180,17 @@ class ClusterService(QueriesMixin):
         results_retention_s: float = RESULTS_RETENTION_S,
         security: Security | None = None,
         state_dir: str | None = None,
+        checkpoints: str | None = None,
+        checkpoint_interval: float = 10.0,
     ) -> None:
         self.identifier = identifier
         #: the cluster's durable ingest log (``run --zk --state-dir``: one directory every
         #: coordinator reaches), replayed by each new leader; ``None``: pushes are not durable
         self.state_dir = state_dir
+        #: where the leader checkpoints the cluster (with ``state_dir``), every ``checkpoint_interval`` s
+        self.checkpoints, self.checkpoint_interval = checkpoints, checkpoint_interval
+        #: what this coordinator's last take-over restored and replayed (``/status``)
+        self.takeover: dict[str, Any] | None = None
         self.session_timeout = session_timeout
         #: report times at or before this were made by an earlier leader (never appended again)
         self._floor: int | None = None
@@ -443,18 +449,24 @@ class ClusterService(QueriesMixin):
                 if "in use" not in str(exc) or time.monotonic() > deadline or not self.coordinator.is_leader:
                     raise
                 time.sleep(0.1)
+        from linkstream.cluster.checkpoints import recover_leader
+
         t0 = time.perf_counter()
         try:
-            skip = stale_registrations(ingest.pending_records(), set(self._records()))
-            n = live.recover(ingest, timeout=max(120.0, 4 * self.ready_timeout), skip=skip)
+            registered = set(self._records())
+            skip = stale_registrations(ingest.pending_records(), registered)
+            assert self._remote is not None
+            self.takeover = recover_leader(self, live, self._remote, ingest, skip, registered)
         except BaseException:
             ingest.close()
             raise
+        n = int(self.takeover["replayed"])
         logger.info(
-            "%s: replayed %d ingest log records of %s (%.2f s; reports up to t=%s were delivered before)",
+            "%s: replayed %d ingest log records of %s after %s (%.2f s; reports up to t=%s were delivered before)",
             self.identifier,
             n,
             self.state_dir,
+            self.takeover["checkpoint"] or "no checkpoint",
             time.perf_counter() - t0,
             self._floor,
         )
@@ -642,6 +654,8 @@ class ClusterService(QueriesMixin):
             "followers": sorted(self.log.followers),
         }
         out["ingest"] = self.ingest.status()
+        if self.takeover is not None:
+            out["takeover"] = self.takeover
         return out
 
 

@@ -421,7 +421,7 @@ class Checkpointer:
     def __init__(
         self, live: LiveEngine, ingest_log: IngestLog, store: CheckpointStore, interval_s: float
     ) -> None:
-        why = checkpoint_support(live)
+        why = self._support(live)
         if why is not None:
             raise ValueError(why)
         self.live = live
@@ -441,6 +441,33 @@ class Checkpointer:
         self.capture_seconds = 0.0
         self.write_seconds = 0.0
         self.failures = 0
+
+    def _support(self, live: LiveEngine) -> str | None:
+        """Why ``live`` cannot be checkpointed by this class (``None``: it can)."""
+        return checkpoint_support(live)
+
+    def _capture(
+        self,
+        seq: int,
+        offsets: dict[str, int],
+        terms_from: int,
+        accepted: dict[str, list[Any]],
+    ) -> Capture:
+        """The copy taken on the worker at the barrier (:func:`capture`)."""
+        return capture(self.live, seq, offsets, terms_from, self.ringlog, accepted)
+
+    def _encode(
+        self, cap: Capture
+    ) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any], list[list[Any]]]:
+        """What :meth:`checkpoint` writes of ``cap`` (:func:`encode`)."""
+        return encode(cap, self.ringlog, self.live.results_retention_s, self.store.shared())
+
+    def _ready(self, cap: Capture, timeout: float) -> None:
+        """Waits until ``cap`` may be written (here: nothing to wait for; raises to skip it)."""
+
+    def _written(self, cid: str, cap: Capture) -> None:
+        """Called once checkpoint ``cid`` is complete, before the log is truncated (raises: the
+        log is kept)."""
 
     def start(self) -> Checkpointer:
         if self.interval_s > 0 and self._thread is None:
@@ -501,18 +528,15 @@ class Checkpointer:
                 if not force and self._last == (seq, live._fired):
                     return None
                 self.log.rotate()
-                ringlog = self.ringlog
                 accepted = accepted_state(live)
-                live._queue.put(
-                    ("call", lambda: capture(live, seq, offsets, terms_from, ringlog, accepted), fut)
-                )
+                live._queue.put(("call", lambda: self._capture(seq, offsets, terms_from, accepted), fut))
             cap = fut.result(timeout)
             t1 = time.perf_counter()
             self.log.wait(seq, timeout)  # never cover a record the log could still lose
-            objects, meta, shared, listed = encode(
-                cap, self.ringlog, live.results_retention_s, self.store.shared()
-            )
+            self._ready(cap, timeout)
+            objects, meta, shared, listed = self._encode(cap)
             cid = self.store.write(objects, meta, shared)
+            self._written(cid, cap)
             self.ringlog.commit(listed, cap.rings)
             self._seqs[cid] = seq
             self.log.truncate_through(self._oldest_kept_seq())

@@ -346,6 +346,8 @@ class LiveEngine(LiveWorker):
         timeout: float | None = None,
         checkpoints: CheckpointStore | None = None,
         skip: Collection[int] = (),
+        restorer: Callable[[LiveEngine, CheckpointStore, float | None], tuple[int, Checkpoint | None]]
+        | None = None,
     ) -> int:
         """Restores the latest checkpoint, replays the rest of ``ingest_log`` through the
         engine, in order, then logs every input to it.
@@ -354,6 +356,8 @@ class LiveEngine(LiveWorker):
         so windows and results continue where the logged run stopped; a report delivered
         before the restart (up to the checkpoint's record of it) is not delivered again.
         Call it before the engine serves anything.  Returns the number of records replayed.
+        ``restorer`` restores the checkpoint instead of
+        :func:`~linkstream.engine.live.recovery.restore_latest` (the cluster leader's).
 
         Raises:
             CheckpointError: Checkpoints exist but none is usable, or the log starts after
@@ -366,7 +370,7 @@ class LiveEngine(LiveWorker):
 
         covered = -1
         if checkpoints is not None:
-            covered, ck = restore_latest(self, checkpoints, timeout)
+            covered, ck = (restorer or restore_latest)(self, checkpoints, timeout)
             self.restored_checkpoint = ck
             if ck is not None:
                 ingest_log.resume_after(covered, dict(ck.meta.get("offsets") or {}))

@@ -1,0 +1,516 @@
+"""Checkpoints of the cluster leader (``run --zk --state-dir DIR --checkpoint-interval S``).
+
+Without them a new leader replays the *whole* shared ingest log into a new run, so the
+take-over grows with the age of the run and the log is never truncated.  With them the
+leader takes a barrier checkpoint every ``S`` seconds of what a new leader needs instead
+of the log prefix, and deletes the log segments it covers.
+
+**What is captured** (on the live engine's worker, between two commands: a consistent cut
+of the log, as :mod:`linkstream.engine.live.checkpoint` does for embedded ``run``):
+
+* the leader's term dictionary (the driver's ids; shared chunks as embedded);
+* the fan-out's retained backlog of every stream of the run -- the elements a window
+  opened at the next report can still read (largest RANGE plus STEP, at least
+  ``--retention-ms``; everything for count and NOW windows) -- split at the last tick's
+  per-stream cut (the elements sent before it and after it);
+* per query: text, schedule (next and first report, pending), statistics, last report,
+  and whether it was registered after the last tick;
+* the live engine's event-time state (stream and explicit watermarks, last report time
+  fired, accepted counts), the log's per-stream offsets and sequence number, and the
+  idempotency keys of the latest accepted elements.
+
+The checkpoint (objects, then a manifest with checksums, then the store's pointer) goes to
+the same stores as embedded ones (``file://``, ``s3://``); once complete its id is written
+to the ZooKeeper node ``<root>/checkpoint`` (one ``set``: atomic), then the log segments
+that the oldest kept checkpoint covers are deleted.  A checkpoint is written only once the
+result log has committed the reports up to its last tick (a new leader's floor then
+covers them: what the checkpoint does not re-create was delivered).
+
+**The containers' operator state is not captured**: a new leader starts a new run, and its
+containers rebuild their windows from the restored backlog -- the elements before the
+last tick's cut, then one *silent* tick at that report time (every container evaluates
+every query, nothing is reported: an IStream/DStream query's next report is again the
+difference to it), then the elements after the cut.  This is the embedded restore's
+rebuild of router plans, applied to every query; it needs no change to the containers'
+protocol and is bounded by the windows' extent, not by the age of the run.  A container
+that dies is still recovered by recompute from the driver's history
+(:mod:`linkstream.cluster.recovery`).
+
+:func:`restore_latest` (the ``restorer`` of
+:meth:`~linkstream.engine.live.runtime.LiveEngine.recover`) loads the checkpoint the
+ZooKeeper node names -- a missing or corrupt one is skipped with one error line and the
+previous complete checkpoint is used -- and the caller replays only the log after it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from kazoo.exceptions import KazooException, NoNodeError
+
+from linkstream.engine.live.checkpoint import (
+    Capture,
+    Checkpointer,
+    _restore_dictionary,
+    encode,
+)
+from linkstream.engine.live.ringcheckpoint import RingLog, RingsCapture
+from linkstream.engine.live.state import _Accepted, _Entry, _Stream
+from linkstream.engine.live.subscription import ReportRing
+from linkstream.query.continuous import parse_continuous
+from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.store.checkpoint_backends import BackendError
+from linkstream.store.checkpoints import (
+    Blob,
+    Checkpoint,
+    CheckpointError,
+    CheckpointStore,
+    blob_of_strings,
+    open_checkpoints,
+    strings_of_blob,
+)
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+    from linkstream.cluster.remote_engine import RemoteEngine
+    from linkstream.cluster.results import ResultLog
+    from linkstream.cluster.service import ClusterService
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.engine.live.runtime import LiveEngine
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ClusterCheckpointer", "pointer_path", "read_pointer", "recover_leader", "restore_latest"]
+
+#: version of the cluster checkpoint layout (meta ``"cluster"``)
+LAYOUT = 1
+#: seconds a checkpoint waits for the result log to commit its last tick before it is skipped
+COMMIT_WAIT_S = 5.0
+
+
+def pointer_path(root: str) -> str:
+    """The ZooKeeper node naming the cluster's latest complete checkpoint."""
+    return root.rstrip("/") + "/checkpoint"
+
+
+def read_pointer(client: KazooClient, root: str) -> dict[str, Any] | None:
+    """``{"id", "seq", "uri", "taken"}`` of the latest complete checkpoint (``None``: none)."""
+    try:
+        data, _ = client.get(pointer_path(root))
+        doc = json.loads(data.decode("utf-8"))
+        return doc if isinstance(doc, dict) else None
+    except NoNodeError:
+        return None
+    except (ValueError, UnicodeDecodeError):
+        log.error("checkpoint pointer %s is unreadable; using the store's checkpoints", pointer_path(root))
+        return None
+
+
+@dataclass
+class ClusterCapture(Capture):
+    """:class:`Capture` of the leader: the fan-out's backlog and the idempotency keys too."""
+
+    #: per stream: (iri, elements before the last tick's cut, times, sizes, triples)
+    backlog: list[tuple[str, int, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    #: the result log's last entry at the barrier (written once it is committed)
+    result_seq: int = 0
+
+
+def _backlog(remote: RemoteEngine) -> list[tuple[str, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """The fan-out's retained elements per stream, with the count before the last tick."""
+    cluster = remote.cluster
+    if cluster is None:
+        return []
+    fan = cluster.fanout
+    cuts = cluster.recovery._cuts
+    cut = cuts[-1][2] if cuts and cuts[-1][0] == cluster.seq else None
+    pending: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for k, t, tr in fan._pending:  # not flushed yet: after the cut
+        pending.setdefault(k, []).append((t, tr))
+    out = []
+    for k, iri in enumerate(fan.streams):
+        rows = list(fan._backlog[k])
+        end = int(cut[k]) if cut is not None and k < len(cut) else 0
+        before = sum(1 for r in rows if r[1] < end)
+        items = [(r[2], r[3]) for r in rows] + pending.get(k, [])
+        times = np.array([t for t, _ in items], dtype=np.int64)
+        sizes = np.array([len(tr) for _, tr in items], dtype=np.int64)
+        parts = [tr for _, tr in items if len(tr)]
+        triples = np.concatenate(parts).astype(np.int64) if parts else np.empty((0, 3), np.int64)
+        out.append((iri, before, times, sizes, triples))
+    return out
+
+
+def capture(
+    live: LiveEngine,
+    remote: RemoteEngine,
+    seq: int,
+    offsets: dict[str, int],
+    terms_from: int,
+    accepted: dict[str, list[Any]],
+    result_seq: Callable[[], int],
+) -> ClusterCapture:
+    """Copies the leader's state on the worker thread (see the module docstring)."""
+    terms = remote.dictionary._terms
+    n = len(terms)
+    c = live._fired
+    ticks = remote.cluster.seq if remote.cluster is not None else 0
+    queries = []
+    for name, e in live._entries.items():
+        rq = e.rq
+        queries.append(
+            {
+                "name": name,
+                "text": e.cq.text,
+                "due": e.due,
+                "first_report": e.first_report,
+                "pending": name in live._pending,
+                "last_report": rq.last_report,
+                "reports": rq.stats.reports,
+                "rows": rq.stats.rows,
+                "dropped": e.dropped,
+                "emitted": e.emitted,
+                # not evaluated at the last tick: registered after the silent tick at restore
+                "fresh": c is None or remote.registered_tick.get(name, ticks) >= ticks,
+            }
+        )
+    state = {
+        "fired": live._fired,
+        "explicit": live._explicit,
+        "last_tick": c,
+        "streams": {s: [st.watermark, st.first] for s, st in live._streams.items()},
+        "accepted": accepted,
+    }
+    return ClusterCapture(
+        seq,
+        offsets,
+        state,
+        terms_from,
+        terms[terms_from:n],
+        n,
+        [],
+        queries,
+        [None] * len(queries),
+        RingsCapture(),
+        backlog=_backlog(remote),
+        keys=list(live._key_order),
+        result_seq=result_seq(),
+    )
+
+
+class ClusterCheckpointer(Checkpointer):
+    """:class:`~linkstream.engine.live.checkpoint.Checkpointer` of the cluster leader.
+
+    Args:
+        live: The leader's live engine (its shared ingest log attached).
+        remote: Its engine.
+        ingest_log: The shared log (segments a checkpoint covers are deleted).
+        store: Where checkpoints go.
+        interval_s: Seconds between checkpoints.
+        client: The coordinator's kazoo client (the pointer node).
+        root: Cluster root.
+        results: The coordinator's result log (a checkpoint waits until its last tick is
+            committed there).
+    """
+
+    def __init__(
+        self,
+        live: LiveEngine,
+        remote: RemoteEngine,
+        ingest_log: IngestLog,
+        store: CheckpointStore,
+        interval_s: float,
+        *,
+        client: KazooClient,
+        root: str,
+        results: ResultLog,
+    ) -> None:
+        self.remote = remote
+        self.client = client
+        self.root = root
+        self.results = results
+        super().__init__(live, ingest_log, store, interval_s)
+        self.ringlog = RingLog()  # the cluster serves results from its result log: no rings
+
+    def stop(self, timeout: float = 30.0, final: bool = False) -> None:
+        """Stops the periodic checkpoints (no final one: a leader stepping down may no longer
+        reach ZooKeeper or commit results; the next leader replays the log after the last)."""
+        super().stop(timeout, final=False)
+
+    def _support(self, live: LiveEngine) -> str | None:
+        if not isinstance(self.remote.dictionary, MemoryDictionary):
+            return "cluster checkpoints need the in-memory dictionary"
+        return None
+
+    def _capture(
+        self, seq: int, offsets: dict[str, int], terms_from: int, accepted: dict[str, list[Any]]
+    ) -> Capture:
+        return capture(self.live, self.remote, seq, offsets, terms_from, accepted, lambda: self.results.last)
+
+    def _encode(
+        self, cap: Capture
+    ) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any], list[list[Any]]]:
+        assert isinstance(cap, ClusterCapture)
+        objects, meta, shared, listed = encode(cap, self.ringlog, self.live.results_retention_s, ())
+        arrays: list[np.ndarray] = []
+        streams = []
+        for iri, before, times, sizes, triples in cap.backlog:
+            streams.append([iri, before, len(arrays)])
+            arrays += [times, sizes, triples]
+        objects["backlog"] = Blob({"streams": streams}, arrays)
+        objects["keys"] = blob_of_strings(cap.keys)
+        meta["cluster"] = LAYOUT
+        meta["elements"] = int(sum(len(b[2]) for b in cap.backlog))
+        return objects, meta, shared, listed
+
+    def _ready(self, cap: Capture, timeout: float) -> None:
+        assert isinstance(cap, ClusterCapture)
+        deadline = time.monotonic() + min(timeout, COMMIT_WAIT_S)
+        while self.results.committed < cap.result_seq:
+            if time.monotonic() > deadline:
+                raise CheckpointError(
+                    "the result log did not commit entry %d within %gs (a follower lags); checkpoint skipped"
+                    % (cap.result_seq, COMMIT_WAIT_S)
+                )
+            time.sleep(0.01)
+
+    def _written(self, cid: str, cap: Capture) -> None:
+        doc = {"id": cid, "seq": cap.seq, "uri": self.store.uri, "taken": cap.taken}
+        data = json.dumps(doc).encode("utf-8")
+        path = pointer_path(self.root)
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            self.client.create(path, data, makepath=True)
+        log.info("checkpoint %s of the cluster covers ingest log records through %d", cid, cap.seq)
+
+
+def _load(store: CheckpointStore, first: str | None) -> Checkpoint | None:
+    """The checkpoint ``first`` (the ZooKeeper pointer's), else the newest usable one."""
+    ids = store.ids()
+    order = ([first] if first else []) + [i for i in reversed(ids) if i != first]
+    problems = []
+    for k, cid in enumerate(order):
+        try:
+            ck = store.load_id(cid)
+            if ck.meta.get("cluster") != LAYOUT:
+                raise CheckpointError(
+                    "checkpoint %s is not a cluster checkpoint of layout %d" % (cid, LAYOUT)
+                )
+        except CheckpointError as e:
+            problems.append(str(e))
+            nxt = order[k + 1] if k + 1 < len(order) else None
+            log.error(
+                "%s: %s; %s",
+                store.uri,
+                e,
+                "falling back to the previous complete checkpoint %s" % nxt if nxt else "no other checkpoint",
+            )
+            continue
+        if problems:
+            log.warning("%s: restored from checkpoint %s, not the latest", store.uri, cid)
+        return ck
+    if problems:
+        raise CheckpointError("no usable checkpoint in %s: %s" % (store.uri, "; ".join(problems)))
+    return None
+
+
+def _register(live: LiveEngine, remote: RemoteEngine, q: dict[str, Any], now: float) -> None:
+    name = q["name"]
+    with live._parse_lock:
+        cq = parse_continuous(q["text"], default_name=name, base=live.base)
+    if cq.name != name:
+        cq = replace(cq, name=name)
+    rq = remote.register(cq)
+    rq.last_report = q["last_report"]
+    rq.stats.reports, rq.stats.rows = int(q["reports"]), int(q["rows"])
+    streams = frozenset(w.stream for w in cq.windows)
+    for s in streams:
+        live._guard(s, remote.buffer(s))  # type: ignore[arg-type]  # the remote engine's stand-in
+        if not live._relevant.get(s):
+            live._relevant_since[s] = now
+        live._relevant[s] = live._relevant.get(s, 0) + 1
+    e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))  # type: ignore[arg-type]
+    e.emitted = q["emitted"]
+    if e.due is not None:
+        heapq.heappush(live._heap, (e.due, name))
+    if q["pending"]:
+        live._pending.add(name)
+    with live._lock:
+        live._entries[name] = e
+        live._rings[name] = ReportRing(live.results_retention_s)
+
+
+def restore(
+    live: LiveEngine, remote: RemoteEngine, ck: Checkpoint, registered: Collection[str] | None
+) -> int:
+    """Puts checkpoint ``ck`` into the fresh leader ``live`` (on its worker thread); returns
+    the last log record it covers.  Queries not in ``registered`` (the registry no longer
+    holds them) are left out."""
+    meta = ck.meta
+    if live._entries or remote.cluster is not None:
+        raise CheckpointError("a checkpoint is restored into a fresh leader only")
+    _restore_dictionary(remote.dictionary, ck)
+    st = meta["live"]
+    now = live.clock()
+    for s, (wm, first) in st["streams"].items():
+        live._streams[s] = _Stream(wm, first, now)
+    for s, (wm, elements, triples, late, rejected) in st["accepted"].items():
+        live._accepted[s] = _Accepted(wm, elements, triples, late, False, rejected)
+    live._fired, live._explicit = st["fired"], st["explicit"]
+    keys = [k for k in strings_of_blob(ck.blob("keys")) if k is not None]
+    live._key_order.extend(keys)
+    live._keys.update(keys)
+    queries = [
+        q for q in ck.blob("queries").header["queries"] if registered is None or q["name"] in registered
+    ]
+    old = [q for q in queries if not q.get("fresh")]
+    for q in old:
+        _register(live, remote, q, now)
+    remote.flush()
+    bl = ck.blob("backlog")
+    streams = []
+    for iri, before, first in bl.header["streams"]:
+        times, sizes, triples = bl.arrays[first : first + 3]
+        ends = np.cumsum(sizes).tolist()
+        rows = [(int(t), triples[e - int(z) : e]) for t, z, e in zip(times.tolist(), sizes.tolist(), ends)]
+        streams.append((iri, int(before), rows))
+    c = st["last_tick"]
+    cluster = remote.cluster
+    elements = 0
+    if cluster is not None:
+        for iri, before, rows in streams:
+            remote.buffer(iri)  # a stream no restored query reads: retained for later ones
+            if iri in cluster.spec.streams:
+                for t, tr in rows[:before]:
+                    cluster.ingest(iri, t, np.array(tr))
+                elements += before
+        if c is not None and old:
+            # every container evaluates every query once at the last report time: windows as
+            # they were, and the previous result of IStream/DStream queries; nothing reported
+            try:
+                cluster.wait_until_ready(remote.ready_timeout)
+            except Exception as exc:  # a container late: its queries start from the buffers
+                log.warning("checkpoint %s: %s; silent evaluation without them", ck.id, exc)
+            cluster.tick(int(c), [])
+    for q in queries:
+        if q.get("fresh"):
+            _register(live, remote, q, now)
+    remote.flush()
+    cluster = remote.cluster
+    if cluster is not None:
+        for iri, before, rows in streams:
+            if iri in cluster.spec.streams:
+                for t, tr in rows[before:]:
+                    cluster.ingest(iri, t, np.array(tr))
+                elements += len(rows) - before
+    with live._lock:
+        live._frontier = live._frontier_now()
+    live._gauges()
+    log.info(
+        "checkpoint %s: %d queries, %d stream elements re-sent to the containers, silent tick at t=%s",
+        ck.id,
+        len(queries),
+        elements,
+        c,
+    )
+    return int(meta["seq"])
+
+
+def restore_latest(
+    live: LiveEngine,
+    store: CheckpointStore,
+    timeout: float | None,
+    *,
+    remote: RemoteEngine,
+    client: KazooClient,
+    root: str,
+    registered: Collection[str] | None,
+) -> tuple[int, Checkpoint | None]:
+    """The ``restorer`` of a new leader: the checkpoint the ZooKeeper pointer names (else the
+    newest usable one of ``store``) restored into ``live``; ``(-1, None)`` when there is none.
+
+    Raises:
+        CheckpointError: Checkpoints exist but none is usable, or one does not fit.
+    """
+    try:
+        ptr = read_pointer(client, root)
+    except KazooException as exc:
+        log.warning("cannot read the checkpoint pointer: %s; using the store's checkpoints", exc)
+        ptr = None
+    first = ptr.get("id") if ptr and ptr.get("uri") == store.uri else None
+    ck = _load(store, first if isinstance(first, str) else None)
+    if ck is None:
+        return -1, None
+    try:
+        covered = int(live.call(lambda: restore(live, remote, ck, registered), timeout))
+    except CheckpointError:
+        raise
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
+        raise CheckpointError(
+            "checkpoint %s of %s cannot be restored (written by another version?): %s: %s"
+            % (ck.id, store.uri, type(e).__name__, e)
+        ) from None
+    log.info("restored cluster checkpoint %s of %s (log records through %d)", ck.id, store.uri, covered)
+    return covered, ck
+
+
+def recover_leader(
+    service: ClusterService,
+    live: LiveEngine,
+    remote: RemoteEngine,
+    ingest: IngestLog,
+    skip: Collection[int],
+    registered: Collection[str],
+) -> dict[str, Any]:
+    """A new leader's take-over: the latest cluster checkpoint (if ``service.checkpoints``),
+    then the shared log after it; starts the periodic checkpoints.  Returns what was
+    restored and replayed (``/status`` shows it as ``takeover``)."""
+    store = None
+    if service.checkpoints:
+        try:
+            store = open_checkpoints(service.checkpoints)
+        except (BackendError, OSError, ValueError) as e:
+            log.error(
+                "cannot open the cluster checkpoints %s: %s; the whole log is replayed",
+                service.checkpoints,
+                e,
+            )
+    t0 = time.perf_counter()
+    restorer = partial(
+        restore_latest, remote=remote, client=service.client, root=service.root, registered=set(registered)
+    )
+    n = live.recover(
+        ingest, timeout=max(120.0, 4 * service.ready_timeout), skip=skip, checkpoints=store, restorer=restorer
+    )
+    ck = live.restored_checkpoint
+    info = {
+        "checkpoint": ck.id if ck is not None else None,
+        "covered": int(ck.meta["seq"]) if ck is not None else -1,
+        "replayed": n,
+        "backlog_elements": int(ck.meta.get("elements") or 0) if ck is not None else 0,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    if store is not None and service.checkpoint_interval > 0:
+        live.checkpointer = ClusterCheckpointer(
+            live,
+            remote,
+            ingest,
+            store,
+            service.checkpoint_interval,
+            client=service.client,
+            root=service.root,
+            results=service.log,
+        ).start()
+        log.info("cluster checkpoints every %gs to %s", service.checkpoint_interval, store.uri)
+    return info
