@@ -119,15 +119,16 @@ def read_pointer(client: KazooClient, root: str) -> dict[str, Any] | None:
 class ClusterCapture(Capture):
     """:class:`Capture` of the leader: the fan-out's backlog and the idempotency keys too."""
 
-    #: per stream: (iri, elements before the last tick's cut, times, sizes, triples)
-    backlog: list[tuple[str, int, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    #: per stream: (iri, elements before the last tick's cut, [(t, triples)])
+    backlog: list[tuple[str, int, list[tuple[int, np.ndarray]]]] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     #: the result log's last entry at the barrier (written once it is committed)
     result_seq: int = 0
 
 
-def _backlog(remote: RemoteEngine) -> list[tuple[str, int, np.ndarray, np.ndarray, np.ndarray]]:
-    """The fan-out's retained elements per stream, with the count before the last tick."""
+def _backlog(remote: RemoteEngine) -> list[tuple[str, int, list[tuple[int, np.ndarray]]]]:
+    """The fan-out's retained elements per stream ``(t, triples)``, with the count before the
+    last tick's cut (references only: the fan-out never changes an element's array)."""
     cluster = remote.cluster
     if cluster is None:
         return []
@@ -142,13 +143,23 @@ def _backlog(remote: RemoteEngine) -> list[tuple[str, int, np.ndarray, np.ndarra
         rows = list(fan._backlog[k])
         end = int(cut[k]) if cut is not None and k < len(cut) else 0
         before = sum(1 for r in rows if r[1] < end)
-        items = [(r[2], r[3]) for r in rows] + pending.get(k, [])
-        times = np.array([t for t, _ in items], dtype=np.int64)
-        sizes = np.array([len(tr) for _, tr in items], dtype=np.int64)
-        parts = [tr for _, tr in items if len(tr)]
-        triples = np.concatenate(parts).astype(np.int64) if parts else np.empty((0, 3), np.int64)
-        out.append((iri, before, times, sizes, triples))
+        out.append((iri, before, [(r[2], r[3]) for r in rows] + pending.get(k, [])))
     return out
+
+
+def _backlog_blob(backlog: list[tuple[str, int, list[tuple[int, np.ndarray]]]]) -> Blob:
+    """Per stream: times, sizes and the joined triples of its elements (off the worker)."""
+    arrays: list[np.ndarray] = []
+    streams = []
+    for iri, before, items in backlog:
+        streams.append([iri, before, len(arrays)])
+        parts = [tr for _, tr in items if len(tr)]
+        arrays += [
+            np.array([t for t, _ in items], dtype=np.int64),
+            np.array([len(tr) for _, tr in items], dtype=np.int64),
+            np.concatenate(parts).astype(np.int64) if parts else np.empty((0, 3), np.int64),
+        ]
+    return Blob({"streams": streams}, arrays)
 
 
 def capture(
@@ -262,15 +273,10 @@ class ClusterCheckpointer(Checkpointer):
     ) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any], list[list[Any]]]:
         assert isinstance(cap, ClusterCapture)
         objects, meta, shared, listed = encode(cap, self.ringlog, self.live.results_retention_s, ())
-        arrays: list[np.ndarray] = []
-        streams = []
-        for iri, before, times, sizes, triples in cap.backlog:
-            streams.append([iri, before, len(arrays)])
-            arrays += [times, sizes, triples]
-        objects["backlog"] = Blob({"streams": streams}, arrays)
+        objects["backlog"] = _backlog_blob(cap.backlog)
         objects["keys"] = blob_of_strings(cap.keys)
         meta["cluster"] = LAYOUT
-        meta["elements"] = int(sum(len(b[2]) for b in cap.backlog))
+        meta["elements"] = sum(len(b[2]) for b in cap.backlog)
         return objects, meta, shared, listed
 
     def _ready(self, cap: Capture, timeout: float) -> None:
