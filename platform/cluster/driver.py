@@ -39,8 +39,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
 
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.handover import Handovers, Migration
@@ -58,7 +58,7 @@ from linkstream.containers.protocol import (
     decode,
     encode,
 )
-from linkstream.containers.security import Security
+from linkstream.containers.security import Security, SecurityError
 from linkstream.containers.transport import CurveKeys, Receiver
 from linkstream.engine.embedded import QueryStats, ReportSchedule
 from linkstream.query.continuous import ContinuousQuery
@@ -208,6 +208,9 @@ class ClusterEngine:
         self._stopped = False
         #: operator-level placement of the run (``placement="operators"``), else ``None``
         self.placement: dict[str, object] | None = None
+        #: task watches whose read failed with the connection: armed again once connected
+        self._rearm: list[Callable[[], None]] = []
+        client.add_listener(self._on_zk_state)
         self._member_watch = Membership(client, root).watch(self._on_members)
         for name in queries:
             self._watch_task(name)
@@ -226,6 +229,22 @@ class ClusterEngine:
             self._departed |= self._members - now
             self._departed -= now
             self._members = now
+
+    def _on_zk_state(self, state: str) -> None:  # kazoo's connection thread: never block
+        if state == KazooState.CONNECTED:
+            with self._lock:
+                arms, self._rearm = self._rearm, []
+            for arm in arms:
+                self.client.handler.spawn(arm)
+
+    def _arm_when_connected(self, arm: Callable[[], None]) -> None:
+        """Arms a task watch again now, or once the client is connected again (a session
+        that expired in a ZooKeeper outage took every watch with it)."""
+        with self._lock:
+            if not self.client.connected:
+                self._rearm.append(arm)
+                return
+        arm()
 
     def _watch_task(self, name: str) -> None:
         """Follows the assignment of ``name``'s task (``_targets``), from an asynchronous read
@@ -249,6 +268,9 @@ class ClusterEngine:
                         self._targets[name] = None
                 self.client.exists_async(path, watch=watcher).rawlink(existed)
                 return
+            except (ConnectionLoss, SessionExpiredError):
+                self._arm_when_connected(arm)
+                return
             except KazooException as exc:
                 logger.warning("cannot read the assignment of %s: %s", name, exc)
                 return
@@ -265,6 +287,9 @@ class ClusterEngine:
         def existed(res: Any) -> None:
             try:
                 stat = res.get()
+            except (ConnectionLoss, SessionExpiredError):
+                self._arm_when_connected(arm)
+                return
             except KazooException:
                 return
             if stat is not None and live():  # created between the read and the watch
@@ -352,9 +377,15 @@ class ClusterEngine:
         container sent before it rejoined (with a new hello) cannot outlive the rejoin.
         """
         control, self._control = self._control, []
-        for message in control:
+        for i, message in enumerate(control):
             if isinstance(message, Hello):
                 cid = message.container
+                try:
+                    self.curve_for(cid)  # its key, from ZooKeeper (the driver's session may be down)
+                except (KazooException, SecurityError) as exc:
+                    logger.warning("driver: cannot admit %s yet: %s", cid, exc or type(exc).__name__)
+                    self._control[:0] = control[i:]  # tried again at the next admission
+                    return
                 self._forget(cid)
                 # A container that says hello again (its session expired) starts afresh: it
                 # answers nothing until it announces queries ready again; the reports due
@@ -589,9 +620,12 @@ class ClusterEngine:
                 self.pump(0.02)
         self._results.pop(seq, None)
         if owed:
-            self._await_live_peer()
             redone = self.recovery.recompute(
-                seq, {n: cid for n, (cid, _) in owed.items()}, self.reads, self.owner_in_zookeeper
+                seq,
+                {n: cid for n, (cid, _) in owed.items()},
+                self.reads,
+                self.owner_in_zookeeper,
+                self._admit_restarted,
             )
             for name, (cid, reason) in sorted(owed.items()):
                 if name in redone:
@@ -604,20 +638,15 @@ class ClusterEngine:
         """Whether ``cid`` said hello again (its session expired: it restarted its run)."""
         return any(isinstance(m, Hello) and m.container == cid for m in self._control)
 
-    def _await_live_peer(self) -> None:
-        """Admits restarted containers now if no other one could recompute the tick.
+    def _admit_restarted(self) -> None:
+        """Admits the containers that said hello again, mid-tick (synced at this tick).
 
         After a ZooKeeper outage longer than the sessions every container restarts its run
-        at once; the tick waits (up to the answer timeout) for one of them to say hello
-        again and admits it mid-tick, synced at this tick, so that it can recompute it.
+        at once; the tick's owed reports are recomputed by the first of them to come back
+        (:meth:`linkstream.cluster.recovery.Recovery.recompute` calls this while it waits).
         """
-        deadline = time.monotonic() + self.answer_timeout
-        while time.monotonic() < deadline:
-            if any(isinstance(m, Hello) for m in self._control):
-                self.admit()
-            if any(not (self._dead(c) or self._restarted(c)) for c in self._peers):
-                return
-            self.pump(0.05)
+        if any(isinstance(m, Hello) for m in self._control):
+            self.admit()
 
     def _lose(self, name: str, c: int, cid: str | None, reason: str) -> None:
         self.lost.append(Lost(name, c, cid, reason))
@@ -651,5 +680,6 @@ class ClusterEngine:
     def close(self) -> None:
         """Stops the watches and closes the sockets to the containers."""
         self._stopped = True
+        self.client.remove_listener(self._on_zk_state)
         self._member_watch.stop()
         self.fanout.close()

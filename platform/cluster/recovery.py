@@ -40,6 +40,7 @@ import numpy as np
 
 from linkstream.cluster.fanout import Fanout, table
 from linkstream.containers.protocol import Elements, Recompute, Recomputed, encode
+from linkstream.containers.transport import Sender
 from linkstream.rdf.dictionary import Dictionary
 
 logger = logging.getLogger(__name__)
@@ -119,17 +120,29 @@ class Recovery:
         owed: Mapping[str, str | None],
         reads: Mapping[str, frozenset[int]],
         prefer: Callable[[str], str | None],
+        admit: Callable[[], None] | None = None,
     ) -> dict[str, list[str]]:
         """The lines of tick ``seq`` of the ``owed`` queries (query -> container that owed them).
+
+        Each query is asked of one live container at a time (its new owner first), and of
+        each *incarnation* of a container at most once: a container whose ZooKeeper session
+        expired restarts its run on a new socket and says hello again under the same id, so
+        a request sent to its old socket is never answered.  Such a request is dropped as
+        soon as the driver admits the new incarnation (``admit``), which is then asked
+        afresh, and the wait starts over.  While no container is live at all (every one is
+        restarting) the call waits for one to come back.
 
         Args:
             seq: The current tick (recorded with :meth:`record`).
             owed: The queries whose lines are missing, with the container that did not answer.
             reads: Stream indexes each query reads.
             prefer: The container to ask first for a query (its new owner), if alive.
+            admit: Admits the containers that said hello again meanwhile (the driver's
+                mid-tick admission: each gets a new socket in the fan-out).
 
         Returns:
-            Lines by query, for the queries some live container recomputed; the caller
+            Lines by query, for the queries some live container recomputed within the
+            timeout (counted from the last restart of a container asked); the caller
             records the others lost.
         """
         cuts = [x for x in self._cuts if x[0] in (seq - 1, seq)]
@@ -138,47 +151,55 @@ class Recovery:
             return {}
         c = cuts[-1][1]
         out: dict[str, list[str]] = {}
-        tried: dict[str, set[str]] = {name: set() for name in owed}
+        tried: dict[str, set[Sender]] = {name: set() for name in owed}  # incarnations (sockets) asked
+        pending: dict[int, tuple[str, Sender, list[str], int, float]] = {}
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
+        while len(out) < len(owed) and time.monotonic() < deadline:
+            if admit is not None:
+                admit()
+            peers = self.fanout.peers
             live = self._live()
+            asked = {name for p in pending.values() for name in p[2]}
             groups: dict[str, list[str]] = {}
             for name in sorted(owed):
-                fresh = [x for x in live if x not in tried[name]]
-                if name in out or not fresh:
-                    continue  # done, or every live container failed it
+                fresh = [x for x in live if peers[x] not in tried[name]]
+                if name in out or name in asked or not fresh:
+                    continue  # done, being answered, or every live container failed it
                 first = prefer(name)
                 dst = first if first in fresh else fresh[0]
                 groups.setdefault(dst, []).append(name)
-            if not groups:
-                break
-            pending: dict[int, tuple[str, list[str], int, float]] = {}
             for dst, names in groups.items():
+                sender = peers[dst]
                 for name in names:
-                    tried[name].add(dst)
+                    tried[name].add(sender)
                 streams = frozenset().union(*(reads.get(n, frozenset()) for n in names))
                 message, n_el = self._request(names, streams, cuts)
                 self.fanout.send(dst, encode(message))
-                pending[message.id] = (dst, names, n_el, time.perf_counter())
-            while pending and time.monotonic() < deadline:
-                for rid in [r for r in pending if r in self._answers]:
-                    dst, names, n_el, t0 = pending.pop(rid)
-                    answer = self._answers.pop(rid)
-                    if answer.error:
-                        logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
-                        continue
-                    dt = time.perf_counter() - t0
-                    for name in names:
-                        if name in answer.lines:
-                            out[name] = answer.lines[name]
-                            self.done.append(Recovered(name, c, owed[name], dst, n_el, dt))
-                for rid in [
-                    r for r, p in pending.items() if self.is_dead(p[0]) or p[0] not in self.fanout.peers
-                ]:
-                    logger.warning("driver: %s left before recomputing %s", pending[rid][0], pending[rid][1])
+                pending[message.id] = (dst, sender, names, n_el, time.perf_counter())
+            if not pending and live:
+                break  # every live container answered the rest with an error
+            for rid in [r for r in pending if r in self._answers]:
+                dst, _, names, n_el, t0 = pending.pop(rid)
+                answer = self._answers.pop(rid)
+                if answer.error:
+                    logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
+                    continue
+                dt = time.perf_counter() - t0
+                for name in names:
+                    if name in answer.lines:
+                        out[name] = answer.lines[name]
+                        self.done.append(Recovered(name, c, owed[name], dst, n_el, dt))
+            for rid, (dst, sender, names, _, _) in list(pending.items()):
+                if self.is_dead(dst) or self.fanout.peers.get(dst) is not sender:
                     del pending[rid]
-                if pending:
-                    self.pump(0.02)
+                    if dst in self.fanout.peers and not self.is_dead(dst):
+                        # It restarted its run (new hello, new socket): ask it again, with time to answer.
+                        logger.warning("driver: %s restarted before recomputing %s; asking again", dst, names)
+                        deadline = max(deadline, time.monotonic() + self.timeout)
+                    else:
+                        logger.warning("driver: %s left before recomputing %s", dst, names)
+            if len(out) < len(owed):
+                self.pump(0.02 if pending else 0.05)
         if len(out) < len(owed):
             logger.warning("driver: no live container recomputed %s at t=%d", sorted(set(owed) - set(out)), c)
         else:
