@@ -6,6 +6,12 @@ both a window and the static part is one triple of the graph: the operator keeps
 reference count per dynamic triple and emits a +1 only when a triple enters the set and a
 -1 only when its last source leaves -- exactly the RDF merge the spec asks for (the
 C-SPARQL default graph is one such operator over every window and every ``FROM`` graph).
+
+The reference counts are kept as one sorted array of *packed* triples (three ids below
+2^21 in one int64, whose order is the triples' lexicographic order) with the counts
+beside it: an epoch's delta costs a sort of the delta, one binary search and one merge.
+A triple with a larger id moves the counts into a :class:`Relation` for good (the
+general path, equal results).
 """
 
 from __future__ import annotations
@@ -16,12 +22,31 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.operators.base import Operator
-from linkstream.operators.batch import Batch, SortedIndex, concat, consolidate, row_keys
+from linkstream.operators.batch import EMPTY_I64, Batch, SortedIndex, concat, consolidate, row_keys
 from linkstream.operators.relation import Relation
 from linkstream.operators.window import TRIPLE_VARS
 
 if TYPE_CHECKING:
     from linkstream.operators.state import StateReader, StateWriter
+
+
+#: bits of one id in a packed triple (three of them in a non-negative int64)
+_BITS = 21
+_LIMIT = 1 << _BITS
+_MASK = _LIMIT - 1
+
+
+def _pack(cols: np.ndarray) -> np.ndarray:
+    """One int64 per (s, p, o) column triple of ids below ``2**21``, ordered as the triples."""
+    return (cols[0] << (2 * _BITS)) | (cols[1] << _BITS) | cols[2]
+
+
+def _unpack(keys: np.ndarray) -> np.ndarray:
+    return np.stack([keys >> (2 * _BITS), (keys >> _BITS) & _MASK, keys & _MASK])
+
+
+def _packable(cols: np.ndarray) -> bool:
+    return not cols.size or (int(cols.min()) >= 0 and int(cols.max()) < _LIMIT)
 
 
 def dedup_triples(triples: np.ndarray) -> np.ndarray:
@@ -78,8 +103,96 @@ class GraphOperator(Operator):
         self.static = _static_batch(st)
         self._static_index: SortedIndex | None = None
         self.children = tuple(windows)
-        self.dynamic = Relation(TRIPLE_VARS)
+        self._dynamic = Relation(TRIPLE_VARS)
+        #: packed mode (see the module docstring): the window triples' sorted packed keys
+        #: and their counts (``None``: the counts are in ``_dynamic``)
+        self._pk: np.ndarray | None = None
+        self._pn = EMPTY_I64
+        self._pack_ok = True  # False once a large id was seen
+        self._dyn_version = 0
+        self._dyn_memo: tuple[int, Relation] | None = None
         self._initialised = False
+
+    @property
+    def dynamic(self) -> Relation:
+        """The reference counts of the window triples as a relation (built from the packed
+        keys in packed mode: a copy that changes with the graph's next delta)."""
+        pk = self._pk
+        if pk is None:
+            return self._dynamic
+        memo = self._dyn_memo
+        if memo is None or memo[0] != self._dyn_version:
+            rel = Relation(TRIPLE_VARS)
+            if len(pk):
+                rel.set_consolidated(Batch(TRIPLE_VARS, _unpack(pk), self._pn.copy()))
+            memo = self._dyn_memo = (self._dyn_version, rel)
+        return memo[1]
+
+    @dynamic.setter
+    def dynamic(self, rel: Relation) -> None:
+        self._dynamic = rel
+        self._pk = None
+        self._pn = EMPTY_I64
+        self._dyn_memo = None
+        self._dyn_version += 1
+
+    def _packed(self, cols: np.ndarray) -> bool:
+        """Whether the counts are (or can be put) in packed mode for a delta of ``cols``."""
+        if not self._pack_ok:
+            return False
+        if self._pk is None:
+            rows = self._dynamic.rows
+            if not _packable(rows.cols):
+                self._pack_ok = False
+                return False
+            self._pk, self._pn = _pack(rows.cols), rows.counts.copy()
+        if _packable(cols):
+            return True
+        self._dynamic = self.dynamic  # back to a relation, for good
+        self._pk, self._pn, self._pack_ok = None, EMPTY_I64, False
+        return False
+
+    def _count_packed(self, d: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """Applies delta ``d`` to the packed counts; returns the triples that entered or
+        left the set (packed, ascending) and their signs."""
+        k = _pack(d.cols)
+        c = d.counts
+        if len(k) > 1:
+            order = k.argsort()
+            k, c = k.take(order), c.take(order)
+            starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+            if len(starts) != len(k):
+                c = np.add.reduceat(c, starts)
+                k = k.take(starts)
+        nz = c != 0
+        if not nz.all():
+            k, c = k[nz], c[nz]
+        pk, pn = self._pk, self._pn
+        assert pk is not None
+        if not len(k):
+            return k, c
+        pos = pk.searchsorted(k)
+        found = pos < len(pk)
+        found[found] = pk.take(pos[found]) == k[found]
+        fp = pos[found]
+        old = np.zeros(len(k), dtype=np.int64)
+        old[found] = pn.take(fp)
+        new = old + c
+        pn = pn.copy()
+        pn[fp] = new[found]
+        ins = ~found
+        if ins.any():
+            at = pos[ins]
+            pk = np.insert(pk, at, k[ins])
+            pn = np.insert(pn, at, c[ins])
+        keep = pn != 0
+        if not keep.all():
+            pk, pn = pk[keep], pn[keep]
+        self._pk, self._pn = pk, pn
+        self._dyn_version += 1
+        enter = (old <= 0) & (new > 0)
+        changed = enter | ((old > 0) & (new <= 0))
+        return k[changed], np.where(enter[changed], 1, -1).astype(np.int64)
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
         """The windows' triples and whether the static part was emitted (the static part
@@ -119,7 +232,20 @@ class GraphOperator(Operator):
         deltas = [c.delta(epoch) for c in self.children]
         deltas = [d for d in deltas if len(d)]
         if deltas:
-            d = consolidate(concat(deltas, TRIPLE_VARS))
+            d = concat(deltas, TRIPLE_VARS)
+            if self._packed(d.cols):
+                ks, sign = self._count_packed(d)
+                if len(ks):
+                    cols = _unpack(ks)
+                    keep = ~self._in_static(cols)
+                    if keep.all():
+                        parts.append(Batch(TRIPLE_VARS, cols, sign))
+                    elif keep.any():
+                        parts.append(Batch(TRIPLE_VARS, cols[:, keep], sign[keep]))
+                d = Batch.empty(TRIPLE_VARS)
+            else:
+                d = consolidate(d)
+                self._dyn_version += 1
             if len(d):
                 old = self.dynamic.key_counts(d, TRIPLE_VARS)
                 new = old + d.counts
@@ -146,10 +272,10 @@ class GraphOperator(Operator):
         Memoised until the next epoch's compute: the queries that attach to a running graph
         in one epoch (thousands registered at once) share one copy."""
         memo = self.__dict__.get("_current_memo")
-        if memo is not None and memo[0] == self._epoch and memo[1] is self.dynamic:
+        if memo is not None and memo[0] == self._epoch and memo[1] == self._dyn_version:
             return memo[2]
         out = self._current()
-        self._current_memo = (self._epoch, self.dynamic, out)
+        self._current_memo = (self._epoch, self._dyn_version, out)
         return out
 
     def _current(self) -> Batch:

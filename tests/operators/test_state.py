@@ -212,6 +212,9 @@ _NO_STATIC_RESULTS = {"graph"}
 _LEGACY_SKIP = frozenset(
     {"_epoch", "_out", "_pslice", "_static_index", "_bodies", "_quiet", "_static_seen"}
     | {"static", "generation", "sig", "children", "vars", "certain"}
+    # GraphOperator: its counts ship as ``dynamic`` (a property over ``_dynamic`` or the
+    # packed keys); the packed mode's flag and version are caches rebuilt after a restore
+    | {"_dynamic", "_pack_ok", "_dyn_version"}
 )
 
 
