@@ -338,7 +338,9 @@ class AssignmentTable:
         """
         path = self.layout.assignments(container_id)
         self._ensure(path)
-        return IndexWatch(self.client, path, lambda names: callback(self._read_index(container_id, names)))
+        reader = _IndexReader(self, container_id)
+        watch = IndexWatch(self.client, path, lambda names: callback(reader.read(names)), reader)
+        return watch
 
     def watch_tasks(self, callback: Callable[[list[str]], bool | None]) -> ChildrenWatch:
         """Calls ``callback(task_ids)`` (sorted) now and whenever tasks are added or removed.
@@ -369,13 +371,22 @@ class IndexWatch:
     the index meanwhile, so the container never saw a task given to it again.)
     """
 
-    def __init__(self, client: KazooClient, path: str, callback: Callable[[list[str]], bool | None]) -> None:
+    def __init__(
+        self,
+        client: KazooClient,
+        path: str,
+        callback: Callable[[list[str]], bool | None],
+        reader: _IndexReader | None = None,
+    ) -> None:
         self._client = client
         self._path = path
         self._callback = callback
+        self._reader = reader
         self._lock = threading.Lock()
         self._stopped = False
         self._lost = False
+        if reader is not None:
+            reader.changed = lambda: client.handler.spawn(self._refresh)
         client.add_listener(self._on_state)
         self._refresh()
 
@@ -393,6 +404,8 @@ class IndexWatch:
             self._lost = True
         elif state == KazooState.CONNECTED and self._lost:
             self._lost = False
+            if self._reader is not None:
+                self._reader.reset()  # what it knew may have changed meanwhile
             self._client.handler.spawn(self._refresh)
 
     def _refresh(self) -> None:
@@ -418,6 +431,52 @@ class IndexWatch:
                 pass
             if self._client.exists(self._path, self._watcher) is None:
                 return []
+
+
+class _IndexReader:
+    """A container's index entries, read once each: on a change of the index's children only
+    the new entries are read (with a data watch), the ones gone are dropped, and an entry
+    rewritten in place (a hand-over's marker set or cleared on the same owner) is read again
+    when its data watch fires.  (Reading every entry on every children change made a
+    registration of ``n`` queries cost O(n^2) reads on the container.)"""
+
+    def __init__(self, table: AssignmentTable, container_id: str) -> None:
+        self._table = table
+        self._container = container_id
+        self._known: dict[str, Assignment] = {}
+        self._stale: set[str] = set()
+        self.changed: Callable[[], object] = lambda: None  # set by the IndexWatch: read again
+
+    def reset(self) -> None:
+        """Forget every entry (after a connection loss): the next read reads them all."""
+        self._stale.add("")  # a marker for the reading thread: clear everything
+
+    def _data_changed(self, event: WatchedEvent) -> None:  # kazoo's event thread
+        if event.type == "CHANGED":
+            self._stale.add(event.path.rsplit("/", 1)[1])
+            self.changed()
+
+    def read(self, names: list[str]) -> dict[str, Assignment]:
+        """The entries of ``names`` (the index's children now), sorted by task id."""
+        stale, self._stale = self._stale, set()
+        known = self._known
+        if "" in stale:
+            known.clear()
+        for t in stale:
+            known.pop(t, None)
+        present = set(names)
+        for t in [t for t in known if t not in present]:
+            del known[t]
+        new = sorted(t for t in present if t not in known)
+        client, layout = self._table.client, self._table.layout
+        reads = [client.get_async(layout.assignment(self._container, t), self._data_changed) for t in new]
+        for t, res in zip(new, reads, strict=True):
+            try:
+                data, _ = res.get()
+            except NoNodeError:
+                continue
+            known[t] = Assignment.from_json(decode(data))
+        return dict(sorted(known.items()))
 
 
 def _failed(results: list[Any]) -> bool:

@@ -79,3 +79,41 @@ def test_after_a_session_expiry_the_watch_reads_the_index_again(
     # ... and still follows the index once it comes back.
     assert coordinator.set_owner("q-1", "oc-a")
     wait_until(lambda: set(seen.last or {}) == {"q-1"}, what="q-1 on oc-a again")
+
+
+def test_the_watch_reads_each_entry_once_and_sees_an_entry_rewritten_in_place(
+    kazoo_factory: Factory,
+) -> None:
+    coordinator = AssignmentTable(kazoo_factory())
+    client = kazoo_factory()
+    reads: list[str] = []
+    get_async = client.get_async
+
+    def counted(path: str, watch: object = None) -> object:
+        reads.append(path)
+        return get_async(path, watch)
+
+    client.get_async = counted  # type: ignore[method-assign]
+    seen = Recorder()
+    AssignmentTable(client).watch_container("oc-a", seen)
+    ids = [f"q-{i:02d}" for i in range(30)]
+    for t in ids:
+        coordinator.submit(TaskSpec(t))
+    for t in ids:  # one children change each
+        assert coordinator.set_owner(t, "oc-a")
+    wait_until(lambda: sorted(seen.last or {}) == ids, what="30 tasks on oc-a")  # type: ignore[arg-type]
+    entries = [p for p in reads if "/assignments/" in p]
+    assert sorted(entries) == sorted(coordinator.layout.assignment("oc-a", t) for t in ids)  # once each
+
+    # a hand-over marker set and cleared on the same owner rewrites the entry in place (no
+    # children change): the entry's data watch reads it again
+    assert coordinator.set_owner("q-03", "oc-a", migrating_from="oc-b")
+    wait_until(lambda: seen.last["q-03"].migrating_from == "oc-b", what="the marker")  # type: ignore[index]
+    assert coordinator.complete_migration("q-03")
+    wait_until(lambda: seen.last["q-03"].migrating_from is None, what="the marker cleared")  # type: ignore[index]
+    assert coordinator.withdraw("q-04")
+    wait_until(lambda: "q-04" not in seen.last, what="q-04 withdrawn")  # type: ignore[operator]
+    assert sorted(seen.last) == [t for t in ids if t != "q-04"]  # type: ignore[call-overload]
+    assert seen.last["q-05"] == coordinator.get("q-05")  # type: ignore[index]
+    entries = [p for p in reads if "/assignments/" in p]
+    assert len(entries) == 32, entries[30:]  # the rewritten entry twice more, nothing else again
