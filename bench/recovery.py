@@ -17,6 +17,9 @@ Three figures, all measured in this run:
 Raw figures go to ``bench/results/recovery.json``.
 
 Usage: ``python bench/recovery.py [--kills 5] [--seconds 12] [--threads 4] [--batch 1]``.
+
+``python bench/recovery.py --cluster [...]`` measures the cluster instead (leader take-over
+with checkpoints vs without, throughput with checkpoints): ``bench/cluster_checkpoints.py``.
 """
 
 from __future__ import annotations
@@ -282,6 +285,12 @@ def recovery(kills: int, uptime: float) -> dict[str, Any]:
 
 
 def main() -> None:
+    if "--cluster" in sys.argv[1:]:  # the cluster's checkpoints: bench/cluster_checkpoints.py
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from cluster_checkpoints import main as cluster_main
+
+        cluster_main([x for x in sys.argv[1:] if x != "--cluster"])
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=5, help="kill -9 / restart cycles (default 5)")
     ap.add_argument("--uptime", type=float, default=3.0, help="seconds between restart and kill (default 3)")
