@@ -203,6 +203,7 @@ class ClusterEngine:
         self._acked: set[tuple[str, str | None, str | None]] = set()
         self._lock = threading.Lock()
         self._members: set[str] = set()
+        self._synced_at: dict[str, int] = {}  # tick each container was last admitted at
         self._departed: set[str] = set()
         self._targets: dict[str, Assignment | None] = {}
         self._stopped = False
@@ -393,6 +394,7 @@ class ClusterEngine:
                 for name in [n for n, a in self._answerer.items() if a == cid]:
                     del self._answerer[name]
                 self.fanout.add(cid, message.address, self.seq)
+                self._synced_at[cid] = self.seq  # it gets the ticks after this one only
             else:
                 self.fanout.subscribe(message.container, message.version, message.streams, self.seq)
 
@@ -605,7 +607,7 @@ class ClusterEngine:
                         out[name] = result.lines[name]
                     else:
                         owed[name] = (cid, "the container did not hold the query")
-            for cid in [x for x in waiting if self._dead(x) or self._restarted(x)]:
+            for cid in [x for x in waiting if self._dead(x) or self._restarted(x, seq)]:
                 for name in waiting.pop(cid):
                     owed[name] = (cid, "the container died or restarted")
             if waiting and time.monotonic() > deadline:
@@ -634,8 +636,11 @@ class ClusterEngine:
                     self._lose(name, c, cid, f"{reason}; no live container recomputed it")
         return out
 
-    def _restarted(self, cid: str) -> bool:
-        """Whether ``cid`` said hello again (its session expired: it restarted its run)."""
+    def _restarted(self, cid: str, seq: int) -> bool:
+        """Whether ``cid`` restarted its run (its session expired) since tick ``seq`` was sent,
+        so it will not answer it: it said hello again, or was admitted again at or after it."""
+        if self._synced_at.get(cid, -1) >= seq:
+            return True
         return any(isinstance(m, Hello) and m.container == cid for m in self._control)
 
     def _admit_restarted(self) -> None:
