@@ -151,15 +151,17 @@ class Recovery:
             return {}
         c = cuts[-1][1]
         out: dict[str, list[str]] = {}
-        tried: dict[str, set[Sender]] = {name: set() for name in owed}  # incarnations (sockets) asked
-        pending: dict[int, tuple[str, Sender, list[str], int, float]] = {}
+        # Incarnations (fan-out sockets) asked for each query that failed it or still owe it.
+        tried: dict[str, set[Sender]] = {name: set() for name in owed}
+        sent: dict[int, tuple[str, Sender, list[str], int, float]] = {}  # answers taken even late
+        pending: set[int] = set()  # requests still awaited
         deadline = time.monotonic() + self.timeout
         while len(out) < len(owed) and time.monotonic() < deadline:
             if admit is not None:
                 admit()
             peers = self.fanout.peers
             live = self._live()
-            asked = {name for p in pending.values() for name in p[2]}
+            asked = {name for rid in pending for name in sent[rid][2]}
             groups: dict[str, list[str]] = {}
             for name in sorted(owed):
                 fresh = [x for x in live if peers[x] not in tried[name]]
@@ -175,23 +177,30 @@ class Recovery:
                 streams = frozenset().union(*(reads.get(n, frozenset()) for n in names))
                 message, n_el = self._request(names, streams, cuts)
                 self.fanout.send(dst, encode(message))
-                pending[message.id] = (dst, sender, names, n_el, time.perf_counter())
+                sent[message.id] = (dst, sender, names, n_el, time.perf_counter())
+                pending.add(message.id)
             if not pending and live:
                 break  # every live container answered the rest with an error
-            for rid in [r for r in pending if r in self._answers]:
-                dst, _, names, n_el, t0 = pending.pop(rid)
+            for rid in [r for r in sent if r in self._answers]:
+                dst, _, names, n_el, t0 = sent.pop(rid)
+                pending.discard(rid)
                 answer = self._answers.pop(rid)
                 if answer.error:
                     logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
                     continue
                 dt = time.perf_counter() - t0
                 for name in names:
-                    if name in answer.lines:
+                    if name in answer.lines and name not in out:
                         out[name] = answer.lines[name]
                         self.done.append(Recovered(name, c, owed[name], dst, n_el, dt))
-            for rid, (dst, sender, names, _, _) in list(pending.items()):
+            for rid in sorted(pending):
+                dst, sender, names, _, _ = sent[rid]
                 if self.is_dead(dst) or self.fanout.peers.get(dst) is not sender:
-                    del pending[rid]
+                    # Not awaited any more (an answer that comes anyway is still taken); the
+                    # container may be asked again if it turns out alive or comes back.
+                    pending.discard(rid)
+                    for name in names:
+                        tried[name].discard(sender)
                     if dst in self.fanout.peers and not self.is_dead(dst):
                         # It restarted its run (new hello, new socket): ask it again, with time to answer.
                         logger.warning("driver: %s restarted before recomputing %s; asking again", dst, names)

@@ -75,7 +75,10 @@ class LoadReporter:
     def publish(self, figures: dict[str, Any], force: bool = False) -> bool:
         """Writes ``figures`` (plus ``"at"``) unless the last write is too recent.
 
-        ZooKeeper errors are logged, never raised: load figures are advisory.
+        ZooKeeper errors are logged, never raised: load figures are advisory.  Nothing is
+        written while the client is disconnected: kazoo would hold the call until the
+        connection is back, and a container calls this from the loop that answers ticks
+        (a ZooKeeper outage must not stall the data plane).
 
         Returns:
             Whether it wrote.
@@ -83,6 +86,8 @@ class LoadReporter:
         if not force and not self.due():
             return False
         self._last = self.clock()
+        if not self.client.connected:
+            return False
         data = encode({**figures, "at": time.time()})
         try:
             try:

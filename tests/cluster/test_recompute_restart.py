@@ -62,6 +62,7 @@ class Cluster:
         self.dictionary = MemoryDictionary()
         self.incarnations: list[Incarnation] = []
         self.hellos: list[tuple[float, Incarnation]] = []  # (when, new incarnation) not admitted yet
+        self.departed: dict[str, float] = {}  # container -> when it is registered again
         self.fanout = Fanout(
             "r1",
             [S],
@@ -72,8 +73,12 @@ class Cluster:
             on_drop=lambda _c: None,
             route="broadcast",
         )
-        self.recovery = Recovery("r1", self.fanout, self.dictionary, self.pump, TIMEOUT, lambda _c: False)
+        self.recovery = Recovery("r1", self.fanout, self.dictionary, self.pump, TIMEOUT, self.dead)
         self.seq = 0
+
+    def dead(self, cid: str) -> bool:
+        """Whether membership shows ``cid`` gone (its old session expired, not registered again)."""
+        return time.monotonic() < self.departed.get(cid, 0.0)
 
     def start(self, cid: str) -> Incarnation:
         inc = Incarnation(cid)
@@ -197,3 +202,32 @@ def test_without_any_container_the_report_is_lost_after_the_patience(cluster: Cl
     assert got == {}
     assert time.monotonic() - t0 >= 1.0
     assert np.array_equal(cluster.fanout.counts(), [6])
+
+
+def test_a_container_seen_departed_while_asked_is_asked_again_when_back(cluster: Cluster) -> None:
+    """The only container is asked, then seen to depart (its session expired) and to register
+    again under a new session before its run restarts: it is not written off as having
+    failed the report -- its new run is asked once it says hello."""
+    oc1 = cluster.start("oc-1")
+    cluster.join(oc1)
+    want = _run_two_ticks(cluster)
+    new1 = cluster.restart(oc1)
+
+    calls = []
+
+    def admit() -> None:  # the second round: after the request went to oc-1's old socket
+        calls.append(1)
+        if len(calls) == 2:
+            assert cluster.recovery.fanout.peers["oc-1"] is not None
+            cluster.departed["oc-1"] = time.monotonic() + COMES_BACK / 2
+        cluster.admit()
+
+    got = cluster.recovery.recompute(
+        cluster.seq,
+        dict.fromkeys(QUERIES, "oc-1"),
+        dict.fromkeys(QUERIES, frozenset({0})),
+        lambda _n: None,
+        admit,
+    )
+    assert {name: sorted(lines) for name, lines in got.items()} == want
+    assert len(calls) > 2 and new1.asked == 1
