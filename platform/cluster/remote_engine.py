@@ -21,6 +21,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
+from linkstream.containers.protocol import Tick
+from linkstream.containers.protocol import encode as encode_message
 from linkstream.containers.security import Security
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
 from linkstream.engine.live.runtime import QueryConflict
@@ -52,9 +54,71 @@ class _NoBuffer:
 
 
 class _LiveClusterEngine(ClusterEngine):
-    """A :class:`ClusterEngine` whose failed queries are marked, not fatal."""
+    """A :class:`ClusterEngine` whose failed queries are marked, not fatal, and which sends
+    a run of report times at once (:meth:`tick_many`)."""
 
     failed: dict[str, str]
+
+    def tick_many(
+        self,
+        plan: Sequence[tuple[int, Sequence[str]]],
+        on_done: Callable[[int, int, dict[str, list[str]]], None],
+    ) -> None:
+        """Report times ``plan`` (``(c, reporting queries)``, in order) on every container.
+
+        All the ticks are sent before the first answer is awaited: each container evaluates
+        them back to back, at its own pace, instead of waiting at every report time for
+        the slowest container and the round trip through this process.  The answers are
+        then collected tick by tick, in order, exactly as :meth:`ClusterEngine.tick` does
+        (recomputed elsewhere for a container that died, deduplicated at the result edge);
+        ``on_done(i, c, lines)`` gets each tick's lines as soon as they are in.
+
+        Between the ticks of one call nothing is ingested and no container is admitted,
+        moved or switched to: answerers are named per tick from what was known when the
+        call began (they change on a tick boundary only, to containers ready then).
+        """
+        self.fanout.flush()
+        self.pump(0.0)
+        self._check_failures()
+        for cid in [c_ for c_ in self._peers if self._dead(c_)]:
+            self.fanout.drop(cid)
+            self._forget(cid)
+        self.admit()
+        self.migrate()
+        counts = self.fanout.counts()  # every tick of the call comes after the same elements
+        sent = []
+        for c, reporting in plan:
+            self.seq += 1
+            seq = self.seq
+            owners = self.choose_owners(seq)
+            due = sorted(reporting)
+            self.fanout.broadcast(
+                encode_message(Tick(self.spec.id, seq, c, due, owners, dict(self._released)))
+            )
+            self._ack_handovers(owners)
+            sent.append((seq, c, due, owners, time.perf_counter()))
+        for i, (seq, c, due, owners, t0) in enumerate(sent):
+            # recorded as its answers are awaited: the recovery keeps the last few cuts only
+            self.recovery.record(seq, c, counts)
+            out = self._collect(seq, c, due, owners)
+            # pruned once answered: a recompute of this tick needs the backlog up to it
+            self.fanout.prune(c)
+            dt = time.perf_counter() - t0
+            for name in due:
+                if c <= self.written.get(name, c - 1):  # the result edge: each report once
+                    self.duplicates += len(out[name])
+                    out[name] = []
+                    continue
+                self.written[name] = c
+                st = self.queries[name].stats
+                st.reports += 1
+                st.rows += len(out[name])
+                st.eval_seconds += dt
+                st.latencies.append(dt)
+                self.queries[name].last_report = c
+            if self.on_tick is not None:
+                self.on_tick(seq, c)
+            on_done(i, c, out)
 
     def _check_failures(self) -> None:
         failures, self._failures = self._failures, []
@@ -335,11 +399,39 @@ class RemoteEngine:
         Waits (once per query, at most ``ready_timeout``) until a container holds each
         due query, so that a query's first report is not lost to its placement.
         """
+        return self.tick_many([(c, names)])[0]
+
+    def tick_many(self, plan: Sequence[tuple[int, Sequence[str]]]) -> list[dict[str, list[str]]]:
+        """Report times ``plan`` (``(c, due queries)``, in order); the lines of each.
+
+        The live engine's worker calls this with every report time the watermark passed
+        (:meth:`~linkstream.engine.live.worker.LiveWorker._fire_many`): they go to the
+        containers together (:meth:`_LiveClusterEngine.tick_many`), and each tick's lines
+        reach ``on_report`` (the result log) as soon as they are in, in order.
+        """
         self.flush()
         cluster = self.cluster
-        out: dict[str, list[str]] = {n: [] for n in names}
+        outs: list[dict[str, list[str]]] = [{n: [] for n in names} for _, names in plan]
         if cluster is None:
-            return out
+            return outs
+        self._await_ready(cluster, list(dict.fromkeys(n for _, names in plan for n in names)))
+        lives = [
+            (c, [n for n in names if n not in cluster.failed and n in cluster.queries]) for c, names in plan
+        ]
+
+        def done(i: int, c: int, lines: dict[str, list[str]]) -> None:
+            outs[i].update(lines)
+            if self.on_report is not None:
+                self.on_report(c, outs[i])  # replicated before any subscriber sees it
+
+        cluster.tick_many(lives, done)
+        self._observe(cluster)
+        self._report_states()
+        return outs
+
+    def _await_ready(self, cluster: _LiveClusterEngine, names: Sequence[str]) -> None:
+        """Waits (once per query, at most ``ready_timeout``) until a container holds each of
+        ``names``."""
         deadline = time.monotonic() + self.ready_timeout
         while True:
             cluster.pump(0.0)
@@ -360,13 +452,6 @@ class RemoteEngine:
         for n in names:
             if cluster.ready_on(n):
                 self._waited.add(n)
-        live = [n for n in names if n not in cluster.failed and n in cluster.queries]
-        out.update(cluster.tick(c, live))
-        self._observe(cluster)
-        self._report_states()
-        if self.on_report is not None:
-            self.on_report(c, out)  # replicated before any subscriber sees it
-        return out
 
     def gc(self) -> None:
         """Handles what the containers sent meanwhile."""
