@@ -44,10 +44,10 @@ import numpy as np
 
 from linkstream.containers.protocol import Elements, ProtocolError
 from linkstream.containers.remotestatic import RemoteStatics
+from linkstream.containers.staticcache import keep_only, load_static
 from linkstream.engine.embedded import Engine, RegisteredQuery
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
-from linkstream.rdf.static import load_graph
 from linkstream.scheduler.runs import RunSpec
 from linkstream.store.remote import RemoteStore, RemoteStoreError
 
@@ -138,9 +138,10 @@ class RunReplica:
                 self.engine.add_static(iri, np.empty((0, 3), dtype=np.int64))
         else:
             self.engine = Engine(default_step=spec.default_step, log_fn=log or logger.warning)
-            for k, (iri, path) in enumerate(spec.statics):
-                triples = load_graph(path, self.engine.dictionary, bnode_prefix=f"s{k}_", log=log)
-                self.engine.add_static(iri, triples)
+            files = [(path, f"s{k}_") for k, (_iri, path) in enumerate(spec.statics)]
+            keep_only(files)  # parsed once per process: a later run over the same files re-encodes them
+            for (iri, _), (path, prefix) in zip(spec.statics, files, strict=True):
+                self.engine.add_static(iri, load_static(path, self.engine.dictionary, prefix, log))
         self.engine.declare_streams(set(spec.streams))
         self._guards: list[RetentionGuard] = []
         for iri, horizon in zip(spec.streams, spec.horizons):
