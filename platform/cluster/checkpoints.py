@@ -250,6 +250,7 @@ class ClusterCheckpointer(Checkpointer):
         self.client = client
         self.root = root
         self.results = results
+        self.worker_seconds = 0.0  # spent by the live worker in :func:`capture`
         super().__init__(live, ingest_log, store, interval_s)
         self.ringlog = RingLog()  # the cluster serves results from its result log: no rings
 
@@ -266,7 +267,19 @@ class ClusterCheckpointer(Checkpointer):
     def _capture(
         self, seq: int, offsets: dict[str, int], terms_from: int, accepted: dict[str, list[Any]]
     ) -> Capture:
-        return capture(self.live, self.remote, seq, offsets, terms_from, accepted, lambda: self.results.last)
+        t0 = time.perf_counter()
+        try:
+            return capture(
+                self.live, self.remote, seq, offsets, terms_from, accepted, lambda: self.results.last
+            )
+        finally:
+            self.worker_seconds += time.perf_counter() - t0
+
+    def stats(self) -> dict[str, Any]:
+        """:meth:`Checkpointer.stats` and the time the live worker spent copying (mean ms)."""
+        out = super().stats()
+        out["worker_ms_mean"] = round(1000 * self.worker_seconds / max(1, self.checkpoints), 3)
+        return out
 
     def _encode(
         self, cap: Capture

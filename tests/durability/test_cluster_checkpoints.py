@@ -3,7 +3,7 @@
 Real processes: the session's ZooKeeper, two API coordinators on one shared ``--state-dir``
 (checkpoints every 0.25 s to ``DIR/checkpoints`` or to S3 through a moto server with the real
 boto3 client) and two operator containers.  Three CityBench queries are registered on the
-standby, the first two thirds of the slice are pushed to the leader (several checkpoints are
+standby (and an IStream variant of one), the first two thirds of the slice are pushed to the leader (several checkpoints are
 taken meanwhile and the log segments they cover are deleted), the leader is killed with
 SIGKILL and the rest is pushed to the survivor.  The survivor restores the latest complete
 checkpoint and replays only the log records after it -- counted exactly -- and every query's
@@ -22,6 +22,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -29,6 +31,7 @@ import pytest
 from linkstream.api.app import create_app
 from linkstream.api.client import Client
 from linkstream.api.server import BackgroundServer, build_live
+from linkstream.cluster.checkpoints import read_pointer
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.store.checkpoints import open_checkpoints
 from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
@@ -38,10 +41,23 @@ from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _wait_r
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 
 INTERVAL = "0.25"
+ISTREAM = "istream-avg-congestion"
+NAMES = [*QUERIES, ISTREAM]
 
 
 def _status(url: str) -> dict:
     return httpx.get(url + "/status", timeout=10).json()
+
+
+def _push_keyed(url: str, el: Any) -> int:
+    r = httpx.post(
+        f"{url}/streams/{quote(el.stream, safe='')}",
+        params={"t": str(el.t)},
+        content=el.ntriples.encode("utf-8"),
+        headers={"Content-Type": "application/n-triples", "Idempotency-Key": "keyed-element"},
+        timeout=30.0,
+    )
+    return r.status_code
 
 
 def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> None:
@@ -50,6 +66,10 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
     if corpus is None:
         pytest.skip("no CityBench data")
     texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
+    # an IStream query: its first report after the take-over is the difference to the report
+    # before, which the containers of the new run get from the silent evaluation
+    texts[ISTREAM] = texts["rspql-avg-congestion"].replace("REGISTER RSTREAM", "REGISTER ISTREAM")
+    assert texts[ISTREAM] != texts["rspql-avg-congestion"]
     statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
     state = tmp_path / "state"
     uri = location or "file://" + str(state / "checkpoints")
@@ -71,7 +91,7 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
         while True:  # 503 while a ZooKeeper hiccup of the loaded box moves the leadership: retry
             r = httpx.post(
                 urls[standby] + "/queries",
-                json=[{"query": texts[q], "name": q} for q in QUERIES],
+                json=[{"query": texts[q], "name": q} for q in NAMES],
                 timeout=TIMEOUT,
             )
             if r.status_code != 503 or time.monotonic() > deadline:
@@ -80,11 +100,11 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
         assert r.status_code == 201, r.text
         leader, standby = _wait_roles(urls)
         emb, std = Client(embedded.url), Client(urls[standby], timeout=TIMEOUT)
-        for q in QUERIES:
+        for q in NAMES:
             emb.register(texts[q], q)
         got: dict[str, object] = {}
         threads = []
-        for q in QUERIES:
+        for q in NAMES:
             for key, client in ((f"emb/{q}", emb), (f"std/{q}", std)):
                 th = threading.Thread(target=collect, args=(client, q, until, got, key), daemon=True)
                 th.start()
@@ -102,30 +122,47 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
                 assert before["ingest_log"]["truncated_segments"] > 0, before["ingest_log"]
                 cluster.kill(leader)  # SIGKILL
                 if corrupt:  # the survivor takes over only once the dead leader's session expired
-                    store = open_checkpoints(uri)
-                    bad = store.ids()[-1]
-                    store.backend.put(f"ckpt-{bad}/queries", b"LSCK garbage")
+                    # the checkpoint ZooKeeper names (the leader may have died between a
+                    # checkpoint's manifest and the pointer: then a newer one is on the store)
+                    zk = cluster.client()
+                    try:
+                        bad = (read_pointer(zk, cluster.state.root) or {})["id"]
+                    finally:
+                        zk.stop()
+                        zk.close()
+                    open_checkpoints(uri).backend.put(f"ckpt-{bad}/queries", b"LSCK garbage")
                 order = [urls[standby]]
-            push_retrying(order, el.stream, el.ntriples, el.t)
+            if k == kill_at // 2:  # with an idempotency key: a checkpoint covers it before the kill
+                keyed = el
+                assert _push_keyed(urls[leader], el) == 202
+                keyed_seq = _status(urls[leader])["ingest_log"]["next_seq"] - 1
+            else:
+                push_retrying(order, el.stream, el.ntriples, el.t)
             emb.push(el.stream, el.ntriples, t=el.t)
             time.sleep(0.05 if k < kill_at else 0.02)
+        # a retry of the keyed push reaches the new leader: taken once (the key came with the
+        # checkpoint), neither counted again nor as late
+        counts = _status(urls[standby])["streams"][keyed.stream]
+        assert _push_keyed(urls[standby], keyed) == 202
+        assert _status(urls[standby])["streams"][keyed.stream] == counts
         std.advance(until)
         emb.advance(until)
         for th in threads:
             th.join(TIMEOUT)
         for key, value in got.items():
             assert not isinstance(value, Exception), f"{key}: {value!r}"
-        for q in QUERIES:
+        for q in NAMES:
             want, have = Counter(got[f"emb/{q}"]), Counter(got[f"std/{q}"])
             lost, dup = sum((want - have).values()), sum((have - want).values())
             assert (lost, dup) == (0, 0), f"{q}: {lost} lines lost, {dup} duplicated"
-        assert sum(len(got[f"emb/{q}"]) for q in QUERIES) > 0, "no result lines at all"  # type: ignore[arg-type]
+        assert got[f"emb/{ISTREAM}"] and got[f"emb/{QUERIES[1]}"], "no result lines"  # type: ignore[arg-type]
 
         # the take-over restored a checkpoint and replayed exactly the records after it
         records = before["ingest_log"]["next_seq"]  # the log held records 0 .. records-1 at the kill
         after = _status(urls[standby])
         take = after["takeover"]
         assert take["checkpoint"] is not None, take
+        assert before["checkpoints"]["last_seq"] >= keyed_seq, (before["checkpoints"], keyed_seq)
         assert take["covered"] >= before["checkpoints"]["last_seq"] - (1 if corrupt else 0) * records, take
         assert take["replayed"] == records - 1 - take["covered"], (take, records)
         log = (cluster.dir / "logs" / f"{standby}.log").read_text()
@@ -133,6 +170,7 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
             assert take["checkpoint"] != bad, take
             assert f"checkpoint {bad}: object ckpt-{bad}/queries is corrupt" in log, log[-3000:]
             assert "falling back to the previous complete checkpoint" in log, log[-3000:]
+            assert f"restored from checkpoint {take['checkpoint']}, not the latest" in log, log[-3000:]
         else:
             assert take["covered"] >= before["checkpoints"]["last_seq"], take
             assert take["replayed"] < records // 4, (take, records)  # only the suffix, not the run
