@@ -20,12 +20,17 @@ ZeroMQ client refused by ZAP does not retry).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
 
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode
+
+#: how long a handshake waits for this process's ZooKeeper session to come back
+#: before refusing the peer (a refused peer is not admitted again on that connection)
+RECONNECT_WAIT_S = 10.0
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +95,26 @@ class KeyRing:
         return found
 
     def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is a cluster key.  A read that fails because this process's
+        session is being re-established (lost connection, expired session) is retried for
+        up to :data:`RECONNECT_WAIT_S`: ZeroMQ does not retry a refused handshake, so a peer
+        refused in that moment would stay cut off from this socket."""
         if key in self.extra:
             return True
-        try:
-            return key in self.keys()
-        except KazooException:
-            logger.warning("cannot read the cluster's keys from ZooKeeper; refusing a peer", exc_info=True)
-            return False
+        deadline = time.monotonic() + RECONNECT_WAIT_S
+        while True:
+            try:
+                return key in self.keys()
+            except (ConnectionLoss, SessionExpiredError):
+                if time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                logger.warning(
+                    "cannot read the cluster's keys from ZooKeeper; refusing a peer", exc_info=True
+                )
+                return False
+            except KazooException:
+                logger.warning(
+                    "cannot read the cluster's keys from ZooKeeper; refusing a peer", exc_info=True
+                )
+                return False
