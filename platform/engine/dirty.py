@@ -95,6 +95,8 @@ class _Routed:
         router.delta(epoch)
         for shared in list(router.aggregates.values()):
             shared.agg.delta(epoch)  # they read every epoch's change of the groups
+        for block in list(router.blocks):
+            block.advance(epoch)  # (:mod:`linkstream.engine.routed`: they read it too)
         by_key = self.by_key
         for key in router.emitted:
             names = by_key.get(key)

@@ -22,6 +22,7 @@ from linkstream.engine.dirty import Dependencies
 from linkstream.engine.keyed import KeyedGroup, keyed_shape
 from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
+from linkstream.engine.routed import RoutedBlocks
 from linkstream.engine.sharing import Sharing
 from linkstream.operators.base import AttachOperator, Operator, explain
 from linkstream.operators.distinct import DistinctOperator
@@ -150,6 +151,10 @@ class Engine:
         self.group_keyed = True
         self._groups: dict[tuple, KeyedGroup] = {}
         self._grouped: dict[str, KeyedGroup] = {}
+        #: the result views of queries on a router's groups, kept per chain shape in one
+        #: pass (:mod:`linkstream.engine.routed`); off: every view through its own operators
+        self.routed_blocks = True
+        self._blocks: RoutedBlocks | None = None
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
         self._static_results: StaticResults | None = None
@@ -291,6 +296,10 @@ class Engine:
         if not (self.group_keyed and self._group(rq)):
             self._deps.add(rq)
             self._loud.add(cq.name)
+            if self.routed_blocks:
+                if self._blocks is None:
+                    self._blocks = RoutedBlocks(self.dictionary)
+                self._blocks.join(output.view)
         self._reports[cq.name] = (output, output.view, rq.stats)
         return rq
 
@@ -356,6 +365,8 @@ class Engine:
         view = rq.output.view
         view.users -= 1
         if view.users <= 0:
+            if self._blocks is not None:
+                self._blocks.leave(view)
             key = ResultView.share_key(view.mode, view.root, view.shape)
             if key is not None and self._views.get(key) is view:
                 del self._views[key]
@@ -600,6 +611,8 @@ class Engine:
         replaced some by remote inputs): its sources are indexed anew and it is evaluated
         at its next report."""
         self._ungroup(rq.name)
+        if self._blocks is not None:
+            self._blocks.leave(rq.output.view)
         self._deps.add(rq)
         self._loud.add(rq.name)
         self._operators_version += 1

@@ -29,6 +29,7 @@ from linkstream.query.functions import scalar as F
 
 if TYPE_CHECKING:
     from linkstream.engine.keyed import KeyedGroup
+    from linkstream.engine.routed import RoutedBlock
     from linkstream.operators.state import StateReader, StateWriter
     from linkstream.rdf.dictionary import Dictionary
 
@@ -125,6 +126,8 @@ class ResultView:
         self.memo: tuple[int, bool, Batch] | None = None  # (epoch, pulled, delta)
         self.rendered: tuple[int, list[str]] | None = None
         self.users = 0  # queries reading this view
+        #: the routed block keeping this view (:mod:`linkstream.engine.routed`), if any
+        self.block: RoutedBlock | None = None
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
         """The migrated state (:mod:`linkstream.operators.state`): the plan's full result,
@@ -186,6 +189,15 @@ class ResultView:
             if d is None:
                 d = self._no_change = Batch.empty(self.vars)  # read-only: shared by every quiet epoch
             self.memo = (epoch, False, d)
+            return d
+        blk = self.block
+        if blk is not None:  # its block brings it up to date (once per epoch for all)
+            blk.advance(epoch)
+            memo = self.memo
+            if memo is not None and memo[0] == epoch:
+                return memo[2]
+            d = Batch.empty(self.vars)
+            self.memo = (epoch, True, d)
             return d
         d = self._apply(epoch)
         self.memo = (epoch, True, d)

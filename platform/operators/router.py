@@ -387,6 +387,10 @@ class RouterOperator(Operator):
         self._retracted: list[Batch] = []
         #: aggregates computed for all groups at once (see :func:`shared_aggregate`)
         self.aggregates: dict[object, Any] = {}
+        #: readers of :attr:`tagged` other than the aggregates (the engine's routed blocks,
+        #: which it also keeps in :attr:`blocks` to bring them up to date every epoch)
+        self.taggers = 0
+        self.blocks: list[Any] = []
 
     def describe(self) -> str:
         return f"Router groups={len(self.groups)} rows={len(self.state)}"
@@ -542,7 +546,7 @@ class RouterOperator(Operator):
         for lo, hi, gid in zip(starts.tolist(), ends.tolist(), mg.take(starts).tolist()):
             sel = moved[lo:hi]
             self.emitted[by_gid[gid]] = Batch(self.out_vars, out_cols.take(sel, axis=1), sign[lo:hi])
-        if self.aggregates:
+        if self.aggregates or self.taggers:
             tagged = Batch(self._gvars, delta.cols.take(moved, axis=1), sign)
             self.tagged = concat([self.tagged, tagged], self._gvars) if len(self.tagged) else tagged
         return Batch.empty(())
