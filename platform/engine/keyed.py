@@ -30,14 +30,14 @@ result, in the order of its consolidated rows (lexicographic in the output colum
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from linkstream.engine.output import TIME_MARK, QueryStats, json_terms
 from linkstream.operators.base import AttachOperator, Operator
-from linkstream.operators.batch import Batch, group_starts
+from linkstream.operators.batch import Batch, group_starts, insert_sorted
 from linkstream.operators.graph import GraphOperator
 from linkstream.operators.project import ProjectOperator
 from linkstream.operators.router import RenameOperator
@@ -50,6 +50,38 @@ if TYPE_CHECKING:
     from linkstream.rdf.dictionary import Dictionary
 
 _OPS = frozenset({ProjectOperator, RenameOperator, ScanOperator, GraphOperator, WindowOperator})
+
+#: bits of one id in a packed state row (key and up to two output columns in an int64)
+_BITS = 21
+_LIMIT = 1 << _BITS
+
+
+def _uniq(a: np.ndarray) -> np.ndarray:
+    """The distinct values of int64 ``a``, ascending (``np.unique`` without its overhead:
+    its first call in a process also imports ``numpy.ma``)."""
+    if len(a) < 2:
+        return a.copy()
+    a = np.sort(a)
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def _pack(k: np.ndarray, cols: np.ndarray) -> np.ndarray | None:
+    """One int64 per row of (key, columns) ordered as the rows (lexicographically), or
+    ``None`` when they do not fit (more than two columns, an id of 2^21 or more)."""
+    if cols.shape[0] > 2:
+        return None
+    if len(k) and (int(k.max()) >= _LIMIT or int(k.min()) < 0):
+        return None
+    if cols.size and (int(cols.max()) >= _LIMIT or int(cols.min()) < 0):
+        return None
+    out = k.copy()
+    for c in cols:
+        out <<= _BITS
+        out |= c
+    return out
 
 
 def keyed_shape(rq: RegisteredQuery) -> tuple[tuple, GraphOperator, int] | None:
@@ -197,6 +229,8 @@ class KeyedGroup:
         self.st_c = np.empty((k, 0), dtype=np.int64)
         self.st_n = np.empty(0, dtype=np.int64)
         self.st_b = np.empty(0, dtype=object)
+        #: the state rows packed (:func:`_pack`), ``None`` until needed or when they do not fit
+        self._st_p: np.ndarray | None = None
         self._prune = False
         self._empty = Batch.empty(vars)  # read-only: every empty key's rows
         self.epoch = -1
@@ -288,8 +322,7 @@ class KeyedGroup:
         return rq
 
     def _reorder(self) -> None:
-        names = self.names
-        order = sorted(self.by_name.values(), key=names.__getitem__)  # type: ignore[arg-type]  # names of live members are str (None marks a freed slot, never a member)
+        order = [m for _, m in sorted(self.by_name.items())]  # names are distinct: no key calls
         self._order = order
         place = self._place
         for i in range(len(place)):
@@ -319,27 +352,25 @@ class KeyedGroup:
             hit = np.flatnonzero(ks[i] == kc)
             if len(hit):
                 cols = d.cols.take(self.out_pos, axis=0).take(hit, axis=1)
-                self._merge(kc.take(hit), cols, d.counts.take(hit))
-                changed = np.unique(kc.take(hit))
-        new_keys: set[int] = set()
+                kh = kc.take(hit)
+                self._merge(kh, cols, d.counts.take(hit))
+                changed = _uniq(kh)
+        keys: np.ndarray | None = changed
         if self.pending:
+            kl = self.keys
+            pk = _uniq(np.fromiter((kl[m] for m in self.pending), dtype=np.int64, count=len(self.pending)))
             known = self.keys_arr
-            for mid in self.pending:
-                k = self.keys[mid]
-                j = int(known.searchsorted(k))
-                if j == len(known) or known[j] != k:
-                    new_keys.add(k)
-            if new_keys:
-                self._adopt(np.array(sorted(new_keys), dtype=np.int64))
-        keys: Iterable[int]
-        if changed is not None and (self.pending or new_keys):
-            keys = set(changed.tolist()) | {self.keys[m] for m in self.pending}
-        elif changed is not None:
-            keys = changed.tolist()
-        else:
-            keys = {self.keys[m] for m in self.pending}
-        if keys:
-            touched = self._render_keys(sorted(keys))
+            if len(known):
+                j = known.searchsorted(pk)
+                j[j == len(known)] = 0
+                new_keys = pk[known[j] != pk]
+            else:
+                new_keys = pk
+            if len(new_keys):
+                self._adopt(new_keys)
+            keys = pk if changed is None else _uniq(np.concatenate([changed, pk]))
+        if keys is not None and len(keys):
+            touched = self._render_keys(keys)
         self.pending.clear()
         return touched
 
@@ -350,6 +381,7 @@ class KeyedGroup:
         if not keep.all():
             self.st_k, self.st_c = self.st_k[keep], self.st_c[:, keep]
             self.st_n, self.st_b = self.st_n[keep], self.st_b[keep]
+            self._st_p = None
         self.keys_arr = live[np.isin(live, self.keys_arr)]
 
     def _adopt(self, new_keys: np.ndarray) -> None:
@@ -357,7 +389,7 @@ class KeyedGroup:
         cur = self.graph.current()
         kc = cur.cols[self.pos]
         hit = np.flatnonzero(np.isin(kc, new_keys))
-        self.keys_arr = np.union1d(self.keys_arr, new_keys)
+        self.keys_arr = _uniq(np.concatenate([self.keys_arr, new_keys]))
         if len(hit):
             cols = cur.cols.take(self.out_pos, axis=0).take(hit, axis=1)
             self._merge(kc.take(hit), cols, cur.counts.take(hit))
@@ -365,6 +397,69 @@ class KeyedGroup:
     def _merge(self, k: np.ndarray, cols: np.ndarray, counts: np.ndarray) -> None:
         """Adds signed rows to the state (kept consolidated and sorted); renders the
         bodies of the rows that were not in it."""
+        dp = _pack(k, cols)
+        if dp is not None:
+            sp = self._st_p
+            if sp is None:
+                sp = _pack(self.st_k, self.st_c)
+            if sp is not None:
+                self._merge_packed(sp, dp, counts)
+                return
+        self._st_p = None
+        self._merge_sorted(k, cols, counts)
+
+    def _merge_packed(self, sp: np.ndarray, dp: np.ndarray, counts: np.ndarray) -> None:
+        """:meth:`_merge` with the state's rows and the delta's packed (the same rows in the
+        same order): a sort of the delta, one binary search and an insertion."""
+        if len(dp) > 1:
+            order = dp.argsort()
+            dp, counts = dp.take(order), counts.take(order)
+            starts = np.flatnonzero(np.concatenate(([True], dp[1:] != dp[:-1])))
+            if len(starts) != len(dp):
+                counts = np.add.reduceat(counts, starts)
+                dp = dp.take(starts)
+        nz = counts != 0
+        if not nz.all():
+            dp, counts = dp[nz], counts[nz]
+        if not len(dp):
+            self._st_p = sp
+            return
+        pos = sp.searchsorted(dp)
+        found = pos < len(sp)
+        found[found] = sp.take(pos[found]) == dp[found]
+        st_k, st_c, st_n, st_b = self.st_k, self.st_c, self.st_n.copy(), self.st_b
+        if found.any():
+            st_n[pos[found]] += counts[found]
+        ins = ~found
+        if ins.any():
+            at = pos[ins]
+            new = dp[ins]
+            ncol = st_c.shape[0]
+            mask = _LIMIT - 1
+            ncols = np.empty((ncol, len(new)), dtype=np.int64)
+            for j in range(ncol):
+                ncols[j] = (new >> (_BITS * (ncol - 1 - j))) & mask
+            nk = new >> (_BITS * ncol)
+            new_at, old_at = insert_sorted(at, len(sp))
+            m = len(sp) + len(new)
+            sp2 = np.empty(m, dtype=np.int64)
+            sp2[new_at], sp2[old_at] = new, sp
+            k2 = np.empty(m, dtype=np.int64)
+            k2[new_at], k2[old_at] = nk, st_k
+            c2 = np.empty((ncol, m), dtype=np.int64)
+            c2[:, new_at], c2[:, old_at] = ncols, st_c
+            n2 = np.empty(m, dtype=np.int64)
+            n2[new_at], n2[old_at] = counts[ins], st_n
+            b2 = np.empty(m, dtype=object)
+            b2[new_at] = self._render(ncols)
+            b2[old_at] = st_b
+            sp, st_k, st_c, st_n, st_b = sp2, k2, c2, n2, b2
+        keep = st_n != 0
+        if not keep.all():
+            sp, st_k, st_c, st_n, st_b = sp[keep], st_k[keep], st_c[:, keep], st_n[keep], st_b[keep]
+        self.st_k, self.st_c, self.st_n, self.st_b, self._st_p = st_k, st_c, st_n, st_b, sp
+
+    def _merge_sorted(self, k: np.ndarray, cols: np.ndarray, counts: np.ndarray) -> None:
         n0 = len(self.st_k)
         ak = np.concatenate([self.st_k, k])
         ac = np.concatenate([self.st_c, cols], axis=1)
@@ -420,33 +515,30 @@ class KeyedGroup:
             bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
         _set_view(view, Batch(self.vars, self.st_c[:, lo:hi], counts), bodies)
 
-    def _render_keys(self, keys: list[int]) -> list[int]:
-        """Updates the views and blocks of the members of ``keys``; returns those members."""
-        karr = np.asarray(keys, dtype=np.int64)
-        los = self.st_k.searchsorted(karr, "left").tolist()
-        his = self.st_k.searchsorted(karr, "right").tolist()
-        st_b, st_n = self.st_b, self.st_n
+    def _render_keys(self, karr: np.ndarray) -> list[int]:
+        """Updates the views and blocks of the members of ``karr`` (distinct keys,
+        ascending); returns those members."""
+        keys = karr.tolist()
+        st_k, st_n = self.st_k, self.st_n
+        los = st_k.searchsorted(karr, "left").tolist()
+        his = st_k.searchsorted(karr, "right").tolist()
         ones = not len(st_n) or bool((st_n == 1).all())
+        bl = self.st_b.tolist()  # one conversion, sliced per key below
+        nl = None if ones else st_n.tolist()
         by_key, heads, blocks = self.by_key, self.heads, self.blocks
         ordered = self._order is not None
         place, slots = self._place, self.slots
         touched: list[int] = []
         ns: list[int] = []
         key_ver = self.key_ver
+        ver = self._ver
         for k, lo, hi in zip(keys, los, his):
             mids = by_key.get(k)
             if not mids:
                 continue
-            self._ver += 1
-            key_ver[k] = self._ver  # the members' views read it when they are looked at
-            n = hi - lo
-            if n:
-                bodies = st_b[lo:hi].tolist()
-                counts = st_n[lo:hi]
-                if not ones:
-                    bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
-                    n = len(bodies)
-            else:  # an empty result: only members that had lines (or never ran) change
+            ver += 1
+            key_ver[k] = ver  # the members' views read it when they are looked at
+            if lo == hi:  # an empty result: only members that had lines (or never ran) change
                 for mid in mids:
                     if blocks[mid]:
                         blocks[mid] = ""
@@ -455,17 +547,29 @@ class KeyedGroup:
                         touched.append(mid)
                         ns.append(0)
                 continue
-            for mid in mids:
-                if n == 1:
-                    blk = heads[mid] + bodies[0] + "\n"
+            if nl is None and hi - lo == 1:
+                n = 1
+                tail = bl[lo] + "\n"
+                new = [heads[m] + tail for m in mids]
+            else:
+                if nl is None:
+                    bodies = bl[lo:hi]
                 else:
-                    head = heads[mid]
-                    blk = head + ("\n" + head).join(bodies) + "\n"
+                    bodies = [b for b, c in zip(bl[lo:hi], nl[lo:hi]) for _ in range(max(c, 0))]
+                n = len(bodies)
+                if n == 1:
+                    tail = bodies[0] + "\n"
+                    new = [heads[m] + tail for m in mids]
+                else:
+                    new = [h + ("\n" + h).join(bodies) + "\n" for h in map(heads.__getitem__, mids)]
+            for mid, blk in zip(mids, new):
                 blocks[mid] = blk
-                if ordered:
+            if ordered:
+                for mid, blk in zip(mids, new):
                     slots[place[mid]] = blk
-                touched.append(mid)
-                ns.append(n)
+            touched += mids
+            ns += [n] * len(mids)
+        self._ver = ver
         if touched:
             tarr = np.array(touched, dtype=np.int64)
             narr = np.array(ns, dtype=np.int64)
@@ -483,7 +587,10 @@ class KeyedGroup:
         if c is not None and c[0] is reporting and c[1] == self._version:
             return c[2]
         names = self.by_name.keys()
-        ok = len(reporting) >= len(names) and all(n in reporting for n in names)
+        if isinstance(reporting, frozenset | set):
+            ok = names <= reporting  # one C-level subset test
+        else:
+            ok = len(reporting) >= len(names) and all(n in reporting for n in names)
         self._cover = (reporting, self._version, ok)
         return ok
 

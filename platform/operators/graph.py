@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.operators.base import Operator
-from linkstream.operators.batch import EMPTY_I64, Batch, SortedIndex, concat, consolidate, row_keys
+from linkstream.operators.batch import (
+    EMPTY_I64,
+    Batch,
+    SortedIndex,
+    concat,
+    consolidate,
+    insert_sorted,
+    row_keys,
+)
 from linkstream.operators.relation import Relation
 from linkstream.operators.window import TRIPLE_VARS
 
@@ -182,9 +190,12 @@ class GraphOperator(Operator):
         pn[fp] = new[found]
         ins = ~found
         if ins.any():
-            at = pos[ins]
-            pk = np.insert(pk, at, k[ins])
-            pn = np.insert(pn, at, c[ins])
+            new_at, old_at = insert_sorted(pos[ins], len(pk))
+            pk2 = np.empty(len(new_at) + len(pk), dtype=np.int64)
+            pk2[new_at], pk2[old_at] = k[ins], pk
+            pn2 = np.empty(len(pk2), dtype=np.int64)
+            pn2[new_at], pn2[old_at] = c[ins], pn
+            pk, pn = pk2, pn2
         keep = pn != 0
         if not keep.all():
             pk, pn = pk[keep], pn[keep]

@@ -76,16 +76,18 @@ class MemoryDictionary:
 
     def encode_many(self, terms: Sequence[str]) -> np.ndarray:
         ids = self._ids
-        out = np.empty(len(terms), dtype=np.int64)
-        get = ids.get
-        for k, t in enumerate(terms):
-            i = get(t)
-            if i is None:
-                i = len(self._terms)
-                ids[t] = i
-                self._terms.append(t)
-            out[k] = i
-        return out
+        got = list(map(ids.get, terms))  # known terms without a Python-level loop
+        if None in got:
+            tl = self._terms
+            for k, i in enumerate(got):
+                if i is None:
+                    t = terms[k]
+                    i = ids.get(t)  # an earlier new term of this call
+                    if i is None:
+                        i = ids[t] = len(tl)
+                        tl.append(t)
+                    got[k] = i
+        return np.array(got, dtype=np.int64) if got else np.empty(0, dtype=np.int64)
 
     def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
         get = self._ids.get

@@ -219,6 +219,7 @@ class StreamReader:
     def __iter__(self) -> Iterator[Element]:
         stats = self.stats = StreamStats()
         parser = parser_for(self.bnode_prefix)
+        iris_get, lits_get = parser._iris.get, parser._lits.get
         path, log, lateness, max_jump = self.path, self.log, self.lateness_ms, self.max_time_jump_ms
         graphs: dict[str, _Pending | None] = {}  # graph -> its (latest) element, None if late
         current: _Pending | None = None
@@ -253,6 +254,21 @@ class StreamReader:
                     line = raw.strip(LINE_STRIP)
                     if not line or line[0] == "#":
                         continue
+                    # the common line: "<s> <p> <o> <g> ." of terms the parser has cached
+                    # (exactly what it would return) for the element being read
+                    parts = line.split(" ")
+                    if len(parts) == 5 and parts[4] == "." and current is not None:
+                        g = iris_get(parts[3])
+                        if g is not None and graphs.get(g) is current:
+                            s = iris_get(parts[0])
+                            p = iris_get(parts[1])
+                            o = iris_get(parts[2]) or lits_get(parts[2])
+                            if s is not None and p is not None and o is not None and "\r" not in line:
+                                key = (s, p, o)
+                                if key not in current.seen:
+                                    current.seen.add(key)
+                                    current.triples.append(key)
+                                continue
                     try:
                         if "\r" in line:
                             quads: list[Quad] | tuple[Quad, ...] = parser.parse_statements(line)
