@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from linkstream.cluster.driver import (
     ClusterEngine,
@@ -335,7 +336,14 @@ def replay_on_cluster(
             keep()
         if engine is not None:
             engine.close()
-        if run_node.get() == spec:
+        try:
+            ours = run_node.get() == spec
+        except KazooException as exc:  # its session expired just now (a ZooKeeper outage)
+            logger.warning(
+                "cannot read run %s back from ZooKeeper at its end: %s", spec.id, exc or type(exc).__name__
+            )
+            ours = True  # clean up what is left (never raises)
+        if ours:
             run_node.close(spec)
         receiver.close()
         client.stop()
