@@ -435,7 +435,7 @@ class KeyedGroup:
             at = pos[ins]
             new = dp[ins]
             ncol = st_c.shape[0]
-            mask = _LIMIT - 1
+            mask = (1 << _BITS) - 1
             ncols = np.empty((ncol, len(new)), dtype=np.int64)
             for j in range(ncol):
                 ncols[j] = (new >> (_BITS * (ncol - 1 - j))) & mask

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from linkstream.engine import keyed
 from linkstream.engine.embedded import Engine
 from linkstream.engine.replay import replay
 from linkstream.query.continuous import parse_continuous
@@ -88,6 +89,30 @@ def test_grouped_reports_equal_the_per_query_path() -> None:
             assert view.loud() == rview.loud() and eng.skips_quietly(rq) == ref.skips_quietly(
                 ref.queries[name]
             ), name
+
+
+def test_state_merge_by_packed_rows_equals_the_lexsort_merge(monkeypatch) -> None:
+    """A group's state is merged through packed rows when its ids fit (small ids here);
+    with a lower bound on the ids the lexsort path takes over (for good or from the
+    first large id on): the same reports either way."""
+    calls: dict[str, int] = {}
+    for meth in ("_merge_packed", "_merge_sorted"):
+        orig = getattr(keyed.KeyedGroup, meth)
+
+        def spy(self, *a, _orig=orig, _meth=meth):
+            calls[_meth] = calls.get(_meth, 0) + 1
+            return _orig(self, *a)
+
+        monkeypatch.setattr(keyed.KeyedGroup, meth, spy)
+    want, _ = _run(True, True)
+    assert calls.get("_merge_packed") and not calls.get("_merge_sorted")
+    for limit in (1, 8):  # 1: never packed; 8: the first ids fit, later ones do not
+        calls.clear()
+        monkeypatch.setattr(keyed, "_LIMIT", limit)
+        got, _ = _run(True, True)
+        assert got == want, limit
+        assert calls.get("_merge_sorted"), limit
+        assert bool(calls.get("_merge_packed")) == (limit > 1), limit
 
 
 def _decoded(eng: Engine, rows) -> list[tuple]:
