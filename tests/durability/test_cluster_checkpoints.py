@@ -216,3 +216,43 @@ def test_cluster_checkpoint_flags_are_checked(tmp_path: Path) -> None:
         p = subprocess.run(run + extra, capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and msg in p.stderr, p.stderr
         assert "Traceback" not in p.stderr
+
+
+def test_the_pointer_names_the_checkpoint_tried_first_and_damage_falls_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In process: :func:`_load` takes the checkpoint ZooKeeper names, else the newest usable
+    one, with one error line per unusable one; an embedded checkpoint is not a cluster one."""
+    import numpy as np
+
+    from linkstream.cluster.checkpoints import LAYOUT, _backlog_blob, _load
+    from linkstream.store.checkpoints import Blob, CheckpointError
+
+    store = open_checkpoints("file://" + str(tmp_path / "ck"))
+    tr = np.arange(12, dtype=np.int64).reshape(4, 3)
+    backlog = [("http://s/a", 1, [(10, tr[:1]), (20, tr[1:3]), (30, tr[3:])]), ("http://s/b", 0, [])]
+    ids = [
+        store.write(
+            {"backlog": _backlog_blob(backlog), "x": Blob({"k": k}, [])}, {"cluster": LAYOUT, "seq": k}
+        )
+        for k in range(3)
+    ]
+    got = _load(store, ids[1])  # the pointer's, not the newest
+    assert got is not None and got.id == ids[1]
+    bl = got.blob("backlog")
+    assert bl.header["streams"] == [["http://s/a", 1, 0], ["http://s/b", 0, 3]]
+    times, sizes, triples = bl.arrays[:3]
+    assert times.tolist() == [10, 20, 30] and sizes.tolist() == [1, 2, 1] and (triples == tr).all()
+    store.backend.put(f"ckpt-{ids[1]}/x", b"LSCK garbage")
+    with caplog.at_level("ERROR"):
+        got = _load(store, ids[1])
+    assert got is not None and got.id == ids[2]
+    assert f"checkpoint {ids[1]}: object ckpt-{ids[1]}/x is corrupt" in caplog.text
+    assert f"falling back to the previous complete checkpoint {ids[2]}" in caplog.text
+    embedded = store.write({"x": Blob({}, [])}, {"engine": 1, "seq": 9})
+    for cid in ids:
+        store.backend.put(f"ckpt-{cid}/x", b"LSCK garbage")
+    with pytest.raises(
+        CheckpointError, match=f"checkpoint {embedded} is not a cluster checkpoint of layout 1"
+    ):
+        _load(store, embedded)
