@@ -16,7 +16,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 
 import numpy as np
@@ -137,13 +137,15 @@ class Element:
     continuation: bool = False
 
 
-@dataclass(eq=False)
 class _Pending:
-    t: int
-    seq: int
-    continuation: bool = False
-    seen: set[tuple[str, str, str]] = field(default_factory=set)
-    triples: list[tuple[str, str, str]] = field(default_factory=list)
+    __slots__ = ("t", "seq", "continuation", "seen", "triples")
+
+    def __init__(self, t: int, seq: int, continuation: bool = False) -> None:
+        self.t = t
+        self.seq = seq
+        self.continuation = continuation
+        self.seen: set[tuple[str, str, str]] = set()
+        self.triples: list[tuple[str, str, str]] = []
 
 
 class StreamReader:
@@ -219,7 +221,7 @@ class StreamReader:
     def __iter__(self) -> Iterator[Element]:
         stats = self.stats = StreamStats()
         parser = parser_for(self.bnode_prefix)
-        iris_get, lits_get = parser._iris.get, parser._lits.get
+        iris_get, lits_get, split_term = parser._iris.get, parser._lits.get, parser._split_term
         path, log, lateness, max_jump = self.path, self.log, self.lateness_ms, self.max_time_jump_ms
         graphs: dict[str, _Pending | None] = {}  # graph -> its (latest) element, None if late
         current: _Pending | None = None
@@ -269,15 +271,33 @@ class StreamReader:
                                     current.seen.add(key)
                                     current.triples.append(key)
                                 continue
-                    try:
-                        if "\r" in line:
-                            quads: list[Quad] | tuple[Quad, ...] = parser.parse_statements(line)
-                        else:
-                            q = parser.parse_statement(line)
-                            quads = (q,) if q is not None else ()
-                    except NTriplesError as e:
-                        reject(utf8_error(line) or str(e))
-                        continue
+                    quads: list[Quad] | tuple[Quad, ...] | None = None
+                    # the common timestamp line, "<g> prov:generatedAtTime "..."^^xsd:dateTime .",
+                    # with a literal in the fast dateTime form: the parser would return the
+                    # tokens themselves (the subject as its term check gives it)
+                    if len(parts) == 4 and parts[3] == "." and parts[1] == _PROV_TOKEN and "\r" not in line:
+                        o = parts[2]
+                        if (
+                            o[0] == '"'
+                            and o.endswith(_DATETIME_SUFFIX)
+                            and _DT_FAST_RE.fullmatch(o, 1, len(o) - len(_DATETIME_SUFFIX))
+                        ):
+                            try:
+                                g = iris_get(parts[0]) or split_term(parts[0], False)
+                            except NTriplesError:
+                                g = None  # the parser says why
+                            if g is not None:
+                                quads = ((g, _PROV_TOKEN, o, None),)
+                    if quads is None:
+                        try:
+                            if "\r" in line:
+                                quads = parser.parse_statements(line)
+                            else:
+                                q = parser.parse_statement(line)
+                                quads = (q,) if q is not None else ()
+                        except NTriplesError as e:
+                            reject(utf8_error(line) or str(e))
+                            continue
                     for s, p, o, g in quads:
                         if g is None:
                             if p != _PROV_TOKEN:
