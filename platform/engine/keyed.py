@@ -322,15 +322,13 @@ class KeyedGroup:
         return rq
 
     def _reorder(self) -> None:
-        order = [m for _, m in sorted(self.by_name.items())]  # names are distinct: no key calls
+        names = self.names
+        order = sorted(self.by_name.values(), key=names.__getitem__)  # type: ignore[arg-type]  # names of live members are str (None marks a freed slot, never a member)
         self._order = order
-        place = self._place
-        for i in range(len(place)):
-            place[i] = -1
+        self._place = place = [-1] * len(self._place)
         for i, m in enumerate(order):
             place[m] = i
-        blocks = self.blocks
-        self.slots = [blocks[m] for m in order]
+        self.slots = list(map(self.blocks.__getitem__, order))
         self._rows = int(self.cur.sum())
 
     # ------------------------------------------------------------ epochs
