@@ -545,21 +545,27 @@ class KeyedGroup:
                         touched.append(mid)
                         ns.append(0)
                 continue
-            if nl is None and hi - lo == 1:
-                n = 1
+            if nl is None and hi - lo == 1:  # the common case: one line, one loop
                 tail = bl[lo] + "\n"
+                if ordered:
+                    for mid in mids:
+                        blocks[mid] = slots[place[mid]] = heads[mid] + tail
+                else:
+                    for mid in mids:
+                        blocks[mid] = heads[mid] + tail
+                touched += mids
+                ns += [1] * len(mids)
+                continue
+            if nl is None:
+                bodies = bl[lo:hi]
+            else:
+                bodies = [b for b, c in zip(bl[lo:hi], nl[lo:hi]) for _ in range(max(c, 0))]
+            n = len(bodies)
+            if n == 1:
+                tail = bodies[0] + "\n"
                 new = [heads[m] + tail for m in mids]
             else:
-                if nl is None:
-                    bodies = bl[lo:hi]
-                else:
-                    bodies = [b for b, c in zip(bl[lo:hi], nl[lo:hi]) for _ in range(max(c, 0))]
-                n = len(bodies)
-                if n == 1:
-                    tail = bodies[0] + "\n"
-                    new = [heads[m] + tail for m in mids]
-                else:
-                    new = [h + ("\n" + h).join(bodies) + "\n" for h in map(heads.__getitem__, mids)]
+                new = [h + ("\n" + h).join(bodies) + "\n" for h in map(heads.__getitem__, mids)]
             for mid, blk in zip(mids, new):
                 blocks[mid] = blk
             if ordered:
