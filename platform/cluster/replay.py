@@ -337,7 +337,8 @@ def replay_on_cluster(
         if engine is not None:
             engine.close()
         try:
-            ours = run_node.get() == spec
+            # (a read while ZooKeeper is unreachable would wait for it: the node goes with the session)
+            ours = client.connected and run_node.get() == spec
         except KazooException as exc:  # its session expired just now (a ZooKeeper outage)
             logger.warning(
                 "cannot read run %s back from ZooKeeper at its end: %s", spec.id, exc or type(exc).__name__
@@ -345,6 +346,8 @@ def replay_on_cluster(
             ours = True  # clean up what is left (never raises)
         if ours:
             run_node.close(spec)
+        elif not client.connected:
+            logger.warning("ZooKeeper unreachable at the end of run %s: its tasks stay submitted", spec.id)
         receiver.close()
         client.stop()
         client.close()
