@@ -292,6 +292,7 @@ def _restart_zookeeper(cluster: LocalCluster, down_s: float) -> None:
     time.sleep(down_s)
     command = ["bash", str(ZK_SCRIPT), "--port", port, "--data-dir", str(cluster.dir / "zookeeper")]
     command += ["--tick-time", "500", "--tls-dir", str(cluster.dir / "zk-tls")]
+    command += ["--wait", "90"]  # a JVM with TLS starts slowly on a loaded machine (20 s by default)
     started = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     assert started.returncode == 0, started.stderr[-2000:]
     record.pid = int(started.stdout.strip().splitlines()[-1])

@@ -69,6 +69,7 @@ def _start_zookeeper(cluster: LocalCluster, port: str) -> int:
     """Starts the cluster's ZooKeeper on ``port`` with its data directory and TLS material."""
     command = ["bash", str(ZK_SCRIPT), "--port", port, "--data-dir", str(cluster.dir / "zookeeper")]
     command += ["--tick-time", "500", "--tls-dir", str(cluster.dir / "zk-tls")]
+    command += ["--wait", "90"]  # a JVM with TLS starts slowly on a loaded machine (20 s by default)
     started = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     assert started.returncode == 0, started.stderr[-2000:]
     return int(started.stdout.strip().splitlines()[-1])
