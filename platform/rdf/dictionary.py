@@ -78,15 +78,13 @@ class MemoryDictionary:
         ids = self._ids
         got = list(map(ids.get, terms))  # known terms without a Python-level loop
         if None in got:
+            # new terms get the next ids in the order they first occur (a loop over the
+            # distinct terms only)
             tl = self._terms
-            for k, i in enumerate(got):
-                if i is None:
-                    t = terms[k]
-                    i = ids.get(t)  # an earlier new term of this call
-                    if i is None:
-                        i = ids[t] = len(tl)
-                        tl.append(t)
-                    got[k] = i
+            new = [t for t in dict.fromkeys(terms) if t not in ids]
+            ids.update(zip(new, range(len(tl), len(tl) + len(new))))
+            tl.extend(new)
+            got = list(map(ids.__getitem__, terms))
         return np.array(got, dtype=np.int64) if got else np.empty(0, dtype=np.int64)
 
     def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
