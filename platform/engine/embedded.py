@@ -523,11 +523,26 @@ class Engine:
             output = rq.output
             if name in reporting:
                 t1 = perf()
-                lines = output.lines(epoch, c, changed=name in dirty)
+                view = output.view
+                if block_out is not None and view.repeats:
+                    # the query's rows as one block, its time left open (kept for the
+                    # quiet reports that repeat them)
+                    bodies = view.bodies(epoch, True)
+                    n = len(bodies)
+                    if n:
+                        blk = output.block(bodies)
+                        block_out[name] = blk[1]
+                        block_rows += n
+                        quiet_blocks[name] = (view, bodies, blk[1], n, rq.stats)
+                    else:
+                        out[name] = []
+                else:
+                    lines = output.lines(epoch, c, changed=True)
+                    out[name] = lines
+                    n = len(lines)
                 dt = perf() - t1 + shared_dt
-                out[name] = lines
                 st = rq.stats
-                st.rows += len(lines)
+                st.rows += n
                 st.eval_seconds += dt
                 st.latencies.append(dt)
             else:

@@ -369,7 +369,10 @@ class RouterOperator(Operator):
         self.jvars = join.vars
         self.state = Batch.empty(self.jvars)
         self.groups: dict[tuple, _Group] = {}
-        self.emitted: dict[tuple, Batch] = {}
+        #: the groups whose result changed this epoch -> their rows' range in the delta
+        #: (:meth:`emitted_rows`)
+        self.emitted: dict[tuple, tuple[int, int]] = {}
+        self._emit_src: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._gvars = ("%group", *self.out_vars)
         self.counts = Relation(self._gvars)
         self._next_gid = 0
@@ -473,6 +476,7 @@ class RouterOperator(Operator):
         if len(d):
             self.state = consolidate(concat([old, d], self.jvars))
         self.emitted = {}
+        self._emit_src = None
         if any(w.now is None for w in self.windows) or not self.groups:
             return Batch.empty(())
         closes = tuple((w.now // w.step) * w.step for w in self.windows)  # type: ignore[operator]  # no None: checked above
@@ -542,14 +546,24 @@ class RouterOperator(Operator):
         by_gid = t.by_gid
         starts = np.flatnonzero(np.r_[True, mg[1:] != mg[:-1]])
         ends = np.r_[starts[1:], len(mg)]
-        out_cols = delta.cols[1:]
-        for lo, hi, gid in zip(starts.tolist(), ends.tolist(), mg.take(starts).tolist()):
-            sel = moved[lo:hi]
-            self.emitted[by_gid[gid]] = Batch(self.out_vars, out_cols.take(sel, axis=1), sign[lo:hi])
+        # (each group's rows are cut out when its route asks: most groups' queries are
+        # kept by routed blocks, which read :attr:`tagged`)
+        self._emit_src = (delta.cols[1:], moved, sign)
+        keys = [by_gid[g] for g in mg.take(starts).tolist()]
+        self.emitted = dict(zip(keys, zip(starts.tolist(), ends.tolist())))
         if self.aggregates or self.taggers:
             tagged = Batch(self._gvars, delta.cols.take(moved, axis=1), sign)
             self.tagged = concat([self.tagged, tagged], self._gvars) if len(self.tagged) else tagged
         return Batch.empty(())
+
+    def emitted_rows(self, key: tuple) -> Batch | None:
+        """This epoch's change of group ``key``'s result (``None``: none)."""
+        r = self.emitted.get(key)
+        if r is None or self._emit_src is None:
+            return None
+        lo, hi = r
+        cols, moved, sign = self._emit_src
+        return Batch(self.out_vars, cols.take(moved[lo:hi], axis=1), sign[lo:hi])
 
     def tagged_current(self) -> Batch:
         """Every group's current result, tagged with the group id (each binding once)."""
@@ -619,7 +633,7 @@ class RouteOperator(Operator):
 
     def compute(self, epoch: int) -> Batch:
         self.router.delta(epoch)
-        out = self.router.emitted.get(self.key)
+        out = self.router.emitted_rows(self.key)
         return out if out is not None else Batch.empty(self.vars)
 
     def discard(self) -> None:
