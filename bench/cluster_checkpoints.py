@@ -241,9 +241,13 @@ def throughput(base: Path, label: str, interval: float, a: argparse.Namespace) -
         register(urls[leader], queries(a.queries))
         url = urls[leader]
         t0 = time.perf_counter()
+        chunk = a.tp_chunk or a.tp_elements
         with httpx.Client(timeout=120) as http:
-            for first in range(0, a.tp_elements, a.batch):
-                push(http, [url], first, a.batch)
+            for lo in range(0, a.tp_elements, chunk):
+                for first in range(lo, min(a.tp_elements, lo + chunk), a.batch):
+                    push(http, [url], first, a.batch)
+                if lo + chunk < a.tp_elements:  # the worker catches up: barriers get their turn
+                    caught_up(url, lo + chunk)
         acked = time.perf_counter() - t0
         dt = caught_up(url, a.tp_elements) - t0
         st = httpx.get(url + "/status", timeout=10).json()
@@ -269,6 +273,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=20, help="elements per push request (default 20)")
     ap.add_argument(
         "--tp-elements", type=int, default=3000, help="elements per throughput run (default 3000)"
+    )
+    ap.add_argument(
+        "--tp-chunk",
+        type=int,
+        default=0,
+        help="push this many elements, wait until the leader fired them, go on (0: all at once; then "
+        "checkpoint barriers wait behind the queued pushes)",
     )
     ap.add_argument("--rounds", type=int, default=2, help="interleaved throughput rounds (default 2)")
     ap.add_argument(
