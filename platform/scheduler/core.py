@@ -14,7 +14,10 @@ Policies:
 * **Stream affinity** (``Policy.affinity``, on by default).  A task outside a placed
   colocation group that names the streams it reads (``TaskSpec.streams``) goes, among
   the containers whose utilisation with it stays within ``Policy.affinity_slack`` of the
-  least utilised other one (and within ``Policy.affinity_tasks`` of its own weight), to the one that needs the fewest new ``(container, stream)``
+  least utilised other one (and within ``Policy.affinity_tasks`` of its own weight, or
+  ``Policy.affinity_share`` of the mean load if that is more), to the one where the
+  largest share of tasks reads exactly its streams (they share windows and joins
+  there), then to the one that needs the fewest new ``(container, stream)``
   subscriptions -- the one already receiving most of its streams -- so routing by
   stream sends each element to fewer containers.  Drains and loss recovery place
   through the same rule.  Opt-in ``Policy.consolidate``: on ``Tick`` (with
@@ -292,10 +295,23 @@ class SchedulerCore:
         rebalance would undo the choice) and by at most ``Policy.affinity_tasks`` times
         the task's own share of it (with equal capacities: it holds at most that many
         tasks more); the least loaded choice ``best`` always is.
+
+        With many tasks per container the bound is ``Policy.affinity_share`` of the mean
+        load when that allows more.  Among the allowed containers the *purest* one wins
+        first -- the largest share of its tasks reading exactly the task's streams (an
+        empty container counts as pure) -- then the fewest new subscriptions: tasks over
+        the same streams share a container's windows and joins, so gathering them makes a
+        split over containers cost less CPU in all.  (When every task reads two of three
+        streams, fewest subscriptions alone cannot tell the containers apart once each
+        receives all three, and a two-task bound spread every pair over every container.)
+        Tasks over equal streams are pure everywhere: they still spread by load.
         """
         state = self.state
         slack = self.policy.affinity_slack + _EPS
-        tasks = self.policy.affinity_tasks * spec.weight
+        mean = (sum(state.containers[c].weight for c in state.eligible()) + spec.weight) / max(
+            1, len(state.eligible())
+        )
+        tasks = max(self.policy.affinity_tasks * spec.weight, self.policy.affinity_share * mean)
         now = {c: state.utilisation(c) for c in candidates}
         ordered = sorted(candidates, key=lambda c: (now[c], c))
         lowest, second = ordered[0], ordered[1]
@@ -308,6 +324,7 @@ class SchedulerCore:
         return min(
             (c for c in candidates if allowed(c)),
             key=lambda c: (
+                -state.purity(c, spec.streams),
                 state.new_subscriptions(c, spec.streams),
                 after[c],
                 -state.containers[c].free,

@@ -89,6 +89,12 @@ class Policy:
             (weights) above the least loaded other one.  A utilisation tolerance alone
             would allow a third of a large container's slots of imbalance, enough to
             leave a container idle.
+        affinity_share: Once this fraction of the mean load of the eligible containers
+            (with the task) allows more than ``affinity_tasks``, it is the bound instead:
+            with many tasks, those over exactly the same streams can gather on one
+            container (they share its windows and joins: CityBench's templates read two
+            of three streams, and the two-task bound spread every stream pair over every
+            container).  Few (heavy) tasks per container keep the two-task bound.
         consolidate: With affinity, ``Tick`` also moves settled tasks (whole stream
             groups) to containers that already receive their streams when that removes
             subscriptions within the tolerance -- repairing splits that greedy placement
@@ -101,6 +107,7 @@ class Policy:
     affinity: bool = True
     affinity_tolerance: float | None = None
     affinity_tasks: float = 2.0
+    affinity_share: float = 0.25
     consolidate: bool = False
 
     @property
@@ -127,6 +134,9 @@ class ContainerState:
         drain_acknowledged: ``DrainComplete`` was already emitted.
         streams: Stream key -> how many of its tasks read that stream: the streams it
             subscribes to (kept up to date by ``SchedulerState``).
+        stream_sets: Stream keys of a task (its whole ``TaskSpec.streams``) -> how many of
+            its tasks read exactly those: tasks over the same streams share windows and
+            joins on a container (kept up to date by ``SchedulerState``).
     """
 
     id: str
@@ -139,6 +149,7 @@ class ContainerState:
     outgoing: set[str] = field(default_factory=set)
     drain_acknowledged: bool = False
     streams: dict[str, int] = field(default_factory=dict)
+    stream_sets: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     def subscribe(self, streams: tuple[str, ...], sign: int) -> None:
         """Counts (``sign`` +1) or uncounts (-1) one task reading ``streams``."""
@@ -148,6 +159,12 @@ class ContainerState:
                 self.streams[s] = n
             else:
                 self.streams.pop(s, None)
+        if streams:
+            n = self.stream_sets.get(streams, 0) + sign
+            if n > 0:
+                self.stream_sets[streams] = n
+            else:
+                self.stream_sets.pop(streams, None)
 
     @property
     def free(self) -> int:
@@ -287,6 +304,12 @@ class SchedulerState:
         if len(utils) < 2:
             return 0.0
         return max(utils) - min(utils)
+
+    def purity(self, container_id: str, streams: tuple[str, ...]) -> float:
+        """The share of ``container_id``'s tasks that read exactly ``streams`` (1 when it
+        holds none: a task there shares nothing, but mixes nothing either)."""
+        c = self.containers[container_id]
+        return c.stream_sets.get(streams, 0) / len(c.tasks) if c.tasks else 1.0
 
     def new_subscriptions(self, container_id: str, streams: tuple[str, ...]) -> int:
         """How many of ``streams`` ``container_id`` does not receive yet."""

@@ -143,6 +143,33 @@ def test_affinity_keeps_within_two_tasks_of_the_least_loaded_container_by_defaul
     assert loose.state.subscriptions() == 2 < core.state.subscriptions() == 6
 
 
+def test_many_tasks_over_few_stream_pairs_gather_by_pair_within_a_quarter_of_the_mean() -> None:
+    # CityBench's templates: every task reads two of three streams.  Once every container
+    # receives all three, fewest subscriptions cannot tell them apart; tasks over the same
+    # pair share windows and joins, so they gather (each container mostly one pair).
+    pairs = [("s1", "s2"), ("s1", "s3"), ("s2", "s3")]
+    rnd = random.Random(3)
+    events = [task(f"t{i:03}", *rnd.choice(pairs)) for i in range(120)]
+    core = SchedulerCore()
+    run(core, *(ContainerJoined(c, 200) for c in "abc"), *events)
+    per = Counter(core.assignment().values())
+    mean = 120 / 3
+    assert max(per.values()) - min(per.values()) <= 0.25 * mean + 1
+    spec = {e.task.id: e.task.streams for e in events}
+    for c in "abc":
+        mix = Counter(spec[t] for t in core.state.containers[c].tasks)
+        assert mix.most_common(1)[0][1] >= 0.8 * per[c], (c, mix)
+    # within the two-task bound alone (no share of the mean) the pairs stay mixed
+    old = SchedulerCore(Policy(affinity_share=0.0))
+    run(old, *(ContainerJoined(c, 200) for c in "abc"), *events)
+    purest = [
+        Counter(spec[t] for t in old.state.containers[c].tasks).most_common(1)[0][1]
+        / len(old.state.containers[c].tasks)
+        for c in "abc"
+    ]
+    assert min(purest) < 0.8
+
+
 def test_affinity_never_oversubscribes_a_full_container() -> None:
     core = SchedulerCore(Policy(tolerance=1.0))
     run(core, ContainerJoined("a", 2), ContainerJoined("b", 8))
