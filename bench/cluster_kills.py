@@ -410,6 +410,12 @@ def main() -> int:
         "shared --state-dir) instead of a container (see bench/leader_kills.py)",
     )
     ap.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=None,
+        help="--kill leader: the coordinators' cluster checkpoint interval (default theirs, 10 s)",
+    )
+    ap.add_argument(
         "--dir", default=None, help="--live: work directory to keep (logs); default a temporary one"
     )
     ap.add_argument(

@@ -132,6 +132,8 @@ def leader_rounds(
     texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in NAMES}
     state = tmp / "shared-state"
     extra = ["--idle-ms", "0", "--state-dir", str(state)]
+    if getattr(a, "checkpoint_interval", None) is not None:  # cluster checkpoints (default 10 s)
+        extra += ["--checkpoint-interval", str(a.checkpoint_interval)]
     extra += ["--static", str(corpus.static), "--static", f"{repo_graph}={corpus.static}"]
     t0 = min(el.t for el in corpus.elements)
     shift = ((corpus.last_report(1000) - t0) // 60_000 + 2) * 60_000
