@@ -186,12 +186,14 @@ def test_leader_kill_restores_the_latest_checkpoint_and_replays_the_suffix(
     _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt=False)
 
 
+@pytest.mark.slow  # 12-16 s on an idle 2-core box, 20-30 s under load (the fallback logic: in process below)
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(
     tmp_path: Path, zk_server: str, zk_chroot: str
 ) -> None:
     _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt=True)
 
 
+@pytest.mark.slow  # as above
 def test_cluster_checkpoints_on_s3(
     tmp_path: Path, zk_server: str, zk_chroot: str, moto_s3: SimpleNamespace
 ) -> None:
