@@ -256,21 +256,25 @@ class StreamReader:
                     line = raw.strip(LINE_STRIP)
                     if not line or line[0] == "#":
                         continue
-                    # the common line: "<s> <p> <o> <g> ." of terms the parser has cached
-                    # (exactly what it would return) for the element being read
+                    # the common line: "<s> <p> <o> <g> ." for the element being read, each
+                    # token a whole term: the terms the parser's split path would return
+                    # (its caches, or its term check); anything else goes to the parser
                     parts = line.split(" ")
-                    if len(parts) == 5 and parts[4] == "." and current is not None:
-                        g = iris_get(parts[3])
-                        if g is not None and graphs.get(g) is current:
-                            s = iris_get(parts[0])
-                            p = iris_get(parts[1])
-                            o = iris_get(parts[2]) or lits_get(parts[2])
-                            if s is not None and p is not None and o is not None and "\r" not in line:
-                                key = (s, p, o)
-                                if key not in current.seen:
-                                    current.seen.add(key)
-                                    current.triples.append(key)
-                                continue
+                    if len(parts) == 5 and parts[4] == "." and current is not None and "\r" not in line:
+                        try:
+                            g = iris_get(parts[3]) or split_term(parts[3], False)
+                            if g is not None and graphs.get(g) is current:
+                                p = iris_get(parts[1]) or split_term(parts[1], False)
+                                s = iris_get(parts[0]) or split_term(parts[0], False)
+                                o = iris_get(parts[2]) or lits_get(parts[2]) or split_term(parts[2], True)
+                                if p is not None and p[0] == "<" and s is not None and o is not None:
+                                    key = (s, p, o)
+                                    if key not in current.seen:
+                                        current.seen.add(key)
+                                        current.triples.append(key)
+                                    continue
+                        except NTriplesError:
+                            pass  # the parser below says why
                     quads: list[Quad] | tuple[Quad, ...] | None = None
                     # the common timestamp line, "<g> prov:generatedAtTime "..."^^xsd:dateTime .",
                     # with a literal in the fast dateTime form: the parser would return the

@@ -241,6 +241,7 @@ BROKEN: list[str | bytes] = [
     _q(_el(10), "m", "1"),
     _ts(_el(11), "  2014-08-02T00:00:00.1234+00:00  "),
     _q(_el(11), "n", "1"),
+    f"<relative-s> <http://ex.org/p> <http://ex.org/o> {_el(11)} .",  # bad term, open element
     "   # indented comment",
     _q(_el(11), "n", "1") + " # with a comment",
     _ts("<relative-graph>", "2014-08-02T00:00:01Z"),  # a timestamp line of the fast form, bad IRI
@@ -260,7 +261,7 @@ def test_broken_stream_equals_oracle(tmp_path: Path, lateness: int) -> None:
     path = _write(tmp_path / "broken.nq", BROKEN)
     reader, raw = assert_same_as_oracle(path, lateness)
     st = reader.stats
-    assert st.rejected == 13
+    assert st.rejected == 14
     assert st.late == {0: 2, 1000: 1, 10**10: 0}[lateness]
     assert any(el.continuation for el in raw)
 
@@ -277,6 +278,7 @@ def test_broken_stream_messages(tmp_path: Path) -> None:
     assert any("before its timestamp" in m for m in rejected)
     assert any("not an xsd:dateTime" in m for m in rejected)
     assert any("not a timestamp" in m for m in rejected)
+    assert rejected[-2].endswith(": rejected: no scheme in IRI <relative-s> (IRIs must be absolute)")
     assert rejected[-1].endswith(": rejected: no scheme in IRI <relative-graph> (IRIs must be absolute)")
     assert sum("late element" in m for m in logs) == 1  # logged once, counted twice
     assert reader.stats.late == 2
