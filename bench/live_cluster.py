@@ -16,6 +16,10 @@ For each configuration, in the same run (one ZooKeeper started here for the clus
   included); then ``POST /watermark`` past them, which
   returns once every report up to it fired: "all reports out" is the triples over the
   seconds from the first push to that answer (what the queries keep up with);
+* **CPU until all reports out**: per process (leader, each container), from the first push
+  to the watermark's answer -- the containers' sum is what a split costs in all, the
+  busiest one the critical path when each container has a core of its own (on a shared
+  or small machine the wall-clock ratios between configurations are mostly its load);
 * **push-to-result latency**: elements pushed at a steady ``--rate`` elements/s (the streams
   in lock step), a JSONL subscriber on one query; for each report time ``c``, the time from
   the push that moved the watermark past ``c`` to the arrival of its first result line
@@ -326,6 +330,7 @@ def run_config(
     pid: int,
     container_pid: int | None = None,
     serving: dict[str, int] | None = None,
+    containers: dict[str, int] | None = None,
 ) -> dict:
     """Registers ``qs`` through ``urls[0]``; with ``push``, the push and latency runs too.
     ``serving``: the processes whose CPU seconds the batch push costs (name -> pid)."""
@@ -359,6 +364,8 @@ def run_config(
         procs = serving or {"embedded": os.getpid()}
         res["leader"] = next((nm for nm, p in procs.items() if p == pid), None)
         cpu0 = {name: cpu_seconds(p) for name, p in procs.items()}
+        every = {**procs, **(containers or {})}  # CPU from the first push until all reports are out
+        every0 = {name: cpu_seconds(p) for name, p in every.items()}
         dt, tr = push_batches(http, urls, els, args.batch, shift)
         res["batch_cpu_s"] = {name: cpu_seconds(p) - cpu0[name] for name, p in procs.items()}
         res["batch_push_s"], res["batch_triples"] = dt, tr
@@ -374,6 +381,7 @@ def run_config(
         while http.post(url + "/watermark", params={"t": str(last)}, timeout=600).status_code == 503:
             time.sleep(0.5)  # the engine did not answer within its own timeout: still draining
         res["drain_s"] = time.perf_counter() - t0
+        res["reports_cpu_s"] = {name: cpu_seconds(p) - every0[name] for name, p in every.items()}
         time.sleep(1.0)
         shift += span + 10_000
         lat = latency(http, urls, els, qs[0]["name"], args.rate, shift, args.latency_elements)
@@ -394,6 +402,14 @@ def run_config(
         f" | latency p50 {res['latency_p50_ms']:.1f} ms p99 {res['latency_p99_ms']:.1f} ms ({len(lat)} reports)",
         flush=True,
     )
+    if containers:
+        cs = [res["reports_cpu_s"][nm] for nm in containers]
+        lead = res["reports_cpu_s"].get(res.get("leader") or "", 0.0)
+        print(
+            f"{label:>22}: CPU until all reports out: leader {lead:.2f} s, containers"
+            f" {' / '.join(f'{x:.2f}' for x in cs)} s (sum {sum(cs):.2f}, busiest {max(cs):.2f})",
+            flush=True,
+        )
     res["profile"] = profile_summary(spy, label, args)
     if spy_c is not None:
         res["container_profile"] = profile_summary(spy_c, label + " container", args)
@@ -485,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
                         pid=cluster.pid(leader),
                         container_pid=cluster.pid(cluster.names("container")[0]),
                         serving={nm: cluster.pid(nm) for nm in cluster.names("coordinator")},
+                        containers={nm: cluster.pid(nm) for nm in cluster.names("container")},
                     )
                     results.append({**res, "n": n, "tag": args.tag})
                 finally:
