@@ -541,7 +541,10 @@ def baseline(args: argparse.Namespace, n: int, k: int) -> list[dict]:
     env = dict(os.environ, PYTHONPATH=baseline_path(args.baseline_tree))
     cmd = [sys.executable, __file__, "--register-only", "--queries", str(n), "--containers", str(k)]
     cmd += ["--register-batch", str(args.register_batch), "--tag", "baseline tree", "--out", str(out)]
-    cmd += ["--given-embedded-qps", str(args.embedded_qps)]
+    if args.embedded_qps is not None:
+        cmd += ["--given-embedded-qps", str(args.embedded_qps)]
+    else:  # --skip-embedded
+        cmd += ["--skip-embedded"]
     proc = subprocess.run(cmd, env=env, check=False)
     if proc.returncode != 0 or not out.exists():
         print(f"baseline tree: the run failed (exit {proc.returncode})", flush=True)
