@@ -109,6 +109,7 @@ class ResultLog:
         self.entries: deque[Entry] = deque()
         self.last = 0  # seq of the last entry held
         self.committed = 0  # seq of the last entry delivered to subscribers
+        self.committed_t: int | None = None  # report time of that entry
         self.max_t: int | None = None  # latest report time ever held (dropped entries too)
         self.leading = False
         self.rings: dict[str, ReportRing] = {}
@@ -278,6 +279,7 @@ class ResultLog:
                 self.gone.pop(name, None)
                 for sub in self.subs.pop(name, ()):
                     sub.finish()
+            self.committed_t = e.t if self.committed_t is None else max(self.committed_t, e.t)
         self.committed = upto
 
     def subscribe(self, name: str, maxlen: int | None = None, after: Cursor | None = None) -> Subscription:
@@ -298,6 +300,10 @@ class ResultLog:
             sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe, position=after)
             for t, lines, first in kept:
                 sub.offer(t, lines, first)
+            if after is not None and self.committed_t is not None:
+                # no report at or before the last committed report time is delivered any more
+                # (rings keep only reports with lines): a resumed ``?until=`` there ends now
+                sub.offer(self.committed_t, ())
             self.subs.setdefault(name, []).append(sub)
             return sub
 

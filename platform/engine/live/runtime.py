@@ -584,6 +584,10 @@ class LiveEngine(LiveWorker):
             sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe, position=after)
             for t, lines, first in kept:
                 sub.offer(t, lines, first)
+            if after is not None and e.emitted is not None:
+                # the latest report delivered, even without lines (the ring keeps only reports
+                # with lines): a reader resuming with ``?until=`` at or before it ends now
+                sub.offer(e.emitted, ())
             if sub.dropped:  # a replay longer than the queue
                 self.metrics.subscriber_dropped.inc(sub.dropped)
                 self.metrics.subscriber_gaps.inc(sub.gaps)
