@@ -376,6 +376,8 @@ class Engine:
         """Drops one reference to each of ``ops``; operators no query uses any more are freed."""
         dead = []
         for op in ops:
+            if isinstance(op, GraphOperator):
+                op.forget_current()
             n = self._refs.get(id(op), 0) - 1
             if n <= 0:
                 self._refs.pop(id(op), None)

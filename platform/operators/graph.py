@@ -289,6 +289,11 @@ class GraphOperator(Operator):
         self._current_memo = (self._epoch, self._dyn_version, out)
         return out
 
+    def forget_current(self) -> None:
+        """Drops the memo of :meth:`current` (a full copy of the graph, kept for the queries
+        that attach in one epoch): called when a query leaves, so that nothing outlives it."""
+        self.__dict__.pop("_current_memo", None)
+
     def _current(self) -> Batch:
         dyn = self.dynamic.rows
         dyn = dyn.mask(dyn.counts > 0)
