@@ -570,9 +570,14 @@ class ClusterEngine:
         self._ack_handovers(owners)
         self.fanout.prune(c)
         out = self._collect(seq, c, due, owners)
-        dt = time.perf_counter() - t0
+        self._delivered(seq, c, due, out, time.perf_counter() - t0)
+        return out
+
+    def _delivered(self, seq: int, c: int, due: list[str], out: dict[str, list[str]], dt: float) -> None:
+        """Accounts the answers of tick ``seq`` at ``c``: a report already written is emptied
+        (the result edge: each report once), the others are counted in their statistics."""
         for name in due:
-            if c <= self.written.get(name, c - 1):  # the result edge: each report once
+            if c <= self.written.get(name, c - 1):
                 self.duplicates += len(out[name])
                 out[name] = []
                 continue
@@ -585,7 +590,6 @@ class ClusterEngine:
             self.queries[name].last_report = c
         if self.on_tick is not None:
             self.on_tick(seq, c)
-        return out
 
     def _collect(self, seq: int, c: int, due: list[str], owners: dict[str, str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {name: [] for name in due}

@@ -103,21 +103,7 @@ class _LiveClusterEngine(ClusterEngine):
             out = self._collect(seq, c, due, owners)
             # pruned once answered: a recompute of this tick needs the backlog up to it
             self.fanout.prune(c)
-            dt = time.perf_counter() - t0
-            for name in due:
-                if c <= self.written.get(name, c - 1):  # the result edge: each report once
-                    self.duplicates += len(out[name])
-                    out[name] = []
-                    continue
-                self.written[name] = c
-                st = self.queries[name].stats
-                st.reports += 1
-                st.rows += len(out[name])
-                st.eval_seconds += dt
-                st.latencies.append(dt)
-                self.queries[name].last_report = c
-            if self.on_tick is not None:
-                self.on_tick(seq, c)
+            self._delivered(seq, c, due, out, time.perf_counter() - t0)
             on_done(i, c, out)
 
     def _check_failures(self) -> None:
