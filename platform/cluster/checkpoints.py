@@ -359,7 +359,7 @@ def _register(live: LiveEngine, remote: RemoteEngine, q: dict[str, Any], now: fl
         if not live._relevant.get(s):
             live._relevant_since[s] = now
         live._relevant[s] = live._relevant.get(s, 0) + 1
-    e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))  # type: ignore[arg-type]
+    e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))  # type: ignore[arg-type]  # msgpack header values are untyped
     e.emitted = q["emitted"]
     if e.due is not None:
         heapq.heappush(live._heap, (e.due, name))
