@@ -144,8 +144,8 @@ class RunReplica:
                 self.engine.add_static(iri, load_static(path, self.engine.dictionary, prefix, log))
         self.engine.declare_streams(set(spec.streams))
         # routed blocks (engine/routed.py) stay an embedded-engine optimisation for now: with
-        # operator placement, a container's blocks took one remote edge batch twice (results
-        # equal, edge counters not: tests/cluster/test_operator_placement.py)
+        # operator placement the consumers counted 1-2 more edge batches received than the
+        # producers sent (results equal; cause not found: tests/cluster/test_operator_placement.py)
         self.engine.routed_blocks = False
         self._guards: list[RetentionGuard] = []
         for iri, horizon in zip(spec.streams, spec.horizons):
