@@ -35,8 +35,8 @@ WHERE {{ STREAM <{STREAM}> [RANGE 1s SLIDE 20ms] {{ ?s <{EX}v> ?v . }} }}
 GROUP BY ?s
 """
 T0 = 1_000_000
-PUSH_STEP_MS = 200  # event time per push
-PUSH_EVERY_S = 0.01  # wall time between pushes: 20 s of event time per second
+PUSH_STEP_MS = 400  # event time per push
+PUSH_EVERY_S = 0.01  # wall time between pushes: 40 s of event time per second (the leader sends ticks in runs: less load does not build a lag on a fast box)
 TIMEOUT = 120.0
 
 
