@@ -37,7 +37,7 @@ import numpy as np
 
 from linkstream.engine.output import TIME_MARK, QueryStats, json_terms
 from linkstream.operators.base import AttachOperator, Operator
-from linkstream.operators.batch import Batch, group_starts, insert_sorted
+from linkstream.operators.batch import Batch, group_starts, insert_sorted, sum_by_key
 from linkstream.operators.graph import GraphOperator
 from linkstream.operators.project import ProjectOperator
 from linkstream.operators.router import RenameOperator
@@ -409,16 +409,7 @@ class KeyedGroup:
     def _merge_packed(self, sp: np.ndarray, dp: np.ndarray, counts: np.ndarray) -> None:
         """:meth:`_merge` with the state's rows and the delta's packed (the same rows in the
         same order): a sort of the delta, one binary search and an insertion."""
-        if len(dp) > 1:
-            order = dp.argsort()
-            dp, counts = dp.take(order), counts.take(order)
-            starts = np.flatnonzero(np.concatenate(([True], dp[1:] != dp[:-1])))
-            if len(starts) != len(dp):
-                counts = np.add.reduceat(counts, starts)
-                dp = dp.take(starts)
-        nz = counts != 0
-        if not nz.all():
-            dp, counts = dp[nz], counts[nz]
+        dp, counts = sum_by_key(dp, counts)
         if not len(dp):
             self._st_p = sp
             return

@@ -326,3 +326,19 @@ def insert_sorted(at: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     is_new = np.zeros(n + m, dtype=bool)
     is_new[new] = True
     return new, np.flatnonzero(~is_new)
+
+
+def sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``keys`` ascending with their summed ``counts``, zero sums left out (a
+    signed delta of packed rows consolidated: one sort and one ``reduceat``)."""
+    if len(keys) > 1:
+        order = keys.argsort()
+        keys, counts = keys.take(order), counts.take(order)
+        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        if len(starts) != len(keys):
+            counts = np.add.reduceat(counts, starts)
+            keys = keys.take(starts)
+    nz = counts != 0
+    if not nz.all():
+        keys, counts = keys[nz], counts[nz]
+    return keys, counts

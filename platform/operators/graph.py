@@ -30,6 +30,7 @@ from linkstream.operators.batch import (
     consolidate,
     insert_sorted,
     row_keys,
+    sum_by_key,
 )
 from linkstream.operators.relation import Relation
 from linkstream.operators.window import TRIPLE_VARS
@@ -163,18 +164,7 @@ class GraphOperator(Operator):
     def _count_packed(self, d: Batch) -> tuple[np.ndarray, np.ndarray]:
         """Applies delta ``d`` to the packed counts; returns the triples that entered or
         left the set (packed, ascending) and their signs."""
-        k = _pack(d.cols)
-        c = d.counts
-        if len(k) > 1:
-            order = k.argsort()
-            k, c = k.take(order), c.take(order)
-            starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-            if len(starts) != len(k):
-                c = np.add.reduceat(c, starts)
-                k = k.take(starts)
-        nz = c != 0
-        if not nz.all():
-            k, c = k[nz], c[nz]
+        k, c = sum_by_key(_pack(d.cols), d.counts)
         pk, pn = self._pk, self._pn
         assert pk is not None
         if not len(k):
