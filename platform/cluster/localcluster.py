@@ -307,7 +307,7 @@ class LocalCluster:
         if coordinators:
             # coordinators publish their node (API URL, /metrics address) once their
             # ZooKeeper session and HTTP server are up, which may be after the containers
-            self.api_urls(timeout=wait)
+            self.wait_leader(self.api_urls(timeout=wait), timeout=wait)
             self.write_prometheus_targets()
 
     def _start_zookeeper(self) -> None:
@@ -490,6 +490,36 @@ class LocalCluster:
         finally:
             client.stop()
             client.close()
+
+    def wait_leader(self, urls: dict[str, str], timeout: float) -> str:
+        """Waits until one of the coordinators at ``urls`` leads with its live run up (its
+        ``/status`` says ``"role": "leader"``: it takes registrations and pushes); returns its
+        id. A cluster whose ``start`` returned answers its first request, not 503.
+
+        Raises:
+            TimeoutError: No coordinator led within ``timeout`` seconds.
+        """
+        import httpx
+
+        token = self.api_token
+        headers = {"Authorization": "Bearer " + token} if token else {}
+        deadline = time.monotonic() + timeout
+        seen: dict[str, str] = {}
+        while True:
+            for cid, url in sorted(urls.items()):
+                try:
+                    r = httpx.get(url.rstrip("/") + "/status", headers=headers, timeout=5.0)
+                    role = str(r.json().get("role")) if r.status_code == 200 else f"HTTP {r.status_code}"
+                except (httpx.HTTPError, ValueError) as exc:
+                    role = type(exc).__name__
+                if role == "leader":
+                    return cid
+                seen[cid] = role
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no coordinator leads after {timeout:g} s ({', '.join(f'{c}: {r}' for c, r in seen.items())})"
+                )
+            time.sleep(0.1)
 
     def api_urls(self, timeout: float = 0.0) -> dict[str, str]:
         """The HTTP API URL of every running coordinator (``run --zk``), by coordinator id.
