@@ -143,10 +143,6 @@ class RunReplica:
             for (iri, _), (path, prefix) in zip(spec.statics, files, strict=True):
                 self.engine.add_static(iri, load_static(path, self.engine.dictionary, prefix, log))
         self.engine.declare_streams(set(spec.streams))
-        # routed blocks (engine/routed.py) stay an embedded-engine optimisation for now: with
-        # operator placement the consumers counted 1-2 more edge batches received than the
-        # producers sent (results equal; cause not found: tests/cluster/test_operator_placement.py)
-        self.engine.routed_blocks = False
         self._guards: list[RetentionGuard] = []
         for iri, horizon in zip(spec.streams, spec.horizons):
             guard = RetentionGuard(horizon)

@@ -24,6 +24,7 @@ from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, Resul
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.routed import RoutedBlocks
 from linkstream.engine.sharing import Sharing
+from linkstream.operators.aggregate import AggregateOperator
 from linkstream.operators.base import AttachOperator, Operator, explain
 from linkstream.operators.distinct import DistinctOperator
 from linkstream.operators.evaluate import Evaluator
@@ -630,6 +631,9 @@ class Engine:
         self._ungroup(rq.name)
         if self._blocks is not None:
             self._blocks.leave(rq.output.view)
+        for op in rq.root.walk():
+            if isinstance(op, AggregateOperator):
+                op.reroute()
         self._deps.add(rq)
         self._loud.add(rq.name)
         self._operators_version += 1

@@ -148,6 +148,14 @@ class AggregateOperator(Operator):
         self._first = True
         return shared, c
 
+    def reroute(self) -> None:
+        """Lets go of the route found over the current children: it is looked for anew at the
+        next evaluation (a container replaced the input below a cut by a remote one, and the
+        old route, released, may have left its router)."""
+        if self.routed_via is not None:
+            self.discard()
+            self.routed_via = None
+
     def discard(self) -> None:
         r = self.routed_via
         if isinstance(r, tuple):
