@@ -151,6 +151,7 @@ def test_a_drained_producer_host_hands_its_producers_over(
         # Two instances per partitionable join: partitioned channels move as well.
         result = run(workload, cluster, got, on_tick=on_tick, on_start=engines.append, parallelism=2)
         assert result.lost == []
+        assert result.recovered == []  # a drain moves tasks; no container died
         compare_kept(workload, got, result, tmp_path, capsys)
         placement = result.placement
         assert placement is not None and drained and moved
