@@ -59,3 +59,21 @@ def test_a_query_tokenizes_as_before():
         "?s",
         "# note",
     ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([chr(c) for c in range(128)] + ["'''", '"""', "\\u0041", "<a:b>"]), max_size=40
+    ).map("".join)
+)
+def test_ascii_splitter_splits_ascii_text_as_the_full_one(text: str):
+    """The ASCII splitter (compiled at import) and the full one (compiled on the first
+    non-ASCII query) give the same tokens for every ASCII text."""
+    assert L._split_re(text) is L._SPLIT_ASCII_RE
+    assert L._SPLIT_ASCII_RE.findall(text) == L._split_unicode_re().findall(text)
+
+
+def test_non_ascii_text_uses_the_full_splitter():
+    assert L._split_re("SELECT ?é WHERE {}") is L._split_unicode_re()
+    assert [t.text for t in L.tokenize("?é ?a·b")] == ["?é", " ", "?a·b"]
