@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import msgpack
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from linkstream.rdf.eventtime import EventTimeError
 from linkstream.scheduler.layout import ClusterLayout, decode, encode
@@ -59,10 +60,30 @@ MSGPACK = "application/x-msgpack"
 HANDOFF_S = 15.0
 #: seconds the leader waits for room in its input queue per element before answering "full"
 ROOM_S = 5.0
+#: seconds a push waits for a ZooKeeper read (owner, placement) before it is answered 503
+ZK_WAIT_S = 2.0
 
 
 class NotOwner(TimeoutError):
     """Another coordinator owns the stream now (answered 503 with Retry-After: retry)."""
+
+
+class ZooKeeperAway(NotOwner):
+    """ZooKeeper does not answer: the stream's owner cannot be known (answered 503: retry)."""
+
+
+def zk_read(client: Any, call: str, *args: Any, **kw: Any) -> Any:
+    """``client.<call>(*args, **kw)`` of kazoo, answered within :data:`ZK_WAIT_S` or
+    :class:`ZooKeeperAway`.  While its connection is lost kazoo holds a call until it is
+    back (seconds to minutes; after the loss it also drops every watch, so the owners'
+    cache is empty): a push then gets a quick 503 instead of a request thread blocked for
+    the outage."""
+    if not client.connected:
+        raise ZooKeeperAway("ZooKeeper is unreachable: the stream's owner is unknown; retry")
+    try:
+        return getattr(client, call + "_async")(*args, **kw).get(timeout=ZK_WAIT_S)
+    except KazooTimeoutError:
+        raise ZooKeeperAway(f"ZooKeeper did not answer within {ZK_WAIT_S:g} s; retry") from None
 
 
 @dataclass(frozen=True)
@@ -128,13 +149,13 @@ class StreamOwners:
                 self._cache.pop(iri, None)
 
         try:
-            data, stat = self.client.get(self.node(iri), watch=changed)
+            data, stat = zk_read(self.client, "get", self.node(iri), watch=changed)
             doc = decode(data)
             found: Owner | None = Owner(str(doc["owner"]), doc.get("api"), int(stat.czxid))
         except NoNodeError:
             # an exists-watch fires when the node is created
             try:
-                if self.client.exists(self.node(iri), watch=changed) is not None:
+                if zk_read(self.client, "exists", self.node(iri), watch=changed) is not None:
                     return self.owner(iri)
             except KazooException:
                 return None
@@ -154,12 +175,12 @@ class StreamOwners:
         """The live coordinators that serve the API."""
         out = []
         try:
-            kids = self.client.get_children(self.layout.coordinators)
+            kids = zk_read(self.client, "get_children", self.layout.coordinators)
         except (NoNodeError, KazooException):
             return [self.identifier]
         for ident in kids:
             try:
-                data, _ = self.client.get(self.layout.coordinator(ident))
+                data, _ = zk_read(self.client, "get", self.layout.coordinator(ident))
                 if decode(data).get("api"):
                     out.append(ident)
             except (NoNodeError, KazooException, ValueError):
@@ -173,9 +194,9 @@ class StreamOwners:
         live = self.coordinators()
         load = dict.fromkeys(live, 0)
         try:
-            for key in self.client.get_children(self.path):
+            for key in zk_read(self.client, "get_children", self.path):
                 try:
-                    data, _ = self.client.get(posixpath.join(self.path, key))
+                    data, _ = zk_read(self.client, "get", posixpath.join(self.path, key))
                     who = decode(data).get("owner")
                 except (NoNodeError, ValueError):
                     continue
@@ -200,6 +221,10 @@ class StreamOwners:
                 if known.ident != self.identifier:
                     raise NotOwner(f"stream <{iri}> is owned by coordinator {known.ident}; retry")
                 return known
+            if not self.client.connected:
+                raise ZooKeeperAway(
+                    f"stream <{iri}>: ZooKeeper is unreachable, no owner can be recorded; retry"
+                )
             try:
                 self.client.ensure_path(self.path)
                 self.client.create(self.node(iri), encode(doc), ephemeral=True)
@@ -216,14 +241,14 @@ class StreamOwners:
         """``{stream: owner}`` of every owned stream."""
         out = {}
         try:
-            for key in self.client.get_children(self.path):
+            for key in zk_read(self.client, "get_children", self.path):
                 try:
-                    data, _ = self.client.get(posixpath.join(self.path, key))
+                    data, _ = zk_read(self.client, "get", posixpath.join(self.path, key))
                     doc = decode(data)
                     out[str(doc["stream"])] = str(doc["owner"])
                 except (NoNodeError, ValueError, KeyError):
                     continue
-        except (NoNodeError, KazooException):
+        except (NoNodeError, KazooException, ZooKeeperAway):
             pass
         return out
 
@@ -243,14 +268,18 @@ class StreamIngest:
     # ------------------------------------------------------------------ routing
 
     def route(self, iri: str) -> str | None:
-        """The API URL a push of ``iri`` must be forwarded to; ``None``: handle it here."""
+        """The API URL a push of ``iri`` must be forwarded to; ``None``: handle it here.
+
+        Raises:
+            ZooKeeperAway: The owner is not known and ZooKeeper cannot tell (503: retry).
+        """
         own = self.owners.owner(iri)
         if own is None:
             winner = self.owners.place(iri)
             if winner == self.service.identifier:
                 return None
             try:
-                data, _ = self.service.client.get(self.service.layout.coordinator(winner))
+                data, _ = zk_read(self.service.client, "get", self.service.layout.coordinator(winner))
                 url = decode(data).get("api")
             except (NoNodeError, KazooException, ValueError):
                 return None
@@ -334,7 +363,9 @@ class StreamIngest:
         packed = msgpack.packb(body, use_bin_type=True)
         deadline = time.monotonic() + HANDOFF_S
         while True:
-            ident, url = self.service.leader()
+            # while ZooKeeper is away, the leader last known (asking would hold the thread)
+            service = self.service
+            ident, url = service.leader() if service.client.connected else service._leader_cache[1:]
             if url and ident != self.service.identifier:
                 try:
                     r = self._client().post(
@@ -472,4 +503,14 @@ class StreamIngest:
             self._http.close()
 
 
-__all__ = ["INGEST_PATH", "MSGPACK", "NotOwner", "Owner", "StreamIngest", "StreamOwners", "stream_key"]
+__all__ = [
+    "INGEST_PATH",
+    "MSGPACK",
+    "NotOwner",
+    "Owner",
+    "StreamIngest",
+    "StreamOwners",
+    "ZooKeeperAway",
+    "stream_key",
+    "zk_read",
+]

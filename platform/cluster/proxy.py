@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
 from linkstream.api.guard import TOKEN_KEY, ApiGuard, send_error
 from linkstream.api.limits import ApiLimits, LimitExceeded
-from linkstream.cluster.ingest import INGEST_PATH, MSGPACK
+from linkstream.cluster.ingest import INGEST_PATH, MSGPACK, NotOwner
 from linkstream.cluster.registration import OWNER
 from linkstream.cluster.results import LOG_PATH, serve_log
 from linkstream.cluster.service import ClusterService, token_id
@@ -73,7 +73,11 @@ class LeaderProxy:
             # a push goes to its stream's owner (the leader's pushes too: one process sequences
             # each stream); the owner's app parses it and hands it to the leader
             iri = stream_of(scope, self.service.base)
-            url = None if iri is None else await asyncio.to_thread(self.service.ingest.route, iri)
+            try:
+                url = None if iri is None else await asyncio.to_thread(self.service.ingest.route, iri)
+            except NotOwner as exc:  # ZooKeeper away: whose stream it is cannot be known now
+                await send_error(send, 503, {"error": str(exc)}, {"Retry-After": "1"})
+                return
             if url is None:
                 await self.app(scope, receive, send)
                 return
