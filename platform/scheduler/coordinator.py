@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError
 
 from linkstream.metrics import CoordinatorMetrics
@@ -104,6 +104,7 @@ class Coordinator:
         self._migrations: set[str] = set()
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
+        self._session_lost = False  # the session expired: advertise again once connected
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -122,9 +123,10 @@ class Coordinator:
         self._worker = threading.Thread(target=self._work, name=f"coordinator-{self.identifier}", daemon=True)
         self._worker.start()
         self._advertise()
+        self.client.add_listener(self._on_state)
         self._election.start()
 
-    def _advertise(self) -> None:
+    def _advertise(self) -> bool:
         path = self._layout.coordinator(self.identifier)
         try:
             self.client.create(path, encode(self.meta), ephemeral=True, makepath=True)
@@ -132,9 +134,27 @@ class Coordinator:
             self.client.set(path, encode(self.meta))
         except KazooException as exc:
             logger.warning("%s: cannot advertise itself: %s", self.identifier, exc)
+            return False
+        return True
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's connection thread: never block here.  The advertisement (the API URL other
+        # coordinators forward to, the live coordinators a stream is placed on) is ephemeral:
+        # a session that expired (a ZooKeeper outage longer than it) took it away, while the
+        # election goes on under the new session -- a leader nobody could find.
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost and not self._stop.is_set():
+            self._session_lost = False
+            self.client.handler.spawn(self._advertise_again)
+
+    def _advertise_again(self) -> None:
+        if self._advertise():
+            logger.warning("%s: session expired; advertised again", self.identifier)
 
     def stop(self) -> None:
         """Leaves the election and stops the worker."""
+        self.client.remove_listener(self._on_state)
         self._election.stop()
         self._stop.set()
         self._queue.put(("stop", -1, None))

@@ -65,6 +65,8 @@ def test_a_zookeeper_restart_during_live_pushes_loses_nothing(tmp_path: Path) ->
         while cluster.members() != {"oc-1", "oc-2", "oc-3"}:
             assert time.monotonic() < deadline, f"members after the restart: {cluster.members()}"
             time.sleep(0.2)
+        # both coordinators advertised (a session that expired took the node with it)
+        assert sorted(cluster.api_urls(timeout=30)) == ["coord-1", "coord-2"]
         print(
             f"\nZooKeeper down {res.marks['up'] - res.marks['down']:.2f} s; {res.pushes} pushes taken, "
             f"{res.refused} answers 503/502 and {res.broken} broken connections retried; first refusal "

@@ -229,10 +229,11 @@ def zk_restart_round(
     corpus: Corpus,
     texts: dict[str, str],
     shift: int,
-    down_s: float,
+    down_s: float | None,
     tag: str,
 ) -> RoundResult:
-    """One round (see the module doc); the queries of ``texts`` are registered as given."""
+    """One round (see the module doc); the queries of ``texts`` are registered as given;
+    ``down_s`` ``None``: the same pushes without an outage (a peer round)."""
     urls = cluster.api_urls(timeout=TIMEOUT)
     url_list = [urls[c] for c in sorted(urls)]
     r = post_retrying(url_list, "/queries", json=[{"query": t, "name": q} for q, t in texts.items()])
@@ -278,12 +279,17 @@ def zk_restart_round(
                 g[2].set()
 
     th_out = threading.Thread(target=outage, daemon=True)
-    th_out.start()
+    if down_s is None:  # the peer round: no outage
+        for g in gates:
+            g[2].set()
+    else:
+        th_out.start()
     while "down" not in marks and th_out.is_alive():
         time.sleep(0.01)
     for g in gates:
         g[1].set()
-    th_out.join(180)
+    if down_s is not None:
+        th_out.join(180)
     for th in pushers:
         th.join(300)
     for el in corpus.elements:  # the embedded server gets the same pushes (merged by time)
