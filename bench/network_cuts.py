@@ -21,11 +21,22 @@ length.  Every replay runs on a fresh cluster (a replay right after one with a f
 the same cluster can find some tasks never assigned: a coordinator problem of its own).
 
     python bench/network_cuts.py [--cuts 5] [--cut-s 10] [--seed 1] [--session-timeout 2]
-                                 [--max-reports 60] [--elements 120]
+                                 [--max-reports 60] [--elements 120] [--live] [--dir DIR]
+
+``--live`` cuts a container of the live service instead (``linkstream run --zk``: one
+coordinator, three containers, the third in the namespace, as ``bench/cluster_kills.py
+--live``): each round registers the queries of ``tests/api``'s CityBench slice under fresh
+names on the cluster and on an embedded server, pushes the slice over HTTP (shifted in time
+per round) to both, cuts the container at a random element for ``--cut-s`` seconds (the
+pushes go on, paced at 0.25 s, until it is back in the run) and compares the JSON Lines
+results read back.  Recovery there is the cut to the coordinator's first report
+recomputed elsewhere (its log), rejoin the end of the cut to the container joining the
+run again (its log); rounds where the container held none of the round's queries say so.
 
 Needs root (a network namespace and nftables: ``ip`` and ``nft`` from ``make
 system-deps``), the shared CityBench corpus and ZooKeeper.  Raw figures go to
-``bench/results/network_cuts.json``.  Exit status 1 if any run lost or duplicated a line.
+``bench/results/network_cuts.json`` (``network_cuts_live.json``).  Exit status 1 if any
+run lost or duplicated a line.
 """
 
 from __future__ import annotations
@@ -157,10 +168,18 @@ def main() -> int:
     ap.add_argument("--session-timeout", type=float, default=2.0)
     ap.add_argument("--max-reports", type=int, default=60)
     ap.add_argument("--elements", type=int, default=120)
+    ap.add_argument("--live", action="store_true", help="cut a container of the live service during pushes")
+    ap.add_argument(
+        "--dir", default=None, help="--live: work directory to keep (logs); default a temporary one"
+    )
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root: a network namespace and nftables rules")
     rng = random.Random(a.seed)
+    if a.live:
+        from network_cuts_live import live_main
+
+        return live_main(a, rng)
     tmp = Path(tempfile.mkdtemp(prefix="linkstream-cuts-"))
     args, run = workload(tmp, a.max_reports, a.elements)
     expected = tmp / "embedded.jsonl"
