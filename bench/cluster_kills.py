@@ -388,6 +388,10 @@ def leader_main(a: argparse.Namespace, rng: random.Random) -> int:
         f"first new result p50 {fmt(extra['results_recovery_p50_s'])} s p99 {fmt(extra['results_recovery_p99_s'])} s; "
         f"a round with a kill {fmt(ratio)}x the round without one"
     )
+    print(
+        "take-over phases, s after the kill (p50 / max): "
+        + ", ".join(f"{k} {v:.2f}/{extra['phases_max_s'][k]:.2f}" for k, v in extra["phases_p50_s"].items())
+    )
     out = Path(a.out or REPO / "bench" / "results" / "cluster_kills_leader.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1))

@@ -15,7 +15,10 @@ survivor with ``Last-Event-ID``.  Their lines are compared with the embedded ser
 
 Recovery times per kill: to the first push acknowledged by the new leader (``ingest s``)
 and to the first result line a survivor's reader receives (``results s``); the new leader's
-own replay of the shared ingest log (from its log).
+own replay of the shared ingest log (from its log), and the take-over's phases: seconds from
+the kill to each milestone in the new leader's log (:data:`MILESTONES`: elected, live run
+opened, ingest log locked, checkpoint restored, last container joined, log replayed,
+leading), printed under each kill, p50 and max in the JSON summary.
 """
 
 from __future__ import annotations
@@ -40,6 +43,42 @@ from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.localcluster import LocalCluster
 
 NAMES = ["cqels-Q1", "rspql-avg-congestion", "csparql-Q1"]
+
+
+#: milestones of a take-over in the new leader's log, in order (name, pattern)
+MILESTONES = (
+    ("elected", r"elected leader"),
+    ("run_opened", r"live run \S+ opened"),
+    ("log_locked", r"opened the ingest log"),
+    ("checkpoint_restored", r"restored cluster checkpoint"),
+    ("containers_joined", r"joined the run at tick"),
+    ("replayed", r"replayed \d+ ingest log records"),
+    ("leading", r"leading; \d+ queries re-loaded"),
+)
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def phases(log: str, killed_wall: float) -> dict[str, float]:
+    """Seconds from the kill to each milestone of the take-over in the new leader's ``log``
+    (the first line after the kill; for ``containers_joined`` the last one before ``replayed``)."""
+    import datetime as dt
+
+    out: dict[str, float] = {}
+    for line in log.splitlines():
+        m = STAMP.match(line)
+        if not m:
+            continue
+        at = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if at < killed_wall - 0.002:
+            continue
+        for name, pattern in MILESTONES:
+            if re.search(pattern, line) and (
+                name not in out or (name == "containers_joined" and "replayed" not in out)
+            ):
+                out[name] = round(at - killed_wall, 3)
+        if "leading" in out:
+            break
+    return out
 
 
 def pct(xs: list[float], p: float) -> float | None:
@@ -227,6 +266,7 @@ def leader_rounds(
             def kill(victim: str = leader, delay: float = delay, marks: dict[str, float] = marks) -> None:
                 time.sleep(delay)
                 marks["killed"] = time.monotonic()
+                marks["killed_wall"] = time.time()
                 cluster.kill(victim, signal.SIGKILL)
 
             killer = threading.Thread(target=kill, daemon=True)
@@ -276,6 +316,7 @@ def leader_rounds(
             log = (cluster.dir / "logs" / f"{standby}.log").read_text()
             m = re.findall(r"replayed (\d+) ingest log records .*?\(([\d.]+) s;", log)
             replay_n, replay_s = (int(m[-1][0]), float(m[-1][1])) if m else (None, None)
+            steps = phases(log, marks["killed_wall"]) if "killed_wall" in marks else {}
             for q in previous:
                 std.unregister(q)
                 emb.unregister(q)
@@ -299,6 +340,7 @@ def leader_rounds(
                 "results_recovery_s": None if first_line is None or killed is None else first_line - killed,
                 "replayed_records": replay_n,
                 "replay_s": replay_s,
+                "phases_s": steps,
                 "retried_pushes": retried,
                 "seconds": seconds,
                 "killed": killed is not None,
@@ -321,6 +363,7 @@ def leader_rounds(
                 f"{f(replay_s):>8} {retried:>7}",
                 flush=True,
             )
+            print("      " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()), flush=True)
             for e in errors:
                 print("      reader failed:", e, flush=True)
             if kills:
@@ -336,6 +379,14 @@ def leader_rounds(
         "results_recovery_p50_s": statistics.median(results) if results else None,
         "results_recovery_p99_s": pct(results, 0.99),
         "replay_s_max": max((r["replay_s"] or 0.0 for r in runs), default=None),
+        "phases_p50_s": {
+            k: statistics.median(v)
+            for k, _ in MILESTONES
+            if (v := [r["phases_s"][k] for r in runs if k in r["phases_s"]])
+        },
+        "phases_max_s": {
+            k: max(v) for k, _ in MILESTONES if (v := [r["phases_s"][k] for r in runs if k in r["phases_s"]])
+        },
         "session_timeout_s": a.session_timeout,
         "peer": peer,
         "round_with_kill_vs_without": (

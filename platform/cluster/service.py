@@ -72,6 +72,7 @@ from typing import Any
 import httpx
 from kazoo.exceptions import KazooException, NoNodeError
 
+from linkstream.cluster.deadleader import LeaderWatch, publish_session
 from linkstream.cluster.ingest import StreamIngest
 from linkstream.cluster.registration import QueriesMixin, registration_order
 from linkstream.cluster.remote_engine import RemoteEngine
@@ -212,6 +213,10 @@ class ClusterService(QueriesMixin):
         self.peer_verify: Any = True
         self._peer_http: httpx.Client | None = None
         self.client = self.security.kazoo(hosts, session_timeout)
+        #: a dead leader's session is closed at once by its follower, not at the timeout
+        self.leader_watch = LeaderWatch(
+            self.client, hosts, self.security, root, identifier, state_dir, session_timeout
+        )
         self.registry = QueryRegistry(self.client, root)
         self.layout = ClusterLayout(root)
         #: per-stream owners: sequencing and hand-off of pushed elements (:mod:`~linkstream.cluster.ingest`)
@@ -368,7 +373,8 @@ class ClusterService(QueriesMixin):
             params = {
                 "after": str(self.log.last),
                 "committed": str(self.log.committed),
-                "wait": "10",
+                # the first poll of a leader answers at once: its watch knows it (deadleader.py)
+                "wait": "10" if self.leader_watch.knows(ident, url) else "0",
                 "follower": self.identifier,
             }
             try:
@@ -378,9 +384,14 @@ class ClusterService(QueriesMixin):
             except (httpx.HTTPError, ValueError) as exc:
                 logger.debug("following %s failed: %s", url, exc)
                 self.forget_leader()
-                time.sleep(0.2)
+                if not isinstance(exc, httpx.TransportError):
+                    time.sleep(0.2)
+                elif not (ident and self.leader_watch.check(ident, url)):
+                    time.sleep(0.1)  # the leader's process may be exiting: look again soon
                 continue
             if answer.get("leading"):
+                if ident:
+                    self.leader_watch.followed(ident, url)
                 self.log.follow(answer)
             else:
                 self.forget_leader()
@@ -440,6 +451,7 @@ class ClusterService(QueriesMixin):
         from linkstream.engine.live.ingestlog import IngestLog
 
         assert self.state_dir is not None
+        t_lock = time.perf_counter()
         deadline = time.monotonic() + max(30.0, 3 * self.session_timeout)
         while True:
             try:
@@ -449,6 +461,7 @@ class ClusterService(QueriesMixin):
                 if "in use" not in str(exc) or time.monotonic() > deadline or not self.coordinator.is_leader:
                     raise
                 time.sleep(0.1)
+        logger.info("%s: opened the ingest log (%.2f s)", self.identifier, time.perf_counter() - t_lock)
         from linkstream.cluster.checkpoints import recover_leader
 
         t0 = time.perf_counter()
@@ -473,6 +486,10 @@ class ClusterService(QueriesMixin):
         return n
 
     def _bring_up(self) -> None:
+        try:  # lets a standby end this session at once if this process dies (deadleader.py)
+            publish_session(self.client, self.root, self.identifier)
+        except KazooException as exc:
+            logger.warning("%s: cannot publish the leader session: %s", self.identifier, exc)
         latest = self.log.lead(self._repair())
         remote = RemoteEngine(
             self.client,

@@ -9,6 +9,7 @@ Every node under the cluster root holds a JSON object (UTF-8), never a pickle::
     <root>/migrations/<task>              a stateful hand-over not yet acknowledged
     <root>/queries/<query>                registered query text and metadata (registry)
     <root>/leader/...                     leader election among coordinators
+    <root>/leader-session                 ephemeral, the leader's session (cluster/deadleader.py)
     <root>/coordinators/<coordinator>     ephemeral, a live coordinator (its metrics endpoint)
     <root>/config                         cluster-wide settings
 
