@@ -11,6 +11,11 @@ from typing import Any
 _ERROR = {"$ref": "#/components/schemas/Error"}
 
 
+#: why a push is answered 503 (the client retries it, with the same Idempotency-Key)
+_PUSH_503 = (
+    "not taken now: the engine's input queue is full, or (run --zk) the stream's owner or the leader "
+    "is changing or ZooKeeper is unreachable; retry, with the same Idempotency-Key"
+)
 _PUSH_DURABILITY = (
     "With `linkstream run --state-dir DIR` a push is acknowledged (202) only when durable: its "
     "elements are in the ingest log under DIR and fsynced (one fsync per batch of concurrent "
@@ -452,6 +457,7 @@ def _document() -> dict[str, Any]:
                         "202": _resp("accepted", {"type": "object"}),
                         "400": _err("malformed body (line and reason given)"),
                         "415": _err("unsupported media type"),
+                        "503": _err(_PUSH_503),
                     },
                 }
             },
@@ -468,6 +474,7 @@ def _document() -> dict[str, Any]:
                         "202": _resp("accepted", {"type": "object"}),
                         "400": _err("malformed body (line and reason given)"),
                         "415": _err("unsupported media type"),
+                        "503": _err(_PUSH_503),
                     },
                 }
             },
