@@ -476,7 +476,10 @@ class _IndexReader:
             except NoNodeError:
                 continue
             known[t] = Assignment.from_json(decode(data))
-        return dict(sorted(known.items()))
+        # kept sorted: the next sort merges the entries read since (one sorted run) into it in
+        # linear time, not O(n log n) per change of a 10,000-entry index
+        self._known = dict(sorted(known.items()))
+        return dict(self._known)
 
 
 def _failed(results: list[Any]) -> bool:
