@@ -472,8 +472,9 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
 
     key = (parse_text, base)
     compiled = _ALGEBRA_CACHE.get(key)
+    iri_calls = True  # unknown: bind_base looks (it is idempotent)
     if compiled is None:
-        compiled = _from_template(scan, spacing, base)
+        compiled, iri_calls = _from_template(scan, spacing, base)
     if compiled is None:
         tree = _parse_sparql(scan, parse_text, parse_map)
         _check_iris(scan, tree)
@@ -490,7 +491,7 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
             _ALGEBRA_CACHE.clear()  # crude bound; a dict stays safe under concurrent parses
         _ALGEBRA_CACHE[key] = compiled
     prologue = getattr(compiled, "prologue", None)
-    if prologue is not None and prologue.base:
+    if iri_calls and prologue is not None and prologue.base:  # (a template knows: no walk per query)
         bind_base(compiled.algebra, URIRef(prologue.base))
     dialect = next(iter(scan.dialects), "sparql")
     return ContinuousQuery(
@@ -527,8 +528,9 @@ def bind_base(node: object, base: URIRef) -> None:
             stack.extend(x)
 
 
-def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> Any:
-    """The algebra from the template of the query's shape, or ``None`` (parse the text).
+def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> tuple[Any, bool]:
+    """The algebra from the template of the query's shape, or ``None`` (parse the text), and
+    whether it may hold ``IRI()``/``URI()`` calls (``True`` unless the template knows).
 
     The shape is the parser text with its constants replaced by placeholders (see
     :mod:`.template`); its first query parses and checks it.  A shape that fails, or whose
@@ -537,7 +539,7 @@ def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> Any:
     """
     slots, texts = constant_slots(scan, spacing)
     if not texts:
-        return None
+        return None, True
     shape_text = scan.render(decode=True, extra={**spacing, **slots})[0]
     tkey = (shape_text, base)
     cached = _TEMPLATES.get(tkey, _MISSING)
@@ -549,13 +551,13 @@ def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> Any:
             _TEMPLATES.clear()
         _TEMPLATES[tkey] = template
     if template is None:
-        return None
+        return None, True
     try:
         values = template.values(texts)
-        return None if values is None else template.instantiate(values)
+        return (None, True) if values is None else (template.instantiate(values), template.iri_calls)
     except Exception:  # never expected; the text's own parse is the reference
         log.warning("algebra template failed; parsing the query text", exc_info=True)
-        return None
+        return None, True
 
 
 def _build_template(scan: _Scan, shape_text: str, base: str, count: int) -> AlgebraTemplate | None:

@@ -144,6 +144,21 @@ def constant_slots(stream: TokenStream, changes: dict[int, str]) -> tuple[dict[i
     return out, list(texts)
 
 
+def calls_iri(node: object) -> bool:
+    """True if an algebra holds an ``IRI()`` / ``URI()`` call (what
+    :func:`linkstream.query.continuous.bind_base` visits, in the same walk)."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, CompValue):
+            if x.name in ("Builtin_IRI", "Builtin_URI"):
+                return True
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return False
+
+
 def _attributes(x: CompValue) -> dict[str, Any]:
     """The attributes of a CompValue but its name and the methods bound to it."""
     return {
@@ -177,6 +192,9 @@ class AlgebraTemplate:
         if len(seen) != count:
             raise ValueError("not every placeholder reached the algebra")
         self._copy(self.algebra, [URIRef(PLACEHOLDER)] * count)  # copies, or fails now
+        #: whether the algebra holds an ``IRI()``/``URI()`` call (which gets the query's base):
+        #: placeholders are terms, so every instance holds the calls its template holds
+        self.iri_calls = calls_iri(self.algebra)
 
     def _mark(self, x: Any, seen: set[int]) -> bool:
         """Records the containers that hold placeholders; True if ``x`` holds one."""

@@ -105,7 +105,7 @@ def _parse_all(texts, monkeypatch, templates: bool):
     C._TEMPLATES.clear()
     with monkeypatch.context() as m:
         if not templates:
-            m.setattr(C, "_from_template", lambda *a: None)
+            m.setattr(C, "_from_template", lambda *a: (None, True))
         out = []
         for t in texts:
             try:
@@ -149,3 +149,43 @@ def test_errors_of_template_shapes_are_the_texts_own(monkeypatch):
     assert got == _parse_all([good, *bad], monkeypatch, False)
     assert not isinstance(got[0], str)
     assert all(re.match(r"[45]:\d+: ", e) for e in got[1:])  # errors located, as before
+
+
+def _iri_calls(node):
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    out, stack = [], [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, CompValue):
+            if x.name in ("Builtin_IRI", "Builtin_URI"):
+                out.append(x)
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return out
+
+
+def test_template_instances_get_the_base_of_their_iri_calls():
+    # a template knows whether its shape calls IRI(): instances of a shape that does get
+    # the base bound, as a parse of their own text does; the others skip the walk
+    from rdflib.term import URIRef
+
+    C._ALGEBRA_CACHE.clear()
+    C._TEMPLATES.clear()
+    shape = (
+        PFX
+        + STREAM
+        + "SELECT ?s ?i "
+        + WIN
+        + 'WHERE {{ WINDOW ex:w {{ ?s ex:p {a} }} BIND(IRI("rel") AS ?i) }}'
+    )
+    for a in ("ex:a", "ex:b", "<http://ex.org/c>"):
+        cq = parse_continuous(shape.format(a=a, r=3), base="http://base.example/")
+        calls = _iri_calls(cq.algebra.algebra)
+        assert calls and all(c["base"] == URIRef("http://base.example/") for c in calls)
+    plain = PFX + STREAM + "SELECT ?s " + WIN + "WHERE {{ WINDOW ex:w {{ ?s ex:p {a} }} }}"
+    for a in ("ex:a", "ex:b"):
+        parse_continuous(plain.format(a=a, r=3), base="http://base.example/")
+    flags = sorted(t.iri_calls for t in C._TEMPLATES.values() if t is not None)
+    assert flags == [False, True]
