@@ -12,7 +12,7 @@ without looking at the others:
 * a **keyed scan**: a pattern scan with constants (``<u> ?p ?o``, ``?s :p ?o``) over a
   graph fed by windows.  Its delta is the graph delta's rows that hold its constants, so
   the query is dirty only when such a row arrives or leaves.  The graph's delta is
-  computed once per epoch, its distinct constant values found with one ``np.unique`` per
+  computed once per epoch, its distinct constant values found with one set per
   constant-position shape, and each value looked up in a hash map of the queries waiting
   for it -- the alpha network of a Rete (CQELS Cloud's shared matcher): the work per
   epoch grows with the rows that arrived, not with the number of registered queries.
@@ -30,10 +30,7 @@ that.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.graph import GraphOperator
@@ -136,15 +133,15 @@ class _KeyedGraph:
             return
         cols = d.cols
         for positions, waiting in self.shapes.items():
+            # a set of the delta's values (np.unique: 6 us on a few rows, numpy 2.4)
+            values: set[object]
             if len(positions) == 1:
-                values: Iterable[object] = np.unique(cols[positions[0]]).tolist()
+                values = set(cols[positions[0]].tolist())
             else:
-                sub = np.unique(cols[list(positions)], axis=1)
-                values = [tuple(v) for v in sub.T.tolist()]
+                values = set(zip(*cols[list(positions)].tolist()))
             if len(waiting) < 8:  # few keys: test each against the delta instead
-                present = set(values)
                 for key, names in waiting.items():
-                    if key in present:
+                    if key in values:
                         out |= names
                 continue
             for v in values:
