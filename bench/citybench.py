@@ -6,7 +6,8 @@ engine and through ``shared/tools/oracle.py`` in the same run, each in a fresh p
 and prints per query and as geometric means:
 
 * end-to-end throughput: stream triples / wall time of the whole process (parse, load,
-  evaluate, write) -- the ratio LinkStream / oracle;
+  evaluate, write) -- the ratio LinkStream / oracle; and the same ratio of CPU seconds
+  (user + system of each process: steadier than wall time on a shared machine);
 * evaluation throughput: stream triples / time spent evaluating (oracle: window upkeep +
   SPARQL per report; LinkStream: window advance + incremental operators + output);
 * latency per report (evaluation time / number of reports);
@@ -25,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -61,14 +63,17 @@ def common_args(q: dict, base: str, full: bool) -> list[str]:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run(cmd: list[str], pythonpath: str | None = None) -> float:
-    t0 = time.perf_counter()
+def run(cmd: list[str], pythonpath: str | None = None) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one fresh process."""
     env = ENV if pythonpath is None else {**ENV, "PYTHONPATH": pythonpath}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} failed: {p.stderr[-2000:]}")
-    return wall
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def geomean(xs: list[float]) -> float:
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     differ: list[str] = []
     print(
         f"{'query':<28}{'reports':>8}{'e2e x':>8}{'eval x':>9}{'LS ms/rep':>11}{'oracle ms/rep':>15}"
-        f"{'results':>9}"
+        f"{'cpu x':>7}{'results':>9}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for q in queries:
@@ -110,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             or_stats = Path(tmp) / f"{q['id']}.or.json"
             vs_stats = Path(tmp) / f"{q['id']}.vs.json"
             ls_cmd = [py, "-m", "linkstream.cli", "replay", *ca, "--out", str(Path(tmp) / "ls.jsonl")]
-            vs_wall = run([*ls_cmd, "--stats", str(vs_stats)], args.versus) if args.versus else None
-            ls_wall = run([*ls_cmd, "--stats", str(ls_stats)])
-            or_wall = run(
+            vs_wall, vs_cpu = (
+                run([*ls_cmd, "--stats", str(vs_stats)], args.versus) if args.versus else (None, 0.0)
+            )
+            ls_wall, ls_cpu = run([*ls_cmd, "--stats", str(ls_stats)])
+            or_wall, or_cpu = run(
                 [py, str(oracle), *ca, "--out", str(Path(tmp) / "or.jsonl"), "--stats", str(or_stats)]
             )
             # the outputs must be equal (SEMANTICS.md section 6); not part of the timings
@@ -137,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                 "linkstream_eval_s": ls_eval,
                 "oracle_eval_s": or_eval,
                 "e2e_ratio": or_wall / ls_wall,
+                "linkstream_cpu_s": ls_cpu,
+                "oracle_cpu_s": or_cpu,
+                "e2e_cpu_ratio": or_cpu / ls_cpu,
                 "eval_ratio": or_eval / ls_eval,
                 "linkstream_ms_per_report": 1e3 * ls_eval / reports,
                 "oracle_ms_per_report": 1e3 * or_eval / max(orc["report_times"], 1),
@@ -147,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 vs_q = json.loads(vs_stats.read_text())["queries"][0]
                 r["versus_wall_s"] = vs_wall
                 r["versus_e2e_ratio"] = or_wall / vs_wall
+                r["versus_cpu_s"] = vs_cpu
+                r["versus_e2e_cpu_ratio"] = or_cpu / vs_cpu
                 r["versus_ms_per_report"] = 1e3 * max(vs_q["eval_seconds"], 1e-6) / max(vs_q["reports"], 1)
             if same.returncode != 0:
                 differ.append(q["id"])
@@ -154,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{q['id']:<28}{r['reports']:>8}{r['e2e_ratio']:>8.2f}{r['eval_ratio']:>9.1f}"
                 f"{r['linkstream_ms_per_report']:>11.3f}{r['oracle_ms_per_report']:>15.3f}"
-                f"{'equal' if r['results_equal'] else 'DIFFER':>9}"
+                f"{r['e2e_cpu_ratio']:>7.2f}{'equal' if r['results_equal'] else 'DIFFER':>9}"
                 + (
-                    f"  versus: e2e x{r['versus_e2e_ratio']:.2f} {r['versus_ms_per_report']:.3f} ms/rep"
+                    f"  versus: e2e x{r['versus_e2e_ratio']:.2f} cpu x{r['versus_e2e_cpu_ratio']:.2f} "
+                    f"{r['versus_ms_per_report']:.3f} ms/rep"
                     if vs_wall is not None
                     else ""
                 ),
@@ -164,22 +177,26 @@ def main(argv: list[str] | None = None) -> int:
             )
     summary = {
         "geomean_e2e_ratio": geomean([r["e2e_ratio"] for r in rows]),
+        "geomean_e2e_cpu_ratio": geomean([r["e2e_cpu_ratio"] for r in rows]),
         "geomean_eval_ratio": geomean([r["eval_ratio"] for r in rows]),
         "geomean_linkstream_ms_per_report": geomean([r["linkstream_ms_per_report"] for r in rows]),
         "geomean_oracle_ms_per_report": geomean([r["oracle_ms_per_report"] for r in rows]),
     }
     if args.versus:
         summary["versus_geomean_e2e_ratio"] = geomean([r["versus_e2e_ratio"] for r in rows])
+        summary["versus_geomean_e2e_cpu_ratio"] = geomean([r["versus_e2e_cpu_ratio"] for r in rows])
         summary["versus_geomean_ms_per_report"] = geomean([r["versus_ms_per_report"] for r in rows])
     print(
-        f"\ngeo-mean: end-to-end throughput x{summary['geomean_e2e_ratio']:.2f}, evaluation throughput "
+        f"\ngeo-mean: end-to-end throughput x{summary['geomean_e2e_ratio']:.2f} (CPU "
+        f"x{summary['geomean_e2e_cpu_ratio']:.2f}), evaluation throughput "
         f"x{summary['geomean_eval_ratio']:.1f} vs oracle; latency per report "
         f"{summary['geomean_linkstream_ms_per_report']:.3f} ms (oracle "
         f"{summary['geomean_oracle_ms_per_report']:.3f} ms)"
     )
     if args.versus:
         print(
-            f"--versus {args.versus}: end-to-end x{summary['versus_geomean_e2e_ratio']:.2f}, latency per "
+            f"--versus {args.versus}: end-to-end x{summary['versus_geomean_e2e_ratio']:.2f} "
+            f"(CPU x{summary['versus_geomean_e2e_cpu_ratio']:.2f}), latency per "
             f"report {summary['versus_geomean_ms_per_report']:.3f} ms (same run)"
         )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
