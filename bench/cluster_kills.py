@@ -389,6 +389,10 @@ def leader_main(a: argparse.Namespace, rng: random.Random) -> int:
         f"a round with a kill {fmt(ratio)}x the round without one"
     )
     print(
+        "first result after the new leader's election (not a line of the old one delivered late): "
+        f"p50 {fmt(extra['new_results_recovery_p50_s'])} s p99 {fmt(extra['new_results_recovery_p99_s'])} s"
+    )
+    print(
         "take-over phases, s after the kill (p50 / max): "
         + ", ".join(f"{k} {v:.2f}/{extra['phases_max_s'][k]:.2f}" for k, v in extra["phases_p50_s"].items())
     )

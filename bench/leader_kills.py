@@ -317,6 +317,10 @@ def leader_rounds(
             m = re.findall(r"replayed (\d+) ingest log records .*?\(([\d.]+) s;", log)
             replay_n, replay_s = (int(m[-1][0]), float(m[-1][1])) if m else (None, None)
             steps = phases(log, marks["killed_wall"]) if "killed_wall" in marks else {}
+            # a line of the old leader the standby delivers after the kill is not a new result:
+            # the first line after the new leader's election is
+            elected = None if killed is None or "elected" not in steps else killed + steps["elected"]
+            first_new = next((x for x in sorted(arrivals) if elected is not None and x > elected), None)
             for q in previous:
                 std.unregister(q)
                 emb.unregister(q)
@@ -338,6 +342,7 @@ def leader_rounds(
                 if killed is None or "ingest" not in marks
                 else marks["ingest"] - killed,
                 "results_recovery_s": None if first_line is None or killed is None else first_line - killed,
+                "new_results_recovery_s": None if first_new is None or killed is None else first_new - killed,
                 "replayed_records": replay_n,
                 "replay_s": replay_s,
                 "phases_s": steps,
@@ -363,7 +368,12 @@ def leader_rounds(
                 f"{f(replay_s):>8} {retried:>7}",
                 flush=True,
             )
-            print("      " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()), flush=True)
+            print(
+                "      "
+                + ", ".join(f"{k} {v:.2f}" for k, v in steps.items())
+                + f", first result after the election {f(run['new_results_recovery_s'])}",
+                flush=True,
+            )
             for e in errors:
                 print("      reader failed:", e, flush=True)
             if kills:
@@ -373,11 +383,14 @@ def leader_rounds(
         embedded.stop()
     ingest = [r["ingest_recovery_s"] for r in runs if r["ingest_recovery_s"] is not None]
     results = [r["results_recovery_s"] for r in runs if r["results_recovery_s"] is not None]
+    new = [r["new_results_recovery_s"] for r in runs if r["new_results_recovery_s"] is not None]
     summary = {
         "ingest_recovery_p50_s": statistics.median(ingest) if ingest else None,
         "ingest_recovery_p99_s": pct(ingest, 0.99),
         "results_recovery_p50_s": statistics.median(results) if results else None,
         "results_recovery_p99_s": pct(results, 0.99),
+        "new_results_recovery_p50_s": statistics.median(new) if new else None,
+        "new_results_recovery_p99_s": pct(new, 0.99),
         "replay_s_max": max((r["replay_s"] or 0.0 for r in runs), default=None),
         "phases_p50_s": {
             k: statistics.median(v)

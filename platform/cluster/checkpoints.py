@@ -93,6 +93,8 @@ __all__ = ["ClusterCheckpointer", "pointer_path", "read_pointer", "recover_leade
 
 #: version of the cluster checkpoint layout (meta ``"cluster"``)
 LAYOUT = 1
+#: seconds after a take-over that replayed log records until the new leader's first checkpoint
+TAKEOVER_CHECKPOINT_S = 1.0
 #: seconds a checkpoint waits for the result log to commit its last tick before it is skipped
 COMMIT_WAIT_S = 5.0
 
@@ -521,7 +523,7 @@ def recover_leader(
         "seconds": round(time.perf_counter() - t0, 3),
     }
     if store is not None and service.checkpoint_interval > 0:
-        live.checkpointer = ClusterCheckpointer(
+        checkpointer = ClusterCheckpointer(
             live,
             remote,
             ingest,
@@ -530,6 +532,9 @@ def recover_leader(
             client=service.client,
             root=service.root,
             results=service.log,
-        ).start()
+        )
+        if n:  # the next take-over (a crash loop, say) does not replay these records again
+            checkpointer.first_s = TAKEOVER_CHECKPOINT_S
+        live.checkpointer = checkpointer.start()
         log.info("cluster checkpoints every %gs to %s", service.checkpoint_interval, store.uri)
     return info

@@ -17,6 +17,7 @@ truncated only up to what the oldest kept checkpoint covers): the results are st
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -120,9 +121,10 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
                 ck = before["checkpoints"]
                 assert ck["checkpoints"] >= 3 and ck["failures"] == 0, ck
                 assert before["ingest_log"]["truncated_segments"] > 0, before["ingest_log"]
-                cluster.kill(leader)  # SIGKILL
-                if corrupt:  # the survivor takes over only once the dead leader's session expired
-                    # the checkpoint ZooKeeper names (the leader may have died between a
+                if corrupt:  # the leader frozen first: it takes no newer checkpoint, and the
+                    # standby does not take over a live process (its port still takes connections)
+                    cluster.kill(leader, signal.SIGSTOP)
+                    # the checkpoint ZooKeeper names (the leader may have stopped between a
                     # checkpoint's manifest and the pointer: then a newer one is on the store)
                     zk = cluster.client()
                     try:
@@ -131,6 +133,7 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
                         zk.stop()
                         zk.close()
                     open_checkpoints(uri).backend.put(f"ckpt-{bad}/queries", b"LSCK garbage")
+                cluster.kill(leader)  # SIGKILL
                 order = [urls[standby]]
             if k == kill_at // 2:  # with an idempotency key: a checkpoint covers it before the kill
                 keyed = el
@@ -258,3 +261,40 @@ def test_the_pointer_names_the_checkpoint_tried_first_and_damage_falls_back(
         CheckpointError, match=f"checkpoint {embedded} is not a cluster checkpoint of layout 1"
     ):
         _load(store, embedded)
+
+
+def test_the_first_checkpoint_can_come_before_the_interval(tmp_path: Path) -> None:
+    """``Checkpointer.first_s``: a new leader that replayed log records checkpoints 1 s after its
+    take-over (``TAKEOVER_CHECKPOINT_S``), not an interval later -- the next take-over does not
+    replay them again."""
+    from linkstream.engine.live.checkpoint import Checkpointer
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.engine.live.runtime import LiveEngine
+
+    state = tmp_path / "state"
+    lg = IngestLog(str(state))
+    store = open_checkpoints(str(state / "checkpoints"))
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg, checkpoints=store)
+    ck = None
+    try:
+        live.register(
+            "PREFIX ex: <http://ex/>\nSELECT ?x WHERE { STREAM ex:s [RANGE 5s SLIDE 1s] { ?x ex:p ?v } }",
+            "q",
+        )
+        live.push("http://ex/s", 1000, [("<http://ex/a>", "<http://ex/p>", "<http://ex/b>")])
+        live.sync()
+        ck = Checkpointer(live, lg, store, 60.0)
+        ck.first_s = 0.3
+        t0 = time.monotonic()
+        ck.start()
+        while ck.checkpoints == 0:
+            assert time.monotonic() - t0 < 20, "no checkpoint 20 s after the start (interval 60 s)"
+            time.sleep(0.05)
+        assert store.ids() == [ck.last_id] and ck.last_seq == lg.last_seq(), (store.ids(), ck.stats())
+        time.sleep(0.5)
+        assert ck.checkpoints == 1  # then the interval again
+    finally:
+        if ck is not None:
+            ck.stop()
+        live.close()

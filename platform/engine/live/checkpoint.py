@@ -428,6 +428,8 @@ class Checkpointer:
         self.log = ingest_log
         self.store = store
         self.interval_s = interval_s
+        #: seconds before the first periodic checkpoint (``None``: ``interval_s``)
+        self.first_s: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -488,7 +490,9 @@ class Checkpointer:
                 log.error("final checkpoint to %s failed: %s", self.store.uri, e)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        wait = self.interval_s if self.first_s is None else min(self.first_s, self.interval_s)
+        while not self._stop.wait(wait):
+            wait = self.interval_s
             try:
                 self.checkpoint()
             except Exception as e:  # the log keeps everything: the next one may succeed
