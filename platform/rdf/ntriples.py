@@ -310,6 +310,7 @@ class LineParser:
         self.bnode_prefix = bnode_prefix
         self._iris: dict[str, str] = {}  # "<iri>" token -> canonical term (itself)
         self._lits: dict[str, str] = {}  # literal token -> canonical term
+        self._bnodes: dict[str, str] = {}  # "_:label" token -> canonical term (prefixed)
         self._langs: dict[str, str] = {}
         self._re = _patterns()
 
@@ -401,15 +402,16 @@ class LineParser:
             p = self._split_term(parts[1], False)
             if p is None or p[0] != "<":
                 return None
-        s = iris.get(parts[0]) or self._split_term(parts[0], False)
+        bnodes = self._bnodes
+        s = iris.get(parts[0]) or bnodes.get(parts[0]) or self._split_term(parts[0], False)
         if s is None:
             return None
         tok = parts[2]
-        o = iris.get(tok) or self._lits.get(tok) or self._split_term(tok, True)
+        o = iris.get(tok) or self._lits.get(tok) or bnodes.get(tok) or self._split_term(tok, True)
         if o is None:
             return None
         if len(parts) == 5:
-            g = iris.get(parts[3]) or self._split_term(parts[3], False)
+            g = iris.get(parts[3]) or bnodes.get(parts[3]) or self._split_term(parts[3], False)
             if g is None:
                 return None
             return s, p, o, g
@@ -428,7 +430,10 @@ class LineParser:
                 return self._iri_token(tok)
         elif c == "_":
             if tok[1:2] == ":" and (_ASCII_LABEL_RE if tok.isascii() else self._re.label).fullmatch(tok, 2):
-                return "_:" + self.bnode_prefix + tok[2:]
+                term = self._bnodes[tok] = "_:" + self.bnode_prefix + tok[2:]
+                if len(self._bnodes) > _CACHE_MAX:
+                    self._bnodes.clear()
+                return term
         elif c == '"' and literal_ok:
             m = _LITTOK_RE.fullmatch(tok)
             if m is not None:

@@ -14,11 +14,12 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
+from operator import itemgetter
 
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
-from linkstream.rdf.ntriples import NTriplesError, parse_file_line, parser_for, utf8_error
+from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, parser_for, utf8_error
 from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
 
 _log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ RDFLIB_FORMATS = {
 LINE_FORMATS = (".nt", ".ntriples", ".nq", ".nquads")
 _QUAD_FORMATS = ("trig", "json-ld")
 _CHUNK = 65536
+_TRIPLE = itemgetter(0, 1, 2)
 
 
 def load_graph(
@@ -68,7 +70,8 @@ def load_graph(
         raise ValueError(f"{path!r} is a directory, not an RDF file")
     low = path.lower()
     if low.endswith(LINE_FORMATS):
-        chunks = _encode_chunks(_line_triples(path, bnode_prefix, log or _log.warning), dictionary)
+        quads = line_quads(path, bnode_prefix, log or _log.warning)
+        chunks = _encode_chunks(map(_TRIPLE, quads), dictionary)
     else:
         fmt = next((f for suffix, f in RDFLIB_FORMATS.items() if low.endswith(suffix)), None)
         if fmt is None:
@@ -117,20 +120,25 @@ def line_quads(
 ) -> Iterator[tuple[str, str, str, str | None]]:
     """The statements of an N-Triples / N-Quads file; malformed lines are logged and skipped."""
     parser = parser_for(bnode_prefix)
+    statement = parser.parse_statement
     # utf-8-sig: a byte order mark at the start of the file is not part of the first line
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as f:
         for lineno, raw in enumerate(f, 1):
-            try:
-                quads = parse_file_line(parser, raw)
+            line = raw.strip(LINE_STRIP)
+            if not line or line[0] == "#":
+                continue
+            try:  # parse_file_line, inlined for the common line (one statement, no CR)
+                if "\r" in line:
+                    quads = parser.parse_statements(line)
+                else:
+                    q = statement(line)
+                    if q is not None:
+                        yield q
+                    continue
             except NTriplesError as e:
                 log("%s:%d: rejected: %s" % (path, lineno, utf8_error(raw) or e))
                 continue
             yield from quads
-
-
-def _line_triples(path: str, bnode_prefix: str, log: Callable[[str], None]) -> Iterator[tuple[str, str, str]]:
-    for s, p, o, _g in line_quads(path, bnode_prefix, log):
-        yield s, p, o
 
 
 def _rdflib_triples(path: str, fmt: str, bnode_prefix: str) -> Iterator[tuple[str, str, str]]:

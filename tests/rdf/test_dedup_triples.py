@@ -51,3 +51,29 @@ def test_ascii_blank_node_labels_read_as_with_the_full_expression() -> None:
     )
     with pytest.raises(N.NTriplesError):
         parser.parse_line("_:a. <http://x.org/p> <http://x.org/o> .")
+
+
+def test_a_cached_blank_node_is_still_no_predicate(tmp_path) -> None:
+    """Blank-node tokens are cached apart from IRIs: once seen as a subject, a label is
+    still rejected as a predicate; statements and rejections keep their lines."""
+    from linkstream.rdf.dictionary import open_dictionary
+    from linkstream.rdf.static import load_graph
+
+    parser = N.parser_for("k_")
+    assert parser.parse_line("_:b1 <http://x.org/p> _:b2 .") == ("_:k_b1", "<http://x.org/p>", "_:k_b2", None)
+    with pytest.raises(N.NTriplesError):
+        parser.parse_line("<http://x.org/s> _:b1 <http://x.org/o> .")
+    f = tmp_path / "g.nt"
+    f.write_text(
+        "_:b1 <http://x.org/p> _:b2 .\n<http://x.org/s> _:b1 <http://x.org/o> .\n# c\n"
+        "_:b2 <http://x.org/p> _:b1 .\r_:b1 <http://x.org/p> _:b1 .\n"
+    )
+    d = open_dictionary("memory:")
+    logs: list[str] = []
+    ids = load_graph(str(f), d, bnode_prefix="k_", log=logs.append)
+    assert [tuple(d.decode_many(row)) for row in ids.tolist()] == [
+        ("_:k_b1", "<http://x.org/p>", "_:k_b2"),
+        ("_:k_b2", "<http://x.org/p>", "_:k_b1"),
+        ("_:k_b1", "<http://x.org/p>", "_:k_b1"),
+    ]
+    assert len(logs) == 1 and logs[0].startswith(f"{f}:2: rejected: ")
