@@ -157,8 +157,6 @@ class _Instance:
     #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
     windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
-    #: the ranges and static graph keys the router was built for
-    built: tuple = ()
 
     @property
     def started(self) -> bool:
@@ -175,7 +173,6 @@ class Sharing:
         self._next_instance = 0
         self.routing = True  # shared joins + routers (off: per-range joins)
         self.renaming = True  # alpha-renaming of scans and joins
-        self.reuse = True  # a shared join that runs unchanged is taken without building it again
         self._extents: dict[tuple, int] = {}
 
     # ------------------------------------------------------------ core
@@ -451,40 +448,7 @@ class Sharing:
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
         ranges = [int(_slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]  # time windows have a range
         inst = self._instance(key, ranges)
-        out_vars = tuple(jn.values())
-        statics = tuple(repr(getattr(sl, "static_key", None)) for sl in slots)
-        router = inst.router
-        if not (
-            self.reuse
-            and router is not None
-            and inst.built == (tuple(inst.ranges), statics)
-            and self.eng.operators.get(router.sig) is router
-        ):
-            router = self._build(inst, op, leaves, slots, patterns, ts_vars, graphs, cfilters, out_vars)
-            inst.built = (tuple(inst.ranges), statics)
-        # else: the instance runs unchanged since it was built for this key (same ranges, same
-        # static graphs): building it again would find every operator by signature and drop
-        # what it built, so the running router is taken as it is
-        rkey = (tuple(ranges), tuple(consts))
-        route: Operator = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])
-        if after:
-            route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
-        return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
-
-    def _build(
-        self,
-        inst: _Instance,
-        op: MJoinOperator,
-        leaves: list[_Leaf],
-        slots: list[WindowOperator | GraphOperator],
-        patterns: list[tuple],
-        ts_vars: list[str | None],
-        graphs: dict[int, Operator],
-        cfilters: list[Expr],
-        out_vars: tuple[str, ...],
-    ) -> RouterOperator:
-        """The shared join of ``inst`` and its router (operators that already run are found
-        by signature)."""
+        # build the shared instance (operators that already run are found by signature)
         windows: list[Operator] = []
         for si, sl in enumerate(slots):
             tws_k = []
@@ -506,6 +470,7 @@ class Sharing:
                 tw = windows[slots.index(lf.merged or lf.window)]  # type: ignore[arg-type]  # a window leaf has a slot
                 children.append(self._intern(TimedScanOperator(tw, lpat, tv), [tw]))
         join = self._intern(MJoinOperator(children, cfilters, op.evaluator), children)
+        out_vars = tuple(jn.values())
         slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if (lf.merged or lf.window) is w] for w in slots]
         per_slot = [[c.shared if isinstance(c, AttachOperator) else c for c in w.children] for w in windows]
         # every window of a slot has the slot's step and advances at the same report times
@@ -515,7 +480,11 @@ class Sharing:
         router = self._intern(RouterOperator(join, slots_ts, out_vars), [join])
         inst.windows = cast("list[list[TimedWindowOperator]]", per_slot)  # the timed windows built above
         inst.router = router
-        return router
+        rkey = (tuple(ranges), tuple(consts))
+        route: Operator = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])
+        if after:
+            route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
+        return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
 
     def _static_gen(self, sr: StaticResultOperator, p: tuple, occurs: dict[object, int]) -> tuple[int, ...]:
         """Positions of static pattern ``p`` whose constant becomes a hidden variable: a
