@@ -24,6 +24,7 @@ from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, Resul
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.routed import RoutedBlocks
 from linkstream.engine.sharing import Sharing
+from linkstream.engine.units import StepsIndex
 from linkstream.operators.aggregate import AggregateOperator
 from linkstream.operators.base import AttachOperator, Operator, explain
 from linkstream.operators.distinct import DistinctOperator
@@ -74,7 +75,7 @@ class ReportSchedule:
         return n
 
 
-@dataclass
+@dataclass(eq=False)  # an entity: equal to itself only (replay compares lists of them)
 class RegisteredQuery(ReportSchedule):
     """A continuous query with its operators and report schedule."""
 
@@ -151,6 +152,8 @@ class Engine:
         #: (:mod:`linkstream.engine.keyed`); off: every query on its own operators
         self.group_keyed = True
         self._groups: dict[tuple, KeyedGroup] = {}
+        #: the registered queries by report steps (replay's units, :mod:`.units`)
+        self.steps_index = StepsIndex()
         self._grouped: dict[str, KeyedGroup] = {}
         #: the result views of queries on a router's groups, kept per chain shape in one
         #: pass (:mod:`linkstream.engine.routed`); off: every view through its own operators
@@ -302,6 +305,7 @@ class Engine:
                     self._blocks = RoutedBlocks(self.dictionary)
                 self._blocks.join(output.view)
         self._reports[cq.name] = (output, output.view, rq.stats)
+        self.steps_index.add(rq, type(rq).next_report is ReportSchedule.next_report)
         return rq
 
     def _group(self, rq: RegisteredQuery) -> bool:
@@ -358,6 +362,7 @@ class Engine:
     def unregister(self, name: str) -> None:
         """Remove a query; operators no other query uses are freed."""
         rq = self.queries.pop(name)
+        self.steps_index.remove(rq, type(rq).next_report is ReportSchedule.next_report)
         self._ungroup(name)
         self._reports.pop(name, None)
         self._quiet_blocks.pop(name, None)

@@ -144,6 +144,14 @@ class _MemberStats(QueryStats):
         super().__init__(base.reports, base.rows, base.eval_seconds, base.latencies)
 
     @property
+    def reports(self) -> int:
+        return self._reports0 + self._group.nrep
+
+    @reports.setter
+    def reports(self, value: int) -> None:
+        self._reports0 = int(value) - self._group.nrep
+
+    @property
     def rows(self) -> int:
         return self._rows0 + int(self._group.acc[self._mid])
 
@@ -234,6 +242,8 @@ class KeyedGroup:
         self._prune = False
         self._empty = Batch.empty(vars)  # read-only: every empty key's rows
         self.epoch = -1
+        #: reports counted for every member at once (a replay of whole units)
+        self.nrep = 0
         #: evaluation seconds and per-report latencies of the group (its members')
         self.seconds = 0.0
         self.latencies: list[float] = []

@@ -13,7 +13,7 @@ import bisect
 import itertools
 import json
 import weakref
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -432,16 +432,19 @@ class ReportLines(Mapping[str, list[str]]):
                 out[name] = self[name]
         return out
 
-    def text(self, order: Sequence[str] | None = None) -> tuple[int, str]:
+    def text(self, order: Sequence[str] | Callable[[], Sequence[str]] | None = None) -> tuple[int, str]:
         """Every line written, in query name order, each ended by a newline, and their
         number: one join and one time substitution for the whole report.
 
         Args:
-            order: The reporting names, sorted (when at hand): walked instead of sorting
-                the written names when these are not a small part of them.
+            order: The reporting names, sorted (when at hand, or a function that sorts
+                them, called only when needed): walked instead of sorting the written
+                names when these are not a small part of them.
         """
         if self.groups:
             return self._text_groups(order)
+        if callable(order):
+            order = order()
         lines = self.lines
         blocks = self.blocks or {}
         parts: list[str] = []
@@ -477,7 +480,7 @@ class ReportLines(Mapping[str, list[str]]):
             return 0, ""
         return len(got), "\n".join(got) + "\n"
 
-    def _text_groups(self, order: Sequence[str] | None) -> tuple[int, str]:
+    def _text_groups(self, order: Sequence[str] | Callable[[], Sequence[str]] | None) -> tuple[int, str]:
         """:meth:`text` with groups: each group's joined blocks go between the other
         queries' lines where their names sort.  Groups whose names interleave with
         others' are scattered into the report order in one vectorised assignment each."""
@@ -514,6 +517,8 @@ class ReportLines(Mapping[str, list[str]]):
             text = "".join(parts)
             return n, text.replace(TIME_MARK, self.t_text) if text else text
         # interleaved: every reporting name has a place in the report order
+        if callable(order):
+            order = order()
         if order is None:
             every = set(plain)
             for _, _, g in segs:

@@ -21,7 +21,6 @@ import gc
 import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TextIO
 
@@ -39,16 +38,33 @@ _SKIP_SPAN = 16
 _SKIP_BACKOFF = 8
 
 
-@dataclass
 class ReplayResult:
     """What a replay did: per-stream and per-query counts and timings."""
 
-    streams: dict[str, StreamStats] = field(default_factory=dict)
-    queries: dict[str, RegisteredQuery] = field(default_factory=dict)
-    triples: int = 0
-    elements: int = 0
-    seconds: float = 0.0
-    rows: int = 0
+    def __init__(
+        self,
+        streams: dict[str, StreamStats] | None = None,
+        queries: dict[str, RegisteredQuery] | Sequence[RegisteredQuery] | None = None,
+        triples: int = 0,
+        elements: int = 0,
+        seconds: float = 0.0,
+        rows: int = 0,
+    ) -> None:
+        self.streams = {} if streams is None else streams
+        self._queries = queries
+        self.triples = triples
+        self.elements = elements
+        self.seconds = seconds
+        self.rows = rows
+
+    @property
+    def queries(self) -> dict[str, RegisteredQuery]:
+        """The replayed queries by name (a sequence given is made a dict when first asked)."""
+        got = self._queries
+        if not isinstance(got, dict):
+            qs = got or ()
+            got = self._queries = dict(zip(map(_NAME, qs), qs))
+        return got
 
     @property
     def rejected(self) -> int:
@@ -66,9 +82,9 @@ class _Unit:
 
     __slots__ = ("names", "queries", "count", "last_c", "_order")
 
-    def __init__(self, queries: list[RegisteredQuery]) -> None:
+    def __init__(self, queries: list[RegisteredQuery], names: frozenset[str] | None = None) -> None:
         self.queries = queries
-        self.names = frozenset(map(_NAME, queries))
+        self.names = frozenset(map(_NAME, queries)) if names is None else names
         self.count = 0  # reports so far (evaluated or skipped)
         self.last_c: int | None = None
         self._order: tuple[str, ...] | None = None
@@ -84,8 +100,18 @@ class _Unit:
         return self.queries[0]
 
 
-def _units(engine: object, queries: Sequence[RegisteredQuery], per_query: bool) -> list[_Unit]:
-    """Group ``queries`` by their steps, unless ``per_query`` (each its own unit)."""
+def _units(engine: object, queries: Sequence[RegisteredQuery], per_query: bool) -> tuple[list[_Unit], bool]:
+    """Group ``queries`` by their steps, unless ``per_query`` (each its own unit); ``True``
+    with them when they are every query registered on the embedded engine (units as the
+    engine keeps them, :mod:`linkstream.engine.units`)."""
+    if not per_query and isinstance(engine, Engine):
+        got = engine.steps_index.units(queries)
+        if got is not None:
+            return [_Unit(qs, names) for qs, names in got], True
+    return _units_of(engine, queries, per_query), False
+
+
+def _units_of(engine: object, queries: Sequence[RegisteredQuery], per_query: bool) -> list[_Unit]:
     types: set[type[RegisteredQuery]] = set(map(type, queries))
     plain = all(t.next_report is ReportSchedule.next_report for t in types)
     if per_query or not plain or not isinstance(engine, Engine):
@@ -123,7 +149,7 @@ def replay(
     evaluates (:meth:`Engine.tick`), not in every registered one, and ``stats.reports``
     is brought up to date when the replay ends.
     """
-    res = ReplayResult(queries=dict(zip(map(_NAME, queries), queries)))
+    res = ReplayResult(queries=tuple(queries))
     # thousands of registered queries are hundreds of thousands of long-lived objects: the
     # cyclic collector would rescan them all over and over while the replay allocates its
     # small batches (a third of the CPU time with 10,000 queries).  They live as long as the
@@ -154,7 +180,7 @@ def replay(
     heapq.heapify(heap)
     t_min = min((h[0] for h in heap), default=None)
 
-    units = _units(engine, queries, per_query=sink is not None)
+    units, units_whole = _units(engine, queries, per_query=sink is not None)
     grouped = isinstance(engine, Engine) and sink is None  # units counted here, not by the engine
     # report times -> units due then; a heap of the distinct times (thousands of queries
     # share a handful of report times: one heap entry per time, not per query)
@@ -172,7 +198,7 @@ def replay(
     # quiet gaps (see the module docstring): only on the embedded engine, and only when
     # each stream's elements come in time order (window bounds are then monotone)
     can_skip = isinstance(engine, Engine) and lateness_ms <= 0
-    min_step = min((min(st) for st in set(map(_STEPS, queries)) if st), default=1)
+    min_step = min((min(u.first.steps) for u in units if u.first.steps), default=1)
     backoff = 0
 
     def skip_quiet(limit: int, last: dict[int, int] | None) -> bool | None:
@@ -234,7 +260,7 @@ def replay(
             reporting = due[0].names if len(due) == 1 else frozenset().union(*(u.names for u in due))
             if grouped:
                 results = engine.tick(c, reporting, count_reports=False, blocks=True)
-                n_lines, text = results.text(due[0].order() if len(due) == 1 else None)
+                n_lines, text = results.text(due[0].order if len(due) == 1 else None)
                 if n_lines:
                     res.rows += n_lines
                     if out is not None:
@@ -285,6 +311,12 @@ def replay(
         fire(max(last.values(), default=0), last)
     if grouped:  # the engine counted nothing: every query of a unit reported unit.count times
         for unit in units:
+            if units_whole:
+                assert isinstance(engine, Engine)
+                engine.steps_index.count_reports(
+                    unit.queries, unit.names, engine._groups, engine._grouped, unit.count, unit.last_c
+                )
+                continue
             for q in unit.queries:
                 q.stats.reports += unit.count
                 if unit.last_c is not None:
