@@ -110,7 +110,9 @@ class AggregateOperator(Operator):
             r = self.routed_via = self._find_route()
         return r
 
-    def _find_route(self) -> tuple[_Shared, RouteOperator] | bool:
+    def _below(self) -> tuple[Operator, dict[str, str]]:
+        """The operator under the child (attachments and one renaming passed), and that
+        renaming's mapping."""
         c = self.child
         while isinstance(c, AttachOperator):
             c = c.shared
@@ -120,6 +122,10 @@ class AggregateOperator(Operator):
             c = c.child
             while isinstance(c, AttachOperator):
                 c = c.shared
+        return c, mapping
+
+    def _find_route(self) -> tuple[_Shared, RouteOperator] | bool:
+        c, mapping = self._below()
         if type(c) is not RouteOperator or not self.group_vars:
             return False
         inv = {q: k for k, q in mapping.items()}
@@ -152,7 +158,10 @@ class AggregateOperator(Operator):
         """Lets go of the route found over the current children: it is looked for anew at the
         next evaluation (a container replaced the input below a cut by a remote one, and the
         old route, released, may have left its router)."""
-        if self.routed_via is not None:
+        r = self.routed_via
+        if isinstance(r, tuple) and self._below()[0] is r[1]:
+            return  # the same route: its shared aggregate and this one's first report stand
+        if r is not None:
             self.discard()
             self.routed_via = None
 
