@@ -3,14 +3,20 @@ same elements as request bodies."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
+from linkstream.api.app import create_app
+from linkstream.api.server import BackgroundServer, build_live
 from linkstream.rdf.ntriples import parser_for
 from linkstream.rdf.streams import PROV_GENERATED_AT, parse_datetime_ms
 from linkstream.rdf.terms import unescape_string
 
 REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
 SES = "http://www.insight-centre.org/dataset/SampleEventService#"
 STREAM_A = SES + "AarhusTrafficData182955"
 STREAM_B = SES + "AarhusTrafficData158505"
@@ -37,11 +43,25 @@ class Corpus:
     queries: Path
     elements: list[Element] = field(default_factory=list)  # merged by time, as a replay reads them
 
+    def static_args(self) -> list[str]:
+        """The ``--static`` options of every run over the slice (default and named graph)."""
+        return ["--static", str(self.static), "--static", f"{REPO_GRAPH}={self.static}"]
+
     def replay_args(self) -> list[str]:
-        args = ["--static", str(self.static), "--static", f"{REPO_GRAPH}={self.static}"]
+        args = self.static_args()
         for iri, path in self.streams.items():
             args += ["--stream", f"{iri}={path}"]
         return args
+
+    def texts(self, names: list[str]) -> dict[str, str]:
+        """The text of each named query of ``examples/citybench/queries``."""
+        return {q: (self.queries / f"{q}.rq").read_text(encoding="utf-8") for q in names}
+
+    def embedded_server(self) -> BackgroundServer:
+        """An embedded ``run`` over the slice's static graphs, started (the reference the
+        cluster's results are compared with); the caller stops it."""
+        live = build_live([(None, str(self.static)), (REPO_GRAPH, str(self.static))], idle_ms=None)
+        return BackgroundServer(create_app(live), on_shutdown=live.close).start()
 
     def last_report(self, step: int = 1000) -> int:
         """The replay's last report time for a query of ``step`` (SEMANTICS.md §4)."""
@@ -71,6 +91,15 @@ def _split_elements(stream: str, text: str) -> list[Element]:
     if nq:
         out[-1].nquads, out[-1].ntriples = "".join(nq), "".join(nt)
     return out
+
+
+def corpus_or_skip(out: Path) -> Corpus:
+    """:func:`build_corpus` from the shared corpus (``$LINKSTREAM_SHARED`` or
+    ``../shared``), the test skipped when no CityBench data is found."""
+    corpus = build_corpus(SHARED, out)
+    if corpus is None:
+        pytest.skip("no CityBench data")
+    return corpus
 
 
 def build_corpus(shared: Path, out: Path) -> Corpus | None:

@@ -9,7 +9,6 @@ embedded ``run`` fed the same pushes: none lost, none twice.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -18,13 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.driver import task_id
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.assignment import AssignmentTable
-from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _collect, _roles
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -42,15 +39,11 @@ def _owners(cluster: LocalCluster) -> dict[str, str | None]:
 def test_kill_9_of_a_container_during_pushes_loses_nothing(
     tmp_path: Path, zk_server: str, zk_chroot: str
 ) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    corpus = corpus_or_skip(tmp_path)
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
     until = corpus.last_report(1000)
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)

@@ -29,11 +29,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.localcluster import LocalCluster
-from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _wait_roles
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -110,16 +108,12 @@ def push_retrying(urls: list[str], stream: str, body: str, t: int, deadline_s: f
 def test_kill_9_of_the_leader_during_pushes_loses_nothing(
     tmp_path: Path, zk_server: str, zk_chroot: str
 ) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    corpus = corpus_or_skip(tmp_path)
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
     state = tmp_path / "state"  # the shared ingest log of the coordinators
     until = corpus.last_report(1000)
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)

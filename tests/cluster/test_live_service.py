@@ -19,7 +19,6 @@ the embedded run's.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -30,11 +29,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.localcluster import LocalCluster
-from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+from tests.api.corpus import corpus_or_skip
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 
@@ -139,16 +136,12 @@ def _lines(client: Client, name: str, until: int, sse: bool):
 
 
 def test_cluster_serves_the_api_like_embedded_run(tmp_path: Path, zk_server: str, zk_chroot: str) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    corpus = corpus_or_skip(tmp_path)
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
     until = corpus.last_report(1000)
 
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)  # the credential and the state file, no process yet
@@ -253,15 +246,11 @@ def test_results_equal_while_containers_come_and_go(tmp_path: Path, zk_server: s
     """One coordinator, two containers; while the slice is pushed a third container joins
     and the first is drained away (``containers add`` / ``remove``): the JSONL results
     still equal the embedded run's."""
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    corpus = corpus_or_skip(tmp_path)
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
     until = corpus.last_report(1000)
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)

@@ -16,7 +16,6 @@ the queries from the registry in one pass; they are placed again.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -26,14 +25,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.driver import task_id
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.registry import QueryRegistry
-from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import _wait_roles
 from tests.engine.test_sharing import generate
 
@@ -67,16 +64,12 @@ def _read(client: Client, name: str, until: int, into: dict, key: str) -> None:
 def test_a_thousand_queries_in_one_batch_equal_embedded_run(
     tmp_path: Path, zk_server: str, zk_chroot: str
 ) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    corpus = corpus_or_skip(tmp_path)
+    statics = corpus.static_args()
     batch = [{"query": text, "name": name} for name, text in generate(N).items()]
     until = corpus.last_report(2000)
 
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(
         tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S, capacity=N
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import threading
 import time
@@ -28,11 +27,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.localcluster import LocalCluster
-from tests.api.corpus import REPO, REPO_GRAPH, STREAM_A, STREAM_B, build_corpus
+from tests.api.corpus import STREAM_A, STREAM_B, corpus_or_skip
 from tests.cluster.test_leader_kill_live import read_sse
 from tests.cluster.test_live_service import _wait_roles
 from tests.engine.test_sharing import generate
@@ -123,18 +120,14 @@ def _retry_503(fn, *args):  # type: ignore[no-untyped-def]
 def test_the_live_service_loses_nothing_while_containers_change_and_the_leader_dies(
     tmp_path: Path, zk_server: str, zk_chroot: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
     monkeypatch.setattr("tests.api.corpus.ELEMENTS", ELEMENTS)
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
+    corpus = corpus_or_skip(tmp_path)
     texts = _queries(N)
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    statics = corpus.static_args()
     until = corpus.last_report(2000)
     by_stream = {s: [el for el in corpus.elements if el.stream == s] for s in (STREAM_A, STREAM_B)}
 
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(
         tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S, capacity=N
     )

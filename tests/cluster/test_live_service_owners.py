@@ -15,7 +15,6 @@ under a newer epoch.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -26,13 +25,11 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.ingest import stream_key
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.layout import decode
-from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _collect, _wait_roles
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -50,18 +47,14 @@ def _owners(zk: KazooClient, root: str, streams: list[str]) -> dict[str, tuple[s
 
 
 def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot: str) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    corpus = corpus_or_skip(tmp_path)
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
     until = corpus.last_report(1000)
     streams = list(dict.fromkeys(el.stream for el in corpus.elements))
     assert len(streams) == 2, streams
 
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     zk: KazooClient | None = None
     try:

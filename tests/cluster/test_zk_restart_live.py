@@ -15,17 +15,14 @@ repeats it).
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.localcluster import LocalCluster
-from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import QUERIES, SESSION_S, _wait_roles
 from tests.cluster.zklive import zk_restart_round
 
@@ -36,14 +33,10 @@ DOWN_S = 5.0
 
 @pytest.mark.slow  # 40-60 s under load: its own ZooKeeper (TLS) restarted, two coordinators
 def test_a_zookeeper_restart_during_live_pushes_loses_nothing(tmp_path: Path) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    corpus = corpus_or_skip(tmp_path)
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "own-zk", session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)

@@ -29,13 +29,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.checkpoints import read_pointer
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.store.checkpoints import open_checkpoints
-from tests.api.corpus import REPO, REPO_GRAPH, build_corpus
+from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_leader_kill_live import collect, push_retrying
 from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _wait_roles
 
@@ -62,24 +60,20 @@ def _push_keyed(url: str, el: Any) -> int:
 
 
 def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> None:
-    shared = Path(os.environ.get("LINKSTREAM_SHARED") or REPO.parent / "shared").resolve()
-    corpus = build_corpus(shared, tmp_path)
-    if corpus is None:
-        pytest.skip("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
+    corpus = corpus_or_skip(tmp_path)
+    texts = corpus.texts(QUERIES)
     # an IStream query: its first report after the take-over is the difference to the report
     # before, which the containers of the new run get from the silent evaluation
     texts[ISTREAM] = texts["rspql-avg-congestion"].replace("REGISTER RSTREAM", "REGISTER ISTREAM")
     assert texts[ISTREAM] != texts["rspql-avg-congestion"]
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    statics = corpus.static_args()
     state = tmp_path / "state"
     uri = location or "file://" + str(state / "checkpoints")
     extra = ["--idle-ms", "0", "--state-dir", str(state), "--checkpoint-interval", INTERVAL, *statics]
     if location:
         extra += ["--checkpoints", location]
     until = corpus.last_report(1000)
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=zk, session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)
