@@ -46,7 +46,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from linkstream.cli import main as cli_main
 from linkstream.cluster.localcluster import LocalCluster
@@ -79,6 +81,48 @@ REGISTER DSTREAM <parking_dstream> AS SELECT ?ob ?n
 FROM NAMED WINDOW w:p ON <{PARKING}> [RANGE PT20S STEP PT2S]
 WHERE {{ WINDOW w:p {{ ?ob sao:hasValue ?n }} }}""",
 }
+
+
+class RoundReaders:
+    """Every query of a live round read over the API from the cluster (``cl/<q>``) and from
+    the embedded server fed the same pushes (``emb/<q>``), one thread each, until report
+    time ``until``; started, and once made, every reader has subscribed."""
+
+    def __init__(self, cl: Any, emb: Any, qs: Iterable[str], until: int, timeout: float = 60) -> None:
+        self.qs = list(qs)
+        self.got: dict[str, list[str]] = {}
+        self.errors: list[str] = []
+        self.threads = [
+            threading.Thread(target=self._read, args=(c, q, f"{k}/{q}", until, timeout), daemon=True)
+            for q in self.qs
+            for k, c in (("cl", cl), ("emb", emb))
+        ]
+        for th in self.threads:
+            th.start()
+        while not all(v["subscribers"] >= 1 for v in [c.query(q) for q in self.qs for c in (cl, emb)]):
+            time.sleep(0.05)
+
+    def _read(self, client: Any, q: str, key: str, until: int, timeout: float) -> None:
+        try:
+            self.got[key] = [
+                json.dumps(x, sort_keys=True) for x in client.results(q, until=until, timeout=timeout)
+            ]
+        except Exception as exc:  # reported with the round
+            self.errors.append(f"{key}: {type(exc).__name__}: {exc}")
+
+    def join(self, timeout: float) -> None:
+        for th in self.threads:
+            th.join(timeout)
+
+    def tally(self) -> tuple[int, int, int]:
+        """(lost, duplicated, expected) lines of the cluster against the embedded server."""
+        lost = dup = lines = 0
+        for q in self.qs:
+            want, have = Counter(self.got.get(f"emb/{q}", [])), Counter(self.got.get(f"cl/{q}", []))
+            lost += sum((want - have).values())
+            dup += sum((have - want).values())
+            lines += sum(want.values())
+        return lost, dup, lines
 
 
 def shared_dir() -> Path:
@@ -217,23 +261,20 @@ def add_containers(cluster: LocalCluster, n: int) -> None:
 def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[list[dict], dict]:
     """The ``--live`` loop: ``a.kills`` rounds of pushes, each with one container killed."""
     sys.path.insert(0, str(REPO))
-    from linkstream.api.app import create_app
     from linkstream.api.client import Client
-    from linkstream.api.server import BackgroundServer, build_live
     from linkstream.cluster.driver import task_id
     from linkstream.scheduler.assignment import AssignmentTable
-    from tests.api.corpus import REPO_GRAPH, build_corpus
+    from tests.api.corpus import build_corpus
 
     corpus = build_corpus(shared_dir(), tmp)
     if corpus is None:
         raise SystemExit("no CityBench data")
     names = ["cqels-Q1", "rspql-avg-congestion", "csparql-Q1"]
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in names}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    texts = corpus.texts(names)
+    statics = corpus.static_args()
     t0 = min(el.t for el in corpus.elements)
     shift = ((corpus.last_report(1000) - t0) // 60_000 + 2) * 60_000
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp / "live", session_timeout=a.session_timeout, capacity=16)
     runs: list[dict] = []
     try:
@@ -258,35 +299,7 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
                 cl.register(text, q)
                 emb.register(text, q)
             until = corpus.last_report(1000) + r * shift
-            got: dict[str, list[str]] = {}
-            errors: list[str] = []
-
-            def read(
-                client: Client,
-                q: str,
-                key: str,
-                until: int = until,
-                got: dict[str, list[str]] = got,
-                errors: list[str] = errors,
-            ) -> None:
-                try:
-                    got[key] = [
-                        json.dumps(x, sort_keys=True) for x in client.results(q, until=until, timeout=60)
-                    ]
-                except Exception as exc:  # reported with the round
-                    errors.append(f"{key}: {type(exc).__name__}: {exc}")
-
-            readers = [
-                threading.Thread(target=read, args=(c, q, f"{k}/{q}"), daemon=True)
-                for q in qs
-                for k, c in (("cl", cl), ("emb", emb))
-            ]
-            for th in readers:
-                th.start()
-            while not all(
-                v["subscribers"] >= 1 for v in [cl.query(q) for q in qs] + [emb.query(q) for q in qs]
-            ):
-                time.sleep(0.05)
+            readers = RoundReaders(cl, emb, qs, until)
             client = cluster.client()
             try:
                 held = {
@@ -309,15 +322,9 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
                 time.sleep(0.02)
             cl.advance(until)
             emb.advance(until)
-            for th in readers:
-                th.join(120)
+            readers.join(120)
             seconds = time.perf_counter() - t1
-            lost = dup = lines = 0
-            for q in qs:
-                want, have = Counter(got.get(f"emb/{q}", [])), Counter(got.get(f"cl/{q}", []))
-                lost += sum((want - have).values())
-                dup += sum((have - want).values())
-                lines += sum(want.values())
+            lost, dup, lines = readers.tally()
             # The previous round's queries go once this round's are in: unregistering every
             # query would end the cluster's run (a new one starts with the next query).
             for q in previous:
@@ -333,11 +340,11 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
                     "lines": lines,
                     "seconds": seconds,
                     "killed": True,
-                    "reader_errors": errors,
+                    "reader_errors": readers.errors,
                 }
             )
             print(f"{r + 1:>4} {victim:>6} {at:>4} {lost:>5} {dup:>4} {lines:>6} {seconds:>7.2f}", flush=True)
-            for e in errors:
+            for e in readers.errors:
                 print("      reader failed:", e, flush=True)
         log = (cluster.dir / "logs" / "coord-1.log").read_text()
         extra = {

@@ -168,7 +168,7 @@ def leader_rounds(
 ) -> tuple[list[dict], dict]:
     """A round without a kill (the peer), then ``a.kills`` rounds of pushes, each with the
     leader coordinator killed once."""
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in NAMES}
+    texts = corpus.texts(NAMES)
     state = tmp / "shared-state"
     extra = ["--idle-ms", "0", "--state-dir", str(state)]
     if getattr(a, "checkpoint_interval", None) is not None:  # cluster checkpoints (default 10 s)

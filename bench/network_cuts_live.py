@@ -27,21 +27,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from cluster_kills import fmt, shared_dir
+from cluster_kills import RoundReaders, fmt, shared_dir
 from network_cuts import pct
 
-from linkstream.api.app import create_app
 from linkstream.api.client import Client
-from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.driver import task_id
 from linkstream.cluster.localcluster import LocalCluster, ProcessRecord, free_port
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.runs import RunNode
-from tests.api.corpus import REPO_GRAPH, build_corpus
+from tests.api.corpus import build_corpus
 from tests.cluster.netcut import Netns
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,12 +112,11 @@ def live_rounds(a: argparse.Namespace, rng, tmp: Path, nss: dict[str, Netns]) ->
     corpus = build_corpus(shared_dir(), tmp)
     if corpus is None:
         raise SystemExit("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
     t0 = min(el.t for el in corpus.elements)
     shift = ((corpus.last_report(1000) - t0) // 60_000 + 2) * 60_000
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp / "live", session_timeout=a.session_timeout, capacity=16)
     stop = threading.Event()
     runs: list[dict] = []
@@ -152,28 +148,7 @@ def live_rounds(a: argparse.Namespace, rng, tmp: Path, nss: dict[str, Netns]) ->
                 cl.register(text, q)
                 emb.register(text, q)
             until = corpus.last_report(1000) + r * shift
-            got: dict[str, list[str]] = {}
-            errors: list[str] = []
-
-            def read(client: Client, q: str, key: str, until: int = until, got=got, errors=errors) -> None:  # noqa: ANN001
-                try:
-                    got[key] = [
-                        json.dumps(x, sort_keys=True) for x in client.results(q, until=until, timeout=90)
-                    ]
-                except Exception as exc:  # reported with the round
-                    errors.append(f"{key}: {type(exc).__name__}: {exc}")
-
-            readers = [
-                threading.Thread(target=read, args=(c, q, f"{k}/{q}"), daemon=True)
-                for q in qs
-                for k, c in (("cl", cl), ("emb", emb))
-            ]
-            for th in readers:
-                th.start()
-            while not all(
-                v["subscribers"] >= 1 for v in [cl.query(q) for q in qs] + [emb.query(q) for q in qs]
-            ):
-                time.sleep(0.05)
+            readers = RoundReaders(cl, emb, qs, until, timeout=90)
             client = cluster.client()
             try:  # the round's queries placed: the victim is one of their containers
                 table, tasks = AssignmentTable(client, cluster.state.root), {task_id(q) for q in qs}
@@ -223,8 +198,7 @@ def live_rounds(a: argparse.Namespace, rng, tmp: Path, nss: dict[str, Netns]) ->
                 time.sleep(0.25 if "cut" in marks and not rejoined else 0.02)
             cl.advance(until)
             emb.advance(until)
-            for th in readers:
-                th.join(150)
+            readers.join(150)
             seconds = time.perf_counter() - t1
             deadline = time.monotonic() + a.cut_s + 60
             while not (
@@ -237,12 +211,7 @@ def live_rounds(a: argparse.Namespace, rng, tmp: Path, nss: dict[str, Netns]) ->
                 time.sleep(0.2)
             if ns.cut_active:
                 ns.heal()
-            lost = dup = lines = 0
-            for q in qs:
-                want, have = Counter(got.get(f"emb/{q}", [])), Counter(got.get(f"cl/{q}", []))
-                lost += sum((want - have).values())
-                dup += sum((have - want).values())
-                lines += sum(want.values())
+            lost, dup, lines = readers.tally()
             for q in previous:
                 cl.unregister(q)
                 emb.unregister(q)
@@ -259,7 +228,7 @@ def live_rounds(a: argparse.Namespace, rng, tmp: Path, nss: dict[str, Netns]) ->
                 "duplicated_lines": dup,
                 "lines": lines,
                 "seconds": seconds,
-                "reader_errors": errors,
+                "reader_errors": readers.errors,
                 "detection_s": marks["gone"] - marks["cut"] if "gone" in marks else None,
                 "recovery_s": recomputed[0] - marks["cut_wall"] if recomputed else None,
                 "rejoin_s": joined[0] - marks["healed_wall"] if joined else None,
@@ -270,7 +239,7 @@ def live_rounds(a: argparse.Namespace, rng, tmp: Path, nss: dict[str, Netns]) ->
                 f"{fmt(row['recovery_s']):>9} {fmt(row['rejoin_s']):>8} {seconds:>7.2f}",
                 flush=True,
             )
-            for e in errors:
+            for e in readers.errors:
                 print("      reader failed:", e, flush=True)
         text = coord_log.read_text(errors="replace")
         extra = {

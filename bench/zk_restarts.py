@@ -44,11 +44,9 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from cluster_kills import fmt, shared_dir  # noqa: E402
 
-from linkstream.api.app import create_app  # noqa: E402
 from linkstream.api.client import Client  # noqa: E402
-from linkstream.api.server import BackgroundServer, build_live  # noqa: E402
 from linkstream.cluster.localcluster import LocalCluster  # noqa: E402
-from tests.api.corpus import REPO_GRAPH, build_corpus  # noqa: E402
+from tests.api.corpus import build_corpus  # noqa: E402
 from tests.cluster.zklive import zk_restart_round  # noqa: E402
 
 QUERIES = ["cqels-Q1", "rspql-avg-congestion", "csparql-Q1"]
@@ -63,12 +61,11 @@ def rounds(a: argparse.Namespace, tmp: Path) -> tuple[list[dict], dict]:
     corpus = build_corpus(shared_dir(), tmp)
     if corpus is None:
         raise SystemExit("no CityBench data")
-    texts = {q: (corpus.queries / f"{q}.rq").read_text(encoding="utf-8") for q in QUERIES}
-    statics = ["--static", str(corpus.static), "--static", f"{REPO_GRAPH}={corpus.static}"]
+    texts = corpus.texts(QUERIES)
+    statics = corpus.static_args()
     t0 = min(el.t for el in corpus.elements)
     shift = ((corpus.last_report(1000) - t0) // 60_000 + 2) * 60_000
-    live = build_live([(None, str(corpus.static)), (REPO_GRAPH, str(corpus.static))], idle_ms=None)
-    embedded = BackgroundServer(create_app(live), on_shutdown=live.close).start()
+    embedded = corpus.embedded_server()
     emb = Client(embedded.url)
     cluster = LocalCluster(tmp / "cluster", session_timeout=a.session_timeout, capacity=16)
     runs: list[dict] = []
