@@ -49,13 +49,14 @@ Container to driver:
     answerer from tick ``from`` on; ``{"container", "query", "token"}``: the container
     no longer owns the query in ZooKeeper and will drop it once released.
 ``result``
-    ``{"container", "seq", "c", "names", "missing"}`` then one frame per name: that
-    query's result lines joined by ``"\\n"`` (UTF-8).  ``missing`` names queries the tick
+    ``{"container", "seq", "c", "names", "sizes", "missing"}`` then one frame: each
+    name's result lines joined by ``"\\n"`` (UTF-8), the blocks one after the other,
+    ``sizes`` their byte lengths.  ``missing`` names queries the tick
     assigned to this container that it does not hold.
 ``failed``
     ``{"container", "query", "error"}``: the query could not be registered.
 ``recomputed``
-    ``{"container", "id", "c", "names", "error"}`` then one frame of lines per name, as
+    ``{"container", "id", "c", "names", "sizes", "error"}`` then the lines frame, as
     in ``result``: the answer to ``recompute`` request ``id`` (report time ``c``).
 
 ``state`` (container to driver, then driver to the task's new container)
@@ -79,7 +80,7 @@ import numpy as np
 
 from linkstream.containers.wire import Frame, WireError, byte_view
 
-VERSION = 1
+VERSION = 2  # 2: result lines in one frame with "sizes"
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 _I8 = np.dtype("<i8")
 
@@ -292,8 +293,15 @@ def _bulk(message: Elements, header: dict[str, Any]) -> list[Frame]:
 
 def _lines_frames(header: dict[str, Any], lines: dict[str, list[str]]) -> list[Frame]:
     names = list(lines)
+    texts = ["\n".join(lines[n]) for n in names]
+    whole = "".join(texts)
+    data = whole.encode("utf-8")
     header["names"] = names
-    return [_pack(header)] + ["\n".join(lines[n]).encode("utf-8") for n in names]
+    if len(data) == len(whole):  # ASCII: a block's characters are its bytes
+        header["sizes"] = [len(t) for t in texts]
+    else:
+        header["sizes"] = [len(t.encode("utf-8")) for t in texts]
+    return [_pack(header), data]
 
 
 def encode(message: Message) -> list[Frame]:
@@ -475,15 +483,41 @@ def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
 
 
 def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
+    """The lines of each query: one frame holds every query's block, ``sizes`` their byte
+    lengths in ``names`` order (one frame, not one per query: a tick of thousands of
+    queries is one ZeroMQ part and one UTF-8 decode)."""
+    kind = h["kind"]
     names = _strs(h, "names")
-    _frames(frames, 1 + len(names), h["kind"])
+    sizes = h.get("sizes")
+    if (
+        type(sizes) is not list
+        or len(sizes) != len(names)
+        or not all(type(x) is int and 0 <= x < 2**63 for x in sizes)
+    ):
+        raise ProtocolError(f"{kind}: sizes must hold one byte count >= 0 per name")
+    _frames(frames, 2, kind)
+    data = bytes(_view(frames[1]))
+    if sum(sizes) != len(data):
+        raise ProtocolError(f"{kind}: the lines frame holds {len(data)} bytes, sizes say {sum(sizes)}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at, a = exc.start, 0
+        for name, n in zip(names, sizes):
+            if at < a + n:
+                raise ProtocolError(f"result lines of {name!r} are not UTF-8") from exc
+            a += n
+        raise ProtocolError(f"{kind}: result lines are not UTF-8") from exc
     lines: dict[str, list[str]] = {}
-    for name, frame in zip(names, frames[1:]):
-        try:
-            text = bytes(_view(frame)).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ProtocolError(f"result lines of {name!r} are not UTF-8") from exc
-        lines[name] = text.split("\n") if text else []
+    a = 0
+    if len(text) == len(data):  # ASCII (JSON lines escape the rest): byte offsets are indexes
+        for name, n in zip(names, sizes):
+            lines[name] = text[a : a + n].split("\n") if n else []
+            a += n
+    else:
+        for name, n in zip(names, sizes):
+            lines[name] = data[a : a + n].decode("utf-8").split("\n") if n else []
+            a += n
     return lines
 
 

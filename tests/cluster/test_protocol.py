@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from linkstream.containers.protocol import (
+    VERSION,
     Elements,
     Failed,
     Handover,
@@ -70,23 +71,65 @@ def test_every_message_round_trips() -> None:
             assert got == message
 
 
+def test_result_lines_travel_in_one_frame_also_when_they_are_not_ascii() -> None:
+    lines = {
+        "q1": ['{"a": "\u00e9t\u00e9"}', '{"a": 2}'],
+        "q2": [],
+        "q3": ['{"s": "\u6771\u4eac"}'],
+    }
+    frames = encode(Result("r1", "oc-1", 3, 4000, lines, []))
+    assert len(frames) == 2  # the header and one frame of every query's lines
+    assert decode([bytes(memoryview(f)) for f in frames]) == Result("r1", "oc-1", 3, 4000, lines, [])
+
+
+def _result(names: list[str], sizes: object, data: bytes) -> list[bytes]:
+    header = {"v": VERSION, "kind": "result", "run": "r", "container": "c", "seq": 1, "c": 1}
+    return [msgpack.packb({**header, "names": names, "sizes": sizes, "missing": []}), data]
+
+
+@pytest.mark.parametrize(
+    ("frames", "error"),
+    [
+        (_result(["a", "b"], [1], b"xy"), "result: sizes must hold one byte count >= 0 per name"),
+        (_result(["a"], [-1], b""), "result: sizes must hold one byte count >= 0 per name"),
+        (_result(["a"], "3", b"xyz"), "result: sizes must hold one byte count >= 0 per name"),
+        (_result(["a", "b"], [1, 1], b"xyz"), "result: the lines frame holds 3 bytes, sizes say 2"),
+        (_result(["a", "b"], [1, 2], b"x\xff\xfe"), "result lines of 'b' are not UTF-8"),
+        (_result(["a"], [1], b"x")[:1], "result message has 1 frames, expected 2"),
+    ],
+)
+def test_malformed_result_lines_are_named(frames: list[bytes], error: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        decode(frames)
+    assert str(info.value) == error
+
+
 @pytest.mark.parametrize(
     "frames",
     [
         [],
         [b"\xc1"],
-        [msgpack.packb({"v": 2, "kind": "tick"})],
-        [msgpack.packb({"v": 1, "kind": "nope", "run": "r"})],
-        [
-            msgpack.packb(
-                {"v": 1, "kind": "tick", "run": "r", "seq": 0, "c": 1, "due": [], "owners": {}, "rel": {}}
-            )
-        ],
-        [msgpack.packb({"v": 1, "kind": "ready", "run": "r", "container": "c", "query": 5, "from": 1})],
+        [msgpack.packb({"v": 99, "kind": "tick"})],
+        [msgpack.packb({"v": VERSION, "kind": "nope", "run": "r"})],
         [
             msgpack.packb(
                 {
-                    "v": 1,
+                    "v": VERSION,
+                    "kind": "tick",
+                    "run": "r",
+                    "seq": 0,
+                    "c": 1,
+                    "due": [],
+                    "owners": {},
+                    "rel": {},
+                }
+            )
+        ],
+        [msgpack.packb({"v": VERSION, "kind": "ready", "run": "r", "container": "c", "query": 5, "from": 1})],
+        [
+            msgpack.packb(
+                {
+                    "v": VERSION,
                     "kind": "result",
                     "run": "r",
                     "container": "c",
@@ -98,14 +141,14 @@ def test_every_message_round_trips() -> None:
             )
         ],
         [
-            msgpack.packb({"v": 1, "kind": "els", "run": "r", "nt": 0, "k": 1, "n": 1}),
+            msgpack.packb({"v": VERSION, "kind": "els", "run": "r", "nt": 0, "k": 1, "n": 1}),
             msgpack.packb([]),
             b"",
             np.array([0, 0, 2], dtype=np.int64).tobytes(),  # says 2 triples, sends 1
             np.zeros(3, dtype=np.int64).tobytes(),
         ],
         [
-            msgpack.packb({"v": 1, "kind": "els", "run": "r", "nt": 1, "k": 0, "n": 0}),
+            msgpack.packb({"v": VERSION, "kind": "els", "run": "r", "nt": 1, "k": 0, "n": 0}),
             msgpack.packb(["<a>"]),
             np.array([0], dtype=np.int64).tobytes(),  # id 0 is "unbound", never a term
             b"",
@@ -113,7 +156,7 @@ def test_every_message_round_trips() -> None:
         ],
         [
             msgpack.packb(
-                {"v": 1, "kind": "subscribe", "run": "r", "container": "c", "sub": 1, "streams": [-1]}
+                {"v": VERSION, "kind": "subscribe", "run": "r", "container": "c", "sub": 1, "streams": [-1]}
             )
         ],
     ],

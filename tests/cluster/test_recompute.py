@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from linkstream.containers.protocol import (
+    VERSION,
     Elements,
     ProtocolError,
     Recompute,
@@ -57,7 +58,15 @@ def test_recompute_messages_round_trip() -> None:
 
 
 def _recompute_frames(ticks: list[int], at: list[int]) -> list[bytes]:
-    header = {"v": 1, "kind": "recompute", "run": "r", "id": 1, "queries": ["q"], "ticks": ticks, "at": at}
+    header = {
+        "v": VERSION,
+        "kind": "recompute",
+        "run": "r",
+        "id": 1,
+        "queries": ["q"],
+        "ticks": ticks,
+        "at": at,
+    }
     header.update(nt=0, k=1, n=0)
     return [
         msgpack.packb(header),
