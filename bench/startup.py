@@ -1,9 +1,13 @@
 """Start-up cost of the command line: what a user pays before the first result.
 
-Measures, in one run and as the median of ``--repeat`` fresh processes each:
+Measures, in one run and as the median of ``--repeat`` fresh processes each (taken round
+robin, so that a change in the machine's load hits every row alike):
 
 * ``python -c pass`` and ``python -c "import numpy, rdflib.plugins.sparql"`` (the floor:
-  an interpreter, and the two libraries a query needs; a replay cannot start faster);
+  an interpreter, and the two libraries a query needs; a replay that parses its query
+  cannot start faster), and the floor's parts: ``import numpy`` and ``import numpy, rdflib``
+  (rdflib without its SPARQL parser: what a replay could cost with the query's parse
+  cached and no rdflib SPARQL module imported);
 * ``linkstream --help``;
 * ``linkstream replay`` of one query over a 10-element stream (issue goal: < 0.3 s);
 * ``linkstream sparql`` of one query over a small store (issue goal: < 0.3 s);
@@ -93,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(load, check=True, capture_output=True, env=env)
         commands: dict[str, list[str]] = {
             "python -c pass": [py, "-c", "pass"],
+            "import numpy": [py, "-c", "import numpy"],
+            "import numpy, rdflib (no SPARQL)": [py, "-c", "import numpy, rdflib"],
             "import floor (numpy, rdflib sparql)": [py, "-c", "import numpy, rdflib.plugins.sparql"],
             "linkstream --help": [py, "-m", "linkstream.cli", "--help"],
             "linkstream replay (10 elements, 1 query)": [
@@ -130,15 +136,20 @@ def main(argv: list[str] | None = None) -> int:
             ]
         except ImportError:
             print("pyoxigraph not installed: no peer row")
-        results = {}
-        for name, cmd in commands.items():
+        for cmd in commands.values():
             timed(cmd, env)  # warm the page cache and the bytecode cache
-            runs = [timed(cmd, env) for _ in range(args.repeat)]
-            results[name] = {
-                "wall_s": statistics.median(w for w, _ in runs),
-                "cpu_s": statistics.median(c for _, c in runs),
-                "runs": runs,
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+        for _ in range(args.repeat):  # round robin: a change in the machine's load hits every row
+            for name, cmd in commands.items():
+                runs[name].append(timed(cmd, env))
+        results = {
+            name: {
+                "wall_s": statistics.median(w for w, _ in r),
+                "cpu_s": statistics.median(c for _, c in r),
+                "runs": r,
             }
+            for name, r in runs.items()
+        }
     floor = results["import floor (numpy, rdflib sparql)"]["cpu_s"]
     print(f"{'command':<44}{'wall s':>9}{'cpu s':>9}{'cpu / floor':>13}")
     for name, r in results.items():
