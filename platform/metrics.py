@@ -244,6 +244,47 @@ class LiveMetrics:
         return generate_latest(self.registry)
 
 
+class LogShipMetrics:
+    """The metrics of ingest log shipping to the checkpoint store (one shipper per registry).
+
+    Args:
+        registry: Where the metrics are registered; a fresh registry when ``None``.
+        lag: Reads the ship lag in seconds (the age of the oldest durable record not in the
+            store yet, ``0``: none) when the registry is scraped.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None, lag: Callable[[], float] | None = None
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.segments_shipped = Counter(
+            "linkstream_log_segments_shipped",
+            "Ingest log pieces (closed segments, tails) uploaded to the checkpoint store",
+            registry=r,
+        )
+        self.bytes_shipped = Counter(
+            "linkstream_log_shipped_bytes", "Ingest log bytes uploaded to the checkpoint store", registry=r
+        )
+        self.failures = Counter(
+            "linkstream_log_ship_failures",
+            "Failed attempts to ship or truncate the ingest log in the checkpoint store (retried)",
+            registry=r,
+        )
+        self.truncated = Counter(
+            "linkstream_log_shipped_truncated",
+            "Shipped ingest log pieces deleted from the store once a checkpoint covered them",
+            registry=r,
+        )
+        self.lag = Gauge(
+            "linkstream_log_ship_lag_seconds",
+            "Age of the oldest acknowledged (locally durable) log record not yet in the checkpoint store",
+            registry=r,
+        )
+        if lag is not None:
+            self.lag.set_function(lag)
+
+
 def with_process_collectors(registry: CollectorRegistry) -> CollectorRegistry:
     """Adds the standard process, platform and GC collectors to ``registry``.
 

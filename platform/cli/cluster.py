@@ -186,7 +186,11 @@ def _checkpoint_settings(args: argparse.Namespace) -> dict[str, Any]:
         return {}
     from linkstream.cli.service import checkpoint_uri
 
-    return {"checkpoints": checkpoint_uri(args), "checkpoint_interval": args.checkpoint_interval}
+    return {
+        "checkpoints": checkpoint_uri(args),
+        "checkpoint_interval": args.checkpoint_interval,
+        "log_ship_interval": args.log_ship_interval,
+    }
 
 
 def cmd_run_cluster(args: argparse.Namespace) -> int:

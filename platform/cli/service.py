@@ -85,6 +85,17 @@ def add_parsers(sub: Any) -> None:
         "else DIR/checkpoints)",
     )
     rp.add_argument(
+        "--log-ship-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="with --state-dir and checkpoints outside DIR (--checkpoints): upload the durable ingest "
+        "log to the checkpoint store every S seconds and at each checkpoint, so that a restart whose "
+        "DIR is lost (or a new --zk leader without a shared DIR) restores the latest checkpoint and "
+        "replays the shipped log after it; an acknowledged push is in the store at most S seconds "
+        "plus one upload after it is acknowledged (0: no shipping; default %(default)s)",
+    )
+    rp.add_argument(
         "--token",
         action=_TokenAction,
         default=None,
@@ -443,6 +454,7 @@ def _recover_state(live: Any, args: argparse.Namespace) -> str | None:
     from linkstream.config import ConfigError
     from linkstream.engine.live.checkpoint import Checkpointer, checkpoint_support
     from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.engine.live.logship import LogShipper, adopt_shipped, ship_enabled
     from linkstream.store.checkpoints import CheckpointError, open_checkpoints
 
     logger = logging.getLogger(__name__)
@@ -460,19 +472,30 @@ def _recover_state(live: Any, args: argparse.Namespace) -> str | None:
             )
     except (ConfigError, ValueError, OSError) as e:
         return f"cannot use the checkpoints: {e}"
+    if args.log_ship_interval < 0:
+        return f"--log-ship-interval must be >= 0 seconds, got {args.log_ship_interval}"
+    ship = store is not None and args.log_ship_interval > 0 and ship_enabled(store.uri, args.state_dir)
     t0 = time.perf_counter()
     try:
         ingest_log = IngestLog(args.state_dir)
     except OSError as e:
         return f"cannot use --state-dir {args.state_dir}: {e}"
     try:
+        if ship:  # what the local log lacks (a lost disk) comes from the shipped log
+            assert store is not None
+            adopt_shipped(ingest_log, store.backend)
         n = live.recover(ingest_log, checkpoints=store)
     except (CheckpointError, OSError) as e:
         ingest_log.close()
         return f"cannot recover from --state-dir {args.state_dir}: {e}"
     logger.info("state dir %s: replayed %d log records (%.2fs)", args.state_dir, n, time.perf_counter() - t0)
     if store is not None and args.checkpoint_interval > 0:
-        live.checkpointer = Checkpointer(live, ingest_log, store, args.checkpoint_interval).start()
+        ck = Checkpointer(live, ingest_log, store, args.checkpoint_interval)
+        if ship:
+            registry = live.metrics.registry
+            ck.shipper = LogShipper(ingest_log, store.backend, args.log_ship_interval, registry).start()
+            logger.info("ingest log shipped every %gs to %s", args.log_ship_interval, store.uri)
+        live.checkpointer = ck.start()
         logger.info("checkpoints every %gs to %s", args.checkpoint_interval, store.uri)
     return None
 

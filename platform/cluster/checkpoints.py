@@ -62,6 +62,7 @@ from linkstream.engine.live.checkpoint import (
     _restore_dictionary,
     encode,
 )
+from linkstream.engine.live.logship import LogShipper, ship_enabled
 from linkstream.engine.live.ringcheckpoint import RingLog, RingsCapture
 from linkstream.engine.live.state import _Accepted, _Entry, _Stream
 from linkstream.engine.live.subscription import ReportRing
@@ -535,6 +536,12 @@ def recover_leader(
         )
         if n:  # the next take-over (a crash loop, say) does not replay these records again
             checkpointer.first_s = TAKEOVER_CHECKPOINT_S
+        if service.state_dir and service.log_ship_interval > 0 and ship_enabled(store.uri, service.state_dir):
+            checkpointer.shipper = LogShipper(
+                ingest, store.backend, service.log_ship_interval, live.metrics.registry
+            )
+            checkpointer.shipper.start()
+            info["shipping"] = store.uri
         live.checkpointer = checkpointer.start()
         log.info("cluster checkpoints every %gs to %s", service.checkpoint_interval, store.uri)
     return info

@@ -79,6 +79,7 @@ from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
 from linkstream.containers.security import Security
 from linkstream.engine.embedded import Engine
+from linkstream.engine.live.ingestlog import IngestLog
 from linkstream.engine.live.runtime import LiveEngine
 from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, Subscription
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
@@ -183,6 +184,7 @@ class ClusterService(QueriesMixin):
         state_dir: str | None = None,
         checkpoints: str | None = None,
         checkpoint_interval: float = 10.0,
+        log_ship_interval: float = 1.0,
     ) -> None:
         self.identifier = identifier
         #: the cluster's durable ingest log (``run --zk --state-dir``: one directory every
@@ -190,6 +192,8 @@ class ClusterService(QueriesMixin):
         self.state_dir = state_dir
         #: where the leader checkpoints the cluster (with ``state_dir``), every ``checkpoint_interval`` s
         self.checkpoints, self.checkpoint_interval = checkpoints, checkpoint_interval
+        #: the leader ships the ingest log to ``checkpoints`` (when outside ``state_dir``) every this s
+        self.log_ship_interval = log_ship_interval
         #: what this coordinator's last take-over restored and replayed (``/status``)
         self.takeover: dict[str, Any] | None = None
         self.session_timeout = session_timeout
@@ -444,12 +448,19 @@ class ClusterService(QueriesMixin):
             return  # replayed from the ingest log: the result log holds this report time already
         self.log.append(c, {n: tuple(v) for n, v in out.items()})
 
+    def _adopt_shipped(self, ingest: IngestLog) -> None:
+        """What the local ingest log lacks (no shared ``state_dir``: another leader wrote it)
+        comes from the log the previous leaders shipped to the checkpoint store."""
+        from linkstream.engine.live.logship import adopt_shipped, ship_enabled
+        from linkstream.store.checkpoints import open_checkpoints
+
+        if self.checkpoints and self.state_dir and ship_enabled(self.checkpoints, self.state_dir):
+            adopt_shipped(ingest, open_checkpoints(self.checkpoints).backend)
+
     def _replay_log(self, live: LiveEngine) -> int:
         """Opens the shared ingest log (waiting for the previous leader's lock: it is released
         when that process dies or steps down), replays it through ``live`` and attaches it;
         returns the number of records replayed."""
-        from linkstream.engine.live.ingestlog import IngestLog
-
         assert self.state_dir is not None
         t_lock = time.perf_counter()
         deadline = time.monotonic() + max(30.0, 3 * self.session_timeout)
@@ -466,6 +477,7 @@ class ClusterService(QueriesMixin):
 
         t0 = time.perf_counter()
         try:
+            self._adopt_shipped(ingest)
             registered = set(self._records())
             skip = stale_registrations(ingest.pending_records(), registered)
             assert self._remote is not None

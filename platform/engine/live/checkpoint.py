@@ -60,6 +60,7 @@ from linkstream.store.checkpoints import (
 
 if TYPE_CHECKING:
     from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.engine.live.logship import LogShipper
     from linkstream.engine.live.runtime import LiveEngine
 
 log = logging.getLogger(__name__)
@@ -443,6 +444,8 @@ class Checkpointer:
         self.capture_seconds = 0.0
         self.write_seconds = 0.0
         self.failures = 0
+        #: ships the log to ``store`` (:mod:`~linkstream.engine.live.logship`), stopped with this
+        self.shipper: LogShipper | None = None
 
     def _support(self, live: LiveEngine) -> str | None:
         """Why ``live`` cannot be checkpointed by this class (``None``: it can)."""
@@ -488,6 +491,8 @@ class Checkpointer:
                 self.checkpoint(timeout=timeout)
             except Exception as e:  # the log still holds everything
                 log.error("final checkpoint to %s failed: %s", self.store.uri, e)
+        if self.shipper is not None:
+            self.shipper.stop(timeout)
 
     def _run(self) -> None:
         wait = self.interval_s if self.first_s is None else min(self.first_s, self.interval_s)
@@ -543,7 +548,10 @@ class Checkpointer:
             self._written(cid, cap)
             self.ringlog.commit(listed, cap.rings)
             self._seqs[cid] = seq
-            self.log.truncate_through(self._oldest_kept_seq())
+            kept = self._oldest_kept_seq()
+            self.log.truncate_through(kept)
+            if self.shipper is not None:  # the store's pieces it covers go, the tail is shipped
+                self.shipper.checkpointed(kept)
             self.capture_seconds += t1 - t0
             self.write_seconds += time.perf_counter() - t1
             self.checkpoints += 1
@@ -564,4 +572,5 @@ class Checkpointer:
             "last_seq": self.last_seq,
             "capture_ms_mean": round(1000 * self.capture_seconds / n, 3),
             "write_ms_mean": round(1000 * self.write_seconds / n, 3),
+            **({"shipping": self.shipper.stats()} if self.shipper is not None else {}),
         }

@@ -40,7 +40,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,10 +164,15 @@ class IngestLog:
         self._error: OSError | None = None
         self._closing = False
         self._fd = -1
+        self._seg_name = ""
         self._seg_size = 0
         self._seg_born = time.monotonic()
         self._rotate = False
         self._open_last()
+        #: (segment file, bytes of it on disk, last record in them): what a shipper may read
+        self._dur_pos = (self._seg_name, self._seg_size, self._durable)
+        #: called by the writer with the last durable record after each fsync (log shipping)
+        self.on_durable: Callable[[int], None] | None = None
         self.fsyncs = 0
         self.fsync_seconds = 0.0
         self.records_written = 0
@@ -229,6 +234,7 @@ class IngestLog:
         if segs:
             path = os.path.join(self.log_dir, segs[-1])
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            self._seg_name = segs[-1]
             self._seg_size = os.fstat(self._fd).st_size
         else:
             self._new_segment(self._next)
@@ -236,7 +242,8 @@ class IngestLog:
     def _new_segment(self, first_seq: int) -> None:
         if self._fd >= 0:
             os.close(self._fd)
-        path = os.path.join(self.log_dir, "%020d%s" % (first_seq, _SUFFIX))
+        self._seg_name = "%020d%s" % (first_seq, _SUFFIX)
+        path = os.path.join(self.log_dir, self._seg_name)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         _fsync_dir(self.log_dir)
         self._seg_size = 0
@@ -387,11 +394,15 @@ class IngestLog:
             self._seg_size += len(data)
             with self._cv:
                 self._durable = batch[-1][0]
+                self._dur_pos = (self._seg_name, self._seg_size, self._durable)
                 self.fsyncs += 1
                 self.fsync_seconds += dt
                 self.records_written += len(batch)
                 self.bytes_written += len(data)
                 self._cv.notify_all()
+            hook = self.on_durable
+            if hook is not None:
+                hook(batch[-1][0])
 
     # ------------------------------------------------------------ checkpoints
 
@@ -406,6 +417,83 @@ class IngestLog:
             self._durable = max(self._durable, self._next - 1)
         for s, off in offsets.items():
             self._offsets[s] = max(self._offsets.get(s, 0), int(off))
+
+    def durable_position(self) -> tuple[str, int, int]:
+        """``(segment file, bytes, seq)``: the segment being written, how many of its bytes are
+        fsynced (whole records) and the last record they hold (``-1``: none yet).  Segments
+        sorted before it are closed and wholly durable (what a log shipper may read)."""
+        with self._cv:
+            return self._dur_pos
+
+    def adopt(self, records: Sequence[LogRecord]) -> int:
+        """Takes ``records`` (a contiguous run read back from the checkpoint store, see
+        :mod:`~linkstream.engine.live.logship`) into this log before anything is appended:
+        the ones past the local log's end are appended (and fsynced) so that the local log
+        continues them; when the local log does not join them (a gap, or a record that
+        differs: another leader's log), its segments are set aside as ``*.stale`` and the
+        log restarts from ``records``.  :meth:`records` then yields the merged run.  Returns
+        the number of records appended."""
+        if not records:
+            return 0
+        with self._cv:
+            if self._pending or self.records_written:
+                raise RuntimeError("adopt() must come before any append")
+        local = {r.seq: r for r in self._recovered}
+        first, last = records[0].seq, records[-1].seq
+        lo = self._recovered[0].seq if self._recovered else None
+        hi = self._recovered[-1].seq if self._recovered else None
+        joins = lo is not None and hi is not None and lo <= last + 1 and hi >= first - 1
+        same = all(
+            local[r.seq].header == r.header and local[r.seq].payload == r.payload
+            for r in records
+            if r.seq in local
+        )
+        if lo is not None and not (joins and same):
+            log.warning(
+                "ingest log %s: its records %s..%s %s the checkpoint store's %d..%d; "
+                "its segments are set aside as *.stale",
+                self.log_dir,
+                lo,
+                hi,
+                "differ from" if joins else "do not join",
+                first,
+                last,
+            )
+            self._recovered, self._offsets = [], {}
+            hi = None
+        if hi is None:
+            os.close(self._fd)
+            self._fd = -1
+            for f in sorted(f for f in os.listdir(self.log_dir) if f.endswith(_SUFFIX)):
+                os.replace(os.path.join(self.log_dir, f), os.path.join(self.log_dir, f + ".stale"))
+            with self._cv:
+                self._next = first
+                self._durable = first - 1
+            self._new_segment(first)
+            with self._cv:
+                self._dur_pos = (self._seg_name, 0, self._durable)
+        tail = [r for r in records if hi is None or r.seq > hi]
+        if tail:
+            with self._cv:
+                self._next = tail[0].seq
+        for r in tail:
+            header = dict(r.header)
+            self._append(header, r.payload)
+            if r.kind == "push":
+                s = r.header["s"]
+                self._offsets[s] = max(self._offsets.get(s, 0), int(r.header["o"]) + 1)
+        if tail:
+            self.sync()
+            with self._cv:  # handed out by :meth:`records`, not counted as this run's writes
+                self.records_written = 0
+                self.bytes_written = 0
+                self.fsyncs = 0
+                self.fsync_seconds = 0.0
+        if hi is None:
+            self._recovered = list(tail)
+        else:
+            self._recovered += tail
+        return len(tail)
 
     def rotate(self) -> None:
         """Starts a new segment at the next write (so that older ones can be truncated)."""
