@@ -16,6 +16,7 @@ PySpark is imported only here, and only by ``restore``: never on the ``run`` pat
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING
@@ -27,6 +28,8 @@ from linkstream.engine.live.ingestlog import LogRecord, scan_records
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
+
+    from linkstream.store.checkpoints import CheckpointStore
 
 __all__ = ["RECORD_SCHEMA", "scan_segments", "spark_log_records"]
 
@@ -67,18 +70,46 @@ def scan_segments(batches: Iterator[pa.RecordBatch], after: int) -> Iterator[pa.
         )
 
 
-def spark_log_records(spark: SparkSession, log_dir: str, after: int) -> Iterator[LogRecord]:
-    """The records of the ingest log in ``log_dir`` (``DIR/log``) after sequence number
-    ``after``, in order, read by a Spark job (see the module docstring)."""
+def has_shipped_log(uri: str) -> bool:
+    """Whether the checkpoint store at ``uri`` holds a shipped ingest log."""
+    from linkstream.engine.live.logship import read_manifest
+    from linkstream.store.checkpoint_backends import open_backend
+    from linkstream.store.checkpoints import CheckpointError
+
+    try:
+        return bool(read_manifest(open_backend(uri)))
+    except (OSError, CheckpointError):  # unreadable: no shipped log to use
+        return False
+
+
+def log_dirs(store: CheckpointStore, state_dir: str, after: int, scratch: str) -> list[str]:
+    """The directories of segment files to read: ``state_dir/log`` (if it exists) and, when
+    ``store`` is not inside ``state_dir``, ``scratch`` holding the verified pieces of the log
+    shipped to it (:mod:`~linkstream.engine.live.logship`) after record ``after``."""
+    from linkstream.engine.live.logship import download_pieces, ship_enabled
+
+    out = [d for d in [os.path.join(state_dir, "log")] if os.path.isdir(d)]
+    if ship_enabled(store.uri, state_dir):
+        shutil.rmtree(scratch, ignore_errors=True)
+        if download_pieces(store.backend, after, scratch):
+            out.append(scratch)
+    return out
+
+
+def spark_log_records(spark: SparkSession, log_dirs: str | list[str], after: int) -> Iterator[LogRecord]:
+    """The records of the ingest log in ``log_dirs`` (``DIR/log``, directories of shipped
+    pieces) after sequence number ``after``, in order (a record found twice once), read by a
+    Spark job (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    segs = sorted(f for f in os.listdir(log_dir) if f.endswith(".log"))
+    dirs = [os.path.abspath(d) for d in ([log_dirs] if isinstance(log_dirs, str) else log_dirs)]
+    segs = [f for d in dirs for f in os.listdir(d) if f.endswith(".log")]
     if not segs:
         return iter(())
     df = (
         spark.read.format("binaryFile")
         .option("pathGlobFilter", "*.log")
-        .load(os.path.abspath(log_dir))
+        .load(dirs)
         .select("path", "content")
         .repartition(min(len(segs), 64))
     )
@@ -90,6 +121,10 @@ def _records(table: pa.Table) -> Iterator[LogRecord]:
     seqs = table.column("seq").to_pylist()
     headers = table.column("header").to_pylist()
     payloads = table.column("payload").to_pylist()
+    prev = None
     for seq, h, payload in zip(seqs, headers, payloads):
+        if seq == prev:  # in the local log and in a shipped piece
+            continue
+        prev = seq
         header = msgpack.unpackb(h, raw=False)
         yield LogRecord(int(seq), str(header.get("k")), header, payload)

@@ -204,7 +204,12 @@ def add_parsers(sub: Any) -> None:
         "Spark job writes the batches a store directory absorbed (its log) into its partitions.",
     )
     what = sp.add_mutually_exclusive_group(required=True)
-    what.add_argument("--log", metavar="DIR", help="the state directory of run --state-dir (or its log/)")
+    what.add_argument(
+        "--log",
+        metavar="DIR",
+        help="the state directory of run --state-dir (or its log/); "
+        "the log shipped to the --checkpoint store is read too (a lost DIR: name a new one)",
+    )
     what.add_argument(
         "--store",
         metavar="DIR",
@@ -481,8 +486,7 @@ def _recover_state(live: Any, args: argparse.Namespace) -> str | None:
     except OSError as e:
         return f"cannot use --state-dir {args.state_dir}: {e}"
     try:
-        if ship:  # what the local log lacks (a lost disk) comes from the shipped log
-            assert store is not None
+        if ship and store is not None:  # what the local log lacks (a lost disk) comes from the shipped log
             adopt_shipped(ingest_log, store.backend)
         n = live.recover(ingest_log, checkpoints=store)
     except (CheckpointError, OSError) as e:
@@ -492,8 +496,8 @@ def _recover_state(live: Any, args: argparse.Namespace) -> str | None:
     if store is not None and args.checkpoint_interval > 0:
         ck = Checkpointer(live, ingest_log, store, args.checkpoint_interval)
         if ship:
-            registry = live.metrics.registry
-            ck.shipper = LogShipper(ingest_log, store.backend, args.log_ship_interval, registry).start()
+            ck.shipper = LogShipper(ingest_log, store.backend, args.log_ship_interval, live.metrics.registry)
+            ck.shipper.start()
             logger.info("ingest log shipped every %gs to %s", args.log_ship_interval, store.uri)
         live.checkpointer = ck.start()
         logger.info("checkpoints every %gs to %s", args.checkpoint_interval, store.uri)
@@ -505,8 +509,10 @@ def cmd_restore(args: argparse.Namespace) -> int:
     import fcntl
 
     from linkstream.api.server import build_live
+    from linkstream.bulk.restore import has_shipped_log
     from linkstream.config import ConfigError
     from linkstream.engine.live.checkpoint import checkpoint_support, write_checkpoint
+    from linkstream.engine.live.logship import ship_enabled
     from linkstream.engine.live.recovery import replay_records, restore_latest
     from linkstream.store.checkpoints import CheckpointError, open_checkpoints
 
@@ -519,9 +525,16 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if os.path.basename(state_dir) == "log" and not os.path.isdir(os.path.join(state_dir, "log")):
         state_dir = os.path.dirname(state_dir)
     log_dir = os.path.join(state_dir, "log")
-    if not os.path.isdir(log_dir):
-        return err(f"--log {args.log}: no ingest log there (expected {log_dir}/)")
+    try:
+        uri = args.checkpoint or load_config().checkpoints.uri
+    except ConfigError as e:
+        return err(str(e))
+    if not os.path.isdir(log_dir) and not (uri and ship_enabled(uri, state_dir) and has_shipped_log(uri)):
+        return err(
+            f"--log {args.log}: no ingest log there (expected {log_dir}/, or a log shipped to --checkpoint)"
+        )
     try:  # the same lock run --state-dir holds: never rebuild under a running server
+        os.makedirs(state_dir, exist_ok=True)
         lock_fd = os.open(os.path.join(state_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -530,7 +543,6 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if isinstance(statics, str):
         return err(statics)
     try:
-        uri = args.checkpoint or load_config().checkpoints.uri
         store = open_checkpoints(uri or "file://" + os.path.join(state_dir, "checkpoints"))
         live = build_live(
             statics,
@@ -549,7 +561,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     spark = None
     try:
         covered, ck = restore_latest(live, store)
-        from linkstream.bulk.restore import spark_log_records
+        from linkstream.bulk.restore import log_dirs, spark_log_records
         from linkstream.bulk.session import SparkUnavailable, spark_session
 
         try:
@@ -565,9 +577,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
                     offsets[s] = max(offsets.get(s, 0), int(rec.header["o"]) + 1)
                 yield rec
 
-        n, last = replay_records(
-            live, tracked(spark_log_records(spark, log_dir, covered)), covered, state_dir
-        )
+        dirs = log_dirs(store, state_dir, covered, os.path.join(state_dir, "shipped"))  # local + shipped
+        n, last = replay_records(live, tracked(spark_log_records(spark, dirs, covered)), covered, state_dir)
         live.flush()
         if n == 0:
             print(
