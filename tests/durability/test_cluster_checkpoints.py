@@ -59,7 +59,10 @@ def _push_keyed(url: str, el: Any) -> int:
     return r.status_code
 
 
-def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> None:
+def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool, separate: bool = False) -> None:
+    """``separate``: each coordinator has a state dir of its own (no shared filesystem); the
+    leader ships the log to ``location`` and is killed once its last acknowledged push is
+    shipped."""
     corpus = corpus_or_skip(tmp_path)
     texts = corpus.texts(QUERIES)
     # an IStream query: its first report after the take-over is the difference to the report
@@ -69,15 +72,16 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
     statics = corpus.static_args()
     state = tmp_path / "state"
     uri = location or "file://" + str(state / "checkpoints")
-    extra = ["--idle-ms", "0", "--state-dir", str(state), "--checkpoint-interval", INTERVAL, *statics]
+    extra = ["--idle-ms", "0", "--checkpoint-interval", INTERVAL, *statics]
     if location:
-        extra += ["--checkpoints", location]
+        extra += ["--checkpoints", location, "--log-ship-interval", "0.1"]
     until = corpus.last_report(1000)
     embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=zk, session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)
-        names = [cluster.start_coordinator(extra) for _ in range(2)]
+        dirs = [str(tmp_path / f"state-{k}") if separate else str(state) for k in range(2)]
+        names = [cluster.start_coordinator([*extra, "--state-dir", d]) for d in dirs]
         cluster.add_containers(2)
         urls = cluster.api_urls(timeout=30)
         assert sorted(urls) == sorted(names), urls
@@ -115,6 +119,12 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
                 ck = before["checkpoints"]
                 assert ck["checkpoints"] >= 3 and ck["failures"] == 0, ck
                 assert before["ingest_log"]["truncated_segments"] > 0, before["ingest_log"]
+                if separate:  # what is guaranteed: an acknowledged push survives once shipped
+                    durable = before["ingest_log"]["durable_seq"]
+                    deadline = time.monotonic() + 10
+                    while _status(urls[leader])["checkpoints"]["shipping"]["shipped_seq"] < durable:
+                        assert time.monotonic() < deadline, _status(urls[leader])["checkpoints"]
+                        time.sleep(0.05)
                 if corrupt:  # the leader frozen first: it takes no newer checkpoint, and the
                     # standby does not take over a live process (its port still takes connections)
                     cluster.kill(leader, signal.SIGSTOP)
@@ -172,6 +182,9 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool) -> N
             assert take["covered"] >= before["checkpoints"]["last_seq"], take
             assert take["replayed"] < records // 4, (take, records)  # only the suffix, not the run
         assert after["checkpoints"]["checkpoints"] >= 1, after["checkpoints"]  # the new leader goes on
+        if separate:
+            assert "records restored from the shipped log" in log, log[-3000:]
+            assert after["checkpoints"]["shipping"]["failures"] == 0, after["checkpoints"]
     finally:
         cluster.stop()
         embedded.stop()
@@ -181,6 +194,12 @@ def test_leader_kill_restores_the_latest_checkpoint_and_replays_the_suffix(
     tmp_path: Path, zk_server: str, zk_chroot: str
 ) -> None:
     _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt=False)
+
+
+def test_a_new_leader_without_a_shared_state_dir_replays_the_shipped_log(
+    tmp_path: Path, zk_server: str, zk_chroot: str
+) -> None:
+    _scenario(tmp_path, f"{zk_server}{zk_chroot}", "file://" + str(tmp_path / "store"), False, separate=True)
 
 
 @pytest.mark.slow  # 12-16 s on an idle 2-core box, 20-30 s under load (the fallback logic: in process below)
