@@ -284,6 +284,14 @@ class LogShipMetrics:
         if lag is not None:
             self.lag.set_function(lag)
 
+    def unregister(self) -> None:
+        """Takes these metrics off the registry (idempotent)."""
+        for m in (self.segments_shipped, self.bytes_shipped, self.failures, self.truncated, self.lag):
+            try:
+                self.registry.unregister(m)
+            except KeyError:
+                pass
+
 
 def with_process_collectors(registry: CollectorRegistry) -> CollectorRegistry:
     """Adds the standard process, platform and GC collectors to ``registry``.

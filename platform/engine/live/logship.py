@@ -10,8 +10,7 @@ state directory) loses only what was not shipped yet:
 * **What is shipped.**  Closed (rotated) segments and the durable tail of the segment being
   written, as *pieces*: ``log/<first seq>-<last seq>.log`` objects holding whole records
   (the same bytes as the local segment, CRC-framed), each uploaded once.  A ship happens
-  every ``interval_s`` seconds, at each checkpoint (:meth:`LogShipper.checkpointed`) and
-  when the log rotates a segment.
+  every ``interval_s`` seconds and at each checkpoint (:meth:`LogShipper.checkpointed`).
 * **The manifest.**  ``log/MANIFEST`` (msgpack, rewritten after each upload: one atomic put)
   lists every piece with its sequence range, size, crc32 and sha256; a piece is part of
   the shipped log only once the manifest names it.  Reading verifies every piece against
@@ -277,7 +276,7 @@ class LogShipper:
         self.last_error: str | None = None
         try:
             self.metrics = LogShipMetrics(registry, self.lag)
-        except ValueError:  # a second shipper on that registry: count on a private one
+        except ValueError:  # another shipper still on that registry: count on a private one
             self.metrics = LogShipMetrics(None, self.lag)
 
     # ------------------------------------------------------------ figures
@@ -338,6 +337,7 @@ class LogShipper:
             self._thread.join(timeout)
         if self.log.on_durable == self._on_durable:
             self.log.on_durable = None
+        self.metrics.unregister()  # a later shipper (the next leadership) registers its own
 
     def _run(self) -> None:
         wait = 0.0
