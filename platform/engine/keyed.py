@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from linkstream.engine.keyed_stats import MemberStats
 from linkstream.engine.output import TIME_MARK, QueryStats, json_terms
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, group_starts, insert_sorted, sum_by_key
@@ -131,54 +132,6 @@ def keyed_shape(rq: RegisteredQuery) -> tuple[tuple, GraphOperator, int] | None:
     return key, g, const
 
 
-class _MemberStats(QueryStats):
-    """A grouped query's stats: ``rows`` adds what the group counted for it; its
-    evaluation time and latencies are its group's (one evaluation per report for all
-    members)."""
-
-    def __init__(self, group: KeyedGroup, mid: int, base: QueryStats) -> None:
-        self._group = group
-        self._mid = mid
-        self._rows0 = 0
-        self._secs0 = 0.0
-        super().__init__(base.reports, base.rows, base.eval_seconds, base.latencies)
-
-    @property
-    def reports(self) -> int:
-        return self._reports0 + self._group.nrep
-
-    @reports.setter
-    def reports(self, value: int) -> None:
-        self._reports0 = int(value) - self._group.nrep
-
-    @property
-    def rows(self) -> int:
-        return self._rows0 + int(self._group.acc[self._mid])
-
-    @rows.setter
-    def rows(self, value: int) -> None:
-        self._rows0 = int(value) - int(self._group.acc[self._mid])
-
-    @property
-    def eval_seconds(self) -> float:
-        return self._secs0 + self._group.seconds
-
-    @eval_seconds.setter
-    def eval_seconds(self, value: float) -> None:
-        self._secs0 = float(value) - self._group.seconds
-
-    @property
-    def latencies(self) -> list[float]:
-        return self._group.latencies
-
-    @latencies.setter
-    def latencies(self, value: list[float]) -> None:
-        pass  # the group's list is every member's
-
-    def plain(self) -> QueryStats:
-        return QueryStats(self.reports, self.rows, self.eval_seconds, list(self.latencies))
-
-
 class KeyedGroup:
     """The queries of one keyed-scan shape (see the module docstring)."""
 
@@ -204,14 +157,17 @@ class KeyedGroup:
         self.views: list[ResultView | None] = []
         self.stats: list[QueryStats | None] = []
         #: the head of each member's lines, with :data:`TIME_MARK` for the report time
-        self.heads: list[str] = []
+        #: (an object array by member id, as :attr:`blocks`: vectorised per changed key)
+        self.heads = np.full(0, "", dtype=object)
+        #: each member's key (by member id)
+        self.mkey = np.zeros(0, dtype=np.int64)
         #: the version of its key's result each member's view holds (-1: none)
         self.view_ver: list[int] = []
         #: key -> version of its result (bumped when it changes or a member is new)
         self.key_ver: dict[int, int] = {}
         self._ver = 0
         #: each member's lines as one text (:meth:`QueryOutput.block`; "" when empty)
-        self.blocks: list[str] = []
+        self.blocks = np.full(0, "", dtype=object)
         self._free: list[int] = []
         self.by_name: dict[str, int] = {}
         self.by_key: dict[int, list[int]] = {}
@@ -224,7 +180,9 @@ class KeyedGroup:
         # report order: member ids sorted by name, each member's place (-1: none) and the
         # blocks in that order
         self._order: list[int] | None = None
-        self._place: list[int] = []
+        self._place = np.zeros(0, dtype=np.int64)
+        #: (version, member keys sorted, member ids in that order): members by key
+        self._csr: tuple[int, np.ndarray, np.ndarray] | None = None
         self.slots: list[str] = []
         self._positions: tuple[object, int, np.ndarray | None] | None = None
         self._rows = 0  # lines of a report of every member
@@ -274,16 +232,18 @@ class KeyedGroup:
             for lst in (self.names, self.rqs, self.views, self.stats):
                 lst.append(None)
             self.keys.append(0)
-            self.heads.append("")
             self.view_ver.append(-1)
-            self.blocks.append("")
-            self._place.append(-1)
             if mid >= len(self.cur):
                 n = max(16, 2 * len(self.cur))
-                self.cur = np.concatenate([self.cur, np.zeros(n - len(self.cur), dtype=np.int64)])
-                self.acc = np.concatenate([self.acc, np.zeros(n - len(self.acc), dtype=np.int64)])
+                more = n - len(self.cur)
+                self.cur = np.concatenate([self.cur, np.zeros(more, dtype=np.int64)])
+                self.acc = np.concatenate([self.acc, np.zeros(more, dtype=np.int64)])
+                self.mkey = np.concatenate([self.mkey, np.zeros(more, dtype=np.int64)])
+                self.heads = np.concatenate([self.heads, np.full(more, "", dtype=object)])
+                self.blocks = np.concatenate([self.blocks, np.full(more, "", dtype=object)])
         self.names[mid] = name
         self.keys[mid] = const
+        self.mkey[mid] = const
         self.rqs[mid] = rq
         self.views[mid] = rq.output._view
         self.view_ver[mid] = -1
@@ -296,7 +256,7 @@ class KeyedGroup:
         self.by_key.setdefault(const, []).append(mid)
         self.pending.add(mid)
         self._loud = None
-        rq.stats = self.stats[mid] = _MemberStats(self, mid, rq.stats)
+        rq.stats = self.stats[mid] = MemberStats(self, mid, rq.stats)
         self._order = None
         self._version += 1
 
@@ -308,7 +268,7 @@ class KeyedGroup:
         self.sync(mid)
         rq.output._keyed = None
         del self.by_name[name]
-        if isinstance(rq.stats, _MemberStats):
+        if isinstance(rq.stats, MemberStats):
             rq.stats = rq.stats.plain()
         if rq.output.view._started:
             # the view holds its result: the query's own operators go on from the deltas
@@ -335,10 +295,10 @@ class KeyedGroup:
         names = self.names
         order = sorted(self.by_name.values(), key=names.__getitem__)  # type: ignore[arg-type]  # names of live members are str (None marks a freed slot, never a member)
         self._order = order
-        self._place = place = [-1] * len(self._place)
-        for i, m in enumerate(order):
-            place[m] = i
-        self.slots = list(map(self.blocks.__getitem__, order))
+        self._place = place = np.full(len(self.cur), -1, dtype=np.int64)
+        oarr = np.array(order, dtype=np.int64)
+        place[oarr] = np.arange(len(order))
+        self.slots = self.blocks[oarr].tolist() if len(order) else []
         self._rows = int(self.cur.sum())
 
     # ------------------------------------------------------------ epochs
@@ -365,8 +325,7 @@ class KeyedGroup:
                 changed = _uniq(kh)
         keys: np.ndarray | None = changed
         if self.pending:
-            kl = self.keys
-            pk = _uniq(np.fromiter((kl[m] for m in self.pending), dtype=np.int64, count=len(self.pending)))
+            pk = _uniq(self.mkey[np.fromiter(self.pending, dtype=np.int64, count=len(self.pending))])
             known = self.keys_arr
             if len(known):
                 j = known.searchsorted(pk)
@@ -514,75 +473,109 @@ class KeyedGroup:
             bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
         _set_view(view, Batch(self.vars, self.st_c[:, lo:hi], counts), bodies)
 
+    def _members(self) -> tuple[np.ndarray, np.ndarray]:
+        """The members' keys, ascending, and the member ids in that order (cached until a
+        member comes or goes)."""
+        c = self._csr
+        if c is not None and c[0] == self._version:
+            return c[1], c[2]
+        live = np.fromiter(self.by_name.values(), dtype=np.int64, count=len(self.by_name))
+        ks = self.mkey[live]
+        o = np.argsort(ks, kind="stable")
+        self._csr = (self._version, ks[o], live[o])
+        return ks[o], live[o]
+
     def _render_keys(self, karr: np.ndarray) -> list[int]:
         """Updates the views and blocks of the members of ``karr`` (distinct keys,
-        ascending); returns those members."""
-        keys = karr.tolist()
+        ascending); returns those members.  Vectorised over the members: a key's rows are
+        a range of the state, its members a range of :meth:`_members`; a one-line block
+        is its member's head and the row's body in one object-array addition."""
         st_k, st_n = self.st_k, self.st_n
-        los = st_k.searchsorted(karr, "left").tolist()
-        his = st_k.searchsorted(karr, "right").tolist()
-        ones = not len(st_n) or bool((st_n == 1).all())
-        bl = self.st_b.tolist()  # one conversion, sliced per key below
-        nl = None if ones else st_n.tolist()
-        by_key, heads, blocks = self.by_key, self.heads, self.blocks
-        ordered = self._order is not None
-        place, slots = self._place, self.slots
-        touched: list[int] = []
-        ns: list[int] = []
-        key_ver = self.key_ver
+        sk, sm = self._members()
+        a = sk.searchsorted(karr, "left")
+        cnt = sk.searchsorted(karr, "right") - a
+        has = cnt > 0
+        if not has.all():
+            karr, a, cnt = karr[has], a[has], cnt[has]
+        nk = len(karr)
+        if not nk:
+            return []
         ver = self._ver
-        for k, lo, hi in zip(keys, los, his):
-            mids = by_key.get(k)
-            if not mids:
-                continue
-            ver += 1
-            key_ver[k] = ver  # the members' views read it when they are looked at
-            if lo == hi:  # an empty result: only members that had lines (or never ran) change
-                for mid in mids:
-                    if blocks[mid]:
-                        blocks[mid] = ""
-                        if ordered:
-                            slots[place[mid]] = ""
-                        touched.append(mid)
-                        ns.append(0)
-                continue
-            if nl is None and hi - lo == 1:  # the common case: one line, one loop
-                tail = bl[lo] + "\n"
-                if ordered:
-                    for mid in mids:
-                        blocks[mid] = slots[place[mid]] = heads[mid] + tail
-                else:
-                    for mid in mids:
-                        blocks[mid] = heads[mid] + tail
-                touched += mids
-                ns += [1] * len(mids)
-                continue
-            if nl is None:
-                bodies = bl[lo:hi]
-            else:
-                bodies = [b for b, c in zip(bl[lo:hi], nl[lo:hi]) for _ in range(max(c, 0))]
-            n = len(bodies)
-            if n == 1:
-                tail = bodies[0] + "\n"
-                new = [heads[m] + tail for m in mids]
-            else:
-                new = [h + ("\n" + h).join(bodies) + "\n" for h in map(heads.__getitem__, mids)]
-            for mid, blk in zip(mids, new):
-                blocks[mid] = blk
-            if ordered:
-                for mid, blk in zip(mids, new):
-                    slots[place[mid]] = blk
-            touched += mids
-            ns += [n] * len(mids)
-        self._ver = ver
-        if touched:
-            tarr = np.array(touched, dtype=np.int64)
-            narr = np.array(ns, dtype=np.int64)
-            cur = self.cur
-            self._rows += int(narr.sum()) - int(cur[tarr].sum())
-            cur[tarr] = narr
-            self._loud = None
-        return touched
+        # the members' views read their key's version when they are looked at
+        self.key_ver.update(zip(karr.tolist(), range(ver + 1, ver + 1 + nk)))
+        self._ver = ver + nk
+        los = st_k.searchsorted(karr, "left")
+        n = st_k.searchsorted(karr, "right") - los  # lines of each key
+        tot = int(cnt.sum())
+        mids = sm[np.repeat(a - (np.cumsum(cnt) - cnt), cnt) + np.arange(tot)]
+        mn = np.repeat(n, cnt)  # lines of each member
+        blocks, heads = self.blocks, self.heads
+        got_m: list[np.ndarray] = []
+        got_b: list[np.ndarray] = []
+        got_n: list[np.ndarray] = []
+        empty = mn == 0
+        if empty.any():  # an empty result: only members that had lines (or never ran) change
+            me = mids[empty]
+            me = me[blocks[me] != ""]
+            if len(me):
+                got_m.append(me)
+                got_b.append(np.full(len(me), "", dtype=object))
+                got_n.append(np.zeros(len(me), dtype=np.int64))
+        k1 = n == 1
+        if k1.any():
+            k1 &= st_n[np.minimum(los, len(st_n) - 1)] == 1
+        single = np.repeat(k1, cnt)
+        if single.any():  # the common case: one row, one line
+            m1 = mids[single]
+            tails = self.st_b[los[k1]] + "\n"
+            got_m.append(m1)
+            got_b.append(heads[m1] + np.repeat(tails, cnt[k1]))
+            got_n.append(np.ones(len(m1), dtype=np.int64))
+        many = np.flatnonzero((n > 0) & ~k1)
+        if len(many):  # several lines (a row repeated by its count)
+            st_b = self.st_b
+            mm: list[int] = []
+            bm: list[str] = []
+            nm: list[int] = []
+            for lo, hi, lo_m, n_m in zip(
+                los[many].tolist(),
+                (los + n)[many].tolist(),
+                a[many].tolist(),
+                cnt[many].tolist(),
+                strict=True,
+            ):
+                bodies = st_b[lo:hi].tolist()
+                counts = st_n[lo:hi]
+                if (counts != 1).any():
+                    bodies = [
+                        b for b, c in zip(bodies, counts.tolist(), strict=True) for _ in range(max(c, 0))
+                    ]
+                for mid in sm[lo_m : lo_m + n_m].tolist():
+                    h = heads[mid]
+                    mm.append(mid)
+                    bm.append(h + ("\n" + h).join(bodies) + "\n")
+                    nm.append(len(bodies))
+            got_m.append(np.array(mm, dtype=np.int64))
+            arr = np.empty(len(bm), dtype=object)
+            arr[:] = bm
+            got_b.append(arr)
+            got_n.append(np.array(nm, dtype=np.int64))
+        if not got_m:
+            return []
+        if len(got_m) == 1:
+            touched, new, ns = got_m[0], got_b[0], got_n[0]
+        else:
+            touched, new, ns = np.concatenate(got_m), np.concatenate(got_b), np.concatenate(got_n)
+        blocks[touched] = new
+        if self._order is not None:
+            slots = self.slots
+            for p, b in zip(self._place[touched].tolist(), new.tolist(), strict=True):
+                slots[p] = b
+        cur = self.cur
+        self._rows += int(ns.sum()) - int(cur[touched].sum())
+        cur[touched] = ns
+        self._loud = None
+        return touched.tolist()
 
     # ------------------------------------------------------------ reports
 

@@ -43,6 +43,9 @@ JSON_TERMS_MAX = 1 << 20
 #: where the report time goes in a :meth:`QueryOutput.block` (never in a JSON text: JSON
 #: escapes control characters)
 TIME_MARK = "\x00"
+_MARK_BYTES = TIME_MARK.encode("ascii")
+#: characters of a report substituted at a time (:func:`timed_text`)
+_SLICE = 1 << 14
 
 
 @dataclass
@@ -53,6 +56,28 @@ class QueryStats:
     rows: int = 0
     eval_seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
+
+
+def timed_text(text: str, t_text: str) -> str:
+    """``text`` with every :data:`TIME_MARK` replaced by ``t_text`` (the report time).
+
+    A report is hundreds of KB of ASCII: ``bytes.replace`` substitutes about 4x faster
+    than ``str.replace`` (25 us against 97 us on a 284 KB report with 2,011 marks), but
+    a round trip through bytes of the whole report allocates three more buffers of its
+    size, which the allocator hands back to the system and takes again at every report
+    (page faults cost more than the substitution saves).  So the text goes through in
+    slices of :data:`_SLICE` characters that stay in the cache and in the small-object
+    heap, and one join puts them together."""
+    n = len(text)
+    if n <= _SLICE or not text.isascii() or not t_text.isascii():
+        if n <= _SLICE and text.isascii() and t_text.isascii():
+            return text.encode("ascii").replace(_MARK_BYTES, t_text.encode("ascii")).decode("ascii")
+        return text.replace(TIME_MARK, t_text)
+    tb = t_text.encode("ascii")
+    mark = _MARK_BYTES
+    return "".join(
+        [text[i : i + _SLICE].encode("ascii").replace(mark, tb).decode("ascii") for i in range(0, n, _SLICE)]
+    )
 
 
 def json_terms(dictionary: Dictionary, ids: set[int]) -> dict[int, str]:
@@ -468,7 +493,7 @@ class ReportLines(Mapping[str, list[str]]):
         if not parts:
             return 0, ""
         text = "".join(parts)
-        return n, text.replace(TIME_MARK, self.t_text) if blocks else text
+        return n, timed_text(text, self.t_text) if blocks else text
 
     def _piece(self, name: str) -> tuple[int, str]:
         """The text of one query that is not in a group, and its lines."""
@@ -515,7 +540,7 @@ class ReportLines(Mapping[str, list[str]]):
                 n += k
                 parts.append(piece)
             text = "".join(parts)
-            return n, text.replace(TIME_MARK, self.t_text) if text else text
+            return n, timed_text(text, self.t_text) if text else text
         # interleaved: every reporting name has a place in the report order
         if callable(order):
             order = order()
@@ -542,7 +567,7 @@ class ReportLines(Mapping[str, list[str]]):
                 n += k
                 at[i] = piece
         text = "".join(at.tolist())
-        return n, text.replace(TIME_MARK, self.t_text) if text else text
+        return n, timed_text(text, self.t_text) if text else text
 
 
 class QueryOutput:
