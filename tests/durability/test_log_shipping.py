@@ -250,3 +250,31 @@ def test_kill_9_and_a_lost_state_dir_recover_from_the_store(
     want = _uninterrupted()
     for r in whole:
         assert [row for _, row in r.got] == want[r.name], r.name
+
+
+def test_a_deposed_shipper_stops_instead_of_overwriting_the_new_one(tmp_path: Path) -> None:
+    """Two leaders for a moment (the old one has not noticed it was deposed): once the new
+    shipper has written the manifest, the old one's next ship finds it is not its own and
+    stops; the manifest keeps the new leader's pieces."""
+    backend = FileBackend(str(tmp_path / "store"))
+    old = IngestLog(str(tmp_path / "a"))
+    sa = LogShipper(old, backend, 0.05).start()
+    _push(old, 5)
+    _until(lambda: sa.stats()["shipped_seq"] == 4)
+    new = IngestLog(str(tmp_path / "b"))
+    adopt_shipped(new, backend)
+    list(new.records())
+    sb = LogShipper(new, backend, 0.05).start()
+    _push(new, 3, 100)
+    _until(lambda: sb.stats()["shipped_seq"] == 7)
+    _push(old, 2, 50)  # the deposed leader still takes a push
+    _until(lambda: sa.superseded)
+    try:
+        assert "is written by another shipper (%s) now: this one stops" % sb.writer in (sa.last_error or "")
+        assert [r.header["t"] for r in shipped_records(backend)] == [0, 1, 2, 3, 4, 100, 101, 102]
+        assert sb.stats()["superseded"] is False
+    finally:
+        sa.stop()
+        sb.stop()
+        old.close()
+        new.close()

@@ -491,8 +491,8 @@ class Checkpointer:
                 self.checkpoint(timeout=timeout)
             except Exception as e:  # the log still holds everything
                 log.error("final checkpoint to %s failed: %s", self.store.uri, e)
-        if self.shipper is not None:
-            self.shipper.stop(timeout)
+        if self.shipper is not None:  # a last ship on a clean shutdown only
+            self.shipper.stop(timeout, final=final)
 
     def _run(self) -> None:
         wait = self.interval_s if self.first_s is None else min(self.first_s, self.interval_s)

@@ -40,6 +40,7 @@ import hashlib
 import logging
 import os
 import re
+import socket
 import threading
 import time
 import zlib
@@ -112,10 +113,15 @@ def read_manifest(backend: Backend) -> list[Piece]:
         CheckpointError: The manifest is unreadable.
         BackendError: The store cannot be read.
     """
+    return _read_manifest(backend)[0]
+
+
+def _read_manifest(backend: Backend) -> tuple[list[Piece], str | None]:
+    """The manifest's pieces and the shipper that wrote it last (``None``: no manifest)."""
     try:
         data = backend.get(MANIFEST)
     except KeyError:
-        return []
+        return [], None
     try:
         doc = msgpack.unpackb(data, raw=False)
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -123,12 +129,11 @@ def read_manifest(backend: Backend) -> list[Piece]:
         pieces = [Piece(int(a), int(b), int(n), int(c), str(h)) for a, b, n, c, h in doc["pieces"]]
     except (ValueError, TypeError, KeyError, msgpack.UnpackException) as e:
         raise CheckpointError("%s/%s is unreadable: %s" % (backend.uri, MANIFEST, e)) from None
-    return sorted(pieces, key=lambda p: p.first)
+    return sorted(pieces, key=lambda p: p.first), str(doc.get("writer") or "")
 
 
-def _write_manifest(backend: Backend, pieces: list[Piece]) -> None:
-    doc = {"format": FORMAT, "pieces": [p.row() for p in pieces], "written": time.time()}
-    backend.put(MANIFEST, msgpack.packb(doc, use_bin_type=True))
+class Superseded(RuntimeError):
+    """Another shipper (a newer cluster leader) writes the store's log manifest now."""
 
 
 def _piece_bytes(backend: Backend, p: Piece) -> bytes:
@@ -268,6 +273,11 @@ class LogShipper:
         self._durable = -1
         self._waiting_since: float | None = None  # when a record not in the store became durable
         self._streak = 0
+        self._final = True
+        #: this shipper's id in the manifest it writes
+        self.writer = "%s-%d-%s" % (socket.gethostname(), os.getpid(), os.urandom(4).hex())
+        self._took_over = False  # wrote the manifest once (later writes check it is still ours)
+        self.superseded = False
         self.pieces_shipped = 0
         self.bytes_shipped = 0
         self.ship_seconds = 0.0
@@ -305,6 +315,7 @@ class LogShipper:
             "failures": self.failures,
             "truncated": self.truncated,
             "last_error": self.last_error,
+            "superseded": self.superseded,
         }
 
     # ------------------------------------------------------------ lifecycle
@@ -329,8 +340,9 @@ class LogShipper:
         self._trunc = max(self._trunc, covered)
         self._wake.set()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stops the thread after one last ship (skipped while the store is failing)."""
+    def stop(self, timeout: float = 10.0, final: bool = True) -> None:
+        """Stops the thread after one last ship (``final``; skipped while the store is failing)."""
+        self._final = final
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -345,13 +357,18 @@ class LogShipper:
             self._wake.wait(wait)
             self._wake.clear()
             stopping = self._stop.is_set()
-            if stopping and self._streak:
+            if stopping and (self._streak or not self._final) or self.superseded:
                 return
             try:
                 self.ship_once()
                 self._streak = 0
                 self.last_error = None
                 wait = self.interval_s
+            except Superseded as e:
+                self.superseded = True
+                self.last_error = str(e)
+                log.error("log shipping: %s", e)
+                return
             except (BackendError, CheckpointError, OSError, ValueError) as e:
                 self._streak += 1
                 self.failures += 1
@@ -445,7 +462,7 @@ class LogShipper:
                     pos = (name, start + good)
             if new:
                 t1 = time.perf_counter()
-                _write_manifest(self.backend, pieces + new)
+                self._write_manifest(pieces + new)
                 self.ship_seconds += time.perf_counter() - t1
                 self._pieces = pieces = pieces + new
                 nbytes = sum(p.size for p in new)
@@ -461,6 +478,26 @@ class LogShipper:
             self._truncate()
             return len(new)
 
+    def _write_manifest(self, pieces: list[Piece]) -> None:
+        """Replaces the manifest, unless another shipper took it over since this one did
+        (fencing: a deposed cluster leader stops shipping instead of overwriting the new
+        leader's manifest)."""
+        if self._took_over:
+            _, writer = _read_manifest(self.backend)
+            if writer != self.writer:
+                raise Superseded(
+                    "%s/%s is written by another shipper (%s) now: this one stops"
+                    % (self.backend.uri, MANIFEST, writer)
+                )
+        doc = {
+            "format": FORMAT,
+            "pieces": [p.row() for p in pieces],
+            "written": time.time(),
+            "writer": self.writer,
+        }
+        self.backend.put(MANIFEST, msgpack.packb(doc, use_bin_type=True))
+        self._took_over = True
+
     def _truncate(self) -> None:
         """Deletes the pieces (and debris of failed ships) wholly covered by a kept checkpoint."""
         cut = self._trunc
@@ -470,7 +507,7 @@ class LogShipper:
         drop = [p for p in pieces if p.last <= cut]
         keep = [p for p in pieces if p.last > cut]
         if drop:
-            _write_manifest(self.backend, keep)
+            self._write_manifest(keep)
             self._pieces = keep
         named = {p.key for p in keep}
         gone = [p.key for p in drop]
