@@ -55,22 +55,30 @@ def parse_datetime_ms(lex: str) -> int:
     """
     m = _DT_FAST_RE.fullmatch(lex)
     if m is not None:
-        head = m.group(1)
-        base = _MINUTES.get(head)
-        if base is None and head[11:13] != "24":
-            try:
-                base = _parse_datetime_ms(head + ":00Z")
-            except ValueError:
-                base = None  # the full parse below says why
-            else:
-                if len(_MINUTES) >= 4096:
-                    _MINUTES.clear()
-                _MINUTES[head] = base
-        if base is not None:
-            frac = m.group(3)
-            ms = int((frac + "00")[:3]) if frac else 0
-            return base + int(m.group(2)) * 1000 + ms
+        got = _fast_ms(m)
+        if got is not None:
+            return got
     return _parse_datetime_ms(lex)
+
+
+def _fast_ms(m: re.Match[str]) -> int | None:
+    """Milliseconds of a :data:`_DT_FAST_RE` match, or ``None`` when the full parse must
+    decide (hour 24, an impossible date)."""
+    head = m.group(1)
+    base = _MINUTES.get(head)
+    if base is None:
+        if head[11:13] == "24":
+            return None
+        try:
+            base = _parse_datetime_ms(head + ":00Z")
+        except ValueError:
+            return None  # the full parse says why
+        if len(_MINUTES) >= 4096:
+            _MINUTES.clear()
+        _MINUTES[head] = base
+    frac = m.group(3)
+    ms = int((frac + "00")[:3]) if frac else 0
+    return base + int(m.group(2)) * 1000 + ms
 
 
 def _parse_datetime_ms(lex: str) -> int:
@@ -230,6 +238,9 @@ class StreamReader:
         watermark: int | None = None
         late_logged = False
         lineno = 0
+        # the graph token of the last common line of ``current`` (its graph checked once)
+        cur_tok: str | None = None
+        cur_add: Callable[[tuple[str, str, str]], None] | None = None
 
         def reject(reason: str) -> None:
             stats.rejected += 1
@@ -262,36 +273,43 @@ class StreamReader:
                     parts = line.split(" ")
                     if len(parts) == 5 and parts[4] == "." and current is not None and "\r" not in line:
                         try:
-                            g = iris_get(parts[3]) or split_term(parts[3], False)
-                            if g is not None and graphs.get(g) is current:
-                                p = iris_get(parts[1]) or split_term(parts[1], False)
-                                s = iris_get(parts[0]) or split_term(parts[0], False)
-                                o = iris_get(parts[2]) or lits_get(parts[2]) or split_term(parts[2], True)
-                                if p is not None and p[0] == "<" and s is not None and o is not None:
-                                    key = (s, p, o)
-                                    if key not in current.seen:
-                                        current.seen.add(key)
-                                        current.triples.append(key)
-                                    continue
-                        except NTriplesError:
+                            g_tok = parts[3]
+                            if g_tok != cur_tok:
+                                g = iris_get(g_tok) or split_term(g_tok, False)
+                                if g is None or graphs.get(g) is not current:
+                                    raise _NotCommon
+                                cur_tok = g_tok
+                                cur_add = current.triples.append
+                            p = iris_get(parts[1]) or split_term(parts[1], False)
+                            s = iris_get(parts[0]) or split_term(parts[0], False)
+                            o = iris_get(parts[2]) or lits_get(parts[2]) or split_term(parts[2], True)
+                            if p is not None and p[0] == "<" and s is not None and o is not None:
+                                # deduplicated when the element closes (:meth:`_close`)
+                                cur_add((s, p, o))  # type: ignore[misc]  # set with cur_tok
+                                continue
+                        except (NTriplesError, _NotCommon):
                             pass  # the parser below says why
                     quads: list[Quad] | tuple[Quad, ...] | None = None
+                    fast_t: int | None = None
                     # the common timestamp line, "<g> prov:generatedAtTime "..."^^xsd:dateTime .",
                     # with a literal in the fast dateTime form: the parser would return the
                     # tokens themselves (the subject as its term check gives it)
                     if len(parts) == 4 and parts[3] == "." and parts[1] == _PROV_TOKEN and "\r" not in line:
                         o = parts[2]
-                        if (
-                            o[0] == '"'
-                            and o.endswith(_DATETIME_SUFFIX)
-                            and _DT_FAST_RE.fullmatch(o, 1, len(o) - len(_DATETIME_SUFFIX))
-                        ):
+                        m = (
+                            _DT_FAST_RE.fullmatch(o, 1, len(o) - len(_DATETIME_SUFFIX))
+                            if o[0] == '"' and o.endswith(_DATETIME_SUFFIX)
+                            else None
+                        )
+                        if m is not None:
                             try:
                                 g = iris_get(parts[0]) or split_term(parts[0], False)
                             except NTriplesError:
                                 g = None  # the parser says why
                             if g is not None:
                                 quads = ((g, _PROV_TOKEN, o, None),)
+                                # no escapes in the fast form: the literal's text is its lexical form
+                                fast_t = _fast_ms(m)
                     if quads is None:
                         try:
                             if "\r" in line:
@@ -304,17 +322,21 @@ class StreamReader:
                             continue
                     for s, p, o, g in quads:
                         if g is None:
-                            if p != _PROV_TOKEN:
+                            cur_tok = None  # the graph -> element map may change
+                            if fast_t is not None:
+                                t = fast_t
+                            elif p != _PROV_TOKEN:
                                 reject("default-graph triple that is not a timestamp")
                                 continue
-                            if o[0] != '"' or not o.endswith(_DATETIME_SUFFIX):
+                            elif o[0] != '"' or not o.endswith(_DATETIME_SUFFIX):
                                 reject("generatedAtTime is not an xsd:dateTime literal")
                                 continue
-                            try:
-                                t = parse_datetime_ms(unescape_string(o[1 : -len(_DATETIME_SUFFIX)]))
-                            except ValueError as e:
-                                reject(str(e))
-                                continue
+                            else:
+                                try:
+                                    t = parse_datetime_ms(unescape_string(o[1 : -len(_DATETIME_SUFFIX)]))
+                                except ValueError as e:
+                                    reject(str(e))
+                                    continue
                             problem = range_error(t) or jump_error(t, watermark, max_jump)
                             if problem is not None:
                                 reject_element(problem)
@@ -347,15 +369,17 @@ class StreamReader:
                             continue
                         if el is None:  # belongs to a dropped late element
                             continue
-                        if el is not current:  # an element already closed: a continuation
-                            cont = continuations.get(el.seq)
-                            if cont is None:
-                                cont = continuations[el.seq] = _Pending(el.t, el.seq, True)
-                            el = cont
+                        if el is current:  # deduplicated when it closes
+                            el.triples.append((s, p, o))
+                            continue
+                        # an element already closed: a continuation
+                        cont = continuations.get(el.seq)
+                        if cont is None:
+                            cont = continuations[el.seq] = _Pending(el.t, el.seq, True)
                         key = (s, p, o)
-                        if key not in el.seen:
-                            el.seen.add(key)
-                            el.triples.append(key)
+                        if key not in cont.seen:
+                            cont.seen.add(key)
+                            cont.triples.append(key)
                 if done:
                     yield from self._encode(done)
                     done = []
@@ -370,7 +394,9 @@ class StreamReader:
             done.extend(continuations[k] for k in sorted(continuations))
             continuations.clear()
         if current is not None:
-            current.seen = set()  # not needed any more: its later quads become continuations
+            # the open element's triples, deduplicated in first-seen order (its later quads
+            # become continuations)
+            current.triples = list(dict.fromkeys(current.triples))
             done.append(current)
 
     def _encode(self, pending: list[_Pending]) -> Iterator[Element]:
@@ -383,6 +409,10 @@ class StreamReader:
             yield Element(el.t, ids[start : start + n], el.seq, el.continuation)
             start += n
             el.triples = []
+
+
+class _NotCommon(Exception):
+    """A line that looked common but is not (the parser reads it)."""
 
 
 _MISSING = _Pending(0, -1)
