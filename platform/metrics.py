@@ -24,6 +24,13 @@ name                                           type       what
 ``linkstream_watermark_ms``                    gauge      the watermark that drives reports
 =============================================  =========  ====================================
 
+With the ingest log shipped to the checkpoint store (``run --state-dir`` with
+``--checkpoints`` outside it, :class:`LogShipMetrics`): ``linkstream_log_segments_shipped_total``,
+``linkstream_log_shipped_bytes_total``, ``linkstream_log_ship_failures_total`` (failed
+attempts, retried), ``linkstream_log_shipped_truncated_total`` (pieces deleted once a
+checkpoint covers them) and ``linkstream_log_ship_lag_seconds`` (age of the oldest
+acknowledged record not in the store yet).
+
 Cluster processes (operator containers and coordinators, :class:`ContainerMetrics` and
 :class:`CoordinatorMetrics`) serve their own registry at ``/metrics`` with
 :func:`serve_metrics`; a container also counts ingestion and reports under the names
@@ -152,6 +159,12 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_operator_partition_rows_total",
     "linkstream_operator_partition_input_rows_total",
     "linkstream_operator_channel_takeovers_total",
+    # ingest log shipping to the checkpoint store (LogShipMetrics, ``run --state-dir --checkpoints``)
+    "linkstream_log_segments_shipped_total",
+    "linkstream_log_shipped_bytes_total",
+    "linkstream_log_ship_failures_total",
+    "linkstream_log_shipped_truncated_total",
+    "linkstream_log_ship_lag_seconds",
     # a store's state (StoreCollector, ``linkstream run --store``)
     "linkstream_store_stable_timestamp_ms",
     "linkstream_store_snapshot_age_seconds",
