@@ -157,6 +157,12 @@ class _Instance:
     #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
     windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
+    #: the ranges it was created with: the key of its timed windows (they keep it when
+    #: the instance grows, so its operators are found again by signature)
+    created: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.created = tuple(self.ranges)
 
     @property
     def started(self) -> bool:
@@ -452,9 +458,15 @@ class Sharing:
         windows: list[Operator] = []
         for si, sl in enumerate(slots):
             tws_k = []
-            for j, w in enumerate(_slot_windows(sl)):
+            for w in _slot_windows(sl):
                 spec = WindowSpec("time", inst.ranges[si], w.step)
-                tws_k.append(self._intern(TimedWindowOperator(w.buffer, spec, w.step, (inst.no, si, j)), []))
+                # keyed by the instance's range at its creation, not by the instance: the
+                # shared joins of other signatures over the same stream, step and range
+                # read one timed window and one latest graph (an instance that grows
+                # widens windows it may share: a wider window only adds rows that the
+                # routers leave out)
+                timed = TimedWindowOperator(w.buffer, spec, w.step, ("range", inst.created[si]))
+                tws_k.append(self._intern(timed, []))
             static = sl.static if isinstance(sl, GraphOperator) else None
             latest = LatestGraphOperator(tws_k, static, getattr(sl, "static_key", None))
             windows.append(self._intern(latest, tws_k))
