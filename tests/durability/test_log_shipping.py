@@ -278,3 +278,33 @@ def test_a_deposed_shipper_stops_instead_of_overwriting_the_new_one(tmp_path: Pa
         sb.stop()
         old.close()
         new.close()
+
+
+def test_a_gap_in_the_shipped_log_keeps_the_run_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Pieces before a gap (a crash between a ship and the truncation of what a checkpoint
+    covers) are not used: the local log takes the run after the gap, with a warning."""
+    import msgpack
+
+    from linkstream.engine.live.logship import MANIFEST
+
+    backend = FileBackend(str(tmp_path / "store"))
+    lg = IngestLog(str(tmp_path / "a"), segment_bytes=1500)
+    sh = LogShipper(lg, backend, 0.05).start()
+    last = _push(lg, 60)
+    _until(lambda: sh.stats()["shipped_seq"] == last)
+    sh.stop()
+    lg.close()
+    pieces = read_manifest(backend)
+    assert len(pieces) >= 3
+    doc = msgpack.unpackb(backend.get(MANIFEST), raw=False)
+    doc["pieces"] = [p.row() for p in pieces if p != pieces[1]]
+    backend.put(MANIFEST, msgpack.packb(doc, use_bin_type=True))
+    lg = IngestLog(str(tmp_path / "b"))
+    try:
+        adopt_shipped(lg, backend)
+        assert [r.seq for r in lg.pending_records()] == list(range(pieces[2].first, last + 1))
+        assert "the shipped log jumps from record %d to %d" % (pieces[0].last, pieces[2].first) in caplog.text
+    finally:
+        lg.close()

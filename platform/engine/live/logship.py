@@ -170,6 +170,7 @@ def shipped_records(
             )
         for r in recs:
             if r.seq > after:
+                after = r.seq  # a record in two pieces (a re-shipped tail) counts once
                 yield r
 
 
@@ -201,12 +202,19 @@ def adopt_shipped(ingest_log: IngestLog, backend: Backend) -> int:
     if not pieces:
         return 0
     recs = list(shipped_records(backend, -1, pieces))
-    for a, b in zip(recs, recs[1:]):
-        if b.seq != a.seq + 1:
-            raise CheckpointError(
-                "%s: the shipped log jumps from record %d to %d: pieces are missing"
-                % (backend.uri, a.seq, b.seq)
+    for k in range(len(recs) - 1, 0, -1):
+        if recs[k].seq != recs[k - 1].seq + 1:
+            # pieces a checkpoint covers, not deleted yet (a crash between ship and
+            # truncation): the run after the gap is what a restore needs (if the checkpoint
+            # does not cover the gap, the replay stops with "records are missing")
+            log.warning(
+                "%s: the shipped log jumps from record %d to %d; records before the jump are not used",
+                backend.uri,
+                recs[k - 1].seq,
+                recs[k].seq,
             )
+            recs = recs[k:]
+            break
     n = ingest_log.adopt(recs)
     if n:
         log.info("ingest log: %d records restored from the shipped log in %s", n, backend.uri)
