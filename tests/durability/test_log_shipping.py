@@ -308,3 +308,33 @@ def test_a_gap_in_the_shipped_log_keeps_the_run_after_it(
         assert "the shipped log jumps from record %d to %d" % (pieces[0].last, pieces[2].first) in caplog.text
     finally:
         lg.close()
+
+
+def test_an_endpoint_nobody_answers_never_blocks_acknowledgements(tmp_path: Path) -> None:
+    """An S3 endpoint where nothing listens: pushes are acknowledged at local fsync speed,
+    each failed attempt is counted and retried with a growing backoff."""
+    client = boto3.client(
+        "s3",
+        endpoint_url="http://127.0.0.1:%d" % _free_port(),
+        region_name="us-east-1",
+        aws_access_key_id="wrong",
+        aws_secret_access_key="wrong",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=1),
+    )
+    lg = IngestLog(str(tmp_path / "state"))
+    registry = CollectorRegistry()
+    sh = LogShipper(lg, S3Backend("nobody", "p", client=client), 0.05, registry).start()
+    try:
+        t0 = time.perf_counter()
+        _push(lg, 200)
+        assert time.perf_counter() - t0 < 5.0
+        _until(lambda: sh.failures >= 2, timeout=10)
+        assert "Could not connect to the endpoint URL" in (sh.last_error or "")
+        assert registry.get_sample_value("linkstream_log_ship_failures_total") >= 2
+        assert (
+            sh.stats()["shipped_seq"] == -1
+            and registry.get_sample_value("linkstream_log_ship_lag_seconds") > 0
+        )
+    finally:
+        sh.stop()
+        lg.close()
