@@ -46,7 +46,11 @@ Design (first cut of issue 15):
   windows, the same report times -- and appends nothing to the result log at or before
   the latest report time it holds (those reports were made and replicated by the old
   leader); the reports after it, which the old leader owed, come from the replay.  Without
-  ``--state-dir``, what the old leader had accepted is lost with it.
+  ``--state-dir``, what the old leader had accepted is lost with it.  Without a *shared*
+  one (each coordinator its own ``--state-dir``, ``--checkpoints`` in a store they share)
+  the leader ships its log to the store (:mod:`linkstream.engine.live.logship`) and a new
+  leader merges the shipped log into its own (:meth:`ClusterService._adopt_shipped`): what
+  the old leader acknowledged but had not shipped yet is lost with it.
 * **Results are read anywhere and resume.**  Every coordinator holds the replicated
   result log of :mod:`linkstream.cluster.results` and serves ``/queries/{name}/results``
   (SSE, JSONL) from it itself: result ids ``<report time>:<line>``, ``Last-Event-ID`` /
