@@ -238,8 +238,8 @@ class RoutedBlock:
         changed: dict[int, Batch | None] = {}
         if len(d):
             dg = d.cols[0]
-            starts = np.flatnonzero(np.r_[True, dg[1:] != dg[:-1]])
-            ends = np.r_[starts[1:], len(dg)]
+            starts = np.flatnonzero(np.concatenate(([True], dg[1:] != dg[:-1])))
+            ends = np.append(starts[1:], len(dg))
             for lo, hi, gid in zip(starts.tolist(), ends.tolist(), dg.take(starts).tolist()):
                 changed[gid] = Batch(self.vars, d.cols[1:, lo:hi], d.counts[lo:hi])
         fresh_ids = {id(v) for v in fresh}
@@ -284,7 +284,7 @@ class RoutedBlock:
         column (the view's own renderer then handles it)."""
         if not cols.shape[0] or (cols == 0).any():
             return None
-        texts = json_terms(self.dictionary, set(np.unique(cols).tolist()))
+        texts = json_terms(self.dictionary, set(cols.ravel().tolist()))
         out: np.ndarray | None = None
         for j, (name, col) in enumerate(zip(self._names, cols)):
             u, inv = np.unique(col, return_inverse=True)

@@ -364,8 +364,8 @@ class _Shared:
         out: dict[int, Batch] = {}
         if len(d):
             g = d.cols[0]
-            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-            ends = np.r_[starts[1:], len(g)]
+            starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+            ends = np.append(starts[1:], len(g))
             for lo, hi, gid in zip(starts.tolist(), ends.tolist(), g.take(starts).tolist()):
                 out[gid] = Batch(d.vars, d.cols[:, lo:hi], d.counts[lo:hi])
         self._split = (epoch, out)

@@ -544,8 +544,8 @@ class RouterOperator(Operator):
         mg = delta.cols[0].take(moved)
         sign = np.where(enter.take(moved), 1, -1).astype(np.int64)
         by_gid = t.by_gid
-        starts = np.flatnonzero(np.r_[True, mg[1:] != mg[:-1]])
-        ends = np.r_[starts[1:], len(mg)]
+        starts = np.flatnonzero(np.concatenate(([True], mg[1:] != mg[:-1])))
+        ends = np.append(starts[1:], len(mg))
         # (each group's rows are cut out when its route asks: most groups' queries are
         # kept by routed blocks, which read :attr:`tagged`)
         self._emit_src = (delta.cols[1:], moved, sign)

@@ -62,12 +62,13 @@ class ScanOperator(Operator):
         idx = np.flatnonzero(m)
         if len(idx) == 0:
             return Batch.empty(self.vars)
+        # (two takes: ``np.ix_`` checks its arguments' dtypes at every call)
         return Batch(
             self.vars,
-            cols[np.ix_(self.positions, idx)]  # type: ignore[arg-type]  # numpy stubs want arrays; int lists work
+            cols.take(idx, axis=1).take(self.positions, axis=0)
             if self.positions
             else np.empty((0, len(idx)), dtype=np.int64),
-            d.counts[idx],
+            d.counts.take(idx),
         )
 
     def config_key(self) -> object:
