@@ -93,7 +93,7 @@ def add_parsers(sub: Any) -> None:
         "log to the checkpoint store every S seconds and at each checkpoint, so that a restart whose "
         "DIR is lost (or a new --zk leader without a shared DIR) restores the latest checkpoint and "
         "replays the shipped log after it; an acknowledged push is in the store at most S seconds "
-        "plus one upload after it is acknowledged (0: no shipping; default %(default)s)",
+        "plus two uploads after it is acknowledged (0: no shipping; default %(default)s)",
     )
     rp.add_argument(
         "--token",

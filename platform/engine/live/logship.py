@@ -23,8 +23,9 @@ state directory) loses only what was not shipped yet:
   (``linkstream_log_ship_failures``) and retried with exponential backoff (up to
   :data:`MAX_BACKOFF_S`); ``linkstream_log_ship_lag_seconds`` grows meanwhile.
 
-**Bound.**  An acknowledged record is in the store at most ``interval_s`` plus one upload
-after its fsync, while the store answers (``run --log-ship-interval``, default 1 s).
+**Bound.**  An acknowledged record is in the store at most ``interval_s`` plus two ships
+(the one under way at its fsync, then its own) after its fsync, while the store answers
+(``run --log-ship-interval``, default 1 s).
 
 **Recovery** (:func:`adopt_shipped`): before the log is replayed, the shipped records are
 read back and merged into the local log (:meth:`IngestLog.adopt
