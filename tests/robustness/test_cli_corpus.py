@@ -246,9 +246,10 @@ CASES: list[Case] = [
     Case("run-store-missing", RUN + " --store /no/store", 2, "not a LinkStream store (no store.json): /no/store"),
     Case("run-dictionary-scheme", RUN + " --dictionary foo:bar", 2, "unknown dictionary backend 'foo:bar'"),
     Case("run-checkpoint-interval-negative", RUN + " --state-dir {d}/state --checkpoint-interval -1", 2, "--checkpoint-interval"),
+    Case("run-log-ship-interval-negative", RUN + " --state-dir {d}/state --log-ship-interval -1", 2, "--log-ship-interval must be >= 0 seconds, got -1.0"),
     # ------------------------------------------------------------ restore
     Case("restore-no-log", "restore", 2, "one of the arguments --log --store is required"),
-    Case("restore-log-missing", "restore --log /no/dir", 2, "--log /no/dir: no ingest log there (expected /no/dir/log/)"),
+    Case("restore-log-missing", "restore --log /no/dir", 2, "--log /no/dir: no ingest log there (expected /no/dir/log/, or a log shipped to --checkpoint)"),
     Case("restore-log-is-a-file", "restore --log {d}/g.nt", 2, "--log {d}/g.nt: no ingest log there"),
     Case("restore-default-step-word", "restore --log {d}/dir --default-step x", 2, "argument --default-step: invalid int value: 'x'"),
     # ------------------------------------------------------------ store-node
