@@ -202,6 +202,15 @@ def test_a_new_leader_without_a_shared_state_dir_replays_the_shipped_log(
     _scenario(tmp_path, f"{zk_server}{zk_chroot}", "file://" + str(tmp_path / "store"), False, separate=True)
 
 
+@pytest.mark.slow  # as the one above, with a moto S3 server
+def test_a_new_leader_without_a_shared_state_dir_on_s3(
+    tmp_path: Path, zk_server: str, zk_chroot: str, moto_s3: SimpleNamespace
+) -> None:
+    bucket = "cluster-ship-" + os.urandom(4).hex()
+    moto_s3.client().create_bucket(Bucket=bucket)
+    _scenario(tmp_path, f"{zk_server}{zk_chroot}", f"s3://{bucket}/run1", False, separate=True)
+
+
 @pytest.mark.slow  # 12-16 s on an idle 2-core box, 20-30 s under load (the fallback logic: in process below)
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(
     tmp_path: Path, zk_server: str, zk_chroot: str
