@@ -338,3 +338,37 @@ def test_an_endpoint_nobody_answers_never_blocks_acknowledgements(tmp_path: Path
     finally:
         sh.stop()
         lg.close()
+
+
+def test_a_shorter_local_log_with_an_empty_newer_segment_continues_in_order(tmp_path: Path) -> None:
+    """The local log lost its last records and holds an empty segment named further on (a
+    crash right after a rotation): the shipped records it lacks go into a segment of their
+    own, and the log reads back whole and in order after a restart."""
+    backend = FileBackend(str(tmp_path / "store"))
+    state = str(tmp_path / "state")
+    lg = IngestLog(state)
+    sh = LogShipper(lg, backend, 0.05).start()
+    _push(lg, 15)
+    _until(lambda: sh.stats()["shipped_seq"] == 14)
+    sh.stop()
+    lg.close()
+    [seg] = os.listdir(os.path.join(state, "log"))
+    local = IngestLog(str(tmp_path / "short"))
+    _push(local, 10)
+    local.close()
+    shutil.rmtree(os.path.join(state, "log"))
+    shutil.copytree(os.path.join(tmp_path, "short", "log"), os.path.join(state, "log"))
+    open(os.path.join(state, "log", "%020d.log" % 50), "wb").close()
+    lg = IngestLog(state)
+    try:
+        assert adopt_shipped(lg, backend) == 5
+        assert [r.seq for r in lg.pending_records()] == list(range(15))
+        assert _push(lg, 1, 99) == 15
+    finally:
+        lg.close()
+    lg = IngestLog(state)
+    try:
+        assert [r.seq for r in lg.records()] == list(range(16))
+        assert sorted(os.listdir(lg.log_dir)) == [seg, "%020d.log" % 10]
+    finally:
+        lg.close()

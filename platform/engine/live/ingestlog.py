@@ -461,21 +461,25 @@ class IngestLog:
             )
             self._recovered, self._offsets = [], {}
             hi = None
-        if hi is None:
+        tail = [r for r in records if hi is None or r.seq > hi]
+        if hi is None or tail:
+            # the records go into a segment of their own, named by the first (never into an
+            # empty segment named further on, as a crash right after a rotation leaves one)
             os.close(self._fd)
             self._fd = -1
             for f in sorted(f for f in os.listdir(self.log_dir) if f.endswith(_SUFFIX)):
-                os.replace(os.path.join(self.log_dir, f), os.path.join(self.log_dir, f + ".stale"))
+                path = os.path.join(self.log_dir, f)
+                if hi is None:
+                    os.replace(path, path + ".stale")
+                elif os.path.getsize(path) == 0:
+                    os.unlink(path)
+            start = first if hi is None else tail[0].seq
             with self._cv:
-                self._next = first
-                self._durable = first - 1
-            self._new_segment(first)
+                self._next = start
+                self._durable = start - 1
+            self._new_segment(start)
             with self._cv:
                 self._dur_pos = (self._seg_name, 0, self._durable)
-        tail = [r for r in records if hi is None or r.seq > hi]
-        if tail:
-            with self._cv:
-                self._next = tail[0].seq
         for r in tail:
             header = dict(r.header)
             self._append(header, r.payload)
