@@ -225,7 +225,9 @@ def _kill_and_restart(tmp_path: Path, checkpoints: list[str], env: dict[str, str
     assert m, text[-3000:]
     replayed = int(re.findall(r"replayed (\d+) log records", text)[-1])
     covered = int(m.group(3))
-    assert 0 <= covered < total_records - 1 and replayed == total_records - covered - 1  # only the suffix
+    # only the suffix after the checkpoint (empty when one landed between the last answer and
+    # the kill: at a 0.2 s interval on a loaded machine it may)
+    assert 0 <= covered <= total_records - 1 and replayed == total_records - covered - 1
 
     want = _uninterrupted()
     assert sum(len(v) for v in want.values()) > 300
