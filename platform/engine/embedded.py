@@ -209,6 +209,15 @@ class Engine:
         """Append one stream element (already encoded, (n, 3) int64)."""
         self.buffer(stream).append(t, triples)
 
+    def ingest_many(self, stream: str, ts: list[int], parts: list[np.ndarray]) -> None:
+        """:meth:`ingest` of several elements of one stream, in their order."""
+        buf = self.buffer(stream)
+        if isinstance(buf, StreamBuffer):
+            buf.append_many(ts, parts)
+            return
+        for t, triples in zip(ts, parts, strict=True):
+            buf.append(t, triples)
+
     def _static_triples(self, graphs: tuple[str | None, ...]) -> np.ndarray:
         arr = self._static_cache.get(graphs)
         if arr is None:

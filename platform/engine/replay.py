@@ -179,6 +179,7 @@ def replay(
             heap.append((el.t, k, el))
     heapq.heapify(heap)
     t_min = min((h[0] for h in heap), default=None)
+    it_of = [r[2] for r in readers]
 
     units, units_whole = _units(engine, queries, per_query=sink is not None)
     grouped = isinstance(engine, Engine) and sink is None  # units counted here, not by the engine
@@ -291,21 +292,48 @@ def replay(
             schedule(unit.first.first_report_after(t_min), unit)
     t_max = t_min
     n_el = 0
+    # the elements of one stream that arrive before the next report time go into its
+    # buffer together (one copy instead of one per element): nothing reads the buffers
+    # until a report time is evaluated or the buffers are collected
+    batch = type(engine).ingest is Engine.ingest
+    pend_k = -1
+    pend_t: list[int] = []
+    pend_a: list = []
+
+    def flush() -> None:
+        if len(pend_t) == 1:
+            engine.ingest(readers[pend_k][0], pend_t[0], pend_a[0])
+        elif pend_t:
+            assert isinstance(engine, Engine)
+            engine.ingest_many(readers[pend_k][0], pend_t, pend_a)
+        pend_t.clear()
+        pend_a.clear()
+
     while heap:
         t, k, el = heapq.heappop(heap)
-        fire(t)
-        iri, _, it = readers[k]
-        engine.ingest(iri, el.t, el.triples)
+        if times and times[0] <= t:  # (fire does nothing otherwise)
+            flush()
+            fire(t)
+        if batch:
+            if k != pend_k:
+                flush()
+                pend_k = k
+            pend_t.append(el.t)
+            pend_a.append(el.triples)
+        else:
+            engine.ingest(readers[k][0], el.t, el.triples)
         res.triples += len(el.triples)
         n_el += 1
         t_max = t if t_max is None or t > t_max else t_max
-        nxt = next(it, None)
+        nxt = next(it_of[k], None)
         if nxt is not None:
             heapq.heappush(heap, (nxt.t, k, nxt))
         if n_el % 256 == 0:
+            flush()
             engine.gc()
             if progress is not None:
                 progress(n_el, res.triples)
+    flush()
     if t_max is not None:
         last = {id(u): u.first.first_report_after(t_max) for u in units}
         fire(max(last.values(), default=0), last)

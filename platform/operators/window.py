@@ -136,6 +136,33 @@ class StreamBuffer:
         self._t[self.n : need] = t
         self.n = need
 
+    def append_many(self, ts: list[int], parts: list[np.ndarray]) -> None:
+        """:meth:`append` of several elements (``ts[i]``, ``parts[i]``) in one copy each."""
+        m = len(ts)
+        top = max(ts)
+        if self.watermark is None or top > self.watermark:
+            self.watermark = top
+        ne = self._ne
+        while ne + m > self._et.shape[0]:
+            self._et = np.concatenate([self._et, np.empty(self._et.shape[0], dtype=np.int64)])
+        self._et[ne : ne + m] = ts
+        self._ne = ne + m
+        sizes = [len(p) for p in parts]
+        k = sum(sizes)
+        if k == 0:
+            return
+        need = self.n + k
+        if need > self._t.shape[0]:
+            cap = max(need, 2 * self._t.shape[0])
+            tr = np.empty((3, cap), dtype=np.int64)
+            tr[:, : self.n] = self._tr[:, : self.n]
+            tt = np.empty(cap, dtype=np.int64)
+            tt[: self.n] = self._t[: self.n]
+            self._tr, self._t = tr, tt
+        self._tr[:, self.n : need] = np.concatenate(parts).T
+        self._t[self.n : need] = np.repeat(np.array(ts, dtype=np.int64), sizes)
+        self.n = need
+
     def times(self) -> np.ndarray:
         return self._t[: self.n]
 
