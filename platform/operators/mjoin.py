@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, concat, consolidate, cross_product
 from linkstream.operators.evaluate import Evaluator
@@ -47,6 +49,10 @@ if TYPE_CHECKING:
 #: join of a changed component and diffs it with the previous one when the component's
 #: smallest input and its join have at most this many rows; above, it probes input by input
 COMPONENT_MAX = 4096
+
+#: a probe whose next input has more than this many rows per partial-result row joins the
+#: rest of the inputs as one component when they form one (see :meth:`MJoinOperator._probe`)
+REST_FANOUT = 64
 
 
 class MJoinOperator(Operator):
@@ -145,6 +151,29 @@ class MJoinOperator(Operator):
                 break
             pool = connected or remaining
             j = pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
+            if (
+                len(remaining) > 1
+                and not self.has_static
+                and len(state[j]) > REST_FANOUT * len(cur)
+                and self._fanout(j, cv) > REST_FANOUT
+                and len(comps := self._components(remaining)) == 1
+            ):
+                # the next input is large next to the partial result and the rest is one
+                # connected piece (a star pattern reached through a large static relation
+                # on a generalised constant, say): join the partial result with the rest's
+                # own join (small, cached until its inputs change) instead of blowing it up
+                # through the large input first
+                rest = self._component_relation(comps[0])
+                if rest is not None:
+                    rel, applied, comp_bound = rest
+                    cur = rel.join(cur)
+                    self.probes += 1
+                    done |= applied
+                    bound |= comp_bound
+                    if filters:
+                        cur = self._apply_filters(cur, done, bound)
+                    remaining = []
+                    break
             remaining.remove(j)
             part = parts[j]
             if part is None:
@@ -222,6 +251,43 @@ class MJoinOperator(Operator):
         out = [tuple(sorted(c[0])) for c in comps]
         out.sort(key=lambda c: min(len(state[k]) for k in c))
         return out
+
+    def _fanout(self, j: int, cv: Sequence[str]) -> float:
+        """Rows of input ``j`` per distinct value of the variables it shares with ``cv``
+        (cached per content version: a static input's is computed once)."""
+        rel = self.state[j]
+        keyvars = tuple(v for v in rel.vars if v in cv)
+        cache = self.__dict__.setdefault("_fanouts", {})
+        hit = cache.get((j, keyvars))
+        if hit is not None and hit[0] is rel and hit[1] == rel.version:
+            return hit[2]
+        rows = rel.contents()  # (not ``rows``: that would merge the relation's parts)
+        distinct = len(rows)
+        if keyvars and len(rows):
+            k = rows.project(keyvars)
+            distinct = len(consolidate(k.with_counts(np.ones(len(k), dtype=np.int64))))
+        f = len(rows) / max(distinct, 1) if keyvars else float(len(rows))
+        cache[(j, keyvars)] = (rel, rel.version, f)
+        return f
+
+    def _component_relation(self, comp: tuple[int, ...]) -> tuple[Relation, set[int], set[str]] | None:
+        """:meth:`_component_join` as a relation to probe (cached with it), or ``None``
+        when the join or its smallest input is larger than :data:`COMPONENT_MAX`."""
+        state = self.state
+        if min(len(state[k]) for k in comp) > COMPONENT_MAX:
+            return None
+        rows, applied, comp_bound = self._component_join(comp)
+        if len(rows) > COMPONENT_MAX:
+            return None
+        cache = self.__dict__.setdefault("_comp_rel", {})
+        hit = cache.get(comp)
+        if hit is not None and hit[0] is rows:
+            return hit[1]
+        rel = Relation(rows.vars)
+        rel.replace(rows)
+        res = (rel, applied, comp_bound)
+        cache[comp] = (rows, res)
+        return res
 
     def _component_join(self, comp: tuple[int, ...]) -> tuple[Batch, set[int], set[str]]:
         """The join of the current states of inputs ``comp`` with the filters that only
