@@ -246,7 +246,7 @@ def instance(text: str, base: str) -> Instance | None:
     if not by_fixed:
         return None
     shape = None
-    for fixed_runs, (getter, shapes) in list(by_fixed.items()):  # (learn may add one meanwhile)
+    for fixed_runs, (getter, shapes) in by_fixed.items():
         if not fixed_runs or fixed_runs[-1] < len(runs):
             shape = shapes.get(getter(runs))
             if shape is not None and shape.runs == len(runs):
