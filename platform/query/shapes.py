@@ -19,10 +19,8 @@ token (white space, brackets, ``,`` ``;``).  Every other run, and all the text b
 is fixed.  A query with the same fixed text and runs, and slot values of the slots' classes,
 then tokenizes into the same tokens but the slots' texts, and the dialect pass takes the
 same path: its windows, dataset clauses, form and dialect are the shape's, its name is its
-own name token's, and its rewrite is the shape's rewrite with its own constants put in
-(the template's constants stay verbatim in the rewrite, the name is blanked) and the offset
-map of :func:`linkstream.query.lexer.render_spans` shifted by how much longer or shorter each
-constant is (a one-character name, blanked to one space of the same length, is no slot).
+own name token's, and its rewrite is the shape's rewrite of the same tokens, shifted by how
+much longer or shorter each slot value is (:func:`linkstream.query.lexer.render_spans`).
 Its algebra comes from the algebra cache or the shape's template, as for a full parse.
 
 Anything else (another name class, a value the class does not hold, constants whose
@@ -32,13 +30,12 @@ are always found and located by the full parse.
 
 from __future__ import annotations
 
-import functools
 import operator
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from linkstream.query.lexer import render_spans
+from linkstream.query.lexer import Span, render_spans
 from linkstream.query.template import _NUMBERS, AlgebraTemplate, _valid_iri
 
 #: Word-like runs: IRIs, and words (names, prefixed names, numbers, keywords).
@@ -49,7 +46,6 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _IRI_WORD = re.compile(r"<[A-Za-z0-9_\-]+>")
 _IRI = re.compile(r"<[A-Za-z0-9:/._~%#\-]+>")
 _LOCAL = r"[A-Za-z0-9_][A-Za-z0-9_\-]*"
-_LOCAL_RE = re.compile(_LOCAL)
 SHAPES_SIZE = 4096
 
 
@@ -72,10 +68,8 @@ class Shape:
     slots: tuple[Slot, ...]
     #: per template placeholder: the run that gives its text, or its fixed text
     texts: tuple[int | str, ...]
-    #: the shape's SPARQL and parser texts cut at its constants (which both keep verbatim)
-    sparql_parts: tuple[str, ...]
-    parse_parts: tuple[str, ...]
-    offset_map: tuple[tuple[int, int, int], ...]  # the shape's (of its SPARQL text)
+    sparql_spans: tuple[Span, ...]
+    parse_spans: tuple[Span, ...]
     template: AlgebraTemplate | None
     compiled: Any
     name: str | None  # the fixed REGISTER name (None: the name slot, or no REGISTER)
@@ -115,13 +109,8 @@ def _class(value: str, placeholder: int, prefixes: dict[str, str]) -> re.Pattern
     if value[0].isdigit():
         return next((rx for rx, _ in reversed(_NUMBERS) if rx.fullmatch(value)), None)
     prefix, _, local = value.partition(":")
-    if prefix not in prefixes or not _LOCAL_RE.fullmatch(local):
+    if prefix not in prefixes or not re.fullmatch(_LOCAL, local):
         return None
-    return _pname_class(prefix)
-
-
-@functools.lru_cache(maxsize=1024)
-def _pname_class(prefix: str) -> re.Pattern[str]:
     return re.compile(re.escape(prefix + ":") + _LOCAL)
 
 
@@ -183,25 +172,16 @@ def learn(
             and text[t.end] in _AFTER_OK
         ):
             rx = _class(t.text, k, prefixes)
-        if k < 0 and len(t.text) == 1:  # blanked to one space: no piece of its own in the map
-            rx = None
         if rx is None:
             blocked.add(k)
         else:
             chosen.setdefault(k, []).append(Slot(run, rx, t.start, t.end, k))  # type: ignore[arg-type]
     varying = sorted((s for k, ss in chosen.items() if k not in blocked for s in ss), key=lambda s: s.start)
-    sparql_spans = scan.change_spans(decode=False)
-    parse_spans = scan.change_spans(decode=True, extra=spacing)
-    verbatim = [s for s in varying if s.placeholder >= 0]
-    starts_of = {s.start for s in verbatim}
+    sparql_spans = tuple(scan.change_spans(decode=False))
+    parse_spans = tuple(scan.change_spans(decode=True, extra=spacing))
+    starts_of = {s.start for s in varying if s.placeholder >= 0}
     if any(sp[0] in starts_of for sp in sparql_spans + parse_spans):
         return  # never expected: a template's constant is not rewritten
-    sparql, offset_map = render_spans(text, sparql_spans)
-    parse_text, parse_map = render_spans(text, parse_spans)
-    sparql_parts = _cut(sparql, offset_map, verbatim, text)
-    parse_parts = _cut(parse_text, parse_map, verbatim, text)
-    if sparql_parts is None or parse_parts is None or sparql != cq.sparql:
-        return  # never expected: a constant outside the linear pieces of the map
     slot_runs = {s.run for s in varying}
     fixed_runs = tuple(k for k in range(len(runs)) if k not in slot_runs)
     per_placeholder: list[int | str] = list(texts) if template else []
@@ -213,9 +193,8 @@ def learn(
         runs=len(runs),
         slots=tuple(varying),
         texts=tuple(per_placeholder),
-        sparql_parts=sparql_parts,
-        parse_parts=parse_parts,
-        offset_map=offset_map,
+        sparql_spans=sparql_spans,
+        parse_spans=parse_spans,
         template=template,
         compiled=cq.algebra,
         name=None if name_slot else fixed_name,
@@ -255,71 +234,35 @@ def instance(text: str, base: str) -> Instance | None:
     if shape is None:
         return None
     name = shape.name
-    deltas: list[tuple[int, int, bool]] = []  # (start in the shape's text, length change, verbatim)
-    values: list[str] = []  # of the verbatim constants, in text order
+    deltas: list[tuple[int, int]] = []  # (start in the shape's text, length change)
     seen: dict[int, str] = {}
     for s in shape.slots:
         v = runs[s.run]
         if not s.pattern.fullmatch(v):
             return None
         if s.placeholder < 0:
-            if len(v) == 1:
-                return None  # blanked to one space: no piece of its own in the map
             name = v[1:-1] if v[0] == "<" else v
-        else:
-            if seen.setdefault(s.placeholder, v) != v:
-                return None  # equal constants of the shape must stay equal
-            values.append(v)
-        deltas.append((s.start, len(v) - (s.end - s.start), s.placeholder >= 0))
+        elif seen.setdefault(s.placeholder, v) != v:
+            return None  # equal constants of the shape must stay equal
+        deltas.append((s.start, len(v) - (s.end - s.start)))
     texts = [runs[t] if isinstance(t, int) else t for t in shape.texts]
     if len(set(texts)) != len(texts):
         return None  # unequal constants of the shape must stay unequal
-    sparql = _join(shape.sparql_parts, values)
-    parse_text = _join(shape.parse_parts, values)
-    return Instance(shape, name, sparql, _shift(shape.offset_map, deltas), parse_text, texts)
+    sparql, offset_map = render_spans(text, _shift(shape.sparql_spans, deltas))
+    parse_text = render_spans(text, _shift(shape.parse_spans, deltas))[0]
+    return Instance(shape, name, sparql, offset_map, parse_text, texts)
 
 
-def _cut(out: str, pieces: Any, slots: list[Slot], text: str) -> tuple[str, ...] | None:
-    """``out`` (a rendering of the shape's text) without its verbatim constants ``slots``."""
-    parts, at = [], 0
-    for s in slots:
-        o = next((p + s.start - src for p, src, n in pieces if n >= 0 and src <= s.start < src + n), None)
-        if o is None or out[o : o + s.end - s.start] != text[s.start : s.end]:
-            return None
-        parts.append(out[at:o])
-        at = o + s.end - s.start
-    parts.append(out[at:])
-    return tuple(parts)
-
-
-def _join(parts: tuple[str, ...], values: list[str]) -> str:
-    if not values:
-        return parts[0]
-    out = [parts[0]]
-    for v, p in zip(values, parts[1:], strict=True):
-        out.append(v)
-        out.append(p)
-    return "".join(out)
-
-
-def _shift(pieces: Any, deltas: list[tuple[int, int, bool]]) -> Any:
-    """The shape's offset map for a query whose constants are ``deltas`` longer (what
-    :func:`render_spans` gives: a verbatim constant lengthens its linear piece and moves
-    what follows; the blanked name, in a piece of its own, moves only the text after it)."""
-    if not any(d for _, d, _ in deltas):
-        return pieces
-    out = []
-    k, n, cum_src, cum_out = 0, len(deltas), 0, 0
-    for pos, src, length in pieces:
-        while k < n and deltas[k][0] < src:
-            cum_src += deltas[k][1]
-            cum_out += deltas[k][1] if deltas[k][2] else 0
+def _shift(spans: tuple[Span, ...], deltas: list[tuple[int, int]]) -> list[Span]:
+    """The shape's rewritten spans in a query whose slots are ``deltas`` longer."""
+    if not any(d for _, d in deltas):
+        return list(spans)
+    out: list[Span] = []
+    k, shift, n = 0, 0, len(deltas)
+    for start, end, new in spans:
+        while k < n and deltas[k][0] < start:
+            shift += deltas[k][1]
             k += 1
-        inner = 0
-        if length > 0:
-            j = k
-            while j < n and deltas[j][0] < src + length:
-                inner += deltas[j][1] if deltas[j][2] else 0
-                j += 1
-        out.append((pos + cum_out, src + cum_src, length + inner if length >= 0 else length))
-    return tuple(out)
+        own = deltas[k][1] if k < n and deltas[k][0] == start else 0  # the blanked name itself
+        out.append((start + shift, end + shift + own, new))
+    return out
