@@ -126,15 +126,19 @@ class StreamBuffer:
             return
         need = self.n + k
         if need > self._t.shape[0]:
-            cap = max(need, 2 * self._t.shape[0])
-            tr = np.empty((3, cap), dtype=np.int64)
-            tr[:, : self.n] = self._tr[:, : self.n]
-            tt = np.empty(cap, dtype=np.int64)
-            tt[: self.n] = self._t[: self.n]
-            self._tr, self._t = tr, tt
+            self._grow(need)
         self._tr[:, self.n : need] = triples.T
         self._t[self.n : need] = t
         self.n = need
+
+    def _grow(self, need: int) -> None:
+        """Room for ``need`` triples (at least double the capacity: appends stay amortised O(1))."""
+        cap = max(need, 2 * self._t.shape[0])
+        tr = np.empty((3, cap), dtype=np.int64)
+        tr[:, : self.n] = self._tr[:, : self.n]
+        tt = np.empty(cap, dtype=np.int64)
+        tt[: self.n] = self._t[: self.n]
+        self._tr, self._t = tr, tt
 
     def append_many(self, ts: list[int], parts: list[np.ndarray]) -> None:
         """:meth:`append` of several elements (``ts[i]``, ``parts[i]``) in one copy each."""
@@ -153,12 +157,7 @@ class StreamBuffer:
             return
         need = self.n + k
         if need > self._t.shape[0]:
-            cap = max(need, 2 * self._t.shape[0])
-            tr = np.empty((3, cap), dtype=np.int64)
-            tr[:, : self.n] = self._tr[:, : self.n]
-            tt = np.empty(cap, dtype=np.int64)
-            tt[: self.n] = self._t[: self.n]
-            self._tr, self._t = tr, tt
+            self._grow(need)
         self._tr[:, self.n : need] = np.concatenate(parts).T
         self._t[self.n : need] = np.repeat(np.array(ts, dtype=np.int64), sizes)
         self.n = need
