@@ -170,19 +170,14 @@ class Pusher(threading.Thread):
                 self.halt.wait(0.1)
 
 
-@pytest.fixture
-def live_server(tmp_path: Path) -> Iterator[str]:
-    """``linkstream run`` on a fresh store, absorbing one stream, with a query registered."""
-    static = tmp_path / "static.nt"
-    static.write_text("".join(f"<{EX}s{j}> <{EX}kind> <{EX}Sensor> .\n" for j in range(5)))
-    store = tmp_path / "store"
-    assert cli_main(["load", str(static), "--store", str(store), "--quiet"]) == 0
+def _run_server(tmp_path: Path, name: str, args: list[str]) -> Iterator[str]:
+    """``linkstream run`` with ``args`` (its log in ``<name>.log``), a query registered."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = (tmp_path / "run.log").open("wb")
-    args = ["run", "--host", "127.0.0.1", "--port", str(port), "--store", str(store), "--absorb", ABSORBED]
+    log = (tmp_path / f"{name}.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "linkstream.cli", *args, "--log-level", "warning"],
+        [sys.executable, "-m", "linkstream.cli", "run", "--host", "127.0.0.1", "--port", str(port), *args]
+        + ["--log-level", "warning"],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -196,6 +191,25 @@ def live_server(tmp_path: Path) -> Iterator[str]:
     finally:
         stop(proc)
         log.close()
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[str]:
+    """``linkstream run`` on a fresh store, absorbing one stream, with a query registered."""
+    static = tmp_path / "static.nt"
+    static.write_text("".join(f"<{EX}s{j}> <{EX}kind> <{EX}Sensor> .\n" for j in range(5)))
+    store = tmp_path / "store"
+    assert cli_main(["load", str(static), "--store", str(store), "--quiet"]) == 0
+    yield from _run_server(tmp_path, "run", ["--store", str(store), "--absorb", ABSORBED])
+
+
+@pytest.fixture
+def shipping_server(tmp_path: Path) -> Iterator[str]:
+    """``linkstream run --state-dir`` with checkpoints outside its state dir: its ingest log is
+    shipped (the log shipping series; a ``--store`` run takes no checkpoints, so ships nothing)."""
+    ckpt = (tmp_path / "checkpoints").as_uri()
+    args = ["--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "1", "--checkpoints", ckpt]
+    yield from _run_server(tmp_path, "shipping", args)
 
 
 @pytest.fixture
@@ -232,7 +246,9 @@ def replay_args(tmp_path: Path) -> list[str]:
 
 
 @pytest.fixture
-def prometheus(tmp_path: Path, live_server: str, cluster: LocalCluster | None) -> Iterator[str]:
+def prometheus(
+    tmp_path: Path, live_server: str, shipping_server: str, cluster: LocalCluster | None
+) -> Iterator[str]:
     """Prometheus with infra/prometheus.yml and infra/alerts.yml, scraping the processes above."""
     binary = shutil.which("prometheus")
     if binary is None:
@@ -241,7 +257,9 @@ def prometheus(tmp_path: Path, live_server: str, cluster: LocalCluster | None) -
     config["global"].update(scrape_interval="1s", evaluation_interval="1s")
     config["rule_files"] = [str(INFRA / f) for f in config["rule_files"]]
     jobs = {j["job_name"]: j for j in config["scrape_configs"]}
-    jobs["linkstream-api"]["static_configs"][0]["targets"] = [live_server.removeprefix("http://")]
+    jobs["linkstream-api"]["static_configs"][0]["targets"] = [
+        url.removeprefix("http://") for url in (live_server, shipping_server)
+    ]
     sd = jobs["linkstream-cluster"]["file_sd_configs"][0]
     if cluster is not None:
         sd["files"] = [str(cluster.dir / "prometheus" / "targets.json")]
