@@ -57,17 +57,13 @@ def _restore(d: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
 
 
-@pytest.mark.slow  # ~30 s: a Spark JVM in the restore subprocess
-def test_spark_restore_writes_a_checkpoint_run_loads(tmp_path: Path) -> None:
-    d = tmp_path / "state"
-    lg = IngestLog(str(d))
-    store = open_checkpoints(str(d / "checkpoints"))
-    live = LiveEngine(idle_ms=None)
-    live.recover(lg, checkpoints=store)
-    ck = Checkpointer(live, lg, store, 0)
+def _feed(live: LiveEngine, ck: Checkpointer) -> tuple[dict[str, Any], Any]:
+    """Registers the queries, pushes every element (a checkpoint after element 30) and waits
+    until all is applied; returns the subscriptions and that checkpoint's id."""
     for name, text in QUERIES.items():
         live.register(text, name)
     subs = {n: live.subscribe(n) for n in FOLLOWED}
+    first = None
     for i in range(1, N + 1):
         for s in STREAMS:
             live.push(s, 1000 * i, _triples(s, i))
@@ -76,6 +72,18 @@ def test_spark_restore_writes_a_checkpoint_run_loads(tmp_path: Path) -> None:
             first = ck.checkpoint()
     live.sync()
     live.flush()
+    return subs, first
+
+
+@pytest.mark.slow  # ~30 s: a Spark JVM in the restore subprocess
+def test_spark_restore_writes_a_checkpoint_run_loads(tmp_path: Path) -> None:
+    d = tmp_path / "state"
+    lg = IngestLog(str(d))
+    store = open_checkpoints(str(d / "checkpoints"))
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg, checkpoints=store)
+    ck = Checkpointer(live, lg, store, 0)
+    subs, first = _feed(live, ck)
     total = lg.last_seq()
     got: dict[str, list[dict[str, Any]]] = {n: [] for n in FOLLOWED}
     _drain(subs, got)
@@ -151,17 +159,7 @@ def test_spark_restore_reads_the_shipped_log_of_a_lost_state_dir(
     live.recover(lg, checkpoints=store)
     ck = Checkpointer(live, lg, store, 0)
     ck.shipper = LogShipper(lg, store.backend, 0.05).start()
-    for name, text in QUERIES.items():
-        live.register(text, name)
-    subs = {n: live.subscribe(n) for n in FOLLOWED}
-    for i in range(1, N + 1):
-        for s in STREAMS:
-            live.push(s, 1000 * i, _triples(s, i))
-        if i == 30:
-            live.sync()
-            first = ck.checkpoint()
-    live.sync()
-    live.flush()
+    subs, first = _feed(live, ck)
     total = lg.last_seq()
     ck.shipper.stop()  # one last ship
     assert ck.shipper.stats()["shipped_seq"] == total
