@@ -105,11 +105,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _unavailable(request: Request, exc: Exception) -> Response:
     if isinstance(exc, EngineClosed):
         return json_response({"error": "the engine is shutting down", "where": "server"}, 503)
-    return json_response(
-        {"error": "the engine did not answer in time; retry later", "where": "server"},
-        503,
-        {"Retry-After": "5"},
-    )
+    # a bare TimeoutError is a worker that did not answer; others say what is unavailable
+    message = str(exc) or "the engine did not answer in time; retry later"
+    return json_response({"error": message, "where": "server"}, 503, {"Retry-After": "5"})
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Sequence
 from urllib.parse import quote
 
@@ -26,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 #: header a forwarded request carries (a coordinator never forwards it again)
 FORWARDED = "x-linkstream-forwarded-by"
+#: how long a standby waits for a leader to take a write (an election, a leader starting up)
+ELECTION_WAIT_S = 10.0
+RETRY_S = 0.2
 LOCAL_PATHS = frozenset({"/healthz", "/status", "/metrics", "/openapi.json"})
 _HOP = frozenset({b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"})
 
@@ -84,8 +88,9 @@ class LeaderProxy:
         elif path in LOCAL_PATHS or results or forwarded or self.service.leading():
             await self.app(scope, receive, send)
             return
-        else:
-            ident, url = await asyncio.to_thread(self.service.leader)
+        else:  # a write waits out an election (a read is answered here from the registry)
+            wait = 0.0 if scope["method"] in ("GET", "HEAD") else ELECTION_WAIT_S
+            ident, url = await self._find_leader(wait)
             if not url or ident == self.service.identifier:
                 await self.app(scope, receive, send)
                 return
@@ -103,10 +108,19 @@ class LeaderProxy:
             err = {"error": exc.message, "where": exc.where, "limit": exc.limit, "value": exc.value}
             await send_error(send, exc.status, err, headers_out)
             return
-        started = await self._forward(scope, receive, send, url, bytes(body))
-        if started:
-            return
-        self.service.forget_leader()
+        deadline = time.monotonic() + ELECTION_WAIT_S
+        while True:
+            outcome = await self._forward(scope, receive, send, url, bytes(body))
+            if outcome == "answered":
+                return
+            self.service.forget_leader()
+            if outcome == "lost" or time.monotonic() >= deadline:
+                break
+            # not delivered (the leader is gone or not listening yet): the next leader may take it
+            await asyncio.sleep(RETRY_S)
+            ident, url = await self._find_leader(max(0.0, deadline - time.monotonic()))
+            if not url or ident == self.service.identifier:
+                break
         replayed = False
 
         async def again() -> Message:
@@ -157,8 +171,20 @@ class LeaderProxy:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         await send_json(send, 200, await serve_log(self.service.log, query))
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> bool:
-        """Forwards one request; ``False`` if the leader could not be reached (nothing sent)."""
+    async def _find_leader(self, wait: float) -> tuple[str | None, str | None]:
+        """``(identifier, API URL)`` of the leader, polled for up to ``wait`` seconds while
+        none is known (an election under way, or a leader not serving its API yet)."""
+        deadline = time.monotonic() + wait
+        while True:
+            ident, url = await asyncio.to_thread(self.service.leader)
+            if url or self.service.leading() or time.monotonic() >= deadline:
+                return ident, url
+            await asyncio.sleep(RETRY_S)
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, url: str, body: bytes) -> str:
+        """Forwards one request.  Returns ``"answered"`` (the leader's answer, or a 502, was
+        relayed), ``"unreached"`` (no connection: nothing was sent, it may be sent again) or
+        ``"lost"`` (the connection failed once the request was on its way: nothing answered)."""
         if self._http is None:
             self._http = httpx.AsyncClient(
                 timeout=httpx.Timeout(10.0, read=None),
@@ -176,8 +202,12 @@ class LeaderProxy:
         request = self._http.build_request(scope["method"], target, headers=fwd, content=body)
         try:
             response = await self._http.send(request, stream=True)
-        except httpx.TransportError:
-            return False
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            logger.info("cannot reach the leader at %s: %s", url, exc)
+            return "unreached"
+        except httpx.TransportError as exc:
+            logger.warning("forwarding %s %s to %s failed: %s", scope["method"], scope["path"], url, exc)
+            return "lost"
         started = False
 
         async def relay() -> None:
@@ -210,7 +240,7 @@ class LeaderProxy:
                 await send({"type": "http.response.start", "status": 502, "headers": []})
                 await send({"type": "http.response.body", "body": b'{"error": "leader connection failed"}'})
             logger.info("forwarding to %s ended: %s", url, relay_task.exception())
-        return True
+        return "answered"
 
 
 async def send_json(send: Send, status: int, answer: object) -> None:

@@ -588,7 +588,11 @@ class ClusterService(QueriesMixin):
 
     def _leader_live(self, wait: float = 10.0) -> LiveEngine:
         if not self._ready.wait(wait if self.coordinator.is_leader else 0.0):
-            raise NotLeading("this coordinator does not lead (yet); retry later")
+            raise NotLeading(
+                "this coordinator leads but is still starting; retry later"
+                if self.coordinator.is_leader
+                else "no coordinator leads the cluster now (an election is under way); retry later"
+            )
         live = self._live
         if live is None:
             raise NotLeading("this coordinator does not lead; retry later")
@@ -613,7 +617,7 @@ class ClusterService(QueriesMixin):
                 url = decode(data).get("api")
         except (NoNodeError, KazooException, ValueError):
             pass
-        self._leader_cache = (time.monotonic(), ident, url)
+        self._leader_cache = (time.monotonic() if url else 0.0, ident, url)  # "none" is not kept
         return ident, url
 
     def forget_leader(self) -> None:
