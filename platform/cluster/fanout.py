@@ -6,11 +6,13 @@ gets which element depends on the run's route (``RunSpec.route``):
 ``streams`` (default)
     Each container receives only the elements of the streams it *subscribed* to (the
     streams of the queries it holds or ZooKeeper assigned it; it says so in
-    ``subscribe`` messages, see :mod:`linkstream.containers.runtime`).  A new
-    subscription is answered with a ``sync`` message holding the retained backlog of
-    the newly subscribed streams, exactly from the element after the last one this
-    container was sent of each (so a stream dropped and taken up again is neither
-    duplicated nor, within what any window can still read, missing).
+    ``subscribe`` messages, see :mod:`linkstream.containers.runtime`).  Every
+    subscription version is answered with a ``sync`` message holding the retained
+    backlog of the newly subscribed streams, exactly from the element after the last one
+    this container was sent of each (so a stream dropped and taken up again is neither
+    duplicated nor, within what any window can still read, missing), and naming every
+    stream of the subscription: the container counts streams live only on the answer to
+    its latest version, which may have overtaken the answer that brought some of them.
 ``broadcast``
     Every container subscribes to every stream when it joins (an *all* grouping).
 
@@ -176,9 +178,14 @@ class Fanout:
         wanted = {k for k in streams if 0 <= k < len(self.streams)}
         route.streams &= wanted
         route.version = version
-        if wanted - route.streams:  # dropping streams needs no answer
-            self.flush()
-            self._sync(cid, version, wanted, tick_seq)
+        if wanted - route.streams:
+            self.flush()  # the backlog of a new stream must hold everything ingested so far
+        # Every version is answered, one that only drops streams too, and the answer names
+        # all of ``wanted``: the container counts a stream live only on the answer to its
+        # latest request, so a request that overtook an earlier one (two assignment changes
+        # in quick succession) would otherwise never see the streams the earlier answer
+        # brought become live, and the queries reading them would never be registered.
+        self._sync(cid, version, wanted, tick_seq)
 
     def subscribed(self, cid: str) -> set[int]:
         """Streams whose elements ``cid`` receives (empty for an unknown peer)."""
@@ -269,7 +276,9 @@ class Fanout:
         self._deliver(parts, {})
 
     def _sync(self, cid: str, version: int, wanted: set[int], tick_seq: int) -> None:
-        """Sends ``cid`` the backlog of the streams of ``wanted`` it does not get yet."""
+        """Sends ``cid`` the ``sync`` answering subscription ``version``: the backlog of the
+        streams of ``wanted`` it does not get yet, naming every stream of ``wanted`` (each
+        arrives without a gap from here on: the others since their own backlog)."""
         route = self.routes.get(cid)
         if route is None:
             return  # dropped while a flush waited for it
@@ -278,7 +287,7 @@ class Fanout:
         route.streams |= wanted
         route.version = version
         meta, triples = table(rows)
-        self._deliver({cid: (rows, meta, triples)}, {cid: (tick_seq, version, tuple(new))})
+        self._deliver({cid: (rows, meta, triples)}, {cid: (tick_seq, version, tuple(sorted(wanted)))})
         if new:
             logger.info(
                 "driver: %s subscribed to %s (version %d, %d backlog elements)",

@@ -18,8 +18,9 @@ Driver to container:
     terms of what it received and nothing else.  ``sync`` is the first message a
     container gets in a run (``tick``: the sequence number of the last tick sent
     before it) and the answer to each ``subscribe``: the retained backlog of the
-    streams it newly subscribes to (``streams``, for subscription version ``sub``);
-    from then on the driver sends it every element of those streams.
+    streams it newly subscribes to, for subscription version ``sub``; ``streams`` names
+    every stream of that version (the new ones and those it already received), and from
+    then on the driver sends it every element of those streams.
 ``tick``
     ``{"seq", "c", "due": [query], "owners": {query: container}, "rel": {container:
     token}}``: evaluate report time ``c``; the queries in ``due`` report, each answered
@@ -100,8 +101,9 @@ class Elements:
         meta: ``(3, k)`` int64: stream index, event time and triple count per element.
         triples: ``(n, 3)`` int64 triples of all elements, in the driver's ids.
         sync_tick: For a ``sync`` message the last tick sequence number sent, else ``None``.
-        streams: For a ``sync`` message, the streams whose backlog it carries: the driver
-            sends the container every later element of them.
+        streams: For a ``sync`` message, every stream of the subscription it answers (it
+            carries the backlog of those new to the container): the driver sends the
+            container every later element of them.
         version: For a ``sync`` message, the subscription version it answers.
     """
 

@@ -107,14 +107,16 @@ def test_elements_go_only_to_subscribers_and_a_new_subscription_brings_the_backl
         assert p["b"].replica.live == {0, 1}
         assert p["b"].held(S0) == p["a"].held(S0) and len(p["a"].held(S0)) == 4
         # b drops stream 0 and takes it up again: only what it missed comes, no duplicate.
+        # (A drop is answered too, with no backlog.)
         subscribe(f, p["b"], "b", {1})
         f.ingest(*element(d, 0, 400))
         f.flush()
-        assert p["b"].drain() == [] and p["b"].replica.live == {1}
+        [drop] = p["b"].drain()
+        assert drop.streams == (1,) and drop.meta.shape[1] == 0 and p["b"].replica.live == {1}
         assert len(p["a"].drain()) == 1
         subscribe(f, p["b"], "b", {0, 1})
         [sync] = p["b"].drain()
-        assert sync.sync_tick == 0 and sync.streams == (0,) and sync.meta[1].tolist() == [400]
+        assert sync.sync_tick == 0 and sync.streams == (0, 1) and sync.meta[1].tolist() == [400]
         assert p["b"].held(S0) == p["a"].held(S0) and len(p["b"].held(S0)) == 5
         assert p["b"].held(S0)[-1] == (
             400,
@@ -125,6 +127,46 @@ def test_elements_go_only_to_subscribers_and_a_new_subscription_brings_the_backl
             assert len(peer.terms_received) == len(set(peer.terms_received))
         assert d.encode('"150"') not in p["a"].terms_received
         assert f.elements_by_container() == {"a": 5, "b": 2 + 4 + 1}
+    finally:
+        f.close()
+
+
+def test_a_subscription_that_overtook_an_earlier_one_makes_every_stream_live(
+    peers: tuple[RunSpec, dict[str, Peer]],
+) -> None:
+    """A container whose assignments change twice in quick succession sends two
+    subscriptions before the answer to the first arrives; it counts streams live only on
+    the answer to its latest one, which must name the streams the first answer brought
+    (the cause of the intermittent ``no container became ready`` in
+    tests/cluster/test_stream_affinity.py: the queries reading them were never registered)."""
+    _spec, p = peers
+    d = MemoryDictionary()
+    f = make_fanout(d, "streams")
+    try:
+        for cid, peer in p.items():
+            f.add(cid, peer.receiver.endpoint, 0)
+            peer.drain()
+        for t in (100, 200):
+            f.ingest(*element(d, 0, t))
+            f.ingest(*element(d, 1, t))
+        # a: one query assigned (stream 0), then a second (stream 1) before any answer.
+        subscribe(f, p["a"], "a", {0})
+        subscribe(f, p["a"], "a", {0, 1})
+        # b: two queries assigned, then one taken away again before any answer.
+        subscribe(f, p["b"], "b", {0, 1})
+        subscribe(f, p["b"], "b", {0})
+        first, second = p["a"].drain()
+        assert (first.version, first.streams, second.version, second.streams) == (1, (0,), 2, (0, 1))
+        assert p["a"].replica.live == {0, 1} and p["a"].replica.stream_elements == [2, 2]
+        assert [m.streams for m in p["b"].drain()] == [(0, 1), (0,)]
+        assert p["b"].replica.live == {0} and p["b"].replica.stream_elements == [2, 2]
+        f.ingest(*element(d, 0, 300))
+        f.ingest(*element(d, 1, 300))
+        f.flush()
+        p["a"].drain()
+        p["b"].drain()
+        assert p["a"].held(S0) == p["b"].held(S0) and len(p["a"].held(S0)) == 3
+        assert p["a"].replica.stream_elements == [3, 3] and p["b"].replica.stream_elements == [3, 2]
     finally:
         f.close()
 
