@@ -153,7 +153,9 @@ def replay(
     # thousands of registered queries are hundreds of thousands of long-lived objects: the
     # cyclic collector would rescan them all over and over while the replay allocates its
     # small batches (a third of the CPU time with 10,000 queries).  They live as long as the
-    # engine; freezing them keeps them out of every later collection.
+    # engine; freezing them keeps them out of every later collection.  (Garbage not yet
+    # collected is frozen too and never freed: registering must leave no reference cycles,
+    # see tests/engine/test_unregister_memory.py.)
     gc.freeze()
     t0 = time.perf_counter()
     readers: list[tuple[str, StreamReader, Iterator[Element]]] = []

@@ -26,7 +26,8 @@ C-SPARQL's merged default graph, count and NOW windows stay on the exact path.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -223,26 +224,7 @@ class Sharing:
         self._new: list[Operator] = []
         memo: dict[int, Operator] = {}
         original = root.walk()
-
-        def canon(op: Operator) -> Operator:
-            got = memo.get(id(op))
-            if got is not None:
-                return got
-            out = None
-            if self.eng.share and self.routing and type(op) is MJoinOperator:
-                out = self._routed(op, canon)
-            if out is None:
-                kids = [canon(c) for c in op.children]
-                if self.eng.share and self.renaming and type(op) is ScanOperator:
-                    out = self._renamed_scan(op, kids[0])
-                elif self.eng.share and self.renaming and type(op) is MJoinOperator:
-                    out = self._renamed_join(op, kids)
-                if out is None:
-                    out = self._intern(op, kids)
-            memo[id(op)] = out
-            return out
-
-        out = canon(root)
+        out = self._canon(root, memo)
         if getattr(out, "generation", gen) < gen:
             out = AttachOperator(out)
         # operators interned on the way but not used by the final plan (e.g. the renamed
@@ -260,6 +242,31 @@ class Sharing:
                 done.add(id(op))
                 op.discard()
         self._fresh = []
+        return out
+
+    def _canon(self, op: Operator, memo: dict[int, Operator]) -> Operator:
+        """The running instance of ``op``'s subplan (``memo``: done ones by id, per query).
+
+        A method, not a closure of :meth:`share` that calls itself: such a closure is a
+        reference cycle (function -> cell -> function) holding ``memo``, so every operator of
+        the query with its state, until the cyclic collector runs.  A replay's ``gc.freeze()``
+        at that moment made the cycle, and the operators, outlive their unregistration.
+        """
+        got = memo.get(id(op))
+        if got is not None:
+            return got
+        out = None
+        if self.eng.share and self.routing and type(op) is MJoinOperator:
+            out = self._routed(op, functools.partial(self._canon, memo=memo))
+        if out is None:
+            kids = [self._canon(c, memo) for c in op.children]
+            if self.eng.share and self.renaming and type(op) is ScanOperator:
+                out = self._renamed_scan(op, kids[0])
+            elif self.eng.share and self.renaming and type(op) is MJoinOperator:
+                out = self._renamed_join(op, kids)
+            if out is None:
+                out = self._intern(op, kids)
+        memo[id(op)] = out
         return out
 
     def forget(self, dead: list[Operator]) -> None:
@@ -335,7 +342,7 @@ class Sharing:
             return False
         return True
 
-    def _routed(self, op: MJoinOperator, canon) -> Operator | None:
+    def _routed(self, op: MJoinOperator, canon: Callable[[Operator], Operator]) -> Operator | None:
         leaves: list[_Leaf] = []
         filters: list[Expr] = []
         if not self._leaves(op, leaves, filters) or not any(lf.window for lf in leaves):
@@ -374,6 +381,7 @@ class Sharing:
                 lf.key = repr(("r", lf.static.graphs, canonical_subjoin(marked, lf.static.filters)[0]))
                 continue
             if lf.window is None and id(lf.graph) not in graphs:
+                assert lf.graph is not None  # a scan's leaf (static sub-joins are done above)
                 graphs[id(lf.graph)] = canon(lf.graph)
             local = _canon_pattern(
                 tuple(("hid", 0) if i in lf.gen else s for i, s in enumerate(lf.pattern)), {}, "?{}"
