@@ -29,6 +29,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.plugins.sparql.sparql import Query
 from rdflib.term import URIRef
 
+from linkstream.query import shapes
 from linkstream.query.errors import QueryError
 from linkstream.query.lexer import (
     LineIndex,
@@ -463,6 +464,15 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
         text = text.decode("utf-8", errors="surrogateescape")
     if text.startswith("\ufeff"):
         text = text[1:]
+    if SHAPES:
+        try:
+            known = shapes.instance(text, base)
+            cq = None if known is None else _from_shape(known, text, default_name, base)
+        except Exception:  # never expected; the full parse is the reference
+            log.warning("query shape failed; parsing the query text", exc_info=True)
+            cq = None
+        if cq is not None:
+            return cq
     scan = _Scan(text, default_name, base)
     scan.run()
     decls = scan.finish()
@@ -472,7 +482,7 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
 
     key = (parse_text, base)
     compiled = _ALGEBRA_CACHE.get(key)
-    iri_calls = True  # unknown: bind_base looks (it is idempotent)
+    iri_calls = compiled is None  # a cached algebra was bound to its key's base: unknown otherwise
     if compiled is None:
         compiled, iri_calls = _from_template(scan, spacing, base)
     if compiled is None:
@@ -486,15 +496,9 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
             raise
         except Exception as e:  # rdflib raises bare Exceptions here
             scan.fail("cannot compile the query: %s" % e, scan.tok(scan.form_j or 0))
-    if key not in _ALGEBRA_CACHE:
-        if len(_ALGEBRA_CACHE) >= ALGEBRA_CACHE_SIZE:
-            _ALGEBRA_CACHE.clear()  # crude bound; a dict stays safe under concurrent parses
-        _ALGEBRA_CACHE[key] = compiled
-    prologue = getattr(compiled, "prologue", None)
-    if iri_calls and prologue is not None and prologue.base:  # (a template knows: no walk per query)
-        bind_base(compiled.algebra, URIRef(prologue.base))
+    _remember(key, compiled, iri_calls)
     dialect = next(iter(scan.dialects), "sparql")
-    return ContinuousQuery(
+    cq = ContinuousQuery(
         name=scan.name,
         dialect=dialect,
         mode="RSTREAM" if dialect == "cqels" else scan.mode,
@@ -507,6 +511,56 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
         sparql=sparql,
         algebra=compiled,
         offset_map=sparql_map,
+    )
+    if SHAPES:
+        try:
+            shapes.learn(cq, base, scan, spacing, *_template_of(scan, spacing, base))
+        except Exception:  # never expected; the next query of the shape is parsed in full
+            log.warning("cannot learn the query's shape", exc_info=True)
+    return cq
+
+
+#: Whether queries of a known shape skip the front end (see :mod:`.shapes`).
+SHAPES = True
+
+
+def _remember(key: tuple[str, str], compiled: Any, iri_calls: bool) -> None:
+    """Gives an algebra's ``IRI()`` calls their base, then caches it (bound before another
+    thread can find it: a cache hit needs no walk, its key fixes the base)."""
+    prologue = getattr(compiled, "prologue", None)
+    if iri_calls and prologue is not None and prologue.base:  # (a template knows: no walk per query)
+        bind_base(compiled.algebra, URIRef(prologue.base))
+    if key not in _ALGEBRA_CACHE:
+        if len(_ALGEBRA_CACHE) >= ALGEBRA_CACHE_SIZE:
+            _ALGEBRA_CACHE.clear()  # crude bound; a dict stays safe under concurrent parses
+        _ALGEBRA_CACHE[key] = compiled
+
+
+def _from_shape(known: shapes.Instance, text: str, default_name: str, base: str) -> ContinuousQuery | None:
+    """A query of a known shape (None: parse it in full); see :mod:`.shapes`."""
+    shape = known.shape
+    key = (known.parse_text, base)
+    compiled = _ALGEBRA_CACHE.get(key)
+    iri_calls = False
+    if compiled is None:
+        if shape.template is not None:
+            values = shape.template.values(known.texts)
+            if values is None:
+                return None
+            compiled, iri_calls = shape.template.instantiate(values), shape.template.iri_calls
+        elif shape.slots and any(s.placeholder >= 0 for s in shape.slots):
+            return None  # never expected: constants vary only with a template
+        else:
+            compiled = shape.compiled  # the parser text is the shape's
+    _remember(key, compiled, iri_calls)
+    name = known.name if shape.registered and known.name is not None else default_name
+    return ContinuousQuery(
+        name=name,
+        text=text,
+        sparql=known.sparql,
+        algebra=compiled,
+        offset_map=known.offset_map,
+        **shape.fields,
     )
 
 
@@ -537,19 +591,7 @@ def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> tuple[Any
     algebra a template cannot hold, is remembered as ``None``: its queries are parsed
     one by one, so that errors are found and located on the original text.
     """
-    slots, texts = constant_slots(scan, spacing)
-    if not texts:
-        return None, True
-    shape_text = scan.render(decode=True, extra={**spacing, **slots})[0]
-    tkey = (shape_text, base)
-    cached = _TEMPLATES.get(tkey, _MISSING)
-    if cached is None or isinstance(cached, AlgebraTemplate):
-        template = cached
-    else:  # _MISSING
-        template = _build_template(scan, shape_text, base, len(texts))
-        if len(_TEMPLATES) >= ALGEBRA_CACHE_SIZE:
-            _TEMPLATES.clear()
-        _TEMPLATES[tkey] = template
+    template, _, texts = _template_of(scan, spacing, base)
     if template is None:
         return None, True
     try:
@@ -558,6 +600,26 @@ def _from_template(scan: _Scan, spacing: dict[int, str], base: str) -> tuple[Any
     except Exception:  # never expected; the text's own parse is the reference
         log.warning("algebra template failed; parsing the query text", exc_info=True)
         return None, True
+
+
+def _template_of(
+    scan: _Scan, spacing: dict[int, str], base: str
+) -> tuple[AlgebraTemplate | None, dict[int, str], list[str]]:
+    """The template of the query's shape (built on first use), its constant tokens
+    (token index -> placeholder) and their distinct texts."""
+    slots, texts = constant_slots(scan, spacing)
+    if not texts:
+        return None, slots, texts
+    shape_text = scan.render(decode=True, extra={**spacing, **slots})[0]
+    tkey = (shape_text, base)
+    cached = _TEMPLATES.get(tkey, _MISSING)
+    if cached is None or isinstance(cached, AlgebraTemplate):
+        return cached, slots, texts
+    template = _build_template(scan, shape_text, base, len(texts))
+    if len(_TEMPLATES) >= ALGEBRA_CACHE_SIZE:
+        _TEMPLATES.clear()
+    _TEMPLATES[tkey] = template
+    return template, slots, texts
 
 
 def _build_template(scan: _Scan, shape_text: str, base: str, count: int) -> AlgebraTemplate | None:

@@ -301,6 +301,8 @@ def decode_escapes(tok: Token) -> str:
 #: ``(rewritten start, original start, length)`` per piece of a rewritten text; length
 #: ``-1`` marks inserted text, which maps to the start of the token it replaced.
 OffsetMap = tuple[tuple[int, int, int], ...]
+#: A rewritten stretch of a text: ``(start, end, new text)``.
+Span = tuple[int, int, str]
 
 
 def unescape_local(local: str) -> str:
@@ -466,37 +468,45 @@ class TokenStream:
             decode: Decode ``\\u`` escapes of strings and IRIs (see :func:`decode_escapes`).
             extra: Further replacements (token index -> text) for this rendering only.
         """
+        return render_spans(self.text, self.change_spans(decode, extra))
+
+    def change_spans(self, decode: bool = False, extra: dict[int, str] | None = None) -> list[Span]:
+        """The rewritten tokens of :meth:`render`: ``(start, end, new text)`` in text order."""
         changes = dict(self.repl)
         if extra:
             changes.update(extra)
-        toks, text = self.toks, self.text
+        toks = self.toks
         if decode:
             for k, t in enumerate(toks):
                 if k not in changes and (t.kind == "string" or t.kind == "iri") and "\\" in t.text:
                     changes[k] = decode_escapes(t)
-        parts: list[str] = []
-        pieces: list[tuple[int, int, int]] = []
-        cur = 0  # original offset copied so far
-        run_orig = run_pos = 0  # start of the current linear run (original, rewritten)
-        for k in sorted(changes):
-            t = toks[k]
-            s = changes[k]
-            if t.start > cur:
-                parts.append(text[cur : t.start])
-            parts.append(s)
-            cur = t.end
-            if len(s) != t.end - t.start:
-                if t.start > run_orig:
-                    pieces.append((run_pos, run_orig, t.start - run_orig))
-                pos = run_pos + (t.start - run_orig)
-                pieces.append((pos, t.start, -1))
-                run_orig, run_pos = t.end, pos + len(s)
-        if cur < len(text):
-            parts.append(text[cur:])
-        if len(text) > run_orig:
-            pieces.append((run_pos, run_orig, len(text) - run_orig))
-        pieces.append((run_pos + len(text) - run_orig, len(text), 0))
-        return "".join(parts), tuple(pieces)
+        return [(toks[k].start, toks[k].end, changes[k]) for k in sorted(changes)]
+
+
+def render_spans(text: str, spans: list[Span]) -> tuple[str, OffsetMap]:
+    """``text`` with each span (sorted, disjoint) replaced, and the offset map of the result
+    (see :meth:`TokenStream.render`)."""
+    parts: list[str] = []
+    pieces: list[tuple[int, int, int]] = []
+    cur = 0  # original offset copied so far
+    run_orig = run_pos = 0  # start of the current linear run (original, rewritten)
+    for start, end, s in spans:
+        if start > cur:
+            parts.append(text[cur:start])
+        parts.append(s)
+        cur = end
+        if len(s) != end - start:
+            if start > run_orig:
+                pieces.append((run_pos, run_orig, start - run_orig))
+            pos = run_pos + (start - run_orig)
+            pieces.append((pos, start, -1))
+            run_orig, run_pos = end, pos + len(s)
+    if cur < len(text):
+        parts.append(text[cur:])
+    if len(text) > run_orig:
+        pieces.append((run_pos, run_orig, len(text) - run_orig))
+    pieces.append((run_pos + len(text) - run_orig, len(text), 0))
+    return "".join(parts), tuple(pieces)
 
 
 # --------------------------------------------------------------------------- IRIs (RFC 3987)
