@@ -51,11 +51,13 @@ def _percentile(xs: list[float], p: float) -> float:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from linkstream.engine.embedded import Engine
     from linkstream.engine.replay import replay
     from linkstream.query.continuous import parse_continuous
     from linkstream.rdf.dictionary import open_dictionary
-    from linkstream.rdf.static import load_graph
+    from linkstream.rdf.static import load_graph, reusable_key
 
     quiet = args.quiet
 
@@ -120,15 +122,30 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 log(
                     f"static {'<' + g + '>' if g else 'default graph'}: {len(triples)} triples from store {args.store}"
                 )
+    loaded: dict[tuple, np.ndarray] = {}  # a file bound twice (default and named graph) is read once
+    rejected = [0]  # lines rejected so far (a file with one is read again: its log repeats)
+
+    def log_line(msg: str) -> None:
+        rejected[0] += 1
+        log(msg)
+
     for k, arg in enumerate(args.static):
         iri, path = split_binding(arg, args.base)
         if not os.path.exists(path):
             return err(f"static graph file {path!r} does not exist")
         t0 = time.perf_counter()
-        try:
-            triples = load_graph(path, dictionary, bnode_prefix=f"s{k}_", log=log)
-        except (ValueError, OSError) as e:
-            return err(f"static graph file {path}: {' '.join(str(e).split())}")
+        key = reusable_key(path)
+        reused = loaded.get(key) if key is not None else None
+        if reused is not None:
+            triples = reused
+        else:
+            n_rejected = rejected[0]
+            try:
+                triples = load_graph(path, dictionary, bnode_prefix=f"s{k}_", log=log_line)
+            except (ValueError, OSError) as e:
+                return err(f"static graph file {path}: {' '.join(str(e).split())}")
+            if key is not None and rejected[0] == n_rejected:
+                loaded[key] = triples
         engine.add_static(iri, triples)
         if not quiet:
             log(

@@ -58,25 +58,36 @@ class Operator:
         """The rows of this epoch's delta whose second column (a triple's predicate) is ``p``.
 
         Used by pattern scans over graph deltas: the delta is sorted by predicate once per
-        epoch and every scan with a constant predicate takes its slice by binary search, so
-        a triple costs work only in the scans whose predicate it has -- however many other
+        epoch and every scan with a constant predicate takes its slice by a lookup of the
+        predicate's row range (found once per epoch), so a triple costs work only in the scans whose predicate it has -- however many other
         patterns (of however many queries) read the same graph.
         """
-        d = self.delta(epoch)
-        cache = self.__dict__.get("_pslice")
+        cache: tuple[int, Batch, dict[int, tuple[int, int]], Batch | None] | None = self.__dict__.get(
+            "_pslice"
+        )
         if cache is None or cache[0] != epoch:
+            d = self.delta(epoch)
+            ranges: dict[int, tuple[int, int]] = {}
             if len(d):
-                order = np.argsort(d.cols[1], kind="stable")
-                sd = d.take(order)
-                cache = (epoch, sd, sd.cols[1])
-            else:
-                cache = (epoch, d, d.cols[1] if d.cols.shape[0] > 1 else d.counts)
-            self._pslice = cache
-        _, sd, keys = cache
-        if not len(sd):
-            return sd
-        lo = int(np.searchsorted(keys, p, "left"))
-        hi = int(np.searchsorted(keys, p, "right"))
+                keys = d.cols[1]
+                order = keys.argsort(kind="stable")
+                d = d.take(order)
+                keys = keys.take(order)
+                starts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+                bounds = [0, *starts.tolist(), len(keys)]
+                ranges = dict(zip(keys.take(bounds[:-1]).tolist(), zip(bounds[:-1], bounds[1:])))
+            cache = (epoch, d, ranges, None)
+            self.__dict__["_pslice"] = cache
+        sd: Batch = cache[1]
+        ranges = cache[2]
+        empty: Batch | None = cache[3]
+        r = ranges.get(p)
+        if r is None:
+            if empty is None:
+                empty = Batch(sd.vars, sd.cols[:, :0], sd.counts[:0])
+                self.__dict__["_pslice"] = (epoch, sd, ranges, empty)
+            return empty
+        lo, hi = r
         return Batch(sd.vars, sd.cols[:, lo:hi], sd.counts[lo:hi])
 
     def current(self) -> Batch:

@@ -95,6 +95,25 @@ def _static_batch(st: np.ndarray) -> Batch:
     return b
 
 
+#: sorted row keys of static triple columns, shared by the graphs (and latest graphs) over
+#: the same static array: one index, not one per graph operator (keyed by identity, as
+#: :data:`_STATIC_COLUMNS`; the entry keeps the columns alive)
+_STATIC_INDEXES: dict[int, tuple[np.ndarray, SortedIndex]] = {}
+
+
+def static_index(cols: np.ndarray) -> SortedIndex:
+    """The :class:`SortedIndex` of the row keys of static triple columns ``cols`` (3, n)."""
+    hit = _STATIC_INDEXES.get(id(cols))
+    if hit is not None and hit[0] is cols:
+        return hit[1]
+    index = SortedIndex(row_keys(cols))
+    if cols.shape[1] > 64:
+        if len(_STATIC_INDEXES) >= 32:
+            _STATIC_INDEXES.pop(next(iter(_STATIC_INDEXES)))
+        _STATIC_INDEXES[id(cols)] = (cols, index)
+    return index
+
+
 class GraphOperator(Operator):
     """The set of triples of ``static`` (fixed) plus the contents of ``windows``."""
 
@@ -227,7 +246,7 @@ class GraphOperator(Operator):
         if not len(self.static):
             return np.zeros(cols.shape[1], dtype=bool)
         if self._static_index is None:
-            self._static_index = SortedIndex(row_keys(self.static.cols))
+            self._static_index = static_index(self.static.cols)
         keys = row_keys(cols)
         li, rj = self._static_index.probe(keys)
         hit = np.zeros(cols.shape[1], dtype=bool)

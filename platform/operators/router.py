@@ -33,6 +33,7 @@ import numpy as np
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, SortedIndex, concat, consolidate, row_keys
+from linkstream.operators.graph import static_index
 from linkstream.operators.relation import Relation
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.window import WindowBuffer, WindowOperator
@@ -197,7 +198,7 @@ class LatestGraphOperator(Operator):
         if st is None or not len(d):
             return d
         if self._static_index is None:
-            self._static_index = SortedIndex(row_keys(st.cols))
+            self._static_index = static_index(st.cols)
         li, rj = self._static_index.probe(row_keys(d.cols[:3]))
         if not len(li):
             return d
@@ -290,7 +291,19 @@ class _Table:
     shape), and window containment is tested for all (row, group) pairs at once.
     """
 
-    __slots__ = ("groups", "keys", "gids", "ranges", "cvals", "index", "started", "by_gid", "any_fresh")
+    __slots__ = (
+        "groups",
+        "keys",
+        "gids",
+        "ranges",
+        "cvals",
+        "index",
+        "started",
+        "by_gid",
+        "any_fresh",
+        "rmin",
+        "rmax",
+    )
 
     def __init__(self, groups: list[_Group], n_slots: int, n_consts: int) -> None:
         self.groups = groups
@@ -303,6 +316,9 @@ class _Table:
             np.array([[c for _, c in g.consts] for g in groups], dtype=np.int64).reshape(n, n_consts).T.copy()
         )
         self.index = SortedIndex(row_keys(self.cvals)) if n_consts else None
+        #: per slot, the smallest and largest range of the groups
+        self.rmin = self.ranges.min(axis=1) if n else np.zeros(n_slots, dtype=np.int64)
+        self.rmax = self.ranges.max(axis=1) if n else np.zeros(n_slots, dtype=np.int64)
         self.started = np.fromiter((g.started for g in groups), dtype=bool, count=n)
         self.any_fresh = not bool(self.started.all())
         self.by_gid = {g.gid: k for g, k in zip(groups, self.keys)}
@@ -490,12 +506,28 @@ class RouterOperator(Operator):
         if len(old) and (not same or t.any_fresh):
             # rows already joined: their qualification changes as the windows slide (and
             # for groups never evaluated, it starts)
-            ri, gi = t.pairs(old.cols.take(hid, axis=0) if hid else old.cols[:0])
+            ocols, ocounts = old.cols, old.counts
+            mins = self._mins(ocols)
+            if prev is not None and not t.any_fresh and all(c >= p for c, p in zip(closes, prev)):
+                # the windows only slid forward: a row qualifies now as before for every
+                # group unless its earliest timestamp in some slot fell below that slot's
+                # bound for the smallest range -- and a row below the bound of the largest
+                # range in some slot before qualified for no group then, nor now
+                near = far = None
+                for m, c, p, lo, hi in zip(mins, closes, prev, t.rmin.tolist(), t.rmax.tolist()):
+                    x, y = m < c - lo, m >= p - hi
+                    near = x if near is None else (near | x)
+                    far = y if far is None else (far & y)
+                assert near is not None and far is not None  # a router has a slot
+                sub = (near & far).nonzero()[0]
+                if len(sub) < len(ocounts):
+                    ocols, ocounts = ocols.take(sub, axis=1), ocounts.take(sub)
+                    mins = [m.take(sub) for m in mins]
+            ri, gi = t.pairs(ocols.take(hid, axis=0) if hid else ocols[:0])
             if same:  # only the new groups can change
                 keep = ~t.started.take(gi)
                 ri, gi = ri[keep], gi[keep]
             if len(ri):
-                mins = self._mins(old.cols)
                 change = t.qualify(mins, closes, ri, gi).astype(np.int64)
                 if prev is not None:
                     before = t.qualify(mins, prev, ri, gi)
@@ -504,8 +536,8 @@ class RouterOperator(Operator):
                 sel = change.nonzero()[0]
                 if len(sel):
                     rs = ri.take(sel)
-                    cols.append(old.cols.take(self._out_idx, axis=0).take(rs, axis=1))
-                    counts.append(change.take(sel) * old.counts.take(rs))
+                    cols.append(ocols.take(self._out_idx, axis=0).take(rs, axis=1))
+                    counts.append(change.take(sel) * ocounts.take(rs))
                     gids.append(t.gids.take(gi.take(sel)))
         if len(d):
             ri, gi = t.pairs(d.cols.take(hid, axis=0) if hid else d.cols[:0])

@@ -43,6 +43,23 @@ _CHUNK = 65536
 _TRIPLE = itemgetter(0, 1, 2)
 
 
+def reusable_key(path: str) -> tuple | None:
+    """A key under which the triples :func:`load_graph` reads from ``path`` may be reused
+    for another binding of the same file, or ``None`` when they may not: only N-Triples /
+    N-Quads files without blank node labels (each load gives blank nodes a prefix of its
+    own, so two loads of a file with ``_:`` labels differ)."""
+    if not path.lower().endswith(LINE_FORMATS):
+        return None
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            if b"_:" in f.read():
+                return None
+    except OSError:
+        return None
+    return (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+
+
 def load_graph(
     path: str,
     dictionary: Dictionary,
