@@ -17,12 +17,18 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 
 import numpy as np
 
 from linkstream.rdf.dictionary import Dictionary
-from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS, jump_error, range_error
+from linkstream.rdf.eventtime import (
+    DEFAULT_MAX_TIME_JUMP_MS,
+    EVENT_TIME_MAX,
+    EVENT_TIME_MIN,
+    jump_error,
+    range_error,
+)
 from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for, utf8_error
 from linkstream.rdf.terms import XSD_DATETIME, unescape_string
 
@@ -152,7 +158,8 @@ class _Pending:
         self.t = t
         self.seq = seq
         self.continuation = continuation
-        self.seen: set[tuple[str, str, str]] = set()
+        # continuations deduplicate as they go, an open element when it closes
+        self.seen: set[tuple[str, str, str]] | None = set() if continuation else None
         self.triples: list[tuple[str, str, str]] = []
 
 
@@ -238,6 +245,10 @@ class StreamReader:
         watermark: int | None = None
         late_logged = False
         lineno = 0
+        # stats.elements and stats.first_t, kept here and stored before each yield (stats.last_t
+        # is the watermark: the largest accepted timestamp)
+        n_elements = 0
+        first_t: int | None = None
         # the graph token of the last common line of ``current`` (its graph checked once)
         cur_tok: str | None = None
         cur_add: Callable[[tuple[str, str, str]], None] | None = None
@@ -264,14 +275,22 @@ class StreamReader:
                     break
                 for raw in lines:
                     lineno += 1
-                    line = raw.strip(LINE_STRIP)
-                    if not line or line[0] == "#":
-                        continue
+                    # a line "... .\n" without CR is split as it is (not stripped first): a
+                    # token with whitespace around it is no term, so such a line goes to the
+                    # parser below, which strips it
+                    parts = raw.split(" ")
+                    if parts[-1] == ".\n" and "\r" not in raw:
+                        parts[-1] = "."
+                        line = None
+                    else:
+                        raw = line = raw.strip(LINE_STRIP)  # "raw" is searched for CR below
+                        if not line or line[0] == "#":
+                            continue
+                        parts = line.split(" ")
                     # the common line: "<s> <p> <o> <g> ." for the element being read, each
                     # token a whole term: the terms the parser's split path would return
                     # (its caches, or its term check); anything else goes to the parser
-                    parts = line.split(" ")
-                    if len(parts) == 5 and parts[4] == "." and current is not None and "\r" not in line:
+                    if len(parts) == 5 and parts[4] == "." and current is not None and "\r" not in raw:
                         try:
                             g_tok = parts[3]
                             if g_tok != cur_tok:
@@ -294,7 +313,7 @@ class StreamReader:
                     # the common timestamp line, "<g> prov:generatedAtTime "..."^^xsd:dateTime .",
                     # with a literal in the fast dateTime form: the parser would return the
                     # tokens themselves (the subject as its term check gives it)
-                    if len(parts) == 4 and parts[3] == "." and parts[1] == _PROV_TOKEN and "\r" not in line:
+                    if len(parts) == 4 and parts[3] == "." and parts[1] == _PROV_TOKEN and "\r" not in raw:
                         o = parts[2]
                         m = (
                             _DT_FAST_RE.fullmatch(o, 1, len(o) - len(_DATETIME_SUFFIX))
@@ -309,8 +328,19 @@ class StreamReader:
                             if g is not None:
                                 quads = ((g, _PROV_TOKEN, o, None),)
                                 # no escapes in the fast form: the literal's text is its lexical form
-                                fast_t = _fast_ms(m)
+                                head, sec, frac = m.groups()
+                                minute = _MINUTES.get(head)
+                                if minute is None:
+                                    fast_t = _fast_ms(m)
+                                else:  # as _fast_ms
+                                    fast_t = (
+                                        minute + int(sec) * 1000 + (int((frac + "00")[:3]) if frac else 0)
+                                    )
                     if quads is None:
+                        if line is None:
+                            line = raw.strip(LINE_STRIP)
+                            if not line or line[0] == "#":
+                                continue
                         try:
                             if "\r" in line:
                                 quads = parser.parse_statements(line)
@@ -337,7 +367,11 @@ class StreamReader:
                                 except ValueError as e:
                                     reject(str(e))
                                     continue
-                            problem = range_error(t) or jump_error(t, watermark, max_jump)
+                            problem = None
+                            if not EVENT_TIME_MIN <= t <= EVENT_TIME_MAX:
+                                problem = range_error(t)
+                            elif watermark is not None and max_jump and t - watermark > max_jump:
+                                problem = jump_error(t, watermark, max_jump)
                             if problem is not None:
                                 reject_element(problem)
                                 graphs[s] = None  # its quads go with it
@@ -353,14 +387,17 @@ class StreamReader:
                                     late_logged = True
                                 graphs[s] = None
                                 continue
-                            watermark = t if watermark is None else max(watermark, t)
-                            self._close(current, continuations, done)
-                            current = _Pending(t, stats.elements)
-                            stats.elements += 1
-                            if stats.first_t is None or t < stats.first_t:
-                                stats.first_t = t
-                            if stats.last_t is None or t > stats.last_t:
-                                stats.last_t = t
+                            if watermark is None or t > watermark:
+                                watermark = t
+                            if continuations or current is None:
+                                self._close(current, continuations, done)
+                            else:  # as _close
+                                current.triples = list(dict.fromkeys(current.triples))
+                                done.append(current)
+                            current = _Pending(t, n_elements)
+                            n_elements += 1
+                            if first_t is None or t < first_t:
+                                first_t = t
                             graphs[s] = current
                             continue
                         el = graphs.get(g, _MISSING)
@@ -377,13 +414,17 @@ class StreamReader:
                         if cont is None:
                             cont = continuations[el.seq] = _Pending(el.t, el.seq, True)
                         key = (s, p, o)
-                        if key not in cont.seen:
-                            cont.seen.add(key)
+                        seen = cont.seen
+                        assert seen is not None  # a continuation's
+                        if key not in seen:
+                            seen.add(key)
                             cont.triples.append(key)
+                stats.elements, stats.first_t, stats.last_t = n_elements, first_t, watermark
                 if done:
                     yield from self._encode(done)
                     done = []
         self._close(current, continuations, done)
+        stats.elements, stats.first_t, stats.last_t = n_elements, first_t, watermark
         if done:
             yield from self._encode(done)
 
@@ -400,12 +441,13 @@ class StreamReader:
             done.append(current)
 
     def _encode(self, pending: list[_Pending]) -> Iterator[Element]:
-        terms = [term for el in pending for tr in el.triples for term in tr]
+        terms = list(chain.from_iterable(chain.from_iterable(el.triples for el in pending)))
         ids = self.dictionary.encode_many(terms).reshape(-1, 3) if terms else np.empty((0, 3), np.int64)
+        stats = self.stats
         start = 0
         for el in pending:
             n = len(el.triples)
-            self.stats.triples += n
+            stats.triples += n
             yield Element(el.t, ids[start : start + n], el.seq, el.continuation)
             start += n
             el.triples = []

@@ -536,3 +536,52 @@ def test_static_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty.nt"
     empty.write_text("")
     assert load_graph(str(empty), MemoryDictionary()).shape == (0, 3)
+
+
+# lines the reader splits before stripping them: whitespace around the tokens, line ends,
+# comments shaped like quads or timestamps, a last line without its line feed
+EDGE: list[str | bytes] = [
+    _ts(_el(1), "2014-08-01T00:00:00Z") + "   ",
+    "\t" + _q(_el(1), "a", "1"),
+    "  " + _q(_el(1), "b", "1"),
+    _q(_el(1), "c", "1") + "\t",
+    _q(_el(1), "d", "1") + "\r",
+    _q(_el(1), "d", "1") + "\x0c",
+    "# " + _q(_el(1), "e", "1"),
+    "#" + _q(_el(1), "e", "1"),
+    "#" + _ts(_el(2), "2014-08-01T00:00:01Z"),
+    "\t" + _ts(_el(2), "2014-08-01T00:00:01Z"),
+    _q(_el(2), "f", "1"),
+    _q(_el(2), "f", "2")[:-2] + ".",  # no space before the dot
+    _q(_el(2), "g", "1").replace(" ", "  "),
+    _q(_el(2), "g", "2").replace(" ", "\t"),
+    _ts(_el(3), "2014-08-01T00:00:02Z") + "\r",
+    _q(_el(3), "h", "1"),
+    " .",
+    ".",
+    "\t",
+    _ts(_el(4), "2014-08-01T00:00:03Z").replace(" ", "  "),
+    _q(_el(4), "i", "1"),
+    _q(_el(3), "h", "2"),  # back to element 3: a continuation
+    f"{_el(4)} {PROV} .",
+    _ts(_el(5), "2014-08-01T00:00:04Z"),
+]
+
+
+@needs_oracle
+@pytest.mark.parametrize("chunk_lines", [65536, 3, 1])
+@pytest.mark.parametrize("last_line_end", [b"\n", b""])
+def test_whitespace_and_line_ends_equal_oracle(
+    tmp_path: Path, chunk_lines: int, last_line_end: bytes
+) -> None:
+    path = tmp_path / "edge.nq"
+    with open(path, "wb") as f:
+        f.write(b"\n".join(x.encode() if isinstance(x, str) else x for x in EDGE))
+        f.write(b"\n" + _q(_el(5), "j", "1").encode() + last_line_end)
+    reader, raw = assert_same_as_oracle(path, chunk_lines=chunk_lines)
+    st = reader.stats
+    # rejected: " .", "." and the timestamp line without an object
+    assert (st.elements, st.rejected) == (5, 3)
+    assert sum(el.continuation for el in raw) == 1
+    # a b c d (d twice) | f f g g | h, and h again as a continuation | i | j
+    assert [len(el.triples) for el in raw] == [4, 4, 1, 1, 1, 1]
