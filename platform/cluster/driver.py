@@ -36,14 +36,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.handover import Handovers, Migration
+from linkstream.cluster.owners import OwnerView
 from linkstream.cluster.recovery import Recovery
 from linkstream.containers.protocol import (
     Failed,
@@ -63,10 +63,9 @@ from linkstream.containers.transport import CurveKeys, Receiver
 from linkstream.engine.embedded import QueryStats, ReportSchedule
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import Dictionary
-from linkstream.scheduler.assignment import Assignment, AssignmentTable
+from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.keyring import KeyRing
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout
-from linkstream.scheduler.layout import decode as zk_decode
 from linkstream.scheduler.membership import Member, Membership
 from linkstream.scheduler.runs import RunSpec
 
@@ -205,16 +204,13 @@ class ClusterEngine:
         self._members: set[str] = set()
         self._synced_at: dict[str, int] = {}  # tick each container was last admitted at
         self._departed: set[str] = set()
-        self._targets: dict[str, Assignment | None] = {}
         self._stopped = False
         #: operator-level placement of the run (``placement="operators"``), else ``None``
         self.placement: dict[str, object] | None = None
-        #: task watches whose read failed with the connection: armed again once connected
-        self._rearm: list[Callable[[], None]] = []
-        client.add_listener(self._on_zk_state)
         self._member_watch = Membership(client, root).watch(self._on_members)
-        for name in queries:
-            self._watch_task(name)
+        #: every task's owner and hand-over source (a watch per container index, not per task)
+        self.owners = OwnerView(client, root)
+        self._task_ids: dict[str, str] = {}
 
     def curve_for(self, cid: str) -> CurveKeys | None:
         """CURVE keys to connect to container ``cid`` (``None``: plaintext)."""
@@ -231,86 +227,20 @@ class ClusterEngine:
             self._departed -= now
             self._members = now
 
-    def _on_zk_state(self, state: str) -> None:  # kazoo's connection thread: never block
-        if state == KazooState.CONNECTED:
-            with self._lock:
-                arms, self._rearm = self._rearm, []
-            for arm in arms:
-                self.client.handler.spawn(arm)
-
-    def _arm_when_connected(self, arm: Callable[[], None]) -> None:
-        """Arms a task watch again now, or once the client is connected again (a session
-        that expired in a ZooKeeper outage took every watch with it)."""
-        with self._lock:
-            if not self.client.connected:
-                self._rearm.append(arm)
-                return
-        arm()
-
-    def _watch_task(self, name: str) -> None:
-        """Follows the assignment of ``name``'s task (``_targets``), from an asynchronous read
-        with a watch that re-arms itself: thousands of queries added at once cost pipelined
-        requests, not a round trip each.  The watch ends once the query left the run."""
-        path = self.layout.task(task_id(name))
-
-        def live() -> bool:
-            return not self._stopped and name in self.queries
-
-        def watcher(_event: object) -> None:
-            if live():
-                arm()
-
-        def got(res: Any) -> None:
-            try:
-                data, _ = res.get()
-            except NoNodeError:  # not submitted yet, or withdrawn: woken when it exists
-                with self._lock:
-                    if live():
-                        self._targets[name] = None
-                self.client.exists_async(path, watch=watcher).rawlink(existed)
-                return
-            except (ConnectionLoss, SessionExpiredError):
-                self._arm_when_connected(arm)
-                return
-            except KazooException as exc:
-                logger.warning("cannot read the assignment of %s: %s", name, exc)
-                return
-            assignment = None
-            if data is not None:
-                try:
-                    assignment = Assignment.from_json(zk_decode(data))
-                except (ValueError, KeyError):
-                    logger.warning("malformed assignment of %s", name)
-            with self._lock:
-                if live():
-                    self._targets[name] = assignment
-
-        def existed(res: Any) -> None:
-            try:
-                stat = res.get()
-            except (ConnectionLoss, SessionExpiredError):
-                self._arm_when_connected(arm)
-                return
-            except KazooException:
-                return
-            if stat is not None and live():  # created between the read and the watch
-                arm()
-
-        def arm() -> None:
-            if live():
-                self.client.get_async(path, watch=watcher).rawlink(got)
-
-        arm()
-
     def _dead(self, cid: str) -> bool:
         with self._lock:
             return cid in self._departed
 
     def owner_in_zookeeper(self, name: str) -> str | None:
         """The container ZooKeeper currently assigns ``name`` to."""
-        with self._lock:
-            a = self._targets.get(name)
-        return None if a is None else a.container
+        return self.owners.owner(self._tid(name))
+
+    def _tid(self, name: str) -> str:
+        """``task_id(name)``, remembered (asked for every query at every tick)."""
+        t = self._task_ids.get(name)
+        if t is None:
+            t = self._task_ids[name] = task_id(name)
+        return t
 
     def answerers(self) -> dict[str, str]:
         """The container currently named to answer each query."""
@@ -412,11 +342,9 @@ class ClusterEngine:
         """
         moves = []
         for name in sorted(self.queries):
-            with self._lock:
-                a = self._targets.get(name)
-            if a is None or a.migrating_from is None or a.container is None:
+            dst, src_zk = self.owners.placed(self._tid(name))
+            if src_zk is None or dst is None:
                 continue
-            dst = a.container
             if dst not in self._peers or dst in self._ready[name] or dst == self._answerer.get(name):
                 continue
             if not self.reads[name] <= self.fanout.subscribed(dst):
@@ -474,26 +402,14 @@ class ClusterEngine:
         self.spec = replace(
             self.spec, queries={**self.spec.queries, **{task_id(q.name): q.name for q in queries}}
         )
-        names = [query.name for query in queries]
-        if len(names) < 64:
-            for name in names:
-                self._watch_task(name)
-        else:  # thousands at once (a live service's batch): armed off the caller's thread
-
-            def arm_all() -> None:
-                for name in names:
-                    self._watch_task(name)
-
-            threading.Thread(target=arm_all, name="task-watches", daemon=True).start()
 
     def remove_query(self, name: str) -> None:
-        """Removes a query from the run (its assignment watch ends at its next event)."""
+        """Removes a query from the run (its owner is no longer asked for)."""
         self.queries.pop(name, None)
         self.reads.pop(name, None)
         self._ready.pop(name, None)
         self._answerer.pop(name, None)
-        with self._lock:
-            self._targets.pop(name, None)
+        self._task_ids.pop(name, None)
         qs = dict(self.spec.queries)
         qs.pop(task_id(name), None)
         self.spec = replace(self.spec, queries=qs)
@@ -537,16 +453,16 @@ class ClusterEngine:
 
     def _ack_handovers(self, owners: dict[str, str]) -> None:
         for name, owner in owners.items():
-            with self._lock:
-                a = self._targets.get(name)
-            if a is None or a.migrating_from is None or a.container != owner:
+            tid = self._tid(name)
+            container, src = self.owners.placed(tid)
+            if src is None or container != owner:
                 continue
-            key = (a.task.id, a.container, a.migrating_from)
+            key = (tid, container, src)
             if key in self._acked:
                 continue
             self._acked.add(key)
             try:
-                self.table.complete_migration(a.task.id)
+                self.table.complete_migration(tid)
             except KazooException as exc:
                 logger.warning("driver: cannot acknowledge the hand-over of %s: %s", name, exc)
 
@@ -689,6 +605,6 @@ class ClusterEngine:
     def close(self) -> None:
         """Stops the watches and closes the sockets to the containers."""
         self._stopped = True
-        self.client.remove_listener(self._on_zk_state)
+        self.owners.stop()
         self._member_watch.stop()
         self.fanout.close()
