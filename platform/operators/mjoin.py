@@ -313,6 +313,23 @@ class MJoinOperator(Operator):
             cv = cur.vars
             pool = [j for j in remaining if not cvars[j].isdisjoint(cv)] or remaining
             j = pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
+            if (
+                len(remaining) > 1
+                and len(state[j]) > REST_FANOUT * len(cur)
+                and self._fanout(j, cv) > REST_FANOUT
+                and len(rest_comps := self._components(remaining)) == 1
+            ):
+                # as in :meth:`_probe`: the rest joined on its own, not blown up through j
+                rest = self._component_relation(rest_comps[0])
+                if rest is not None:
+                    rel, applied, comp_bound = rest
+                    cur = rel.join(cur)
+                    done |= applied
+                    bound |= comp_bound
+                    if self.filters:
+                        cur = self._apply_filters(cur, done, bound)
+                    remaining = []
+                    break
             remaining.remove(j)
             cur = state[j].join(cur)
             bound |= self.children[j].certain
@@ -359,7 +376,11 @@ class MJoinOperator(Operator):
         if not any(len(d) for d in deltas):
             return parts[0] if parts else Batch.empty(self.vars)
         comps = self._all_components() if not self.has_static else []
-        if len(comps) > 1:
+        if len(comps) > 1 or (comps and sum(1 for d in deltas if len(d)) > 1):
+            # several components, or one whose inputs changed in several places (a
+            # window's churn reaches every pattern of a star): recomputing the small
+            # joins and diffing them costs one join per input instead of one probe
+            # through all the others per changed input
             out = self._compute_by_components(deltas, comps)
             if out is not None:
                 return out
@@ -386,8 +407,9 @@ class MJoinOperator(Operator):
 
     def _compute_by_components(self, deltas: list[Batch], comps: list[tuple[int, ...]]) -> Batch | None:
         """The epoch's output delta when the inputs form several independent components
-        (a cross product of star patterns, say) whose joins are small, or ``None`` when
-        they are not (the caller then probes input by input).
+        (a cross product of star patterns, say) -- or one component in which several
+        inputs changed -- whose joins are small, or ``None`` when they are not (the caller
+        then probes input by input).
 
         Each changed component's join is recomputed from its inputs (a few small joins)
         and diffed with the cached previous one; the product rule then gives the output
@@ -398,11 +420,12 @@ class MJoinOperator(Operator):
         state = self.state
         changed = [any(len(deltas[j]) for j in c) for c in comps]
         for c, ch in zip(comps, changed):
-            # the join restarts from the smallest input and (re)indexes the changed ones:
-            # that must stay small next to probing with the deltas
+            # the join restarts from the smallest input and indexes the changed parts (a
+            # large input's delta goes to its recent part: its base keeps its index): that
+            # must stay small next to probing with the deltas
             if ch and (
                 min(len(state[j]) for j in c) > COMPONENT_MAX
-                or any(len(deltas[j]) and len(state[j]) > COMPONENT_MAX for j in c)
+                or any(len(deltas[j]) > COMPONENT_MAX for j in c)
             ):
                 return None
         olds = [self._component_join(c) for c in comps]

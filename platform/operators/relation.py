@@ -202,7 +202,7 @@ def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np
         return ix.probe(a)
     b = ix.kcols
     eq = (a[:, None] == b) if a.ndim == 1 else (a[:, :, None] == b[:, None, :]).all(axis=0)
-    return np.divmod(np.flatnonzero(eq), m)
+    return eq.nonzero()  # (row-major: i ascending, then j)
 
 
 class Relation:

@@ -100,11 +100,17 @@ class MemoryDictionary:
     def decode_many(self, ids: np.ndarray | Sequence[int]) -> list[str]:
         terms = self._terms
         n = len(terms)
-        out = []
-        for i in np.asarray(ids, dtype=np.int64).tolist():
-            if i <= 0 or i >= n or terms[i] is None:
+        lst = np.asarray(ids, dtype=np.int64).tolist()
+        if lst and min(lst) > 0 and max(lst) < n:
+            got = list(map(terms.__getitem__, lst))  # (no Python-level loop)
+            if None not in got:
+                return got  # type: ignore[return-value]  # (checked: no None in it)
+        out: list[str] = []
+        for i in lst:
+            t = terms[i] if 0 < i < n else None
+            if t is None:
                 raise KeyError(i)
-            out.append(terms[i])
+            out.append(t)
         return out
 
     def reserve(self, n: int) -> int:

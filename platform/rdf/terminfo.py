@@ -19,6 +19,7 @@ from linkstream.rdf.terms import (
     KIND_BNODE,
     KIND_IRI,
     KIND_LITERAL,
+    NUMERIC_TYPES,
     XSD_BOOLEAN,
     XSD_DECIMAL,
     XSD_DOUBLE,
@@ -40,24 +41,36 @@ NUM_TYPE_IRI = {
 
 def numeric_code(t: Term) -> tuple[int, float]:
     if isinstance(t, Literal) and t.lang is None:
-        dt = t.datatype
-        try:
-            if dt in INTEGER_TYPES:
-                return NUM_INTEGER, float(int(t.lex.strip()))
-            if dt == XSD_DECIMAL:
-                s = t.lex.strip()
-                if "e" in s.lower() or "n" in s.lower():
-                    return NUM_NONE, 0.0
-                return NUM_DECIMAL, float(s)
-            if dt == XSD_DOUBLE or dt == XSD_FLOAT:
-                s = t.lex.strip()
-                v = float({"INF": "inf", "-INF": "-inf", "+INF": "inf"}.get(s, s))
-                if s.lower() in ("infinity", "-infinity", "+infinity", "nan") and s != "NaN":
-                    return NUM_NONE, 0.0
-                return (NUM_DOUBLE if dt == XSD_DOUBLE else NUM_FLOAT), v
-        except (ValueError, OverflowError):
-            return NUM_NONE, 0.0
+        return numeric_code_of(t.lex, t.datatype)
     return NUM_NONE, 0.0
+
+
+def numeric_code_of(lex: str, dt: str) -> tuple[int, float]:
+    """:func:`numeric_code` of the literal ``lex`` typed ``dt`` (no language tag)."""
+    try:
+        if dt in INTEGER_TYPES:
+            return NUM_INTEGER, float(int(lex.strip()))
+        if dt == XSD_DECIMAL:
+            s = lex.strip()
+            if "e" in s.lower() or "n" in s.lower():
+                return NUM_NONE, 0.0
+            return NUM_DECIMAL, float(s)
+        if dt == XSD_DOUBLE or dt == XSD_FLOAT:
+            s = lex.strip()
+            v = float({"INF": "inf", "-INF": "-inf", "+INF": "inf"}.get(s, s))
+            if s.lower() in ("infinity", "-infinity", "+infinity", "nan") and s != "NaN":
+                return NUM_NONE, 0.0
+            return (NUM_DOUBLE if dt == XSD_DOUBLE else NUM_FLOAT), v
+    except (ValueError, OverflowError):
+        return NUM_NONE, 0.0
+    return NUM_NONE, 0.0
+
+
+#: the datatypes whose literals :meth:`TermInfo._grow` reads (numeric and boolean)
+_READ_TYPES = NUMERIC_TYPES | {XSD_BOOLEAN}
+_KIND_OF_FIRST = np.full(256, KIND_LITERAL, dtype=np.int8)
+_KIND_OF_FIRST[ord("<")] = KIND_IRI
+_KIND_OF_FIRST[ord("_")] = KIND_BNODE
 
 
 class TermInfo:
@@ -91,24 +104,28 @@ class TermInfo:
         old = self.size
         new_ids = np.arange(old, n, dtype=np.int64)
         texts = self.dictionary.decode_many(new_ids)
-        kind = np.zeros(n - old, dtype=np.int8)
+        # a term's kind is its first character's (every rendering starts with an ASCII one)
+        firsts = "".join([t[:1] for t in texts]).encode("ascii", "replace")
+        kind = _KIND_OF_FIRST[np.frombuffer(firsts, dtype=np.uint8)]
         ntype = np.zeros(n - old, dtype=np.int8)
         nval = np.zeros(n - old, dtype=np.float64)
         bval = np.full(n - old, -1, dtype=np.int8)
-        for k, s in enumerate(texts):
-            c = s[0]
-            if c == "<":
-                kind[k] = KIND_IRI
-            elif c == "_":
-                kind[k] = KIND_BNODE
+        # typed literals: the only terms that can be numeric / boolean
+        for k in [k for k, t in enumerate(texts) if t[-1:] == ">" and t[:1] == '"']:
+            s = texts[k]
+            j = s.rfind('"^^<')
+            if j > 0 and "\\" not in s:  # as the dictionary renders it: no escape to undo
+                lex, dt = s[1:j], s[j + 4 : -1]
             else:
-                kind[k] = KIND_LITERAL
-                if s.endswith(">"):  # typed literal: the only kind that can be numeric/boolean
-                    t = parse_term(s)
-                    code, v = numeric_code(t)
-                    ntype[k], nval[k] = code, v
-                    if isinstance(t, Literal) and t.datatype == XSD_BOOLEAN:
-                        bval[k] = 1 if t.lex in ("true", "1") else 0 if t.lex in ("false", "0") else -1
+                t = parse_term(s)
+                if not isinstance(t, Literal) or t.lang is not None:
+                    continue
+                lex, dt = t.lex, t.datatype
+            if dt not in _READ_TYPES:
+                continue
+            ntype[k], nval[k] = numeric_code_of(lex, dt)
+            if dt == XSD_BOOLEAN:
+                bval[k] = 1 if lex in ("true", "1") else 0 if lex in ("false", "0") else -1
         self.kind = np.concatenate([self.kind, kind])
         self.num_type = np.concatenate([self.num_type, ntype])
         self.num_val = np.concatenate([self.num_val, nval])
