@@ -185,10 +185,10 @@ def learn(
             rx = _class(t.text, k, prefixes)
         if k < 0 and len(t.text) == 1:  # blanked to one space: no piece of its own in the map
             rx = None
-        if rx is None:
+        if rx is None or run is None:  # (a class is only chosen for a run)
             blocked.add(k)
         else:
-            chosen.setdefault(k, []).append(Slot(run, rx, t.start, t.end, k))  # type: ignore[arg-type]
+            chosen.setdefault(k, []).append(Slot(run, rx, t.start, t.end, k))
     varying = sorted((s for k, ss in chosen.items() if k not in blocked for s in ss), key=lambda s: s.start)
     sparql_spans = scan.change_spans(decode=False)
     parse_spans = scan.change_spans(decode=True, extra=spacing)
