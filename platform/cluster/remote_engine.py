@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 from kazoo.client import KazooClient
@@ -29,7 +30,7 @@ from linkstream.engine.live.runtime import QueryConflict
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.scheduler.assignment import AssignmentTable
-from linkstream.scheduler.layout import DEFAULT_ROOT, encode
+from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
 from linkstream.scheduler.state import TaskSpec
 
@@ -230,7 +231,7 @@ class RemoteEngine:
             return
         cluster.close()
         try:
-            node = self.run_node.get()  # it may name the last query still: compare the run's id
+            node = self.run_node.get(queries=False)  # it may name the last query still: compare the run's id
             if node is not None and node.id == cluster.spec.id:
                 self.run_node.release()
         except KazooException:
@@ -308,7 +309,8 @@ class RemoteEngine:
                 cluster.set_horizon(iri, h)
             # The run names the queries before their tasks exist: ZooKeeper applies one session's
             # requests in order, so the tasks may be sent before the run node's write returns.
-            published = self.client.set_async(self.run_node.path, encode(cluster.spec.to_json()))
+            texts = {task_id(rq.name): rq.cq.text for rq in rqs}  # containers need not read the registry
+            published = self.run_node.update_async(replace(cluster.spec, texts=texts))
             self.table.submit_many(
                 [
                     TaskSpec(
@@ -320,7 +322,8 @@ class RemoteEngine:
                     for rq in rqs
                 ]
             )
-            published.get()
+            for result in published:
+                result.get()
         self._report_states()
 
     def unregister(self, name: str) -> None:

@@ -387,6 +387,8 @@ class ContainerRuntime(StateMigration):
     def _set_run(self, spec: RunSpec | None) -> None:
         self._vanished.clear()
         run = self._run  # the same run, unless another driver took it over (results go elsewhere)
+        if spec is not None:
+            self._texts.update(spec.texts)  # the texts the run carries (no registry read per query)
         if spec is not None and run is not None and (spec.id, spec.driver) == (run.id, run.driver):
             if spec != self._run and self._replica is not None:
                 # A live service's run grows: new queries and streams (same indexes for old ones).
@@ -396,9 +398,10 @@ class ContainerRuntime(StateMigration):
                 except ProtocolError as exc:
                     logger.error("%s: cannot follow run %s: %s", self.id, spec.id, exc)
             return
-        self._end_run()
+        self._end_run()  # (clears the texts)
         if spec is None:
             return
+        self._texts.update(spec.texts)
         t0 = time.perf_counter()
         try:
             curve = self.security.client(spec.driver_key, f"the driver of run {spec.id}")

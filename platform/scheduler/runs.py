@@ -12,7 +12,9 @@ session expired in a ZooKeeper outage publishes its run again under its new sess
 driver per cluster at a time.
 
 The queries of a run are ordinary registry records (:mod:`.registry`) whose metadata
-names the run; their tasks are ordinary assignment entries (:mod:`.assignment`).
+names the run; their tasks are ordinary assignment entries (:mod:`.assignment`).  The run
+node itself stays small: the task -> name list (with a copy of each text) lives in nodes of
+bounded size that it names, written only where they changed (:mod:`.runparts`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -31,6 +33,7 @@ from kazoo.recipe.watchers import DataWatch
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout, decode, encode
 from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
+from linkstream.scheduler.runparts import PartReader, PartWriter
 from linkstream.scheduler.state import TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -65,6 +68,9 @@ class RunSpec:
         driver_key: The driver's CURVE public key (Z85), ``""`` in an insecure cluster:
             containers connect to ``driver`` with it and admit the driver's connections
             (:mod:`linkstream.scheduler.keyring`).
+        texts: Task id to query text, for queries whose text the driver publishes with the
+            run (a copy of the registry's, so that containers need not read it per query);
+            not part of equality.
     """
 
     id: str
@@ -77,6 +83,7 @@ class RunSpec:
     queries: dict[str, str] = field(default_factory=dict)
     route: str = "broadcast"
     driver_key: str = ""
+    texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The node payload."""
@@ -146,18 +153,34 @@ class RunNode:
     def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT) -> None:
         self.client = client
         self.layout = ClusterLayout(root)
-        self.path = ("" if self.layout.root == "/" else self.layout.root) + "/run"
+        prefix = "" if self.layout.root == "/" else self.layout.root
+        self.path = prefix + "/run"
+        self.parts_path = prefix + "/runparts"
+        self._writer: PartWriter | None = None
+
+    def _head(self, spec: RunSpec) -> bytes:
+        assert self._writer is not None
+        w = self._writer
+        return encode({**spec.to_json(), "queries": {}, "parts": w.names(), "parts_of": w.prefix})
 
     def claim(self, spec: RunSpec) -> None:
-        """Publishes ``spec`` as the running replay (an ephemeral node of this session).
+        """Publishes ``spec`` as the running replay (ephemeral nodes of this session).
 
         Raises:
             RunActiveError: Another driver's run node exists.
         """
+        if self._writer is None or self._writer.run_id != spec.id:
+            self._writer = PartWriter(self.client, self.parts_path, spec.id)
+        else:
+            self._writer.lost()  # published again under a new session
+        for result in self._writer.update(spec.queries, spec.texts):
+            result.get()
         try:
-            self.client.create(self.path, encode(spec.to_json()), ephemeral=True, makepath=True)
+            self.client.create(self.path, self._head(spec), ephemeral=True, makepath=True)
         except NodeExistsError:
-            current = self.get()
+            self._writer.delete_all()
+            self._writer = None
+            current = self.get(queries=False)
             raise RunActiveError(
                 f"replay {current.id if current else '?'} is already running on this cluster"
             ) from None
@@ -246,38 +269,66 @@ class RunNode:
 
     def update(self, spec: RunSpec) -> None:
         """Publishes a newer description of this session's run (a live service grows its run)."""
-        self.client.set(self.path, encode(spec.to_json()))
+        for result in self.update_async(spec):
+            result.get()
+
+    def update_async(self, spec: RunSpec) -> list[Any]:
+        """Sends the writes of :meth:`update` (the parts that changed, then the run node) and
+        returns their pending results (``get()`` raises when a write failed)."""
+        if self._writer is None or self._writer.run_id != spec.id:
+            raise RuntimeError(f"run {spec.id} was not claimed by this node")
+        pending = self._writer.update(spec.queries, spec.texts)
+        return [*pending, self.client.set_async(self.path, self._head(spec))]
 
     def release(self) -> None:
-        """Ends the run (deletes the node; containers drop its state)."""
+        """Ends the run (deletes its nodes; containers drop its state)."""
         try:
             self.client.delete(self.path)
         except NoNodeError:
             pass
+        if self._writer is not None:
+            self._writer.delete_all()
+            self._writer = None
 
-    def get(self) -> RunSpec | None:
-        """The running replay, or ``None``."""
+    def get(self, queries: bool = True) -> RunSpec | None:
+        """The running replay, or ``None``; ``queries=False``: without its queries (the run
+        node alone: id, driver, streams ...)."""
         try:
             data, _ = self.client.get(self.path)
         except NoNodeError:
             return None
         try:
-            return RunSpec.from_json(decode(data))
+            return self._spec(data, PartReader(self.client, self.parts_path) if queries else None)
         except ValueError:
             logger.warning("ignoring a malformed run node")
             return None
 
+    @staticmethod
+    def _spec(data: bytes, reader: PartReader | None) -> RunSpec:
+        body = decode(data)
+        spec = RunSpec.from_json(body)
+        if reader is None or "parts" not in body:
+            return spec
+        if not isinstance(body["parts"], list) or not isinstance(body.get("parts_of"), str):
+            raise ValueError("malformed run parts")
+        queries, texts = reader.read(body["parts_of"], body["parts"])
+        return replace(spec, queries=queries, texts=texts)
+
     def watch(self, callback: Callable[[RunSpec | None], None]) -> DataWatch:
         """Calls ``callback(spec)`` now and whenever the run starts or ends."""
         self.client.ensure_path(self.layout.root)
+        reader = PartReader(self.client, self.parts_path)
 
         def on_data(data: bytes | None, _stat: object) -> None:
             spec = None
             if data is not None:
                 try:
-                    spec = RunSpec.from_json(decode(data))
+                    spec = self.client.retry(self._spec, data, reader)
                 except ValueError:
                     logger.warning("ignoring a malformed run node")
+                except KazooException as exc:  # the watch fires again once reconnected
+                    logger.warning("cannot read the queries of the run: %s", exc)
+                    return
             callback(spec)
 
         return DataWatch(self.client, self.path, on_data)
