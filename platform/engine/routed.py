@@ -252,8 +252,11 @@ class RoutedBlock:
         lo_a = np.searchsorted(sg, gids, "left")
         hi_a = np.searchsorted(sg, gids, "right")
         # render the rows of every changed group at once
-        sel: np.ndarray = np.concatenate([np.arange(a, b) for a, b in zip(lo_a.tolist(), hi_a.tolist())])
-        rendered = self._render(st.cols[1:].take(sel, axis=1)) if len(sel) else None
+        lens = hi_a - lo_a
+        total = int(lens.sum())
+        # the row positions of every changed group, in ``changed`` order (no arange per group)
+        sel = np.arange(total, dtype=np.int64) + np.repeat(lo_a - (np.cumsum(lens) - lens), lens)
+        rendered = self._render(st.cols[1:].take(sel, axis=1)) if total else None
         pos = 0
         for gid, a, b in zip(changed, lo_a.tolist(), hi_a.tolist()):
             n = b - a

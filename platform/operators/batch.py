@@ -113,13 +113,61 @@ def concat(batches: Sequence[Batch], vars: Sequence[str] | None = None) -> Batch
     )
 
 
+#: from this many rows on, :func:`sort_order` packs columns into fewer sort keys
+PACK_SORT_ROWS = 64
+
+
+def packed_keys(cols: np.ndarray) -> list[np.ndarray] | None:
+    """The rows of ``cols`` (int64) as few non-negative int64 keys in the same
+    lexicographic order: each column shifted to start at 0 and packed, most significant
+    first, into keys of at most 63 bits (column values span a few thousand dictionary
+    ids or milliseconds, so a handful of columns make one key).  ``None`` when a column
+    spans more than 63 bits."""
+    lo = cols.min(axis=1).tolist()
+    hi = cols.max(axis=1).tolist()
+    keys: list[np.ndarray] = []
+    key: np.ndarray | None = None
+    used = 0
+    for j, (a, b) in enumerate(zip(lo, hi)):
+        bits = (b - a).bit_length()
+        if bits > 63:
+            return None
+        if not bits:  # one value: it orders nothing
+            continue
+        c = cols[j] - a if a else cols[j]
+        if key is None or used + bits > 63:
+            if key is not None:
+                keys.append(key)
+            key, used = c, bits
+        else:
+            key = (key << bits) | c
+            used += bits
+    if key is not None:
+        keys.append(key)
+    return keys
+
+
 def sort_order(cols: np.ndarray) -> np.ndarray:
-    """Row order sorting ``cols`` lexicographically (first column most significant)."""
+    """Row order sorting ``cols`` lexicographically (first column most significant).
+
+    Equal rows keep their order (stable), so the order is exactly ``np.lexsort``'s;
+    from :data:`PACK_SORT_ROWS` rows on, the columns are packed into few keys first
+    (one stable argsort instead of one sort pass per column; a state re-sorted with a
+    small change is two sorted runs, which the stable sort merges in linear time).
+    """
     k, n = cols.shape
     if k == 0:
         return np.arange(n)
     if k == 1:
         return np.argsort(cols[0], kind="stable")
+    if n >= PACK_SORT_ROWS and cols.dtype == np.int64:
+        keys = packed_keys(cols)
+        if keys is not None:
+            if not keys:  # every row equal
+                return np.arange(n)
+            if len(keys) == 1:
+                return np.argsort(keys[0], kind="stable")
+            return np.lexsort(keys[::-1])
     return np.lexsort(cols[::-1])
 
 
