@@ -384,33 +384,29 @@ class Api:
             return await self._push_many(many, iri, t, elements, request.headers.get("idempotency-key"))
 
         def ingest() -> dict[str, Any]:
-            accepted = late = triples = 0
-            for k, el in enumerate(elements):
-                try:
-                    ok = self.live.push(
-                        iri,
-                        el.t if el.t is not None else t,  # type: ignore[arg-type]  # t is set when el.t is None
-                        el.triples,
-                        timeout=60.0,
-                        key=None if key is None else "%s#%d" % (key, k),
-                    )
-                except EventTimeError as e:  # too far ahead of the stream's time: refused
-                    self.live.sync(timeout=60.0)  # the elements before it are accepted: durable too
-                    raise ApiError(
-                        422, str(e), t=e.t, stream=iri, elements=accepted, triples=triples, late=late
-                    ) from None
-                if ok:
-                    accepted += 1
-                    triples += len(el.triples)
-                else:
-                    late += 1
+            # the body at once: one engine lock per run of elements, the terms encoded together
+            default = t if t is not None else 0  # None only when every element has its own time
+            els = [(el.t if el.t is not None else default, el.triples) for el in elements]
+            keys = None if key is None else ["%s#%d" % (key, k) for k in range(len(els))]
+            flags, error = self.live.push_many(iri, els, keys=keys, timeout=60.0)
+            accepted = sum(flags)
+            triples = sum(len(el.triples) for el, f in zip(elements, flags) if f)
+            late = len(flags) - accepted
+            if error is not None:
+                self.live.sync(timeout=60.0)  # the elements before it are accepted: durable too
+            if isinstance(error, EventTimeError):  # too far ahead of the stream's time: refused
+                raise ApiError(
+                    422, str(error), t=error.t, stream=iri, elements=accepted, triples=triples, late=late
+                )
+            if error is not None:
+                raise ApiError(
+                    503, "the engine's input queue is full; retry later", elements=accepted, late=late
+                )
             self.live.sync(timeout=60.0)  # --state-dir: acknowledged only once the log is durable
             return {"stream": iri, "elements": accepted, "triples": triples, "late": late}
 
         try:
             res = await run_in_threadpool(ingest)
-        except TimeoutError:
-            raise ApiError(503, "the engine's input queue is full; retry later") from None
         except OSError as e:  # the durable ingest log could not be written
             raise ApiError(503, "the ingest log is not writable: %s" % e) from None
         if not stamped:

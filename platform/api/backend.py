@@ -49,9 +49,17 @@ class LiveBackend(Protocol):
         :class:`~linkstream.engine.live.subscription.ResultsGone` if no longer kept)."""
         ...
 
-    def push(
-        self, stream: str, t: int, triples: Any, *, timeout: float | None = None, key: str | None = None
-    ) -> bool: ...
+    def push_many(
+        self,
+        stream: str,
+        elements: Sequence[tuple[int, Any]],
+        *,
+        keys: Sequence[str | None] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[list[bool], Exception | None]:
+        """``push`` of each element in order, stopping at the first refused: per element
+        taken (``False``: late) and the error that stopped the body (event time, full queue)."""
+        ...
 
     def sync(self, timeout: float | None = 60.0) -> None:
         """Waits until the elements pushed so far are durable (``run --state-dir``), else returns."""

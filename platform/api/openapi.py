@@ -153,8 +153,11 @@ _CLUSTER_LOG_DOC = (
 _CLUSTER_INGEST_DOC = (
     "Served by every coordinator of `linkstream run --zk` (not by embedded run), scope write; applied "
     "only by the leader (503 elsewhere). The owner coordinator of a stream sends here each pushed "
-    "body it sequenced: `{stream, owner, epoch, offset, key, elements: [[t, [[s, p, o], ...]], ...]}` "
-    "with N-Triples terms, in msgpack (owners send it so) or JSON. The leader applies a stream's bodies in offset order, answers an offset it "
+    "body it sequenced, in msgpack: `{stream, owner, epoch, offset, key, t: [...], n: [...], terms: "
+    "[...], idx: bytes}` -- per element its time and number of triples, the body's distinct N-Triples "
+    "terms once, and the triples as little-endian int32 indexes into `terms` (three per triple, raw "
+    "bytes); `elements: [[t, [[s, p, o], ...]], ...]` instead of `t, n, terms, idx` (msgpack or JSON) "
+    "is taken too. The leader applies a stream's bodies in offset order, answers an offset it "
     "applied already as taken (a retry), and refuses an epoch older than one it saw (409: a stale "
     "owner). The answer lists per element whether it was taken (`false`: late) and the error that "
     "stopped the body. For coordinators, not for clients: push to /streams/{iri}."

@@ -628,10 +628,15 @@ class ClusterService(QueriesMixin):
         """Reports of ``name`` from this coordinator's result log (any coordinator serves them)."""
         return self.log.subscribe(name, maxlen, after)
 
-    def push(
-        self, stream: str, t: int, triples: Any, *, timeout: float | None = None, key: str | None = None
-    ) -> bool:
-        return self._leader_live().push(stream, t, triples, timeout=timeout, key=key)
+    def push_many(
+        self,
+        stream: str,
+        elements: Sequence[tuple[int, Any]],
+        *,
+        keys: Any = None,
+        timeout: float | None = None,
+    ) -> tuple[list[bool], Exception | None]:
+        return self._leader_live().push_many(stream, elements, keys=keys, timeout=timeout)
 
     def push_elements(
         self,

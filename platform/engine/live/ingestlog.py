@@ -47,6 +47,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from linkstream.engine.live.batchpush import TermRows
+
 log = logging.getLogger(__name__)
 
 __all__ = ["IngestLog", "LogRecord", "decode_triples", "scan_records"]
@@ -310,8 +312,9 @@ class IngestLog:
             header = {"k": "push", "s": stream, "o": off, "t": int(t), "f": "ids", "n": len(triples)}
             payload = np.ascontiguousarray(triples, dtype="<i8").tobytes()
         else:
-            header = {"k": "push", "s": stream, "o": off, "t": int(t), "f": "nt", "n": len(triples)}
-            payload = msgpack.packb([list(tr) for tr in triples], use_bin_type=True)
+            rows = triples.strings() if isinstance(triples, TermRows) else [list(tr) for tr in triples]
+            header = {"k": "push", "s": stream, "o": off, "t": int(t), "f": "nt", "n": len(rows)}
+            payload = msgpack.packb(rows, use_bin_type=True)
         if key is not None:
             header["i"] = key
         return self._append(header, payload)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.embedded import Engine
+from linkstream.engine.live.batchpush import IDEMPOTENCY_KEYS, BatchPush, check_triples
 from linkstream.engine.live.state import (
     BatchFailed,
     EngineClosed,
@@ -65,13 +66,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: idempotency keys remembered (the latest accepted elements'; see :meth:`LiveEngine.push`)
-IDEMPOTENCY_KEYS = 100_000
 
 __all__ = ["EngineClosed", "LiveEngine", "QueryConflict", "QueryView", "RetentionGuard", "UnknownQuery"]
 
 
-class LiveEngine(LiveWorker):
+class LiveEngine(LiveWorker, BatchPush):
     """A continuous query engine fed and queried while it runs (thread-safe).
 
     Args:
@@ -219,12 +218,7 @@ class LiveEngine(LiveWorker):
                 ``max_time_jump_ms`` ahead of the stream's time (a ``ValueError``).
             TimeoutError: The worker's queue stayed full for ``timeout`` seconds.
         """
-        if isinstance(triples, np.ndarray):
-            if triples.ndim != 2 or triples.shape[1] != 3:
-                raise ValueError("triples must have shape (n, 3)")
-            triples = np.ascontiguousarray(triples, dtype=np.int64)
-        elif any(len(tr) != 3 for tr in triples):
-            raise ValueError("every triple must have three terms")
+        triples = check_triples(triples)
         t = int(t)
         if self._closed:
             raise EngineClosed("the live engine is closed")

@@ -22,6 +22,7 @@ import numpy as np
 
 from linkstream.engine.embedded import Engine as _EmbeddedEngine
 from linkstream.engine.embedded import ReportLines
+from linkstream.engine.live.batchpush import TermRows
 from linkstream.engine.live.state import (
     EngineClosed,
     QueryConflict,
@@ -115,7 +116,14 @@ class LiveWorker:
                     break
             for cmd in batch:
                 kind = cmd[0]
-                if kind == "push":
+                if kind == "pushes":  # a body's elements taken at once (push_many)
+                    try:
+                        self._ingest_many(cmd[1], cmd[2])
+                    except Exception:  # a bad element must not stop the engine
+                        log.exception("cannot ingest elements of <%s>", cmd[1])
+                    finally:
+                        self._space.release(len(cmd[2]))
+                elif kind == "push":
                     try:
                         self._ingest(cmd[1], cmd[2], cmd[3])
                     except Exception:  # a bad element must not stop the engine
@@ -156,10 +164,12 @@ class LiveWorker:
                 return
             if cmd[0] == "push":
                 self._space.release()
+            elif cmd[0] == "pushes":
+                self._space.release(len(cmd[2]))
             elif cmd[0] != "stop" and cmd[2].set_running_or_notify_cancel():
                 cmd[2].set_exception(EngineClosed("the live engine is closed"))
 
-    def _ingest(self, stream: str, t: int, triples: Triples) -> None:
+    def _ingest(self, stream: str, t: int, triples: Triples | TermRows) -> None:
         frontier = self._frontier_now()
         if frontier is not None and t < frontier:
             with self._lock:
@@ -168,11 +178,54 @@ class LiveWorker:
             return
         if isinstance(triples, np.ndarray):
             ids = triples
+        elif isinstance(triples, TermRows):
+            ids = self._encode_table(triples.terms)[triples.idx]
         elif len(triples):
             terms = [term for tr in triples for term in tr]
             ids = np.asarray(self.engine.dictionary.encode_many(terms), dtype=np.int64).reshape(-1, 3)
         else:
             ids = np.empty((0, 3), dtype=np.int64)
+        self._ingest_ids(stream, t, ids)
+
+    def _encode_table(self, terms: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.engine.dictionary.encode_many(list(terms)), dtype=np.int64)
+
+    def _ingest_many(self, stream: str, items: list[tuple[int, Triples | TermRows]]) -> None:
+        """The elements of one ``push_many`` run, in order: as :meth:`_ingest` each, with the
+        terms of all of them encoded in one dictionary call (a :class:`TermRows` table once)."""
+        frontier = self._frontier_now()
+        keep = items
+        if frontier is not None and any(t < frontier for t, _ in items):
+            keep = []
+            for t, tr in items:
+                if t < frontier:
+                    with self._lock:
+                        self._count_late(stream, self._accepted[stream], t, frontier)
+                else:
+                    keep.append((t, tr))
+        tables: dict[int, np.ndarray] = {}
+        strs = [tr for _, tr in keep if not isinstance(tr, (np.ndarray, TermRows))]
+        flat = [term for tr in strs for triple in tr for term in triple]
+        coded = (
+            np.asarray(self.engine.dictionary.encode_many(flat), dtype=np.int64).reshape(-1, 3)
+            if flat
+            else np.empty((0, 3), dtype=np.int64)
+        )
+        at = 0
+        for t, tr in keep:
+            if isinstance(tr, np.ndarray):
+                ids = tr
+            elif isinstance(tr, TermRows):
+                table = tables.get(id(tr.terms))
+                if table is None:
+                    table = tables[id(tr.terms)] = self._encode_table(tr.terms)
+                ids = table[tr.idx]
+            else:
+                ids = coded[at : at + len(tr)]
+                at += len(tr)
+            self._ingest_ids(stream, t, ids)
+
+    def _ingest_ids(self, stream: str, t: int, ids: np.ndarray) -> None:
         buf = self.engine.buffer(stream)
         self._guard(stream, buf)
         ids = dedup_triples(ids)

@@ -1,0 +1,201 @@
+"""Pushing a whole body of one stream into the live engine at once (``LiveEngine.push_many``).
+
+:meth:`BatchPush.push_many` decides, for each element of a body in order, exactly what
+:meth:`~linkstream.engine.live.runtime.LiveEngine.push` decides (idempotency key seen,
+event-time rules, lateness), but takes the engine lock once per run of elements that
+found room in the input queue, and hands the taken elements to the worker as one
+command: the worker encodes the body's terms in one dictionary call
+(:meth:`~linkstream.engine.live.worker.LiveWorker._ingest_many`) instead of one per element.
+
+An element's triples may also be a :class:`TermRows`: rows of indexes into a term table
+shared by the body (what an owner coordinator sends the leader, see
+:mod:`linkstream.cluster.ingest`): the worker encodes each distinct term once.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from linkstream.engine.live.state import EngineClosed, _Accepted
+
+if TYPE_CHECKING:
+    import queue
+
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.metrics import LiveMetrics
+
+
+class TermRows:
+    """The triples of one element as ``(n, 3)`` indexes into ``terms`` (N-Triples strings),
+    a list usually shared by every element of a body."""
+
+    __slots__ = ("idx", "terms")
+
+    def __init__(self, terms: Sequence[str], idx: np.ndarray) -> None:
+        self.terms = terms
+        self.idx = idx
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def strings(self) -> list[list[str]]:
+        """The triples as ``[s, p, o]`` strings (for the ingest log)."""
+        terms = self.terms
+        return [[terms[a], terms[b], terms[c]] for a, b, c in self.idx.tolist()]
+
+
+def check_triples(triples: Any) -> Any:
+    """``triples`` as the worker takes them (ids contiguous int64).
+
+    Raises:
+        ValueError: Not a sequence of triples.
+    """
+    if isinstance(triples, TermRows):
+        return triples
+    if isinstance(triples, np.ndarray):
+        if triples.ndim != 2 or triples.shape[1] != 3:
+            raise ValueError("triples must have shape (n, 3)")
+        return np.ascontiguousarray(triples, dtype=np.int64)
+    if any(len(tr) != 3 for tr in triples):
+        raise ValueError("every triple must have three terms")
+    return triples
+
+
+class BatchPush:
+    """The ``push_many`` of :class:`~linkstream.engine.live.runtime.LiveEngine` (a mixin)."""
+
+    # state set by ``LiveEngine.__init__`` (declared here for the type checker only)
+    metrics: LiveMetrics
+    _lock: threading.Lock
+    _queue: queue.SimpleQueue[tuple]
+    _space: threading.BoundedSemaphore
+    _accepted: dict[str, _Accepted]
+    _frontier: int | None
+    _keys: set[str]
+    _key_order: collections.deque[str]
+    _closed: bool
+    _thread: threading.Thread | None
+    _log: IngestLog | None
+
+    start: Callable[[], object]
+    _check_time: Callable[[str, _Accepted, int], None]
+    _count_late: Callable[[str, _Accepted, int, int], None]
+
+    def push_many(
+        self,
+        stream: str,
+        elements: Sequence[tuple[int, Any]],
+        *,
+        keys: Sequence[str | None] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[list[bool], Exception | None]:
+        """Pushes ``elements`` (``(t, triples)``, in order) of ``stream`` as :meth:`push`
+        would one by one, stopping at the first one refused.
+
+        Returns:
+            Per element handled, whether it was taken (``False``: late; a repeated
+            idempotency key counts as taken), and the error that stopped the body:
+            :class:`~linkstream.rdf.eventtime.EventTimeError` (that element refused) or
+            :class:`TimeoutError` (no room in the input queue for ``timeout`` seconds).
+
+        Raises:
+            ValueError: An element's triples are not triples (nothing was pushed).
+            EngineClosed: The engine is closed.
+            OSError: The ingest log could not be written (the elements before were taken).
+        """
+        items = [(int(t), check_triples(tr)) for t, tr in elements]
+        if self._closed:
+            raise EngineClosed("the live engine is closed")
+        if self._thread is None:
+            self.start()
+        flags: list[bool] = []
+        i, n = 0, len(items)
+        while i < n:
+            got = 0  # room for a run of elements without waiting, else wait for one
+            while i + got < n and self._space.acquire(blocking=False):
+                got += 1
+            if not got:
+                if not self._space.acquire(timeout=timeout):
+                    return flags, TimeoutError("the engine's input queue is full")
+                got = 1
+            error = self._take(stream, items, keys, i, got, flags)
+            if error is not None:
+                return flags, error
+            i += got
+        return flags, None
+
+    def _take(
+        self,
+        stream: str,
+        items: list[tuple[int, Any]],
+        keys: Sequence[str | None] | None,
+        start: int,
+        count: int,
+        flags: list[bool],
+    ) -> Exception | None:
+        """Elements ``start .. start+count`` (one permit each held) under the engine lock:
+        the decisions of :meth:`push`, the taken ones enqueued as one command."""
+        taken: list[tuple[int, Any]] = []
+        triples_in = 0
+        error: Exception | None = None
+        with self._lock:
+            acc = self._accepted.get(stream)
+            if acc is None:
+                acc = self._accepted[stream] = _Accepted()
+            try:
+                for k in range(start, start + count):
+                    t, triples = items[k]
+                    key = None if keys is None else keys[k]
+                    if key is not None and key in self._keys:
+                        self._space.release()
+                        flags.append(True)
+                        continue
+                    try:
+                        self._check_time(stream, acc, t)  # EventTimeError: out of range or too far ahead
+                    except ValueError as exc:
+                        acc.rejected += 1
+                        error = exc
+                        self._space.release(start + count - k)  # this one and the rest
+                        break
+                    floor = max((x for x in (acc.watermark, self._frontier) if x is not None), default=None)
+                    if floor is not None and t < floor:
+                        self._space.release()
+                        self._count_late(stream, acc, t, floor)
+                        flags.append(False)
+                        continue
+                    if self._log is not None:
+                        try:
+                            self._log.append_push(stream, t, triples, key)  # durable at the next sync()
+                        except OSError:
+                            self._space.release(start + count - k)
+                            raise
+                    if key is not None:
+                        self._keys.add(key)
+                        self._key_order.append(key)
+                        if len(self._key_order) > IDEMPOTENCY_KEYS:
+                            self._keys.discard(self._key_order.popleft())
+                    acc.watermark = t
+                    acc.elements += 1
+                    acc.triples += len(triples)
+                    triples_in += len(triples)
+                    taken.append((t, triples))
+                    flags.append(True)
+            finally:
+                if taken:
+                    # enqueued under the lock: elements of one stream reach the worker in order
+                    self._queue.put(("pushes", stream, taken))
+        if taken:
+            self.metrics.ingest_elements.inc(len(taken))
+            self.metrics.ingest_triples.inc(triples_in)
+        return error
+
+
+#: idempotency keys remembered (the latest accepted elements'; see ``LiveEngine.push``)
+IDEMPOTENCY_KEYS = 100_000
+
+__all__ = ["IDEMPOTENCY_KEYS", "BatchPush", "TermRows", "check_triples"]
