@@ -135,7 +135,8 @@ def _dedup(el: ParsedElement) -> ParsedElement:
 
 
 def _parse_lines(text: str, fmt: str, bnode_prefix: str) -> list[ParsedElement]:
-    parser = parser_for(bnode_prefix)
+    # a prefix per request: its own blank nodes, the shared caches of every other term
+    parser = parser_for("").with_prefix(bnode_prefix)
     errors: list[dict[str, Any]] = []
     quads: list[tuple[int, tuple[str, str, str, str | None]]] = []
     for lineno, raw in enumerate(text.split("\n"), 1):

@@ -314,6 +314,14 @@ class LineParser:
         self._langs: dict[str, str] = {}
         self._re = _patterns()
 
+    def with_prefix(self, bnode_prefix: str) -> LineParser:
+        """A parser for ``bnode_prefix`` sharing this one's IRI, literal and language tag
+        caches (what they hold does not depend on the prefix; only blank nodes do): a
+        parser per request (its own blank node scope) does not start cold."""
+        p = LineParser(bnode_prefix)
+        p._iris, p._lits, p._langs = self._iris, self._lits, self._langs
+        return p
+
     # -- public API
 
     def parse_line(self, line: str) -> Quad | None:
