@@ -538,13 +538,21 @@ class Engine:
             if rq is None:
                 continue
             output = rq.output
+            is_loud = None
             if name in reporting:
                 t1 = perf()
                 view = output.view
                 if block_out is not None and view.repeats:
                     # the query's rows as one block, its time left open (kept for the
-                    # quiet reports that repeat them)
-                    bodies = view.bodies(epoch, True)
+                    # quiet reports that repeat them); a routed block rendered them this
+                    # epoch already (what ``bodies`` would return, without the calls;
+                    # its RStream SELECT view is loud exactly when it has rows)
+                    r = view.rendered
+                    if view.block is not None and r is not None and r[0] == epoch:
+                        bodies = r[1]
+                        is_loud = len(bodies) > 0
+                    else:
+                        bodies = view.bodies(epoch, True)
                     n = len(bodies)
                     if n:
                         blk = output.block(bodies)
@@ -564,7 +572,7 @@ class Engine:
                 st.latencies.append(dt)
             else:
                 output.update(epoch)
-            if output.view.loud():
+            if is_loud if is_loud is not None else output.view.loud():
                 loud.add(name)
             else:
                 loud.discard(name)

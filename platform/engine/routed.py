@@ -250,31 +250,44 @@ class RoutedBlock:
             return
         gids = np.fromiter(changed, dtype=np.int64, count=len(changed))
         lo_a = np.searchsorted(sg, gids, "left")
-        hi_a = np.searchsorted(sg, gids, "right")
+        lens = np.searchsorted(sg, gids, "right") - lo_a
+        ends = np.cumsum(lens)
+        starts = ends - lens
+        total = int(ends[-1])
+        # the rows of every changed group, in ``changed`` order, as one compact copy (no
+        # arange, slice copy or count check per group)
+        sel = np.arange(total, dtype=np.int64) + np.repeat(lo_a - starts, lens)
+        sub_cols = st.cols[1:].take(sel, axis=1)
+        sub_counts = st.counts.take(sel)
         # render the rows of every changed group at once
-        lens = hi_a - lo_a
-        total = int(lens.sum())
-        # the row positions of every changed group, in ``changed`` order (no arange per group)
-        sel = np.arange(total, dtype=np.int64) + np.repeat(lo_a - (np.cumsum(lens) - lens), lens)
-        rendered = self._render(st.cols[1:].take(sel, axis=1)) if total else None
-        pos = 0
-        for gid, a, b in zip(changed, lo_a.tolist(), hi_a.tolist()):
-            n = b - a
-            rows = Batch(self.vars, st.cols[1:, a:b].copy(), st.counts[a:b].copy())
-            views = self.by_gid[gid]
+        rendered = self._render(sub_cols) if total else None
+        if rendered is not None:
+            texts = rendered.tolist()
+            # per group: its rows with a count other than 1 (bodies repeated by count)
+            odd = np.concatenate(([0], np.cumsum(sub_counts != 1)))
+            n_odd = (odd.take(ends) - odd.take(starts)).tolist()
+        else:
+            n_odd = [0] * len(changed)
+        vars = self.vars
+        by_gid = self.by_gid
+        for gid, a, b, k in zip(changed, starts.tolist(), ends.tolist(), n_odd):
+            # (copies: a view's result must not keep this epoch's arrays alive)
+            rows = Batch(vars, sub_cols[:, a:b].copy(), sub_counts[a:b].copy())
             part = changed[gid]
+            bodies: list[str] | None
             if rendered is None:
-                bodies: list[str] | None = [] if not n else None
+                bodies = [] if a == b else None
+            elif not k:
+                bodies = texts[a:b]
             else:
-                chunk = rendered[pos : pos + n]
-                cnt = rows.counts
-                bodies = chunk.tolist() if (cnt == 1).all() else np.repeat(chunk, cnt).tolist()
-            pos += n
-            for view in views:
-                if part is None and id(view) not in fresh_ids:
+                bodies = np.repeat(rendered[a:b], rows.counts).tolist()
+            for view in by_gid[gid]:
+                if fresh_ids and id(view) in fresh_ids:
+                    vd = rows
+                elif part is None:
                     continue
-                vd = rows if id(view) in fresh_ids else part
-                assert vd is not None
+                else:
+                    vd = part
                 view._started = True
                 view.result.set_consolidated(rows)
                 view.memo = (epoch, True, vd)
