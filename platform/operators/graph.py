@@ -95,18 +95,76 @@ def _static_batch(st: np.ndarray) -> Batch:
     return b
 
 
-#: sorted row keys of static triple columns, shared by the graphs (and latest graphs) over
-#: the same static array: one index, not one per graph operator (keyed by identity, as
+class StaticMembership:
+    """Which rows of triple columns are triples of a static array ``cols`` (3, n).
+
+    When every static id is below ``2**21`` the static triples are kept as sorted packed
+    keys (a static part comes deduplicated and sorted, so the pack is usually sorted
+    already: no sort at all) and a probe is one ``searchsorted``; a row with an id out of
+    that range is no static triple.  Otherwise: a :class:`SortedIndex` of hashed row keys,
+    with the columns of candidate pairs compared.
+    """
+
+    __slots__ = ("cols", "packed", "index")
+
+    def __init__(self, cols: np.ndarray) -> None:
+        self.cols = cols
+        self.packed: np.ndarray | None = None
+        self.index: SortedIndex | None = None
+        if _packable(cols):
+            pk = _pack(cols)
+            if len(pk) > 1 and not bool((pk[1:] >= pk[:-1]).all()):
+                pk = np.sort(pk)
+            self.packed = pk
+        else:
+            self.index = SortedIndex(row_keys(cols))
+
+    def contains(self, cols: np.ndarray) -> np.ndarray:
+        """Mask of the rows (columns of ``cols``, (3, m)) that are static triples."""
+        m = cols.shape[1]
+        pk = self.packed
+        if pk is not None:
+            if not len(pk) or not m:
+                return np.zeros(m, dtype=bool)
+            if _packable(cols):
+                return self.contains_packed(_pack(cols))
+            inside = (cols >= 0) & (cols < _LIMIT)
+            hit = np.zeros(m, dtype=bool)
+            sub = np.flatnonzero(np.logical_and.reduce(inside, axis=0))
+            if len(sub):
+                hit[sub] = self.contains_packed(_pack(cols.take(sub, axis=1)))
+            return hit
+        assert self.index is not None
+        li, rj = self.index.probe(row_keys(cols))
+        hit = np.zeros(m, dtype=bool)
+        if len(li):
+            ok = np.all(cols.take(li, axis=1) == self.cols.take(rj, axis=1), axis=0)
+            hit[li[ok]] = True
+        return hit
+
+    def contains_packed(self, keys: np.ndarray) -> np.ndarray:
+        """Mask of packed triple ``keys`` that are static triples (packed mode only)."""
+        pk = self.packed
+        assert pk is not None
+        if not len(pk):
+            return np.zeros(len(keys), dtype=bool)
+        pos = pk.searchsorted(keys)
+        np.minimum(pos, len(pk) - 1, out=pos)
+        return pk.take(pos) == keys
+
+
+#: the membership tests of static triple columns, shared by the graphs (and latest graphs)
+#: over the same static array: one, not one per graph operator (keyed by identity, as
 #: :data:`_STATIC_COLUMNS`; the entry keeps the columns alive)
-_STATIC_INDEXES: dict[int, tuple[np.ndarray, SortedIndex]] = {}
+_STATIC_INDEXES: dict[int, tuple[np.ndarray, StaticMembership]] = {}
 
 
-def static_index(cols: np.ndarray) -> SortedIndex:
-    """The :class:`SortedIndex` of the row keys of static triple columns ``cols`` (3, n)."""
+def static_index(cols: np.ndarray) -> StaticMembership:
+    """The :class:`StaticMembership` of static triple columns ``cols`` (3, n)."""
     hit = _STATIC_INDEXES.get(id(cols))
     if hit is not None and hit[0] is cols:
         return hit[1]
-    index = SortedIndex(row_keys(cols))
+    index = StaticMembership(cols)
     if cols.shape[1] > 64:
         if len(_STATIC_INDEXES) >= 32:
             _STATIC_INDEXES.pop(next(iter(_STATIC_INDEXES)))
@@ -141,7 +199,7 @@ class GraphOperator(Operator):
         else:
             st = static if deduplicated else dedup_triples(static)
         self.static = _static_batch(st)
-        self._static_index: SortedIndex | None = None
+        self._static_index: StaticMembership | None = None
         self.children = tuple(windows)
         self._dynamic = Relation(TRIPLE_VARS)
         #: packed mode (see the module docstring): the window triples' sorted packed keys
@@ -239,7 +297,9 @@ class GraphOperator(Operator):
     def describe(self) -> str:
         return f"Graph {self.name} static={len(self.static)} windows={len(self.children)}"
 
-    def _in_static(self, cols: np.ndarray) -> np.ndarray:
+    def _in_static(self, cols: np.ndarray, packed: np.ndarray | None = None) -> np.ndarray:
+        """Mask of the triples (columns of ``cols``) in the static part (``packed``: the
+        same triples' packed keys, when the caller has them)."""
         if self.static_source is not None:
             source, graphs = self.static_source
             return source.contains(graphs, np.ascontiguousarray(cols.T))
@@ -247,13 +307,9 @@ class GraphOperator(Operator):
             return np.zeros(cols.shape[1], dtype=bool)
         if self._static_index is None:
             self._static_index = static_index(self.static.cols)
-        keys = row_keys(cols)
-        li, rj = self._static_index.probe(keys)
-        hit = np.zeros(cols.shape[1], dtype=bool)
-        if len(li):
-            ok = np.all(cols[:, li] == self.static.cols[:, rj], axis=0)
-            hit[li[ok]] = True
-        return hit
+        if packed is not None and self._static_index.packed is not None:
+            return self._static_index.contains_packed(packed)
+        return self._static_index.contains(cols)
 
     def compute(self, epoch: int) -> Batch:
         parts = []
@@ -269,7 +325,7 @@ class GraphOperator(Operator):
                 ks, sign = self._count_packed(d)
                 if len(ks):
                     cols = _unpack(ks)
-                    keep = ~self._in_static(cols)
+                    keep = ~self._in_static(cols, ks)
                     if keep.all():
                         parts.append(Batch(TRIPLE_VARS, cols, sign))
                     elif keep.any():

@@ -33,7 +33,7 @@ import numpy as np
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, SortedIndex, concat, consolidate, row_keys
-from linkstream.operators.graph import static_index
+from linkstream.operators.graph import StaticMembership, static_index
 from linkstream.operators.relation import Relation
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.window import WindowBuffer, WindowOperator
@@ -176,7 +176,7 @@ class LatestGraphOperator(Operator):
         self.static = static if static is not None and len(static) else None
         self.static_key = static_key if self.static is not None else None
         self._seeded = self.static is None
-        self._static_index: SortedIndex | None = None
+        self._static_index: StaticMembership | None = None
 
     def describe(self) -> str:
         st = f" static={len(self.static)}" if self.static is not None else ""
@@ -199,13 +199,10 @@ class LatestGraphOperator(Operator):
             return d
         if self._static_index is None:
             self._static_index = static_index(st.cols)
-        li, rj = self._static_index.probe(row_keys(d.cols[:3]))
-        if not len(li):
+        hit = self._static_index.contains(d.cols[:3])
+        if not hit.any():
             return d
-        ok = np.all(d.cols[:3, li] == st.cols[:, rj], axis=0)
-        keep = np.ones(len(d), dtype=bool)
-        keep[li[ok]] = False
-        return d.mask(keep)
+        return d.mask(~hit)
 
     def _static_rows(self) -> Batch:
         st = self.static
