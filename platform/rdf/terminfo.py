@@ -74,7 +74,13 @@ _KIND_OF_FIRST[ord("_")] = KIND_BNODE
 
 
 class TermInfo:
-    """Lazily grown per-id arrays: ``kind``, ``num_type``, ``num_val``, ``is_bool``."""
+    """Per-id arrays ``kind``, ``num_type``, ``num_val``, ``bool_val``, filled on demand.
+
+    :meth:`ensure` makes the arrays cover the ids asked for: they grow to the dictionary's
+    size at once, but a term is decoded and read only when an id of it is first asked for
+    (``_known``) -- a query's filter reads the few terms of its columns, not every term of
+    a 40k-term static graph at its first report.
+    """
 
     def __init__(self, dictionary: Dictionary) -> None:
         self.dictionary = dictionary
@@ -82,6 +88,8 @@ class TermInfo:
         self.num_type = np.zeros(1, dtype=np.int8)
         self.num_val = np.zeros(1, dtype=np.float64)
         self.bool_val = np.full(1, -1, dtype=np.int8)  # -1: not a valid xsd:boolean
+        #: whether an id's entries are read (id 0, unbound, is: kind 0, not numeric)
+        self._known = np.ones(1, dtype=bool)
         self._terms: dict[int, Term] = {}
         self._true = 0
         self._false = 0
@@ -91,26 +99,51 @@ class TermInfo:
         return int(self.kind.shape[0])
 
     def ensure(self, ids: np.ndarray) -> None:
-        """Make sure the arrays cover every id in ``ids``."""
+        """Make sure the arrays hold the entries of every id in ``ids``."""
         if len(ids) == 0:
             return
         top = int(ids.max())
-        if top < self.size:
+        if top >= self.size:
+            self._extend(top + 1)
+        elif self._known.take(ids).all():
             return
-        self._grow(top + 1)
+        self._read(ids)
 
-    def _grow(self, n: int) -> None:
-        n = max(n, len(self.dictionary) + 1)
-        old = self.size
-        new_ids = np.arange(old, n, dtype=np.int64)
-        texts = self.dictionary.decode_many(new_ids)
+    def truncate(self, keep: int) -> None:
+        """Forgets the ids from ``keep`` on (the arrays end there)."""
+        self.kind = self.kind[:keep]
+        self.num_type = self.num_type[:keep]
+        self.num_val = self.num_val[:keep]
+        self.bool_val = self.bool_val[:keep]
+        self._known = self._known[:keep]
+
+    def _extend(self, n: int) -> None:
+        """Arrays of at least ``n`` entries (the new ones not read yet)."""
+        n = max(n, len(self.dictionary) + 1, self.size)
+        m = n - self.size
+        if m <= 0:
+            return
+        self.kind = np.concatenate([self.kind, np.zeros(m, dtype=np.int8)])
+        self.num_type = np.concatenate([self.num_type, np.zeros(m, dtype=np.int8)])
+        self.num_val = np.concatenate([self.num_val, np.zeros(m, dtype=np.float64)])
+        self.bool_val = np.concatenate([self.bool_val, np.full(m, -1, dtype=np.int8)])
+        self._known = np.concatenate([self._known, np.zeros(m, dtype=bool)])
+
+    def _read(self, ids: np.ndarray) -> None:
+        """Reads the terms of the ids in ``ids`` not read yet."""
+        ids = np.asarray(ids, dtype=np.int64).ravel()
+        new = np.sort(ids.compress(~self._known.take(ids)))
+        if not len(new):
+            return
+        if len(new) > 1:  # (np.unique would import numpy.ma: 0.08 s once)
+            new = new.compress(np.concatenate(([True], new[1:] != new[:-1])))
+        texts = self.dictionary.decode_many(new)
         # a term's kind is its first character's (every rendering starts with an ASCII one)
         firsts = "".join([t[:1] for t in texts]).encode("ascii", "replace")
-        kind = _KIND_OF_FIRST[np.frombuffer(firsts, dtype=np.uint8)]
-        ntype = np.zeros(n - old, dtype=np.int8)
-        nval = np.zeros(n - old, dtype=np.float64)
-        bval = np.full(n - old, -1, dtype=np.int8)
+        self.kind[new] = _KIND_OF_FIRST[np.frombuffer(firsts, dtype=np.uint8)]
+        ntype, nval, bval = self.num_type, self.num_val, self.bool_val
         # typed literals: the only terms that can be numeric / boolean
+        at = new.tolist()
         for k in [k for k, t in enumerate(texts) if t[-1:] == ">" and t[:1] == '"']:
             s = texts[k]
             j = s.rfind('"^^<')
@@ -123,13 +156,11 @@ class TermInfo:
                 lex, dt = t.lex, t.datatype
             if dt not in _READ_TYPES:
                 continue
-            ntype[k], nval[k] = numeric_code_of(lex, dt)
+            i = at[k]
+            ntype[i], nval[i] = numeric_code_of(lex, dt)
             if dt == XSD_BOOLEAN:
-                bval[k] = 1 if lex in ("true", "1") else 0 if lex in ("false", "0") else -1
-        self.kind = np.concatenate([self.kind, kind])
-        self.num_type = np.concatenate([self.num_type, ntype])
-        self.num_val = np.concatenate([self.num_val, nval])
-        self.bool_val = np.concatenate([self.bool_val, bval])
+                bval[i] = 1 if lex in ("true", "1") else 0 if lex in ("false", "0") else -1
+        self._known[new] = True
 
     def term(self, i: int) -> Term:
         t = self._terms.get(i)

@@ -151,10 +151,7 @@ class _Session:
 
 def _truncate(terms: TermInfo, keep: int) -> None:
     keep = max(keep, 1)
-    terms.kind = terms.kind[:keep]
-    terms.num_type = terms.num_type[:keep]
-    terms.num_val = terms.num_val[:keep]
-    terms.bool_val = terms.bool_val[:keep]
+    terms.truncate(keep)
     for i in [i for i in terms._terms if i >= keep]:
         del terms._terms[i]
     if terms._true >= keep or terms._false >= keep:
