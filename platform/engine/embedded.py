@@ -534,14 +534,15 @@ class Engine:
             out[name] = lines
             stats.rows += len(lines)
         for name in dirty:
-            rq = queries.get(name)
-            if rq is None:
+            rec = reports.get(name)  # (output, view, stats): as queries[name] gives them
+            if rec is None:
                 continue
-            output = rq.output
+            output, view, st = rec
+            if output._keyed is not None:
+                view = output.view  # (brought up to date by its keyed group)
             is_loud = None
             if name in reporting:
                 t1 = perf()
-                view = output.view
                 if block_out is not None and view.repeats:
                     # the query's rows as one block, its time left open (kept for the
                     # quiet reports that repeat them); a routed block rendered them this
@@ -558,7 +559,7 @@ class Engine:
                         blk = output.block(bodies)
                         block_out[name] = blk[1]
                         block_rows += n
-                        quiet_blocks[name] = (view, bodies, blk[1], n, rq.stats)
+                        quiet_blocks[name] = (view, bodies, blk[1], n, st)
                     else:
                         out[name] = []
                 else:
@@ -566,13 +567,12 @@ class Engine:
                     out[name] = lines
                     n = len(lines)
                 dt = perf() - t1 + shared_dt
-                st = rq.stats
                 st.rows += n
                 st.eval_seconds += dt
                 st.latencies.append(dt)
             else:
                 output.update(epoch)
-            if is_loud if is_loud is not None else output.view.loud():
+            if is_loud if is_loud is not None else view.loud():
                 loud.add(name)
             else:
                 loud.discard(name)
