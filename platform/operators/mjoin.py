@@ -58,6 +58,9 @@ REST_FANOUT = 64
 class MJoinOperator(Operator):
     """n-ary natural join (SPARQL compatibility) of its children."""
 
+    #: per input, its content (one :class:`Relation` per child; set on first use)
+    state: list[Relation]
+
     def __init__(
         self,
         children: Sequence[Operator],
@@ -73,7 +76,9 @@ class MJoinOperator(Operator):
             cert |= c.certain
         self.vars = vs
         self.certain = frozenset(cert)
-        self.state = [Relation(c.vars) for c in self.children]
+        # ``state`` (per input, its content) is built on first use (:meth:`__getattr__`): most
+        # joins a planner builds are dropped again when a query shares a running one (issue 15:
+        # building them was ~15% of a container's CPU while 10,000 queries were registered)
         self.filters = [(f, f.vars()) for f in filters]
         self.evaluator = evaluator
         self.probes = 0  # number of relation probes done (for stats / tests)
@@ -82,6 +87,13 @@ class MJoinOperator(Operator):
         self.has_static = any(p is not None for p in self.static_parts)
         self._static_started = False
         self.pruned = not self.has_static
+
+    def __getattr__(self, name: str) -> list[Relation]:
+        # only called for attributes not set yet: ``state`` before its first use
+        if name == "state":
+            state = self.state = [Relation(c.vars) for c in self.children]
+            return state
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
         """The content of every input, and whether the static parts' own join was emitted."""
