@@ -62,8 +62,19 @@ class QueriesMixin:
     _states_due: dict[str, str]
     _states_wake: threading.Event
 
+    #: the leader's engine whose registrations the registry remembers (see :meth:`_same_term`)
+    _written_term: object = None
+
     def _leader_live(self, wait: float = 10.0) -> LiveEngine:
         raise NotImplementedError
+
+    def _same_term(self) -> None:
+        """The registry writes the first state of a record it created without reading it
+        (:meth:`~linkstream.scheduler.registry.QueryRegistry.update_states`); what it kept
+        is dropped once the leader's engine changed: another leader may have written since."""
+        if self._remote is not self._written_term:
+            self.registry.forget_written()
+            self._written_term = self._remote
 
     def register(self, text: str, name: str | None = None, *, default_name: str | None = None) -> str:
         """Writes the query to the registry, then registers it on the leader's live engine."""
@@ -142,6 +153,7 @@ class QueriesMixin:
             names.append(qname)
             accepted.append(cq)
         t1 = time.perf_counter()
+        self._same_term()
         try:
             stored = self.registry.register_many(rows)
         except QueryExistsError as exc:  # registered by another coordinator meanwhile
@@ -291,6 +303,7 @@ class QueriesMixin:
             if not due:
                 continue
             try:
+                self._same_term()
                 self.registry.update_states({task_id(n): {"state": st} for n, st in due.items()})
             except KazooException:
                 logger.warning("cannot write the states of %d queries", len(due), exc_info=True)

@@ -95,6 +95,9 @@ class AssignmentTable:
         self.client = client
         self.layout = ClusterLayout(root)
         self._ensured: set[str] = set()
+        #: pending tasks read by ``get_many(..., remember=True)``, with their node versions:
+        #: :meth:`set_owners` writes those without reading them again (the versions guard it)
+        self._pending: dict[str, tuple[Assignment, int]] = {}
 
     def _ensure(self, path: str) -> None:
         if path not in self._ensured:
@@ -111,18 +114,30 @@ class AssignmentTable:
             return None
         return Assignment.from_json(decode(data))
 
-    def get_many(self, task_ids: list[str]) -> list[Assignment | None]:
-        """The assignments of ``task_ids`` (``None`` for a task not submitted), read pipelined."""
+    def get_many(self, task_ids: list[str], remember: bool = False) -> list[Assignment | None]:
+        """The assignments of ``task_ids`` (``None`` for a task not submitted), read pipelined.
+
+        ``remember``: keep the unowned ones with their versions for :meth:`set_owners`."""
         reads = [self.client.get_async(self.layout.task(t)) for t in task_ids]
         out: list[Assignment | None] = []
-        for res in reads:
+        for t, res in zip(task_ids, reads, strict=True):
             try:
-                data, _ = res.get()
+                data, stat = res.get()
             except NoNodeError:
                 out.append(None)
                 continue
-            out.append(Assignment.from_json(decode(data)))
+            a = Assignment.from_json(decode(data))
+            out.append(a)
+            if remember and a.container is None and a.migrating_from is None:
+                self._pending[t] = (a, stat.version)
         return out
+
+    def forget_pending(self, task_ids: list[str] | None = None) -> None:
+        """Drops what ``get_many(..., remember=True)`` kept of ``task_ids`` (``None``: all)."""
+        if task_ids is None:
+            self._pending.clear()
+        for t in task_ids or ():
+            self._pending.pop(t, None)
 
     def all(self) -> dict[str, Assignment]:
         """Every submitted task, by id (sorted)."""
@@ -184,11 +199,14 @@ class AssignmentTable:
         self._ensure(self.layout.tasks)
         by_path = {self.layout.task(spec.id): spec for spec in specs}
         payloads = [(path, encode(Assignment(spec).to_json())) for path, spec in by_path.items()]
-        for group in chunks(payloads):
+        sent = []
+        for group in chunks(payloads):  # independent transactions: sent together (pipelined)
             tx = self.client.transaction()
             for path, data in group:
                 tx.create(path, data)
-            if _failed(tx.commit()):
+            sent.append((group, tx.commit_async()))
+        for group, res in sent:
+            if _failed(res.get()):
                 for path, _ in group:
                     self.submit(by_path[path])
 
@@ -269,16 +287,20 @@ class AssignmentTable:
         meanwhile (or a group that failed) goes through :meth:`set_owner` one by one."""
         for container in set(owners.values()):
             self._ensure(self.layout.assignments(container))
-        reads = [(t, self.client.get_async(self.layout.task(t))) for t in owners]
+        known = {t: self._pending.pop(t) for t in owners if t in self._pending}
+        reads = [(t, self.client.get_async(self.layout.task(t))) for t in owners if t not in known]
         ops: list[tuple[str, bytes]] = []
         plan: dict[str, tuple[str, int, Assignment]] = {}
         slow: list[str] = []
-        for t, res in reads:
-            try:
-                data, stat = res.get()
-            except NoNodeError:
-                continue
-            current = Assignment.from_json(decode(data))
+        for t, res in [*reads, *known.items()]:
+            if isinstance(res, tuple):  # read when it came (unowned then): a newer version fails the write
+                current, version = res
+            else:
+                try:
+                    data, stat = res.get()
+                except NoNodeError:
+                    continue
+                current, version = Assignment.from_json(decode(data)), stat.version
             if current.container == owners[t] and current.migrating_from is None:
                 continue
             if current.container is not None or current.migrating_from is not None:
@@ -286,14 +308,17 @@ class AssignmentTable:
                 continue
             updated = Assignment(current.task, owners[t], None)
             ops.append((t, encode(updated.to_json())))
-            plan[t] = (owners[t], stat.version, updated)
-        for group in chunks(ops, 128 * 1024):
+            plan[t] = (owners[t], version, updated)
+        sent = []
+        for group in chunks(ops, 128 * 1024):  # independent transactions: sent together (pipelined)
             tx = self.client.transaction()
             for t, payload in group:
                 container, version, _ = plan[t]
                 tx.set_data(self.layout.task(t), payload, version=version)
                 tx.create(self.layout.assignment(container, t), payload)
-            if _failed(tx.commit()):
+            sent.append((group, tx.commit_async()))
+        for group, res in sent:
+            if _failed(res.get()):
                 slow += [t for t, _ in group]
         for t in slow:
             self.set_owner(t, owners[t])

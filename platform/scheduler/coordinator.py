@@ -234,6 +234,7 @@ class Coordinator:
         epoch = self._epoch
         self._advertise()  # again: a new session (after an expiry) lost the ephemeral node
         self._core = SchedulerCore(self.policy)
+        self.table.forget_pending()
         members = self.membership.members()
         table = self.table.all()
         events: list[Event] = [ContainerJoined(m.id, m.capacity, m.address) for m in members.values()]
@@ -284,10 +285,12 @@ class Coordinator:
         events: list[Event] = []
         current = set(task_ids)
         new = [task_id for task_id in task_ids if task_id not in self._tasks]
-        for assignment in self.table.get_many(new):  # pipelined reads: many tasks come at once
+        for assignment in self.table.get_many(new, remember=True):  # pipelined: many come at once
             if assignment is not None:
                 events.append(TaskAdded(assignment.task, assignment.container, assignment.migrating_from))
-        events += [TaskRemoved(task_id) for task_id in sorted(self._tasks - current)]
+        removed = sorted(self._tasks - current)
+        self.table.forget_pending(removed)  # (one submitted again gets a new node version 0)
+        events += [TaskRemoved(task_id) for task_id in removed]
         self._tasks = current
         return events
 

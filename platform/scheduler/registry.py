@@ -7,7 +7,9 @@ Recipe: one persistent node ``<root>/queries/<id>`` per query, holding JSON
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +95,14 @@ class QueryRegistry:
     def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT) -> None:
         self.client = client
         self.layout = ClusterLayout(root)
+        #: records this object created, with their node versions, not yet updated: the first
+        #: :meth:`update_states` of one writes it without reading it first (guarded by the
+        #: version; :meth:`forget_written` drops them when another process may write the registry)
+        self._written: dict[str, tuple[dict[str, Any], int]] = {}
+
+    def forget_written(self) -> None:
+        """Drops the records kept by :meth:`register_many` (e.g. when leadership changes)."""
+        self._written.clear()
 
     def register(
         self, query_id: str, text: str, language: str = "rsp-ql", metadata: dict[str, Any] | None = None
@@ -129,19 +139,44 @@ class QueryRegistry:
         for qid, *_ in items:
             validate_name(qid, "query id")
         self.client.ensure_path(self.layout.queries)
-        payloads = [
-            (self.layout.query(qid), encode({"text": text, "language": lang, "metadata": dict(meta)}))
-            for qid, text, lang, meta in items
+        bodies = [
+            {"text": text, "language": lang, "metadata": dict(meta)} for _qid, text, lang, meta in items
         ]
-        done = 0
-        for group in chunks(payloads):
+        payloads = [
+            (self.layout.query(qid), encode(body)) for (qid, *_), body in zip(items, bodies, strict=True)
+        ]
+        # The transactions are sent together (pipelined: ZooKeeper logs them in one go), chained
+        # so that none applies after one that failed: each leaves an ephemeral marker that the
+        # next one checks and deletes.
+        groups = chunks(payloads)
+        marks = ("" if self.layout.root == "/" else self.layout.root) + "/txmarks"
+        if len(groups) > 1:
+            self.client.ensure_path(marks)
+        token = uuid.uuid4().hex
+        pending = []
+        for k, group in enumerate(groups):
             tx = self.client.transaction()
+            if k:
+                tx.check(f"{marks}/{token}-{k - 1}", 0)
+                tx.delete(f"{marks}/{token}-{k - 1}")
             for path, data in group:
                 tx.create(path, data)
-            results = tx.commit()
+            if k < len(groups) - 1:
+                tx.create(f"{marks}/{token}-{k}", b"", ephemeral=True)
+            pending.append(tx.commit_async())
+        done = 0
+        for k, (group, res) in enumerate(zip(groups, pending, strict=True)):
+            results = res.get()
             if not any(isinstance(r, Exception) for r in results):
+                for i in range(done, done + len(group)):
+                    self._written[items[i][0]] = (bodies[i], 0)
                 done += len(group)
                 continue
+            for later in pending[k + 1 :]:  # failed with it (their check)
+                later.get()
+            if k:
+                with contextlib.suppress(NoNodeError):
+                    self.client.delete(f"{marks}/{token}-{k - 1}")
             bad = [r for r in results if isinstance(r, Exception) and not isinstance(r, _NOT_THE_CAUSE)]
             if not all(isinstance(r, NodeExistsError) for r in bad):
                 raise bad[0]
@@ -149,6 +184,7 @@ class QueryRegistry:
                 qid, text, lang, meta = items[done]
                 self.register(qid, text, lang, meta)
                 done += 1
+            return done + self.register_many(items[done:])  # the rest, as a batch again
         logger.info("registered %d queries", done)
         return done
 
@@ -157,15 +193,19 @@ class QueryRegistry:
         guarded by the versions read (a record changed meanwhile is updated on its own;
         records that no longer exist are skipped)."""
         ids = [qid for qid in metadata]
-        pending = [(qid, self.client.get_async(self.layout.query(qid))) for qid in ids]
+        known = {qid: self._written.pop(qid) for qid in ids if qid in self._written}
+        pending = [(qid, self.client.get_async(self.layout.query(qid))) for qid in ids if qid not in known]
         writes: list[tuple[str, bytes]] = []
         versions: dict[str, int] = {}
-        for qid, res in pending:
-            try:
-                data, stat = res.get()
-            except NoNodeError:
-                continue
-            body = decode(data)
+        for qid, res in [*pending, *known.items()]:
+            if isinstance(res, tuple):  # as this object wrote it: a newer version fails the write
+                body, version = dict(res[0]), res[1]
+            else:
+                try:
+                    data, stat = res.get()
+                except NoNodeError:
+                    continue
+                body, version = decode(data), stat.version
             merged = dict(body.get("metadata") or {})
             for key, value in metadata[qid].items():
                 if value is None:
@@ -174,14 +214,16 @@ class QueryRegistry:
                     merged[key] = value
             body["metadata"] = merged
             writes.append((self.layout.query(qid), encode(body)))
-            versions[self.layout.query(qid)] = stat.version
+            versions[self.layout.query(qid)] = version
         by_path = {self.layout.query(qid): qid for qid in ids}
-        for group in chunks(writes):
+        sent = []
+        for group in chunks(writes):  # independent transactions: sent together (pipelined)
             tx = self.client.transaction()
             for path, data in group:
                 tx.set_data(path, data, version=versions[path])
-            results = tx.commit()
-            if not any(isinstance(r, Exception) for r in results):
+            sent.append((group, tx.commit_async()))
+        for group, res in sent:
+            if not any(isinstance(r, Exception) for r in res.get()):
                 continue
             for path, _ in group:  # someone else wrote one of them: one by one
                 try:
@@ -250,6 +292,7 @@ class QueryRegistry:
             QueryNotFoundError: If it is not registered.
             QueryConflictError: If ``expected_version`` is stale.
         """
+        self._written.pop(query_id, None)
         while True:
             current = self.get(query_id)
             if expected_version is not None and current.version != expected_version:
@@ -279,6 +322,7 @@ class QueryRegistry:
 
     def unregister(self, query_id: str) -> bool:
         """Deletes a query; returns whether it existed."""
+        self._written.pop(query_id, None)
         try:
             self.client.delete(self.layout.query(query_id))
         except NoNodeError:
