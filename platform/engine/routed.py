@@ -120,6 +120,7 @@ class RoutedBlock:
         self.by_gid: dict[int, list[ResultView]] = {}
         self.routes: dict[int, RouteOperator] = {}
         self.gid_of: dict[int, int] = {}  # id(view) -> its group
+        self._gids: np.ndarray | None = None  # the keys of by_gid, sorted (None: stale)
         self.fresh: list[ResultView] = []
         self.epoch = -1
         self._names = [json.dumps(v, ensure_ascii=False) + ": " for v in vars]
@@ -136,6 +137,7 @@ class RoutedBlock:
         views = self.by_gid.get(gid)
         if views is None:
             views = self.by_gid[gid] = []
+            self._gids = None
             self.routes[gid] = route
             cur = self._transform(self._current(route, gid))
             if len(cur):
@@ -156,6 +158,7 @@ class RoutedBlock:
             views[:] = [v for v in views if v is not view]
             if not views:
                 del self.by_gid[gid]
+                self._gids = None
                 del self.routes[gid]
                 st = self.state
                 if len(st):
@@ -172,6 +175,7 @@ class RoutedBlock:
             self.router.taggers -= 1
         self.state = Batch.empty(self.gvars)
         self.by_gid.clear()
+        self._gids = None
         self.routes.clear()
         self.gid_of.clear()
         self.fresh = []
@@ -217,7 +221,14 @@ class RoutedBlock:
         if not len(d):
             return d
         g = d.cols[0]
-        keep = np.isin(g, np.fromiter(self.by_gid, dtype=np.int64, count=len(self.by_gid)))
+        gids = self._gids
+        if gids is None:  # (sorted ids of the groups here, kept until a group comes or goes)
+            gids = self._gids = np.sort(np.fromiter(self.by_gid, dtype=np.int64, count=len(self.by_gid)))
+        if not len(gids):
+            return d.mask(np.zeros(len(d), dtype=bool))
+        at = gids.searchsorted(g)
+        at[at == len(gids)] = 0
+        keep = gids.take(at) == g
         return d if keep.all() else d.mask(keep)
 
     def advance(self, epoch: int) -> None:
@@ -301,16 +312,15 @@ class RoutedBlock:
         if not cols.shape[0] or (cols == 0).any():
             return None
         texts = json_terms(self.dictionary, set(cols.ravel().tolist()))
+        last = len(self._names) - 1
         out: np.ndarray | None = None
         for j, (name, col) in enumerate(zip(self._names, cols)):
+            # each distinct term's piece with its separators, so one concatenation per column
+            pre = ('"binding": {' if j == 0 else ", ") + name
+            post = "}}" if j == last else ""
             u, inv = np.unique(col, return_inverse=True)
-            strs = np.array([name + texts[x] for x in u.tolist()], dtype=object)[inv.reshape(-1)]
-            if out is None:
-                out = '"binding": {' + strs
-            else:
-                out = out + (", " + strs)
-            if j == len(self._names) - 1:
-                out = out + "}}"
+            strs = np.array([pre + texts[x] + post for x in u.tolist()], dtype=object)[inv.reshape(-1)]
+            out = strs if out is None else out + strs
         return out
 
 

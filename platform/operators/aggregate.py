@@ -23,6 +23,7 @@ from linkstream.operators.batch import (
     concat,
     consolidate,
     group_starts,
+    packed_keys,
     row_keys,
     sort_order,
 )
@@ -205,9 +206,7 @@ class AggregateOperator(Operator):
         old = self.results.rows
         if len(old):
             if g:
-                idx = SortedIndex(row_keys(dirty_keys))
-                m = idx.contains(row_keys(old.cols[:g]))
-                m &= _verify(old.cols[:g], dirty_keys, m)
+                m = _in_keys(old.cols[:g], dirty_keys)
             else:
                 m = np.ones(len(old), dtype=bool)
             if m.any():
@@ -215,10 +214,7 @@ class AggregateOperator(Operator):
         # rows of dirty groups
         rows = self.state.rows
         if g and len(rows):
-            idx = SortedIndex(row_keys(dirty_keys))
-            m = idx.contains(row_keys(rows.cols[:g]))
-            m &= _verify(rows.cols[:g], dirty_keys, m)
-            rows = rows.mask(m)
+            rows = rows.mask(_in_keys(rows.cols[:g], dirty_keys))
         new = self._aggregate(rows)
         if len(new):
             out.append(new)
@@ -377,6 +373,26 @@ def _distinct_pairs(gid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndar
         return gid, x
     u = np.unique(np.stack([gid, x]), axis=1)
     return u[0], u[1]
+
+
+def _in_keys(cols: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Exact mask of the rows of ``cols`` that are among the rows of ``keys`` (same
+    columns).  Several columns that pack into one int64 key together (their values span
+    few bits: dictionary ids) are compared by that key; otherwise by hash, verified."""
+    if cols.shape[0] > 1:
+        both = (
+            packed_keys(np.concatenate([keys, cols], axis=1))
+            if cols.dtype == keys.dtype == np.int64
+            else None
+        )
+        if both is not None and len(both) <= 1:
+            if not both:  # every row equal (and there is a key)
+                return np.full(cols.shape[1], keys.shape[1] > 0, dtype=bool)
+            k = keys.shape[1]
+            return SortedIndex(both[0][:k]).contains(both[0][k:])
+    m = SortedIndex(row_keys(keys)).contains(row_keys(cols))
+    m &= _verify(cols, keys, m)
+    return m
 
 
 def _verify(cols: np.ndarray, keys: np.ndarray, m: np.ndarray) -> np.ndarray:
