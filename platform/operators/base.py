@@ -160,6 +160,8 @@ class AttachOperator(Operator):
         self.certain = shared.certain
         self.sig = getattr(shared, "sig", None)
         self._attached = False
+        #: the epoch whose delta was the shared operator's whole output (-1: none yet)
+        self._attach_epoch = -1
 
     def describe(self) -> str:
         return "Attach -> " + self.shared.describe()
@@ -168,8 +170,17 @@ class AttachOperator(Operator):
         d = self.shared.delta(epoch)
         if not self._attached:
             self._attached = True
+            self._attach_epoch = epoch
             return self.shared.current()
         return d
+
+    def predicate_slice(self, epoch: int, p: int) -> Batch:
+        """The shared operator's slice once attached (its delta passes through as it is):
+        a graph's delta is sorted by predicate once, not once per attachment."""
+        self.delta(epoch)
+        if self._attached and epoch != self._attach_epoch:
+            return self.shared.predicate_slice(epoch, p)
+        return super().predicate_slice(epoch, p)
 
     def current(self) -> Batch:
         return self.shared.current()

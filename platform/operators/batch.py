@@ -101,7 +101,7 @@ def concat(batches: Sequence[Batch], vars: Sequence[str] | None = None) -> Batch
     if vars is None:
         vars = batches[0].vars
     vars = tuple(vars)
-    parts = [b.project(vars) for b in batches if len(b)]
+    parts = [b if b.vars == vars else b.project(vars) for b in batches if b.counts.shape[0]]
     if not parts:
         return Batch.empty(vars)
     if len(parts) == 1:
@@ -171,6 +171,10 @@ def sort_order(cols: np.ndarray) -> np.ndarray:
     return np.lexsort(cols[::-1])
 
 
+#: ``np.logical_or.reduce``: ``ndarray.any`` adds a Python frame per call
+_any0 = np.logical_or.reduce
+
+
 def group_starts(sorted_cols: np.ndarray) -> np.ndarray:
     """Boolean mask of rows that start a new group in lexicographically sorted columns."""
     k, n = sorted_cols.shape
@@ -184,7 +188,7 @@ def group_starts(sorted_cols: np.ndarray) -> np.ndarray:
         if k == 1:
             np.not_equal(sorted_cols[0, 1:], sorted_cols[0, :-1], out=start[1:])
         else:
-            (sorted_cols[:, 1:] != sorted_cols[:, :-1]).any(axis=0, out=start[1:])
+            _any0(sorted_cols[:, 1:] != sorted_cols[:, :-1], axis=0, out=start[1:])
     return start
 
 
@@ -204,7 +208,12 @@ def consolidate(b: Batch) -> Batch:
         return b
     if n == 1:
         return b if b.counts[0] != 0 else Batch.empty(b.vars)
-    if n <= SMALL_CONSOLIDATE and b.cols.shape[0]:
+    if not b.cols.shape[0]:  # no variables: one empty mapping with the summed count
+        total = int(b.counts.sum())
+        if not total:
+            return Batch.empty(b.vars)
+        return Batch(b.vars, b.cols[:, :1], np.array([total], dtype=np.int64))
+    if n <= SMALL_CONSOLIDATE:
         return _consolidate_small(b)
     order = sort_order(b.cols)
     cols = b.cols.take(order, axis=1)

@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from linkstream.operators.base import Operator
+from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, concat, consolidate, cross_product
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation, union_vars
+from linkstream.operators.router import RenameOperator
 from linkstream.operators.static_probe import StaticJoinPart, static_part_of
 from linkstream.query.expressions import Expr
 
@@ -87,6 +88,52 @@ class MJoinOperator(Operator):
         self.has_static = any(p is not None for p in self.static_parts)
         self._static_started = False
         self.pruned = not self.has_static
+        self._twin_of = self._twins()
+        self._twin_children = self.children
+
+    def _twins(self) -> list[int]:
+        """Per input, an earlier input that renames the same operator's output (two uses
+        of one pattern, say), or -1.  Their relations receive the same deltas, so one
+        can take the other's content instead of consolidating it again (see
+        :meth:`_live_twins`)."""
+
+        def source(op: Operator) -> Operator:
+            while True:
+                if isinstance(op, AttachOperator):
+                    op = op.shared
+                elif type(op) is RenameOperator:
+                    op = op.child
+                else:
+                    return op
+
+        src = [source(c) for c in self.children]
+        ks = [len(c.vars) for c in self.children]
+        return [
+            next((i for i in range(j) if src[i] is src[j] and ks[i] == ks[j]), -1) for j in range(len(src))
+        ]
+
+    def _live_twins(self, deltas: list[Batch]) -> list[int]:
+        """:meth:`_twins` that received equal deltas (in their relations' column order)
+        at every epoch so far, this one included: their relations hold the same columns
+        (-1 for an input that ever differed).  Twins share their deltas' arrays, except
+        at a late query's first epoch (each attachment reads the current rows)."""
+        tw = self._twin_of
+        if self._twin_children is not self.children:  # rebound (attachments put in, say)
+            started = any(len(r) or r.version for r in self.state)
+            tw = self._twin_of = [-1] * len(self.children) if started else self._twins()
+            self._twin_children = self.children
+        state = self.state
+        for j, i in enumerate(tw):
+            if i >= 0:
+                a, b = deltas[j], deltas[i]
+                if (len(a) or len(b)) and not (
+                    a.vars == state[j].vars
+                    and b.vars == state[i].vars
+                    and (a.cols is b.cols or np.array_equal(a.cols, b.cols))
+                    and (a.counts is b.counts or np.array_equal(a.counts, b.counts))
+                ):
+                    tw[j] = -1
+        return tw
 
     def __getattr__(self, name: str) -> list[Relation]:
         # only called for attributes not set yet: ``state`` before its first use
@@ -102,6 +149,7 @@ class MJoinOperator(Operator):
     def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
         r.expect(self, entries, ("state", "_static_started"))
         self.state = r.relations(entries["state"], self.state)
+        self._twin_of = [-1] * len(self.children)  # (restored relations: not known to be equal)
         #: (whether the static parts' own join was emitted where the state comes from)
         self._static_started = r.value(entries["_static_started"], bool)
 
@@ -387,13 +435,14 @@ class MJoinOperator(Operator):
                 self._materialised(base)
         if not any(len(d) for d in deltas):
             return parts[0] if parts else Batch.empty(self.vars)
+        twins = self._live_twins(deltas)
         comps = self._all_components() if not self.has_static else []
         if len(comps) > 1 or (comps and sum(1 for d in deltas if len(d)) > 1):
             # several components, or one whose inputs changed in several places (a
             # window's churn reaches every pattern of a star): recomputing the small
             # joins and diffing them costs one join per input instead of one probe
             # through all the others per changed input
-            out = self._compute_by_components(deltas, comps)
+            out = self._compute_by_components(deltas, comps, twins)
             if out is not None:
                 return out
         for i, d in enumerate(deltas):
@@ -417,7 +466,9 @@ class MJoinOperator(Operator):
             cache = self._all_comps = (self.children, sorted(comps))
         return cache[1]
 
-    def _compute_by_components(self, deltas: list[Batch], comps: list[tuple[int, ...]]) -> Batch | None:
+    def _compute_by_components(
+        self, deltas: list[Batch], comps: list[tuple[int, ...]], twins: list[int]
+    ) -> Batch | None:
         """The epoch's output delta when the inputs form several independent components
         (a cross product of star patterns, say) -- or one component in which several
         inputs changed -- whose joins are small, or ``None`` when they are not (the caller
@@ -427,7 +478,9 @@ class MJoinOperator(Operator):
         and diffed with the cached previous one; the product rule then gives the output
         delta:  d(A1..An) = sum_k A1'..A(k-1)' dAk A(k+1)..An  (primed = new).  This
         replaces one probe per changed input, each crossing with the other components,
-        by one small join per changed component.
+        by one small join per changed component.  An input with a live twin (see
+        :meth:`_live_twins`) takes its twin's new content instead of consolidating the
+        same delta again.
         """
         state = self.state
         changed = [any(len(deltas[j]) for j in c) for c in comps]
@@ -445,7 +498,11 @@ class MJoinOperator(Operator):
             return None
         for i, d in enumerate(deltas):
             if len(d):
-                state[i].apply(d)
+                t = twins[i]
+                if t >= 0:
+                    state[i].mirror(state[t])
+                else:
+                    state[i].apply(d)
         news = [self._component_join(c) if ch else o for c, ch, o in zip(comps, changed, olds)]
         done: set[int] = set()
         for o in olds:

@@ -26,6 +26,9 @@ from linkstream.operators.batch import (
     row_keys,
 )
 
+#: ``np.logical_and.reduce``: ``ndarray.all`` adds a Python frame per call (axis=None: all)
+_all = np.logical_and.reduce
+
 
 def union_vars(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:
     return tuple(a) + tuple(v for v in b if v not in a)
@@ -110,7 +113,7 @@ class _Part:
             pass
         cols = self.rows.cols
         kc = cols[r_idx[0]] if len(r_idx) == 1 else cols.take(r_idx, axis=0)
-        ix = self._bound[r_idx] = _BoundIndex(kc) if kc.all() else None
+        ix = self._bound[r_idx] = _BoundIndex(kc) if _all(kc, axis=None) else None
         return ix
 
     def extra_cols(self, extra: tuple[int, ...]) -> np.ndarray:
@@ -193,7 +196,7 @@ def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np
     if not plan.p_idx:
         return np.divmod(np.arange(n * m), m)
     a = probe.cols[plan.p_key] if len(plan.p_idx) == 1 else probe.cols.take(plan.p_idx, axis=0)
-    if not a.all():
+    if not _all(a, axis=None):
         return None
     ix = part.bound_index(plan.r_key)
     if ix is None:
@@ -201,14 +204,14 @@ def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np
     if n * m > SMALL_PAIRS:
         return ix.probe(a)
     b = ix.kcols
-    eq = (a[:, None] == b) if a.ndim == 1 else (a[:, :, None] == b[:, None, :]).all(axis=0)
+    eq = (a[:, None] == b) if a.ndim == 1 else _all(a[:, :, None] == b[:, None, :], axis=0)
     return eq.nonzero()  # (row-major: i ascending, then j)
 
 
 class Relation:
     """A multiset of mappings over ``vars``: a large stable base plus a small recent part."""
 
-    __slots__ = ("vars", "_base", "_recent", "_rows", "version", "_plans", "_n")
+    __slots__ = ("vars", "_base", "_recent", "_rows", "version", "_plans", "_n", "_images")
 
     #: merge the recent part into the base once it exceeds base/RATIO (+ a floor)
     RATIO = 4
@@ -226,6 +229,8 @@ class Relation:
         self.version = 0
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self._n = 0  # rows in base + recent (kept, as joins ask for it at every probe)
+        #: (see :meth:`mirror`) the parts of the relation mirrored last and their images here
+        self._images: tuple[_Part, Batch, _Part, _Part, Batch, _Part] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -257,19 +262,49 @@ class Relation:
         return int(r.counts.sum()) if len(r) else 0
 
     def apply(self, delta: Batch) -> None:
-        if not len(delta):
+        nd = delta.counts.shape[0]
+        if not nd:
             return
-        delta = delta.project(self.vars)
+        vs = self.vars
+        if delta.vars != vs:
+            delta = delta.project(vs)
         self.version += 1
-        self._rows = None
-        nb, nr = len(self._base.rows), len(self._recent.rows)
-        if nb + nr + len(delta) <= self.SMALL or nr + len(delta) > nb // self.RATIO + self.FLOOR:
-            self._base = _Part(consolidate(concat([self._base.rows, self._recent.rows, delta], self.vars)))
-            self._recent = _Part(Batch.empty(self.vars))
-            self._rows = self._base.rows
+        base, recent = self._base.rows, self._recent.rows
+        nb, nr = base.counts.shape[0], recent.counts.shape[0]
+        if nb + nr + nd <= self.SMALL or nr + nd > nb // self.RATIO + self.FLOOR:
+            rows = consolidate(concat([base, recent, delta], vs) if nb or nr else delta)
+            self._base = _Part(rows)
+            if nr:
+                self._recent = _Part(Batch.empty(vs))
+            self._rows = rows
+            self._n = rows.counts.shape[0]
         else:
-            self._recent = _Part(consolidate(concat([self._recent.rows, delta], self.vars)))
-        self._n = len(self._base.rows) + len(self._recent.rows)
+            self._rows = None
+            recent = consolidate(concat([recent, delta], vs) if nr else delta)
+            self._recent = _Part(recent)
+            self._n = nb + recent.counts.shape[0]
+
+    def mirror(self, src: Relation) -> None:
+        """Takes the content of ``src``, a relation over as many variables whose content
+        equals this one's column for column (the same deltas were applied to both, e.g.
+        two renamings of one pattern's matches), after ``src`` changed: ``src``'s parts
+        under this relation's variable names, nothing consolidated again.  A part that
+        is the image of the part ``src`` still holds is kept, with its key indexes."""
+        vs = self.vars
+        sb, sr = src._base, src._recent
+        im = self._images
+        if im is not None and im[0] is sb and im[1] is sb.rows and im[2] is self._base:
+            base = self._base
+        else:
+            base = self._base = _Part(Batch(vs, sb.rows.cols, sb.rows.counts))
+        if im is not None and im[3] is sr and im[4] is sr.rows and im[5] is self._recent:
+            recent = self._recent
+        else:
+            recent = self._recent = _Part(Batch(vs, sr.rows.cols, sr.rows.counts))
+        self._images = (sb, sb.rows, base, sr, sr.rows, recent)
+        self._rows = None if src._rows is None else base.rows
+        self._n = src._n
+        self.version += 1
 
     def replace(self, rows: Batch) -> None:
         self._base = _Part(consolidate(rows.project(self.vars)))

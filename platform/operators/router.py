@@ -67,9 +67,11 @@ class RenameOperator(Operator):
         return (tuple(sorted(self.mapping.items())), self.vars)
 
     def apply(self, d: Batch) -> Batch:
-        m = self.mapping
-        renamed = tuple(m.get(v, v) for v in d.vars)
-        return Batch(renamed, d.cols, d.counts).project(self.vars)
+        cache = self.__dict__.get("_renamed")
+        if cache is None or cache[0] is not d.vars:  # (one vars tuple per child, mostly)
+            m = self.mapping
+            cache = self._renamed = (d.vars, tuple(m.get(v, v) for v in d.vars))
+        return Batch(cache[1], d.cols, d.counts).project(self.vars)
 
     def current(self) -> Batch:
         return self.apply(self.child.current())
@@ -280,6 +282,14 @@ class _Group:
     started: bool = False
 
 
+#: ``np.minimum.reduce``: ``ndarray.min`` adds a Python frame per call
+_min0 = np.minimum.reduce
+
+#: a router with at most this many subscriber groups matches rows to groups by comparing
+#: every (row, group) pair's hidden constants (a handful of numpy calls), not by a hash probe
+DIRECT_GROUPS = 8
+
+
 class _Table:
     """The subscriber groups of a router as arrays (rebuilt when a group comes or goes).
 
@@ -325,6 +335,9 @@ class _Table:
         n, g = hcols.shape[1], len(self.groups)
         if self.index is None:
             return np.arange(n).repeat(g), np.tile(np.arange(g), n)
+        if g <= DIRECT_GROUPS:  # a few groups: every (row, group) pair compared at once
+            eq = hcols[:, :, None] == self.cvals[:, None, :]
+            return (eq[0] if len(eq) == 1 else np.logical_and.reduce(eq, axis=0)).nonzero()
         ri, gi = self.index.probe(row_keys(hcols))
         if hcols.shape[0] > 1 and len(ri):  # hash keys: rule out collisions
             ok = (hcols.take(ri, axis=1) == self.cvals.take(gi, axis=1)).all(axis=0)
@@ -476,7 +489,9 @@ class RouterOperator(Operator):
         return Batch.empty(())
 
     def _mins(self, cols: np.ndarray) -> list[np.ndarray]:
-        return [cols[idx[0]] if len(idx) == 1 else cols[idx].min(axis=0) for idx in self._ts_idx]
+        return [
+            cols[idx[0]] if len(idx) == 1 else _min0(cols.take(idx, axis=0), axis=0) for idx in self._ts_idx
+        ]
 
     def compute(self, epoch: int) -> Batch:
         self.tagged = Batch.empty(self._gvars)

@@ -40,25 +40,31 @@ class ScanOperator(Operator):
         kind, val = pattern[1]
         #: constant predicate: read only the graph delta's slice for it
         self.predicate = int(val) if kind == "const" else None
+        #: the constants left to test on that slice (its rows all have the predicate)
+        self.slice_consts = (
+            [(i, c) for i, c in self.consts if i != 1] if self.predicate is not None else self.consts
+        )
         self.examined = 0  # graph-delta rows this scan looked at (sharing tests, stats)
 
     def describe(self) -> str:
         parts = [("?" + str(v)) if k == "var" else f"#{v}" for k, v in self.pattern]
         return "Scan (" + " ".join(parts) + ") on " + getattr(self.graph, "name", "?")
 
-    def match(self, d: Batch) -> Batch:
+    def match(self, d: Batch, consts: list[tuple[int, int]] | None = None) -> Batch:
+        """The mappings of the triples of ``d`` that match the pattern (``consts``: the
+        constant positions to test, default all of them)."""
         if not len(d):
             return Batch.empty(self.vars)
         cols = d.cols
         m = None
-        for i, c in self.consts:
+        for i, c in self.consts if consts is None else consts:
             x = cols[i] == c
             m = x if m is None else (m & x)
         for i, j in self.repeats:
             x = cols[i] == cols[j]
             m = x if m is None else (m & x)
         if m is None:
-            return Batch(self.vars, cols[self.positions], d.counts)
+            return Batch(self.vars, cols.take(self.positions, axis=0), d.counts)
         idx = np.flatnonzero(m)
         if len(idx) == 0:
             return Batch.empty(self.vars)
@@ -80,7 +86,8 @@ class ScanOperator(Operator):
     def compute(self, epoch: int) -> Batch:
         if self.predicate is not None:
             d = self.graph.predicate_slice(epoch, self.predicate)
-        else:
-            d = self.graph.delta(epoch)
+            self.examined += len(d)
+            return self.match(d, self.slice_consts)
+        d = self.graph.delta(epoch)
         self.examined += len(d)
         return self.match(d)
