@@ -110,8 +110,11 @@ class QueriesMixin:
         t0 = time.perf_counter()
         now = int(time.time() * 1000)
         owner = OWNER.get()
-        taken = set(self.registry.list())
-        count = len(taken)
+        # A name the registry holds already fails the batch's creation at that query
+        # (QueryExistsError below): the registry's ids are listed only to name a nameless query.
+        taken: set[str] | None = None
+        batch: set[str] = set()
+        count = 0
         rows: list[tuple[str, str, str, dict[str, Any]]] = []
         names: list[str] = []
         accepted: list[ContinuousQuery] = []
@@ -131,15 +134,19 @@ class QueriesMixin:
                         "not a continuous query: it reads no stream window (send one-shot queries to /sparql)"
                     )
                 qname = name or cq.name or default_name
-                if qname and task_id(qname) in taken:
+                if qname and task_id(qname) in batch:
                     raise QueryConflict("a query named %r is already registered" % qname)
                 while not qname:
+                    if taken is None:
+                        taken = set(self.registry.list())
+                        count = len(taken)
                     count += 1
-                    qname = "q%d" % count if task_id("q%d" % count) not in taken else ""
+                    qid = task_id("q%d" % count)
+                    qname = "q%d" % count if qid not in taken and qid not in batch else ""
             except (QueryError, QueryConflict) as exc:
                 failure = (i, exc)
                 break
-            taken.add(task_id(qname))
+            batch.add(task_id(qname))
             meta = {
                 "origin": "api",
                 "dialect": cq.dialect,
@@ -156,7 +163,7 @@ class QueriesMixin:
         self._same_term()
         try:
             stored = self.registry.register_many(rows)
-        except QueryExistsError as exc:  # registered by another coordinator meanwhile
+        except QueryExistsError as exc:  # the name is taken (before, or by another coordinator meanwhile)
             stored = next(k for k, r in enumerate(rows) if r[0] == exc.args[0])
             failure = (stored, QueryConflict("a query named %r is already registered" % names[stored]))
         cqs = [replace(cq, name=n) for cq, n in zip(accepted, names, strict=True)][:stored]

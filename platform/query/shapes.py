@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,7 +277,7 @@ def instance(text: str, base: str) -> Instance | None:
         return None  # unequal constants of the shape must stay unequal
     sparql = _join(shape.sparql_parts, values)
     parse_text = _join(shape.parse_parts, values)
-    return Instance(shape, name, sparql, _shift(shape.offset_map, deltas), parse_text, texts)
+    return Instance(shape, name, sparql, ShiftedMap(shape.offset_map, deltas), parse_text, texts)
 
 
 def _cut(out: str, pieces: Any, slots: list[Slot], text: str) -> tuple[str, ...] | None:
@@ -300,6 +301,42 @@ def _join(parts: tuple[str, ...], values: list[str]) -> str:
         out.append(v)
         out.append(p)
     return "".join(out)
+
+
+class ShiftedMap(Sequence[tuple[int, int, int]]):
+    """An instance's offset map (:data:`~linkstream.query.lexer.OffsetMap`): the shape's,
+    shifted by :func:`_shift` when first read.  Only an error located in the rewritten text
+    reads it, so most queries never pay for it (shifting every instance's map was ~15% of a
+    coordinator's CPU while 10,000 queries were registered).  Equal to the tuple it stands
+    for; unhashable (``__eq__`` without ``__hash__``), as a list."""
+
+    __slots__ = ("_pieces", "_deltas", "_done")
+
+    def __init__(self, pieces: Any, deltas: list[tuple[int, int, bool]]) -> None:
+        self._pieces, self._deltas = pieces, deltas
+        self._done: tuple[tuple[int, int, int], ...] | None = None
+
+    def _map(self) -> tuple[tuple[int, int, int], ...]:
+        if self._done is None:
+            self._done = tuple(_shift(self._pieces, self._deltas))
+        return self._done
+
+    def __len__(self) -> int:
+        return len(self._map())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._map()[i]
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        return iter(self._map())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ShiftedMap):
+            other = other._map()
+        return self._map() == other
+
+    def __repr__(self) -> str:
+        return repr(self._map())
 
 
 def _shift(pieces: Any, deltas: list[tuple[int, int, bool]]) -> Any:
