@@ -505,6 +505,23 @@ class ReportLines(Mapping[str, list[str]]):
             return 0, ""
         return len(got), "\n".join(got) + "\n"
 
+    def _pieces(self, names: Iterable[str], parts: list[str]) -> int:
+        """Appends :meth:`_piece` of each of ``names`` to ``parts`` (non-empty ones);
+        returns their line count (one loop, no call per name)."""
+        blocks = self.blocks or {}
+        lines = self.lines
+        n = 0
+        for name in names:
+            block = blocks.get(name)
+            if block is not None:
+                parts.append(block)  # counted in block_rows
+                continue
+            got = lines.get(name)
+            if got:
+                n += len(got)
+                parts.append("\n".join(got) + "\n")
+        return n
+
     def _text_groups(self, order: Sequence[str] | Callable[[], Sequence[str]] | None) -> tuple[int, str]:
         """:meth:`text` with groups: each group's joined blocks go between the other
         queries' lines where their names sort.  Groups whose names interleave with
@@ -527,18 +544,12 @@ class ReportLines(Mapping[str, list[str]]):
             i = 0
             for a, _, g in segs:
                 j = bisect.bisect_left(plain, a)
-                for name in plain[i:j]:
-                    k, piece = self._piece(name)
-                    n += k
-                    parts.append(piece)
+                n += self._pieces(plain[i:j], parts)
                 i = j
                 k, piece = g.joined()
                 n += k
                 parts.append(piece)
-            for name in plain[i:]:
-                k, piece = self._piece(name)
-                n += k
-                parts.append(piece)
+            n += self._pieces(plain[i:], parts)
             text = "".join(parts)
             return n, timed_text(text, self.t_text) if text else text
         # interleaved: every reporting name has a place in the report order
