@@ -22,6 +22,44 @@ if TYPE_CHECKING:
     from linkstream.operators.state import StateReader, StateWriter
 
 
+#: a delta of more than this many rows is not sorted by predicate for its first
+#: :data:`PSLICE_MASKED` predicates asked (:meth:`Operator.predicate_slice`): one pass per
+#: predicate asked, where a stable sort of a 44k-row static graph costs ~60 passes
+PSLICE_SORT_MAX = 2048
+PSLICE_MASKED = 32
+
+
+class _PSlice:
+    """An epoch's delta as :meth:`Operator.predicate_slice` reads it: sorted by predicate
+    with each predicate's row range, or (large, few predicates asked yet) as it is, with
+    the slices taken so far."""
+
+    __slots__ = ("epoch", "delta", "ranges", "masked", "empty")
+
+    def __init__(self, epoch: int, d: Batch) -> None:
+        self.epoch = epoch
+        self.delta = d
+        self.ranges: dict[int, tuple[int, int]] | None = None
+        self.masked: dict[int, Batch] = {}
+        self.empty: Batch | None = None
+        if len(d) <= PSLICE_SORT_MAX:
+            self.sort()
+
+    def sort(self) -> None:
+        d = self.delta
+        ranges: dict[int, tuple[int, int]] = {}
+        if len(d):
+            keys = d.cols[1]
+            order = keys.argsort(kind="stable")
+            d = self.delta = d.take(order)
+            keys = keys.take(order)
+            starts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+            bounds = [0, *starts.tolist(), len(keys)]
+            ranges = dict(zip(keys.take(bounds[:-1]).tolist(), zip(bounds[:-1], bounds[1:])))
+        self.ranges = ranges
+        self.masked = {}
+
+
 class Operator:
     """Base class: subclasses set ``vars``/``certain``/``children`` and implement ``compute``."""
 
@@ -59,33 +97,34 @@ class Operator:
 
         Used by pattern scans over graph deltas: the delta is sorted by predicate once per
         epoch and every scan with a constant predicate takes its slice by a lookup of the
-        predicate's row range (found once per epoch), so a triple costs work only in the scans whose predicate it has -- however many other
-        patterns (of however many queries) read the same graph.
+        predicate's row range (found once per epoch), so a triple costs work only in the
+        scans whose predicate it has -- however many other patterns (of however many
+        queries) read the same graph.  A large delta (a static graph entering at the first
+        epoch) is not sorted for the first few predicates asked: each is one pass over the
+        predicate column (memoised), against a sort of every row; the slices hold the same
+        rows in the same order either way.
         """
-        cache: tuple[int, Batch, dict[int, tuple[int, int]], Batch | None] | None = self.__dict__.get(
-            "_pslice"
-        )
-        if cache is None or cache[0] != epoch:
-            d = self.delta(epoch)
-            ranges: dict[int, tuple[int, int]] = {}
-            if len(d):
-                keys = d.cols[1]
-                order = keys.argsort(kind="stable")
-                d = d.take(order)
-                keys = keys.take(order)
-                starts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-                bounds = [0, *starts.tolist(), len(keys)]
-                ranges = dict(zip(keys.take(bounds[:-1]).tolist(), zip(bounds[:-1], bounds[1:])))
-            cache = (epoch, d, ranges, None)
-            self.__dict__["_pslice"] = cache
-        sd: Batch = cache[1]
-        ranges = cache[2]
-        empty: Batch | None = cache[3]
+        cache: _PSlice | None = self.__dict__.get("_pslice")
+        if cache is None or cache.epoch != epoch:
+            cache = self.__dict__["_pslice"] = _PSlice(epoch, self.delta(epoch))
+        sd = cache.delta
+        if cache.ranges is None:
+            hit = cache.masked.get(p)
+            if hit is not None:
+                return Batch(hit.vars, hit.cols, hit.counts)
+            if len(cache.masked) < PSLICE_MASKED:
+                m = sd.cols[1] == p
+                hit = cache.masked[p] = Batch(sd.vars, sd.cols.compress(m, axis=1), sd.counts.compress(m))
+                return Batch(hit.vars, hit.cols, hit.counts)
+            cache.sort()
+            sd = cache.delta
+        ranges = cache.ranges
+        assert ranges is not None
         r = ranges.get(p)
         if r is None:
+            empty = cache.empty
             if empty is None:
-                empty = Batch(sd.vars, sd.cols[:, :0], sd.counts[:0])
-                self.__dict__["_pslice"] = (epoch, sd, ranges, empty)
+                empty = cache.empty = Batch(sd.vars, sd.cols[:, :0], sd.counts[:0])
             return empty
         lo, hi = r
         return Batch(sd.vars, sd.cols[:, lo:hi], sd.counts[lo:hi])
