@@ -159,7 +159,7 @@ def sort_order(cols: np.ndarray) -> np.ndarray:
     if k == 0:
         return np.arange(n)
     if k == 1:
-        return np.argsort(cols[0], kind="stable")
+        return cols[0].argsort(kind="stable")
     if n >= PACK_SORT_ROWS and cols.dtype == np.int64:
         keys = packed_keys(cols)
         if keys is not None:
@@ -286,24 +286,25 @@ class SortedIndex:
     __slots__ = ("order", "keys")
 
     def __init__(self, keys: np.ndarray) -> None:
-        self.order = np.argsort(keys, kind="stable")
+        self.order = keys.argsort(kind="stable")
         self.keys = keys[self.order]
 
     def probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (i, j): probe row i has the same key as indexed row j."""
-        lo = np.searchsorted(self.keys, keys, "left")
-        hi = np.searchsorted(self.keys, keys, "right")
+        # (methods, not the np.* functions: no Python-level dispatch per call)
+        lo = self.keys.searchsorted(keys, "left")
+        hi = self.keys.searchsorted(keys, "right")
         cnt = hi - lo
         total = int(cnt.sum())
         if total == 0:
             return EMPTY_I64, EMPTY_I64
-        li = np.repeat(np.arange(len(keys)), cnt)
-        start = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+        li = np.arange(len(keys)).repeat(cnt)
+        start = (lo - (cnt.cumsum() - cnt)).repeat(cnt)
         rj = self.order[start + np.arange(total)]
         return li, rj
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self.keys, keys, "left")
+        pos = self.keys.searchsorted(keys, "left")
         pos = np.minimum(pos, max(len(self.keys) - 1, 0))
         if len(self.keys) == 0:
             return np.zeros(len(keys), dtype=bool)
@@ -382,7 +383,7 @@ def insert_sorted(at: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     new = at + np.arange(m)
     is_new = np.zeros(n + m, dtype=bool)
     is_new[new] = True
-    return new, np.flatnonzero(~is_new)
+    return new, (~is_new).nonzero()[0]
 
 
 def sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -391,7 +392,7 @@ def sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nda
     if len(keys) > 1:
         order = keys.argsort()
         keys, counts = keys.take(order), counts.take(order)
-        starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        starts = np.concatenate(([True], keys[1:] != keys[:-1])).nonzero()[0]
         if len(starts) != len(keys):
             counts = np.add.reduceat(counts, starts)
             keys = keys.take(starts)

@@ -42,7 +42,7 @@ def _split_bound(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bound = (cols[0] != 0) if cols.shape[0] == 1 else (cols != 0).all(axis=0)
     if bound.all():
         return np.arange(cols.shape[1]), EMPTY_I64
-    return np.flatnonzero(bound), np.flatnonzero(~bound)
+    return bound.nonzero()[0], (~bound).nonzero()[0]
 
 
 class _BoundIndex:
@@ -65,7 +65,7 @@ class _BoundIndex:
         keys = self._keys
         if keys is None:
             keys = kc if kc.ndim == 1 else row_keys(kc)
-            self._order = np.argsort(keys, kind="stable")
+            self._order = keys.argsort(kind="stable")
             keys = self._keys = keys[self._order]
         pk = a if a.ndim == 1 else row_keys(a)
         lo = keys.searchsorted(pk, "left")

@@ -581,14 +581,14 @@ class RouterOperator(Operator):
         after = before + delta.counts
         enter, leave = (before <= 0) & (after > 0), (before > 0) & (after <= 0)
         self.counts.apply(delta)
-        moved = np.flatnonzero(enter | leave)
+        moved = (enter | leave).nonzero()[0]
         if not len(moved):
             return Batch.empty(())
         # split the moved rows per group (the delta is sorted by group id first)
         mg = delta.cols[0].take(moved)
         sign = np.where(enter.take(moved), 1, -1).astype(np.int64)
         by_gid = t.by_gid
-        starts = np.flatnonzero(np.concatenate(([True], mg[1:] != mg[:-1])))
+        starts = np.concatenate(([True], mg[1:] != mg[:-1])).nonzero()[0]
         ends = np.append(starts[1:], len(mg))
         # (each group's rows are cut out when its route asks: most groups' queries are
         # kept by routed blocks, which read :attr:`tagged`)

@@ -65,7 +65,7 @@ class ScanOperator(Operator):
             m = x if m is None else (m & x)
         if m is None:
             return Batch(self.vars, cols.take(self.positions, axis=0), d.counts)
-        idx = np.flatnonzero(m)
+        idx = m.nonzero()[0]
         if len(idx) == 0:
             return Batch.empty(self.vars)
         # (two takes: ``np.ix_`` checks its arguments' dtypes at every call)
