@@ -181,9 +181,10 @@ class QueriesMixin:
             for qid, *_ in rows[late[0] : stored]:
                 self.registry.unregister(qid)
         logger.info(
-            "%s: registered %d queries: names %.3f s, registry %.3f s, leader (run node, tasks) %.3f s",
+            "%s: registered %d queries (%s): names %.3f s, registry %.3f s, leader (run node, tasks) %.3f s",
             self.identifier,
             len(done),
+            ", ".join(done) if len(done) <= 3 else f"{done[0]}, ..., {done[-1]}",
             t1 - t0,
             t2 - t1,
             time.perf_counter() - t2,
@@ -213,7 +214,7 @@ class QueriesMixin:
             try:
                 for k, cq in enumerate(cqs):
                     try:
-                        done.append(live._do_register(cq))
+                        done.append(live._do_register(cq, quiet=True))  # one line for the batch
                     except (QueryError, QueryConflict) as exc:
                         failed = (k, exc)
                         break

@@ -278,7 +278,10 @@ class LiveWorker:
             with self._lock:
                 self._frontier = self._frontier_now()
 
-    def _do_register(self, cq: ContinuousQuery) -> str:
+    def _do_register(self, cq: ContinuousQuery, quiet: bool = False) -> str:
+        """Registers ``cq`` (the worker's thread); ``quiet``: logged at DEBUG, for a batch whose
+        caller logs one line for all (a line per query was ~8% of a coordinator's CPU while
+        10,000 queries were registered)."""
         with self._lock:
             if cq.name in self._entries:
                 raise QueryConflict("a query named %r is already registered" % cq.name)
@@ -301,7 +304,13 @@ class LiveWorker:
             self._entries[cq.name] = e
             self._rings[cq.name] = ReportRing(self.results_retention_s)
         self._gauges()
-        log.info("registered query %s (%s, %d windows)", cq.name, cq.dialect, len(cq.windows))
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "registered query %s (%s, %d windows)",
+            cq.name,
+            cq.dialect,
+            len(cq.windows),
+        )
         return cq.name
 
     def _gauges(self) -> None:
