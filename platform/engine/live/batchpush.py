@@ -86,6 +86,13 @@ class BatchPush:
     _check_time: Callable[[str, _Accepted, int], None]
     _count_late: Callable[[str, _Accepted, int, int], None]
 
+    def _remember_key(self, key: str) -> None:
+        """Remembers an element's idempotency key (the newest IDEMPOTENCY_KEYS; under the lock)."""
+        self._keys.add(key)
+        self._key_order.append(key)
+        if len(self._key_order) > IDEMPOTENCY_KEYS:
+            self._keys.discard(self._key_order.popleft())
+
     def push_many(
         self,
         stream: str,
@@ -175,10 +182,7 @@ class BatchPush:
                             self._space.release(start + count - k)
                             raise
                     if key is not None:
-                        self._keys.add(key)
-                        self._key_order.append(key)
-                        if len(self._key_order) > IDEMPOTENCY_KEYS:
-                            self._keys.discard(self._key_order.popleft())
+                        self._remember_key(key)
                     acc.watermark = t
                     acc.elements += 1
                     acc.triples += len(triples)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.embedded import Engine
-from linkstream.engine.live.batchpush import IDEMPOTENCY_KEYS, BatchPush, check_triples
+from linkstream.engine.live.batchpush import BatchPush, check_triples
 from linkstream.engine.live.state import (
     BatchFailed,
     EngineClosed,
@@ -251,10 +251,7 @@ class LiveEngine(LiveWorker, BatchPush):
                     self._space.release()
                     raise
             if key is not None:
-                self._keys.add(key)
-                self._key_order.append(key)
-                if len(self._key_order) > IDEMPOTENCY_KEYS:
-                    self._keys.discard(self._key_order.popleft())
+                self._remember_key(key)
             acc.watermark = t
             acc.elements += 1
             acc.triples += len(triples)
