@@ -45,6 +45,24 @@ def registration_order(rec: QueryRecord) -> tuple[int, int, str]:
     return (rec.metadata.get("registered_at") or 0, rec.metadata.get("order") or 0, rec.id)
 
 
+def stale_registrations(records: Sequence[Any], registered: set[str]) -> set[int]:
+    """Sequence numbers of the log's (un)registrations a new leader passes over: every one of
+    a query the registry no longer holds (its containers could not load it: they read query
+    texts from the registry), and all but the last registration of one it holds."""
+    last: dict[str, int] = {}
+    for rec in records:
+        if rec.kind == "register":
+            last[rec.header["name"]] = rec.seq
+        elif rec.kind == "unregister":
+            last.pop(rec.header["name"], None)
+    return {
+        rec.seq
+        for rec in records
+        if rec.kind in ("register", "unregister")
+        and (rec.header["name"] not in registered or last.get(rec.header["name"]) != rec.seq)
+    }
+
+
 class QueriesMixin:
     """Registering, removing and reading queries (see the module docstring)."""
 
@@ -320,4 +338,4 @@ class QueriesMixin:
                 time.sleep(0.5)
 
 
-__all__ = ["OWNER", "QueriesMixin", "registration_order"]
+__all__ = ["OWNER", "QueriesMixin", "registration_order", "stale_registrations"]

@@ -7,7 +7,7 @@ HTTP API of ``linkstream run`` -- same routes, same OpenAPI, same client.
 :class:`linkstream.api.backend.LiveBackend`, as :class:`~linkstream.engine.live.runtime.LiveEngine`
 does).
 
-Design (first cut of issue 15):
+Design:
 
 * **The registry is the truth.**  ``POST /queries`` writes the query (text, name,
   dialect, owner token id, registration time) to :mod:`linkstream.scheduler.registry`
@@ -26,16 +26,15 @@ Design (first cut of issue 15):
   pushed elements are sequenced per stream and routed to the containers whose queries
   read them, every report time is one tick on every container, and the lines of the
   due queries come back from their answerers and go to the SSE / JSONL subscribers.
-  The run (:mod:`linkstream.scheduler.runs`) *grows*: registering a query adds it (and
-  its streams) to the published run node and submits its task; containers follow the
-  node (:meth:`linkstream.containers.replica.RunReplica.extend`).  The run node is
-  claimed at the first query and released with the last one, so ``replay --zk`` still
-  works on a cluster whose API holds no query (and is refused while it holds some).
-* **Standbys forward.**  A coordinator that does not lead forwards every request but
-  ``/healthz``, ``/status``, ``/metrics`` and ``/openapi.json`` to the leader's API (its URL is in
-  the leader's ``<root>/coordinators/<id>`` node), streaming SSE / JSONL through
-  (:class:`~linkstream.cluster.proxy.LeaderProxy`).  Limit: all ingest and ticks go through one process; a
-  standby adds one hop; elements pushed while no leader serves are refused (503).
+  The run (:mod:`linkstream.scheduler.runs`) *grows*: a registration batch adds its
+  queries to the run's parts (:mod:`linkstream.scheduler.runparts`) and submits their
+  tasks; containers follow the run.  The run is claimed at the first query and released
+  with the last one, so ``replay --zk`` still works on a cluster whose API holds no query.
+* **Standbys forward; stream owners sequence.**  A coordinator that does not lead forwards
+  writes to the leader's API (:class:`~linkstream.cluster.proxy.LeaderProxy`); a push goes to
+  its stream's owner coordinator (:mod:`linkstream.cluster.ingest`), which parses and
+  sequences it and hands it to the leader.  Limit: the leader applies every element and
+  drives every tick.
 * **The death of the leader loses nothing** with ``--state-dir DIR`` (one directory every
   coordinator reaches: a shared filesystem).  The leader's live engine writes the
   cluster's durable ingest log there (:class:`~linkstream.engine.live.ingestlog.IngestLog`:
@@ -45,19 +44,18 @@ Design (first cut of issue 15):
   process), replays the whole log through a new run on the containers -- the same
   windows, the same report times -- and appends nothing to the result log at or before
   the latest report time it holds (those reports were made and replicated by the old
-  leader); the reports after it, which the old leader owed, come from the replay.  Without
-  ``--state-dir``, what the old leader had accepted is lost with it.  Without a *shared*
-  one (each coordinator its own ``--state-dir``, ``--checkpoints`` in a store they share)
-  the leader ships its log to the store (:mod:`linkstream.engine.live.logship`) and a new
-  leader merges the shipped log into its own (:meth:`ClusterService._adopt_shipped`): what
-  the old leader acknowledged but had not shipped yet is lost with it.
+  leader); the reports after it, which the old leader owed, come from the replay.  With
+  a ``--state-dir`` per coordinator and a shared ``--checkpoints`` store, the leader ships
+  its log there (:mod:`linkstream.engine.live.logship`) and a new leader merges it
+  (:meth:`ClusterService._adopt_shipped`): what was acknowledged but not yet shipped is
+  lost; without ``--state-dir``, all the old leader had accepted.
 * **Results are read anywhere and resume.**  Every coordinator holds the replicated
   result log of :mod:`linkstream.cluster.results` and serves ``/queries/{name}/results``
   (SSE, JSONL) from it itself: result ids ``<report time>:<line>``, ``Last-Event-ID`` /
   ``?after=`` resume on any coordinator, across leader changes, within
   ``--results-retention`` (see that module for what is guaranteed).
 
-Also missing from this cut: elements pushed before the first query is registered are
+Not covered: elements pushed before the first query is registered are
 not retained for it (no run exists yet); an ISTREAM/DSTREAM query registered while
 data flows misses its first report (its container needs one tick to prime it).
 """
@@ -78,7 +76,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster.deadleader import LeaderWatch, publish_session
 from linkstream.cluster.ingest import StreamIngest
-from linkstream.cluster.registration import QueriesMixin, registration_order
+from linkstream.cluster.registration import QueriesMixin, registration_order, stale_registrations
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
 from linkstream.containers.security import Security
@@ -113,24 +111,6 @@ def token_id(authorization: str | None) -> str | None:
     if not authorization:
         return None
     return "tok-" + hashlib.sha256(authorization.encode("utf-8")).hexdigest()[:12]
-
-
-def stale_registrations(records: Sequence[Any], registered: set[str]) -> set[int]:
-    """Sequence numbers of the log's (un)registrations a new leader passes over: every one of
-    a query the registry no longer holds (its containers could not load it: they read query
-    texts from the registry), and all but the last registration of one it holds."""
-    last: dict[str, int] = {}
-    for rec in records:
-        if rec.kind == "register":
-            last[rec.header["name"]] = rec.seq
-        elif rec.kind == "unregister":
-            last.pop(rec.header["name"], None)
-    return {
-        rec.seq
-        for rec in records
-        if rec.kind in ("register", "unregister")
-        and (rec.header["name"] not in registered or last.get(rec.header["name"]) != rec.seq)
-    }
 
 
 class _Defaults:

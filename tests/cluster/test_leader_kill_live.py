@@ -206,7 +206,7 @@ def test_kill_9_of_the_leader_during_pushes_loses_nothing(
 
 
 def test_a_new_leader_replays_only_the_registrations_the_registry_still_holds() -> None:
-    from linkstream.cluster.service import stale_registrations
+    from linkstream.cluster.registration import stale_registrations
     from linkstream.engine.live.ingestlog import LogRecord
 
     def rec(seq: int, kind: str, name: str = "") -> LogRecord:
