@@ -17,16 +17,20 @@ result) are evaluated at each of their report times, as the semantics require.
 
 from __future__ import annotations
 
+import functools
 import gc
 import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
-from typing import TextIO
+from typing import ParamSpec, TextIO, TypeVar
 
 from linkstream.engine.embedded import Engine, RegisteredQuery, ReportSchedule
 from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS
 from linkstream.rdf.streams import Element, StreamReader, StreamStats
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _NAME = attrgetter("name")
 _STEPS = attrgetter("steps")
@@ -127,6 +131,33 @@ def _units_of(engine: object, queries: Sequence[RegisteredQuery], per_query: boo
     return [_Unit(qs) for qs in by_steps.values()]
 
 
+def _replay_collector(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``fn`` run with the cyclic collector set up for a replay (restored afterwards)."""
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        # thousands of registered queries are hundreds of thousands of long-lived objects: the
+        # cyclic collector would rescan them all over and over while the replay allocates its
+        # small batches (a third of the CPU time with 10,000 queries).  They live as long as the
+        # engine; freezing them keeps them out of every later collection.  (Garbage not yet
+        # collected is frozen too and never freed: registering must leave no reference cycles,
+        # see tests/engine/test_unregister_memory.py.)
+        gc.freeze()
+        # the young generation is collected every REPLAY_GC_YOUNG (not 700) allocations: an
+        # epoch keeps large short-lived containers alive (dirty sets, report dicts, rendered
+        # rows), and every young collection walked them all again (10k mixed LSBench queries:
+        # 229 young collections, 0.6 s of 5 s of CPU; with this, one)
+        before = gc.get_threshold()
+        gc.set_threshold(max(before[0], REPLAY_GC_YOUNG), *before[1:])
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.set_threshold(*before)
+
+    return run
+
+
+@_replay_collector
 def replay(
     engine: Engine,
     queries: Sequence[RegisteredQuery],
@@ -151,50 +182,6 @@ def replay(
     evaluates (:meth:`Engine.tick`), not in every registered one, and ``stats.reports``
     is brought up to date when the replay ends.
     """
-    # thousands of registered queries are hundreds of thousands of long-lived objects: the
-    # cyclic collector would rescan them all over and over while the replay allocates its
-    # small batches (a third of the CPU time with 10,000 queries).  They live as long as the
-    # engine; freezing them keeps them out of every later collection.  (Garbage not yet
-    # collected is frozen too and never freed: registering must leave no reference cycles,
-    # see tests/engine/test_unregister_memory.py.)
-    gc.freeze()
-    # the young generation is collected every REPLAY_GC_YOUNG (not 700) allocations: an
-    # epoch keeps large short-lived containers alive (dirty sets, report dicts, rendered
-    # rows), and every young collection walked them all again (10k mixed LSBench queries:
-    # 229 young collections, 0.6 s of 5 s of CPU; with this, one)
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], REPLAY_GC_YOUNG), *before[1:])
-    try:
-        return _replay(
-            engine,
-            queries,
-            streams,
-            out,
-            lateness_ms=lateness_ms,
-            max_reports=max_reports,
-            log=log,
-            progress=progress,
-            sink=sink,
-            max_time_jump_ms=max_time_jump_ms,
-        )
-    finally:
-        gc.set_threshold(*before)
-
-
-def _replay(
-    engine: Engine,
-    queries: Sequence[RegisteredQuery],
-    streams: Sequence[tuple[str, str]],
-    out: TextIO | None,
-    *,
-    lateness_ms: int = 0,
-    max_reports: int | None = None,
-    log: Callable[[str], None] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    sink: Callable[[RegisteredQuery, int, list[str]], None] | None = None,
-    max_time_jump_ms: int | None = DEFAULT_MAX_TIME_JUMP_MS,
-) -> ReplayResult:
-    """:func:`replay` with the collector set up."""
     res = ReplayResult(queries=tuple(queries))
     t0 = time.perf_counter()
     readers: list[tuple[str, StreamReader, Iterator[Element]]] = []

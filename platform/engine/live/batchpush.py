@@ -1,11 +1,12 @@
 """Pushing a whole body of one stream into the live engine at once (``LiveEngine.push_many``).
 
-:meth:`BatchPush.push_many` decides, for each element of a body in order, exactly what
-:meth:`~linkstream.engine.live.runtime.LiveEngine.push` decides (idempotency key seen,
-event-time rules, lateness), but takes the engine lock once per run of elements that
-found room in the input queue, and hands the taken elements to the worker as one
-command: the worker encodes the body's terms in one dictionary call
+:meth:`BatchPush.push_many` decides, for each element of a body in order, whether it is
+taken (idempotency key seen, event-time rules, lateness), takes the engine lock once per
+run of elements that found room in the input queue, and hands the taken elements to the
+worker as one command: the worker encodes the body's terms in one dictionary call
 (:meth:`~linkstream.engine.live.worker.LiveWorker._ingest_many`) instead of one per element.
+:meth:`~linkstream.engine.live.runtime.LiveEngine.push` is a body of one element: there is
+one copy of these decisions.
 
 An element's triples may also be a :class:`TermRows`: rows of indexes into a term table
 shared by the body (what an owner coordinator sends the leader, see
@@ -101,8 +102,8 @@ class BatchPush:
         keys: Sequence[str | None] | None = None,
         timeout: float | None = None,
     ) -> tuple[list[bool], Exception | None]:
-        """Pushes ``elements`` (``(t, triples)``, in order) of ``stream`` as :meth:`push`
-        would one by one, stopping at the first one refused.
+        """Pushes ``elements`` (``(t, triples)``, in order) of ``stream``, stopping at the
+        first one refused (what :meth:`push` documents, per element).
 
         Returns:
             Per element handled, whether it was taken (``False``: late; a repeated
@@ -146,7 +147,8 @@ class BatchPush:
         flags: list[bool],
     ) -> Exception | None:
         """Elements ``start .. start+count`` (one permit each held) under the engine lock:
-        the decisions of :meth:`push`, the taken ones enqueued as one command."""
+        repeated key, event-time check, lateness, log append; the taken ones enqueued as
+        one command."""
         taken: list[tuple[int, Any]] = []
         triples_in = 0
         error: Exception | None = None

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.embedded import Engine
-from linkstream.engine.live.batchpush import BatchPush, check_triples
+from linkstream.engine.live.batchpush import BatchPush
 from linkstream.engine.live.state import (
     BatchFailed,
     EngineClosed,
@@ -218,48 +218,13 @@ class LiveEngine(LiveWorker, BatchPush):
                 ``max_time_jump_ms`` ahead of the stream's time (a ``ValueError``).
             TimeoutError: The worker's queue stayed full for ``timeout`` seconds.
         """
-        triples = check_triples(triples)
-        t = int(t)
-        if self._closed:
-            raise EngineClosed("the live engine is closed")
-        if self._thread is None:
-            self.start()
-        if not self._space.acquire(timeout=timeout):
-            raise TimeoutError("the engine's input queue is full")
-        with self._lock:
-            if key is not None and key in self._keys:
-                self._space.release()
-                return True
-            acc = self._accepted.get(stream)
-            if acc is None:
-                acc = self._accepted[stream] = _Accepted()
-            try:
-                self._check_time(stream, acc, t)  # EventTimeError: out of range or too far ahead
-            except ValueError:
-                self._space.release()
-                acc.rejected += 1
-                raise
-            floor = max((x for x in (acc.watermark, self._frontier) if x is not None), default=None)
-            if floor is not None and t < floor:
-                self._space.release()
-                self._count_late(stream, acc, t, floor)
-                return False
-            if self._log is not None:
-                try:
-                    self._log.append_push(stream, t, triples, key)  # durable at the next sync()
-                except OSError:
-                    self._space.release()
-                    raise
-            if key is not None:
-                self._remember_key(key)
-            acc.watermark = t
-            acc.elements += 1
-            acc.triples += len(triples)
-            # enqueued under the lock: elements of one stream reach the worker in order
-            self._queue.put(("push", stream, t, triples))
-        self.metrics.ingest_elements.inc()
-        self.metrics.ingest_triples.inc(len(triples))
-        return True
+        # one path for every push: the decisions of push_many for a body of one element
+        flags, error = self.push_many(
+            stream, [(t, triples)], keys=None if key is None else [key], timeout=timeout
+        )
+        if error is not None:
+            raise error
+        return flags[0]
 
     def _count_late(self, stream: str, acc: _Accepted, t: int, floor: int) -> None:
         acc.late += 1

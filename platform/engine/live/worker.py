@@ -123,13 +123,6 @@ class LiveWorker:
                         log.exception("cannot ingest elements of <%s>", cmd[1])
                     finally:
                         self._space.release(len(cmd[2]))
-                elif kind == "push":
-                    try:
-                        self._ingest(cmd[1], cmd[2], cmd[3])
-                    except Exception:  # a bad element must not stop the engine
-                        log.exception("cannot ingest an element of <%s>", cmd[1])
-                    finally:
-                        self._space.release()
                 elif kind == "stop":
                     stop = True
                 else:
@@ -162,30 +155,10 @@ class LiveWorker:
                 cmd = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if cmd[0] == "push":
-                self._space.release()
-            elif cmd[0] == "pushes":
+            if cmd[0] == "pushes":
                 self._space.release(len(cmd[2]))
             elif cmd[0] != "stop" and cmd[2].set_running_or_notify_cancel():
                 cmd[2].set_exception(EngineClosed("the live engine is closed"))
-
-    def _ingest(self, stream: str, t: int, triples: Triples | TermRows) -> None:
-        frontier = self._frontier_now()
-        if frontier is not None and t < frontier:
-            with self._lock:
-                acc = self._accepted[stream]
-                self._count_late(stream, acc, t, frontier)
-            return
-        if isinstance(triples, np.ndarray):
-            ids = triples
-        elif isinstance(triples, TermRows):
-            ids = self._encode_table(triples.terms)[triples.idx]
-        elif len(triples):
-            terms = [term for tr in triples for term in tr]
-            ids = np.asarray(self.engine.dictionary.encode_many(terms), dtype=np.int64).reshape(-1, 3)
-        else:
-            ids = np.empty((0, 3), dtype=np.int64)
-        self._ingest_ids(stream, t, ids)
 
     def _encode_table(self, terms: Sequence[str]) -> np.ndarray:
         return np.asarray(self.engine.dictionary.encode_many(list(terms)), dtype=np.int64)
