@@ -132,6 +132,8 @@ class _Scan(TokenStream):
         self.form: str | None = None
         self.form_j: int | None = None
         self.windows: list[tuple[str, WindowSpec, str | None, int | None]] = []
+        #: per window: the significant-token indexes of its stream IRI, '[' and ']'
+        self.window_toks: list[tuple[int, int, int]] = []
         self.named: dict[str, int] = {}
         self.refs: list[tuple[str, int, int]] = []
         self.static_from: list[str] = []
@@ -227,6 +229,7 @@ class _Scan(TokenStream):
                 if brace is None or not brace.is_punct("{"):
                     self.fail("STREAM <%s> [...] must be followed by a group '{'" % s, brace)
                 self.windows.append((s, spec, None, self.sig[j]))
+                self.window_toks.append((j + 1, j + 2, k))
                 self.blank(j + 1, k)
                 j = k + 1
                 continue
@@ -335,6 +338,7 @@ class _Scan(TokenStream):
             s = self.term_iri(j + 2, "a stream IRI")
             spec, k = read_window(self, j + 3)
             self.windows.append((s, spec, None, None))
+            self.window_toks.append((j + 2, j + 3, k))
             self.blank(j, k)
             return k + 1
         if nxt.kw("NAMED") and (w := self.tok(j + 2)) is not None and w.kw("WINDOW"):  # RSP-QL
@@ -355,6 +359,7 @@ class _Scan(TokenStream):
                 self.fail("window %s is declared twice" % name_tok.text, name_tok)
             self.named[wn] = len(self.windows)
             self.windows.append((s, spec, wn, None))
+            self.window_toks.append((k, k + 1, kend))
             self.blank(j, kend)
             return kend + 1
         if nxt.kw("NAMED"):  # the reference keeps these in its query: they must be valid IRIs
@@ -554,13 +559,14 @@ def _from_shape(known: shapes.Instance, text: str, default_name: str, base: str)
             compiled = shape.compiled  # the parser text is the shape's
     _remember(key, compiled, iri_calls)
     name = known.name if shape.registered and known.name is not None else default_name
+    fields = shape.fields if known.windows is None else {**shape.fields, "windows": known.windows}
     return ContinuousQuery(
         name=name,
         text=text,
         sparql=known.sparql,
         algebra=compiled,
         offset_map=known.offset_map,
-        **shape.fields,
+        **fields,
     )
 
 

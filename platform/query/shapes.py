@@ -11,15 +11,20 @@ query that parsed: the runs that may vary (*slots*) are those the full parse sho
 
 * the REGISTER name (a plain word, or an IRI of word characters), or
 * a constant that the query's algebra template stands for (see :func:`constant_slots`):
-  an absolute IRI or a prefixed name inside a group, or a number,
+  an absolute IRI or a prefixed name inside a group, or a number, or
+* a window's stream IRI (a prefixed name or an absolute IRI) or a number of its window
+  (``3000ms``, ``PT3S``, ``5``): the dialect pass blanks window clauses from the rewrite,
+  so a value of the same length changes only the query's windows, which are read again
+  from the values (:func:`_windows`; streams that are equal must stay equal, and a window
+  the full parse rejects is parsed in full); a value of another length is another shape,
 
 each exactly one token, of a strict character class (ASCII word characters; an IRI that
 passes the IRI check; a number of the same SPARQL terminal), between neighbours that end a
 token (white space, brackets, ``,`` ``;``).  Every other run, and all the text between runs,
 is fixed.  A query with the same fixed text and runs, and slot values of the slots' classes,
 then tokenizes into the same tokens but the slots' texts, and the dialect pass takes the
-same path: its windows, dataset clauses, form and dialect are the shape's, its name is its
-own name token's, and its rewrite is the shape's rewrite with its own constants put in
+same path: its dataset clauses, form and dialect are the shape's, its windows the shape's
+with its own window slots' values, its name is its own name token's, and its rewrite is the shape's rewrite with its own constants put in
 (the template's constants stay verbatim in the rewrite, the name is blanked) and the offset
 map of :func:`linkstream.query.lexer.render_spans` shifted by how much longer or shorter each
 constant is (a one-character name, blanked to one space of the same length, is no slot).
@@ -32,6 +37,7 @@ are always found and located by the full parse.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import re
@@ -41,6 +47,7 @@ from typing import Any
 
 from linkstream.query.lexer import render_spans
 from linkstream.query.template import _NUMBERS, AlgebraTemplate, _valid_iri
+from linkstream.query.windows import window_of
 
 #: Word-like runs: IRIs, and words (names, prefixed names, numbers, keywords).
 _CANDIDATES = re.compile(r"(<[^<>\s]*>|[A-Za-z0-9_:][A-Za-z0-9_.:\-]*)")
@@ -51,6 +58,13 @@ _IRI_WORD = re.compile(r"<[A-Za-z0-9_\-]+>")
 _IRI = re.compile(r"<[A-Za-z0-9:/._~%#\-]+>")
 _LOCAL = r"[A-Za-z0-9_][A-Za-z0-9_\-]*"
 _LOCAL_RE = re.compile(_LOCAL)
+_ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+#: a window word that may vary: digits with fixed letters around them (``3000ms``, ``PT3S``, ``5``)
+_WINDOW_WORD = re.compile(r"([A-Za-z]*)([0-9]+)([A-Za-z]*)")
+_BEFORE_WINDOW = _BEFORE_OK | {"["}
+_AFTER_WINDOW = _AFTER_OK | {"]"}
+#: :attr:`Slot.placeholder` of a window's stream IRI or window word
+WINDOW_SLOT = -2
 SHAPES_SIZE = 4096
 
 
@@ -62,7 +76,7 @@ class Slot:
     pattern: re.Pattern[str]
     start: int
     end: int
-    placeholder: int  # the template's placeholder index; -1: the REGISTER name
+    placeholder: int  # the template's placeholder index; -1: the REGISTER name; WINDOW_SLOT
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,12 @@ class Shape:
     name: str | None  # the fixed REGISTER name (None: the name slot, or no REGISTER)
     registered: bool
     fields: dict[str, Any]  # the ContinuousQuery fields that every query of the shape shares
+    #: per window (of ``fields["windows"]``): its stream's slot (run, prefix IRI or None for
+    #: an IRI) or None, and its words (run of a slot, or fixed text) or None (all fixed);
+    #: None: no window varies
+    window_slots: tuple[tuple[tuple[int, str | None] | None, tuple[int | str, ...] | None], ...] | None = None
+    #: which windows' streams are equal (each stream's first index among them)
+    stream_eq: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,10 +114,13 @@ class Instance:
     offset_map: Any
     parse_text: str
     texts: list[str]
+    windows: tuple[Any, ...] | None = None  # the query's WindowDecls when a window varies
 
 
 #: shapes by (text between runs, base), then by which runs are fixed and their texts
-_SHAPES: dict[tuple[str, str], dict[tuple[int, ...], tuple[Any, dict[Any, Shape]]]] = {}
+_SHAPES: dict[
+    tuple[str, str], dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Any, dict[Any, Shape]]]
+] = {}
 
 
 def _split(text: str) -> tuple[str, list[str]] | None:
@@ -190,7 +213,10 @@ def learn(
             blocked.add(k)
         else:
             chosen.setdefault(k, []).append(Slot(run, rx, t.start, t.end, k))
-    varying = sorted((s for k, ss in chosen.items() if k not in blocked for s in ss), key=lambda s: s.start)
+    window_slots, wslots = _window_slots(scan, text, runs, starts, prefixes)
+    varying = sorted(
+        [*(s for k, ss in chosen.items() if k not in blocked for s in ss), *wslots], key=lambda s: s.start
+    )
     sparql_spans = scan.change_spans(decode=False)
     parse_spans = scan.change_spans(decode=True, extra=spacing)
     verbatim = [s for s in varying if s.placeholder >= 0]
@@ -222,19 +248,123 @@ def learn(
         name=None if name_slot else fixed_name,
         registered=name_token is not None,
         fields=fields,
+        window_slots=window_slots if wslots else None,
+        stream_eq=_equalities([d.stream for d in fields["windows"]]),
     )
     global _COUNT
     if _COUNT >= SHAPES_SIZE:
         _SHAPES.clear()
         _COUNT = 0
     by_fixed = _SHAPES.setdefault((between, base), {})
-    getter = operator.itemgetter(*fixed_runs) if fixed_runs else (lambda xs: ())
-    shapes = by_fixed.setdefault(fixed_runs, (getter, {}))[1]
+    # a window slot's value keeps its length (see :func:`_window_slots`): the lengths are
+    # part of the key, so a window of another length has a shape of its own
+    sized = tuple(sl.run for sl in varying if sl.placeholder == WINDOW_SLOT)
+    getter = _key_getter(fixed_runs, sized)
+    shapes = by_fixed.setdefault((fixed_runs, sized), (getter, {}))[1]
     if shapes.setdefault(getter(runs), shape) is shape:
         _COUNT += 1
 
 
 _COUNT = 0
+
+
+def _window_slots(
+    scan: Any, text: str, runs: list[str], starts: dict[int, int], prefixes: dict[str, str]
+) -> tuple[tuple[tuple[tuple[int, str | None] | None, tuple[int | str, ...] | None], ...], list[Slot]]:
+    """The runs of the query's window clauses that may vary: each window's stream IRI (a
+    prefixed name of a declared prefix, or an absolute IRI) and its numbers (``3000ms``,
+    ``PT3S``, ``5``), each one token between neighbours that end a token.  The dialect pass
+    blanks window clauses from the rewrite, so a value of the slot's length leaves the
+    rewrite and its offset map as they are; only the query's windows change."""
+    toks, sig = scan.toks, scan.sig
+
+    def run_of(j: int) -> tuple[int | None, Any]:
+        t = toks[sig[j]]
+        run = starts.get(t.start)
+        if (
+            run is None
+            or runs[run] != t.text
+            or t.start == 0
+            or t.end >= len(text)
+            or text[t.start - 1] not in _BEFORE_WINDOW
+            or text[t.end] not in _AFTER_WINDOW
+        ):
+            return None, t
+        return run, t
+
+    per_window = []
+    slots: list[Slot] = []
+    for js, jo, jc in scan.window_toks:
+        stream: tuple[int, str | None] | None = None
+        run, t = run_of(js)
+        if run is not None:
+            v = t.text
+            if v[0] == "<":
+                if _IRI.fullmatch(v) and _ABSOLUTE.match(v, 1):
+                    stream = (run, None)
+                    slots.append(Slot(run, _IRI, t.start, t.end, WINDOW_SLOT))
+            else:
+                prefix, _, local = v.partition(":")
+                if prefix in prefixes and _LOCAL_RE.fullmatch(local):
+                    stream = (run, prefixes[prefix])
+                    slots.append(Slot(run, _pname_class(prefix), t.start, t.end, WINDOW_SLOT))
+        words: list[int | str] = []
+        for j in range(jo + 1, jc):
+            run, t = run_of(j)
+            m = _WINDOW_WORD.fullmatch(t.text) if run is not None else None
+            if run is None or m is None:
+                words.append(t.text)
+            else:
+                words.append(run)
+                slots.append(Slot(run, _word_class(m[1], m[3]), t.start, t.end, WINDOW_SLOT))
+        varying = any(isinstance(w, int) for w in words)
+        per_window.append((stream, tuple(words) if varying else None))
+    return tuple(per_window), slots
+
+
+def _key_getter(fixed_runs: tuple[int, ...], sized: tuple[int, ...]) -> Any:
+    """The key of a query's runs among the shapes of ``fixed_runs`` and ``sized``: the
+    fixed runs' texts, and the lengths of the window slots' values."""
+    fixed = operator.itemgetter(*fixed_runs) if fixed_runs else (lambda xs: ())
+    if not sized:
+        return fixed
+    return lambda xs: (fixed(xs), tuple(len(xs[r]) for r in sized))
+
+
+@functools.lru_cache(maxsize=256)
+def _word_class(before: str, after: str) -> re.Pattern[str]:
+    return re.compile(re.escape(before) + "[0-9]+" + re.escape(after))
+
+
+def _equalities(values: list[str]) -> tuple[int, ...]:
+    return tuple(values.index(v) for v in values)
+
+
+def _windows(shape: Shape, runs: list[str]) -> tuple[Any, ...] | None:
+    """The windows of a query of ``shape`` whose window clauses vary (None: parse it in
+    full: a window the parse rejects, or streams whose equalities differ from the shape's)."""
+    assert shape.window_slots is not None
+    out = []
+    for decl, (stream, words) in zip(shape.fields["windows"], shape.window_slots, strict=True):
+        s, spec = decl.stream, decl.spec
+        if stream is not None:
+            v = runs[stream[0]]
+            if stream[1] is None:
+                s = v[1:-1]
+                if not _ABSOLUTE.match(s):
+                    return None
+            else:
+                s = stream[1] + v.partition(":")[2]
+        if words is not None:
+            spec = window_of(tuple(runs[w] if isinstance(w, int) else w for w in words))
+            if spec is None:
+                return None
+        out.append(
+            decl if s == decl.stream and spec == decl.spec else dataclasses.replace(decl, stream=s, spec=spec)
+        )
+    if _equalities([d.stream for d in out]) != shape.stream_eq:
+        return None
+    return tuple(out)
 
 
 def instance(text: str, base: str) -> Instance | None:
@@ -247,8 +377,8 @@ def instance(text: str, base: str) -> Instance | None:
     if not by_fixed:
         return None
     shape = None
-    for fixed_runs, (getter, shapes) in list(by_fixed.items()):  # (learn may add one meanwhile)
-        if not fixed_runs or fixed_runs[-1] < len(runs):
+    for (fixed_runs, sized), (getter, shapes) in list(by_fixed.items()):  # (learn may add one meanwhile)
+        if (not fixed_runs or fixed_runs[-1] < len(runs)) and (not sized or sized[-1] < len(runs)):
             shape = shapes.get(getter(runs))
             if shape is not None and shape.runs == len(runs):
                 break
@@ -263,6 +393,10 @@ def instance(text: str, base: str) -> Instance | None:
         v = runs[s.run]
         if not s.pattern.fullmatch(v):
             return None
+        if s.placeholder == WINDOW_SLOT:
+            if len(v) != s.end - s.start:
+                return None  # the blanked window clause would change length
+            continue
         if s.placeholder < 0:
             if len(v) == 1:
                 return None  # blanked to one space: no piece of its own in the map
@@ -275,9 +409,14 @@ def instance(text: str, base: str) -> Instance | None:
     texts = [runs[t] if isinstance(t, int) else t for t in shape.texts]
     if len(set(texts)) != len(texts):
         return None  # unequal constants of the shape must stay unequal
+    windows = None
+    if shape.window_slots is not None:
+        windows = _windows(shape, runs)
+        if windows is None:
+            return None
     sparql = _join(shape.sparql_parts, values)
     parse_text = _join(shape.parse_parts, values)
-    return Instance(shape, name, sparql, ShiftedMap(shape.offset_map, deltas), parse_text, texts)
+    return Instance(shape, name, sparql, ShiftedMap(shape.offset_map, deltas), parse_text, texts, windows)
 
 
 def _cut(out: str, pieces: Any, slots: list[Slot], text: str) -> tuple[str, ...] | None:

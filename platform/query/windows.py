@@ -225,3 +225,18 @@ def read_window(stream: TokenStream, j: int) -> tuple[WindowSpec, int]:
         _WINDOWS.clear()  # crude bound; queries use few distinct windows
     _WINDOWS[texts] = spec
     return spec, k
+
+
+def window_of(words: tuple[str, ...]) -> WindowSpec | None:
+    """The window whose body is ``words`` (as :func:`read_window` reads it), or ``None``
+    when :func:`parse_window` rejects it (a full parse then reports where)."""
+    spec = _WINDOWS.get(words)
+    if spec is None:
+        try:
+            spec = parse_window(list(words))
+        except WindowWordError:
+            return None
+        if len(_WINDOWS) >= 4096:
+            _WINDOWS.clear()
+        _WINDOWS[words] = spec
+    return spec

@@ -181,3 +181,97 @@ def test_offsets_of_errors_after_a_longer_constant(monkeypatch, prefix):
     ]
     out, hits = _same(named, monkeypatch)
     assert out[2][0] == "error" and hits >= 2
+
+
+def test_windows_and_streams_vary_within_a_shape(monkeypatch):
+    """Window ranges and steps and stream IRIs are slots of a shape (values of the same
+    length): the 400 generated queries (4 kinds x 3 dialects, 6 stream pairs, 4 windows)
+    are instances of at most 12 shapes, each equal to its full parse, windows included."""
+    named = list(generate(400, seed=3).items())
+    out, hits = _same(named, monkeypatch)
+    assert hits >= 400 - 12
+    windows = {r[FIELDS.index("windows")] for r in out}
+    assert len({w.spec for ws in windows for w in ws}) == 4
+    assert len({w.stream for ws in windows for w in ws}) == 3
+
+
+def test_window_values_of_a_shape_the_full_parse_reads_otherwise(monkeypatch):
+    """A window value or stream that the full parse rejects, reads differently (equal
+    streams, a relative IRI) or that changes the clause's length is parsed in full, with
+    the full parse's result or error."""
+    t = PFX + (
+        "REGISTER QUERY {n} AS SELECT ?o1 FROM STREAM {s} [RANGE {r} STEP {st}] "
+        "FROM STREAM {s2} [{w}] WHERE {{ ?o1 ssn:observedBy ses:A }}"
+    )
+    combos = [
+        ("ses:A", "3000ms", "1000ms", "ses:B", "RANGE 2s"),
+        ("ses:C", "2000ms", "2000ms", "ses:D", "RANGE 5s"),
+        ("ses:C", "2000ms", "0000ms", "ses:D", "RANGE 5s"),  # STEP must be positive
+        ("ses:C", "0000ms", "1000ms", "ses:D", "RANGE 0s"),
+        ("ses:C", "2000ms", "1000ms", "ses:C", "RANGE 5s"),  # equal streams
+        ("zz:C", "2000ms", "1000ms", "ses:D", "RANGE 5s"),  # unknown prefix
+        ("ses:CC", "2000ms", "1000ms", "ses:D", "RANGE 5s"),  # longer: a shape of its own
+        ("ses:EE", "2000ms", "1000ms", "ses:F", "RANGE 7s"),
+        ("ses:C", "20000ms", "1000ms", "ses:D", "RANGE 5s"),
+        ("ses:C", "2000s1", "1000ms", "ses:D", "RANGE 5s"),
+        ("ses:C", "2000MS", "1000ms", "ses:D", "RANGE 5s"),
+        ("<http://ex.org/s>", "2000ms", "1000ms", "ses:D", "RANGE 5s"),
+        ("<http://ex.org/t>", "4000ms", "1000ms", "ses:D", "RANGE 5s"),
+        ("<relative/a>", "4000ms", "1000ms", "ses:D", "RANGE 5s"),
+        ("ses:C", "2000ms", "1000ms", "ses:D", "TRIPLES 5"),
+        ("ses:C", "2000ms", "1000ms", "ses:D", "TRIPLES 7"),
+        ("ses:C", "2000ms", "1000ms", "ses:D", "TRIPLES 0"),  # must be positive
+        ("ses:C", "2000ms", "1000ms", "ses:D", "RANGE 9s"),
+    ]
+    named = [
+        ("q%d" % i, t.format(n="q%d" % i, s=s, r=r, st=st, s2=s2, w=w))
+        for i, (s, r, st, s2, w) in enumerate(combos)
+    ]
+    out, hits = _same(named, monkeypatch)
+    errors = [r for r in out if r[0] == "error"]
+    assert len(errors) == 4
+    assert out[1][FIELDS.index("windows")][0].spec.range_ms == 2000
+    assert out[13][FIELDS.index("windows")][0].stream == "http://localhost/relative/a"
+    assert hits >= 6
+
+
+def test_instances_with_other_windows_plan_their_own_windows(monkeypatch):
+    """Queries of one shape with other window sizes and streams get the plans of their own
+    windows: each query's plan equals the plan of its full parse."""
+    from linkstream.engine.embedded import Engine
+
+    named = []
+    for d in ("csparql", "cqels", "rspql"):
+        for k in (0, 2):
+            for a, b in ((TRAFFIC[0], TRAFFIC[1]), (TRAFFIC[2], TRAFFIC[0])):
+                for rng, step in ((2000, 1000), (3000, 2000)):
+                    name = "q%d%s%d%d%s" % (k, d, rng, step, a[-3:])
+                    named.append((name, template_query(k, a, b, rng, step, 0.01, d, name)))
+
+    def plans(on: bool) -> tuple[list[str], int]:
+        C._ALGEBRA_CACHE.clear()
+        C._TEMPLATES.clear()
+        S._SHAPES.clear()
+        eng = Engine()
+        eng.declare_streams(
+            {"http://www.insight-centre.org/dataset/SampleEventService#" + s for s in TRAFFIC}
+        )
+        hits = []
+        real = S.instance
+
+        def counted(text, base):
+            got = real(text, base)
+            hits.append(got is not None)
+            return got
+
+        with monkeypatch.context() as m:
+            m.setattr(C, "SHAPES", on)
+            m.setattr(S, "instance", counted)
+            return [eng.register(parse_continuous(text, default_name=n)).explain() for n, text in named], sum(
+                hits
+            )
+
+    (fast, hits), (full, _) = plans(True), plans(False)
+    assert hits == len(named) - 6  # one shape per kind and dialect
+    assert fast == full
+    assert any("RANGE 3000ms STEP 2000ms" in p and TRAFFIC[2] in p for p in fast)
