@@ -158,12 +158,6 @@ class _Instance:
     #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
     windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
-    #: the ranges it was created with: the key of its timed windows (they keep it when
-    #: the instance grows, so its operators are found again by signature)
-    created: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        self.created = tuple(self.ranges)
 
     @property
     def started(self) -> bool:
@@ -467,14 +461,7 @@ class Sharing:
         for si, sl in enumerate(slots):
             tws_k = []
             for w in _slot_windows(sl):
-                spec = WindowSpec("time", inst.ranges[si], w.step)
-                # keyed by the instance's range at its creation, not by the instance: the
-                # shared joins of other signatures over the same stream, step and range
-                # read one timed window and one latest graph (an instance that grows
-                # widens windows it may share: a wider window only adds rows that the
-                # routers leave out)
-                timed = TimedWindowOperator(w.buffer, spec, w.step, ("range", inst.created[si]))
-                tws_k.append(self._intern(timed, []))
+                tws_k.append(self._timed_window(w, inst.ranges[si]))
             static = sl.static if isinstance(sl, GraphOperator) else None
             latest = LatestGraphOperator(tws_k, static, getattr(sl, "static_key", None))
             windows.append(self._intern(latest, tws_k))
@@ -505,6 +492,32 @@ class Sharing:
         if after:
             route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
         return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
+
+    def _timed_window(self, w: WindowOperator, range_ms: int) -> TimedWindowOperator:
+        """The timed window of ``w``'s stream and step that covers ``range_ms``.
+
+        The shared joins of every signature over one stream and step read one timed
+        window (and one latest graph): a wider window only adds rows that the routers
+        leave out.  A window that has not started sliding grows to the largest range
+        asked; once it has, a larger range gets a window of its own (the next key).
+        Before, a window was keyed by the range of the instance that created it, so the
+        joins created at 2 s and at 3 s read two windows of the same 3 s.
+        """
+        k = 0
+        while True:
+            timed = TimedWindowOperator(w.buffer, WindowSpec("time", range_ms, w.step), w.step, ("timed", k))
+            running = self.eng.operators.get(self._sig(timed, [])) if self.eng.share else None
+            if not isinstance(running, TimedWindowOperator):
+                break
+            have = running.spec.range_ms
+            if have is not None and have >= range_ms:
+                break
+            if running.now is None:
+                running.grow(range_ms)
+                break
+            timed.discard()  # (a window registers with its buffer when made)
+            k += 1
+        return self._intern(timed, [])
 
     def _static_gen(self, sr: StaticResultOperator, p: tuple, occurs: dict[object, int]) -> tuple[int, ...]:
         """Positions of static pattern ``p`` whose constant becomes a hidden variable: a

@@ -323,3 +323,46 @@ def test_repeated_triples_keep_one_join_row_per_binding():
     assert len(router.state) == 1 and router.state.counts.tolist() == [1]
     got = by_query(buf.getvalue())
     assert len(got["r1000"]) == len(got["r3000"]) > 5  # one row per report time each
+
+
+def test_joins_of_other_shapes_read_one_timed_window_per_stream_and_step():
+    """The shared joins of different signatures over one stream and step read one timed
+    window and one latest graph, grown to the largest range asked before the windows start
+    (before, one per range their creator had: 1 s and 3 s here); a larger range asked once
+    they slide gets a window of its own.  Results equal the unshared evaluation."""
+    from linkstream.operators.router import LatestGraphOperator, TimedWindowOperator
+
+    lines = []
+    for k in range(24):
+        g = f"<{_EX}el{k}>"
+        lines.append(f'{g} <http://www.w3.org/ns/prov#generatedAtTime> "{_iso(400 * k)}"^^<{_XSD}dateTime> .')
+        lines += [
+            f"<{_EX}a{k % 3}> <{_EX}p> <{_EX}b{k % 2}> {g} .",
+            f"<{_EX}b{k % 2}> <{_EX}q> <{_EX}c{k % 4}> {g} .",
+        ]
+        lines.append(f"<{_EX}a{k % 3}> <{_EX}q> <{_EX}c{k % 5}> {g} .")
+    queries = [
+        ("?x :p ?y . ?y :q ?z", 1000),
+        ("?x :p ?y . ?x :q ?z", 3000),
+        ("?x :p ?y . ?y :q ?z", 2000),
+        ("?x :p :b1 . ?x :q ?z", 2500),
+    ]
+    with tempfile.NamedTemporaryFile("w", suffix=".nq", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        eng = Engine()
+        for k, (shape, rng) in enumerate(queries):
+            text = (
+                f"PREFIX : <{_EX}> SELECT * WHERE {{ STREAM :s [RANGE {rng}ms SLIDE 500ms] {{ {shape} }} }}"
+            )
+            eng.register(parse_continuous(text, default_name=f"q{k}"))
+        ops = list(eng.operators.values())
+        timed = [op for op in ops if isinstance(op, TimedWindowOperator)]
+        assert len(timed) == 1 and timed[0].spec.range_ms == 3000
+        assert sum(isinstance(op, LatestGraphOperator) for op in ops) == 1
+        assert sum(isinstance(op, RouterOperator) for op in ops) == 3
+        shared = _run([], queries, True, f.name)
+        assert shared == _run([], queries, False, f.name)
+        assert len({line.split(",")[0] for line in shared}) == 4 and len(shared) > 100
+    finally:
+        os.unlink(f.name)
