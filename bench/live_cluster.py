@@ -35,6 +35,9 @@ CPU goes) and prints each one's threads and hottest frames (``py-spy`` on ``PATH
 ``--py-spy``; not a project dependency).  Raw figures go to
 ``bench/results/live_cluster.json``.
 
+``--ingest leader direct --repeat R`` runs each cluster with a shared ``--state-dir`` (the
+durable path) under each ``--ingest`` setting, alternating, ``R`` rounds: their ratios.
+
 ``--register-only`` measures registration alone, and prints the cluster's rate as a ratio of
 embedded ``run``'s.  ``--baseline-tree DIR`` adds, in the same run, a cluster whose
 processes run an older tree (``git archive <commit> platform infra | tar -x -C DIR``): the
@@ -42,6 +45,7 @@ before/after of a change.
 
     python bench/live_cluster.py [--queries 1000 10000] [--push-queries 1000] [--containers 1 2 3]
     python bench/live_cluster.py --quick
+    python bench/live_cluster.py --queries 100 --containers 1 --coordinators 2 --ingest leader direct --repeat 3
     python bench/live_cluster.py --register-only [--queries 1000 10000] [--baseline-tree DIR]
 """
 
@@ -440,6 +444,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a directory holding an older platform/ tree: its cluster is measured in the same run",
     )
+    ap.add_argument(
+        "--ingest",
+        nargs="+",
+        default=None,
+        choices=["leader", "direct"],
+        help="run each cluster with --state-dir and each of these --ingest settings, alternating",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the --ingest settings (alternating)")
     ap.add_argument("--tag", default="", help=argparse.SUPPRESS)
     ap.add_argument("--given-embedded-qps", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "live_cluster.json"))
@@ -478,16 +490,20 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 server.stop()
             save(args, results)
-        for k in args.containers:
+        modes = [m for _ in range(args.repeat) for m in (args.ingest or [None])]
+        for i, (k, mode) in enumerate((k, m) for k in args.containers for m in modes):
             label = f"{k} container{'s' if k > 1 else ''}"
             if args.coordinators > 1:
                 label += f", {args.coordinators} coord"
+            label += f", --ingest {mode}" if mode else ""
             label += f" ({args.tag})" if args.tag else ""
             with tempfile.TemporaryDirectory(prefix="ls-bench-") as tmp:
                 cluster = LocalCluster(Path(tmp) / "cluster", session_timeout=4.0, capacity=max(16, 2 * n))
                 try:
                     cluster.start(k, coordinators=0)
                     extra = ["--idle-ms", "0", "--static", static, "--static", f"{REPO_GRAPH}={static}"]
+                    if mode:  # the durable path: every coordinator on one state directory
+                        extra += ["--state-dir", str(Path(tmp) / "state"), "--ingest", mode]
                     names = [cluster.start_coordinator(extra) for _ in range(args.coordinators)]
                     urls = leader_first(cluster, names)
                     leader = next(nm for nm in names if cluster.api_urls()[nm] == urls[0])
@@ -503,11 +519,11 @@ def main(argv: list[str] | None = None) -> int:
                         serving={nm: cluster.pid(nm) for nm in cluster.names("coordinator")},
                         containers={nm: cluster.pid(nm) for nm in cluster.names("container")},
                     )
-                    results.append({**res, "n": n, "tag": args.tag})
+                    results.append({**res, "n": n, "tag": args.tag, "ingest": mode})
                 finally:
                     cluster.stop()
                 save(args, results)
-            if args.baseline_tree:  # the same, every process (this script too) on the older tree
+            if args.baseline_tree and i % len(modes) == len(modes) - 1:  # the same on the older tree
                 results += baseline(args, n, k)
                 save(args, results)
     save(args, results)

@@ -281,6 +281,11 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         state_dir=os.path.abspath(args.state_dir) if getattr(args, "state_dir", None) else None,
         **_checkpoint_settings(args),
     )
+    from linkstream.cluster.streamlog import set_ingest
+
+    if problem := set_ingest(service, getattr(args, "ingest", "leader")):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     service.client.add_listener(metrics.zookeeper_state)
     service.peer_verify = peer_verify
     app = create_service_app(service, tokens=tokens, limits=limits)

@@ -148,39 +148,9 @@ def add_parsers(sub: Any) -> None:
     rp.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="(default info)"
     )
-    cl = rp.add_argument_group(
-        "cluster",
-        "with --zk this process is a coordinator of a cluster (leader election, scheduling) that "
-        "serves the same API; standbys forward requests to the leader, which feeds the operator "
-        "containers (`linkstream container`); queries live in ZooKeeper",
-    )
-    cl.add_argument(
-        "--zk", default=None, metavar="HOST:PORT[/CHROOT]", help="serve the cluster of this ZooKeeper"
-    )
-    cl.add_argument("--id", default=None, help="identifier in the leader election (default host-pid)")
-    cl.add_argument(
-        "--root", default="/linkstream", help="cluster root inside the chroot (default %(default)s)"
-    )
-    cl.add_argument(
-        "--session-timeout",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="ZooKeeper session timeout (default 10)",
-    )
-    cl.add_argument(
-        "--tick-interval", type=float, default=1.0, metavar="S", help="scheduler tick (default 1 s)"
-    )
-    cl.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        metavar="PORT",
-        help="scheduler /metrics here (0: a free port)",
-    )
-    from linkstream.cli.main import add_security_options
+    from linkstream.cli.clusteropts import add_cluster_options
 
-    add_security_options(cl)
+    add_cluster_options(rp)
     from linkstream.api.limits import ApiLimits
 
     ApiLimits.add_arguments(
@@ -367,6 +337,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """``linkstream run``: load the static graphs and serve until interrupted (``--zk``: as a
     coordinator of a cluster, :func:`linkstream.cli.cluster.cmd_run_cluster`)."""
+    if args.ingest != "leader" and not args.zk:
+        return err(f"--ingest {args.ingest} is a cluster setting (it needs --zk)")
     if args.zk:
         if args.store or args.absorb or args.dictionary != "memory:":
             return err("--store, --absorb and --dictionary are not supported with --zk yet")

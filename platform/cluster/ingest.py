@@ -51,6 +51,7 @@ from linkstream.scheduler.layout import ClusterLayout, decode, encode
 
 if TYPE_CHECKING:
     from linkstream.cluster.service import ClusterService
+    from linkstream.cluster.streamlog import StreamLog
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +268,8 @@ class StreamIngest:
         self._lock = threading.Lock()
         self._http: httpx.Client | None = None
         self._url: tuple[str, httpx.URL] | None = None
+        #: ``run --zk --ingest direct``: the owned streams' bodies are logged here (``None``: leader)
+        self.stream_log: StreamLog | None = None
 
     # ------------------------------------------------------------------ routing
 
@@ -324,14 +327,44 @@ class StreamIngest:
         seq = self._sequence(iri)
         with seq.lock:
             offset = seq.next
+            packed = None
+            if self.stream_log is not None:  # --ingest direct: the body is durable here first
+                packed, elements = self._log_body(iri, seq.epoch, offset, elements, key)
             if self.service.leading() and self.service._ready.is_set():
                 flags, error = self.apply(
                     iri, seq.epoch, offset, elements, key, owner=self.service.identifier
                 )
             else:
-                flags, error = self._hand_off(iri, seq.epoch, offset, elements, key, timeout)
+                flags, error = self._hand_off(iri, seq.epoch, offset, elements, key, timeout, packed)
             seq.next = offset + len(flags) + (1 if isinstance(error, EventTimeError) else 0)
         return flags, error
+
+    def _body(
+        self, iri: str, epoch: int, offset: int, elements: Sequence[tuple[int, Any]], key: str | None
+    ) -> dict[str, Any]:
+        """The hand-off form of one body (see :func:`pack_elements`)."""
+        return {
+            "stream": iri,
+            "owner": self.service.identifier,
+            "epoch": epoch,
+            "offset": offset,
+            "key": key,
+            **pack_elements(elements),
+        }
+
+    def _log_body(
+        self, iri: str, epoch: int, offset: int, elements: Sequence[tuple[int, Any]], key: str | None
+    ) -> tuple[bytes, list[tuple[int, TermRows]]]:
+        """``--ingest direct``: appends the body to this owner's stream log and fsyncs it;
+        returns its hand-off bytes (naming the record) and its elements, each referring to
+        the record (the leader's ingest log keeps the reference, not the terms)."""
+        assert self.stream_log is not None
+        record = self.stream_log.reserve(iri, epoch)
+        body = self._body(iri, epoch, offset, elements, key)
+        body["record"] = record
+        packed = msgpack.packb(body, use_bin_type=True)
+        self.stream_log.append(iri, epoch, offset, packed, record)
+        return packed, with_refs(unpack_elements(body), epoch, record)
 
     def _ingest_url(self, api: str) -> httpx.URL:
         """The leader's ingest URL, parsed once per leader (httpx parses a string per request)."""
@@ -356,20 +389,14 @@ class StreamIngest:
         elements: Sequence[tuple[int, Any]],
         key: str | None,
         timeout: float | None,
+        packed: bytes | None = None,
     ) -> tuple[list[bool], Exception | None]:
         from linkstream.cluster.service import NotLeading
 
-        body = {
-            "stream": iri,
-            "owner": self.service.identifier,
-            "epoch": epoch,
-            "offset": offset,
-            "key": key,
-            **pack_elements(elements),
-        }
-        # msgpack with the body's distinct terms once and the triples as a raw int32 buffer of
-        # indexes into them: the leader decodes few strings and encodes each distinct term once
-        packed = msgpack.packb(body, use_bin_type=True)
+        if packed is None:
+            # msgpack with the body's distinct terms once and the triples as a raw int32 buffer
+            # of indexes into them: the leader decodes few strings, encodes each term once
+            packed = msgpack.packb(self._body(iri, epoch, offset, elements, key), use_bin_type=True)
         deadline = time.monotonic() + HANDOFF_S
         while True:
             # while ZooKeeper is away, the leader last known (asking would hold the thread)
@@ -474,6 +501,8 @@ class StreamIngest:
             iri = str(doc["stream"])
             if "terms" in doc:
                 elements = unpack_elements(doc)
+                if "record" in doc:  # --ingest direct: durable in the owner's stream log
+                    elements = with_refs(elements, int(doc["epoch"]), int(doc["record"]))
             else:  # the nested [[t, [[s, p, o], ...]], ...] of earlier coordinators
                 elements = [(int(t), triples) for t, triples in doc["elements"]]
             epoch, offset = int(doc["epoch"]), int(doc["offset"])
@@ -510,6 +539,8 @@ class StreamIngest:
     def close(self) -> None:
         if self._http is not None:
             self._http.close()
+        if self.stream_log is not None:
+            self.stream_log.close()
 
 
 def pack_elements(elements: Sequence[tuple[int, Any]]) -> dict[str, Any]:
@@ -526,6 +557,14 @@ def pack_elements(elements: Sequence[tuple[int, Any]]) -> dict[str, Any]:
         "terms": terms,
         "idx": idx.tobytes(),
     }
+
+
+def with_refs(elements: list[tuple[int, TermRows]], epoch: int, record: int) -> list[tuple[int, TermRows]]:
+    """``elements`` of one body, each naming its place in the owner's stream log
+    (:attr:`TermRows.ref <linkstream.engine.live.batchpush.TermRows>`)."""
+    for j, (_, rows) in enumerate(elements):
+        rows.ref = (epoch, record, j)
+    return elements
 
 
 def unpack_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
@@ -562,5 +601,6 @@ __all__ = [
     "pack_elements",
     "stream_key",
     "unpack_elements",
+    "with_refs",
     "zk_read",
 ]

@@ -79,6 +79,7 @@ from linkstream.cluster.ingest import StreamIngest
 from linkstream.cluster.registration import QueriesMixin, registration_order, stale_registrations
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
+from linkstream.cluster.streamlog import BodyStore
 from linkstream.containers.security import Security
 from linkstream.engine.embedded import Engine
 from linkstream.engine.live.ingestlog import IngestLog
@@ -451,6 +452,7 @@ class ClusterService(QueriesMixin):
         while True:
             try:
                 ingest = IngestLog(self.state_dir)
+                ingest.resolve = BodyStore(self.state_dir).resolve  # --ingest direct's references
                 break
             except OSError as exc:
                 if "in use" not in str(exc) or time.monotonic() > deadline or not self.coordinator.is_leader:

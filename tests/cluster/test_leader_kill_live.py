@@ -33,6 +33,7 @@ from linkstream.api.client import Client
 from linkstream.cluster.localcluster import LocalCluster
 from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _wait_roles
+from tests.cluster.test_streamlog import assert_direct
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 
@@ -105,8 +106,9 @@ def push_retrying(urls: list[str], stream: str, body: str, t: int, deadline_s: f
         time.sleep(0.2)
 
 
+@pytest.mark.parametrize("ingest", ["leader", "direct"])
 def test_kill_9_of_the_leader_during_pushes_loses_nothing(
-    tmp_path: Path, zk_server: str, zk_chroot: str
+    tmp_path: Path, zk_server: str, zk_chroot: str, ingest: str
 ) -> None:
     corpus = corpus_or_skip(tmp_path)
     texts = corpus.texts(QUERIES)
@@ -118,7 +120,9 @@ def test_kill_9_of_the_leader_during_pushes_loses_nothing(
     try:
         cluster.start(0, coordinators=0)
         names = [
-            cluster.start_coordinator(["--idle-ms", "0", "--state-dir", str(state), *statics])
+            cluster.start_coordinator(
+                ["--idle-ms", "0", "--state-dir", str(state), "--ingest", ingest, *statics]
+            )
             for _ in range(2)
         ]
         cluster.add_containers(3)
@@ -200,6 +204,8 @@ def test_kill_9_of_the_leader_during_pushes_loses_nothing(
         assert st["role"] == "leader" and st["ingest_log"]["directory"] == str(state), st
         log = (cluster.dir / "logs" / f"{standby}.log").read_text()
         assert "replayed" in log and "ingest log records" in log, log[-3000:]
+        if ingest == "direct":  # the replay read the bodies back from the owners' stream logs
+            assert_direct(state, sorted({el.stream for el in corpus.elements}))
     finally:
         cluster.stop()
         embedded.stop()

@@ -10,7 +10,8 @@ is drained away (``containers add`` / ``remove``), and the leader coordinator is
 SIGKILL; an SSE subscriber reads a few lines from the leader, disconnects, and resumes after
 the kill on the survivor with ``Last-Event-ID``.  Every query's result stream, read on the
 survivor from its first report (``after=0``) by readers that stayed connected throughout,
-equals embedded ``run`` fed the same pushes: 0 lines lost, 0 duplicated.
+equals embedded ``run`` fed the same pushes: 0 lines lost, 0 duplicated.  Run with
+``--ingest leader`` and ``--ingest direct`` (the owners' stream logs hold the bodies).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from linkstream.cluster.localcluster import LocalCluster
 from tests.api.corpus import STREAM_A, STREAM_B, corpus_or_skip
 from tests.cluster.test_leader_kill_live import read_sse
 from tests.cluster.test_live_service import _wait_roles
+from tests.cluster.test_streamlog import assert_direct
 from tests.engine.test_sharing import generate
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper, pytest.mark.slow]  # ~2-3 min on 2 cores
@@ -117,8 +119,9 @@ def _retry_503(fn, *args):  # type: ignore[no-untyped-def]
             time.sleep(0.5)
 
 
+@pytest.mark.parametrize("ingest", ["leader", "direct"])
 def test_the_live_service_loses_nothing_while_containers_change_and_the_leader_dies(
-    tmp_path: Path, zk_server: str, zk_chroot: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, zk_server: str, zk_chroot: str, monkeypatch: pytest.MonkeyPatch, ingest: str
 ) -> None:
     monkeypatch.setattr("tests.api.corpus.ELEMENTS", ELEMENTS)
     corpus = corpus_or_skip(tmp_path)
@@ -140,6 +143,8 @@ def test_the_live_service_loses_nothing_while_containers_change_and_the_leader_d
             "3600",
             "--state-dir",
             str(tmp_path / "state"),
+            "--ingest",
+            ingest,
             *statics,
         ]
         for _ in range(2):
@@ -242,6 +247,8 @@ def test_the_live_service_loses_nothing_while_containers_change_and_the_leader_d
         assert Counter(line for _, line in both) == Counter(got[f"emb/{sse_q}"])  # type: ignore[arg-type]
         st = Client(urls[standby]).status()
         assert st["role"] == "leader" and st["queries"] == N, st
+        if ingest == "direct":  # the bodies are in the owners' stream logs, the leader's log refers
+            assert_direct(tmp_path / "state", [STREAM_A, STREAM_B])
         print(
             f"\nregistered in {t_cluster:.1f} s (cluster), {t_embedded:.1f} s (embedded); pushed in "
             f"{t_push:.1f} s; "

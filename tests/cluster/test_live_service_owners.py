@@ -10,7 +10,8 @@ results read on both coordinators must equal an embedded ``run`` fed the same pu
 each owner's offset must count its stream's elements, and the leader must have applied
 the same offsets.  Then the owner of one stream is killed (SIGKILL): its node goes with
 its session, and the next push of that stream is taken by the survivor, which owns it
-under a newer epoch.
+under a newer epoch.  Run twice: ``--ingest leader`` and ``--ingest direct`` (with a shared
+``--state-dir``: each owner epoch of a stream writes its own stream log).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.layout import decode
 from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _collect, _wait_roles
+from tests.cluster.test_streamlog import assert_direct
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 
@@ -46,7 +48,8 @@ def _owners(zk: KazooClient, root: str, streams: list[str]) -> dict[str, tuple[s
     return out
 
 
-def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot: str) -> None:
+@pytest.mark.parametrize("ingest", ["leader", "direct"])
+def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot: str, ingest: str) -> None:
     corpus = corpus_or_skip(tmp_path)
     texts = corpus.texts(QUERIES)
     statics = corpus.static_args()
@@ -61,7 +64,10 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
         cluster.start(0, coordinators=0)
         zk = cluster.client()  # the cluster's credential: its nodes are private to it
         for _ in range(2):
-            cluster.start_coordinator(["--idle-ms", "0", *statics])
+            durable = (
+                ["--state-dir", str(tmp_path / "state"), "--ingest", "direct"] if ingest == "direct" else []
+            )
+            cluster.start_coordinator(["--idle-ms", "0", *durable, *statics])
         cluster.add_containers(2)
         urls = cluster.api_urls(timeout=30)
         leader, standby = _wait_roles(urls)
@@ -154,6 +160,10 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
         new_owner, new_epoch = _owners(zk, root, [gone])[gone]
         assert new_owner == leader and new_epoch > owners[gone][1]
         assert clients[leader].status()["ingest"]["owned"][gone] == {"epoch": new_epoch, "offset": 1}
+        if ingest == "direct":  # one stream log per owner epoch: the dead owner's, then the new one's
+            assert_direct(tmp_path / "state", streams)
+            logs = sorted(p.name for p in (tmp_path / "state" / "streams" / stream_key(gone)).glob("*.log"))
+            assert logs == ["%020d.log" % owners[gone][1], "%020d.log" % new_epoch], logs
     finally:
         if zk is not None:
             zk.stop()

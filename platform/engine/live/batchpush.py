@@ -33,13 +33,21 @@ if TYPE_CHECKING:
 
 class TermRows:
     """The triples of one element as ``(n, 3)`` indexes into ``terms`` (N-Triples strings),
-    a list usually shared by every element of a body."""
+    a list usually shared by every element of a body.
 
-    __slots__ = ("idx", "terms")
+    ``ref``, when set, names where the body is durable already -- ``(epoch, record, element
+    index)`` in its owner's stream log (``run --zk --ingest direct``) -- and the ingest log
+    records that reference instead of the terms.
+    """
 
-    def __init__(self, terms: Sequence[str], idx: np.ndarray) -> None:
+    __slots__ = ("idx", "ref", "terms")
+
+    def __init__(
+        self, terms: Sequence[str], idx: np.ndarray, ref: tuple[int, int, int] | None = None
+    ) -> None:
         self.terms = terms
         self.idx = idx
+        self.ref = ref
 
     def __len__(self) -> int:
         return len(self.idx)

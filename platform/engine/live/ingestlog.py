@@ -17,7 +17,9 @@ Record layout (little-endian)::
 The header holds the kind (``push``, ``register``, ``unregister``, ``advance``), the
 sequence number ``q`` and the kind's fields; a push's payload is the msgpack list of its
 ``(s, p, o)`` N-Triples terms (``f="nt"``) or its raw int64 ids (``f="ids"``, only
-meaningful with a persistent dictionary).  Reading stops at the first record that is short,
+meaningful with a persistent dictionary); a push whose body is durable elsewhere already
+has no payload but a reference ``e``, ``r``, ``j`` (``f="ref"``, read back through
+:attr:`IngestLog.resolve`: ``run --zk --ingest direct``).  Reading stops at the first record that is short,
 fails its CRC or breaks the sequence: a torn tail write after a crash is dropped (the
 segment truncated there) -- never a crash at restart, never a wrong element.  Later
 segments, which can only exist after damage in the middle, are renamed ``*.damaged``.
@@ -51,7 +53,7 @@ from linkstream.engine.live.batchpush import TermRows
 
 log = logging.getLogger(__name__)
 
-__all__ = ["IngestLog", "LogRecord", "decode_triples", "scan_records"]
+__all__ = ["IngestLog", "LogRecord", "decode_triples", "scan_prefix", "scan_records"]
 
 _FRAME = struct.Struct("<II")
 _HLEN = struct.Struct("<I")
@@ -71,7 +73,14 @@ class LogRecord:
 
 
 def decode_triples(rec: LogRecord) -> Any:
-    """A push record's triples: an ``(n, 3)`` int64 array or a list of term triples."""
+    """A push record's triples: an ``(n, 3)`` int64 array or a list of term triples.
+
+    Raises:
+        LookupError: The record holds a reference to a body kept elsewhere (``f="ref"``,
+            see :attr:`IngestLog.resolve`), which only a resolver can read.
+    """
+    if rec.header.get("f") == "ref":
+        raise LookupError("ingest log record %d refers to a body kept elsewhere (no resolver)" % rec.seq)
     if rec.header.get("f") == "ids":
         return np.frombuffer(rec.payload, dtype=np.int64).reshape(-1, 3).copy()
     return [tuple(tr) for tr in msgpack.unpackb(rec.payload, use_list=True)]
@@ -117,6 +126,11 @@ def _scan(data: bytes, first_seq: int | None) -> tuple[list[LogRecord], int]:
 def scan_records(data: bytes) -> list[LogRecord]:
     """The valid records at the start of one segment's bytes (a torn or damaged tail ends them)."""
     return _scan(data, None)[0]
+
+
+def scan_prefix(data: bytes) -> tuple[list[LogRecord], int]:
+    """:func:`scan_records` and the number of bytes they cover (where a torn tail starts)."""
+    return _scan(data, None)
 
 
 def _fsync_dir(path: str) -> None:
@@ -175,6 +189,9 @@ class IngestLog:
         self._dur_pos = (self._seg_name, self._seg_size, self._durable)
         #: called by the writer with the last durable record after each fsync (log shipping)
         self.on_durable: Callable[[int], None] | None = None
+        #: how a replay gets the triples of a push record that refers to a body kept elsewhere
+        #: (``f="ref"``: ``run --zk --ingest direct``, the owners' stream logs)
+        self.resolve: Callable[[LogRecord], Any] | None = None
         self.fsyncs = 0
         self.fsync_seconds = 0.0
         self.records_written = 0
@@ -308,7 +325,12 @@ class IngestLog:
         elements)."""
         off = self._offsets.get(stream, 0)
         self._offsets[stream] = off + 1
-        if isinstance(triples, np.ndarray):
+        ref = getattr(triples, "ref", None)
+        if ref is not None:  # the body is durable elsewhere already: (epoch, record, element)
+            header = {"k": "push", "s": stream, "o": off, "t": int(t), "f": "ref", "n": len(triples)}
+            header["e"], header["r"], header["j"] = (int(x) for x in ref)
+            payload = b""
+        elif isinstance(triples, np.ndarray):
             header = {"k": "push", "s": stream, "o": off, "t": int(t), "f": "ids", "n": len(triples)}
             payload = np.ascontiguousarray(triples, dtype="<i8").tobytes()
         else:

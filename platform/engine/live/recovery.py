@@ -10,8 +10,8 @@ API, checking that none is missing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any
 
 from linkstream.engine.live.ingestlog import LogRecord, decode_triples
 from linkstream.engine.live.state import QueryConflict, UnknownQuery
@@ -60,10 +60,12 @@ def replay_records(
     where: str,
     timeout: float | None = None,
     skip: Collection[int] = (),
+    resolve: Callable[[LogRecord], Any] | None = None,
 ) -> tuple[int, int]:
     """Feeds ``live`` the records after ``covered``, in order; returns how many and the last
     sequence number (``covered`` if none).  Records numbered in ``skip`` are passed over
-    (the cluster leader's replay: registrations of queries gone since).
+    (the cluster leader's replay: registrations of queries gone since).  ``resolve`` reads
+    the triples of a push record that refers to a body kept elsewhere (``f="ref"``).
 
     Raises:
         CheckpointError: The first record after ``covered`` is not ``covered + 1``, or the
@@ -87,7 +89,8 @@ def replay_records(
         h = rec.header
         try:
             if rec.kind == "push":
-                live.push(h["s"], h["t"], decode_triples(rec), timeout=timeout, key=h.get("i"))
+                triples = resolve(rec) if resolve is not None and h.get("f") == "ref" else decode_triples(rec)
+                live.push(h["s"], h["t"], triples, timeout=timeout, key=h.get("i"))
             elif rec.kind == "register":
                 live.register(rec.payload.decode("utf-8"), h["name"], timeout=timeout)
             elif rec.kind == "unregister":

@@ -330,7 +330,9 @@ class LiveEngine(LiveWorker, BatchPush):
             self.restored_checkpoint = ck
             if ck is not None:
                 ingest_log.resume_after(covered, dict(ck.meta.get("offsets") or {}))
-        n, _ = replay_records(self, ingest_log.records(), covered, ingest_log.directory, timeout, skip)
+        n, _ = replay_records(
+            self, ingest_log.records(), covered, ingest_log.directory, timeout, skip, ingest_log.resolve
+        )
         if n == 0 and ingest_log.last_seq() > covered:
             raise CheckpointError(
                 "the ingest log in %s was numbered through record %d but holds none after %d: "

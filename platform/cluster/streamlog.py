@@ -1,0 +1,222 @@
+"""Owners' stream logs: the pushed bodies of ``run --zk --ingest direct``, durable in the
+shared state directory before the leader decides on them.
+
+With ``--ingest direct`` the durability of an element's *body* (its terms and triples)
+moves from the leader's ingest log to the stream's owner coordinator
+(``docs/architecture.md``, "Direct ingest"): the owner appends every sequenced body of a
+stream it owns, in the form it hands to the leader (the msgpack of
+:func:`~linkstream.cluster.ingest.pack_elements` plus the stream, epoch and offset), to
+
+    ``DIR/streams/<stream key>/<epoch, 20 digits>.log``
+
+and fsyncs it before anybody else sees the body.  The leader's
+:class:`~linkstream.engine.live.ingestlog.IngestLog` then records, per taken element, only a
+*reference* ``(epoch, record, element index)`` (``TermRows.ref``), and a new leader
+replaying the log reads the bodies back from here (:class:`BodyStore`).
+
+One file per ``(stream, epoch)``: an epoch has one owner (the ZooKeeper node's creation
+zxid), so each file has one writer; a later owner writes a new file.  Records use the
+ingest log's framing (CRC, ``q`` numbering each file's records from 0): a torn tail left
+by a crash is cut off when the file is opened again, and a reader stops at it (such a
+body was never handed to the leader, so no reference names it).  A record is named by
+its ``q``, not by its offset: an owner whose hand-off failed gives the next body the same
+offset again.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from linkstream.cluster.ingest import stream_key, unpack_elements
+from linkstream.engine.live.ingestlog import LogRecord, encode_record, scan_prefix, scan_records
+from linkstream.engine.live.logship import ship_enabled
+
+if TYPE_CHECKING:
+    from linkstream.cluster.service import ClusterService
+
+#: the directory of the stream logs inside the state directory
+STREAMS_DIR = "streams"
+#: decoded bodies a reader keeps (a replay reads the elements of one body in a row)
+BODY_CACHE = 8
+
+_sync = getattr(os, "fdatasync", os.fsync)
+
+
+def log_path(state_dir: str, iri: str, epoch: int) -> str:
+    """The file holding the bodies of ``iri`` logged under ``epoch``."""
+    return os.path.join(state_dir, STREAMS_DIR, stream_key(iri), "%020d.log" % epoch)
+
+
+@dataclass
+class _File:
+    fd: int
+    next: int  # ``q`` of the next record
+    size: int  # bytes of whole records
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class StreamLog:
+    """The writer side (an owner coordinator): one appendable file per owned ``(stream, epoch)``.
+
+    Args:
+        state_dir: The shared state directory (``run --zk --state-dir``).
+    """
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = state_dir
+        self._files: dict[tuple[str, int], _File] = {}
+        self._lock = threading.Lock()
+        self.bodies = 0
+        self.bytes = 0
+
+    def _open(self, iri: str, epoch: int) -> _File:
+        with self._lock:
+            f = self._files.get((iri, epoch))
+            if f is not None:
+                return f
+            path = log_path(self.state_dir, iri, epoch)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            nxt = good = 0
+            if os.path.exists(path):  # written before in this epoch: continue after its good records
+                with open(path, "rb") as fh:
+                    data = fh.read()
+                recs, good = scan_prefix(data)
+                if good < len(data):
+                    os.truncate(path, good)
+                nxt = len(recs)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if nxt == 0:
+                _fsync_dir(os.path.dirname(path))
+            f = self._files[(iri, epoch)] = _File(fd, nxt, good)
+            return f
+
+    def reserve(self, iri: str, epoch: int) -> int:
+        """The record number the next :meth:`append` of ``(iri, epoch)`` gets (the owner
+        holds the stream's lock from here to the append: one body of a stream at a time)."""
+        return self._open(iri, epoch).next
+
+    def append(self, iri: str, epoch: int, offset: int, packed: bytes, record: int) -> None:
+        """Appends one body as record ``record`` (``packed``: its hand-off bytes, its first
+        element at ``offset``) and fsyncs it.
+
+        Raises:
+            OSError: The file could not be written (the push must then be refused; a part
+                written is cut off again, so the next record follows the last good one).
+        """
+        f = self._open(iri, epoch)
+        with f.lock:
+            if record != f.next:
+                raise ValueError("stream log of <%s>: record %d is not the next (%d)" % (iri, record, f.next))
+            data = encode_record({"q": record, "o": int(offset)}, packed)
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(f.fd, view)
+                    view = view[n:]
+                _sync(f.fd)
+            except OSError:
+                os.ftruncate(f.fd, f.size)
+                raise
+            f.next = record + 1
+            f.size += len(data)
+        self.bodies += 1
+        self.bytes += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            files, self._files = self._files, {}
+        for f in files.values():
+            os.close(f.fd)
+
+
+class BodyStore:
+    """The reader side (a leader replaying its ingest log): the elements a reference names.
+
+    Args:
+        state_dir: The shared state directory.
+    """
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = state_dir
+        self._index: dict[str, dict[int, bytes]] = {}
+        self._bodies: OrderedDict[tuple[str, int, int], list[tuple[int, Any]]] = OrderedDict()
+
+    def _record(self, iri: str, epoch: int, q: int) -> bytes:
+        path = log_path(self.state_dir, iri, epoch)
+        index = self._index.get(path)
+        if index is None or q not in index:  # first read, or the file grew since
+            try:
+                with open(path, "rb") as fh:
+                    recs = scan_records(fh.read())
+            except FileNotFoundError:
+                recs = []
+            index = self._index[path] = {r.header["q"]: r.payload for r in recs}
+        if q not in index:
+            raise LookupError(
+                "stream log %s holds no record %d: the body of a logged element is missing" % (path, q)
+            )
+        return index[q]
+
+    def body(self, iri: str, epoch: int, q: int) -> list[tuple[int, Any]]:
+        """The elements ``(t, TermRows)`` of record ``q`` of ``iri``'s log of ``epoch``."""
+        key = (iri, epoch, q)
+        got = self._bodies.get(key)
+        if got is None:
+            doc = msgpack.unpackb(self._record(iri, epoch, q), raw=False)
+            got = self._bodies[key] = unpack_elements(doc)
+            while len(self._bodies) > BODY_CACHE:
+                self._bodies.popitem(last=False)
+        else:
+            self._bodies.move_to_end(key)
+        return got
+
+    def resolve(self, rec: LogRecord) -> Any:
+        """The triples of an ingest log push record that holds a reference (``f="ref"``).
+
+        Raises:
+            LookupError: The stream log or the element is missing (the log cannot be replayed).
+        """
+        h = rec.header
+        elements = self.body(str(h["s"]), int(h["e"]), int(h["r"]))
+        j = int(h["j"])
+        if not 0 <= j < len(elements):
+            raise LookupError(
+                "ingest log record %d names element %d of a %d-element body" % (rec.seq, j, len(elements))
+            )
+        return elements[j][1]
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def set_ingest(service: ClusterService, mode: str) -> str | None:
+    """Sets how ``service`` ingests (``run --zk --ingest``); returns why it cannot, else ``None``.
+
+    ``direct`` needs the shared state directory (the stream logs live there) and refuses a
+    log shipped to a checkpoint store outside it: its references would name files the store
+    does not hold.
+    """
+    if mode == "leader":
+        return None
+    if mode != "direct":
+        return f"--ingest must be leader or direct, got {mode!r}"
+    if not service.state_dir:
+        return "--ingest direct needs --state-dir (each owner logs its streams' bodies there)"
+    if service.checkpoints and ship_enabled(service.checkpoints, service.state_dir):
+        return "--ingest direct needs --checkpoints inside --state-dir (the log is not shipped elsewhere)"
+    service.ingest.stream_log = StreamLog(service.state_dir)
+    return None
+
+
+__all__ = ["STREAMS_DIR", "BodyStore", "StreamLog", "log_path", "set_ingest"]
