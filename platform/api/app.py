@@ -423,6 +423,8 @@ class Api:
             flags, error = await run_in_threadpool(many, iri, els, timeout=60.0, key=key)
         except TimeoutError as e:  # no owner or leader takes the stream now (changing hands)
             raise ApiError(503, str(e) or "the engine is busy; retry later") from None
+        except OSError as e:  # a durable log (the leader's, or the owner's stream log) failed
+            raise ApiError(503, "the ingest log is not writable: %s" % e) from None
         accepted = sum(1 for f in flags if f)
         triples = sum(len(el.triples) for el, f in zip(elements, flags) if f)
         late = len(flags) - accepted
