@@ -4,7 +4,8 @@ One coordinator and three containers; the CityBench slice of ``tests/api`` is pu
 HTTP while a container that holds queries is killed with SIGKILL.  The reports it owed are
 recomputed on a live container (:mod:`linkstream.cluster.recovery`) until its queries are
 ready on their new owners, so the JSON Lines results read from the coordinator equal an
-embedded ``run`` fed the same pushes: none lost, none twice.
+embedded ``run`` fed the same pushes: none lost, none twice.  Run with ``--ingest leader``
+and with ``--ingest direct`` (a ``--state-dir``: the bodies in the owner's stream logs).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.assignment import AssignmentTable
 from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_live_service import QUERIES, SESSION_S, TIMEOUT, _collect, _roles
+from tests.cluster.test_streamlog import assert_direct
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 
@@ -36,8 +38,9 @@ def _owners(cluster: LocalCluster) -> dict[str, str | None]:
         client.close()
 
 
+@pytest.mark.parametrize("ingest", ["leader", "direct"])
 def test_kill_9_of_a_container_during_pushes_loses_nothing(
-    tmp_path: Path, zk_server: str, zk_chroot: str
+    tmp_path: Path, zk_server: str, zk_chroot: str, ingest: str
 ) -> None:
     corpus = corpus_or_skip(tmp_path)
     texts = corpus.texts(QUERIES)
@@ -47,7 +50,8 @@ def test_kill_9_of_a_container_during_pushes_loses_nothing(
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
         cluster.start(0, coordinators=0)
-        cluster.start_coordinator(["--idle-ms", "0", *statics])
+        durable = ["--state-dir", str(tmp_path / "state"), "--ingest", "direct"] if ingest == "direct" else []
+        cluster.start_coordinator(["--idle-ms", "0", *durable, *statics])
         cluster.add_containers(3)
         (cid, url), *_ = cluster.api_urls(timeout=30).items()
         deadline = time.monotonic() + 30
@@ -95,6 +99,8 @@ def test_kill_9_of_a_container_during_pushes_loses_nothing(
         # The victim's owed reports were recomputed on a live container (the driver says so).
         log = (cluster.dir / "logs" / "coord-1.log").read_text()
         assert "driver: recomputed" in log and "no live container recomputed" not in log
+        if ingest == "direct":
+            assert_direct(tmp_path / "state", sorted({el.stream for el in corpus.elements}))
     finally:
         cluster.stop()
         embedded.stop()
