@@ -84,3 +84,21 @@ def test_rest_component_cuts_intermediate_rows(monkeypatch):
         got[fanout] = (_run(epochs, fanout)[0], rows["n"])
     assert got[2][0] == got[10**9][0] and sum(got[2][0].values()) > 0
     assert got[2][1] < got[10**9][1]
+
+
+def test_fanout_is_counted_again_only_when_the_input_size_drifts():
+    """The fan-out estimate (a sort of the whole input) is kept while the input's size stays
+    within 1 / FANOUT_DRIFT of the size it was counted at, and counted again beyond."""
+    feeds = [Feed(("a", "b")), Feed(("b", "c"))]
+    j = MJoinOperator(feeds)
+    feeds[0].push([(k, k % 4) for k in range(40)], +1)
+    feeds[1].push([(0, 1)], +1)
+    j.delta(1)
+    assert j._fanout(0, ("b",)) == 10.0  # 40 rows, 4 values of b
+    feeds[0].push([(100, 0), (101, 0)], +1)  # 42 rows: 5% more
+    j.delta(2)
+    assert len(j.state[0]) == 42
+    assert j._fanout(0, ("b",)) == 10.0  # kept (counted now: 10.5)
+    feeds[0].push([(200 + k, 4 + k % 4) for k in range(40)], +1)  # 82 rows, 8 values
+    j.delta(3)
+    assert j._fanout(0, ("b",)) == 82 / 8
