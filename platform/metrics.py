@@ -29,7 +29,10 @@ With the ingest log shipped to the checkpoint store (``run --state-dir`` with
 ``linkstream_log_shipped_bytes_total``, ``linkstream_log_ship_failures_total`` (failed
 attempts, retried), ``linkstream_log_shipped_truncated_total`` (pieces deleted once a
 checkpoint covers them) and ``linkstream_log_ship_lag_seconds`` (age of the oldest
-acknowledged record not in the store yet).
+acknowledged record not in the store yet).  A checkpointer (:class:`CheckpointMetrics`)
+adds ``linkstream_checkpoints_total``, ``linkstream_checkpoint_failures_total``,
+``linkstream_checkpoint_age_seconds`` (since the state was last covered by a complete
+checkpoint) and ``linkstream_checkpoint_interval_seconds``.
 
 Cluster processes (operator containers and coordinators, :class:`ContainerMetrics` and
 :class:`CoordinatorMetrics`) serve their own registry at ``/metrics`` with
@@ -165,6 +168,11 @@ METRIC_NAMES: tuple[str, ...] = (
     "linkstream_log_ship_failures_total",
     "linkstream_log_shipped_truncated_total",
     "linkstream_log_ship_lag_seconds",
+    # checkpoints of ``run --state-dir`` and of the cluster's leader (CheckpointMetrics)
+    "linkstream_checkpoints_total",
+    "linkstream_checkpoint_failures_total",
+    "linkstream_checkpoint_age_seconds",
+    "linkstream_checkpoint_interval_seconds",
     # a store's state (StoreCollector, ``linkstream run --store``)
     "linkstream_store_stable_timestamp_ms",
     "linkstream_store_snapshot_age_seconds",
@@ -300,6 +308,52 @@ class LogShipMetrics:
     def unregister(self) -> None:
         """Takes these metrics off the registry (idempotent)."""
         for m in (self.segments_shipped, self.bytes_shipped, self.failures, self.truncated, self.lag):
+            try:
+                self.registry.unregister(m)
+            except KeyError:
+                pass
+
+
+class CheckpointMetrics:
+    """The metrics of a checkpointer (``run --state-dir``; the cluster's leader).
+
+    Args:
+        registry: Where the metrics are registered; a fresh registry when ``None``.
+        age: Reads the seconds since the engine's state was last known to be covered by a
+            complete checkpoint (a checkpoint written, or nothing changed since the last one).
+        interval_s: Seconds between periodic checkpoints (``<= 0``: none, no interval series,
+            so that the staleness alert, age / interval, has nothing to divide).
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None, age: Callable[[], float], interval_s: float
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.taken = Counter("linkstream_checkpoints", "Complete checkpoints written", registry=r)
+        self.failures = Counter(
+            "linkstream_checkpoint_failures",
+            "Checkpoints that failed or stayed incomplete (the previous complete one stays current)",
+            registry=r,
+        )
+        self.age = Gauge(
+            "linkstream_checkpoint_age_seconds",
+            "Seconds since the state was last covered by a complete checkpoint",
+            registry=r,
+        )
+        self.age.set_function(age)
+        self.interval: Gauge | None = None
+        if interval_s > 0:
+            self.interval = Gauge(
+                "linkstream_checkpoint_interval_seconds", "Seconds between periodic checkpoints", registry=r
+            )
+            self.interval.set(interval_s)
+
+    def unregister(self) -> None:
+        """Takes these metrics off the registry (idempotent)."""
+        for m in (self.taken, self.failures, self.age, self.interval):
+            if m is None:
+                continue
             try:
                 self.registry.unregister(m)
             except KeyError:

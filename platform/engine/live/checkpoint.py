@@ -45,6 +45,7 @@ import numpy as np
 
 from linkstream.engine.live.ringcheckpoint import RingLog, RingsCapture, load_rings, restore_ring
 from linkstream.engine.live.state import _Accepted, _Entry, _Stream
+from linkstream.metrics import CheckpointMetrics
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.operators.window import StreamBuffer
 from linkstream.query.continuous import parse_continuous
@@ -444,8 +445,24 @@ class Checkpointer:
         self.capture_seconds = 0.0
         self.write_seconds = 0.0
         self.failures = 0
+        #: when the state was last covered by a complete checkpoint (or found unchanged)
+        self._covered_at = time.monotonic()
+        try:
+            self.metrics = CheckpointMetrics(live.metrics.registry, self.age, interval_s)
+        except ValueError:  # another checkpointer still on that registry: count on a private one
+            self.metrics = CheckpointMetrics(None, self.age, interval_s)
         #: ships the log to ``store`` (:mod:`~linkstream.engine.live.logship`), stopped with this
         self.shipper: LogShipper | None = None
+
+    def age(self) -> float:
+        """Seconds since the state was last covered by a complete checkpoint (a checkpoint
+        written, or a periodic one skipped because nothing changed since the last)."""
+        return time.monotonic() - self._covered_at
+
+    def _failed(self, e: Exception) -> None:
+        self.failures += 1
+        self.metrics.failures.inc()
+        log.error("checkpoint to %s failed: %s", self.store.uri, e)
 
     def _support(self, live: LiveEngine) -> str | None:
         """Why ``live`` cannot be checkpointed by this class (``None``: it can)."""
@@ -493,6 +510,7 @@ class Checkpointer:
                 log.error("final checkpoint to %s failed: %s", self.store.uri, e)
         if self.shipper is not None:  # a last ship on a clean shutdown only
             self.shipper.stop(timeout, final=final)
+        self.metrics.unregister()  # the next checkpointer (a new leadership) registers its own
 
     def _run(self) -> None:
         wait = self.interval_s if self.first_s is None else min(self.first_s, self.interval_s)
@@ -501,8 +519,7 @@ class Checkpointer:
             try:
                 self.checkpoint()
             except Exception as e:  # the log keeps everything: the next one may succeed
-                self.failures += 1
-                log.error("checkpoint to %s failed: %s", self.store.uri, e)
+                self._failed(e)
 
     def _oldest_kept_seq(self) -> int:
         """What the oldest complete checkpoint kept covers: the log keeps everything after it,
@@ -535,6 +552,7 @@ class Checkpointer:
                 seq = self.log.last_seq()
                 offsets = self.log.offsets()
                 if not force and self._last == (seq, live._fired):
+                    self._covered_at = time.monotonic()
                     return None
                 self.log.rotate()
                 accepted = accepted_state(live)
@@ -555,6 +573,8 @@ class Checkpointer:
             self.capture_seconds += t1 - t0
             self.write_seconds += time.perf_counter() - t1
             self.checkpoints += 1
+            self.metrics.taken.inc()
+            self._covered_at = time.monotonic()
             self.last_id, self.last_seq = cid, seq
             self._last = (seq, cap.live["fired"])
             log.debug("checkpoint %s covers log records through %d", cid, seq)
@@ -568,6 +588,7 @@ class Checkpointer:
             "interval_s": self.interval_s,
             "checkpoints": self.checkpoints,
             "failures": self.failures,
+            "age_s": round(self.age(), 3),
             "last_id": self.last_id,
             "last_seq": self.last_seq,
             "capture_ms_mean": round(1000 * self.capture_seconds / n, 3),
