@@ -338,6 +338,40 @@ ROWS: tuple[Row, ...] = (
             ),
         ),
     ),
+    Row(
+        "Durability",
+        (
+            Panel(
+                "Checkpoint age",
+                (
+                    Query(
+                        f"max by (instance) (linkstream_checkpoint_age_seconds{{{INST}}})", "age {{instance}}"
+                    ),
+                    Query(
+                        f"max by (instance) (linkstream_checkpoint_interval_seconds{{{INST}}})",
+                        "interval {{instance}}",
+                    ),
+                ),
+                unit="s",
+                description="Seconds since the state was last covered by a complete checkpoint, against the "
+                "checkpoint interval (alert LinkStreamCheckpointsFailing: over 5 intervals for 2 min)",
+            ),
+            Panel(
+                "Checkpoints/s",
+                (
+                    Query(_rate("linkstream_checkpoints_total"), "complete {{instance}}"),
+                    Query(_rate("linkstream_checkpoint_failures_total"), "failed {{instance}}"),
+                ),
+                description="Complete and failed (or incomplete) checkpoints per second",
+            ),
+            Panel(
+                "Ingest log ship lag",
+                (Query(f"max by (instance) (linkstream_log_ship_lag_seconds{{{INST}}})", "{{instance}}"),),
+                unit="s",
+                description="Age of the oldest acknowledged (locally durable) push not yet in the checkpoint store",
+            ),
+        ),
+    ),
 )
 
 
