@@ -30,6 +30,7 @@ that.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from linkstream.operators.base import AttachOperator, Operator
@@ -313,3 +314,34 @@ class Dependencies:
             if not kg.windows.isdisjoint(moved) and kg.shapes:
                 kg.touched(epoch, out)
         return out
+
+
+def first_window_change(windows: Iterable[WindowOperator], c: int, limit: int) -> int:
+    """The first time ``h`` in ``(c, limit]`` at which the content of one of ``windows``
+    may differ from its content at ``c`` (the last report time), ``limit + 1`` if none can
+    (:meth:`Engine.quiet_until <linkstream.engine.embedded.Engine.quiet_until>`).  A
+    window's bounds are monotone in the report time, so each window is found by galloping
+    from its step and bisecting (``O(log gap)`` buffer searches, pruned by the best time
+    so far)."""
+    best = limit + 1
+    for w in windows:
+        cur = (w.lo, w.hi)
+        if best - 1 <= c or w.bounds(best - 1) == cur:
+            continue  # unchanged up to the best time found so far
+        # the first x in (c, best - 1] with bounds(x) != cur: gallop, then bisect
+        lo, d = c, max(1, min(w.step, best - 1 - c))
+        while True:
+            x = min(c + d, best - 1)
+            if w.bounds(x) != cur:
+                hi = x
+                break
+            lo = x
+            d *= 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if w.bounds(mid) != cur:
+                hi = mid
+            else:
+                lo = mid
+        best = hi
+    return best

@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from linkstream.engine.dirty import Dependencies
+from linkstream.engine.dirty import Dependencies, first_window_change
 from linkstream.engine.keyed import KeyedGroup, keyed_shape
 from linkstream.engine.lone import switched
+from linkstream.engine.members import MemberReports
 from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.routed import RoutedBlocks
+from linkstream.engine.routed_members import RoutedMembers
 from linkstream.engine.sharing import Sharing
 from linkstream.engine.units import StepsIndex
 from linkstream.operators.aggregate import AggregateOperator
@@ -163,6 +165,10 @@ class Engine:
         #: pass (:mod:`linkstream.engine.routed`); off: every view through its own operators
         self.routed_blocks = True
         self._blocks: RoutedBlocks | None = None
+        #: the queries of routed blocks report through their block's members
+        #: (:mod:`linkstream.engine.routed_members`); off: one by one
+        self.group_routed = True
+        self._rgrouped: dict[str, RoutedMembers] = {}
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
         self._static_results: StaticResults | None = None
@@ -321,6 +327,11 @@ class Engine:
                 if self._blocks is None:
                     self._blocks = RoutedBlocks(self.dictionary)
                 self._blocks.join(output.view)
+                blk = output.view.block
+                if blk is not None and self.group_routed:
+                    blk.members.add(rq)
+                    self._rgrouped[cq.name] = blk.members
+                    self._loud.discard(cq.name)
         self._reports[cq.name] = (output, output.view, rq.stats)
         self.steps_index.add(rq, type(rq).next_report is ReportSchedule.next_report)
         return rq
@@ -348,6 +359,30 @@ class Engine:
             for k, v in list(self._groups.items()):
                 if v is g:
                     del self._groups[k]
+
+    def _unroute(self, name: str) -> None:
+        """Takes ``name`` out of its routed block's members: it reports on its own again."""
+        g = self._rgrouped.pop(name, None)
+        if g is None:
+            return
+        rq = g.remove(name)
+        self._reports[name] = (rq.output, rq.output.view, rq.stats)
+        self._loud.add(name)
+
+    def _leave_block(self, view: ResultView) -> None:
+        """Takes ``view`` (and the queries reading it) out of its routed block."""
+        blk = view.block
+        if blk is None or self._blocks is None:
+            return
+        for name in blk.members.names_of(view):
+            self._unroute(name)
+        self._blocks.leave(view)
+
+    def _routed_groups(self) -> list[RoutedMembers]:
+        """The routed blocks' members that report together (non-empty)."""
+        if not self._rgrouped or self._blocks is None:
+            return []
+        return [b.members for b in self._blocks.blocks.values() if len(b.members)]
 
     def _view(self, mode: str, root: Operator, shape: QueryShape) -> ResultView:
         """The result view of a new query: shared with the queries that have the same root,
@@ -381,6 +416,7 @@ class Engine:
         rq = self.queries.pop(name)
         self.steps_index.remove(rq, type(rq).next_report is ReportSchedule.next_report)
         self._ungroup(name)
+        self._unroute(name)
         self._reports.pop(name, None)
         self._quiet_blocks.pop(name, None)
         self._deps.remove(name)
@@ -388,8 +424,7 @@ class Engine:
         view = rq.output.view
         view.users -= 1
         if view.users <= 0:
-            if self._blocks is not None:
-                self._blocks.leave(view)
+            self._leave_block(view)
             key = ResultView.share_key(view.mode, view.root, view.shape)
             if key is not None and self._views.get(key) is view:
                 del self._views[key]
@@ -481,11 +516,18 @@ class Engine:
             self._static_ticked = static_v
         else:
             dirty = self._deps.dirty(epoch, moved)
+        rgroups = self._routed_groups()
+        if rgroups:
+            dirty.difference_update(self._rgrouped)  # (their routed members report below)
         shared_dt = perf() - t0
         groups = list(self._groups.values()) if self._groups else ()
         for g in groups:
             g.advance(epoch)
         group_dt = perf() - t0 - shared_dt
+        t1 = perf()
+        for rg in rgroups:
+            rg.refresh(epoch)
+        rgroup_dt = perf() - t1 + shared_dt
         if isinstance(reporting, dict):
             reporting = reporting.keys()
         elif not isinstance(reporting, (set, frozenset)):
@@ -587,19 +629,21 @@ class Engine:
                 loud.add(name)
             else:
                 loud.discard(name)
-        full: list[KeyedGroup] = []
-        for g in groups:
-            if block_out is not None and g.covered(reporting):
-                g.report(group_dt)
-                full.append(g)
+        full: list[MemberReports] = []
+        every: list[tuple[MemberReports, float]] = [(g, group_dt) for g in groups]
+        every += [(g, rgroup_dt) for g in rgroups]
+        for mg, g_dt in every:
+            if block_out is not None and mg.covered(reporting):
+                mg.report(g_dt)
+                full.append(mg)
                 continue
-            for name in g.loud if len(g.loud) < len(reporting) else reporting:
-                if name in g.by_name and name in reporting:
-                    lines = g.lines_of(name, t_text)
-                    g.count(name)
+            for name in mg.loud if len(mg.loud) < len(reporting) else reporting:
+                if name in mg.by_name and name in reporting:
+                    lines = mg.lines_of(name, t_text)
+                    mg.count(name)
                     if lines:
                         out[name] = lines
-            g.timed(group_dt)
+            mg.timed(g_dt)
         if count_reports:
             for name in reporting:
                 rq = queries.get(name)
@@ -616,35 +660,11 @@ class Engine:
         (``None`` before the first tick).
 
         Only the elements already in the stream buffers are looked at: a caller that
-        ingests an element at ``t`` must ask with ``limit <= t``.  A window's bounds are
-        monotone in the report time, so each window is found by galloping from its step
-        and bisecting (``O(log gap)`` buffer searches, pruned by the best time so far).
+        ingests an element at ``t`` must ask with ``limit <= t`` (see
+        :func:`~linkstream.engine.dirty.first_window_change`).
         """
         c = self.last_tick
-        if c is None:
-            return None
-        best = limit + 1
-        for w in self.live_windows():
-            cur = (w.lo, w.hi)
-            if best - 1 <= c or w.bounds(best - 1) == cur:
-                continue  # unchanged up to the best time found so far
-            # the first x in (c, best - 1] with bounds(x) != cur: gallop, then bisect
-            lo, d = c, max(1, min(w.step, best - 1 - c))
-            while True:
-                x = min(c + d, best - 1)
-                if w.bounds(x) != cur:
-                    hi = x
-                    break
-                lo = x
-                d *= 2
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if w.bounds(mid) != cur:
-                    hi = mid
-                else:
-                    lo = mid
-            best = hi
-        return best
+        return None if c is None else first_window_change(self.live_windows(), c, limit)
 
     def skips_quietly(self, rq: RegisteredQuery) -> bool:
         """``True`` when every report of ``rq`` after :attr:`last_tick`, for as long as no
@@ -662,8 +682,7 @@ class Engine:
         replaced some by remote inputs): its sources are indexed anew and it is evaluated
         at its next report."""
         self._ungroup(rq.name)
-        if self._blocks is not None:
-            self._blocks.leave(rq.output.view)
+        self._leave_block(rq.output.view)
         for op in rq.root.walk():
             if isinstance(op, AggregateOperator):
                 op.reroute()
@@ -678,7 +697,9 @@ class Engine:
             return False
         if not (self._deps.never_quiet.isdisjoint(names) and self._loud.isdisjoint(names)):
             return False
-        return all(g.loud.isdisjoint(names) for g in self._groups.values())
+        if not all(g.loud.isdisjoint(names) for g in self._groups.values()):
+            return False
+        return all(g.loud.isdisjoint(names) for g in self._routed_groups())
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
         """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""

@@ -1,4 +1,4 @@
-"""The stats of a query served by a :class:`~linkstream.engine.keyed.KeyedGroup`: counted
+"""The stats of a query served by a group (:class:`~linkstream.engine.members.MemberReports`): counted
 for every member at once by the group, read per member."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from linkstream.engine.output import QueryStats
 
 if TYPE_CHECKING:
-    from linkstream.engine.keyed import KeyedGroup
+    from linkstream.engine.members import MemberReports
 
 
 class MemberStats(QueryStats):
@@ -16,7 +16,7 @@ class MemberStats(QueryStats):
     evaluation time and latencies are its group's (one evaluation per report for all
     members)."""
 
-    def __init__(self, group: KeyedGroup, mid: int, base: QueryStats) -> None:
+    def __init__(self, group: MemberReports, mid: int, base: QueryStats) -> None:
         self._group = group
         self._mid = mid
         self._rows0 = 0

@@ -29,7 +29,9 @@ from linkstream.query.functions import scalar as F
 
 if TYPE_CHECKING:
     from linkstream.engine.keyed import KeyedGroup
+    from linkstream.engine.members import MemberReports
     from linkstream.engine.routed import RoutedBlock
+    from linkstream.engine.routed_members import RoutedMembers
     from linkstream.operators.state import StateReader, StateWriter
     from linkstream.rdf.dictionary import Dictionary
 
@@ -221,7 +223,8 @@ class ResultView:
             memo = self.memo
             if memo is not None and memo[0] == epoch:
                 return memo[2]
-            d = Batch.empty(self.vars)
+            got = blk.view_delta(self, epoch)  # (left out of the memo by a lazy block)
+            d = got if got is not None else Batch.empty(self.vars)
             self.memo = (epoch, True, d)
             return d
         d = self._apply(epoch)
@@ -410,7 +413,7 @@ class ReportLines(Mapping[str, list[str]]):
         blocks: dict[str, str] | None = None,
         t_text: str = "",
         block_rows: int = 0,
-        groups: list[KeyedGroup] | None = None,
+        groups: list[MemberReports] | None = None,
     ) -> None:
         self.lines = lines
         self.reporting = reporting
@@ -526,7 +529,7 @@ class ReportLines(Mapping[str, list[str]]):
         """:meth:`text` with groups: each group's joined blocks go between the other
         queries' lines where their names sort.  Groups whose names interleave with
         others' are scattered into the report order in one vectorised assignment each."""
-        from linkstream.engine.keyed import order_array
+        from linkstream.engine.members import order_array
 
         groups = self.groups or []
         plain = sorted(self.lines.keys() | (self.blocks or {}).keys())
@@ -596,9 +599,9 @@ class QueryOutput:
         self.name = name
         self._view = view if view is not None else ResultView(mode, root, shape, evaluator)
         self._view.users += 1
-        #: ``(group, member)`` while a keyed group serves the query: the group brings the
-        #: view up to date when it is read (:meth:`KeyedGroup.sync`)
-        self._keyed: tuple[KeyedGroup, int] | None = None
+        #: ``(group, member)`` while a keyed group or a routed block's members serve the
+        #: query: the group brings the view up to date when it is read (``sync``)
+        self._keyed: tuple[KeyedGroup | RoutedMembers, int] | None = None
         self._qname = json.dumps(name, ensure_ascii=False)
         self._head = '{"query": %s, "t": ' % self._qname
         #: the start of every result line, up to the report time

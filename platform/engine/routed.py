@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.output import json_terms
+from linkstream.engine.routed_members import RoutedMembers
 from linkstream.operators.aggregate import AggregateOperator, _group_rows
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, concat, consolidate
@@ -123,6 +124,17 @@ class RoutedBlock:
         self._gids: np.ndarray | None = None  # the keys of by_gid, sorted (None: stale)
         self.fresh: list[ResultView] = []
         self.epoch = -1
+        #: (view, bodies) of every view :meth:`advance` set at :attr:`touched_epoch`
+        self.touched: list[tuple[ResultView, list[str]]] = []
+        self.touched_epoch = -1
+        #: the queries reading the block's views, reported in one pass
+        self.members = RoutedMembers(self)
+        #: group -> the last epoch its rows changed; id(view) -> the epoch of the rows its
+        #: result holds (:meth:`materialize` builds a view's result when they differ)
+        self._ver: dict[int, int] = {}
+        self._mat: dict[int, int] = {}
+        #: (epoch, consolidated delta, changed groups' ranges in it, ids of new views)
+        self._last: tuple[int, Batch, dict[int, tuple[int, int] | None], set[int]] | None = None
         self._names = [json.dumps(v, ensure_ascii=False) + ": " for v in vars]
         if not self.is_agg:
             router.taggers += 1
@@ -150,6 +162,8 @@ class RoutedBlock:
 
     def remove(self, view: ResultView) -> None:
         """Takes ``view`` out (it goes on through its own operators from its result)."""
+        self.materialize(view)
+        self._mat.pop(id(view), None)
         view.block = None
         self.fresh = [v for v in self.fresh if v is not view]
         gid = self.gid_of.pop(id(view), None)
@@ -179,6 +193,10 @@ class RoutedBlock:
         self.routes.clear()
         self.gid_of.clear()
         self.fresh = []
+        self._ver.clear()
+        self._mat.clear()
+        self.touched = []
+        self._last = None
 
     def _current(self, route: RouteOperator, gid: int) -> Batch:
         """The current rows of group ``gid`` in the source (tagged)."""
@@ -246,19 +264,23 @@ class RoutedBlock:
                 self.state = consolidate(concat([self.state, d], self.gvars))
         st = self.state
         sg = st.cols[0]
-        changed: dict[int, Batch | None] = {}
+        # changed group -> its rows in ``d`` (``None``: a new view's group, unchanged)
+        changed: dict[int, tuple[int, int] | None] = {}
         if len(d):
             dg = d.cols[0]
             starts = np.flatnonzero(np.concatenate(([True], dg[1:] != dg[:-1])))
             ends = np.append(starts[1:], len(dg))
-            for lo, hi, gid in zip(starts.tolist(), ends.tolist(), dg.take(starts).tolist()):
-                changed[gid] = Batch(self.vars, d.cols[1:, lo:hi], d.counts[lo:hi])
+            changed = dict(zip(dg.take(starts).tolist(), zip(starts.tolist(), ends.tolist())))
         fresh_ids = {id(v) for v in fresh}
         for v in fresh:
             changed.setdefault(self.gid_of[id(v)], None)
         self.fresh = []
         if not changed:
             return
+        touched: list[tuple[ResultView, list[str]]] = []
+        self.touched = touched
+        self.touched_epoch = epoch
+        self._last = (epoch, d, changed, fresh_ids)
         gids = np.fromiter(changed, dtype=np.int64, count=len(changed))
         lo_a = np.searchsorted(sg, gids, "left")
         lens = np.searchsorted(sg, gids, "right") - lo_a
@@ -271,7 +293,16 @@ class RoutedBlock:
         sub_cols = st.cols[1:].take(sel, axis=1)
         sub_counts = st.counts.take(sel)
         # render the rows of every changed group at once
-        rendered = self._render(sub_cols) if total else None
+        rendered = self._render(sub_cols) if total else np.empty(0, dtype=object)
+        self._ver.update(dict.fromkeys(changed, epoch))
+        members = self.members
+        if rendered is not None and len(members.by_view) == len(self.gid_of):
+            # every view has member queries, which read only their own blocks: the
+            # views' results are built when read (:meth:`materialize`)
+            for v in fresh:
+                v._started = True
+            members.rebuild(gids, starts, ends, sub_counts, rendered)
+            return
         if rendered is not None:
             texts = rendered.tolist()
             # per group: its rows with a count other than 1 (bodies repeated by count)
@@ -281,9 +312,9 @@ class RoutedBlock:
             n_odd = [0] * len(changed)
         vars = self.vars
         by_gid = self.by_gid
+        lazy = members.by_view  # views whose result is built when read (:meth:`materialize`)
+        mat = self._mat
         for gid, a, b, k in zip(changed, starts.tolist(), ends.tolist(), n_odd):
-            # (copies: a view's result must not keep this epoch's arrays alive)
-            rows = Batch(vars, sub_cols[:, a:b].copy(), sub_counts[a:b].copy())
             part = changed[gid]
             bodies: list[str] | None
             if rendered is None:
@@ -291,20 +322,74 @@ class RoutedBlock:
             elif not k:
                 bodies = texts[a:b]
             else:
-                bodies = np.repeat(rendered[a:b], rows.counts).tolist()
+                bodies = np.repeat(rendered[a:b], sub_counts[a:b]).tolist()
+            rows = None
             for view in by_gid[gid]:
-                if fresh_ids and id(view) in fresh_ids:
-                    vd = rows
-                elif part is None:
+                new = fresh_ids and id(view) in fresh_ids
+                if part is None and not new:
                     continue
-                else:
-                    vd = part
                 view._started = True
-                view.result.set_consolidated(rows)
-                view.memo = (epoch, True, vd)
-                b_ = bodies if bodies is not None else view._rstream_bodies(rows)
+                if bodies is not None and id(view) in lazy:
+                    b_ = bodies
+                else:
+                    if rows is None:
+                        # (copies: a view's result must not keep this epoch's arrays alive)
+                        rows = Batch(vars, sub_cols[:, a:b].copy(), sub_counts[a:b].copy())
+                    mat[id(view)] = epoch
+                    view.result.set_consolidated(rows)
+                    if new or part is None:
+                        vd = rows
+                    else:
+                        vd = Batch(vars, d.cols[1:, part[0] : part[1]], d.counts[part[0] : part[1]])
+                    view.memo = (epoch, True, vd)
+                    b_ = bodies if bodies is not None else view._rstream_bodies(rows)
                 view._bodies = b_
                 view.rendered = (epoch, b_)
+                touched.append((view, b_))
+
+    def view_delta(self, view: ResultView, epoch: int) -> Batch | None:
+        """The delta of ``view``'s result at ``epoch`` (the block's last epoch), when
+        :meth:`advance` left it out of the view's memo; ``None`` when it did not change."""
+        last = self._last
+        if last is None or last[0] != epoch or id(view) not in self.gid_of:
+            return None
+        _, d, changed, fresh_ids = last
+        if id(view) in fresh_ids:
+            self.materialize(view)
+            return view.result.rows
+        part = changed.get(self.gid_of[id(view)])
+        if part is None:
+            return None
+        return Batch(self.vars, d.cols[1:, part[0] : part[1]], d.counts[part[0] : part[1]])
+
+    def materialize(self, view: ResultView) -> None:
+        """Puts its group's current rows in ``view``'s result when :meth:`advance` left
+        them out (the view's queries report through :attr:`members`, which read only
+        the rendered rows): what the view's own update would have left."""
+        vid = id(view)
+        gid = self.gid_of.get(vid)
+        if gid is None:
+            return
+        ver = self._ver.get(gid, -1)
+        if self._mat.get(vid, -1) >= ver:
+            return
+        self._mat[vid] = ver
+        st = self.state
+        sg = st.cols[0]
+        lo, hi = int(sg.searchsorted(gid, "left")), int(sg.searchsorted(gid, "right"))
+        rows = Batch(self.vars, st.cols[1:, lo:hi].copy(), st.counts[lo:hi].copy())
+        view.result.set_consolidated(rows)
+        r = self._render(rows.cols) if len(rows) else None
+        if r is None:
+            view._bodies = view._rstream_bodies(rows)
+        else:
+            view._bodies = np.repeat(r, rows.counts).tolist()
+        view.rendered = None
+
+    def unbuilt(self) -> int:
+        """How many views' results :meth:`materialize` has yet to build."""
+        ver, mat = self._ver, self._mat
+        return sum(1 for vid, gid in self.gid_of.items() if mat.get(vid, -1) < ver.get(gid, -1))
 
     def _render(self, cols: np.ndarray) -> np.ndarray | None:
         """The body of each row (an object array), or ``None`` when a row has an unbound

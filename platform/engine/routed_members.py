@@ -1,0 +1,278 @@
+"""The queries of a routed block, reported in one pass.
+
+A :class:`~linkstream.engine.routed.RoutedBlock` brings the views of thousands of queries
+on one router's groups up to date at once; without more, each of those queries still
+costs the engine's per-query work at every report (is it dirty, is it loud, its lines as a
+block, its stats).  :class:`RoutedMembers` takes that work over for the block's queries,
+as a :class:`~linkstream.engine.keyed.KeyedGroup` does for keyed pattern queries:
+
+* each member keeps its lines as one text block (:meth:`QueryOutput.block`'s form: the
+  head with :data:`~linkstream.engine.output.TIME_MARK` for the report time), rebuilt
+  only for the members of the views the block changed this epoch (and new members);
+* a report of every member is the blocks joined in name order
+  (:meth:`~linkstream.engine.members.MemberReports.joined`); a report of some members
+  reads theirs one by one.
+
+The engine leaves the members out of its per-query loops (dirty, loud); their views stay
+exactly what the block made them, so everything else that reads a view sees no
+difference, and a member can leave (unregister, replanning) at any epoch.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from linkstream.engine.keyed_stats import MemberStats
+from linkstream.engine.members import MemberReports
+from linkstream.engine.output import TIME_MARK
+
+if TYPE_CHECKING:
+    from linkstream.engine.embedded import RegisteredQuery
+    from linkstream.engine.output import ResultView
+    from linkstream.engine.routed import RoutedBlock
+
+
+class RoutedMembers(MemberReports):
+    """The queries reading the views of one :class:`RoutedBlock` (see the module docstring)."""
+
+    def __init__(self, block: RoutedBlock) -> None:
+        # (weak: the block holds its members; no reference cycle outlives an unregister)
+        self._block = weakref.ref(block)
+        self.names = []
+        self.by_name = {}
+        self.rqs: list[RegisteredQuery | None] = []
+        self.views: list[ResultView | None] = []
+        #: id(view) -> the members reading it
+        self.by_view: dict[int, list[int]] = {}
+        #: the head of each member's lines, with :data:`TIME_MARK` for the report time
+        self.heads = np.full(0, "", dtype=object)
+        #: each member's group in the block (-1: a free id)
+        self.mgid = np.zeros(0, dtype=np.int64)
+        #: (version, member groups sorted, member ids in that order)
+        self._csr: tuple[int, np.ndarray, np.ndarray] | None = None
+        self.blocks = np.full(0, "", dtype=object)
+        self.cur = np.zeros(0, dtype=np.int64)
+        self.acc = np.zeros(0, dtype=np.int64)
+        self._free: list[int] = []
+        #: members whose block is not built yet
+        self.pending: set[int] = set()
+        self._loud: set[str] | None = None
+        self._order = None
+        self._place = np.zeros(0, dtype=np.int64)
+        self.slots = []
+        self._positions = None
+        self._rows = 0
+        self._cover = None
+        self._version = 0
+        self.nrep = 0  # (reports are counted per member: members may have other steps)
+        self.seconds = 0.0
+        self.latencies = []
+        self.epoch = -1
+
+    @property
+    def block(self) -> RoutedBlock:
+        blk = self._block()
+        assert blk is not None
+        return blk
+
+    @property
+    def loud(self) -> set[str]:
+        """Members whose report writes lines (or not built yet)."""
+        got = self._loud
+        if got is None:
+            names = self.names
+            got = {names[m] for m in np.flatnonzero(self.cur).tolist()}  # type: ignore[misc]  # names of live members are str (None marks a freed slot, never a member)
+            got.update(names[m] for m in self.pending)  # type: ignore[misc]  # as above
+            self._loud = got
+        return got
+
+    # ------------------------------------------------------------ members
+
+    def add(self, rq: RegisteredQuery) -> None:
+        """Makes ``rq`` (whose view is in the block) a member."""
+        if self._free:
+            mid = self._free.pop()
+        else:
+            mid = len(self.names)
+            self.names.append(None)
+            self.rqs.append(None)
+            self.views.append(None)
+            if mid >= len(self.cur):
+                more = max(16, len(self.cur))
+                self.cur = np.concatenate([self.cur, np.zeros(more, dtype=np.int64)])
+                self.acc = np.concatenate([self.acc, np.zeros(more, dtype=np.int64)])
+                self.mgid = np.concatenate([self.mgid, np.full(more, -1, dtype=np.int64)])
+                self.heads = np.concatenate([self.heads, np.full(more, "", dtype=object)])
+                self.blocks = np.concatenate([self.blocks, np.full(more, "", dtype=object)])
+        view = rq.output._view
+        self.names[mid] = rq.name
+        self.rqs[mid] = rq
+        self.views[mid] = view
+        self.heads[mid] = rq.output.head + TIME_MARK + ", "
+        self.mgid[mid] = self.block.gid_of[id(view)]
+        self.blocks[mid] = ""
+        self.cur[mid] = 0
+        self.acc[mid] = 0
+        self.by_name[rq.name] = mid
+        self.by_view.setdefault(id(view), []).append(mid)
+        self.pending.add(mid)
+        rq.output._keyed = (self, mid)
+        rq.stats = MemberStats(self, mid, rq.stats)
+        self._loud = None
+        self._order = None
+        self._version += 1
+
+    def remove(self, name: str) -> RegisteredQuery:
+        """Takes ``name`` out; its query reports on its own again (its view is current)."""
+        mid = self.by_name.pop(name)
+        rq = self.rqs[mid]
+        view = self.views[mid]
+        assert rq is not None and view is not None
+        self.sync(mid)
+        rq.output._keyed = None
+        if isinstance(rq.stats, MemberStats):
+            rq.stats = rq.stats.plain()
+        mids = self.by_view[id(view)]
+        mids.remove(mid)
+        if not mids:
+            del self.by_view[id(view)]
+        self.pending.discard(mid)
+        self.names[mid] = self.rqs[mid] = self.views[mid] = None
+        self.mgid[mid] = -1
+        self.blocks[mid] = ""
+        self._rows -= int(self.cur[mid])
+        self.cur[mid] = 0
+        self._free.append(mid)
+        self._loud = None
+        self._order = None
+        self._version += 1
+        return rq
+
+    def sync(self, mid: int) -> None:
+        """Brings member ``mid``'s view's result up to date (read through
+        :attr:`QueryOutput.view <linkstream.engine.output.QueryOutput.view>`)."""
+        view = self.views[mid]
+        if view is not None and view.block is self.block:
+            self.block.materialize(view)
+
+    def names_of(self, view: ResultView) -> list[str]:
+        """The members reading ``view``."""
+        names = self.names
+        return [names[m] for m in self.by_view.get(id(view), ())]  # type: ignore[misc]  # names of live members are str
+
+    # ------------------------------------------------------------ epochs
+
+    def refresh(self, epoch: int) -> None:
+        """Brings the block to ``epoch`` and rebuilds the blocks of the members whose view
+        it changed (and of new members)."""
+        if epoch == self.epoch:
+            return
+        self.epoch = epoch
+        blk = self.block
+        blk.advance(epoch)
+        touched = blk.touched if blk.touched_epoch == epoch else ()
+        pending = self.pending
+        if not touched and not pending:
+            return
+        by_view = self.by_view
+        heads = self.heads
+        mids: list[int] = []
+        texts: list[str] = []
+        ns: list[int] = []
+        for view, bodies in touched:
+            got = by_view.get(id(view))
+            if not got:
+                continue
+            n = len(bodies)
+            for mid in got:
+                h = heads[mid]
+                mids.append(mid)
+                ns.append(n)
+                if n == 1:
+                    texts.append(h + bodies[0] + "\n")
+                elif n:
+                    texts.append(h + ("\n" + h).join(bodies) + "\n")
+                else:
+                    texts.append("")
+        if pending:
+            done = set(mids)
+            for mid in pending:
+                if mid in done:
+                    continue
+                pv = self.views[mid]
+                assert pv is not None
+                self.block.materialize(pv)
+                bodies = pv._bodies if pv._started and pv._bodies is not None else []
+                h = heads[mid]
+                mids.append(mid)
+                ns.append(len(bodies))
+                texts.append(h + ("\n" + h).join(bodies) + "\n" if bodies else "")
+            pending.clear()
+        if not mids:
+            return
+        new = np.empty(len(texts), dtype=object)
+        new[:] = texts
+        self._set(np.array(mids, dtype=np.int64), new, np.array(ns, dtype=np.int64))
+
+    def _set(self, at: np.ndarray, new: np.ndarray, ns: np.ndarray) -> None:
+        """Members ``at`` (distinct) now have blocks ``new`` of ``ns`` lines."""
+        self.blocks[at] = new
+        if self._order is not None:
+            slots = self.slots
+            for p, t in zip(self._place[at].tolist(), new.tolist(), strict=True):
+                slots[p] = t
+        cur = self.cur
+        self._rows += int(ns.sum()) - int(cur[at].sum())
+        cur[at] = ns
+        self._loud = None
+
+    def _members(self) -> tuple[np.ndarray, np.ndarray]:
+        """The members' groups, ascending, and the member ids in that order (cached until
+        a member comes or goes)."""
+        c = self._csr
+        if c is not None and c[0] == self._version:
+            return c[1], c[2]
+        live = np.fromiter(self.by_name.values(), dtype=np.int64, count=len(self.by_name))
+        ks = self.mgid[live]
+        o = np.argsort(ks, kind="stable")
+        self._csr = (self._version, ks[o], live[o])
+        return ks[o], live[o]
+
+    def rebuild(
+        self, gids: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray, rendered: np.ndarray
+    ) -> None:
+        """Rebuilds the blocks of the members of changed groups ``gids`` (distinct), whose
+        current rows are ``starts[i]:ends[i]`` of ``counts`` and ``rendered`` (their bodies).
+        Vectorised over the members: a group's members are a range of :meth:`_members`; a
+        one-line block is its member's head and the row's body in one object addition."""
+        sk, sm = self._members()
+        a = sk.searchsorted(gids, "left")
+        cnt = sk.searchsorted(gids, "right") - a
+        has = cnt > 0
+        if not has.all():
+            gids, starts, ends, a, cnt = gids[has], starts[has], ends[has], a[has], cnt[has]
+        if not len(gids):
+            return
+        csum = np.concatenate(([0], np.cumsum(counts)))
+        lines = csum.take(ends) - csum.take(starts)  # lines of each group (rows by count)
+        tot = int(cnt.sum())
+        mids = sm[np.repeat(a - (np.cumsum(cnt) - cnt), cnt) + np.arange(tot)]
+        new = np.full(tot, "", dtype=object)
+        one = (lines == 1) & (ends - starts == 1)
+        m_one = np.repeat(one, cnt)
+        if m_one.any():  # the common case: one row, one line
+            new[m_one] = self.heads[mids[m_one]] + np.repeat(rendered[starts[one]] + "\n", cnt[one])
+        many = np.flatnonzero(~one & (lines > 0))
+        if len(many):  # several lines (or a row repeated by its count)
+            heads = self.heads
+            pos = np.concatenate(([0], np.cumsum(cnt)))
+            for i, lo, hi in zip(many.tolist(), starts[many].tolist(), ends[many].tolist(), strict=True):
+                bodies = np.repeat(rendered[lo:hi], counts[lo:hi]).tolist()
+                for j in range(int(pos[i]), int(pos[i + 1])):
+                    h = heads[mids[j]]
+                    new[j] = h + ("\n" + h).join(bodies) + "\n"
+        self.pending.difference_update(mids.tolist())
+        self._set(mids, new, np.repeat(lines, cnt))
