@@ -96,6 +96,8 @@ class _Routed:
         for block in list(router.blocks):
             block.advance(epoch)  # (:mod:`linkstream.engine.routed`: they read it too)
         by_key = self.by_key
+        if not by_key:  # (every reader reports through a routed block's members)
+            return
         for key in router.emitted:
             names = by_key.get(key)
             if names:
@@ -208,8 +210,15 @@ class Dependencies:
     def __contains__(self, name: str) -> bool:
         return name in self._entries
 
-    def add(self, rq: RegisteredQuery) -> None:
-        """Indexes ``rq``'s sources (once; a second add replaces the first)."""
+    def add(self, rq: RegisteredQuery, routed_member: bool = False) -> None:
+        """Indexes ``rq``'s sources (once; a second add replaces the first).
+
+        Args:
+            rq: The query.
+            routed_member: ``rq`` reports through its routed block's members
+                (:mod:`linkstream.engine.routed_members`): its routers are pulled every
+                epoch, but a change of its route's group does not make it dirty.
+        """
         name = rq.name
         if name in self._entries:
             self.remove(name)
@@ -235,9 +244,10 @@ class Dependencies:
                 if name not in r.users:
                     r.users.add(name)
                     self._routers.setdefault(name, []).append(id(router))
-                s = r.by_key.setdefault(route.key, set())
-                s.add(name)
-                sets.append(s)
+                if not routed_member:
+                    s = r.by_key.setdefault(route.key, set())
+                    s.add(name)
+                    sets.append(s)
             # the shared joins' windows reach the query through its routes only
             routed_windows = {id(op) for op in rq.ops if isinstance(op, TimedWindowOperator)}
         parents: dict[int, list[Operator]] = {}

@@ -321,8 +321,6 @@ class Engine:
         rq = RegisteredQuery(cq, used_windows, root, output, steps, ops=ops)
         self.queries[cq.name] = rq
         if not (self.group_keyed and self._group(rq)):
-            self._deps.add(rq)
-            self._loud.add(cq.name)
             if self.routed_blocks:
                 if self._blocks is None:
                     self._blocks = RoutedBlocks(self.dictionary)
@@ -331,7 +329,10 @@ class Engine:
                 if blk is not None and self.group_routed:
                     blk.members.add(rq)
                     self._rgrouped[cq.name] = blk.members
-                    self._loud.discard(cq.name)
+            member = cq.name in self._rgrouped
+            self._deps.add(rq, routed_member=member)  # (a member's block says when it changed)
+            if not member:
+                self._loud.add(cq.name)
         self._reports[cq.name] = (output, output.view, rq.stats)
         self.steps_index.add(rq, type(rq).next_report is ReportSchedule.next_report)
         return rq
@@ -368,6 +369,8 @@ class Engine:
         rq = g.remove(name)
         self._reports[name] = (rq.output, rq.output.view, rq.stats)
         self._loud.add(name)
+        if name in self._deps:
+            self._deps.add(rq)  # (its routes' changes make it dirty again)
 
     def _leave_block(self, view: ResultView) -> None:
         """Takes ``view`` (and the queries reading it) out of its routed block."""
@@ -377,12 +380,6 @@ class Engine:
         for name in blk.members.names_of(view):
             self._unroute(name)
         self._blocks.leave(view)
-
-    def _routed_groups(self) -> list[RoutedMembers]:
-        """The routed blocks' members that report together (non-empty)."""
-        if not self._rgrouped or self._blocks is None:
-            return []
-        return [b.members for b in self._blocks.blocks.values() if len(b.members)]
 
     def _view(self, mode: str, root: Operator, shape: QueryShape) -> ResultView:
         """The result view of a new query: shared with the queries that have the same root,
@@ -516,9 +513,10 @@ class Engine:
             self._static_ticked = static_v
         else:
             dirty = self._deps.dirty(epoch, moved)
-        rgroups = self._routed_groups()
-        if rgroups:
-            dirty.difference_update(self._rgrouped)  # (their routed members report below)
+        rgroups = self._blocks.member_groups() if self._rgrouped and self._blocks is not None else []
+        if rgroups and dirty:  # (routed members report below)
+            rgd = self._rgrouped
+            dirty = {n for n in dirty if n not in rgd} if len(dirty) < len(rgd) else dirty.difference(rgd)
         shared_dt = perf() - t0
         groups = list(self._groups.values()) if self._groups else ()
         for g in groups:
@@ -699,7 +697,7 @@ class Engine:
             return False
         if not all(g.loud.isdisjoint(names) for g in self._groups.values()):
             return False
-        return all(g.loud.isdisjoint(names) for g in self._routed_groups())
+        return self._blocks is None or all(g.loud.isdisjoint(names) for g in self._blocks.member_groups())
 
     def report(self, rq: RegisteredQuery, c: int) -> list[str]:
         """Evaluate at time ``c`` and return ``rq``'s lines (other queries are updated too)."""

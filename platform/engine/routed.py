@@ -416,6 +416,10 @@ class RoutedBlocks:
         self.dictionary = dictionary
         self.blocks: dict[tuple, RoutedBlock] = {}
 
+    def member_groups(self) -> list[RoutedMembers]:
+        """The blocks' members (non-empty), which report together."""
+        return [b.members for b in self.blocks.values() if len(b.members)]
+
     def join(self, view: ResultView) -> bool:
         """Puts a new (never evaluated) view in the block of its chain, if it has one."""
         if view.block is not None or view._started:
