@@ -25,7 +25,7 @@ from linkstream.engine.members import MemberReports
 from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.routed import RoutedBlocks
-from linkstream.engine.routed_members import RoutedMembers
+from linkstream.engine.routed_members import RoutedMembers, leave_block, unroute
 from linkstream.engine.sharing import Sharing
 from linkstream.engine.units import StepsIndex
 from linkstream.operators.aggregate import AggregateOperator
@@ -361,26 +361,6 @@ class Engine:
                 if v is g:
                     del self._groups[k]
 
-    def _unroute(self, name: str) -> None:
-        """Takes ``name`` out of its routed block's members: it reports on its own again."""
-        g = self._rgrouped.pop(name, None)
-        if g is None:
-            return
-        rq = g.remove(name)
-        self._reports[name] = (rq.output, rq.output.view, rq.stats)
-        self._loud.add(name)
-        if name in self._deps:
-            self._deps.add(rq)  # (its routes' changes make it dirty again)
-
-    def _leave_block(self, view: ResultView) -> None:
-        """Takes ``view`` (and the queries reading it) out of its routed block."""
-        blk = view.block
-        if blk is None or self._blocks is None:
-            return
-        for name in blk.members.names_of(view):
-            self._unroute(name)
-        self._blocks.leave(view)
-
     def _view(self, mode: str, root: Operator, shape: QueryShape) -> ResultView:
         """The result view of a new query: shared with the queries that have the same root,
         mode and shape as long as none of them has been evaluated yet (a view that has run
@@ -413,7 +393,7 @@ class Engine:
         rq = self.queries.pop(name)
         self.steps_index.remove(rq, type(rq).next_report is ReportSchedule.next_report)
         self._ungroup(name)
-        self._unroute(name)
+        unroute(self, name)
         self._reports.pop(name, None)
         self._quiet_blocks.pop(name, None)
         self._deps.remove(name)
@@ -421,7 +401,7 @@ class Engine:
         view = rq.output.view
         view.users -= 1
         if view.users <= 0:
-            self._leave_block(view)
+            leave_block(self, view)
             key = ResultView.share_key(view.mode, view.root, view.shape)
             if key is not None and self._views.get(key) is view:
                 del self._views[key]
@@ -680,7 +660,7 @@ class Engine:
         replaced some by remote inputs): its sources are indexed anew and it is evaluated
         at its next report."""
         self._ungroup(rq.name)
-        self._leave_block(rq.output.view)
+        leave_block(self, rq.output.view)
         for op in rq.root.walk():
             if isinstance(op, AggregateOperator):
                 op.reroute()

@@ -30,7 +30,7 @@ from linkstream.engine.members import MemberReports
 from linkstream.engine.output import TIME_MARK
 
 if TYPE_CHECKING:
-    from linkstream.engine.embedded import RegisteredQuery
+    from linkstream.engine.embedded import Engine, RegisteredQuery
     from linkstream.engine.output import ResultView
     from linkstream.engine.routed import RoutedBlock
 
@@ -276,3 +276,26 @@ class RoutedMembers(MemberReports):
                     new[j] = h + ("\n" + h).join(bodies) + "\n"
         self.pending.difference_update(mids.tolist())
         self._set(mids, new, np.repeat(lines, cnt))
+
+
+def unroute(engine: Engine, name: str) -> None:
+    """Takes ``name`` out of its routed block's members: it reports on its own again, and
+    its routes' changes make it dirty again."""
+    g = engine._rgrouped.pop(name, None)
+    if g is None:
+        return
+    rq = g.remove(name)
+    engine._reports[name] = (rq.output, rq.output.view, rq.stats)
+    engine._loud.add(name)
+    if name in engine._deps:
+        engine._deps.add(rq)
+
+
+def leave_block(engine: Engine, view: ResultView) -> None:
+    """Takes ``view`` (and the queries reading it) out of its routed block."""
+    blk = view.block
+    if blk is None or engine._blocks is None:
+        return
+    for name in blk.members.names_of(view):
+        unroute(engine, name)
+    engine._blocks.leave(view)
