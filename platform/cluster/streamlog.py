@@ -36,6 +36,7 @@ import msgpack
 from linkstream.cluster.ingest import stream_key, unpack_elements
 from linkstream.engine.live.ingestlog import LogRecord, encode_record, scan_prefix, scan_records
 from linkstream.engine.live.logship import ship_enabled
+from linkstream.store.checkpoint_backends import fsync_dir
 
 if TYPE_CHECKING:
     from linkstream.cluster.service import ClusterService
@@ -92,7 +93,7 @@ class StreamLog:
                 nxt = len(recs)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             if nxt == 0:
-                _fsync_dir(os.path.dirname(path))
+                fsync_dir(os.path.dirname(path))
             f = self._files[(iri, epoch)] = _File(fd, nxt, good)
             return f
 
@@ -190,14 +191,6 @@ class BodyStore:
                 "ingest log record %d names element %d of a %d-element body" % (rec.seq, j, len(elements))
             )
         return elements[j][1]
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def set_ingest(service: ClusterService, mode: str) -> str | None:

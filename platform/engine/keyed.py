@@ -553,15 +553,7 @@ class KeyedGroup(MemberReports):
             touched, new, ns = got_m[0], got_b[0], got_n[0]
         else:
             touched, new, ns = np.concatenate(got_m), np.concatenate(got_b), np.concatenate(got_n)
-        blocks[touched] = new
-        if self._order is not None:
-            slots = self.slots
-            for p, b in zip(self._place[touched].tolist(), new.tolist(), strict=True):
-                slots[p] = b
-        cur = self.cur
-        self._rows += int(ns.sum()) - int(cur[touched].sum())
-        cur[touched] = ns
-        self._loud = None
+        self._set(touched, new, ns)
         return touched.tolist()
 
 

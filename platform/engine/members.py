@@ -33,11 +33,24 @@ class MemberReports:
     _place: np.ndarray
     _positions: tuple[object, int, np.ndarray | None] | None
     _rows: int
+    _loud: set[str] | None
     _cover: tuple[object, int, bool] | None
     _version: int
     nrep: int
     seconds: float
     latencies: list[float]
+
+    def _set(self, at: np.ndarray, new: np.ndarray, ns: np.ndarray) -> None:
+        """Members ``at`` (distinct) now have blocks ``new`` of ``ns`` lines."""
+        self.blocks[at] = new
+        if self._order is not None:
+            slots = self.slots
+            for p, t in zip(self._place[at].tolist(), new.tolist(), strict=True):
+                slots[p] = t
+        cur = self.cur
+        self._rows += int(ns.sum()) - int(cur[at].sum())
+        cur[at] = ns
+        self._loud = None
 
     def __len__(self) -> int:
         return len(self.by_name)

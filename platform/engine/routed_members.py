@@ -217,18 +217,6 @@ class RoutedMembers(MemberReports):
         new[:] = texts
         self._set(np.array(mids, dtype=np.int64), new, np.array(ns, dtype=np.int64))
 
-    def _set(self, at: np.ndarray, new: np.ndarray, ns: np.ndarray) -> None:
-        """Members ``at`` (distinct) now have blocks ``new`` of ``ns`` lines."""
-        self.blocks[at] = new
-        if self._order is not None:
-            slots = self.slots
-            for p, t in zip(self._place[at].tolist(), new.tolist(), strict=True):
-                slots[p] = t
-        cur = self.cur
-        self._rows += int(ns.sum()) - int(cur[at].sum())
-        cur[at] = ns
-        self._loud = None
-
     def _members(self) -> tuple[np.ndarray, np.ndarray]:
         """The members' groups, ascending, and the member ids in that order (cached until
         a member comes or goes)."""

@@ -22,7 +22,7 @@ import tempfile
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-__all__ = ["Backend", "BackendError", "FileBackend", "S3Backend", "open_backend"]
+__all__ = ["Backend", "BackendError", "FileBackend", "S3Backend", "fsync_dir", "open_backend"]
 
 
 class BackendError(OSError):
@@ -52,7 +52,8 @@ class Backend(Protocol):
         ...
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """Makes the entries of directory ``path`` (a file created, renamed or removed) durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -95,9 +96,9 @@ class FileBackend:
             raise
         os.close(fd)
         os.replace(tmp, path)
-        _fsync_dir(d)
+        fsync_dir(d)
         if new_dir:
-            _fsync_dir(os.path.dirname(d))
+            fsync_dir(os.path.dirname(d))
 
     def get(self, key: str) -> bytes:
         try:

@@ -50,6 +50,7 @@ import msgpack
 import numpy as np
 
 from linkstream.engine.live.batchpush import TermRows
+from linkstream.store.checkpoint_backends import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -131,14 +132,6 @@ def scan_records(data: bytes) -> list[LogRecord]:
 def scan_prefix(data: bytes) -> tuple[list[LogRecord], int]:
     """:func:`scan_records` and the number of bytes they cover (where a torn tail starts)."""
     return _scan(data, None)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _sync = getattr(os, "fdatasync", os.fsync)
@@ -264,7 +257,7 @@ class IngestLog:
         self._seg_name = "%020d%s" % (first_seq, _SUFFIX)
         path = os.path.join(self.log_dir, self._seg_name)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        _fsync_dir(self.log_dir)
+        fsync_dir(self.log_dir)
         self._seg_size = 0
         self._seg_born = time.monotonic()
 
@@ -303,7 +296,7 @@ class IngestLog:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._catalog_path())
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     # ------------------------------------------------------------ appending
 
@@ -540,7 +533,7 @@ class IngestLog:
             os.unlink(os.path.join(self.log_dir, name))
             gone += 1
         if gone:
-            _fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir)
         self.truncated_segments += gone
         return gone
 
