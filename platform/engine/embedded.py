@@ -20,7 +20,6 @@ import numpy as np
 
 from linkstream.engine.dirty import Dependencies, first_window_change
 from linkstream.engine.keyed import KeyedGroup, keyed_shape
-from linkstream.engine.lone import switched
 from linkstream.engine.members import MemberReports
 from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
@@ -35,7 +34,6 @@ from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.graph import GraphOperator, dedup_triples
 from linkstream.operators.project import ProjectOperator
 from linkstream.operators.static_result import StaticResults
-from linkstream.operators.switch import SwitchOperator
 from linkstream.operators.window import RingBuffer, StreamBuffer, WindowBuffer, WindowOperator
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.errors import QueryError
@@ -130,8 +128,6 @@ class Engine:
         self._refs: dict[int, int] = {}
         self._views: dict[tuple, ResultView] = {}  # queries equal but for their names share one
         self._sharing = Sharing(self)
-        #: id of a lone query's switch -> the query (see :mod:`linkstream.operators.switch`)
-        self._lone_owner: dict[int, list[str]] = {}
         self.epoch = 0
         self.share = True
         #: also share C-SPARQL joins across window ranges (a default graph merging static
@@ -309,10 +305,6 @@ class Engine:
         ops = [op for op in root.walk() if not isinstance(op, AttachOperator)]
         for op in ops:
             self._refs[id(op)] = self._refs.get(id(op), 0) + 1
-            if type(op) is SwitchOperator and not op.switched:
-                self._lone_owner.setdefault(id(op), []).append(cq.name)
-        for sw in self._sharing.take_switched():
-            switched(self, sw)
         output = QueryOutput(
             cq.name, cq.mode, root, shape, self.evaluator, view=self._view(cq.mode, root, shape)
         )
@@ -405,9 +397,6 @@ class Engine:
             key = ResultView.share_key(view.mode, view.root, view.shape)
             if key is not None and self._views.get(key) is view:
                 del self._views[key]
-        for op in rq.ops:
-            if type(op) is SwitchOperator and name in self._lone_owner.get(id(op), ()):
-                self._lone_owner[id(op)].remove(name)
         self.release(rq.ops)
 
     def release(self, ops: Collection[Operator]) -> None:

@@ -54,11 +54,9 @@ QUERIES = [  # (query, reports before the move, reports in all, state migrated)
     ("csparql-Q6", MOVE_AT, MAX_REPORTS, True),
     ("csparql-pollution_weather_1", MOVE_AT, MAX_REPORTS, True),
     ("csparql-Q3", 110, 140, True),  # aggregates: their traffic stream starts late
-    # A lone query whose join could be shared is planned on its own join (a switch over
-    # it): its state is migrated like any other's (on a shared join's router, it would be
-    # rebuilt, not migrated)
-    ("csparql-Q11", MOVE_AT, MAX_REPORTS, True),
-    ("cqels-Q11", MOVE_AT, MAX_REPORTS, True),
+    # Queries on a shared join's router are rebuilt, not migrated: still equal results.
+    ("csparql-Q11", MOVE_AT, MAX_REPORTS, False),
+    ("cqels-Q11", MOVE_AT, MAX_REPORTS, False),
 ]
 
 
@@ -206,13 +204,9 @@ SMALL_QUERIES = {
     + f"SELECT ?s ?k WHERE {{ {_WIN} {{ ?s ex:q ?k }} ?k ex:label ?l . ?k ex:kind ?x }} LIMIT 3",
     # on an engine without static sub-join results: the static patterns read a graph
     "graph": _PFX + f"SELECT ?s ?l WHERE {{ {_WIN} {{ ?s ex:q ?k }} ?k ex:label ?l . ?k ex:kind ?x }}",
-    # on an engine that shares: a lone join that could be routed, under its switch
-    "lone": _PFX + f"SELECT ?s ?o ?k WHERE {{ {_WIN} {{ ?s ex:p ?o . ?s ex:q ?k }} }}",
 }
 #: queries planned without static sub-join results
 _NO_STATIC_RESULTS = {"graph"}
-#: queries planned on an engine that shares operators
-_SHARED = {"lone"}
 
 #: what the former reflection over ``vars(op)`` skipped (caches, configuration)
 _LEGACY_SKIP = frozenset(
@@ -240,12 +234,11 @@ def legacy_state(o: object) -> set[str]:
     return out
 
 
-def small_engine(junk: int = 0, static_results: bool | None = None, share: bool = False) -> Engine:
+def small_engine(junk: int = 0, static_results: bool | None = None) -> Engine:
     """An engine with a small static graph (labels and kinds of ``k0..k2``), no sharing
-    across queries (no routers) unless ``share``, and ``junk`` terms that shift its
-    dictionary ids."""
+    across queries (no routers), and ``junk`` terms that shift its dictionary ids."""
     eng = Engine(log_fn=lambda _m: None, static_results=static_results)
-    eng.share = share
+    eng.share = False
     enc = eng.dictionary.encode
     rows = [[enc(f"<{EX}k{i}>"), enc(f"<{EX}label>"), enc(f'"k{i}"')] for i in range(3)]
     rows += [[enc(f"<{EX}k{i}>"), enc(f"<{EX}kind>"), enc(f"<{EX}K>")] for i in range(3)]
@@ -269,8 +262,7 @@ def test_every_stateful_operator_migrates_through_its_pair(name: str) -> None:
     as an unmoved one; the snapshot holds at least all the former reflection shipped."""
     text, move_at, steps = SMALL_QUERIES[name], 5, 12
     sr = False if name in _NO_STATIC_RESULTS else None
-    sh = name in _SHARED
-    ref, a, b = small_engine(0, sr, sh), small_engine(0, sr, sh), small_engine(23, sr, sh)
+    ref, a, b = small_engine(static_results=sr), small_engine(static_results=sr), small_engine(23, sr)
     for eng in (ref, a):
         eng.register(parse_continuous(text, default_name=name))
     expected, got = [], []
@@ -306,7 +298,7 @@ def test_every_stateful_operator_migrates_through_its_pair(name: str) -> None:
 def test_the_small_queries_cover_every_stateful_operator() -> None:
     seen = set()
     for name, text in SMALL_QUERIES.items():
-        eng = small_engine(0, False if name in _NO_STATIC_RESULTS else None, name in _SHARED)
+        eng = small_engine(static_results=False if name in _NO_STATIC_RESULTS else None)
         rq = eng.register(parse_continuous(text, default_name=name))
         seen |= {type(op) for op in rq.root.walk()}
     stateful = {c for c in _operator_classes() if _overrides(c) and c.migratable}
