@@ -351,9 +351,7 @@ class CheckpointMetrics:
 
     def unregister(self) -> None:
         """Takes these metrics off the registry (idempotent)."""
-        for m in (self.taken, self.failures, self.age, self.interval):
-            if m is None:
-                continue
+        for m in [m for m in (self.taken, self.failures, self.age, self.interval) if m is not None]:
             try:
                 self.registry.unregister(m)
             except KeyError:
