@@ -460,17 +460,8 @@ class KeyedGroup(MemberReports):
             bodies = [b for b, c in zip(bodies, counts.tolist()) for _ in range(max(c, 0))]
         _set_view(view, Batch(self.vars, self.st_c[:, lo:hi], counts), bodies)
 
-    def _members(self) -> tuple[np.ndarray, np.ndarray]:
-        """The members' keys, ascending, and the member ids in that order (cached until a
-        member comes or goes)."""
-        c = self._csr
-        if c is not None and c[0] == self._version:
-            return c[1], c[2]
-        live = np.fromiter(self.by_name.values(), dtype=np.int64, count=len(self.by_name))
-        ks = self.mkey[live]
-        o = np.argsort(ks, kind="stable")
-        self._csr = (self._version, ks[o], live[o])
-        return ks[o], live[o]
+    def _member_keys(self) -> np.ndarray:
+        return self.mkey
 
     def _render_keys(self, karr: np.ndarray) -> list[int]:
         """Updates the views and blocks of the members of ``karr`` (distinct keys,

@@ -34,6 +34,7 @@ class MemberReports:
     _positions: tuple[object, int, np.ndarray | None] | None
     _rows: int
     _loud: set[str] | None
+    _csr: tuple[int, np.ndarray, np.ndarray] | None
     _cover: tuple[object, int, bool] | None
     _version: int
     nrep: int
@@ -51,6 +52,22 @@ class MemberReports:
         self._rows += int(ns.sum()) - int(cur[at].sum())
         cur[at] = ns
         self._loud = None
+
+    def _member_keys(self) -> np.ndarray:
+        """Each member id's key (a routed member's group id, a keyed member's constant)."""
+        raise NotImplementedError
+
+    def _members(self) -> tuple[np.ndarray, np.ndarray]:
+        """The members' keys, ascending, and the member ids in that order (cached until a
+        member comes or goes)."""
+        c = self._csr
+        if c is not None and c[0] == self._version:
+            return c[1], c[2]
+        live = np.fromiter(self.by_name.values(), dtype=np.int64, count=len(self.by_name))
+        ks = self._member_keys()[live]
+        o = np.argsort(ks, kind="stable")
+        self._csr = (self._version, ks[o], live[o])
+        return ks[o], live[o]
 
     def __len__(self) -> int:
         return len(self.by_name)

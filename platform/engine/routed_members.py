@@ -217,17 +217,8 @@ class RoutedMembers(MemberReports):
         new[:] = texts
         self._set(np.array(mids, dtype=np.int64), new, np.array(ns, dtype=np.int64))
 
-    def _members(self) -> tuple[np.ndarray, np.ndarray]:
-        """The members' groups, ascending, and the member ids in that order (cached until
-        a member comes or goes)."""
-        c = self._csr
-        if c is not None and c[0] == self._version:
-            return c[1], c[2]
-        live = np.fromiter(self.by_name.values(), dtype=np.int64, count=len(self.by_name))
-        ks = self.mgid[live]
-        o = np.argsort(ks, kind="stable")
-        self._csr = (self._version, ks[o], live[o])
-        return ks[o], live[o]
+    def _member_keys(self) -> np.ndarray:
+        return self.mgid
 
     def rebuild(
         self, gids: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray, rendered: np.ndarray
