@@ -278,14 +278,8 @@ class KeyedGroup(MemberReports):
         if not mids:
             del self.by_key[key]
             self._prune = True
-        self.pending.discard(mid)
         self.names[mid] = self.rqs[mid] = self.views[mid] = self.stats[mid] = None
-        self.blocks[mid] = ""
-        self.cur[mid] = 0
-        self._free.append(mid)
-        self._loud = None
-        self._order = None
-        self._version += 1
+        self._release(mid)
         return rq
 
     # ------------------------------------------------------------ epochs

@@ -37,6 +37,8 @@ class MemberReports:
     _csr: tuple[int, np.ndarray, np.ndarray] | None
     _cover: tuple[object, int, bool] | None
     _version: int
+    _free: list[int]
+    pending: set[int]
     nrep: int
     seconds: float
     latencies: list[float]
@@ -52,6 +54,17 @@ class MemberReports:
         self._rows += int(ns.sum()) - int(cur[at].sum())
         cur[at] = ns
         self._loud = None
+
+    def _release(self, mid: int) -> None:
+        """Frees member id ``mid``: no block, no lines, a new report order (whose rebuild
+        recounts :attr:`_rows`) and a new membership version."""
+        self.pending.discard(mid)
+        self.blocks[mid] = ""
+        self.cur[mid] = 0
+        self._free.append(mid)
+        self._loud = None
+        self._order = None
+        self._version += 1
 
     def _member_keys(self) -> np.ndarray:
         """Each member id's key (a routed member's group id, a keyed member's constant)."""

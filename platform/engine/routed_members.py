@@ -139,16 +139,9 @@ class RoutedMembers(MemberReports):
         mids.remove(mid)
         if not mids:
             del self.by_view[id(view)]
-        self.pending.discard(mid)
         self.names[mid] = self.rqs[mid] = self.views[mid] = None
         self.mgid[mid] = -1
-        self.blocks[mid] = ""
-        self._rows -= int(self.cur[mid])
-        self.cur[mid] = 0
-        self._free.append(mid)
-        self._loud = None
-        self._order = None
-        self._version += 1
+        self._release(mid)
         return rq
 
     def sync(self, mid: int) -> None:
