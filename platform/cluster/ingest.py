@@ -364,7 +364,8 @@ class StreamIngest:
         body["record"] = record
         packed = msgpack.packb(body, use_bin_type=True)
         self.stream_log.append(iri, epoch, offset, packed, record)
-        return packed, with_refs(unpack_elements(body), epoch, record)
+        # the parts were just built here: no second validation (unpack_elements is for peers' bytes)
+        return packed, with_refs(split_elements(body), epoch, record)
 
     def _ingest_url(self, api: str) -> httpx.URL:
         """The leader's ingest URL, parsed once per leader (httpx parses a string per request)."""
@@ -567,6 +568,15 @@ def with_refs(elements: list[tuple[int, TermRows]], epoch: int, record: int) -> 
     return elements
 
 
+def split_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
+    """The elements of a :func:`pack_elements` form built by this process, each's triples a
+    :class:`TermRows` view of ``idx`` (no checks: :func:`unpack_elements` checks a peer's)."""
+    idx = np.frombuffer(doc["idx"], dtype="<i4").reshape(-1, 3)
+    terms, ns = doc["terms"], doc["n"]
+    cuts = np.cumsum([0, *ns]).tolist()
+    return [(t, TermRows(terms, idx[a:b])) for t, a, b in zip(doc["t"], cuts[:-1], cuts[1:])]
+
+
 def unpack_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
     """The elements of :func:`pack_elements`' form, each's triples a :class:`TermRows` view.
 
@@ -599,6 +609,7 @@ __all__ = [
     "StreamOwners",
     "ZooKeeperAway",
     "pack_elements",
+    "split_elements",
     "stream_key",
     "unpack_elements",
     "with_refs",

@@ -16,7 +16,13 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from linkstream.cluster.ingest import pack_elements, stream_key, unpack_elements, with_refs
+from linkstream.cluster.ingest import (
+    pack_elements,
+    split_elements,
+    stream_key,
+    unpack_elements,
+    with_refs,
+)
 from linkstream.cluster.streamlog import BodyStore, StreamLog, log_path
 from linkstream.engine.embedded import Engine
 from linkstream.engine.live.ingestlog import IngestLog, LogRecord, decode_triples, scan_records
@@ -69,6 +75,19 @@ def test_stream_log_bodies_read_back_and_a_torn_tail_is_cut(tmp_path: Path) -> N
         store.resolve(LogRecord(9, "push", {**rec.header, "r": 4}, b""))
     with pytest.raises(LookupError):
         store.resolve(LogRecord(9, "push", {**rec.header, "e": 8}, b""))
+
+
+def test_an_owner_splits_its_own_body_as_the_leader_unpacks_it() -> None:
+    """The leader-as-owner takes its packed parts apart without a second check: the same
+    elements the leader gets from the wire (times, triples, shared term table)."""
+    els = _elements(0, 3) + [(3000, [])] + _elements(4, 2)
+    doc = _body(7, 0, 0, els)
+    wire = msgpack.unpackb(msgpack.packb(doc, use_bin_type=True), raw=False)
+    mine, theirs = split_elements(doc), unpack_elements(wire)
+    assert [t for t, _ in mine] == [t for t, _ in theirs] == [t for t, _ in els]
+    assert [r.strings() for _, r in mine] == [r.strings() for _, r in theirs]
+    assert [r.strings() for _, r in mine] == [[list(tr) for tr in trs] for _, trs in els]
+    assert len({id(r.terms) for _, r in mine}) == 1  # one term table for the body
 
 
 def _live() -> LiveEngine:
