@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from kazoo.exceptions import KazooException, NoNodeError
 
+from linkstream.cluster.streamlog import oldest_references, prune
 from linkstream.engine.live.checkpoint import (
     Capture,
     Checkpointer,
@@ -254,6 +255,9 @@ class ClusterCheckpointer(Checkpointer):
         self.root = root
         self.results = results
         self.worker_seconds = 0.0  # spent by the live worker in :func:`capture`
+        #: ``--ingest direct``: the state directory whose stream logs are pruned after a checkpoint
+        self.streams_dir: str | None = None
+        self.stream_segments_deleted = 0
         super().__init__(live, ingest_log, store, interval_s)
         self.ringlog = RingLog()  # the cluster serves results from its result log: no rings
 
@@ -282,6 +286,8 @@ class ClusterCheckpointer(Checkpointer):
         """:meth:`Checkpointer.stats` and the time the live worker spent copying (mean ms)."""
         out = super().stats()
         out["worker_ms_mean"] = round(1000 * self.worker_seconds / max(1, self.checkpoints), 3)
+        if self.streams_dir is not None:
+            out["stream_segments_deleted"] = self.stream_segments_deleted
         return out
 
     def _encode(
@@ -305,6 +311,16 @@ class ClusterCheckpointer(Checkpointer):
                     % (cap.result_seq, COMMIT_WAIT_S)
                 )
             time.sleep(0.01)
+
+    def _truncated(self) -> None:
+        """``--ingest direct``: the owners' stream log segments before every body the log
+        still refers to go (the checkpoint holds the elements taken before its cut)."""
+        if self.streams_dir is None:
+            return
+        try:
+            self.stream_segments_deleted += prune(self.streams_dir, oldest_references(self.log.log_dir))
+        except (OSError, ValueError, KeyError, TypeError) as e:  # kept: the next checkpoint tries again
+            log.warning("cannot prune the stream logs in %s: %s", self.streams_dir, e)
 
     def _written(self, cid: str, cap: Capture) -> None:
         doc = {"id": cid, "seq": cap.seq, "uri": self.store.uri, "taken": cap.taken}
@@ -534,6 +550,8 @@ def recover_leader(
             root=service.root,
             results=service.log,
         )
+        if service.ingest.stream_log is not None:
+            checkpointer.streams_dir = service.state_dir
         if n:  # the next take-over (a crash loop, say) does not replay these records again
             checkpointer.first_s = TAKEOVER_CHECKPOINT_S
         if service.state_dir and service.log_ship_interval > 0 and ship_enabled(store.uri, service.state_dir):

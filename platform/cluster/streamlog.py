@@ -14,8 +14,13 @@ and fsyncs it before anybody else sees the body.  The leader's
 *reference* ``(epoch, record, element index)`` (``TermRows.ref``), and a new leader
 replaying the log reads the bodies back from here (:class:`BodyStore`).
 
-One file per ``(stream, epoch)``: an epoch has one owner (the ZooKeeper node's creation
-zxid), so each file has one writer; a later owner writes a new file.  Records use the
+Each ``(stream, epoch)`` has one writer: an epoch has one owner (the ZooKeeper node's
+creation zxid); a later owner writes new files.  The owner starts a new *segment* once one
+holds :data:`SEGMENT_BYTES`: ``<epoch>.log`` holds the epoch's first records, then
+``<epoch>.<q of its first record, 12 digits>.log``.  After each cluster checkpoint the
+leader deletes the segments wholly before the oldest body its ingest log still refers to
+(:func:`prune`): the checkpoint holds the elements the log before it took, so only the
+log's tail names bodies.  Records use the
 ingest log's framing (CRC, ``q`` numbering each file's records from 0): a torn tail left
 by a crash is cut off when the file is opened again, and a reader stops at it (such a
 body was never handed to the leader, so no reference names it).  A record is named by
@@ -45,20 +50,39 @@ if TYPE_CHECKING:
 STREAMS_DIR = "streams"
 #: decoded bodies a reader keeps (a replay reads the elements of one body in a row)
 BODY_CACHE = 8
+#: bytes after which an owner starts a new segment of a stream's log (old ones can go)
+SEGMENT_BYTES = 64 << 20
 
 _sync = getattr(os, "fdatasync", os.fsync)
 
 
-def log_path(state_dir: str, iri: str, epoch: int) -> str:
-    """The file holding the bodies of ``iri`` logged under ``epoch``."""
-    return os.path.join(state_dir, STREAMS_DIR, stream_key(iri), "%020d.log" % epoch)
+def log_path(state_dir: str, iri: str, epoch: int, first: int = 0) -> str:
+    """The segment of ``iri``'s bodies logged under ``epoch`` whose first record is ``first``."""
+    name = "%020d.log" % epoch if first == 0 else "%020d.%012d.log" % (epoch, first)
+    return os.path.join(state_dir, STREAMS_DIR, stream_key(iri), name)
+
+
+def segments(state_dir: str, iri: str) -> list[tuple[int, int, str]]:
+    """``(epoch, first record, path)`` of every segment of ``iri``'s log, in order."""
+    where = os.path.join(state_dir, STREAMS_DIR, stream_key(iri))
+    try:
+        names = os.listdir(where)
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        parts = name.split(".")
+        if parts[-1] != "log" or not all(x.isdigit() for x in parts[:-1]) or len(parts) not in (2, 3):
+            continue
+        out.append((int(parts[0]), int(parts[1]) if len(parts) == 3 else 0, os.path.join(where, name)))
+    return sorted(out)
 
 
 @dataclass
 class _File:
     fd: int
     next: int  # ``q`` of the next record
-    size: int  # bytes of whole records
+    size: int  # bytes of whole records in the open segment
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -67,10 +91,12 @@ class StreamLog:
 
     Args:
         state_dir: The shared state directory (``run --zk --state-dir``).
+        segment_bytes: Bytes after which a new segment starts.
     """
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, segment_bytes: int = SEGMENT_BYTES) -> None:
         self.state_dir = state_dir
+        self.segment_bytes = segment_bytes
         self._files: dict[tuple[str, int], _File] = {}
         self._lock = threading.Lock()
         self.bodies = 0
@@ -81,21 +107,31 @@ class StreamLog:
             f = self._files.get((iri, epoch))
             if f is not None:
                 return f
-            path = log_path(self.state_dir, iri, epoch)
+            mine = [(first, path) for e, first, path in segments(self.state_dir, iri) if e == epoch]
+            first, path = mine[-1] if mine else (0, log_path(self.state_dir, iri, epoch))
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            nxt = good = 0
+            good = 0
+            nxt = first
             if os.path.exists(path):  # written before in this epoch: continue after its good records
                 with open(path, "rb") as fh:
                     data = fh.read()
                 recs, good = scan_prefix(data)
                 if good < len(data):
                     os.truncate(path, good)
-                nxt = len(recs)
+                nxt = first + len(recs)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            if nxt == 0:
+            if good == 0:
                 fsync_dir(os.path.dirname(path))
             f = self._files[(iri, epoch)] = _File(fd, nxt, good)
             return f
+
+    def _next_segment(self, iri: str, epoch: int, f: _File) -> None:
+        """Closes ``f``'s full segment; the next record starts a new one (under ``f.lock``)."""
+        path = log_path(self.state_dir, iri, epoch, f.next)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fsync_dir(os.path.dirname(path))
+        os.close(f.fd)
+        f.fd, f.size = fd, 0
 
     def reserve(self, iri: str, epoch: int) -> int:
         """The record number the next :meth:`append` of ``(iri, epoch)`` gets (the owner
@@ -126,6 +162,11 @@ class StreamLog:
                 raise
             f.next = record + 1
             f.size += len(data)
+            if f.size >= self.segment_bytes:
+                try:
+                    self._next_segment(iri, epoch, f)
+                except OSError:  # the full segment stays open: the next append tries again
+                    pass
         self.bodies += 1
         self.bytes += len(data)
 
@@ -149,7 +190,8 @@ class BodyStore:
         self._bodies: OrderedDict[tuple[str, int, int], list[tuple[int, Any]]] = OrderedDict()
 
     def _record(self, iri: str, epoch: int, q: int) -> bytes:
-        path = log_path(self.state_dir, iri, epoch)
+        mine = [(first, p) for e, first, p in segments(self.state_dir, iri) if e == epoch and first <= q]
+        path = max(mine)[1] if mine else log_path(self.state_dir, iri, epoch)
         index = self._index.get(path)
         if index is None or q not in index:  # first read, or the file grew since
             try:
@@ -193,6 +235,47 @@ class BodyStore:
         return elements[j][1]
 
 
+def oldest_references(log_dir: str) -> dict[str, tuple[int, int]]:
+    """Per stream, the oldest body ``(epoch, record)`` the ingest log in ``log_dir`` (its
+    segments as they are now) refers to."""
+    out: dict[str, tuple[int, int]] = {}
+    for name in sorted(os.listdir(log_dir)):
+        if not name.endswith(".log"):
+            continue
+        try:
+            with open(os.path.join(log_dir, name), "rb") as fh:
+                recs = scan_records(fh.read())
+        except FileNotFoundError:  # truncated meanwhile
+            continue
+        for r in recs:
+            h = r.header
+            if h.get("f") == "ref":
+                at = (int(h["e"]), int(h["r"]))
+                s = str(h["s"])
+                if s not in out or at < out[s]:
+                    out[s] = at
+    return out
+
+
+def prune(state_dir: str, oldest: dict[str, tuple[int, int]]) -> int:
+    """Deletes, per stream of ``oldest``, the segments wholly before its oldest referenced body
+    (the segment after one starts at or before it); never a stream's last segment, nothing
+    of a stream the ingest log does not name.  Returns how many went."""
+    gone = 0
+    for iri, at in oldest.items():
+        segs = segments(state_dir, iri)
+        here = 0
+        for (_, _, path), (e, first, _) in zip(segs, segs[1:]):
+            if (e, first) > at:
+                break
+            os.unlink(path)
+            here += 1
+        if here:
+            fsync_dir(os.path.dirname(segs[0][2]))
+        gone += here
+    return gone
+
+
 def set_ingest(service: ClusterService, mode: str) -> str | None:
     """Sets how ``service`` ingests (``run --zk --ingest``); returns why it cannot, else ``None``.
 
@@ -212,4 +295,14 @@ def set_ingest(service: ClusterService, mode: str) -> str | None:
     return None
 
 
-__all__ = ["STREAMS_DIR", "BodyStore", "StreamLog", "log_path", "set_ingest"]
+__all__ = [
+    "SEGMENT_BYTES",
+    "STREAMS_DIR",
+    "BodyStore",
+    "StreamLog",
+    "log_path",
+    "oldest_references",
+    "prune",
+    "segments",
+    "set_ingest",
+]

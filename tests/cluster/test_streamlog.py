@@ -23,11 +23,20 @@ from linkstream.cluster.ingest import (
     unpack_elements,
     with_refs,
 )
-from linkstream.cluster.streamlog import BodyStore, StreamLog, log_path
+from linkstream.cluster.streamlog import (
+    BodyStore,
+    StreamLog,
+    log_path,
+    oldest_references,
+    prune,
+    segments,
+)
 from linkstream.engine.embedded import Engine
+from linkstream.engine.live.checkpoint import Checkpointer
 from linkstream.engine.live.ingestlog import IngestLog, LogRecord, decode_triples, scan_records
 from linkstream.engine.live.runtime import LiveEngine
 from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.store.checkpoints import open_checkpoints
 
 S = "http://ex.org/s"
 QUERY = """PREFIX ex: <http://ex.org/>
@@ -88,6 +97,98 @@ def test_an_owner_splits_its_own_body_as_the_leader_unpacks_it() -> None:
     assert [r.strings() for _, r in mine] == [r.strings() for _, r in theirs]
     assert [r.strings() for _, r in mine] == [[list(tr) for tr in trs] for _, trs in els]
     assert len({id(r.terms) for _, r in mine}) == 1  # one term table for the body
+
+
+def test_segments_are_read_across_and_pruned_before_the_oldest_reference(tmp_path: Path) -> None:
+    state = str(tmp_path)
+    log = StreamLog(state, segment_bytes=1)  # every body closes its segment
+    for k in range(4):
+        q = log.reserve(S, 7)
+        log.append(S, 7, k, msgpack.packb(_body(7, k, q, _elements(k, 1))), q)
+    log.close()
+    assert [(e, first) for e, first, _ in segments(state, S)] == [(7, 0), (7, 1), (7, 2), (7, 3), (7, 4)]
+    again = StreamLog(state, segment_bytes=1)  # numbering goes on in the last (empty) segment
+    assert again.reserve(S, 7) == 4
+    again.append(S, 7, 4, msgpack.packb(_body(7, 4, 4, _elements(4, 1))), 4)
+    again.close()
+    store = BodyStore(state)
+    assert [store.body(S, 7, q)[0][0] for q in range(5)] == [0, 1000, 2000, 3000, 4000]
+
+    other = "http://ex.org/other"
+    assert prune(state, {S: (7, 2), other: (1, 0)}) == 2  # records 0 and 1 are before (7, 2)
+    assert [first for _, first, _ in segments(state, S)] == [2, 3, 4, 5]
+    fresh = BodyStore(state)
+    assert [fresh.body(S, 7, q)[0][0] for q in range(2, 5)] == [2000, 3000, 4000]
+    with pytest.raises(LookupError):
+        fresh.body(S, 7, 1)
+    assert prune(state, {S: (9, 0)}) == 3  # never the last segment
+    assert [first for _, first, _ in segments(state, S)] == [5]
+
+
+def test_a_checkpoint_prunes_the_stream_logs_and_a_recovery_still_reports_the_same(tmp_path: Path) -> None:
+    """After a checkpoint the ingest log's tail alone names bodies: the segments before its
+    oldest reference go, and an engine recovering checkpoint + tail reports what the first did."""
+    state = str(tmp_path)
+
+    class Pruning(Checkpointer):
+        def _truncated(self) -> None:
+            self.pruned = prune(state, oldest_references(self.log.log_dir))
+
+    owner = StreamLog(state, segment_bytes=1)
+    first = _live()
+    ingest = IngestLog(state)
+    ckpts = open_checkpoints(str(tmp_path / "checkpoints"))
+    first.recover(ingest, checkpoints=ckpts)
+    ck = Pruning(first, ingest, ckpts, 0)
+    first.register(QUERY, "q")
+
+    def push(k: int) -> None:
+        elements = _elements(2 * k, 2)
+        q = owner.reserve(S, 5)
+        body = _body(5, 2 * k, q, elements)
+        owner.append(S, 5, 2 * k, msgpack.packb(body), q)
+        assert first.push_many(S, with_refs(unpack_elements(body), 5, q)) == ([True, True], None)
+
+    for k in range(3):
+        push(k)
+    first.sync()
+    assert ck.checkpoint() is not None
+    assert not hasattr(ck, "pruned") or ck.pruned == 0  # nothing referred to yet after the cut
+    for k in range(3, 6):
+        push(k)
+    first.sync()
+    assert ck.checkpoint() is not None
+    assert ck.pruned == 3  # bodies 0-2: covered by the checkpoint, no longer referred to
+    for k in range(6, 8):
+        push(k)
+    first.advance_to(15000)
+    first.sync()
+    first.close()
+    ingest.close()
+    owner.close()
+    assert [f for _, f, _ in segments(state, S)][0] == 3
+    assert oldest_references(os.path.join(state, "log"))[S] == (
+        5,
+        3,
+    )  # the log keeps all after the oldest kept checkpoint
+
+    oracle = _live()
+    oracle.register(QUERY, "q")
+    for k in range(8):
+        oracle.push_many(S, _elements(2 * k, 2))
+    oracle.advance_to(15000)
+    want = _report_at(oracle, 16000)
+    oracle.close()
+    assert want and any("a15" in line for line in want), want
+
+    second = _live()
+    again = IngestLog(state)
+    again.resolve = BodyStore(state).resolve
+    second.recover(again, checkpoints=open_checkpoints(str(tmp_path / "checkpoints")))
+    assert second.status()["streams"][S]["elements"] == 16
+    assert _report_at(second, 16000) == want
+    second.close()
+    again.close()
 
 
 def _live() -> LiveEngine:

@@ -491,6 +491,9 @@ class Checkpointer:
         """Called once checkpoint ``cid`` is complete, before the log is truncated (raises: the
         log is kept)."""
 
+    def _truncated(self) -> None:
+        """Called once the log segments the kept checkpoints cover are deleted."""
+
     def start(self) -> Checkpointer:
         if self.interval_s > 0 and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="linkstream-checkpoint", daemon=True)
@@ -568,6 +571,7 @@ class Checkpointer:
             self._seqs[cid] = seq
             kept = self._oldest_kept_seq()
             self.log.truncate_through(kept)
+            self._truncated()
             if self.shipper is not None:  # the store's pieces it covers go, the tail is shipped
                 self.shipper.checkpointed(kept)
             self.capture_seconds += t1 - t0
