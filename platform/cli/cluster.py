@@ -283,7 +283,9 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     )
     from linkstream.cluster.streamlog import set_ingest
 
-    if problem := set_ingest(service, getattr(args, "ingest", "leader")):
+    if problem := set_ingest(
+        service, getattr(args, "ingest", "leader"), getattr(args, "stream_segment_mb", 64.0)
+    ):
         print(f"error: {problem}", file=sys.stderr)
         return 2
     service.client.add_listener(metrics.zookeeper_state)

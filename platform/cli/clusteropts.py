@@ -49,6 +49,14 @@ def add_cluster_options(rp: argparse.ArgumentParser) -> None:
         "owner coordinator logs its bodies in --state-dir (needed) before the hand-off and the "
         "leader's log refers to them (docs/architecture.md, Direct ingest)",
     )
+    cl.add_argument(
+        "--stream-segment-mb",
+        type=float,
+        default=64.0,
+        metavar="MB",
+        help="--ingest direct: MiB of an owner's stream log segment; segments before what the "
+        "leader's log still refers to are deleted after each cluster checkpoint (default 64)",
+    )
     from linkstream.cli.main import add_security_options
 
     add_security_options(cl)

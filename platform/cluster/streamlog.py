@@ -276,7 +276,7 @@ def prune(state_dir: str, oldest: dict[str, tuple[int, int]]) -> int:
     return gone
 
 
-def set_ingest(service: ClusterService, mode: str) -> str | None:
+def set_ingest(service: ClusterService, mode: str, segment_mb: float = SEGMENT_BYTES / 2**20) -> str | None:
     """Sets how ``service`` ingests (``run --zk --ingest``); returns why it cannot, else ``None``.
 
     ``direct`` needs the shared state directory (the stream logs live there) and refuses a
@@ -291,7 +291,9 @@ def set_ingest(service: ClusterService, mode: str) -> str | None:
         return "--ingest direct needs --state-dir (each owner logs its streams' bodies there)"
     if service.checkpoints and ship_enabled(service.checkpoints, service.state_dir):
         return "--ingest direct needs --checkpoints inside --state-dir (the log is not shipped elsewhere)"
-    service.ingest.stream_log = StreamLog(service.state_dir)
+    if not segment_mb > 0:
+        return f"--stream-segment-mb must be > 0, got {segment_mb:g}"
+    service.ingest.stream_log = StreamLog(service.state_dir, max(1, int(segment_mb * 2**20)))
     return None
 
 

@@ -59,10 +59,18 @@ def _push_keyed(url: str, el: Any) -> int:
     return r.status_code
 
 
-def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool, separate: bool = False) -> None:
+def _scenario(
+    tmp_path: Path,
+    zk: str,
+    location: str | None,
+    corrupt: bool,
+    separate: bool = False,
+    ingest: str = "leader",
+) -> None:
     """``separate``: each coordinator has a state dir of its own (no shared filesystem); the
     leader ships the log to ``location`` and is killed once its last acknowledged push is
-    shipped."""
+    shipped.  ``ingest="direct"``: the owners log the bodies in segments of 1 KiB (one per
+    push), which the checkpoints prune; the new leader replays the references left."""
     corpus = corpus_or_skip(tmp_path)
     texts = corpus.texts(QUERIES)
     # an IStream query: its first report after the take-over is the difference to the report
@@ -75,6 +83,8 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool, sepa
     extra = ["--idle-ms", "0", "--checkpoint-interval", INTERVAL, *statics]
     if location:
         extra += ["--checkpoints", location, "--log-ship-interval", "0.1"]
+    if ingest == "direct":
+        extra += ["--ingest", "direct", "--stream-segment-mb", "0.001"]
     until = corpus.last_report(1000)
     embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=zk, session_timeout=SESSION_S)
@@ -119,6 +129,10 @@ def _scenario(tmp_path: Path, zk: str, location: str | None, corrupt: bool, sepa
                 ck = before["checkpoints"]
                 assert ck["checkpoints"] >= 3 and ck["failures"] == 0, ck
                 assert before["ingest_log"]["truncated_segments"] > 0, before["ingest_log"]
+                if ingest == "direct":  # the bodies the checkpoints cover went with the log
+                    assert ck["stream_segments_deleted"] > 0, ck
+                    files = list((state / "streams").rglob("*.log"))
+                    assert 0 < len(files) < kill_at // 2, len(files)
                 if separate:  # what is guaranteed: an acknowledged push survives once shipped
                     durable = before["ingest_log"]["durable_seq"]
                     deadline = time.monotonic() + 10
@@ -194,6 +208,12 @@ def test_leader_kill_restores_the_latest_checkpoint_and_replays_the_suffix(
     tmp_path: Path, zk_server: str, zk_chroot: str
 ) -> None:
     _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt=False)
+
+
+def test_direct_ingest_stream_logs_are_pruned_by_checkpoints_and_a_new_leader_replays(
+    tmp_path: Path, zk_server: str, zk_chroot: str
+) -> None:
+    _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt=False, ingest="direct")
 
 
 def test_a_new_leader_without_a_shared_state_dir_replays_the_shipped_log(
