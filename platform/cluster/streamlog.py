@@ -237,9 +237,15 @@ class BodyStore:
 
 def oldest_references(log_dir: str) -> dict[str, tuple[int, int]]:
     """Per stream, the oldest body ``(epoch, record)`` the ingest log in ``log_dir`` (its
-    segments as they are now) refers to."""
+    segments as they are now) refers to -- read from its oldest segment holding references
+    only: a stream's references never go back in log order (an owner's records only grow,
+    a newer owner's epoch is larger and the leader refuses older ones), so a stream's oldest
+    is there if it is in the log's tail at all.  A stream missing from that segment is left
+    out (nothing of it is pruned this time)."""
     out: dict[str, tuple[int, int]] = {}
     for name in sorted(os.listdir(log_dir)):
+        if out:
+            break
         if not name.endswith(".log"):
             continue
         try:
