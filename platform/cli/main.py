@@ -112,7 +112,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         what = f"--store {args.store}" if args.store else f"--dictionary {args.dictionary}"
         return err(f"cannot open {what}: {e}")
     transient = store.transient if store is not None else None
-    engine = Engine(dictionary, default_step=args.default_step, log_fn=log, transient=transient)
+    # one process: a join alone with its routed signature is planned directly (Engine docs)
+    engine = Engine(
+        dictionary, default_step=args.default_step, log_fn=log, transient=transient, lone_joins=True
+    )
     if store is not None:
         snap = store.snapshot()
         for g in snap.graphs():

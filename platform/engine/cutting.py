@@ -18,7 +18,10 @@ order queries were registered in, not on the query).  The driver plans every que
 run in one engine to learn which cuts are equal (:func:`plan_tasks`); each container
 plans its own queries and finds the same cuts at the same positions, since a query's
 plan shape depends only on the query, the static graphs and the constants' ids (made
-equal on every container by ``RunReplica.preplan``).
+equal on every container by ``RunReplica.preplan``).  That is why engines of a cluster
+keep ``Engine(lone_joins=False)``: a lone routable join planned directly would be a plain
+join on a container that holds the query alone and a shared join's route where another
+query of its signature is registered.
 
 :func:`place_producers` places producer tasks with the sans-IO
 :class:`~linkstream.scheduler.core.SchedulerCore`: the containers with their capacity,

@@ -204,6 +204,8 @@ class Dependencies:
         self._graphs: dict[str, list[int]] = {}
         #: name -> the routers it reads
         self._routers: dict[str, list[int]] = {}
+        #: queries to evaluate at the next epoch whatever moved (:meth:`touch`)
+        self._once: set[str] = set()
 
     def __contains__(self, name: str) -> bool:
         return name in self._entries
@@ -295,6 +297,10 @@ class Dependencies:
                 if not r.users:  # the router may be freed: never pull it again
                     del self.routed[rid]
 
+    def touch(self, name: str) -> None:
+        """Makes ``name`` dirty at the next epoch (its plan changed under its view)."""
+        self._once.add(name)
+
     def dirty(self, epoch: int, moved: set[int]) -> set[str]:
         """The queries whose sources produced rows at ``epoch``, given the ``moved`` windows.
 
@@ -302,6 +308,9 @@ class Dependencies:
         pull it later read the memo).
         """
         out = set(self.always)
+        if self._once:
+            out |= self._once & self._entries.keys()
+            self._once = set()
         for r in list(self.routed.values()):
             r.touched(epoch, out)
         if not moved:

@@ -20,6 +20,7 @@ import numpy as np
 
 from linkstream.engine.dirty import Dependencies, first_window_change
 from linkstream.engine.keyed import KeyedGroup, keyed_shape
+from linkstream.engine.lone import switched
 from linkstream.engine.members import MemberReports
 from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
@@ -34,6 +35,7 @@ from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.graph import GraphOperator, dedup_triples
 from linkstream.operators.project import ProjectOperator
 from linkstream.operators.static_result import StaticResults
+from linkstream.operators.switch import SwitchOperator
 from linkstream.operators.window import RingBuffer, StreamBuffer, WindowBuffer, WindowOperator
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.errors import QueryError
@@ -101,7 +103,14 @@ class RegisteredQuery(ReportSchedule):
 
 
 class Engine:
-    """One-process continuous query engine over dictionary-encoded streams."""
+    """One-process continuous query engine over dictionary-encoded streams.
+
+    ``lone_joins=True`` plans a join that could run on a shared join + router directly
+    while no other query has its routed signature (:mod:`linkstream.operators.switch`):
+    cheaper for a lone query, but a query's plan then depends on the queries registered
+    before and after it, which the cluster's task cutting, moves and restores cannot
+    allow (:mod:`linkstream.engine.cutting`); ``linkstream replay`` turns it on.
+    """
 
     def __init__(
         self,
@@ -111,6 +120,7 @@ class Engine:
         log_fn: Callable[[str], None] | None = None,
         static_results: str | StaticResultStore | bool | None = None,
         transient: TransientStore | None = None,
+        lone_joins: bool = False,
     ) -> None:
         self.dictionary = dictionary if dictionary is not None else MemoryDictionary()
         self.terms = TermInfo(self.dictionary)
@@ -128,6 +138,9 @@ class Engine:
         self._refs: dict[int, int] = {}
         self._views: dict[tuple, ResultView] = {}  # queries equal but for their names share one
         self._sharing = Sharing(self)
+        self._sharing.lone_direct = lone_joins  # (see the class docstring)
+        #: id of a lone query's switch -> the query (see :mod:`linkstream.operators.switch`)
+        self._lone_owner: dict[int, list[str]] = {}
         self.epoch = 0
         self.share = True
         #: also share C-SPARQL joins across window ranges (a default graph merging static
@@ -305,6 +318,10 @@ class Engine:
         ops = [op for op in root.walk() if not isinstance(op, AttachOperator)]
         for op in ops:
             self._refs[id(op)] = self._refs.get(id(op), 0) + 1
+            if type(op) is SwitchOperator and not op.switched:
+                self._lone_owner.setdefault(id(op), []).append(cq.name)
+        for sw in self._sharing.take_switched():
+            switched(self, sw)
         output = QueryOutput(
             cq.name, cq.mode, root, shape, self.evaluator, view=self._view(cq.mode, root, shape)
         )
@@ -397,6 +414,9 @@ class Engine:
             key = ResultView.share_key(view.mode, view.root, view.shape)
             if key is not None and self._views.get(key) is view:
                 del self._views[key]
+        for op in rq.ops:
+            if type(op) is SwitchOperator and name in self._lone_owner.get(id(op), ()):
+                self._lone_owner[id(op)].remove(name)
         self.release(rq.ops)
 
     def release(self, ops: Collection[Operator]) -> None:

@@ -47,12 +47,14 @@ from linkstream.operators.router import (
 )
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.static_result import StaticResultOperator, canonical_subjoin
+from linkstream.operators.switch import SwitchOperator
 from linkstream.operators.window import WindowOperator
 from linkstream.query.expressions import Bound, Const, Exists, Expr, Var
 from linkstream.query.windows import WindowSpec
 
 if TYPE_CHECKING:
     from linkstream.engine.embedded import Engine
+    from linkstream.operators.evaluate import Evaluator
 
 _Op = TypeVar("_Op", bound=Operator)
 
@@ -164,6 +166,35 @@ class _Instance:
         return any(w.now is not None for ws in self.windows for w in ws)
 
 
+@dataclass
+class _RoutePlan:
+    """What :meth:`Sharing._route_build` needs to put one query's join on a shared join +
+    router: its routed signature, window ranges and leaves (analysed once, built when the
+    join is routed -- at once, or when a second query with the same signature arrives)."""
+
+    key: tuple
+    ranges: list[int]
+    slots: list[WindowOperator | GraphOperator]
+    leaves: list[_Leaf]
+    patterns: list[tuple]
+    ts_vars: list[str | None]
+    graphs: dict[int, Operator]
+    jn: dict[str, str]
+    consts: list[tuple[str, int]]
+    cfilters: list[Expr]
+    after: list[Expr]
+    evaluator: Evaluator | None
+    vars: tuple[str, ...]
+
+
+@dataclass
+class _Lone:
+    """A query's join planned on its own (see :mod:`linkstream.operators.switch`)."""
+
+    switch: SwitchOperator
+    plan: _RoutePlan
+
+
 class Sharing:
     """Hash-conses operator trees of queries into the engine's running operators."""
 
@@ -175,6 +206,14 @@ class Sharing:
         self.routing = True  # shared joins + routers (off: per-range joins)
         self.renaming = True  # alpha-renaming of scans and joins
         self._extents: dict[tuple, int] = {}
+        #: a join that could be routed is planned on its own while no other query has its
+        #: routed signature (off, the default: every such join goes through a router at
+        #: once, so a query's plan depends on the query alone; ``Engine(lone_joins=True)``)
+        self.lone_direct = False
+        self._lone: dict[object, _Lone] = {}
+        #: switches pointed at a router since the engine last asked (:meth:`take_switched`)
+        self._switched: list[SwitchOperator] = []
+        self._direct = 0  # > 0 while a lone join's direct plan is built
 
     # ------------------------------------------------------------ core
 
@@ -224,6 +263,8 @@ class Sharing:
         # operators interned on the way but not used by the final plan (e.g. the renamed
         # scans a canonical join re-labelled) are dropped again
         used = {id(o) for o in out.walk()}
+        for sw in self._switched:  # (another query's route, built by this registration)
+            used.update(id(o) for o in sw.walk())
         for o in self._new:
             if id(o) not in used:
                 self._fresh.append(self.eng.operators.pop(o.sig))
@@ -249,22 +290,70 @@ class Sharing:
         got = memo.get(id(op))
         if got is not None:
             return got
-        out = None
-        if self.eng.share and self.routing and type(op) is MJoinOperator:
-            out = self._routed(op, functools.partial(self._canon, memo=memo))
+        out: Operator | None = None
+        if self.eng.share and self.routing and not self._direct and type(op) is MJoinOperator:
+            plan = self._route_plan(op, functools.partial(self._canon, memo=memo))
+            if plan is not None:
+                lone = self._lone.get(plan.key)
+                if lone is not None or (self.lone_direct and plan.key not in self._instances):
+                    self._direct += 1  # (its nested joins are planned directly with it)
+                    try:
+                        direct = self._plain(op, memo)
+                    finally:
+                        self._direct -= 1
+                    sw = self._intern(SwitchOperator(direct), [direct])
+                    if lone is None:
+                        self._lone[plan.key] = _Lone(sw, plan)
+                        out = sw
+                    elif sw is lone.switch:  # the same join (a copy of the query): shared as it is
+                        out = sw
+                if out is None:
+                    lone = self._lone.pop(plan.key, None)
+                    if lone is not None:  # the first query of the signature joins the router first
+                        self._switch(lone)
+                    out = self._route_build(plan)
         if out is None:
-            kids = [self._canon(c, memo) for c in op.children]
-            if self.eng.share and self.renaming and type(op) is ScanOperator:
-                out = self._renamed_scan(op, kids[0])
-            elif self.eng.share and self.renaming and type(op) is MJoinOperator:
-                out = self._renamed_join(op, kids)
-            if out is None:
-                out = self._intern(op, kids)
+            out = self._plain(op, memo)
         memo[id(op)] = out
         return out
 
+    def _plain(self, op: Operator, memo: dict[int, Operator]) -> Operator:
+        """``op``'s subplan shared by exact signature and alpha-renaming only."""
+        kids = [self._canon(c, memo) for c in op.children]
+        out = None
+        if self.eng.share and self.renaming and type(op) is ScanOperator:
+            out = self._renamed_scan(op, kids[0])
+        elif self.eng.share and self.renaming and type(op) is MJoinOperator:
+            out = self._renamed_join(op, kids)
+        if out is None:
+            out = self._intern(op, kids)
+        return out
+
+    def _switch(self, lone: _Lone) -> None:
+        """Points a lone query's switch at its route on the shared join of its signature."""
+        routed = self._route_build(lone.plan)
+        sw = lone.switch
+        sw.switch(routed)
+        # (no later copy of the query may find the switch by its direct join's signature)
+        if self.eng.operators.get(sw.sig) is sw:
+            del self.eng.operators[sw.sig]
+            sw.sig = ("switched", id(sw))
+            self.eng.operators[sw.sig] = sw
+        self._switched.append(sw)
+
+    def take_switched(self) -> list[SwitchOperator]:
+        """The switches pointed at a router since the last call (their queries' operators
+        changed: the engine counts the new ones and releases the replaced ones)."""
+        out, self._switched = self._switched, []
+        return out
+
     def forget(self, dead: list[Operator]) -> None:
-        """Drop the shared-join instances whose router was freed by an unregistration."""
+        """Drop the shared-join instances whose router was freed by an unregistration (and
+        the lone joins of unregistered queries)."""
+        lone = {id(o) for o in dead if isinstance(o, SwitchOperator)}
+        if lone:
+            for k in [k for k, v in self._lone.items() if id(v.switch) in lone]:
+                del self._lone[k]
         ids = {id(o) for o in dead if isinstance(o, RouterOperator)}
         if ids:
             for k in [k for k, inst in self._instances.items() if id(inst.router) in ids]:
@@ -336,7 +425,8 @@ class Sharing:
             return False
         return True
 
-    def _routed(self, op: MJoinOperator, canon: Callable[[Operator], Operator]) -> Operator | None:
+    def _route_plan(self, op: MJoinOperator, canon: Callable[[Operator], Operator]) -> _RoutePlan | None:
+        """What a shared join + router for ``op`` would be (``None``: ``op`` cannot be routed)."""
         leaves: list[_Leaf] = []
         filters: list[Expr] = []
         if not self._leaves(op, leaves, filters) or not any(lf.window for lf in leaves):
@@ -455,6 +545,27 @@ class Sharing:
         )
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
         ranges = [int(_slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]  # time windows have a range
+        return _RoutePlan(
+            key,
+            ranges,
+            slots,
+            leaves,
+            patterns,
+            ts_vars,
+            graphs,
+            jn,
+            consts,
+            cfilters,
+            after,
+            op.evaluator,
+            op.vars,
+        )
+
+    def _route_build(self, plan: _RoutePlan) -> Operator:
+        """The shared join + router of ``plan`` (joined, grown or created) and the query's
+        route on it, with the query's variable names."""
+        key, ranges, slots, leaves = plan.key, plan.ranges, plan.slots, plan.leaves
+        patterns, ts_vars, graphs, jn = plan.patterns, plan.ts_vars, plan.graphs, plan.jn
         inst = self._instance(key, ranges)
         # build the shared instance (operators that already run are found by signature)
         windows: list[Operator] = []
@@ -476,7 +587,7 @@ class Sharing:
             else:
                 tw = windows[slots.index(lf.merged or lf.window)]  # type: ignore[arg-type]  # a window leaf has a slot
                 children.append(self._intern(TimedScanOperator(tw, lpat, tv), [tw]))
-        join = self._intern(MJoinOperator(children, cfilters, op.evaluator), children)
+        join = self._intern(MJoinOperator(children, plan.cfilters, plan.evaluator), children)
         out_vars = tuple(jn.values())
         slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if (lf.merged or lf.window) is w] for w in slots]
         per_slot = [[c.shared if isinstance(c, AttachOperator) else c for c in w.children] for w in windows]
@@ -487,11 +598,11 @@ class Sharing:
         router = self._intern(RouterOperator(join, slots_ts, out_vars), [join])
         inst.windows = cast("list[list[TimedWindowOperator]]", per_slot)  # the timed windows built above
         inst.router = router
-        rkey = (tuple(ranges), tuple(consts))
+        rkey = (tuple(ranges), tuple(plan.consts))
         route: Operator = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])
-        if after:
-            route = self._intern(FilterOperator(route, after, op.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
-        return self._rename(route, {c: q for q, c in jn.items()}, op.vars)
+        if plan.after:
+            route = self._intern(FilterOperator(route, plan.after, plan.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
+        return self._rename(route, {c: q for q, c in jn.items()}, plan.vars)
 
     def _timed_window(self, w: WindowOperator, range_ms: int) -> TimedWindowOperator:
         """The timed window of ``w``'s stream and step that covers ``range_ms``.
