@@ -329,10 +329,21 @@ def main(argv: list[str] | None = None) -> None:
                     r = throughput(base, f"tp-{label}-{k}", interval, a)
                     rounds[label].append(r)
                     ck = r["checkpoints"] or {}
+                    tasks = ck.get("tasks") or {}
                     print(
                         "throughput, checkpoints %-4s: %7.0f elements/s (%s checkpoints, %s log segments "
-                        "truncated)"
-                        % (label, r["elements_per_s"], ck.get("checkpoints", 0), r["log_segments_truncated"]),
+                        "truncated; per checkpoint: leader worker %s ms, task snapshots %s written in all, "
+                        "container copy %s ms, checkpointer's wait for them %s ms)"
+                        % (
+                            label,
+                            r["elements_per_s"],
+                            ck.get("checkpoints", 0),
+                            r["log_segments_truncated"],
+                            ck.get("worker_ms_mean", "-"),
+                            tasks.get("snapshotted", "-"),
+                            tasks.get("copy_ms_mean", "-"),
+                            tasks.get("wait_ms_mean", "-"),
+                        ),
                         flush=True,
                     )
             per_round = {

@@ -26,20 +26,24 @@ that the oldest kept checkpoint covers are deleted.  A checkpoint is written onl
 result log has committed the reports up to its last tick (a new leader's floor then
 covers them: what the checkpoint does not re-create was delivered).
 
-**The containers' operator state is not captured**: a new leader starts a new run, and its
-containers rebuild their windows from the restored backlog -- the elements before the
-last tick's cut, then one *silent* tick at that report time (every container evaluates
-every query, nothing is reported: an IStream/DStream query's next report is again the
-difference to it), then the elements after the cut.  This is the embedded restore's
-rebuild of router plans, applied to every query; it needs no change to the containers'
-protocol and is bounded by the windows' extent, not by the age of the run.  A container
-that dies is still recovered by recompute from the driver's history
-(:mod:`linkstream.cluster.recovery`).
+**The containers' operator state** is captured as task snapshots
+(:mod:`linkstream.cluster.tasksnapshots`): right after the capture each container is asked
+for the state of the queries it answered at the last tick, copies it between two ticks and
+writes it to the same store; the checkpoint is written only once every container has
+acknowledged its objects, whose checksums go into the manifest.  A new leader starts a new
+run and its containers rebuild their windows from the restored backlog -- the elements
+before the last tick's cut, then each query's task snapshot restored on the container that
+holds it, then one *silent* tick at that report time (every container evaluates every
+query, nothing is reported: queries without a snapshot are rebuilt by it, an
+IStream/DStream query's next report is again the difference to it; a restored query finds
+nothing new), then the elements after the cut.  A container that dies is still recovered
+by recompute from the driver's history (:mod:`linkstream.cluster.recovery`).
 
 :func:`restore_latest` (the ``restorer`` of
 :meth:`~linkstream.engine.live.runtime.LiveEngine.recover`) loads the checkpoint the
-ZooKeeper node names -- a missing or corrupt one is skipped with one error line and the
-previous complete checkpoint is used -- and the caller replays only the log after it.
+ZooKeeper node names -- a missing or corrupt one (a task snapshot included) is skipped with
+one error line and the previous complete checkpoint is used; with none left, the newest
+sound one without its task snapshots -- and the caller replays only the log after it.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from kazoo.exceptions import KazooException, NoNodeError
 
+from linkstream.cluster import tasksnapshots
+from linkstream.cluster.tasksnapshots import PREFIX, Request
 from linkstream.cluster.streamlog import oldest_references, prune
 from linkstream.engine.live.checkpoint import (
     Capture,
@@ -71,6 +77,7 @@ from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.store.checkpoint_backends import BackendError
 from linkstream.store.checkpoints import (
+    SHARED,
     Blob,
     Checkpoint,
     CheckpointError,
@@ -128,6 +135,11 @@ class ClusterCapture(Capture):
     keys: list[str] = field(default_factory=list)
     #: the result log's last entry at the barrier (written once it is committed)
     result_seq: int = 0
+    #: the containers' task snapshots asked for at the barrier (:mod:`.tasksnapshots`)
+    tasks: Request | None = None
+    #: once they are written: per query its object's manifest entry, or why it has none
+    task_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_errors: dict[str, str] = field(default_factory=dict)
 
 
 def _backlog(remote: RemoteEngine) -> list[tuple[str, int, list[tuple[int, np.ndarray]]]]:
@@ -258,6 +270,9 @@ class ClusterCheckpointer(Checkpointer):
         #: ``--ingest direct``: the state directory whose stream logs are pruned after a checkpoint
         self.streams_dir: str | None = None
         self.stream_segments_deleted = 0
+        self.task_copy_seconds = 0.0  # the containers' copies (the largest per checkpoint)
+        self.task_wait_seconds = 0.0  # the checkpointer's wait for the task snapshots
+        self.tasks_snapshotted = 0
         super().__init__(live, ingest_log, store, interval_s)
         self.ringlog = RingLog()  # the cluster serves results from its result log: no rings
 
@@ -276,18 +291,29 @@ class ClusterCheckpointer(Checkpointer):
     ) -> Capture:
         t0 = time.perf_counter()
         try:
-            return capture(
+            cap = capture(
                 self.live, self.remote, seq, offsets, terms_from, accepted, lambda: self.results.last
             )
+            cluster = self.remote.cluster
+            if cluster is not None:  # the containers copy their tasks' state after the same tick
+                evaluated = [q["name"] for q in cap.queries if not q["fresh"]]
+                cap.tasks = tasksnapshots.request(cluster, self.store.uri, cap.live["last_tick"], evaluated)
+            return cap
         finally:
             self.worker_seconds += time.perf_counter() - t0
 
     def stats(self) -> dict[str, Any]:
         """:meth:`Checkpointer.stats` and the time the live worker spent copying (mean ms)."""
         out = super().stats()
-        out["worker_ms_mean"] = round(1000 * self.worker_seconds / max(1, self.checkpoints), 3)
+        n = max(1, self.checkpoints)
+        out["worker_ms_mean"] = round(1000 * self.worker_seconds / n, 3)
         if self.streams_dir is not None:
             out["stream_segments_deleted"] = self.stream_segments_deleted
+        out["tasks"] = {
+            "snapshotted": self.tasks_snapshotted,
+            "copy_ms_mean": round(1000 * self.task_copy_seconds / n, 3),
+            "wait_ms_mean": round(1000 * self.task_wait_seconds / n, 3),
+        }
         return out
 
     def _encode(
@@ -297,6 +323,11 @@ class ClusterCheckpointer(Checkpointer):
         objects, meta, shared, listed = encode(cap, self.ringlog, self.live.results_retention_s, ())
         objects["backlog"] = _backlog_blob(cap.backlog)
         objects["keys"] = blob_of_strings(cap.keys)
+        for entry in cap.task_objects.values():  # written by the containers: listed, with checksums
+            self.store.adopt(entry["key"], entry)
+            shared[entry["key"]] = _written_elsewhere
+        meta["tasks"] = {name: e["key"] for name, e in cap.task_objects.items()}
+        meta["task_errors"] = cap.task_errors
         meta["cluster"] = LAYOUT
         meta["elements"] = sum(len(b[2]) for b in cap.backlog)
         return objects, meta, shared, listed
@@ -311,6 +342,17 @@ class ClusterCheckpointer(Checkpointer):
                     % (cap.result_seq, COMMIT_WAIT_S)
                 )
             time.sleep(0.01)
+        cluster = self.remote.cluster
+        if cap.tasks is None or cluster is None:
+            return
+        t0 = time.perf_counter()
+        objects, errors, copy_s = cluster.tasks.wait(
+            cap.tasks, lambda: self.live.call(lambda: cluster.pump(0.0), timeout), cluster._dead
+        )
+        cap.task_objects, cap.task_errors = objects, errors
+        self.task_copy_seconds += copy_s
+        self.task_wait_seconds += time.perf_counter() - t0
+        self.tasks_snapshotted += len(objects)
 
     def _truncated(self) -> None:
         """``--ingest direct``: the owners' stream log segments before every body the log
@@ -333,31 +375,50 @@ class ClusterCheckpointer(Checkpointer):
         log.info("checkpoint %s of the cluster covers ingest log records through %d", cid, cap.seq)
 
 
+def _written_elsewhere() -> Blob:
+    raise CheckpointError("a task snapshot is written by its container")  # never: adopted first
+
+
 def _load(store: CheckpointStore, first: str | None) -> Checkpoint | None:
-    """The checkpoint ``first`` (the ZooKeeper pointer's), else the newest usable one."""
+    """The checkpoint ``first`` (the ZooKeeper pointer's), else the newest usable one; when
+    none is complete, the newest whose own objects are sound, without its task snapshots
+    (the containers then rebuild their state by the silent evaluation)."""
     ids = store.ids()
     order = ([first] if first else []) + [i for i in reversed(ids) if i != first]
     problems = []
-    for k, cid in enumerate(order):
-        try:
-            ck = store.load_id(cid)
-            if ck.meta.get("cluster") != LAYOUT:
-                raise CheckpointError(
-                    "checkpoint %s is not a cluster checkpoint of layout %d" % (cid, LAYOUT)
+    for without in (None, SHARED + PREFIX):
+        for k, cid in enumerate(order):
+            try:
+                ck = store.load_id(cid, without)
+                if ck.meta.get("cluster") != LAYOUT:
+                    raise CheckpointError(
+                        "checkpoint %s is not a cluster checkpoint of layout %d" % (cid, LAYOUT)
+                    )
+            except CheckpointError as e:
+                problems.append(str(e))
+                nxt = order[k + 1] if k + 1 < len(order) else None
+                log.error(
+                    "%s: %s; %s",
+                    store.uri,
+                    e,
+                    "falling back to the previous complete checkpoint %s" % nxt
+                    if nxt
+                    else "no other checkpoint"
+                    if without
+                    else "trying them again without their task snapshots",
                 )
-        except CheckpointError as e:
-            problems.append(str(e))
-            nxt = order[k + 1] if k + 1 < len(order) else None
-            log.error(
-                "%s: %s; %s",
-                store.uri,
-                e,
-                "falling back to the previous complete checkpoint %s" % nxt if nxt else "no other checkpoint",
-            )
-            continue
-        if problems:
-            log.warning("%s: restored from checkpoint %s, not the latest", store.uri, cid)
-        return ck
+                continue
+            if without:
+                ck.meta["tasks"] = {}
+                log.error(
+                    "%s: restoring checkpoint %s without its task snapshots: the containers rebuild "
+                    "their operator state by evaluation at its last report time",
+                    store.uri,
+                    cid,
+                )
+            elif problems:
+                log.warning("%s: restored from checkpoint %s, not the latest", store.uri, cid)
+            return ck
     if problems:
         raise CheckpointError("no usable checkpoint in %s: %s" % (store.uri, "; ".join(problems)))
     return None
@@ -440,6 +501,8 @@ def restore(
                 cluster.wait_until_ready(remote.ready_timeout)
             except Exception as exc:  # a container late: its queries start from the buffers
                 log.warning("checkpoint %s: %s; silent evaluation without them", ck.id, exc)
+            if meta.get("tasks"):  # the containers' operator state; the others are evaluated
+                tasksnapshots.restore(cluster, ck, int(c), remote.ready_timeout)
             cluster.tick(int(c), [])
     for q in queries:
         if q.get("fresh"):
@@ -537,6 +600,7 @@ def recover_leader(
         "covered": int(ck.meta["seq"]) if ck is not None else -1,
         "replayed": n,
         "backlog_elements": int(ck.meta.get("elements") or 0) if ck is not None else 0,
+        **(remote.cluster.tasks.restore_info if ck is not None and remote.cluster is not None else {}),
         "seconds": round(time.perf_counter() - t0, 3),
     }
     if store is not None and service.checkpoint_interval > 0:

@@ -45,6 +45,7 @@ from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.handover import Handovers, Migration
 from linkstream.cluster.owners import OwnerView
 from linkstream.cluster.recovery import Recovery
+from linkstream.cluster.tasksnapshots import TaskSnapshots
 from linkstream.containers.protocol import (
     Failed,
     Hello,
@@ -189,6 +190,7 @@ class ClusterEngine:
         self._peers = self.fanout.peers
         self.handovers = Handovers(spec.id, self.fanout, self.pump, answer_timeout, self._dead)
         self.recovery = Recovery(spec.id, self.fanout, dictionary, self.pump, answer_timeout, self._dead)
+        self.tasks = TaskSnapshots(spec.id)  # cluster checkpoints' operator state (:mod:`.tasksnapshots`)
         #: per query, the last report time whose lines were handed out (the result edge)
         self.written: dict[str, int] = {}
         #: result lines dropped at the result edge (a report time already handed out)
@@ -271,7 +273,8 @@ class ClusterEngine:
             try:
                 message = decode(frames)
             except ValueError as exc:
-                logger.warning("driver: rejected malformed message: %s", exc)
+                if not self.tasks.on_frames(frames):  # a cluster checkpoint's task snapshots
+                    logger.warning("driver: rejected malformed message: %s", exc)
                 continue
             if getattr(message, "run", None) != self.spec.id:
                 continue

@@ -85,8 +85,9 @@ from linkstream.containers.security import Security, SecurityError
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 from linkstream.containers.takeover import Slot, StateMigration
+from linkstream.containers.taskcheckpoint import TaskCheckpoints
 from linkstream.containers.transport import LOOPBACK_ANY, CurveKeys, Receiver, Sender
-from linkstream.containers.wire import payload_bytes
+from linkstream.containers.wire import Frame, payload_bytes
 from linkstream.metrics import ContainerMetrics, serve_metrics
 from linkstream.scheduler.assignment import Assignment, AssignmentTable
 from linkstream.scheduler.keyring import MEMBER_FIELD, KeyRing
@@ -104,7 +105,7 @@ SEND_RETRY_S = 0.5
 SHUTDOWN_S = 5.0
 
 
-class ContainerRuntime(StateMigration):
+class ContainerRuntime(StateMigration, TaskCheckpoints):
     """One operator container: membership, assignment watch, replica, data plane.
 
     Args:
@@ -267,6 +268,7 @@ class ContainerRuntime(StateMigration):
                 self._burst = 0
             self._ops.poll()  # operator-edge control (a producer moving here) while idle
             self._report_load()
+            self._send_task_acks()
             frames = self._receiver.recv_frames(POLL_S)
             if frames is None:
                 continue
@@ -275,6 +277,8 @@ class ContainerRuntime(StateMigration):
             except ProtocolError as exc:
                 if header_kind(frames) == "optasks":
                     self._configure_operators(frames)
+                    continue
+                if self._task_checkpoint(frames):  # a cluster checkpoint's (:mod:`.taskcheckpoint`)
                     continue
                 logger.warning("%s: rejected malformed message: %s", self.id, exc)
                 self.metrics.received_messages.labels("malformed").inc()
@@ -477,12 +481,12 @@ class ContainerRuntime(StateMigration):
         self._owners = {}
         self._released = 0
 
-    def _send(self, message: Message) -> bool:
-        """Sends to the driver, waiting out back-pressure while the run lasts."""
+    def _send(self, message: Message | list[Frame]) -> bool:
+        """Sends to the driver (a message or its frames), waiting out back-pressure while the run lasts."""
         sender, run = self._sender, self._run_id
         if sender is None:
             return False
-        frames = encode(message)
+        frames = message if isinstance(message, list) else encode(message)
         while not sender.offer_frames(frames, SEND_RETRY_S):
             self.metrics.backpressure.inc()
             if self._run_seen != run:

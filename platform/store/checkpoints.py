@@ -135,7 +135,8 @@ def decode_blob(data: bytes, where: str = "object") -> Blob:
     return Blob(header, arrays)
 
 
-def _digest(data: bytes) -> dict[str, Any]:
+def digest(data: bytes) -> dict[str, Any]:
+    """The manifest's entry of an object: its size, crc32 and sha256."""
     return {"size": len(data), "crc32": zlib.crc32(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
@@ -238,18 +239,18 @@ class CheckpointStore:
                 raise CheckpointError(f"bad checkpoint object name {name!r}")
             data = obj if isinstance(obj, bytes) else encode_blob(obj)
             self.backend.put("ckpt-%s/%s" % (cid, name), data)
-            entries[name] = _digest(data)
+            entries[name] = digest(data)
             written += len(data)
         for name, make in (shared or {}).items():
             key = SHARED + name
-            digest = self._shared.get(key)
-            if digest is None:
+            entry = self._shared.get(key)
+            if entry is None:
                 obj = make()
                 data = obj if isinstance(obj, bytes) else encode_blob(obj)
                 self.backend.put(key, data)
-                digest = self._shared[key] = _digest(data)
+                entry = self._shared[key] = digest(data)
                 written += len(data)
-            entries[key] = digest
+            entries[key] = entry
         manifest = {
             "format": FORMAT,
             "id": cid,
@@ -267,6 +268,12 @@ class CheckpointStore:
         except (BackendError, OSError) as e:  # old checkpoints left behind: harmless
             log.warning("checkpoints %s: cannot delete old checkpoints: %s", self.uri, e)
         return cid
+
+    def adopt(self, name: str, entry: dict[str, Any]) -> None:
+        """Takes shared object ``name`` that another process wrote (an operator container's
+        task snapshot), with its :func:`digest`: a :meth:`write` that names it lists it in
+        its manifest without making it again, and a load verifies it."""
+        self._shared[SHARED + name] = dict(entry)
 
     def _retain(self, ids: list[str]) -> None:
         ids = sorted(set(ids))
@@ -319,8 +326,10 @@ class CheckpointStore:
         """
         return dict(self._manifest(cid).get("meta") or {})
 
-    def load_id(self, cid: str) -> Checkpoint:
+    def load_id(self, cid: str, without: str | None = None) -> Checkpoint:
         """Checkpoint ``cid``, every object verified against the manifest.
+
+        ``without``: objects whose name starts with it are neither read nor returned.
 
         Raises:
             CheckpointError: Missing manifest or object, a size or checksum mismatch, an
@@ -330,12 +339,14 @@ class CheckpointStore:
         doc = self._manifest(cid)
         objects: dict[str, Blob] = {}
         for name, want in doc["objects"].items():
+            if without and name.startswith(without):
+                continue
             key = name if name.startswith(SHARED) else "ckpt-%s/%s" % (cid, name)
             try:
                 data = self.backend.get(key)
             except KeyError:
                 raise CheckpointError(f"checkpoint {cid}: object {key} is missing") from None
-            got = _digest(data)
+            got = digest(data)
             for k in ("size", "crc32", "sha256"):
                 if got[k] != want.get(k):
                     raise CheckpointError(

@@ -42,6 +42,26 @@ pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 INTERVAL = "0.25"
 ISTREAM = "istream-avg-congestion"
 NAMES = [*QUERIES, ISTREAM]
+_SINGLE = """PREFIX sao: <http://purl.oclc.org/NET/sao/>
+PREFIX ses: <http://www.insight-centre.org/dataset/SampleEventService#>
+PREFIX : <http://linkstream.example/windows#>
+REGISTER {mode} <{name}> AS
+SELECT (COUNT(?ob) AS ?n) (SUM(?v) AS ?sum) (MAX(?v) AS ?max)
+FROM NAMED WINDOW :w ON ses:{stream} [RANGE PT{range}S STEP PT1S]
+WHERE {{ WINDOW :w {{ ?ob sao:hasValue ?v }} }}
+"""
+#: queries whose whole operator state is snapshotted (one pattern: no join, hence no router)
+SNAPSHOTTED = {
+    f"{mode.lower()}-{stream[-6:]}": _SINGLE.format(
+        mode=mode, name=f"{mode.lower()}-{stream[-6:]}", stream=stream, range=r
+    )
+    for mode, stream, r in (
+        ("RSTREAM", "AarhusTrafficData182955", 5),
+        ("ISTREAM", "AarhusTrafficData182955", 3),
+        ("RSTREAM", "AarhusTrafficData158505", 4),
+        ("ISTREAM", "AarhusTrafficData158505", 6),
+    )
+}
 
 
 def _status(url: str) -> dict:
@@ -63,20 +83,26 @@ def _scenario(
     tmp_path: Path,
     zk: str,
     location: str | None,
-    corrupt: bool,
+    corrupt: bool | str,
     separate: bool = False,
+    queries: dict[str, str] | None = None,
     ingest: str = "leader",
 ) -> None:
     """``separate``: each coordinator has a state dir of its own (no shared filesystem); the
     leader ships the log to ``location`` and is killed once its last acknowledged push is
-    shipped.  ``ingest="direct"``: the owners log the bodies in segments of 1 KiB (one per
-    push), which the checkpoints prune; the new leader replays the references left."""
+    shipped.  ``corrupt``: damage the newest checkpoint's ``queries`` object (``True``) or
+    one of its task snapshots (``"task"``) after the kill.  ``queries``: these instead of
+    the CityBench ones (and every one of them must be restored from its task snapshot).
+    ``ingest="direct"``: the owners log the bodies in segments of 1 KiB (one per push), which
+    the checkpoints prune; the new leader replays the references left."""
     corpus = corpus_or_skip(tmp_path)
+    qnames = list(queries) if queries else NAMES
     texts = corpus.texts(QUERIES)
     # an IStream query: its first report after the take-over is the difference to the report
     # before, which the containers of the new run get from the silent evaluation
     texts[ISTREAM] = texts["rspql-avg-congestion"].replace("REGISTER RSTREAM", "REGISTER ISTREAM")
     assert texts[ISTREAM] != texts["rspql-avg-congestion"]
+    texts.update(queries or {})
     statics = corpus.static_args()
     state = tmp_path / "state"
     uri = location or "file://" + str(state / "checkpoints")
@@ -100,7 +126,7 @@ def _scenario(
         while True:  # 503 while a ZooKeeper hiccup of the loaded box moves the leadership: retry
             r = httpx.post(
                 urls[standby] + "/queries",
-                json=[{"query": texts[q], "name": q} for q in NAMES],
+                json=[{"query": texts[q], "name": q} for q in qnames],
                 timeout=TIMEOUT,
             )
             if r.status_code != 503 or time.monotonic() > deadline:
@@ -109,11 +135,11 @@ def _scenario(
         assert r.status_code == 201, r.text
         leader, standby = _wait_roles(urls)
         emb, std = Client(embedded.url), Client(urls[standby], timeout=TIMEOUT)
-        for q in NAMES:
+        for q in qnames:
             emb.register(texts[q], q)
         got: dict[str, object] = {}
         threads = []
-        for q in NAMES:
+        for q in qnames:
             for key, client in ((f"emb/{q}", emb), (f"std/{q}", std)):
                 th = threading.Thread(target=collect, args=(client, q, until, got, key), daemon=True)
                 th.start()
@@ -128,6 +154,9 @@ def _scenario(
                 before = _status(urls[leader])
                 ck = before["checkpoints"]
                 assert ck["checkpoints"] >= 3 and ck["failures"] == 0, ck
+                # the containers' operator state is in them (not the queries on a shared join's
+                # router: those are listed without a snapshot, and evaluated at a take-over)
+                assert ck["tasks"]["snapshotted"] >= 3, ck
                 assert before["ingest_log"]["truncated_segments"] > 0, before["ingest_log"]
                 if ingest == "direct":  # the bodies the checkpoints cover went with the log
                     assert ck["stream_segments_deleted"] > 0, ck
@@ -150,7 +179,11 @@ def _scenario(
                     finally:
                         zk.stop()
                         zk.close()
-                    open_checkpoints(uri).backend.put(f"ckpt-{bad}/queries", b"LSCK garbage")
+                    damaged = f"ckpt-{bad}/queries"
+                    if corrupt == "task":  # an operator container's object of that checkpoint
+                        manifest = open_checkpoints(uri).load_id(bad).meta
+                        damaged = "shared/" + sorted(manifest["tasks"].values())[0]
+                    open_checkpoints(uri).backend.put(damaged, b"LSCK garbage")
                 cluster.kill(leader)  # SIGKILL
                 order = [urls[standby]]
             if k == kill_at // 2:  # with an idempotency key: a checkpoint covers it before the kill
@@ -172,11 +205,13 @@ def _scenario(
             th.join(TIMEOUT)
         for key, value in got.items():
             assert not isinstance(value, Exception), f"{key}: {value!r}"
-        for q in NAMES:
+        for q in qnames:
             want, have = Counter(got[f"emb/{q}"]), Counter(got[f"std/{q}"])
             lost, dup = sum((want - have).values()), sum((have - want).values())
             assert (lost, dup) == (0, 0), f"{q}: {lost} lines lost, {dup} duplicated"
-        assert got[f"emb/{ISTREAM}"] and got[f"emb/{QUERIES[1]}"], "no result lines"  # type: ignore[arg-type]
+        assert all(got[f"emb/{q}"] for q in ([ISTREAM, QUERIES[1]] if not queries else qnames)), (
+            "no result lines"
+        )
 
         # the take-over restored a checkpoint and replayed exactly the records after it
         records = before["ingest_log"]["next_seq"]  # the log held records 0 .. records-1 at the kill
@@ -187,9 +222,21 @@ def _scenario(
         assert take["covered"] >= before["checkpoints"]["last_seq"] - (1 if corrupt else 0) * records, take
         assert take["replayed"] == records - 1 - take["covered"], (take, records)
         log = (cluster.dir / "logs" / f"{standby}.log").read_text()
+        # the containers' operators came from the task snapshots, not from an evaluation
+        # (queries on a shared join's router have none: the new run evaluates them silently;
+        # a snapshot whose plan differs in the new run, sharing operators with other queries
+        # placed on the same container there, is rebuilt the same way)
+        assert take["tasks_restored"] + take["tasks_rebuilt"] == take["tasks_in_checkpoint"], take
+        assert take["tasks_without_snapshot"] == len(qnames) - take["tasks_in_checkpoint"], take
+        containers = "".join((cluster.dir / "logs" / f).read_text() for f in ("oc-1.log", "oc-2.log"))
+        if queries:
+            assert take["tasks_restored"] == len(qnames), take
+            assert "restored from the cluster checkpoint" in containers
+        else:
+            assert "RouteOperator state is not migrated" in containers
         if corrupt:
             assert take["checkpoint"] != bad, take
-            assert f"checkpoint {bad}: object ckpt-{bad}/queries is corrupt" in log, log[-3000:]
+            assert f"checkpoint {bad}: object {damaged} is corrupt" in log, log[-3000:]
             assert "falling back to the previous complete checkpoint" in log, log[-3000:]
             assert f"restored from checkpoint {take['checkpoint']}, not the latest" in log, log[-3000:]
         else:
@@ -236,6 +283,18 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(
     tmp_path: Path, zk_server: str, zk_chroot: str
 ) -> None:
     _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt=True)
+
+
+def test_a_corrupt_task_snapshot_falls_back_to_the_previous_checkpoint(
+    tmp_path: Path, zk_server: str, zk_chroot: str
+) -> None:
+    _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt="task", queries=SNAPSHOTTED)
+
+
+def test_a_new_leader_restores_the_containers_from_their_task_snapshots(
+    tmp_path: Path, zk_server: str, zk_chroot: str
+) -> None:
+    _scenario(tmp_path, f"{zk_server}{zk_chroot}", None, corrupt=False, queries=SNAPSHOTTED)
 
 
 @pytest.mark.slow  # as above
@@ -340,3 +399,38 @@ def test_the_first_checkpoint_can_come_before_the_interval(tmp_path: Path) -> No
         if ck is not None:
             ck.stop()
         live.close()
+
+
+def test_damaged_task_snapshots_everywhere_restore_without_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In process: a corrupt task snapshot makes :func:`_load` take the previous complete
+    checkpoint; when every checkpoint has one, the newest is restored without its task
+    snapshots (the silent evaluation rebuilds the containers' state), with an error line."""
+    from linkstream.cluster.checkpoints import LAYOUT, _load
+    from linkstream.store.checkpoints import Blob, digest, encode_blob
+
+    store = open_checkpoints("file://" + str(tmp_path / "ck"))
+    ids = []
+    for k in range(2):
+        name = f"tasks-{k:08d}-ab/t{k}"
+        data = encode_blob(Blob({"query": "q", "c": 1000}, []))
+        store.backend.put("shared/" + name, data)  # as a container writes it
+        store.adopt(name, digest(data))
+        meta = {"cluster": LAYOUT, "seq": k, "tasks": {"q": name}}
+        ids.append(store.write({"x": Blob({"k": k}, [])}, meta, {name: lambda: b""}))
+    got = _load(store, ids[1])
+    assert got is not None and got.id == ids[1] and f"shared/tasks-{1:08d}-ab/t1" in got.objects
+    store.backend.put(f"shared/tasks-{1:08d}-ab/t1", b"LSCK garbage")
+    with caplog.at_level("ERROR"):
+        got = _load(store, ids[1])
+    assert got is not None and got.id == ids[0] and got.meta["tasks"] == {"q": f"tasks-{0:08d}-ab/t0"}
+    assert f"object shared/tasks-{1:08d}-ab/t1 is corrupt" in caplog.text
+    assert f"falling back to the previous complete checkpoint {ids[0]}" in caplog.text
+    store.backend.put(f"shared/tasks-{0:08d}-ab/t0", b"LSCK garbage")
+    caplog.clear()
+    with caplog.at_level("ERROR"):
+        got = _load(store, ids[1])
+    assert got is not None and got.id == ids[1] and got.meta["tasks"] == {}
+    assert not any(k.startswith("shared/tasks-") for k in got.objects)
+    assert f"restoring checkpoint {ids[1]} without its task snapshots" in caplog.text
