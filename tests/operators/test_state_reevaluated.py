@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -40,19 +41,16 @@ def test_a_restored_query_is_unchanged_by_the_silent_tick(
     manifest = json.loads((shared / "citybench" / "manifest.json").read_text())
     q = next(x for x in manifest["queries"] if x["id"] == qid)
     text = (shared / q["query"]).read_text()
-    if mode == "ISTREAM":
-        text = text.replace("REGISTER RSTREAM", "REGISTER ISTREAM").replace(
-            "REGISTER QUERY", "REGISTER ISTREAM"
-        )
     streams = [(s["iri"], str(shared / s["path"])) for s in q["streams"]]
+    cq = replace(parse_continuous(text, default_name=qid, base=manifest["base"]), mode=mode)
     ref = make_engine(shared, q, text, manifest["base"], 0)
-    rq = ref.register(parse_continuous(text, default_name=qid, base=manifest["base"]))
+    rq = ref.register(cq)
     assert rq.cq.mode == mode
     expected = io.StringIO()
     replay(ref, [rq], streams, expected, max_reports=max_reports)
     a = make_engine(shared, q, text, manifest["base"], 0)
     b = make_engine(shared, q, text, manifest["base"], 37)
-    rq = a.register(parse_continuous(text, default_name=qid, base=manifest["base"]))
+    rq = a.register(cq)
     moving = Reevaluated(a, b, qid, move_at)
     got = io.StringIO()
     replay(moving, [rq], streams, got, max_reports=max_reports)  # type: ignore[arg-type]  # the engine interface
