@@ -220,14 +220,16 @@ def restore(cluster: ClusterEngine, ck: Checkpoint, c: int, timeout: float) -> d
         "tasks_rebuilt": len(sent) - len(restored),
         "tasks_without_snapshot": len([n for n in cluster.queries if n not in sent]),
     }
-    for name in sorted(set(sent) - set(restored)):
-        got = ts.restored.get(name)
+    missed = sorted(set(sent) - set(restored))
+    if missed:  # one line: a new run may plan some queries differently (sharing), that is all
+        first = ts.restored.get(missed[0])
         log.warning(
-            "checkpoint %s: %s on %s not restored from its task snapshot (%s); the silent evaluation rebuilds it",
+            "checkpoint %s: %d task snapshots not restored (%s%s: %s); the silent evaluation rebuilds them",
             ck.id,
-            name,
-            sent[name],
-            got.error if got is not None else "no answer within %gs" % timeout,
+            len(missed),
+            ", ".join(missed[:5]),
+            ", ..." if len(missed) > 5 else "",
+            first.error if first is not None else "no answer within %gs" % timeout,
         )
     ts.restore_info = info
     log.info(

@@ -329,6 +329,6 @@ class TaskCheckpoints:
                     replica.register(name, text)
         if restored:
             logger.info("%s: %s restored from the cluster checkpoint (t=%d)", self.id, name, m.c)
-        else:
-            logger.warning("%s: %s not restored from the cluster checkpoint: %s", self.id, name, error)
+        else:  # the leader sums these up in one warning
+            logger.info("%s: %s not restored from the cluster checkpoint: %s", self.id, name, error)
         self._send(encode_task(TaskRestored(run.id, self.id, name, restored, error)))
