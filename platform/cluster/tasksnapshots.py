@@ -120,10 +120,13 @@ class TaskSnapshots:
         """Waits for every container of ``req``; returns the objects per query, the queries
         without one (with the reason) and the containers' largest copy time.
 
+        ``timeout`` counts from the first :func:`pump` that returned: a pump waits behind
+        the pushes queued on the live worker, and the containers' answers are read only there.
+
         Raises:
             CheckpointError: A container failed, died or did not answer in time.
         """
-        deadline = time.monotonic() + timeout
+        deadline = float("inf")
         while True:
             with self._cond:
                 acks = {cid: self._snapped.get((cid, req.token)) for cid in req.expect}
@@ -138,6 +141,7 @@ class TaskSnapshots:
                     "checkpoint incomplete" % (", ".join(sorted(gone or missing)), why, req.seq)
                 )
             pump()
+            deadline = min(deadline, time.monotonic() + timeout)
             with self._cond:
                 self._cond.wait(0.02)
         objects: dict[str, dict[str, Any]] = {}

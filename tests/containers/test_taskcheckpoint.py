@@ -4,6 +4,7 @@ leader's collection of their answers (:mod:`linkstream.cluster.tasksnapshots`)."
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -79,3 +80,20 @@ def test_the_leader_waits_for_every_container_and_fails_an_incomplete_checkpoint
     threading.Timer(0.05, lambda: ts.on_frames(_wire(encode_task(failed)))).start()
     with pytest.raises(CheckpointError, match="denied; checkpoint incomplete"):
         ts.wait(Request("t4", 8, 6000, {"oc-1": ["a"]}), lambda: None, lambda _c: False, timeout=10)
+
+
+def test_the_wait_counts_from_the_first_pump_that_returned() -> None:
+    """A pump queued behind pushes on the leader's worker does not use up the timeout."""
+    ts = TaskSnapshots("r1")
+    req = Request("slow", 9, 7000, {"oc-1": ["a"]})
+    calls = []
+
+    def slow_pump() -> None:  # the worker busy for 0.5 s; the answer is read by the next pump
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.5)
+        else:
+            ts.on_frames(_wire(encode_task(TasksSnapped("r1", "oc-1", "slow", 9, {"a": {"key": "k"}}, {}))))
+
+    objects, _, _ = ts.wait(req, slow_pump, lambda _c: False, timeout=0.2)
+    assert objects == {"a": {"key": "k"}}
