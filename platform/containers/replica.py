@@ -162,6 +162,8 @@ class RunReplica:
         self.synced = False
         self.last_seq = 0
         self.last_c: int | None = None  # report time of the last tick
+        #: queries held but not planned until the first tick (see :meth:`register_restored`)
+        self._deferred: dict[str, ContinuousQuery] | None = None
         self.ticks = 0
         self.triples = 0
         self.apply_seconds = 0.0
@@ -273,7 +275,11 @@ class RunReplica:
     # ------------------------------------------------------------------ queries
 
     def register(self, name: str, text: str) -> RegisteredQuery:
-        """Parses and registers one query of the run (raises ``QueryError``)."""
+        """Parses and registers one query of the run (raises ``QueryError``).
+
+        While restored queries are being registered first (:meth:`register_restored`), the
+        query is planned once (so an error is raised now) and set aside until the first tick.
+        """
         seen = self._parsed.pop(name, None)
         if seen is not None and seen[0] == text:
             cq = seen[1]
@@ -283,7 +289,11 @@ class RunReplica:
             # the HTTP API lets a name override the text's REGISTER clause
             cq = replace(cq, name=name)
         self._read_static([cq])
-        return self.engine.register(cq)
+        rq = self.engine.register(cq)
+        if self._deferred is not None:
+            self.engine.unregister(name)
+            self._deferred[name] = cq
+        return rq
 
     def _read_static(self, cqs: Sequence[ContinuousQuery]) -> None:
         """Remote mode: adds the static triples the queries' new patterns match."""
@@ -358,12 +368,34 @@ class RunReplica:
     def register_restored(self, name: str, text: str, state: QueryState | None) -> bool:
         """Registers ``name`` with the migrated ``state``; rebuilds it if that does not fit.
 
+        A restored query takes the operators it shares with queries already registered
+        here as they are (:func:`~linkstream.operators.state.restore_query`): right for
+        operators evaluated at the snapshot's report time, wrong for the fresh ones of a
+        replica that has not ticked yet (a new leader's run, a container that joined by
+        sync) -- the first tick would feed their whole content into the restored
+        operators a second time (duplicated rows, doubled counts).  So before the first
+        tick every query that is not restored is unregistered and registered again only
+        when that tick comes, after the restored ones: it attaches to their operators
+        (and gets their content) or plans operators of its own, built from the buffers.
+
         Returns:
             Whether the state was restored (``False``: rebuilt from the stream buffers).
         """
-        self.register(name, text)
         if state is None:
+            self.register(name, text)
             return False
+        if self.last_c is None and self._deferred is None:
+            self._deferred = {}
+            for held in list(self.engine.queries):
+                self._deferred[held] = self.engine.queries[held].cq
+                self.engine.unregister(held)
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            deferred.pop(name, None)
+        try:
+            self.register(name, text)
+        finally:
+            self._deferred = deferred
         # A container that joined by sync has not ticked yet: the sync's tick is the
         # snapshot's (the caller checked), so the snapshot's report time is this one's.
         c = self.last_c if self.last_c is not None else state.header.get("c")
@@ -379,16 +411,29 @@ class RunReplica:
     def unregister(self, name: str) -> None:
         """Removes a query (its operators go unless another query uses them)."""
         self._parsed.pop(name, None)
+        if self._deferred is not None:
+            self._deferred.pop(name, None)
         if name in self.engine.queries:
             self.engine.unregister(name)
 
     def holds(self, name: str) -> bool:
         """Whether ``name`` is registered here."""
-        return name in self.engine.queries
+        return name in self.engine.queries or (self._deferred is not None and name in self._deferred)
 
     def mode(self, name: str) -> str:
         """RSTREAM, ISTREAM or DSTREAM of a registered query."""
+        if name not in self.engine.queries and self._deferred is not None and name in self._deferred:
+            return self._deferred[name].mode
         return self.engine.queries[name].cq.mode
+
+    def _register_deferred(self) -> None:
+        """Plans the queries set aside while restored ones were registered (before a tick)."""
+        deferred, self._deferred = self._deferred, None
+        for name, cq in (deferred or {}).items():
+            try:
+                self.engine.register(cq)
+            except Exception as exc:  # noqa: BLE001 - it was planned before; not again here
+                logger.error("cannot register %s again after the restored queries: %s", name, exc)
 
     # ------------------------------------------------------------------ evaluation
 
@@ -401,6 +446,8 @@ class RunReplica:
             answer: Due queries this container was named to answer.
         """
         t0, cpu0 = time.perf_counter(), time.process_time()
+        if self._deferred is not None:
+            self._register_deferred()
         names = [n for n in answer if n in self.engine.queries]
         missing = [n for n in answer if n not in self.engine.queries]
         lines = self.engine.tick(c, names)

@@ -56,6 +56,7 @@ import numpy as np
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch
 from linkstream.operators.relation import Relation
+from linkstream.operators.scan import ScanOperator
 from linkstream.operators.window import WindowOperator
 
 #: 2: explicit per-operator entries (version 1 shipped attributes found by reflection)
@@ -132,11 +133,28 @@ def _walk(root: Operator) -> tuple[list[tuple[Operator, bool]], list[AttachOpera
     return order, attaches
 
 
-def _fingerprint(op: Operator) -> list[Any]:
-    fp: list[Any] = [type(op).__name__, list(op.vars)]
-    if isinstance(op, WindowOperator):
-        fp.append(repr(op.spec))
-    return fp
+def _fingerprints(order: list[tuple[Operator, bool]], dictionary: Any) -> list[list[Any]]:
+    """Per operator of the walk: class, variables, a window's spec and a scan's pattern
+    with its constants as terms.
+
+    The patterns matter: the engine orders a shared join's inputs by their signatures,
+    which hold dictionary ids, and two engines number terms differently (a live run's
+    queries are planned as they come, a new leader's run plans them all at once).  The
+    inputs of ``{?o1 :observedBy :A ...} {?o2 :observedBy :B ...}`` are canonically
+    renamed alike, so without the constants their order -- and which input a snapshot's
+    relation belongs to -- could differ unnoticed (the state would then join each new
+    element with the wrong side: doubled counts, lost rows)."""
+    out = []
+    for op, _ in order:
+        fp: list[Any] = [type(op).__name__, list(op.vars)]
+        if isinstance(op, WindowOperator):
+            fp.append(repr(op.spec))
+        elif isinstance(op, ScanOperator):
+            consts = [int(v) for k, v in op.pattern if k == "const"]
+            terms = iter(dictionary.decode_many(consts) if consts else [])
+            fp.append([[k, next(terms) if k == "const" else v] for k, v in op.pattern])
+        out.append(fp)
+    return out
 
 
 def migratable(root: Operator) -> bool:
@@ -229,7 +247,7 @@ def snapshot_query(engine: Any, name: str, c: int) -> QueryState:
         "v": STATE_VERSION,
         "query": name,
         "c": int(c),
-        "fp": [_fingerprint(op) for op, _ in order],
+        "fp": _fingerprints(order, engine.dictionary),
         "nodes": nodes,
         "output": output,
         "last_report": rq.last_report,
@@ -332,8 +350,13 @@ def restore_query(engine: Any, name: str, state: QueryState, c: int) -> None:
         raise StateError(f"snapshot after t={h.get('c')}, this engine is at t={c}")
     rq = engine.queries[name]
     order, attaches = _walk(rq.root)
-    if [_fingerprint(op) for op, _ in order] != h["fp"]:
-        raise StateError("the query's plan differs between the two engines")
+    fps = _fingerprints(order, engine.dictionary)
+    if fps != h["fp"]:
+        k = next((i for i, (a, b) in enumerate(zip(fps, h["fp"])) if a != b), min(len(fps), len(h["fp"])))
+        raise StateError(
+            "the query's plan differs between the two engines (operator %d: %s here, %s in the snapshot)"
+            % (k, fps[k] if k < len(fps) else "none", h["fp"][k] if k < len(h["fp"]) else "none")
+        )
     if not all(op.migratable for op, _ in order):
         raise StateError("the query uses a shared join's router")
     if len(h["nodes"]) != len(order):
