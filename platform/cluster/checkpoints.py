@@ -61,8 +61,8 @@ import numpy as np
 from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster import tasksnapshots
-from linkstream.cluster.tasksnapshots import PREFIX, Request
 from linkstream.cluster.streamlog import oldest_references, prune
+from linkstream.cluster.tasksnapshots import PREFIX, Request
 from linkstream.engine.live.checkpoint import (
     Capture,
     Checkpointer,
