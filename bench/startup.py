@@ -9,15 +9,20 @@ robin, so that a change in the machine's load hits every row alike):
   (rdflib without its SPARQL parser: what a replay could cost with the query's parse
   cached and no rdflib SPARQL module imported);
 * ``linkstream --help``;
-* ``linkstream replay`` of one query over a 10-element stream (issue goal: < 0.3 s);
-* ``linkstream sparql`` of one query over a small store (issue goal: < 0.3 s);
+* ``linkstream replay`` of one query over a 10-element stream (issue goal: < 0.3 s) and
+  ``linkstream sparql`` of one query over a small store (issue goal: < 0.3 s), each three
+  ways: a first run (an empty parse cache: rdflib parses the query and the run stores its
+  algebra), a later run (the algebra read from the cache: rdflib's SPARQL parser is not
+  imported) and with the cache off (``LINKSTREAM_QUERY_PARSE_CACHE=off``);
 * ``pyoxigraph`` loading the same small graph and answering the same query in a fresh
   process (the peer), when pyoxigraph is installed.
 
 It prints wall and CPU seconds per command and each one's ratio to the import floor, and
-writes the raw figures to ``bench/results/startup.json``.
+writes the raw figures to ``bench/results/startup.json``.  ``--base DIR`` adds the replay
+and sparql rows of another tree, run in the same round robin: ``DIR`` holds a ``linkstream``
+symlink to that tree's ``platform/`` (compile its bytecode first: ``python -m compileall``).
 
-    python bench/startup.py [--repeat 7] [--out FILE]
+    python bench/startup.py [--repeat 7] [--out FILE] [--base DIR]
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=7, help="fresh processes per command (default 7)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "startup.json"))
+    ap.add_argument("--base", help="a directory with a linkstream symlink to a base tree's platform/")
     args = ap.parse_args(argv)
     py = sys.executable
     # A user's install has bytecode caches (pip compiles them): a PYTHONDONTWRITEBYTECODE
@@ -95,13 +101,20 @@ def main(argv: list[str] | None = None) -> int:
         f = write_inputs(tmp)
         load = [py, "-m", "linkstream.cli", "load", "--store", str(f["store"]), str(f["graph"])]
         subprocess.run(load, check=True, capture_output=True, env=env)
+        fresh = iter(range(1_000_000))
+        #: parse cache settings: off, a directory the warm-up fills, a new empty one per run
+        caches = {
+            "off": lambda: "off",
+            "cached": lambda: str(tmp / "parse-cache"),
+            "first run": lambda: str(tmp / f"empty-cache-{next(fresh)}"),
+        }
         commands: dict[str, list[str]] = {
             "python -c pass": [py, "-c", "pass"],
             "import numpy": [py, "-c", "import numpy"],
             "import numpy, rdflib (no SPARQL)": [py, "-c", "import numpy, rdflib"],
             "import floor (numpy, rdflib sparql)": [py, "-c", "import numpy, rdflib.plugins.sparql"],
             "linkstream --help": [py, "-m", "linkstream.cli", "--help"],
-            "linkstream replay (10 elements, 1 query)": [
+            "linkstream replay (10 elements, 1 query, %s)": [
                 py,
                 "-m",
                 "linkstream.cli",
@@ -114,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(tmp / "out.jsonl"),
                 "--quiet",
             ],  # fmt: skip
-            "linkstream sparql (1k-triple store)": [
+            "linkstream sparql (1k-triple store, %s)": [
                 py,
                 "-m",
                 "linkstream.cli",
@@ -124,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                 SPARQL,
             ],  # fmt: skip
         }
+        for name in [n for n in commands if "%s" in n]:  # one row per parse cache setting
+            cmd = commands.pop(name)
+            commands.update({name % setting: cmd for setting in caches})
+            if args.base:
+                commands[name.replace(", %s", "") + " [base]"] = cmd
         try:
             import pyoxigraph  # noqa: F401
 
@@ -136,12 +154,19 @@ def main(argv: list[str] | None = None) -> int:
             ]
         except ImportError:
             print("pyoxigraph not installed: no peer row")
-        for cmd in commands.values():
-            timed(cmd, env)  # warm the page cache and the bytecode cache
+
+        def env_of(name: str) -> dict[str, str]:
+            if name.endswith(" [base]"):
+                return {**env, "PYTHONPATH": str(Path(args.base).resolve())}
+            setting = next((caches[k]() for k in caches if name.endswith(f", {k})")), "off")
+            return {**env, "LINKSTREAM_QUERY_PARSE_CACHE": setting}
+
+        for name, cmd in commands.items():
+            timed(cmd, env_of(name))  # warm the page cache, the bytecode cache, the parse cache
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(args.repeat):  # round robin: a change in the machine's load hits every row
             for name, cmd in commands.items():
-                runs[name].append(timed(cmd, env))
+                runs[name].append(timed(cmd, env_of(name)))
         results = {
             name: {
                 "wall_s": statistics.median(w for w, _ in r),
@@ -151,9 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             for name, r in runs.items()
         }
     floor = results["import floor (numpy, rdflib sparql)"]["cpu_s"]
-    print(f"{'command':<44}{'wall s':>9}{'cpu s':>9}{'cpu / floor':>13}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    print(f"{'command':<56}{'wall s':>9}{'cpu s':>9}{'cpu / floor':>13}")
     for name, r in results.items():
-        print(f"{name:<44}{r['wall_s']:>9.3f}{r['cpu_s']:>9.3f}{r['cpu_s'] / floor:>13.2f}")
+        print(f"{name:<56}{r['wall_s']:>9.3f}{r['cpu_s']:>9.3f}{r['cpu_s'] / floor:>13.2f}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"repeat": args.repeat, "results": results}, indent=1))

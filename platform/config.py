@@ -10,7 +10,8 @@ CLI on top of what :func:`load` returns).
 
 Environment variables are ``LINKSTREAM_<SECTION>_<FIELD>`` in upper case, for example
 ``LINKSTREAM_API_TOKEN`` (``[api] token``), ``LINKSTREAM_CLUSTER_ZK`` (``[cluster] zk``),
-``LINKSTREAM_CHECKPOINTS_URI`` (``[checkpoints] uri``).  A few established names are
+``LINKSTREAM_CHECKPOINTS_URI`` (``[checkpoints] uri``), ``LINKSTREAM_QUERY_PARSE_CACHE``
+(``[query] parse_cache``).  A few established names are
 aliases: ``LINKSTREAM_CHECKPOINTS`` for ``LINKSTREAM_CHECKPOINTS_URI`` and
 ``LINKSTREAM_ZK`` for ``LINKSTREAM_CLUSTER_ZK``.  ``JAVA_HOME`` (Spark's Java runtime) is
 read here too, as ``[spark] java_home``.
@@ -36,7 +37,6 @@ import dataclasses
 import logging
 import os
 import tempfile
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +127,27 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class QueryConfig:
+    """The query front end.
+
+    Attributes:
+        parse_cache: Directory of the parse cache (``LINKSTREAM_QUERY_PARSE_CACHE``): the
+            algebra of each query text parsed by a short-lived command (``replay``,
+            ``sparql``), as JSON, so that the next run of the same query skips rdflib's
+            SPARQL parser.  Default ``$XDG_CACHE_HOME/linkstream/parse`` (else
+            ``~/.cache/linkstream/parse``; none without a home directory); ``off`` or an
+            empty value: no cache.
+    """
+
+    parse_cache: str | None = None
+
+    def parse_cache_dir(self) -> str | None:
+        """The cache directory, or ``None`` when it is off."""
+        value = (self.parse_cache or "").strip()
+        return None if value.lower() in ("", "off", "none", "false", "0") else value
+
+
+@dataclass(frozen=True)
 class Config:
     """Every LinkStream setting that is not a per-command flag."""
 
@@ -134,6 +155,7 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
 
 
 #: section name -> its settings class
@@ -142,6 +164,7 @@ SECTIONS: dict[str, type] = {
     "cluster": ClusterConfig,
     "checkpoints": CheckpointConfig,
     "spark": SparkConfig,
+    "query": QueryConfig,
 }
 
 
@@ -208,6 +231,17 @@ def _env_values(env: Mapping[str, str]) -> dict[str, dict[str, tuple[str, str]]]
     return out
 
 
+def default_parse_cache(env: Mapping[str, str]) -> str | None:
+    """``$XDG_CACHE_HOME/linkstream/parse``, else ``~/.cache/linkstream/parse`` (None: no home)."""
+    root = env.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(root):  # the XDG rule: a relative value is ignored
+        home = env.get("HOME") or ""
+        if not home:
+            return None
+        root = os.path.join(home, ".cache")
+    return os.path.join(root, "linkstream", "parse")
+
+
 def load(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Reads the settings.
 
@@ -226,6 +260,8 @@ def load(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | No
     merged: dict[str, dict[str, Any]] = {}
     where: dict[str, dict[str, str]] = {}
     if path:
+        import tomllib  # (only with a file: a short command's start-up skips it)
+
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
@@ -243,6 +279,10 @@ def load(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | No
         for key, (value, name) in env_values.items():
             merged.setdefault(sec, {})[key] = value
             where.setdefault(sec, {})[key] = name
+    default_cache = default_parse_cache(env)
+    if default_cache is not None and "parse_cache" not in merged.get("query", {}):
+        merged.setdefault("query", {})["parse_cache"] = default_cache
+        where.setdefault("query", {})["parse_cache"] = "the default parse cache"
     return Config(
         **{sec: _section(cls, merged.get(sec, {}), where.get(sec, {})) for sec, cls in SECTIONS.items()}
     )

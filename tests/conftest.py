@@ -123,6 +123,24 @@ ZK_AUTH = ZkAuth.generate("linkstream-test")
 ZK_AUTH_ENV = "LINKSTREAM_CLUSTER_ZK_AUTH"
 
 
+PARSE_CACHE_ENV = "LINKSTREAM_QUERY_PARSE_CACHE"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_parse_cache() -> Iterator[None]:
+    """Commands the tests run keep no on-disk parse cache (``~/.cache/linkstream/parse``):
+    every test parses its queries; ``tests/query/test_parse_store.py`` turns it on."""
+    old = os.environ.get(PARSE_CACHE_ENV)
+    os.environ[PARSE_CACHE_ENV] = "off"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(PARSE_CACHE_ENV, None)
+        else:
+            os.environ[PARSE_CACHE_ENV] = old
+
+
 @pytest.fixture(scope="session", autouse=True)
 def zk_auth() -> Iterator[ZkAuth]:
     """The session's cluster credential, also in ``LINKSTREAM_CLUSTER_ZK_AUTH``."""

@@ -144,3 +144,19 @@ def finish_replay(
         with open(args.stats, "w", encoding="utf-8") as f:
             json.dump(body, f, indent=1)
     return rate
+
+
+def use_parse_cache() -> None:
+    """Turns on the on-disk parse cache of query algebra where the settings put it
+    (``[query] parse_cache``, see :mod:`linkstream.query.parse_store`).
+
+    Settings that cannot be read leave it off: the cache only saves time, and the command
+    never read settings before it had one.
+    """
+    from linkstream.config import ConfigError, load
+    from linkstream.query import parse_store
+
+    try:
+        parse_store.configure(load().query.parse_cache_dir())
+    except ConfigError:
+        parse_store.configure(None)

@@ -17,6 +17,7 @@ from linkstream.cli.args import (
     one_line_errors,
     split_binding,
     stream_bindings,
+    use_parse_cache,
 )
 from linkstream.query.errors import QueryError
 
@@ -159,6 +160,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if isinstance(streams, str):
         return err(streams)
     engine.declare_streams({i for i, _ in streams})
+    use_parse_cache()
     queries = []
     for path in args.query:
         try:

@@ -136,7 +136,7 @@ def cmd_sparql(args: argparse.Namespace) -> int:
         print("error: " + msg, file=sys.stderr)
         return 2
 
-    from linkstream.cli.args import base_error
+    from linkstream.cli.args import base_error, use_parse_cache
     from linkstream.rdf.ntriples import iri_error
 
     problem = base_error(args.base)
@@ -170,6 +170,7 @@ def cmd_sparql(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         return err(f"cannot open store {args.store}: {e}")
     t1 = time.perf_counter()
+    use_parse_cache()
     try:
         res = run_sparql(
             store,

@@ -43,9 +43,9 @@ from prometheus_client import CollectorRegistry, Gauge
 from rdflib import BNode as RBNode
 from rdflib import URIRef, Variable
 from rdflib.paths import MulPath, NegatedPath, Path, ZeroOrMore, ZeroOrOne
-from rdflib.plugins.sparql.parserutils import CompValue
 
 from linkstream.engine.oneshot.store import QueryDictionary
+from linkstream.query.algebra_json import is_node
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.expressions import from_rdflib
 from linkstream.rdf.dictionary import Dictionary
@@ -117,7 +117,7 @@ def has_paths(node: object, seen: set[int] | None = None) -> bool:
     if id(node) in seen:
         return False
     seen.add(id(node))
-    if isinstance(node, CompValue):
+    if is_node(node):
         triples = node.get("triples")
         if isinstance(triples, list) and any(
             isinstance(tr, (list, tuple)) and len(tr) == 3 and isinstance(tr[1], Path) for tr in triples
@@ -138,7 +138,7 @@ def query_patterns(
     if id(node) in seen:
         return out
     seen.add(id(node))
-    if isinstance(node, CompValue):
+    if is_node(node):
         triples = node.get("triples")
         if isinstance(triples, list):
             for tr in triples:

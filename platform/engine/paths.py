@@ -20,19 +20,16 @@ join with the rest of the basic graph pattern (and, over a store, are explored w
 Hidden variables start with ``_`` and never reach a result.
 
 rdflib's SPARQL grammar drops the IRI of an inverse member of a negated property set
-(``!^p`` parses as an empty ``InversePath``); :func:`fix_negated_inverse` repairs the
-grammar element once, at import, so the member keeps its IRI as ``part``.
+(``!^p`` parses as an empty ``InversePath``); ``linkstream.query.sparql_parser`` repairs it
+before any parse, so the member keeps its IRI as ``part``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pyparsing
 from rdflib import URIRef
 from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
-from rdflib.plugins.sparql import parser as sparql_parser
-from rdflib.plugins.sparql.parserutils import Comp, CompValue, Param
 
 from linkstream.operators.base import Operator
 from linkstream.operators.distinct import DistinctOperator
@@ -40,6 +37,7 @@ from linkstream.operators.filter import FilterOperator
 from linkstream.operators.path import closure_operator
 from linkstream.operators.project import ProjectOperator, UnionOperator
 from linkstream.operators.scan import Slot
+from linkstream.query.algebra_json import is_node
 from linkstream.query.errors import QueryError
 from linkstream.query.expressions import Cmp, Const, Expr, Var
 from linkstream.rdf.terms import IRI
@@ -48,18 +46,6 @@ if TYPE_CHECKING:
     from linkstream.engine.planner import Planner
 
 Pattern = tuple[Slot, Slot, Slot]
-
-
-def fix_negated_inverse() -> None:
-    """Makes rdflib keep the IRI of ``^iri`` inside ``!(...)`` (idempotent)."""
-    elem = sparql_parser.PathOneInPropertySet
-    for e in getattr(elem, "exprs", ()):
-        if isinstance(e, Comp) and e.name == "InversePath" and not getattr(e, "_linkstream_fixed", False):
-            e.expr = pyparsing.Suppress("^") + Param("part", sparql_parser.iri | sparql_parser.A)
-            e._linkstream_fixed = True  # type: ignore[attr-defined]  # our marker on an rdflib parser element
-
-
-fix_negated_inverse()
 
 
 def is_path(p: object) -> bool:
@@ -120,7 +106,7 @@ class PathTranslator:
                 fwd.append(str(m))
             elif isinstance(m, InvPath) and isinstance(m.arg, URIRef):
                 inv.append(str(m.arg))
-            elif isinstance(m, CompValue) and m.name == "InversePath" and isinstance(m.get("part"), URIRef):
+            elif is_node(m) and m.name == "InversePath" and isinstance(m.get("part"), URIRef):
                 inv.append(str(m["part"]))
             else:
                 raise QueryError(f"negated property set member {m!r} is not supported")
@@ -150,4 +136,4 @@ def _ends(s: Slot, o: Slot) -> list[str]:
     return out
 
 
-__all__ = ["PathTranslator", "fix_negated_inverse", "is_path"]
+__all__ = ["PathTranslator", "is_path"]

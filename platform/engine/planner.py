@@ -8,6 +8,10 @@ anti-join on the left row, MINUS and (NOT) EXISTS are keyed anti/semi-joins, and
 has no exact incremental form (keys that may be unbound, LIMIT in a subquery) is wrapped
 in a recompute operator.  Top-level ORDER BY / LIMIT / OFFSET / DISTINCT / projection
 are returned in :class:`QueryShape` for the output operator.
+
+The algebra's nodes are rdflib ``CompValue`` objects, or ``Node`` objects read from the parse
+cache (:mod:`linkstream.query.algebra_json`): the planner tests them with ``is_node`` and
+reads them by name and attribute only, so either kind plans alike.
 """
 
 from __future__ import annotations
@@ -22,8 +26,6 @@ import numpy as np
 from rdflib import BNode as RBNode
 from rdflib import Literal as RLiteral
 from rdflib import URIRef, Variable
-from rdflib.plugins.sparql import algebra as ralg
-from rdflib.plugins.sparql.parserutils import CompValue
 
 from linkstream.engine.paths import PathTranslator, is_path
 from linkstream.operators.aggregate import AggregateOperator, AggSpec
@@ -40,13 +42,14 @@ from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.static_probe import static_part_of
 from linkstream.operators.static_result import StaticResults
 from linkstream.operators.values import ConstantOperator
+from linkstream.query.algebra_json import Node, is_node
 from linkstream.query.errors import QueryError
 from linkstream.query.expressions import Call, Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
 from linkstream.rdf.terms import IRI, XSD_BOOLEAN, Literal, Term
 
 #: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
 #: access, a good part of planning time when thousands of queries register).
-_at: Callable[[CompValue, str], Any] = dict.get
+_at: Callable[[Any, str], Any] = dict.get
 
 _AGG = {
     "Aggregate_Count": "COUNT",
@@ -134,7 +137,7 @@ class Planner:
         return self.terms.encode_one(t)
 
     def expr(self, e: object) -> Expr:
-        if not isinstance(e, CompValue):
+        if not is_node(e):
             return compile_expr(e, self.encode)
         hit = self._exprs.get(id(e))
         if hit is not None and hit[0] is e:
@@ -165,7 +168,7 @@ class Planner:
 
     # ------------------------------------------------------------ top level
 
-    def plan_query(self, q: CompValue) -> tuple[Operator, QueryShape]:
+    def plan_query(self, q: Any) -> tuple[Operator, QueryShape]:
         form = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT"}.get(q.name)
         if form is None:
             raise QueryError(f"{q.name} is not supported in continuous queries")
@@ -210,7 +213,7 @@ class Planner:
 
     # ------------------------------------------------------------ graph patterns
 
-    def plan(self, n: CompValue, graph: Operator) -> Operator:
+    def plan(self, n: Any, graph: Operator) -> Operator:
         name = n.name
         if name in ("BGP", "Join"):
             return self._join(self._join_leaves(n, graph), [])
@@ -253,13 +256,13 @@ class Planner:
         if name == "AggregateJoin":
             return self._aggregate(n, graph)
         if name == "Group":
-            return self._aggregate(CompValue("AggregateJoin", A=[], p=n), graph)
+            return self._aggregate(Node("AggregateJoin", A=[], p=n), graph)
         if name in ("SelectQuery",):
             op, shape = self.plan_query(n)
             return op
         raise QueryError(f"SPARQL feature {name} is not supported")
 
-    def _join_leaves(self, n: CompValue, graph: Operator) -> list[Operator]:
+    def _join_leaves(self, n: Any, graph: Operator) -> list[Operator]:
         if n.name == "BGP":
             if not _at(n, "triples"):
                 return [ConstantOperator((), np.zeros((0, 1), dtype=np.int64))]
@@ -297,7 +300,7 @@ class Planner:
             return leaves[0]  # (a scan with a static part read on demand: a join probes it)
         return MJoinOperator(leaves, filters, self.ev)
 
-    def _filter(self, n: CompValue, graph: Operator) -> Operator:
+    def _filter(self, n: Any, graph: Operator) -> Operator:
         exprs = conjuncts(self.expr(_at(n, "expr")))
         exists = [e for e in exprs if isinstance(e, Exists)]
         nested = [e for e in exprs if not isinstance(e, Exists) and _has_exists(e)]
@@ -332,7 +335,9 @@ class Planner:
 
     def _exists_pattern(self, e: Exists, graph: Operator) -> Operator:
         pattern = e.pattern
-        if isinstance(pattern, CompValue) and pattern.name in ("GroupGraphPatternSub", "TriplesBlock"):
+        if is_node(pattern) and pattern.name in ("GroupGraphPatternSub", "TriplesBlock"):
+            from linkstream.query.sparql_parser import algebra as ralg  # (a pattern rdflib left as parsed)
+
             pattern = ralg.translateGroupGraphPattern(pattern)
         return self.plan(pattern, graph)
 
@@ -363,11 +368,11 @@ class Planner:
             return KeyedNegationOperator(left, right, shared, "anti")
         return RecomputeOperator([left, right], minus_batch, left.vars, left.certain, "minus")
 
-    def _left_join(self, n: CompValue, graph: Operator) -> Operator:
+    def _left_join(self, n: Any, graph: Operator) -> Operator:
         left = self.plan(n.p1, graph)
         right = self.plan(n.p2, graph)
         expr = None
-        if n.expr is not None and not (isinstance(n.expr, CompValue) and n.expr.name == "TrueFilter"):
+        if n.expr is not None and not (is_node(n.expr) and n.expr.name == "TrueFilter"):
             expr = self.expr(n.expr)
         if expr is not None and _has_exists(expr):
             raise QueryError("EXISTS inside an OPTIONAL filter is not supported")
@@ -383,7 +388,7 @@ class Planner:
             [left, right], left_join_batch(self.ev, expr), out_vars, left.certain, "optional"
         )
 
-    def _sub_slice(self, n: CompValue, graph: Operator) -> Operator:
+    def _sub_slice(self, n: Any, graph: Operator) -> Operator:
         from linkstream.engine.output import order_rows
 
         start = int(n.start or 0)
@@ -418,7 +423,7 @@ class Planner:
 
         return RecomputeOperator([child], fn, out_vars, set(out_vars) & child.certain, "slice")
 
-    def _values(self, n: CompValue) -> Operator:
+    def _values(self, n: Any) -> Operator:
         rows = n.res or []
         vs: list[str] = []
         for r in rows:
@@ -428,15 +433,11 @@ class Planner:
         cols = np.zeros((len(vs), len(rows)), dtype=np.int64)
         for j, r in enumerate(rows):
             for k, v in r.items():
-                if (
-                    v is not None
-                    and not (isinstance(v, str) and v == "UNDEF")
-                    and not isinstance(v, CompValue)
-                ):
+                if v is not None and not (isinstance(v, str) and v == "UNDEF") and not is_node(v):
                     cols[vs.index(str(k)), j] = self.encode(from_rdflib(v))
         return ConstantOperator(vs, cols)
 
-    def _graph(self, n: CompValue) -> Operator:
+    def _graph(self, n: Any) -> Operator:
         term = _at(n, "term")
         if isinstance(term, URIRef):
             g = self.ds.named.get(str(term))
@@ -468,7 +469,7 @@ class Planner:
             return ProjectOperator(empty, empty.vars + (var,))
         return branches[0] if len(branches) == 1 else UnionOperator(branches)
 
-    def _aggregate(self, n: CompValue, graph: Operator) -> Operator:
+    def _aggregate(self, n: Any, graph: Operator) -> Operator:
         group = n.p
         child = self.plan(group.p, graph)
         gvars: list[str] = []

@@ -17,19 +17,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
-import pyparsing
 import rdflib
-from rdflib.plugins.sparql import algebra, parser
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.plugins.sparql.sparql import Query
 from rdflib.term import URIRef
 
-from linkstream.query import shapes
+from linkstream.query import parse_store, shapes
+from linkstream.query.algebra_json import is_node
 from linkstream.query.errors import QueryError
 from linkstream.query.lexer import (
     LineIndex,
@@ -43,14 +39,14 @@ from linkstream.query.lexer import (
     quote,
     unescape_local,
 )
-from linkstream.query.rules import (
-    check_sparql_rules,
-    describe_failure,
-    iter_tree,
-    trace_parse_failure,
-)
 from linkstream.query.template import AlgebraTemplate, constant_slots
 from linkstream.query.windows import WindowSpec, read_window
+
+if TYPE_CHECKING:
+    from rdflib.plugins.sparql.sparql import Query
+
+# rdflib's SPARQL parser (``sparql_parser``) and our checks of its parse trees (``rules``)
+# are imported by the functions that parse: a query found in the parse cache needs neither
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +89,9 @@ class ContinuousQuery:
         base: The base IRI in force after the query's BASE clauses.
         text: The original text.
         sparql: Plain SPARQL 1.1 text without dataset clauses (see the module docstring).
-        algebra: ``rdflib`` algebra of :attr:`sparql` (``translateQuery`` result).
+        algebra: ``rdflib`` algebra of :attr:`sparql` (``translateQuery`` result), or the
+            same read from the parse cache (a :class:`~.algebra_json.StoredQuery`, whose
+            nodes are :class:`~.algebra_json.Node` objects; see :mod:`.parse_store`).
     """
 
     name: str
@@ -486,23 +484,26 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
     parse_text, parse_map = scan.render(decode=True, extra=spacing)
 
     key = (parse_text, base)
+    dialect = next(iter(scan.dialects), "sparql")
     compiled = _ALGEBRA_CACHE.get(key)
     iri_calls = compiled is None  # a cached algebra was bound to its key's base: unknown otherwise
+    stored, from_disk = None, False
+    if compiled is None and parse_store.directory() is not None and not _shape_known(scan, spacing, base):
+        # the first query of its shape in this process: the on-disk cache may hold it
+        stored = parse_store.key(parse_text, base, dialect)
+        compiled = parse_store.load(stored)
+        if compiled is not None:
+            from_disk, iri_calls = True, False  # (stored with its base bound)
+            rdflib.NORMALIZE_LITERALS = False  # as a parse leaves it (literals keep their form)
     if compiled is None:
         compiled, iri_calls = _from_template(scan, spacing, base)
     if compiled is None:
-        tree = _parse_sparql(scan, parse_text, parse_map)
-        _check_iris(scan, tree)
-        check_sparql_rules(scan, tree, scan.form_j)
-        OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
-        try:
-            compiled = algebra.translateQuery(tree, base=base, initNs={})
-        except RecursionError:
-            raise
-        except Exception as e:  # rdflib raises bare Exceptions here
-            scan.fail("cannot compile the query: %s" % e, scan.tok(scan.form_j or 0))
+        from linkstream.query.sparql_parser import translate
+
+        compiled = translate(scan, parse_text, base, parse_map)
     _remember(key, compiled, iri_calls)
-    dialect = next(iter(scan.dialects), "sparql")
+    if stored is not None and not from_disk:
+        parse_store.save(stored, compiled)
     cq = ContinuousQuery(
         name=scan.name,
         dialect=dialect,
@@ -517,7 +518,7 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
         algebra=compiled,
         offset_map=sparql_map,
     )
-    if SHAPES:
+    if SHAPES and not from_disk:  # (learning builds the shape's template: rdflib's parser)
         try:
             shapes.learn(cq, base, scan, spacing, *_template_of(scan, spacing, base))
         except Exception:  # never expected; the next query of the shape is parsed in full
@@ -527,6 +528,12 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
 
 #: Whether queries of a known shape skip the front end (see :mod:`.shapes`).
 SHAPES = True
+
+
+def _shape_known(scan: _Scan, spacing: dict[int, str], base: str) -> bool:
+    """Whether this process met the query's shape (its template, or that it has none)."""
+    slots, texts = constant_slots(scan, spacing)
+    return bool(texts) and (scan.render(decode=True, extra={**spacing, **slots})[0], base) in _TEMPLATES
 
 
 def _remember(key: tuple[str, str], compiled: Any, iri_calls: bool) -> None:
@@ -580,7 +587,7 @@ def bind_base(node: object, base: URIRef) -> None:
     stack = [node]
     while stack:
         x = stack.pop()
-        if isinstance(x, CompValue):
+        if is_node(x):
             if x.name in ("Builtin_IRI", "Builtin_URI") and "base" not in x:
                 x["base"] = base
             stack.extend(x.values())
@@ -629,59 +636,10 @@ def _template_of(
 
 
 def _build_template(scan: _Scan, shape_text: str, base: str, count: int) -> AlgebraTemplate | None:
-    rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
+    from linkstream.query.sparql_parser import translate
+
     try:
-        tree = parser.Query.parse_string(shape_text, parse_all=True)
-        _unescape_pnames(tree)
-        _check_iris(scan, tree)
-        check_sparql_rules(scan, tree, scan.form_j)
-        OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
-        return AlgebraTemplate(algebra.translateQuery(tree, base=base, initNs={}), count)
+        return AlgebraTemplate(translate(scan, shape_text, base), count)
     except Exception:  # the original text's parse finds and locates the problem
         log.debug("no template for this query shape", exc_info=True)
         return None
-
-
-# --------------------------------------------------------------------------- SPARQL 1.1 layer
-
-
-def _parse_sparql(scan: _Scan, parse_text: str, parse_map: OffsetMap) -> Any:
-    """Parses the rewritten text with rdflib; every failure becomes a located QueryError."""
-    rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
-    try:
-        return _unescape_pnames(parser.Query.parse_string(parse_text, parse_all=True))
-    except RecursionError:
-        scan.fail("query is nested too deeply for the SPARQL parser", scan.deepest_bracket())
-    except pyparsing.ParseBaseException as e:
-        failure = trace_parse_failure(parser.Query, parse_text, e.loc)
-    except Exception as e:  # rdflib's parse actions raise bare Exceptions
-        failure = trace_parse_failure(parser.Query, parse_text, 0)
-        if failure.action_error is None:
-            scan.fail("invalid query: %s" % e, scan.tok(scan.form_j or 0))
-    k = scan.token_at(map_offset(parse_map, failure.offset, len(scan.text)), keep=scan.from_toks)
-    tok = scan.toks[k] if k is not None else None
-    if failure.action_error is None and set(failure.expected) == {":"}:
-        # a bare word was read as the start of a prefixed name: the word is the mistake
-        prev = next((t for t in reversed(scan.toks[: k if k is not None else None]) if t.significant), None)
-        if prev is not None and prev.kind == "word":
-            scan.fail("unexpected %s" % quote(prev.text), prev)
-    scan.fail(describe_failure(failure, quote(tok.text) if tok is not None else None), tok)
-
-
-def _unescape_pnames(tree: Any) -> Any:
-    """Removes the PN_LOCAL_ESC escapes of every prefixed name (rdflib keeps them)."""
-    for x in iter_tree(tree):
-        if isinstance(x, CompValue) and x.name == "pname" and "\\" in (x.get("localname") or ""):
-            x["localname"] = unescape_local(x["localname"])
-    return tree
-
-
-def _check_iris(scan: _Scan, tree: Any) -> None:
-    """IRIs of the query must be valid (RFC 3987), as Oxigraph requires; rdflib does not check."""
-    uris = {str(x) for x in iter_tree(tree) if isinstance(x, URIRef)}
-    for i in scan.sig:
-        t = scan.toks[i]
-        if t.kind == "iri" and i not in scan.repl:
-            iri = decode_escapes(t)[1:-1]
-            if iri in uris and (problem := iri_problem(iri)):
-                scan.fail("invalid IRI <%s>: %s" % (iri, problem), t)

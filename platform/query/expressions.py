@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from rdflib import BNode as RBNode
 from rdflib import Literal as RLiteral
 from rdflib import URIRef, Variable
-from rdflib.plugins.sparql.parserutils import CompValue
 
+from linkstream.query.algebra_json import is_node
 from linkstream.query.errors import QueryError
 from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
 
@@ -161,7 +162,7 @@ class Cast(Expr):
 class Exists(Expr):
     """``EXISTS { pattern }`` / ``NOT EXISTS``; the planner turns it into a semi/anti-join."""
 
-    pattern: CompValue = field(compare=False, hash=False)
+    pattern: Any = field(compare=False, hash=False)  # an algebra node (see algebra_json)
     negated: bool = False
     key: int = 0
 
@@ -207,7 +208,7 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
         return Const(t, encode(t))
     if isinstance(e, list) and len(e) == 1:
         return compile_expr(e[0], encode)
-    if not isinstance(e, CompValue):
+    if not is_node(e):
         raise QueryError(f"unsupported expression {e!r}")
 
     def c(x: object) -> Expr:
@@ -273,7 +274,7 @@ def compile_expr(e: object, encode: Encoder) -> Expr:
 _NIL = "http://www.w3.org/1999/02/22-rdf-syntax-ns#nil"
 
 
-def _arg_list(e: CompValue, key: str) -> list[object]:
+def _arg_list(e: Any, key: str) -> list[object]:
     """An argument list of ``e``: rdflib parses ``()`` as ``rdf:nil``, a missing one is empty."""
     v = e[key] if key in e else None
     if v is None or (isinstance(v, URIRef) and str(v) == _NIL):

@@ -40,14 +40,18 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from types import MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rdflib.plugins.sparql.algebra import reorderTriples
-from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.plugins.sparql.sparql import Prologue, Query
 from rdflib.term import BNode, Literal, URIRef, Variable
 
+from linkstream.query.algebra_json import is_node
 from linkstream.query.lexer import TokenStream, iri_problem
+
+if TYPE_CHECKING:
+    from rdflib.plugins.sparql.sparql import Prologue, Query
+
+# a template is made from rdflib's parse (so rdflib's SPARQL modules are loaded by then);
+# they are imported where used, so that importing this module does not load them
 
 PLACEHOLDER = "urn:x-linkstream-const:"
 _ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -150,7 +154,7 @@ def calls_iri(node: object) -> bool:
     stack = [node]
     while stack:
         x = stack.pop()
-        if isinstance(x, CompValue):
+        if is_node(x):
             if x.name in ("Builtin_IRI", "Builtin_URI"):
                 return True
             stack.extend(x.values())
@@ -159,7 +163,7 @@ def calls_iri(node: object) -> bool:
     return False
 
 
-def _attributes(x: CompValue) -> dict[str, Any]:
+def _attributes(x: Any) -> dict[str, Any]:
     """The attributes of a CompValue but its name and the methods bound to it."""
     return {
         k: v
@@ -216,7 +220,7 @@ class AlgebraTemplate:
             return False
         if isinstance(x, _LEAF_TYPES):
             return False
-        if isinstance(x, CompValue):  # rdflib also keeps results in attributes (Expr.graph)
+        if is_node(x):  # rdflib also keeps results in attributes (Expr.graph)
             items: Any = [*dict.values(x), *dict.keys(x), *_attributes(x).values()]
         elif type(x) is dict:
             items = [*x.values(), *x.keys()]
@@ -264,6 +268,8 @@ class AlgebraTemplate:
         Only the containers that hold placeholders are copied; the rest is shared with
         the template (the algebra is read-only for its users).
         """
+        from rdflib.plugins.sparql.sparql import Query
+
         return Query(self.prologue, self._copy(self.algebra, values))
 
     def _copy(self, x: Any, values: list[URIRef | Literal]) -> Any:
@@ -274,7 +280,7 @@ class AlgebraTemplate:
             elif isinstance(x, Literal) and x.startswith(NUMBER_MARK):
                 return values[int(x[len(NUMBER_MARK) : len(NUMBER_MARK) + 5])]
             return x
-        if isinstance(x, CompValue):  # rdflib's Expr included: the class is kept
+        if is_node(x):  # rdflib's Expr included: the class is kept
             c = x.__class__.__new__(x.__class__)
             OrderedDict.__init__(c)
             for attr, value in x.__dict__.items():
@@ -286,6 +292,8 @@ class AlgebraTemplate:
             for k, v in dict.items(x):
                 OrderedDict.__setitem__(c, k, self._copy(v, values))
             if x.name == "BGP":  # rdflib orders a pattern's triples by their terms
+                from rdflib.plugins.sparql.algebra import reorderTriples
+
                 OrderedDict.__setitem__(c, "triples", reorderTriples(dict.__getitem__(c, "triples")))
             return c
         if isinstance(x, dict):

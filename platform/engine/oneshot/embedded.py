@@ -23,12 +23,12 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rdflib.plugins.sparql.parserutils import CompValue
 
 from linkstream.engine.output import QueryOutput, order_rows
 from linkstream.engine.planner import Dataset, Planner
 from linkstream.operators.batch import Batch, consolidate
 from linkstream.operators.graph import GraphOperator
+from linkstream.query.algebra_json import Node
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.query.errors import QueryError
 from linkstream.rdf.terms import IRI, XSD_STRING, BNode, parse_term
@@ -148,7 +148,7 @@ def dataset_graphs(
     return dflt, named
 
 
-def keep_order(q: CompValue) -> tuple[CompValue, bool]:
+def keep_order(q: Any) -> tuple[Any, bool]:
     """``q`` with ORDER BY kept by the planner (it drops it without LIMIT/OFFSET).
 
     Returns:
@@ -168,7 +168,7 @@ def keep_order(q: CompValue) -> tuple[CompValue, bool]:
     if n.name != "OrderBy":
         return q, False
     wrapped = q.clone()
-    wrapped["p"] = CompValue("Slice", p=node, start=0, length=_NO_LIMIT)
+    wrapped["p"] = Node("Slice", p=node, start=0, length=_NO_LIMIT)
     return wrapped, True
 
 

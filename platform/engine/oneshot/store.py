@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from rdflib.plugins.sparql.parserutils import CompValue
 
 from linkstream.engine.oneshot.embedded import dataset_graphs, keep_order, parse_one_shot, term_json
 from linkstream.engine.oneshot.explore import ExploreOperator, SnapshotGraph
@@ -365,7 +364,7 @@ def _results(root: Operator, shape: QueryShape, ev: Evaluator) -> dict[str, Any]
     return {"head": {"vars": list(names)}, "results": {"bindings": bindings_json(ev.terms.dictionary, rows)}}
 
 
-def _construct_where(q: CompValue) -> CompValue:
+def _construct_where(q: Any) -> Any:
     """``CONSTRUCT WHERE { BGP }`` with its template spelled out (rdflib leaves it ``None``)."""
     if q.name != "ConstructQuery" or q.template is not None:
         return q
