@@ -160,3 +160,9 @@ def use_parse_cache() -> None:
         parse_store.configure(load().query.parse_cache_dir())
     except ConfigError:
         parse_store.configure(None)
+
+
+def preload_query_parser() -> None:
+    """Imports rdflib's SPARQL parser now: a server (``run``, ``container``) parses queries
+    anyway, and pays the import (~0.1 s) at start rather than in its first registration."""
+    import linkstream.query.sparql_parser  # noqa: F401

@@ -145,6 +145,7 @@ def zk_connect_timeout() -> float:
 
 def cmd_container(args: argparse.Namespace) -> int:
     """``linkstream container``: serve as an operator container."""
+    from linkstream.cli.args import preload_query_parser
     from linkstream.containers.runtime import ContainerRuntime, serve
 
     if _refuse_bad_options(args):
@@ -153,6 +154,7 @@ def cmd_container(args: argparse.Namespace) -> int:
     if security is None:
         return 2
     _setup_logging(args.log_level)
+    preload_query_parser()
     runtime = ContainerRuntime(
         args.zk,
         container_id=args.id,
@@ -206,12 +208,14 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     import uvicorn
 
     from linkstream.api.server import raise_fd_limit, uvicorn_config
-    from linkstream.cli.args import DEFAULT_BASE, split_binding
+    from linkstream.cli.args import DEFAULT_BASE, preload_query_parser, split_binding
     from linkstream.cli.service import api_settings
     from linkstream.cluster.proxy import create_service_app
     from linkstream.cluster.service import ClusterService
     from linkstream.metrics import CoordinatorMetrics, serve_metrics
     from linkstream.scheduler.state import Policy
+
+    preload_query_parser()
 
     # the same tokens (scopes), request limits and TLS as embedded `run`, checked before anything starts
     settings = api_settings(args)
