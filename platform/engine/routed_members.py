@@ -218,8 +218,10 @@ class RoutedMembers(MemberReports):
     ) -> None:
         """Rebuilds the blocks of the members of changed groups ``gids`` (distinct), whose
         current rows are ``starts[i]:ends[i]`` of ``counts`` and ``rendered`` (their bodies).
-        Vectorised over the members: a group's members are a range of :meth:`_members`; a
-        one-line block is its member's head and the row's body in one object addition."""
+        Vectorised over the members and their lines: a group's members are a range of
+        :meth:`_members`; every line of every member is its head and a row's body in one
+        object addition over all of them, and a member's block is its lines summed in one
+        ``np.add.reduceat`` (concatenation; a handful of lines per block)."""
         sk, sm = self._members()
         a = sk.searchsorted(gids, "left")
         cnt = sk.searchsorted(gids, "right") - a
@@ -232,22 +234,27 @@ class RoutedMembers(MemberReports):
         lines = csum.take(ends) - csum.take(starts)  # lines of each group (rows by count)
         tot = int(cnt.sum())
         mids = sm[np.repeat(a - (np.cumsum(cnt) - cnt), cnt) + np.arange(tot)]
+        mlines = np.repeat(lines, cnt)  # lines of each member
         new = np.full(tot, "", dtype=object)
-        one = (lines == 1) & (ends - starts == 1)
-        m_one = np.repeat(one, cnt)
-        if m_one.any():  # the common case: one row, one line
-            new[m_one] = self.heads[mids[m_one]] + np.repeat(rendered[starts[one]] + "\n", cnt[one])
-        many = np.flatnonzero(~one & (lines > 0))
-        if len(many):  # several lines (or a row repeated by its count)
-            heads = self.heads
-            pos = np.concatenate(([0], np.cumsum(cnt)))
-            for i, lo, hi in zip(many.tolist(), starts[many].tolist(), ends[many].tolist(), strict=True):
-                bodies = np.repeat(rendered[lo:hi], counts[lo:hi]).tolist()
-                for j in range(int(pos[i]), int(pos[i + 1])):
-                    h = heads[mids[j]]
-                    new[j] = h + ("\n" + h).join(bodies) + "\n"
+        n_el = int(mlines.sum())
+        if n_el:
+            # the groups' lines, in group order: each row of a group repeated by its count
+            nrows = ends - starts
+            rcum = np.cumsum(nrows)
+            ridx = np.arange(int(rcum[-1]), dtype=np.int64) + np.repeat(starts - (rcum - nrows), nrows)
+            rc = counts.take(ridx)
+            lidx = ridx if bool((rc == 1).all()) else np.repeat(ridx, rc)
+            body = rendered.take(lidx) + "\n"
+            # every member's lines: its head + the body of each of its group's lines
+            m_el = np.cumsum(mlines) - mlines  # each member's first line among all lines
+            loff = np.repeat(np.cumsum(lines) - lines, cnt)  # its group's first line in ``body``
+            el_m = np.repeat(np.arange(tot, dtype=np.int64), mlines)
+            el_line = np.arange(n_el, dtype=np.int64) + np.repeat(loff - m_el, mlines)
+            text = self.heads.take(mids).take(el_m) + body.take(el_line)
+            full = mlines > 0
+            new[full] = np.add.reduceat(text, m_el[full])
         self.pending.difference_update(mids.tolist())
-        self._set(mids, new, np.repeat(lines, cnt))
+        self._set(mids, new, mlines)
 
 
 def unroute(engine: Engine, name: str) -> None:
