@@ -26,15 +26,15 @@ query's names (no copy of the columns unless their order changes).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from linkstream.operators.base import Operator
-from linkstream.operators.batch import Batch, SortedIndex, concat, consolidate, row_keys
+from linkstream.operators.batch import Batch, concat, consolidate
 from linkstream.operators.graph import StaticMembership, static_index
 from linkstream.operators.relation import Relation
+from linkstream.operators.router_groups import Group, GroupTable
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.window import WindowBuffer, WindowOperator
 from linkstream.query.windows import WindowSpec
@@ -269,91 +269,8 @@ class TimedScanOperator(ScanOperator):
         return ("timed", self.pattern, self.time_var)
 
 
-@dataclass
-class _Group:
-    """One subscriber group: a range per slot and a value per hidden constant column."""
-
-    ranges: tuple[int, ...]
-    consts: tuple[tuple[str, int], ...]
-    #: the group's id in the router's count relation
-    gid: int
-    refs: int = 0
-    #: whether the group has been evaluated (its result is that of the router's last closes)
-    started: bool = False
-
-
 #: ``np.minimum.reduce``: ``ndarray.min`` adds a Python frame per call
 _min0 = np.minimum.reduce
-
-#: a router with at most this many subscriber groups matches rows to groups by comparing
-#: every (row, group) pair's hidden constants (a handful of numpy calls), not by a hash probe
-DIRECT_GROUPS = 8
-
-
-class _Table:
-    """The subscriber groups of a router as arrays (rebuilt when a group comes or goes).
-
-    Rows are matched to groups by one hash probe on the hidden constant columns (every
-    group of a router has the same hidden variables: they come from the shared join's
-    shape), and window containment is tested for all (row, group) pairs at once.
-    """
-
-    __slots__ = (
-        "groups",
-        "keys",
-        "gids",
-        "ranges",
-        "cvals",
-        "index",
-        "started",
-        "by_gid",
-        "any_fresh",
-        "rmin",
-        "rmax",
-    )
-
-    def __init__(self, groups: list[_Group], n_slots: int, n_consts: int) -> None:
-        self.groups = groups
-        self.keys = [(g.ranges, g.consts) for g in groups]
-        n = len(groups)
-        self.gids = np.fromiter((g.gid for g in groups), dtype=np.int64, count=n)
-        #: (slots, groups) ranges; (hidden constants, groups) values
-        self.ranges = np.array([g.ranges for g in groups], dtype=np.int64).reshape(n, n_slots).T.copy()
-        self.cvals = (
-            np.array([[c for _, c in g.consts] for g in groups], dtype=np.int64).reshape(n, n_consts).T.copy()
-        )
-        self.index = SortedIndex(row_keys(self.cvals)) if n_consts else None
-        #: per slot, the smallest and largest range of the groups
-        self.rmin = self.ranges.min(axis=1) if n else np.zeros(n_slots, dtype=np.int64)
-        self.rmax = self.ranges.max(axis=1) if n else np.zeros(n_slots, dtype=np.int64)
-        self.started = np.fromiter((g.started for g in groups), dtype=bool, count=n)
-        self.any_fresh = not bool(self.started.all())
-        self.by_gid = {g.gid: k for g, k in zip(groups, self.keys)}
-
-    def pairs(self, hcols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row, group) pairs whose hidden constants are equal (``hcols``: (k, n) columns)."""
-        n, g = hcols.shape[1], len(self.groups)
-        if self.index is None:
-            return np.arange(n).repeat(g), np.tile(np.arange(g), n)
-        if g <= DIRECT_GROUPS:  # a few groups: every (row, group) pair compared at once
-            eq = hcols[:, :, None] == self.cvals[:, None, :]
-            return (eq[0] if len(eq) == 1 else np.logical_and.reduce(eq, axis=0)).nonzero()
-        ri, gi = self.index.probe(row_keys(hcols))
-        if hcols.shape[0] > 1 and len(ri):  # hash keys: rule out collisions
-            ok = (hcols.take(ri, axis=1) == self.cvals.take(gi, axis=1)).all(axis=0)
-            ri, gi = ri[ok], gi[ok]
-        return ri, gi
-
-    def qualify(
-        self, mins: list[np.ndarray], closes: tuple[int, ...], ri: np.ndarray, gi: np.ndarray
-    ) -> np.ndarray:
-        """Pairs whose row's smallest timestamp per slot lies in the group's window instance."""
-        q = np.ones(len(ri), dtype=bool)
-        for s, (m, close) in enumerate(zip(mins, closes)):
-            lo = self.ranges[s].take(gi)
-            np.subtract(close, lo, out=lo)
-            q &= m.take(ri) >= lo
-        return q
 
 
 class RouterOperator(Operator):
@@ -393,11 +310,17 @@ class RouterOperator(Operator):
         self.out_vars = tuple(out_vars)
         self.vars = ()
         self.jvars = join.vars
+        #: the join's rows, as deltas appended: consolidated (a sort of all of them) only
+        #: when they doubled since the last time (the containment test is linear in the
+        #: counts, so a row and its retraction side by side change no group's result)
         self.state = Batch.empty(self.jvars)
-        self.groups: dict[tuple, _Group] = {}
-        #: the groups whose result changed this epoch -> their rows' range in the delta
-        #: (:meth:`emitted_rows`)
-        self.emitted: dict[tuple, tuple[int, int]] = {}
+        self._clean = 0
+        self.groups: dict[tuple, Group] = {}
+        #: this epoch's changed groups: (their ids ascending, their rows' starts and ends in
+        #: the delta, gid -> key), and the delta's (columns, moved rows, signs); per-group
+        #: rows are cut out when a route asks (:meth:`emitted_rows`, :attr:`emitted`)
+        self._emit: tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple]] | None = None
+        self._emitted: dict[tuple, tuple[int, int]] | None = None
         self._emit_src: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._gvars = ("%group", *self.out_vars)
         self.counts = Relation(self._gvars)
@@ -407,7 +330,7 @@ class RouterOperator(Operator):
         #: the hidden constant variables every group has a value for (set by the first)
         self._hidden: tuple[str, ...] | None = None
         self._hid_idx: list[int] = []
-        self._tab: _Table | None = None
+        self._tab: GroupTable | None = None
         #: the window closes of the last evaluation (every started group's result is at them)
         self._closes: tuple[int, ...] | None = None
         #: this epoch's change of every group's result, tagged with the group id (over
@@ -422,14 +345,21 @@ class RouterOperator(Operator):
         self.blocks: list[Any] = []
 
     def describe(self) -> str:
-        return f"Router groups={len(self.groups)} rows={len(self.state)}"
+        return f"Router groups={len(self.groups)} rows={len(self.rows())}"
+
+    def rows(self) -> Batch:
+        """The shared join's current rows, consolidated (:attr:`state` may hold a row and
+        its retraction side by side)."""
+        self.state = consolidate(self.state)
+        self._clean = len(self.state)
+        return self.state
 
     def config_key(self) -> object:
         return (self.out_vars, tuple(self.slot_ts))
 
     # -------------------------------------------------------- subscribers
 
-    def add_group(self, key: tuple) -> _Group:
+    def add_group(self, key: tuple) -> Group:
         ranges, consts = key
         g = self.groups.get(key)
         if g is None:
@@ -440,7 +370,7 @@ class RouterOperator(Operator):
             elif names != self._hidden:
                 raise ValueError(f"router groups differ in their hidden constants: {names} != {self._hidden}")
             self._next_gid += 1
-            g = self.groups[key] = _Group(ranges, consts, self._next_gid)
+            g = self.groups[key] = Group(ranges, consts, self._next_gid)
             self._invalidate()
         g.refs += 1
         return g
@@ -458,7 +388,8 @@ class RouterOperator(Operator):
                     self._retracted.append(rows.with_counts(-np.ones(len(rows), dtype=np.int64)))
             self._invalidate()
             del self.groups[key]
-            self.emitted.pop(key, None)
+            if self._emitted is not None:
+                self._emitted.pop(key, None)
 
     def _invalidate(self) -> None:
         """Drops the group table (the groups' evaluation flags are written back first)."""
@@ -468,10 +399,10 @@ class RouterOperator(Operator):
                 g.started = started
             self._tab = None
 
-    def _table(self) -> _Table:
+    def _table(self) -> GroupTable:
         t = self._tab
         if t is None:
-            t = self._tab = _Table(list(self.groups.values()), len(self.windows), len(self._hid_idx))
+            t = self._tab = GroupTable(list(self.groups.values()), len(self.windows), len(self._hid_idx))
         return t
 
     def _rows_of(self, gid: int) -> Batch:
@@ -502,8 +433,12 @@ class RouterOperator(Operator):
         d = consolidate(d.project(self.jvars)) if len(d) else Batch.empty(self.jvars)
         old = self.state
         if len(d):
-            self.state = consolidate(concat([old, d], self.jvars))
-        self.emitted = {}
+            st = concat([old, d], self.jvars)
+            if len(st) > 2 * self._clean + 256:
+                st = consolidate(st)
+                self._clean = len(st)
+            self.state = st
+        self._emit = self._emitted = None
         self._emit_src = None
         if any(w.now is None for w in self.windows) or not self.groups:
             return Batch.empty(())
@@ -587,25 +522,44 @@ class RouterOperator(Operator):
         # split the moved rows per group (the delta is sorted by group id first)
         mg = delta.cols[0].take(moved)
         sign = np.where(enter.take(moved), 1, -1).astype(np.int64)
-        by_gid = t.by_gid
         starts = np.concatenate(([True], mg[1:] != mg[:-1])).nonzero()[0]
         ends = np.append(starts[1:], len(mg))
-        # (each group's rows are cut out when its route asks: most groups' queries are
-        # kept by routed blocks, which read :attr:`tagged`)
+        # (no per-group work here: most groups' queries are kept by routed blocks, which
+        # read :attr:`tagged`; a route's rows are cut out when it asks)
         self._emit_src = (delta.cols[1:], moved, sign)
-        keys = [by_gid[g] for g in mg.take(starts).tolist()]
-        self.emitted = dict(zip(keys, zip(starts.tolist(), ends.tolist())))
+        self._emit = (mg.take(starts), starts, ends, t.by_gid)
         if self.aggregates or self.taggers:
             tagged = Batch(self._gvars, delta.cols.take(moved, axis=1), sign)
             self.tagged = concat([self.tagged, tagged], self._gvars) if len(self.tagged) else tagged
         return Batch.empty(())
 
+    @property
+    def emitted(self) -> dict[tuple, tuple[int, int]]:
+        """The groups whose result changed this epoch -> their rows' range in the delta."""
+        got = self._emitted
+        if got is None:
+            got = {}
+            if self._emit is not None:
+                sg, starts, ends, by_gid = self._emit
+                groups = self.groups
+                for g, lo, hi in zip(sg.tolist(), starts.tolist(), ends.tolist(), strict=True):
+                    key = by_gid[g]
+                    grp = groups.get(key)
+                    if grp is not None and grp.gid == g:  # (not removed since)
+                        got[key] = (lo, hi)
+            self._emitted = got
+        return got
+
     def emitted_rows(self, key: tuple) -> Batch | None:
         """This epoch's change of group ``key``'s result (``None``: none)."""
-        r = self.emitted.get(key)
-        if r is None or self._emit_src is None:
+        e, grp = self._emit, self.groups.get(key)
+        if e is None or grp is None or self._emit_src is None:
             return None
-        lo, hi = r
+        sg, starts, ends, _ = e
+        i = int(sg.searchsorted(grp.gid))
+        if i == len(sg) or int(sg[i]) != grp.gid:
+            return None
+        lo, hi = int(starts[i]), int(ends[i])
         cols, moved, sign = self._emit_src
         return Batch(self.out_vars, cols.take(moved[lo:hi], axis=1), sign[lo:hi])
 

@@ -320,7 +320,8 @@ def test_repeated_triples_keep_one_join_row_per_binding():
     finally:
         os.unlink(f.name)
     (router,) = [op for op in eng.operators.values() if isinstance(op, RouterOperator)]
-    assert len(router.state) == 1 and router.state.counts.tolist() == [1]
+    rows = router.rows()
+    assert len(rows) == 1 and rows.counts.tolist() == [1]
     got = by_query(buf.getvalue())
     assert len(got["r1000"]) == len(got["r3000"]) > 5  # one row per report time each
 

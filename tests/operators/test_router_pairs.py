@@ -9,19 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from linkstream.operators import router as R
-from linkstream.operators.router import _Group, _Table
+from linkstream.operators import router_groups as R
+from linkstream.operators.router_groups import Group, GroupTable
 
 
-def _table(consts: list[tuple[int, ...]]) -> _Table:
+def _table(consts: list[tuple[int, ...]]) -> GroupTable:
     groups = [
-        _Group((1000,), tuple((f"%h{i}", c) for i, c in enumerate(cs)), gid=k + 1)
+        Group((1000,), tuple((f"%h{i}", c) for i, c in enumerate(cs)), gid=k + 1)
         for k, cs in enumerate(consts)
     ]
-    return _Table(groups, 1, len(consts[0]))
+    return GroupTable(groups, 1, len(consts[0]))
 
 
-def _pairs(t: _Table, hcols: np.ndarray, direct: int) -> set[tuple[int, int]]:
+def _pairs(t: GroupTable, hcols: np.ndarray, direct: int) -> set[tuple[int, int]]:
     old = R.DIRECT_GROUPS
     R.DIRECT_GROUPS = direct
     try:
