@@ -111,9 +111,14 @@ class Evaluator:
             self._encode_numbers({k for k in keys if k not in memo})
             out[ok] = [memo[k] for k in keys]
             return out
-        pairs = np.stack([v.val[ok].view(np.int64), v.typ[ok].astype(np.int64)])
-        uniq, inv = np.unique(pairs, axis=1, return_inverse=True)
-        ukeys = [(int(b), int(t)) for b, t in uniq.T.tolist()]
+        bits, typ = v.val[ok].view(np.int64), v.typ[ok]
+        t0 = int(typ[0])
+        if (typ == t0).all():  # one numeric type (a COUNT's integers): a 1-d unique of the bits
+            ub, inv = np.unique(bits, return_inverse=True)
+            ukeys = [(b, t0) for b in ub.tolist()]
+        else:
+            uniq, inv = np.unique(np.stack([bits, typ.astype(np.int64)]), axis=1, return_inverse=True)
+            ukeys = [(int(b), int(t)) for b, t in uniq.T.tolist()]
         self._encode_numbers({k for k in ukeys if k not in memo})
         ids = np.array([memo[k] for k in ukeys], dtype=np.int64)
         out[ok] = ids[inv.reshape(-1)]
