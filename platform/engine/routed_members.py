@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from linkstream.engine.routed import RoutedBlock
 
 
+#: blocks of at most this many lines are joined by one ``np.add.reduceat`` (pairwise
+#: concatenation, quadratic in the lines); larger ones by a ``str.join`` each
+REDUCE_LINES = 32
+
+
 class RoutedMembers(MemberReports):
     """The queries reading the views of one :class:`RoutedBlock` (see the module docstring)."""
 
@@ -252,7 +257,14 @@ class RoutedMembers(MemberReports):
             el_line = np.arange(n_el, dtype=np.int64) + np.repeat(loff - m_el, mlines)
             text = self.heads.take(mids).take(el_m) + body.take(el_line)
             full = mlines > 0
-            new[full] = np.add.reduceat(text, m_el[full])
+            if int(mlines.max()) <= REDUCE_LINES:
+                new[full] = np.add.reduceat(text, m_el[full])
+            else:  # (reduceat concatenates pairwise: quadratic in a block's lines)
+                ts = text.tolist()
+                for j, lo, k in zip(
+                    full.nonzero()[0].tolist(), m_el[full].tolist(), mlines[full].tolist(), strict=True
+                ):
+                    new[j] = ts[lo] if k == 1 else "".join(ts[lo : lo + k])
         self.pending.difference_update(mids.tolist())
         self._set(mids, new, mlines)
 
