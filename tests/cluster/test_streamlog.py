@@ -172,13 +172,7 @@ def test_a_checkpoint_prunes_the_stream_logs_and_a_recovery_still_reports_the_sa
         3,
     )  # the log keeps all after the oldest kept checkpoint
 
-    oracle = _live()
-    oracle.register(QUERY, "q")
-    for k in range(8):
-        oracle.push_many(S, _elements(2 * k, 2))
-    oracle.advance_to(15000)
-    want = _report_at(oracle, 16000)
-    oracle.close()
+    want = _unlogged_report(8, 16000)
     assert want and any("a15" in line for line in want), want
 
     second = _live()
@@ -193,6 +187,18 @@ def test_a_checkpoint_prunes_the_stream_logs_and_a_recovery_still_reports_the_sa
 
 def _live() -> LiveEngine:
     return LiveEngine(Engine(MemoryDictionary(), default_step=1000), idle_ms=None).start()
+
+
+def _unlogged_report(pushes: int, t: int) -> tuple[str, ...]:
+    """The report at ``t`` of an engine without any log fed the first ``pushes`` pushes."""
+    oracle = _live()
+    oracle.register(QUERY, "q")
+    for k in range(pushes):
+        oracle.push_many(S, _elements(2 * k, 2))
+    oracle.advance_to(t - 1000)
+    want = _report_at(oracle, t)
+    oracle.close()
+    return want
 
 
 def _report_at(live: LiveEngine, t: int) -> tuple[str, ...]:
@@ -231,13 +237,7 @@ def test_the_ingest_log_keeps_references_and_a_recovery_resolves_them(tmp_path: 
     assert len(pushes) == 8 and all(r.header["f"] == "ref" and r.payload == b"" for r in pushes)
 
     # the same pushes fed to an engine without any log: the report at 8000 to compare with
-    oracle = _live()
-    oracle.register(QUERY, "q")
-    for k in range(4):
-        oracle.push_many(S, _elements(2 * k, 2))
-    oracle.advance_to(7000)
-    want = _report_at(oracle, 8000)
-    oracle.close()
+    want = _unlogged_report(4, 8000)
     assert want and any("a7" in line for line in want), want
 
     second = _live()
