@@ -133,6 +133,8 @@ class _Scan(TokenStream):
         #: per window: the significant-token indexes of its stream IRI, '[' and ']'
         self.window_toks: list[tuple[int, int, int]] = []
         self.named: dict[str, int] = {}
+        #: (base, constant slots, their texts, shape key or None): :func:`_shape_of`'s memo
+        self.shape: tuple[str, dict[int, str], list[str], tuple[str, str] | None] | None = None
         self.refs: list[tuple[str, int, int]] = []
         self.static_from: list[str] = []
         self.static_named: list[str] = []
@@ -530,10 +532,24 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
 SHAPES = True
 
 
+def _shape_of(
+    scan: _Scan, spacing: dict[int, str], base: str
+) -> tuple[dict[int, str], list[str], tuple[str, str] | None]:
+    """The query's constant tokens (token index -> placeholder), their distinct texts and
+    its shape's key in :data:`_TEMPLATES` (``None`` without constants); computed once per
+    scan (a parse asks up to three times)."""
+    memo = scan.shape
+    if memo is None or memo[0] != base:
+        slots, texts = constant_slots(scan, spacing)
+        tkey = (scan.render(decode=True, extra={**spacing, **slots})[0], base) if texts else None
+        memo = scan.shape = (base, slots, texts, tkey)
+    return memo[1], memo[2], memo[3]
+
+
 def _shape_known(scan: _Scan, spacing: dict[int, str], base: str) -> bool:
     """Whether this process met the query's shape (its template, or that it has none)."""
-    slots, texts = constant_slots(scan, spacing)
-    return bool(texts) and (scan.render(decode=True, extra={**spacing, **slots})[0], base) in _TEMPLATES
+    tkey = _shape_of(scan, spacing, base)[2]
+    return tkey is not None and tkey in _TEMPLATES
 
 
 def _remember(key: tuple[str, str], compiled: Any, iri_calls: bool) -> None:
@@ -620,15 +636,13 @@ def _template_of(
 ) -> tuple[AlgebraTemplate | None, dict[int, str], list[str]]:
     """The template of the query's shape (built on first use), its constant tokens
     (token index -> placeholder) and their distinct texts."""
-    slots, texts = constant_slots(scan, spacing)
-    if not texts:
+    slots, texts, tkey = _shape_of(scan, spacing, base)
+    if tkey is None:
         return None, slots, texts
-    shape_text = scan.render(decode=True, extra={**spacing, **slots})[0]
-    tkey = (shape_text, base)
     cached = _TEMPLATES.get(tkey, _MISSING)
     if cached is None or isinstance(cached, AlgebraTemplate):
         return cached, slots, texts
-    template = _build_template(scan, shape_text, base, len(texts))
+    template = _build_template(scan, tkey[0], base, len(texts))
     if len(_TEMPLATES) >= ALGEBRA_CACHE_SIZE:
         _TEMPLATES.clear()
     _TEMPLATES[tkey] = template

@@ -19,7 +19,8 @@ and the entry rewritten); nothing of the cache ever reaches the user as an error
 The directory comes from :mod:`linkstream.config` (``[query] parse_cache``, default
 ``~/.cache/linkstream/parse``); the command line sets it with :func:`configure`.  Without
 that call (library use, tests) nothing is read or written.  It holds at most
-:data:`MAX_ENTRIES` entries: past that, the older half is deleted.
+:data:`MAX_ENTRIES` entries (counted at a process's first store and every
+:data:`PRUNE_EVERY` stores): past that, the older half is deleted.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from linkstream.query import algebra_json
 log = logging.getLogger(__name__)
 
 MAX_ENTRIES = 2000
+#: the entries are counted at a process's first store and every PRUNE_EVERY stores after it
+PRUNE_EVERY = 256
 #: the query package's modules whose code decides an algebra (or reads it back)
 _SOURCES = (
     "continuous.py",
@@ -128,7 +131,8 @@ def save(name: str | None, query: Any) -> bool:
             Path(tmp).unlink(missing_ok=True)
             raise
         stats["stored"] += 1
-        _prune(_directory)
+        if stats["stored"] % PRUNE_EVERY == 1:  # (a directory scan: not at every entry)
+            _prune(_directory)
         return True
     except (OSError, ValueError, RecursionError):
         log.debug("cannot store a parse cache entry", exc_info=True)

@@ -288,3 +288,32 @@ def test_the_key_covers_text_base_dialect_and_code(fresh: Path, monkeypatch: pyt
     assert k != parse_store.key("SELECT * { ?s ?p ?o }", "http://localhost/", "csparql")
     parse_store.configure(None)
     assert parse_store.key("SELECT * { ?s ?p ?o }", "http://localhost/", "csparql") is None
+
+
+def test_the_directory_keeps_at_most_max_entries(fresh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_ENTRIES the older half goes (counted at a process's first store and every
+    PRUNE_EVERY stores); the newest entry stays readable."""
+    cq = parse_continuous(feature_text("values"))
+    parse_store.configure(fresh)
+    monkeypatch.setattr(parse_store, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(parse_store, "PRUNE_EVERY", 3)
+    monkeypatch.setitem(parse_store.stats, "stored", 0)
+    # each entry older than the next (file times are too coarse to tell entries written in a row)
+    real_replace = os.replace
+    written = iter(range(1_000_000, 2_000_000, 10))
+
+    def replace(src: str, dst: Path) -> None:
+        t = next(written)
+        os.utime(src, (t, t))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(parse_store.os, "replace", replace)
+    keys = [parse_store.key("SELECT * { ?s ?p %d }" % i, "http://localhost/", "sparql") for i in range(10)]
+    counts = []
+    for k in keys:
+        assert parse_store.save(k, cq.algebra)
+        counts.append(len(list(fresh.glob("*.json"))))
+    # counted at stores 1, 4, 7 and 10: 4 entries at the 4th (kept), 7 at the 7th (-> 4), 7 at the 10th (-> 4)
+    assert counts == [1, 2, 3, 4, 5, 6, 4, 5, 6, 4]
+    assert parse_store.load(keys[-1]) is not None
+    assert parse_store.load(keys[0]) is None  # (the oldest went)
