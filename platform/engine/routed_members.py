@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from linkstream.engine.routed import RoutedBlock
 
 
-#: blocks of at most this many lines are joined by one ``np.add.reduceat`` (pairwise
-#: concatenation, quadratic in the lines); larger ones by a ``str.join`` each
+#: blocks of at most this many lines are joined by one ``np.add.reduceat`` over all of
+#: them (pairwise concatenation, quadratic in the lines); larger ones by a ``str.join`` each
 REDUCE_LINES = 32
 
 
@@ -256,15 +256,18 @@ class RoutedMembers(MemberReports):
             el_m = np.repeat(np.arange(tot, dtype=np.int64), mlines)
             el_line = np.arange(n_el, dtype=np.int64) + np.repeat(loff - m_el, mlines)
             text = self.heads.take(mids).take(el_m) + body.take(el_line)
-            full = mlines > 0
-            if int(mlines.max()) <= REDUCE_LINES:
-                new[full] = np.add.reduceat(text, m_el[full])
-            else:  # (reduceat concatenates pairwise: quadratic in a block's lines)
-                ts = text.tolist()
-                for j, lo, k in zip(
-                    full.nonzero()[0].tolist(), m_el[full].tolist(), mlines[full].tolist(), strict=True
-                ):
-                    new[j] = ts[lo] if k == 1 else "".join(ts[lo : lo + k])
+            small = (mlines > 0) & (mlines <= REDUCE_LINES)
+            big = mlines > REDUCE_LINES
+            if big.any():  # (reduceat concatenates pairwise: quadratic in a block's lines)
+                text_big = text[big[el_m]].tolist()
+                lo = 0
+                for j, k in zip(big.nonzero()[0].tolist(), mlines[big].tolist(), strict=True):
+                    new[j] = "".join(text_big[lo : lo + k])
+                    lo += k
+                text = text[small[el_m]]
+            if small.any():
+                ms = mlines[small]
+                new[small] = np.add.reduceat(text, np.cumsum(ms) - ms)
         self.pending.difference_update(mids.tolist())
         self._set(mids, new, mlines)
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from linkstream.engine import routed_members
 from linkstream.engine.embedded import Engine
 from linkstream.engine.routed_members import RoutedMembers
 from linkstream.query.continuous import parse_continuous
@@ -68,7 +71,13 @@ def _run(members: bool, seed: int = 11) -> tuple[list, Engine, dict[str, int]]:
     return out, eng, seen
 
 
-def test_members_report_what_each_query_reports_alone() -> None:
+@pytest.mark.parametrize("reduce_lines", [routed_members.REDUCE_LINES, 1])
+def test_members_report_what_each_query_reports_alone(
+    reduce_lines: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(``reduce_lines=1``: blocks of one line joined by ``np.add.reduceat`` and larger ones
+    by ``str.join`` in the same rebuild)"""
+    monkeypatch.setattr(routed_members, "REDUCE_LINES", reduce_lines)
     got, eng, seen = _run(True)
     want, ref, ref_seen = _run(False)
     assert len(got) == len(want)
