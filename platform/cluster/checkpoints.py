@@ -83,6 +83,8 @@ from linkstream.store.checkpoints import (
     CheckpointError,
     CheckpointStore,
     blob_of_strings,
+    load_order,
+    log_fallback,
     open_checkpoints,
     strings_of_blob,
 )
@@ -383,8 +385,7 @@ def _load(store: CheckpointStore, first: str | None) -> Checkpoint | None:
     """The checkpoint ``first`` (the ZooKeeper pointer's), else the newest usable one; when
     none is complete, the newest whose own objects are sound, without its task snapshots
     (the containers then rebuild their state by the silent evaluation)."""
-    ids = store.ids()
-    order = ([first] if first else []) + [i for i in reversed(ids) if i != first]
+    order = load_order(store.ids(), first)
     problems = []
     for without in (None, SHARED + PREFIX):
         for k, cid in enumerate(order):
@@ -396,16 +397,12 @@ def _load(store: CheckpointStore, first: str | None) -> Checkpoint | None:
                     )
             except CheckpointError as e:
                 problems.append(str(e))
-                nxt = order[k + 1] if k + 1 < len(order) else None
-                log.error(
-                    "%s: %s; %s",
+                log_fallback(
                     store.uri,
                     e,
-                    "falling back to the previous complete checkpoint %s" % nxt
-                    if nxt
-                    else "no other checkpoint"
-                    if without
-                    else "trying them again without their task snapshots",
+                    order,
+                    k,
+                    "no other checkpoint" if without else "trying them again without their task snapshots",
                 )
                 continue
             if without:

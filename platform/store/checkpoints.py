@@ -367,24 +367,14 @@ class CheckpointStore:
             CheckpointError: Checkpoints exist but none of them is usable (never a silent
                 start from scratch: the log they covered may be gone).
         """
-        ids = self.ids()
-        first = self.latest_id()
-        order = ([first] if first else []) + [i for i in reversed(ids) if i != first]
+        order = load_order(self.ids(), self.latest_id())
         problems = []
         for k, cid in enumerate(order):
             try:
                 ck = self.load_id(cid)
             except CheckpointError as e:
                 problems.append(str(e))
-                nxt = order[k + 1] if k + 1 < len(order) else None
-                log.error(
-                    "%s: %s; %s",
-                    self.uri,
-                    e,
-                    "falling back to the previous complete checkpoint %s" % nxt
-                    if nxt
-                    else "no other checkpoint",
-                )
+                log_fallback(self.uri, e, order, k)
                 continue
             if problems:
                 log.warning("%s: restored from checkpoint %s, not the latest", self.uri, cid)
@@ -392,6 +382,26 @@ class CheckpointStore:
         if problems:
             raise CheckpointError("no usable checkpoint in %s: %s" % (self.uri, "; ".join(problems)))
         return None
+
+
+def load_order(ids: list[str], first: str | None) -> list[str]:
+    """The order in which to try checkpoints: ``first`` (the pointer's), then the others
+    newest first."""
+    return ([first] if first else []) + [i for i in reversed(ids) if i != first]
+
+
+def log_fallback(
+    uri: str, error: Exception, order: list[str], k: int, last: str = "no other checkpoint"
+) -> None:
+    """Log that checkpoint ``order[k]`` is unusable and what is tried next (``last`` when it
+    was the last one)."""
+    nxt = order[k + 1] if k + 1 < len(order) else None
+    log.error(
+        "%s: %s; %s",
+        uri,
+        error,
+        "falling back to the previous complete checkpoint %s" % nxt if nxt else last,
+    )
 
 
 def open_checkpoints(uri: str, *, keep: int = 3, s3_client: Any = None) -> CheckpointStore:
