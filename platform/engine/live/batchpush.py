@@ -58,6 +58,59 @@ class TermRows:
         return [[terms[a], terms[b], terms[c]] for a, b, c in self.idx.tolist()]
 
 
+class Decided:
+    """The worker's final decision on one body (``run --zk --ingest direct``).
+
+    :meth:`BatchPush.push_many` answers per element whether it was *taken*; the worker
+    may still drop a taken element as late (a report fired between the push and its
+    ingestion, see :meth:`~linkstream.engine.live.worker.LiveWorker._ingest_many`).  An
+    owner that sends a stream's elements to the containers itself must send exactly the
+    ones the worker applied, numbered as the worker numbered them: ``taken`` (indexes into
+    the body, in order) and ``first``, the stream's *applied count* before the first of
+    them (the taken elements are applied counts ``first .. first + len(taken) - 1``).
+    """
+
+    __slots__ = ("_cond", "_pending", "base", "error", "first", "taken")
+
+    def __init__(self, base: int = 0) -> None:
+        #: the index in the body of the first element handed to ``push_many``
+        self.base = base
+        self.taken: list[int] = []
+        self.first: int | None = None
+        self.error: str | None = None
+        self._pending = 0
+        self._cond = threading.Condition(threading.Lock())
+
+    def expect(self) -> None:
+        """One more worker command holds elements of the body (push side, before enqueueing)."""
+        with self._cond:
+            self._pending += 1
+
+    def applied(self, positions: Sequence[int], first: int) -> None:
+        """The worker applied ``positions`` of one command, the first as applied count ``first``."""
+        with self._cond:
+            if self.first is None:
+                self.first = first
+            self.taken.extend(p + self.base for p in positions)
+            self._done()
+
+    def failed(self, why: str) -> None:
+        """The worker could not apply one command (engine closed, ingestion error)."""
+        with self._cond:
+            self.error = self.error or why
+            self._done()
+
+    def _done(self) -> None:
+        self._pending -= 1
+        if self._pending <= 0:
+            self._cond.notify_all()
+
+    def wait(self, timeout: float | None = 60.0) -> bool:
+        """Whether every command of the body was decided within ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending <= 0, timeout)
+
+
 def check_triples(triples: Any) -> Any:
     """``triples`` as the worker takes them (ids contiguous int64).
 
@@ -109,6 +162,7 @@ class BatchPush:
         *,
         keys: Sequence[str | None] | None = None,
         timeout: float | None = None,
+        decided: Decided | None = None,
     ) -> tuple[list[bool], Exception | None]:
         """Pushes ``elements`` (``(t, triples)``, in order) of ``stream``, stopping at the
         first one refused (what :meth:`push` documents, per element).
@@ -118,6 +172,7 @@ class BatchPush:
             idempotency key counts as taken), and the error that stopped the body:
             :class:`~linkstream.rdf.eventtime.EventTimeError` (that element refused) or
             :class:`TimeoutError` (no room in the input queue for ``timeout`` seconds).
+            ``decided``, when given, gets the worker's final decision (:class:`Decided`).
 
         Raises:
             ValueError: An element's triples are not triples (nothing was pushed).
@@ -139,7 +194,7 @@ class BatchPush:
                 if not self._space.acquire(timeout=timeout):
                     return flags, TimeoutError("the engine's input queue is full")
                 got = 1
-            error = self._take(stream, items, keys, i, got, flags)
+            error = self._take(stream, items, keys, i, got, flags, decided)
             if error is not None:
                 return flags, error
             i += got
@@ -153,11 +208,13 @@ class BatchPush:
         start: int,
         count: int,
         flags: list[bool],
+        decided: Decided | None = None,
     ) -> Exception | None:
         """Elements ``start .. start+count`` (one permit each held) under the engine lock:
         repeated key, event-time check, lateness, log append; the taken ones enqueued as
         one command."""
         taken: list[tuple[int, Any]] = []
+        positions: list[int] = []
         triples_in = 0
         error: Exception | None = None
         with self._lock:
@@ -198,11 +255,16 @@ class BatchPush:
                     acc.triples += len(triples)
                     triples_in += len(triples)
                     taken.append((t, triples))
+                    positions.append(k)
                     flags.append(True)
             finally:
                 if taken:
                     # enqueued under the lock: elements of one stream reach the worker in order
-                    self._queue.put(("pushes", stream, taken))
+                    if decided is None:
+                        self._queue.put(("pushes", stream, taken))
+                    else:
+                        decided.expect()
+                        self._queue.put(("pushes", stream, taken, positions, decided))
         if taken:
             self.metrics.ingest_elements.inc(len(taken))
             self.metrics.ingest_triples.inc(triples_in)
@@ -212,4 +274,4 @@ class BatchPush:
 #: idempotency keys remembered (the latest accepted elements'; see ``LiveEngine.push``)
 IDEMPOTENCY_KEYS = 100_000
 
-__all__ = ["IDEMPOTENCY_KEYS", "BatchPush", "TermRows", "check_triples"]
+__all__ = ["IDEMPOTENCY_KEYS", "BatchPush", "Decided", "TermRows", "check_triples"]

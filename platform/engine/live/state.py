@@ -99,6 +99,8 @@ class _Stream:
     watermark: int | None = None
     first: int | None = None
     last_seen: float = 0.0
+    #: elements ingested (the stream's applied count: ``--ingest direct`` numbers them by it)
+    applied: int = 0
 
 
 @dataclass

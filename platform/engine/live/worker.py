@@ -22,7 +22,7 @@ import numpy as np
 
 from linkstream.engine.embedded import Engine as _EmbeddedEngine
 from linkstream.engine.embedded import ReportLines
-from linkstream.engine.live.batchpush import TermRows
+from linkstream.engine.live.batchpush import Decided, TermRows
 from linkstream.engine.live.state import (
     EngineClosed,
     QueryConflict,
@@ -118,9 +118,14 @@ class LiveWorker:
                 kind = cmd[0]
                 if kind == "pushes":  # a body's elements taken at once (push_many)
                     try:
-                        self._ingest_many(cmd[1], cmd[2])
+                        if len(cmd) == 3:
+                            self._ingest_many(cmd[1], cmd[2])
+                        else:  # the body's final decision is wanted (push_many's ``decided``)
+                            self._ingest_decided(cmd[1], cmd[2], cmd[3], cmd[4])
                     except Exception:  # a bad element must not stop the engine
                         log.exception("cannot ingest elements of <%s>", cmd[1])
+                        if len(cmd) > 3:
+                            cmd[4].failed("the leader could not ingest the elements")
                     finally:
                         self._space.release(len(cmd[2]))
                 elif kind == "stop":
@@ -157,25 +162,44 @@ class LiveWorker:
                 return
             if cmd[0] == "pushes":
                 self._space.release(len(cmd[2]))
+                if len(cmd) > 3:
+                    cmd[4].failed("the live engine is closed")
             elif cmd[0] != "stop" and cmd[2].set_running_or_notify_cancel():
                 cmd[2].set_exception(EngineClosed("the live engine is closed"))
 
     def _encode_table(self, terms: Sequence[str]) -> np.ndarray:
         return np.asarray(self.engine.dictionary.encode_many(list(terms)), dtype=np.int64)
 
-    def _ingest_many(self, stream: str, items: list[tuple[int, Triples | TermRows]]) -> None:
+    def _ingest_decided(
+        self, stream: str, items: list[tuple[int, Triples | TermRows]], positions: list[int], decided: Decided
+    ) -> None:
+        """:meth:`_ingest_many`, telling ``decided`` which of ``positions`` (the items' indexes
+        in their body) were applied and the stream's applied count before the first."""
+        st = self._streams.get(stream)
+        first = 0 if st is None else st.applied
+        kept = self._ingest_many(stream, items)
+        decided.applied(positions if kept is None else [positions[j] for j in kept], first)
+
+    def _ingest_many(self, stream: str, items: list[tuple[int, Triples | TermRows]]) -> list[int] | None:
         """The elements of one ``push_many`` run, in order: as :meth:`_ingest` each, with the
-        terms of all of them encoded in one dictionary call (a :class:`TermRows` table once)."""
+        terms of all of them encoded in one dictionary call (a :class:`TermRows` table once).
+
+        Returns:
+            ``None`` when every element was ingested, else the indexes of those that were
+            (the others were late: a report fired after they were taken).
+        """
         frontier = self._frontier_now()
         keep = items
+        kept: list[int] | None = None
         if frontier is not None and any(t < frontier for t, _ in items):
-            keep = []
-            for t, tr in items:
+            keep, kept = [], []
+            for j, (t, tr) in enumerate(items):
                 if t < frontier:
                     with self._lock:
                         self._count_late(stream, self._accepted[stream], t, frontier)
                 else:
                     keep.append((t, tr))
+                    kept.append(j)
         tables: dict[int, np.ndarray] = {}
         strs = [tr for _, tr in keep if not isinstance(tr, (np.ndarray, TermRows))]
         flat = [term for tr in strs for triple in tr for term in triple]
@@ -197,6 +221,7 @@ class LiveWorker:
                 ids = coded[at : at + len(tr)]
                 at += len(tr)
             self._ingest_ids(stream, t, ids)
+        return kept
 
     def _ingest_ids(self, stream: str, t: int, ids: np.ndarray) -> None:
         buf = self.engine.buffer(stream)
@@ -212,6 +237,7 @@ class LiveWorker:
         st.watermark = t if st.watermark is None else max(st.watermark, t)
         st.first = t if st.first is None else min(st.first, t)
         st.last_seen = self.clock()
+        st.applied += 1
 
     def _check_time(self, stream: str, acc: _Accepted, t: int) -> None:
         """Refuses ``t`` for ``stream`` (push side, under ``_lock``) by the event-time rules.
