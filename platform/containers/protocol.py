@@ -25,7 +25,8 @@ Driver to container:
     ``{"seq", "c", "due": [query], "owners": {query: container}, "rel": {container:
     token}}``: evaluate report time ``c``; the queries in ``due`` report, each answered
     by the container ``owners`` names; ``rel`` echoes the last *unready* token the
-    driver processed per container.
+    driver processed per container.  ``run --zk --ingest direct`` adds ``"cuts":
+    {stream: applied count}`` (the elements of each stream decided before the tick).
 
 ``handover``
     ``{"query", "dst", "seq"}``: snapshot the operator state of ``query`` (after tick
@@ -119,7 +120,13 @@ class Elements:
 
 @dataclass(frozen=True)
 class Tick:
-    """Report time ``c`` (tick ``seq``); see the module docstring."""
+    """Report time ``c`` (tick ``seq``); see the module docstring.
+
+    ``cuts`` (``run --zk --ingest direct``, empty otherwise and then not on the wire): per
+    stream IRI, the applied count before this tick -- a container evaluates the tick only
+    once it applied that many elements of each stream it reads
+    (:class:`~linkstream.containers.cuts.CutGate`).
+    """
 
     run: str
     seq: int
@@ -127,6 +134,7 @@ class Tick:
     due: list[str]
     owners: dict[str, str]
     rel: dict[str, int] = field(default_factory=dict)
+    cuts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -326,19 +334,18 @@ def encode(message: Message) -> list[Frame]:
         header.update(id=message.id, c=message.c, error=message.error)
         return _lines_frames(header, message.lines)
     if isinstance(message, Tick):
-        return [
-            _pack(
-                {
-                    "kind": "tick",
-                    "run": message.run,
-                    "seq": message.seq,
-                    "c": message.c,
-                    "due": list(message.due),
-                    "owners": dict(message.owners),
-                    "rel": dict(message.rel),
-                }
-            )
-        ]
+        tick = {
+            "kind": "tick",
+            "run": message.run,
+            "seq": message.seq,
+            "c": message.c,
+            "due": list(message.due),
+            "owners": dict(message.owners),
+            "rel": dict(message.rel),
+        }
+        if message.cuts:  # --ingest direct only: a tick without cuts is the bytes it always was
+            tick["cuts"] = dict(message.cuts)
+        return [_pack(tick)]
     if isinstance(message, Hello):
         return [
             _pack(
@@ -561,6 +568,7 @@ def decode(frames: Sequence[Frame]) -> Message:
             _strs(h, "due"),
             _str_map(h, "owners", str),
             _str_map(h, "rel", int),
+            _str_map(h, "cuts", int) if "cuts" in h else {},
         )
     if kind == "hello":
         _frames(frames, 1, kind)
