@@ -34,6 +34,7 @@ from linkstream.operators.distinct import DistinctOperator
 from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.graph import GraphOperator, dedup_triples
 from linkstream.operators.project import ProjectOperator
+from linkstream.operators.relation import forget_applied
 from linkstream.operators.static_result import StaticResults
 from linkstream.operators.switch import SwitchOperator
 from linkstream.operators.window import RingBuffer, StreamBuffer, WindowBuffer, WindowOperator
@@ -491,6 +492,7 @@ class Engine:
         self.epoch += 1
         epoch = self.epoch
         self.last_tick = c
+        forget_applied()
         moved: set[int] = set()
         for w in self.live_windows():
             w.advance(c)

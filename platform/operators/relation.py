@@ -208,6 +208,20 @@ def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np
     return eq.nonzero()  # (row-major: i ascending, then j)
 
 
+#: (see :meth:`Relation.apply`) by ``id`` of a delta: the delta, and by the variables and
+#: parts (``id``; 0 for an empty part) of each relation it was applied to, the parts before
+#: and after; cleared at each epoch and when it holds :data:`APPLIED_MAX` deltas (an entry
+#: keeps its delta and parts alive, so no ``id`` in it is reused while it is there)
+_APPLIED: dict[int, tuple[Batch, dict[tuple[tuple[str, ...], int, int], tuple]]] = {}
+APPLIED_MAX = 512
+
+
+def forget_applied() -> None:
+    """Empties the memo of :meth:`Relation.apply` (the engine calls it at each epoch: the
+    deltas of the last one are not applied again, and the memo would keep them alive)."""
+    _APPLIED.clear()
+
+
 class Relation:
     """A multiset of mappings over ``vars``: a large stable base plus a small recent part."""
 
@@ -265,12 +279,26 @@ class Relation:
         nd = delta.counts.shape[0]
         if not nd:
             return
+        self.version += 1
         vs = self.vars
+        bpart, rpart = self._base, self._recent
+        base, recent = bpart.rows, rpart.rows
+        nb, nr = base.counts.shape[0], recent.counts.shape[0]
+        # the same delta applied to an equal relation (the same scan's matches kept by
+        # the joins of several queries): take that relation's new parts, indexes and all
+        key = (vs, id(bpart) if nb else 0, id(rpart) if nr else 0)
+        memo = _APPLIED.get(id(delta))
+        if memo is not None and memo[0] is delta:
+            hit = memo[1].get(key)
+            if hit is not None:
+                self._base, self._recent, self._rows, self._n = hit[2], hit[3], hit[4], hit[5]
+                return
+        else:
+            if len(_APPLIED) >= APPLIED_MAX:
+                _APPLIED.clear()
+            memo = _APPLIED[id(delta)] = (delta, {})
         if delta.vars != vs:
             delta = delta.project(vs)
-        self.version += 1
-        base, recent = self._base.rows, self._recent.rows
-        nb, nr = base.counts.shape[0], recent.counts.shape[0]
         if nb + nr + nd <= self.SMALL or nr + nd > nb // self.RATIO + self.FLOOR:
             rows = consolidate(concat([base, recent, delta], vs) if nb or nr else delta)
             self._base = _Part(rows)
@@ -283,6 +311,8 @@ class Relation:
             recent = consolidate(concat([recent, delta], vs) if nr else delta)
             self._recent = _Part(recent)
             self._n = nb + recent.counts.shape[0]
+        # (the parts before are kept with their ids: an id is not reused while in the memo)
+        memo[1][key] = (bpart, rpart, self._base, self._recent, self._rows, self._n)
 
     def mirror(self, src: Relation) -> None:
         """Takes the content of ``src``, a relation over as many variables whose content
@@ -315,11 +345,9 @@ class Relation:
 
     def set_consolidated(self, rows: Batch) -> None:
         """:meth:`replace` by rows already consolidated over :attr:`vars` (not checked)."""
-        base = self._base
-        if base._indexes or base._bound or base._extra:
-            self._base = _Part(rows)
-        else:  # no index built on it (a result view's relation): reused as it is
-            base.rows = rows
+        # (a new part: parts are never changed in place, as :meth:`apply` may have
+        # handed this one to another relation)
+        self._base = _Part(rows)
         if len(self._recent.rows):
             self._recent = _Part(Batch.empty(self.vars))
         self._rows = rows
