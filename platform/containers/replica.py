@@ -164,6 +164,8 @@ class RunReplica:
         self.last_c: int | None = None  # report time of the last tick
         #: queries held but not planned until the first tick (see :meth:`register_restored`)
         self._deferred: dict[str, ContinuousQuery] | None = None
+        #: queries planned since the last tick and not restored: their operators are fresh
+        self._unticked: set[str] = set()
         self.ticks = 0
         self.triples = 0
         self.apply_seconds = 0.0
@@ -293,6 +295,8 @@ class RunReplica:
         if self._deferred is not None:
             self.engine.unregister(name)
             self._deferred[name] = cq
+        else:
+            self._unticked.add(name)
         return rq
 
     def _read_static(self, cqs: Sequence[ContinuousQuery]) -> None:
@@ -377,6 +381,9 @@ class RunReplica:
         tick every query that is not restored is unregistered and registered again only
         when that tick comes, after the restored ones: it attaches to their operators
         (and gets their content) or plans operators of its own, built from the buffers.
+        The same holds in a replica that has ticked for the queries planned since its last
+        tick (a live migration: tasks rebuilt and restored between two ticks): those are
+        set aside the same way.
 
         Returns:
             Whether the state was restored (``False``: rebuilt from the stream buffers).
@@ -384,11 +391,18 @@ class RunReplica:
         if state is None:
             self.register(name, text)
             return False
-        if self.last_c is None and self._deferred is None:
-            self._deferred = {}
-            for held in list(self.engine.queries):
-                self._deferred[held] = self.engine.queries[held].cq
-                self.engine.unregister(held)
+        if self._deferred is None:
+            # a replica that ticked already: only the queries planned since its last tick
+            # hold fresh operators (a task rebuilt just before this one moved in)
+            fresh = list(self.engine.queries) if self.last_c is None else sorted(self._unticked)
+            if self.last_c is None or fresh:
+                aside: dict[str, ContinuousQuery] = {}
+                for held in fresh:
+                    if held in self.engine.queries:
+                        aside[held] = self.engine.queries[held].cq
+                        self.engine.unregister(held)
+                self._deferred = aside
+                self._unticked.clear()
         deferred, self._deferred = self._deferred, None
         if deferred is not None:
             deferred.pop(name, None)
@@ -401,6 +415,7 @@ class RunReplica:
         c = self.last_c if self.last_c is not None else state.header.get("c")
         try:
             restore_query(self.engine, name, state, c)  # type: ignore[arg-type]  # a snapshot header carries its c
+            self._unticked.discard(name)  # its operators hold the cut's state
             return True
         except Exception as exc:  # StateError, or an operator this version cannot fill
             logger.warning("cannot restore the state of %s (%s); rebuilding it", name, exc)
@@ -411,6 +426,7 @@ class RunReplica:
     def unregister(self, name: str) -> None:
         """Removes a query (its operators go unless another query uses them)."""
         self._parsed.pop(name, None)
+        self._unticked.discard(name)
         if self._deferred is not None:
             self._deferred.pop(name, None)
         if name in self.engine.queries:
@@ -451,6 +467,7 @@ class RunReplica:
         names = [n for n in answer if n in self.engine.queries]
         missing = [n for n in answer if n not in self.engine.queries]
         lines = self.engine.tick(c, names)
+        self._unticked.clear()
         self.last_seq = seq
         self.last_c = c
         self.ticks += 1
