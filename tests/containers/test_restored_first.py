@@ -44,6 +44,22 @@ def _queries(n: int) -> dict[str, str]:
     return out
 
 
+def _two_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[corpus_mod.Corpus, dict[str, str], RunReplica, RunReplica]:
+    """The corpus (90 elements), the queries, and two replicas of one run over them (the old
+    one and the one that takes over)."""
+    monkeypatch.setattr(corpus_mod, "ELEMENTS", 90)
+    corpus = corpus_or_skip(tmp_path)
+    texts = _queries(N)
+    statics = ((None, str(corpus.static)), (REPO_GRAPH, str(corpus.static)))
+    spec = RunSpec(
+        "r1", "tcp://127.0.0.1:1", "http://localhost/", STEP, statics, (STREAM_A, STREAM_B),
+        (None, None), {f"t-{n}": n for n in texts},
+    )  # fmt: skip
+    return corpus, texts, RunReplica(spec), RunReplica(spec)
+
+
 def _elements(replica: RunReplica, corpus: corpus_mod.Corpus) -> list[tuple[str, int, np.ndarray]]:
     out = []
     for el in sorted(corpus.elements, key=lambda e: e.t):
@@ -57,15 +73,7 @@ def _elements(replica: RunReplica, corpus: corpus_mod.Corpus) -> list[tuple[str,
 def test_restored_queries_in_a_fresh_replica_continue_like_the_old_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str, ids: str
 ) -> None:
-    monkeypatch.setattr(corpus_mod, "ELEMENTS", 90)
-    corpus = corpus_or_skip(tmp_path)
-    texts = _queries(N)
-    statics = ((None, str(corpus.static)), (REPO_GRAPH, str(corpus.static)))
-    spec = RunSpec(
-        "r1", "tcp://127.0.0.1:1", "http://localhost/", STEP, statics, (STREAM_A, STREAM_B),
-        (None, None), {f"t-{n}": n for n in texts},
-    )  # fmt: skip
-    old, new = RunReplica(spec), RunReplica(spec)
+    corpus, texts, old, new = _two_replicas(tmp_path, monkeypatch)
     # the elements are ingested straight into each replica's engine (its own ids: the
     # driver's id translation is not what this test is about)
     feeds = {}
@@ -143,15 +151,7 @@ def test_a_query_restored_next_to_one_rebuilt_since_the_last_tick(
     the next tick fed their whole content into it again (g22 and g222 differed, 72 lines
     each).  The queries planned since the last tick are now set aside until that tick, as
     in a replica that never ticked."""
-    monkeypatch.setattr(corpus_mod, "ELEMENTS", 90)
-    corpus = corpus_or_skip(tmp_path)
-    texts = _queries(N)
-    statics = ((None, str(corpus.static)), (REPO_GRAPH, str(corpus.static)))
-    spec = RunSpec(
-        "r1", "tcp://127.0.0.1:1", "http://localhost/", STEP, statics, (STREAM_A, STREAM_B),
-        (None, None), {f"t-{n}": n for n in texts},
-    )  # fmt: skip
-    old, new = RunReplica(spec), RunReplica(spec)
+    corpus, texts, old, new = _two_replicas(tmp_path, monkeypatch)
     moved = sorted(texts)[::2]  # arrive at the cut: every other one with its state
     for name in texts:
         old.register(name, texts[name])
