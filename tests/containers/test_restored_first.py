@@ -15,6 +15,7 @@ cut equal those of the replica that held the queries all along.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,23 @@ def _elements(replica: RunReplica, corpus: corpus_mod.Corpus) -> list[tuple[str,
     return out
 
 
+def _feeder(
+    feeds: dict[int, list[tuple[str, int, np.ndarray]]],
+) -> Callable[[RunReplica, int], None]:
+    """``feed(r, c)`` ingests into replica ``r`` its elements (``feeds[id(r)]``) before ``c``
+    that it has not had yet."""
+    pos = dict.fromkeys(feeds, 0)
+
+    def feed(r: RunReplica, c: int) -> None:
+        f = feeds[id(r)]
+        while pos[id(r)] < len(f) and f[pos[id(r)]][1] < c:
+            s, t, ids = f[pos[id(r)]]
+            r.engine.ingest(s, t, ids)
+            pos[id(r)] += 1
+
+    return feed
+
+
 @pytest.mark.parametrize(("order", "ids"), [("sorted", "same"), ("reversed", "same"), ("sorted", "differ")])
 def test_restored_queries_in_a_fresh_replica_continue_like_the_old_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str, ids: str
@@ -91,14 +109,7 @@ def test_restored_queries_in_a_fresh_replica_continue_like_the_old_one(
             feeds[id(r)] = _elements(r, corpus)
     steps = {n: old.engine.queries[n].steps for n in texts}
     t_end = max(el.t for el in corpus.elements) + 2 * STEP
-    pos = {id(old): 0, id(new): 0}
-
-    def feed(r: RunReplica, c: int) -> None:
-        f = feeds[id(r)]
-        while pos[id(r)] < len(f) and f[pos[id(r)]][1] < c:
-            s, t, ids = f[pos[id(r)]]
-            r.engine.ingest(s, t, ids)
-            pos[id(r)] += 1
+    feed = _feeder(feeds)
 
     c0 = (min(el.t for el in corpus.elements) // STEP + 1) * STEP
     restored, differ, lines = [], Counter[str](), 0
@@ -158,14 +169,7 @@ def test_a_query_restored_next_to_one_rebuilt_since_the_last_tick(
         if name not in moved:
             new.register(name, texts[name])
     feeds = {id(r): _elements(r, corpus) for r in (old, new)}
-    pos = {id(old): 0, id(new): 0}
-
-    def feed(r: RunReplica, c: int) -> None:
-        f = feeds[id(r)]
-        while pos[id(r)] < len(f) and f[pos[id(r)]][1] < c:
-            s, t, ids = f[pos[id(r)]]
-            r.engine.ingest(s, t, ids)
-            pos[id(r)] += 1
+    feed = _feeder(feeds)
 
     steps = {n: old.engine.queries[n].steps for n in texts}
     c0 = (min(el.t for el in corpus.elements) // STEP + 1) * STEP
