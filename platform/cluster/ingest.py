@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import msgpack
 import numpy as np
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError
 
 from linkstream.engine.live.batchpush import TermRows
 from linkstream.rdf.eventtime import EventTimeError
 from linkstream.scheduler.layout import ClusterLayout, decode, encode
+from linkstream.scheduler.zkclient import call_within
 
 if TYPE_CHECKING:
     from linkstream.cluster.service import ClusterService
@@ -81,12 +81,10 @@ def zk_read(client: Any, call: str, *args: Any, **kw: Any) -> Any:
     back (seconds to minutes; after the loss it also drops every watch, so the owners'
     cache is empty): a push then gets a quick 503 instead of a request thread blocked for
     the outage."""
-    if not client.connected:
-        raise ZooKeeperAway("ZooKeeper is unreachable: the stream's owner is unknown; retry")
     try:
-        return getattr(client, call + "_async")(*args, **kw).get(timeout=ZK_WAIT_S)
-    except KazooTimeoutError:
-        raise ZooKeeperAway(f"ZooKeeper did not answer within {ZK_WAIT_S:g} s; retry") from None
+        return call_within(client, call, *args, timeout=ZK_WAIT_S, **kw)
+    except ConnectionLoss as exc:
+        raise ZooKeeperAway(f"{exc}: the stream's owner is unknown; retry") from None
 
 
 @dataclass(frozen=True)
@@ -224,16 +222,14 @@ class StreamOwners:
                 if known.ident != self.identifier:
                     raise NotOwner(f"stream <{iri}> is owned by coordinator {known.ident}; retry")
                 return known
-            if not self.client.connected:
-                raise ZooKeeperAway(
-                    f"stream <{iri}>: ZooKeeper is unreachable, no owner can be recorded; retry"
-                )
             try:
-                self.client.ensure_path(self.path)
-                self.client.create(self.node(iri), encode(doc), ephemeral=True)
+                zk_read(self.client, "ensure_path", self.path)
+                zk_read(self.client, "create", self.node(iri), encode(doc), ephemeral=True)
                 logger.info("%s: owns stream <%s>", self.identifier, iri)
             except NodeExistsError:
                 pass
+            except ZooKeeperAway as exc:  # held calls may still land: the owner is read next time
+                raise ZooKeeperAway(f"stream <{iri}>: no owner can be recorded: {exc}") from None
             except KazooException as exc:
                 raise NotOwner(f"stream <{iri}>: no owner can be recorded ({exc}); retry") from None
             with self._lock:
@@ -419,6 +415,8 @@ class StreamIngest:
             if self.service.leading() and self.service._ready.is_set():  # we lead now
                 return self.apply(iri, epoch, offset, elements, key, owner=self.service.identifier)
             self.service.forget_leader()
+            if not service.client.connected:  # no leader can be found until ZooKeeper is back
+                raise NotLeading("ZooKeeper is unreachable and no leader took the elements; retry")
             if time.monotonic() > deadline:
                 raise NotLeading("no leader takes the stream's elements; retry later")
             time.sleep(0.1)

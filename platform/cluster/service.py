@@ -75,7 +75,7 @@ import httpx
 from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster.deadleader import LeaderWatch, publish_session
-from linkstream.cluster.ingest import StreamIngest
+from linkstream.cluster.ingest import ZK_WAIT_S, StreamIngest
 from linkstream.cluster.registration import QueriesMixin, registration_order, stale_registrations
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
@@ -98,7 +98,7 @@ from linkstream.scheduler.load import LoadReporter
 from linkstream.scheduler.registry import QueryRegistry
 from linkstream.scheduler.runs import RunNode
 from linkstream.scheduler.state import Policy
-from linkstream.scheduler.zkclient import lock_down
+from linkstream.scheduler.zkclient import call_within, lock_down
 
 logger = logging.getLogger(__name__)
 
@@ -593,9 +593,10 @@ class ClusterService(QueriesMixin):
             return ident, url
         ident = url = None
         try:
-            ident = self.coordinator.leader()
+            # bounded: a request thread asks, and kazoo holds calls while ZooKeeper is away
+            ident = self.coordinator.leader(timeout=ZK_WAIT_S)
             if ident is not None:
-                data, _ = self.client.get(self.layout.coordinator(ident))
+                data, _ = call_within(self.client, "get", self.layout.coordinator(ident), timeout=ZK_WAIT_S)
                 url = decode(data).get("api")
         except (NoNodeError, KazooException, ValueError):
             pass

@@ -186,9 +186,10 @@ class Coordinator:
         if self._on_leading is not None:
             self._on_leading(False)
 
-    def leader(self) -> str | None:
-        """Identifier of the coordinator that leads now (``None`` when none does)."""
-        return self._election.leader()
+    def leader(self, timeout: float | None = None) -> str | None:
+        """Identifier of the coordinator that leads now (``None`` when none does); see
+        :meth:`LeaderElection.leader` for ``timeout``."""
+        return self._election.leader(timeout)
 
     # ------------------------------------------------------------------ worker
 

@@ -12,9 +12,10 @@ import threading
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionClosedError, KazooException
+from kazoo.exceptions import ConnectionClosedError, KazooException, NoNodeError
 
 from linkstream.scheduler.layout import DEFAULT_ROOT, ClusterLayout
+from linkstream.scheduler.zkclient import call_within
 
 logger = logging.getLogger(__name__)
 
@@ -63,10 +64,28 @@ class LeaderElection:
         """Whether this contender leads and its session is connected right now."""
         return self._holding and self.client.state == KazooState.CONNECTED
 
-    def leader(self) -> str | None:
-        """Identifier of the current leader, or ``None`` when nobody leads."""
-        contenders = self._election.contenders()
-        return contenders[0] if contenders else None
+    def leader(self, timeout: float | None = None) -> str | None:
+        """Identifier of the current leader, or ``None`` when nobody leads.
+
+        With ``timeout``, each ZooKeeper read is answered within it or raises
+        ``ConnectionLoss`` (see :func:`call_within`); without, it waits as kazoo does.
+        """
+        if timeout is None:
+            contenders = self._election.contenders()
+            return contenders[0] if contenders else None
+        try:
+            kids = call_within(self.client, "get_children", self.layout.leader, timeout=timeout)
+        except NoNodeError:
+            return None
+        # kazoo's lock nodes end in a 10-digit sequence number: the lowest holds the lock
+        for node in sorted((k for k in kids if k[-10:].isdigit()), key=lambda k: k[-10:]):
+            try:
+                data, _ = call_within(self.client, "get", f"{self.layout.leader}/{node}", timeout=timeout)
+            except NoNodeError:
+                continue  # gone since the listing: the next one leads
+            if data:
+                return str(data.decode("utf-8"))
+        return None
 
     def start(self) -> None:
         """Starts contending in a background thread."""

@@ -30,9 +30,11 @@ import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoAuthError, NoNodeError
+from kazoo.exceptions import ConnectionLoss, KazooException, NoAuthError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, make_digest_acl
 
 logger = logging.getLogger(__name__)
@@ -180,6 +182,24 @@ def reconnect_retry(timeout: float) -> dict[str, float]:
         "max_jitter": 0.4,
         "max_delay": max(0.1, min(1.0, timeout / 4)),
     }
+
+
+def call_within(client: KazooClient, call: str, *args: Any, timeout: float, **kw: Any) -> Any:
+    """``client.<call>(*args, **kw)`` of kazoo, answered within ``timeout`` seconds.
+
+    While its connection is lost kazoo holds a call until the connection is back (seconds to
+    minutes).  A caller that answers someone (an HTTP request) uses this instead.
+
+    Raises:
+        ConnectionLoss: At once when the client is not connected, or when ZooKeeper did not
+            answer in time (a :class:`KazooException`, as kazoo raises on a lost connection).
+    """
+    if not client.connected:
+        raise ConnectionLoss("ZooKeeper is unreachable")
+    try:
+        return getattr(client, call + "_async")(*args, **kw).get(timeout=timeout)
+    except KazooTimeoutError:
+        raise ConnectionLoss(f"ZooKeeper did not answer within {timeout:g} s") from None
 
 
 def make_client(

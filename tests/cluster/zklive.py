@@ -55,6 +55,7 @@ class PushLog:
     first_ok_after_up: float | None = None  # the first 2xx sent after ZooKeeper was back
     slowest: float = 0.0  # the longest request (s)
     slowest_while_down: float = 0.0  # the longest request sent while ZooKeeper was away
+    slowest_while_down_was: str = ""  # that request: where it went and what it was answered
     statuses: Counter[int] = field(default_factory=Counter)
     error: str | None = None
 
@@ -141,8 +142,12 @@ def push_stream(
                     log.statuses[status] += 1
                 took = time.monotonic() - sent
                 log.slowest = max(log.slowest, took)
-                if "down" in up and sent >= up["down"] and "up" not in up:
-                    log.slowest_while_down = max(log.slowest_while_down, took)
+                if "down" in up and sent >= up["down"] and "up" not in up and took > log.slowest_while_down:
+                    log.slowest_while_down = took
+                    answer = r.text[:300] if status else "connection broken"
+                    log.slowest_while_down_was = (
+                        f"{tag}-{k} to {order[-1] if status == 0 else order[0]}: {status} {answer}"
+                    )
                 if status in OK:
                     body = r.json()
                     if body.get("elements") != 1 or body.get("late"):
@@ -220,6 +225,7 @@ class RoundResult:
     first_ok_after_up_s: float | None  # ZooKeeper back -> first push taken
     slowest_push_s: float  # the longest push request
     slowest_push_while_down_s: float  # the longest push request sent while ZooKeeper was away
+    slowest_push_while_down_was: str  # that push: where it went and what it was answered
     seconds: float
 
 
@@ -329,5 +335,6 @@ def zk_restart_round(
         first_ok_after_up_s=min(oks) - marks["up"] if oks and "up" in marks else None,
         slowest_push_s=max(lg.slowest for lg in logs),
         slowest_push_while_down_s=max(lg.slowest_while_down for lg in logs),
+        slowest_push_while_down_was=max(logs, key=lambda lg: lg.slowest_while_down).slowest_while_down_was,
         seconds=time.perf_counter() - t0,
     )
