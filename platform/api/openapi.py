@@ -160,7 +160,14 @@ _CLUSTER_INGEST_DOC = (
     "is taken too. The leader applies a stream's bodies in offset order, answers an offset it "
     "applied already as taken (a retry), and refuses an epoch older than one it saw (409: a stale "
     "owner). The answer lists per element whether it was taken (`false`: late) and the error that "
-    "stopped the body. For coordinators, not for clients: push to /streams/{iri}."
+    "stopped the body. With `--ingest direct` (the body names its `record` in the owner's stream "
+    "log) the answer also carries `decided`: `[floor, [[start, end, first, runs, error], ...]]`, "
+    "the worker's completed decisions on the stream's bodies from the offset the owner names in "
+    "the `x-linkstream-decided` header (offsets `start .. end-1` decided; the applied ones as flat "
+    "half-open offset ranges `runs`, numbered from `first`; `floor`: the lowest offset the leader "
+    'can still answer). `{"poll": [[stream, epoch, after], ...]}` asks for them without a body: '
+    '`{"decided": {stream: [floor, decisions]}}`. For coordinators, not for clients: push to '
+    "/streams/{iri}."
 )
 
 _SCOPE_DOC = (

@@ -41,10 +41,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgpack
-import numpy as np
 from kazoo.exceptions import ConnectionLoss, KazooException, NodeExistsError, NoNodeError
 
-from linkstream.engine.live.batchpush import TermRows
+from linkstream.cluster.decisions import (
+    DECIDED_HEADER,
+    DecisionBook,
+    DecisionPoller,
+    OwnerDecisions,
+    Pending,
+)
+from linkstream.cluster.ingestwire import pack_elements, split_elements, unpack_elements, with_refs
+from linkstream.engine.live.batchpush import Decided, TermRows
 from linkstream.rdf.eventtime import EventTimeError
 from linkstream.scheduler.layout import ClusterLayout, decode, encode
 from linkstream.scheduler.zkclient import call_within
@@ -98,20 +105,24 @@ class Owner:
 
 @dataclass
 class _Sequence:
-    """An owned stream: its epoch and the next offset (``lock`` orders its bodies)."""
+    """An owned stream: its epoch and the next offset (``lock`` orders its bodies);
+    ``book``: ``--ingest direct``, the leader's decisions on its bodies known so far."""
 
     epoch: int
     next: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    book: OwnerDecisions = field(default_factory=OwnerDecisions)
 
 
 @dataclass
 class _Applied:
-    """What the leader applied of one stream: the newest epoch and the next offset."""
+    """What the leader applied of one stream: the newest epoch and the next offset;
+    ``book``: ``--ingest direct``, its worker's decisions the owner has not acknowledged."""
 
     epoch: int = -1
     next: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    book: DecisionBook = field(default_factory=DecisionBook)
 
 
 def stream_key(iri: str) -> str:
@@ -266,6 +277,8 @@ class StreamIngest:
         self._url: tuple[str, httpx.URL] | None = None
         #: ``run --zk --ingest direct``: the owned streams' bodies are logged here (``None``: leader)
         self.stream_log: StreamLog | None = None
+        self._poller: DecisionPoller | None = None
+        self._poll_http: httpx.Client | None = None
 
     # ------------------------------------------------------------------ routing
 
@@ -324,15 +337,27 @@ class StreamIngest:
         with seq.lock:
             offset = seq.next
             packed = None
+            heard: list[tuple[int | None, list[list[Any]]]] | None = None
             if self.stream_log is not None:  # --ingest direct: the body is durable here first
                 packed, elements = self._log_body(iri, seq.epoch, offset, elements, key)
+                heard = []
+                if self._poller is None:
+                    self._start_poller()
+            # direct: the decisions below ``after`` are known here (the leader may drop them)
+            after = seq.book.decided
             if self.service.leading() and self.service._ready.is_set():
                 flags, error = self.apply(
-                    iri, seq.epoch, offset, elements, key, owner=self.service.identifier
+                    iri, seq.epoch, offset, elements, key, owner=self.service.identifier, heard=heard
                 )
+                if heard is not None:
+                    heard.append(self.decisions(iri, seq.epoch, after))
             else:
-                flags, error = self._hand_off(iri, seq.epoch, offset, elements, key, timeout, packed)
+                flags, error = self._hand_off(
+                    iri, seq.epoch, offset, elements, key, timeout, packed, heard, after
+                )
             seq.next = offset + len(flags) + (1 if isinstance(error, EventTimeError) else 0)
+            for floor, decisions in heard or ():  # decisions on this stream's earlier bodies
+                seq.book.learn(floor, decisions, offset)
         return flags, error
 
     def _body(
@@ -387,7 +412,12 @@ class StreamIngest:
         key: str | None,
         timeout: float | None,
         packed: bytes | None = None,
+        heard: list[tuple[int | None, list[list[Any]]]] | None = None,
+        after: int = 0,
     ) -> tuple[list[bool], Exception | None]:
+        """Hands one body to the leader.  ``heard`` (``--ingest direct``): appended the
+        leader's completed decisions on the stream's bodies from offset ``after`` on (the
+        ones below it are acknowledged by the request's :data:`DECIDED_HEADER`)."""
         from linkstream.cluster.service import NotLeading
 
         if packed is None:
@@ -401,11 +431,16 @@ class StreamIngest:
             ident, url = service.leader() if service.client.connected else service._leader_cache[1:]
             if url and ident != self.service.identifier:
                 try:
-                    r = self._client().post(
-                        self._ingest_url(url), content=packed, headers={"content-type": MSGPACK}
-                    )
+                    headers = {"content-type": MSGPACK}
+                    if heard is not None:
+                        headers[DECIDED_HEADER] = str(after)
+                    r = self._client().post(self._ingest_url(url), content=packed, headers=headers)
                     if r.status_code == 200:
-                        return self._answer(r.json())
+                        doc = r.json()
+                        if heard is not None and doc.get("decided"):
+                            floor, decisions = doc["decided"]
+                            heard.append((floor, decisions))
+                        return self._answer(doc)
                     if r.status_code == 409:  # a newer owner took the stream over
                         self.owners.forget(iri)
                         raise NotOwner(r.json().get("error", f"stream <{iri}>: not the owner"))
@@ -413,7 +448,12 @@ class StreamIngest:
                 except (httpx.HTTPError, ValueError) as exc:
                     logger.debug("handing a body of <%s> to %s failed: %s", iri, url, exc)
             if self.service.leading() and self.service._ready.is_set():  # we lead now
-                return self.apply(iri, epoch, offset, elements, key, owner=self.service.identifier)
+                got = self.apply(
+                    iri, epoch, offset, elements, key, owner=self.service.identifier, heard=heard
+                )
+                if heard is not None:
+                    heard.append(self.decisions(iri, epoch, after))
+                return got
             self.service.forget_leader()
             if not service.client.connected:  # no leader can be found until ZooKeeper is back
                 raise NotLeading("ZooKeeper is unreachable and no leader took the elements; retry")
@@ -442,8 +482,11 @@ class StreamIngest:
         key: str | None,
         *,
         owner: str,
+        heard: list[Any] | None = None,
     ) -> tuple[list[bool], Exception | None]:
         """The leader's side: pushes one sequenced body into the live engine, in offset order.
+        ``heard`` not ``None`` (``--ingest direct``): the worker's decision on the body is
+        kept in the stream's :class:`DecisionBook` for its owner (nothing waits for it).
 
         Raises:
             NotOwner: ``epoch`` is older than one already seen for the stream.
@@ -454,7 +497,7 @@ class StreamIngest:
             st = self._applied.setdefault(iri, _Applied())
         try:
             with st.lock:
-                return self._apply(live, st, iri, epoch, offset, elements, key, owner)
+                return self._apply(live, st, iri, epoch, offset, elements, key, owner, heard is not None)
         finally:
             live.sync(timeout=60.0)  # --state-dir: answered once the leader's ingest log holds them
 
@@ -468,6 +511,7 @@ class StreamIngest:
         elements: Sequence[tuple[int, Any]],
         key: str | None,
         owner: str,
+        decide: bool = False,
     ) -> tuple[list[bool], Exception | None]:
         if epoch < st.epoch:
             raise NotOwner(f"stream <{iri}>: {owner} is no longer its owner")
@@ -485,17 +529,33 @@ class StreamIngest:
         else:
             keys = ["%s#%d" % (key, k) for k in range(skip, len(elements))]
         # one call for the body: the engine lock taken once per run, the terms encoded at once
-        got, error = live.push_many(iri, elements[skip:], keys=keys, timeout=ROOM_S)
+        if not decide:
+            got, error = live.push_many(iri, elements[skip:], keys=keys, timeout=ROOM_S)
+        else:  # --ingest direct: the worker's decision is kept for the owner, not waited for
+            decided = Decided(skip)
+            got, error = live.push_many(iri, elements[skip:], keys=keys, timeout=ROOM_S, decided=decided)
         flags += got
         done = offset + len(flags) + (1 if isinstance(error, EventTimeError) else 0)
         if done > offset + skip:
             st.next = max(st.next, done)
+            if decide:
+                st.book.add(epoch, Pending(offset + skip, done, offset, decided))
         return flags, error
 
-    def serve(self, doc: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """``POST /_cluster/ingest`` on the leader: ``(status, JSON answer)``."""
+    def decisions(self, iri: str, epoch: int, after: int) -> tuple[int | None, list[list[Any]]]:
+        """The leader's completed decisions on ``iri``'s bodies of ``epoch`` from offset
+        ``after`` on (:meth:`DecisionBook.take <linkstream.cluster.decisions.DecisionBook.take>`)."""
+        with self._lock:
+            st = self._applied.get(iri)
+        return (None, []) if st is None else st.book.take(epoch, after)
+
+    def serve(self, doc: dict[str, Any], after: int | None = None) -> tuple[int, dict[str, Any]]:
+        """``POST /_cluster/ingest`` on the leader: ``(status, JSON answer)``.  ``after``:
+        the owner's :data:`DECIDED_HEADER` (``--ingest direct``)."""
         from linkstream.cluster.service import NotLeading
 
+        if "poll" in doc:
+            return self._serve_poll(doc["poll"])
         try:
             iri = str(doc["stream"])
             if "terms" in doc:
@@ -509,8 +569,9 @@ class StreamIngest:
             owner = str(doc.get("owner") or "?")
         except (KeyError, TypeError, ValueError) as exc:
             return 400, {"error": f"ingest body: {exc}"}
+        heard: list[Any] | None = [] if "record" in doc else None  # --ingest direct
         try:
-            flags, error = self.apply(iri, epoch, offset, elements, key, owner=owner)
+            flags, error = self.apply(iri, epoch, offset, elements, key, owner=owner, heard=heard)
         except NotOwner as exc:
             return 409, {"error": str(exc)}
         except NotLeading as exc:
@@ -518,17 +579,75 @@ class StreamIngest:
         except (TypeError, ValueError) as exc:  # a triple that is not three terms
             return 400, {"error": f"ingest body: {exc}"}
         out: dict[str, Any] = {"flags": flags, "error": None}
+        if heard is not None:
+            out["decided"] = list(self.decisions(iri, epoch, offset if after is None else after))
         if isinstance(error, EventTimeError):
             out["error"] = {"kind": "time", "message": str(error), "t": error.t, "reason": error.reason}
         elif error is not None:
             out["error"] = {"kind": "full", "message": str(error)}
         return 200, out
 
-    def status(self) -> dict[str, Any]:
-        """Owned streams (epoch, next offset) and, on the leader, applied offsets."""
+    def _serve_poll(self, polls: Any) -> tuple[int, dict[str, Any]]:
+        """An owner's ``{"poll": [[stream, epoch, after], ...]}``: ``{"decided": {stream:
+        [floor, decisions]}}`` (:meth:`decisions`); only the ready leader answers."""
+        if not (self.service.leading() and self.service._ready.is_set()):
+            return 503, {"error": "this coordinator does not lead; retry later"}
+        try:
+            asked = [(str(iri), int(epoch), int(after)) for iri, epoch, after in polls]
+        except (TypeError, ValueError) as exc:
+            return 400, {"error": f"decision poll: {exc}"}
+        return 200, {"decided": {iri: list(self.decisions(iri, epoch, after)) for iri, epoch, after in asked}}
+
+    def _start_poller(self) -> None:
+        """``--ingest direct``: the owner's thread asking for the decisions no answer brought."""
         with self._lock:
-            owned = {iri: {"epoch": s.epoch, "offset": s.next} for iri, s in self._seqs.items()}
+            if self._poller is None:
+                self._poller = DecisionPoller(self._undecided, self._ask)
+
+    def _undecided(self) -> list[tuple[str, int, int, int, OwnerDecisions]]:
+        with self._lock:
+            seqs = list(self._seqs.items())
+        return [(iri, s.epoch, s.book.decided, s.next, s.book) for iri, s in seqs if s.book.decided < s.next]
+
+    def _ask(self, polls: list[list[Any]]) -> dict[str, tuple[int | None, list[list[Any]]]] | None:
+        """The leader's answer to a decision poll (``None``: no leader answers now)."""
+        service = self.service
+        if service.leading() and service._ready.is_set():
+            return {iri: self.decisions(iri, epoch, after) for iri, epoch, after in polls}
+        # while ZooKeeper is away, the leader last known (asking would hold the thread)
+        ident, url = service.leader() if service.client.connected else service._leader_cache[1:]
+        if not url or ident == service.identifier:
+            return None
+        if self._poll_http is None:
+            token = service.peer_token
+            self._poll_http = httpx.Client(
+                headers={"Authorization": "Bearer " + token} if token else {},
+                timeout=httpx.Timeout(5.0),
+                verify=service.peer_verify,
+            )
+        body = msgpack.packb({"poll": polls}, use_bin_type=True)
+        try:
+            r = self._poll_http.post(self._ingest_url(url), content=body, headers={"content-type": MSGPACK})
+        except httpx.HTTPError:
+            return None
+        if r.status_code != 200:
+            return None
+        return {str(iri): (fd[0], fd[1]) for iri, fd in r.json()["decided"].items()}
+
+    def status(self) -> dict[str, Any]:
+        """Owned streams (epoch, next offset; ``--ingest direct``: what the owner knows of
+        the leader's decisions) and, on the leader, applied offsets (and applied counts)."""
+        direct = self.stream_log is not None
+        live = self.service._live
+        with self._lock:
+            owned = {
+                iri: {"epoch": s.epoch, "offset": s.next} | (s.book.status() if direct else {})
+                for iri, s in self._seqs.items()
+            }
             applied = {iri: {"epoch": a.epoch, "offset": a.next} for iri, a in self._applied.items()}
+        if direct and live is not None:
+            for iri, a in applied.items():
+                a["count"] = live.applied_count(iri)
         mine = {iri for iri, who in self.owners.all().items() if who == self.service.identifier}
         return {
             "owned": {iri: v for iri, v in owned.items() if iri in mine},
@@ -536,66 +655,14 @@ class StreamIngest:
         }
 
     def close(self) -> None:
+        if self._poller is not None:
+            self._poller.close()
+        if self._poll_http is not None:
+            self._poll_http.close()
         if self._http is not None:
             self._http.close()
         if self.stream_log is not None:
             self.stream_log.close()
-
-
-def pack_elements(elements: Sequence[tuple[int, Any]]) -> dict[str, Any]:
-    """The hand-off form of a body's ``(t, [(s, p, o), ...])`` elements: ``t`` and ``n``
-    (triples) per element, ``terms`` the distinct terms in first-seen order, ``idx`` the
-    triples as little-endian int32 indexes into ``terms`` (raw bytes, three per triple)."""
-    flat = [term for _, triples in elements for tr in triples for term in tr]
-    terms = list(dict.fromkeys(flat))
-    where = dict(zip(terms, range(len(terms))))
-    idx = np.fromiter(map(where.__getitem__, flat), dtype="<i4", count=len(flat))
-    return {
-        "t": [int(t) for t, _ in elements],
-        "n": [len(triples) for _, triples in elements],
-        "terms": terms,
-        "idx": idx.tobytes(),
-    }
-
-
-def with_refs(elements: list[tuple[int, TermRows]], epoch: int, record: int) -> list[tuple[int, TermRows]]:
-    """``elements`` of one body, each naming its place in the owner's stream log
-    (:attr:`TermRows.ref <linkstream.engine.live.batchpush.TermRows>`)."""
-    for j, (_, rows) in enumerate(elements):
-        rows.ref = (epoch, record, j)
-    return elements
-
-
-def split_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
-    """The elements of a :func:`pack_elements` form built by this process, each's triples a
-    :class:`TermRows` view of ``idx`` (no checks: :func:`unpack_elements` checks a peer's)."""
-    idx = np.frombuffer(doc["idx"], dtype="<i4").reshape(-1, 3)
-    terms, ns = doc["terms"], doc["n"]
-    cuts = np.cumsum([0, *ns]).tolist()
-    return [(t, TermRows(terms, idx[a:b])) for t, a, b in zip(doc["t"], cuts[:-1], cuts[1:])]
-
-
-def unpack_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
-    """The elements of :func:`pack_elements`' form, each's triples a :class:`TermRows` view.
-
-    Raises:
-        ValueError: The parts do not fit together (one line saying which).
-    """
-    ts, ns, terms, raw = doc["t"], doc["n"], doc["terms"], doc["idx"]
-    if type(ts) is not list or type(ns) is not list or len(ts) != len(ns):
-        raise ValueError("t and n must be lists of one entry per element")
-    if not all(type(x) is int and x >= 0 for x in ns) or not all(type(x) is int for x in ts):
-        raise ValueError("t must hold integers and n counts >= 0")
-    if type(terms) is not list or not all(type(x) is str for x in terms):
-        raise ValueError("terms must be a list of strings")
-    total = sum(ns)
-    if not isinstance(raw, bytes) or len(raw) != 12 * total:
-        raise ValueError(f"idx must hold {total} triples of three int32 indexes")
-    idx = np.frombuffer(raw, dtype="<i4").reshape(-1, 3)
-    if total and (int(idx.min()) < 0 or int(idx.max()) >= len(terms)):
-        raise ValueError("idx names a term outside terms")
-    cuts = np.cumsum([0, *ns]).tolist()
-    return [(t, TermRows(terms, idx[a:b])) for t, a, b in zip(ts, cuts[:-1], cuts[1:])]
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from linkstream.api.auth import ANONYMOUS, Token, TokenTable, parse_token
 from linkstream.api.guard import TOKEN_KEY, ApiGuard, send_error
 from linkstream.api.limits import ApiLimits, LimitExceeded
+from linkstream.cluster.decisions import DECIDED_HEADER
 from linkstream.cluster.ingest import INGEST_PATH, MSGPACK, NotOwner
 from linkstream.cluster.registration import OWNER
 from linkstream.cluster.results import LOG_PATH, serve_log
@@ -148,7 +149,9 @@ class LeaderProxy:
                 send, exc.status, {"error": exc.message, "where": exc.where}, {"Retry-After": "1"}
             )
             return
-        ctype = dict(scope["headers"]).get(b"content-type", b"").split(b";")[0].strip().lower()
+        headers = dict(scope["headers"])
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        acked = headers.get(DECIDED_HEADER.encode())  # --ingest direct: the owner has the decisions below
 
         def decode_and_apply() -> tuple[int, dict]:  # off the event loop: bodies are large
             try:
@@ -160,7 +163,11 @@ class LeaderProxy:
                     raise ValueError("not a map")
             except (ValueError, msgpack.UnpackException) as exc:
                 return 400, {"error": f"ingest body: {exc}"}
-            return self.service.ingest.serve(doc)
+            try:
+                after = None if acked is None else int(acked)
+            except ValueError:
+                return 400, {"error": f"{DECIDED_HEADER}: not an offset"}
+            return self.service.ingest.serve(doc, after)
 
         status, answer = await asyncio.to_thread(decode_and_apply)
         await send_json(send, status, answer)

@@ -105,6 +105,11 @@ class Decided:
         if self._pending <= 0:
             self._cond.notify_all()
 
+    def done(self) -> bool:
+        """Whether every command of the body was decided (the body handed to ``push_many`` whole)."""
+        with self._cond:
+            return self._pending <= 0
+
     def wait(self, timeout: float | None = 60.0) -> bool:
         """Whether every command of the body was decided within ``timeout`` seconds."""
         with self._cond:

@@ -239,6 +239,11 @@ class LiveWorker:
         st.last_seen = self.clock()
         st.applied += 1
 
+    def applied_count(self, stream: str) -> int:
+        """The stream's applied count: its elements the worker ingested (``_Stream.applied``)."""
+        st = self._streams.get(stream)
+        return 0 if st is None else st.applied
+
     def _check_time(self, stream: str, acc: _Accepted, t: int) -> None:
         """Refuses ``t`` for ``stream`` (push side, under ``_lock``) by the event-time rules.
 

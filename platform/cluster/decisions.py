@@ -1,0 +1,240 @@
+"""``run --zk --ingest direct``: the leader worker's decisions, delivered to the stream
+owners out of band.
+
+The leader answers an owner's body as soon as it is durable and accepted
+(``push_many``'s per-element flags), as with ``--ingest leader``.  Which of the taken
+elements its worker really applied (a report time can still pass an element between
+the push and the worker's ingestion), and how they are numbered (the stream's *applied
+count*), is known only a worker cycle later: waiting for it in the hand-off cost ~40x in
+accepted push rate (``docs/architecture.md``, "Direct ingest").  So the decisions travel
+on their own:
+
+* the leader keeps, per stream, one :class:`Pending` per body it pushed with a
+  :class:`~linkstream.engine.live.batchpush.Decided` (:class:`DecisionBook`, in offset
+  order), until the owner acknowledges it;
+* every hand-off answer carries the stream's completed decisions after the offset the
+  owner acknowledged in the :data:`DECIDED_HEADER` request header (the body, logged in
+  the owner's stream log, is not changed), and an owner whose answered bodies are not all
+  decided asks for them in a batch (``POST /_cluster/ingest`` with ``{"poll": ...}``, see
+  :class:`DecisionPoller`) -- a stream that stops still gets its last decisions;
+* the owner keeps per stream (:class:`OwnerDecisions`) the offset up to which it knows
+  the decisions, the stream's applied count after them, and how many offsets' decisions
+  it will never get (``lost``: bodies another leader answered before it died, or
+  decisions the leader dropped unacknowledged; see the notes in ``docs/architecture.md``).
+
+A decision on the wire is ``[start, end, first, runs, error]``: it covers the offsets
+``start .. end - 1`` (a body, less the elements applied by an earlier answer of the same
+body); ``runs`` is the flat list ``[a0, b0, a1, b1, ...]`` of the half-open offset ranges
+of the elements the worker applied, in order, numbered ``first, first + 1, ...``
+(``first`` is ``None`` when none was); ``error`` names a worker failure (nothing more is
+known of those elements then).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from linkstream.engine.live.batchpush import Decided
+
+logger = logging.getLogger(__name__)
+
+#: request header of a hand-off: the offset below which the owner holds every decision
+DECIDED_HEADER = "x-linkstream-decided"
+#: completed decisions the leader keeps per stream for its owner (older unacknowledged
+#: ones are dropped: the owner counts them as lost)
+KEEP = 4096
+#: seconds between an owner's polls for the decisions of answered bodies
+POLL_S = 0.1
+
+
+def runs_of(offsets: Iterable[int]) -> list[int]:
+    """``[a0, b0, a1, b1, ...]``: the half-open ranges of ascending ``offsets``."""
+    out: list[int] = []
+    for x in offsets:
+        if out and out[-1] == x:
+            out[-1] = x + 1
+        else:
+            out += [x, x + 1]
+    return out
+
+
+def count_runs(runs: list[int]) -> int:
+    """How many offsets ``runs`` (:func:`runs_of`' form) holds."""
+    return sum(runs[k + 1] - runs[k] for k in range(0, len(runs), 2))
+
+
+@dataclass
+class Pending:
+    """The leader's decision on one body: offsets ``start .. end - 1``, the elements handed
+    to ``push_many`` having body offsets ``offset + decided.base ...``."""
+
+    start: int
+    end: int
+    offset: int
+    decided: Decided
+
+    def wire(self) -> list[Any] | None:
+        """The decision on the wire, ``None`` while the worker has not decided."""
+        d = self.decided
+        if not d.done():
+            return None
+        runs = runs_of(self.offset + j for j in d.taken)
+        return [self.start, self.end, d.first if runs else None, runs, d.error]
+
+
+@dataclass
+class DecisionBook:
+    """The leader's decisions on one stream's bodies not yet acknowledged by its owner."""
+
+    epoch: int = -1
+    entries: collections.deque[Pending] = field(default_factory=collections.deque)
+    #: the end of the last entry dropped (acknowledged or over :data:`KEEP`)
+    end: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, epoch: int, pending: Pending) -> None:
+        """Records the decision on a body (called in offset order, after ``push_many``)."""
+        with self.lock:
+            if epoch != self.epoch:  # a new owner: the old one's decisions are for nobody
+                self.epoch, self.end = epoch, None
+                self.entries.clear()
+            self.entries.append(pending)
+            while len(self.entries) > KEEP:
+                self.end = self.entries.popleft().end
+
+    def take(self, epoch: int, after: int) -> tuple[int | None, list[list[Any]]]:
+        """Drops the decisions wholly below ``after`` (the owner has them) and returns
+        ``(floor, decisions)``: the completed decisions from there, in offset order up to
+        the first one still undecided, and ``floor``, the lowest offset this leader can
+        still answer for ``epoch`` (``None``: it took no body of that epoch)."""
+        with self.lock:
+            if epoch != self.epoch:
+                return None, []
+            while self.entries and self.entries[0].end <= after:
+                self.end = self.entries.popleft().end
+            out = []
+            for p in self.entries:
+                w = p.wire()
+                if w is None:
+                    break
+                out.append(w)
+            floor = self.entries[0].start if self.entries else self.end
+            return floor, out
+
+
+@dataclass
+class OwnerDecisions:
+    """What an owner knows of the leader's decisions on one stream (one epoch)."""
+
+    #: every offset below it is decided (or lost)
+    decided: int = 0
+    #: the stream's applied count after the last decision that applied an element
+    applied: int | None = None
+    #: offsets whose decision will never come
+    lost: int = 0
+    #: the worker failed on some elements (their numbering is not known)
+    failed: int = 0
+    #: bodies decided
+    bodies: int = 0
+    #: monotonic time of the last decisions received (polls wait a little after it)
+    heard: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def learn(self, floor: int | None, decisions: list[list[Any]], upto: int) -> None:
+        """Takes a leader's answer: ``floor`` and ``decisions`` of :meth:`DecisionBook.take`;
+        ``upto`` is the offset below which every body had been answered when it was asked
+        (the leader's floor above the known offsets, or no floor, means the decisions of
+        those bodies are gone: another leader answered them)."""
+        with self.lock:
+            self.heard = time.monotonic()
+            bound = upto if floor is None else min(floor, upto)
+            if bound > self.decided:
+                self.lost += bound - self.decided
+                self.decided = bound
+            for start, end, first, runs, error in decisions:
+                if end <= self.decided:
+                    continue  # had it (a retried body, or an answer and a poll crossing)
+                if start > self.decided:
+                    self.lost += start - self.decided
+                self.decided = end
+                self.bodies += 1
+                if error:
+                    self.failed += 1
+                if first is not None and runs:
+                    self.applied = int(first) + count_runs(runs)
+
+    def status(self) -> dict[str, Any]:
+        with self.lock:
+            out: dict[str, Any] = {"decided": self.decided, "lost": self.lost}
+            if self.applied is not None:
+                out["applied"] = self.applied
+            if self.failed:
+                out["failed"] = self.failed
+            return out
+
+
+class DecisionPoller:
+    """An owner's thread that asks the leader for the decisions of its answered bodies
+    (those no hand-off answer brought yet), every :data:`POLL_S` seconds, in one request
+    for all its streams.
+
+    ``wanted()`` lists ``(stream, epoch, after, upto, decisions)`` of the streams with
+    answered bodies undecided; ``ask(polls)`` sends ``[[stream, epoch, after], ...]`` to
+    the leader and returns ``{stream: (floor, decisions)}`` (``None``: no leader now).
+    """
+
+    def __init__(
+        self,
+        wanted: Callable[[], list[tuple[str, int, int, int, OwnerDecisions]]],
+        ask: Callable[[list[list[Any]]], dict[str, tuple[int | None, list[list[Any]]]] | None],
+    ) -> None:
+        self._wanted = wanted
+        self._ask = ask
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="decision-poller", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S):
+            try:
+                self.poll_once()
+            except Exception:  # never let the poller die: the next round asks again
+                logger.debug("asking the leader for decisions failed", exc_info=True)
+
+    def poll_once(self) -> int:
+        """One round; returns how many streams were asked about."""
+        now = time.monotonic()
+        want = [w for w in self._wanted() if now - w[4].heard >= POLL_S]
+        if not want:
+            return 0
+        got = self._ask([[iri, epoch, after] for iri, epoch, after, _, _ in want])
+        if got is None:
+            return 0
+        for iri, _, _, upto, book in want:
+            if iri in got:
+                floor, decisions = got[iri]
+                book.learn(floor, decisions, upto)
+        return len(want)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
+__all__ = [
+    "DECIDED_HEADER",
+    "KEEP",
+    "POLL_S",
+    "DecisionBook",
+    "DecisionPoller",
+    "OwnerDecisions",
+    "Pending",
+    "count_runs",
+    "runs_of",
+]

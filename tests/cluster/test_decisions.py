@@ -1,0 +1,147 @@
+"""``--ingest direct``: the leader worker's decisions reach the owners out of band.
+
+The leader's side of a body (``StreamIngest._apply`` with ``decide``) answers as soon as
+``push_many`` took the elements -- here while the worker is held, so it cannot have
+decided -- and keeps the decision in the stream's :class:`DecisionBook`; the owner's
+:class:`OwnerDecisions` learns it from a later answer or a poll, with the elements the
+worker dropped as late left out and the stream's applied count equal to the worker's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from linkstream.cluster import decisions as decisions_mod
+from linkstream.cluster.decisions import DecisionBook, OwnerDecisions, Pending, count_runs, runs_of
+from linkstream.cluster.ingest import StreamIngest, _Applied
+from linkstream.engine.live.batchpush import Decided
+from linkstream.engine.live.runtime import LiveEngine
+
+EX = "http://example.org/"
+S1 = EX + "s1"
+
+
+def _el(t: int, o: str) -> tuple[int, list[tuple[str, str, str]]]:
+    return t, [(f"<{EX}a>", f"<{EX}p>", f'"{o}"')]
+
+
+class _Held:
+    """The live engine's worker held in a call until :meth:`release`."""
+
+    def __init__(self, live: LiveEngine) -> None:
+        self._hold, held = threading.Event(), threading.Event()
+
+        def block() -> None:
+            held.set()
+            self._hold.wait(10)
+
+        self._thread = threading.Thread(target=live.call, args=(block,))
+        self._thread.start()
+        assert held.wait(10)
+
+    def release(self) -> None:
+        self._hold.set()
+        self._thread.join(10)
+
+
+def _apply(live: LiveEngine, st: _Applied, offset: int, elements: list, epoch: int = 7) -> list[bool]:
+    flags, error = StreamIngest._apply(live, st, S1, epoch, offset, elements, None, "o", True)
+    assert error is None
+    return flags
+
+
+def test_runs() -> None:
+    assert runs_of([]) == []
+    assert runs_of([3, 4, 5, 8, 10, 11]) == [3, 6, 8, 9, 10, 12]
+    assert count_runs([3, 6, 8, 9, 10, 12]) == 6
+
+
+def test_the_answer_does_not_wait_and_the_decision_follows() -> None:
+    live = LiveEngine(idle_ms=None).start()
+    st, owner = _Applied(), OwnerDecisions()
+    try:
+        assert _apply(live, st, 0, [_el(1000, "a"), _el(1100, "b")]) == [True, True]
+        live.flush()
+        owner.learn(*st.book.take(7, owner.decided), 2)
+        assert (owner.decided, owner.applied, owner.lost) == (2, 2, 0)
+
+        # the worker is held: the body is answered (taken) although nothing is decided yet
+        held = _Held(live)
+        advancer = threading.Thread(target=live.advance_to, args=(2000,))
+        advancer.start()  # queued before the body: the worker drops 1500 and 1800 as late
+        deadline = time.monotonic() + 10
+        while live._queue.qsize() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        body = [_el(1500, "c"), _el(1800, "e"), _el(2500, "d"), _el(2600, "f")]
+        assert _apply(live, st, 2, body) == [True] * 4  # push_many's answer
+        assert time.monotonic() - t0 < 5
+        assert _apply(live, st, 6, [_el(2700, "g")]) == [True]
+        floor, got = st.book.take(7, owner.decided)
+        assert (floor, got) == (2, [])  # undecided: nothing to tell yet
+        owner.learn(floor, got, 7)
+        assert (owner.decided, owner.applied, owner.lost) == (2, 2, 0)
+
+        held.release()
+        advancer.join(10)
+        live.flush()
+        floor, got = st.book.take(7, owner.decided)
+        # offsets 2..5: 4 and 5 applied as counts 2, 3 (1500 and 1800 were dropped); 6 as 4
+        assert got == [[2, 6, 2, [4, 6], None], [6, 7, 4, [6, 7], None]]
+        owner.learn(floor, got, 7)
+        assert (owner.decided, owner.applied, owner.lost, owner.bodies) == (7, 5, 0, 3)
+        assert owner.applied == live.applied_count(S1) == 5
+        owner.learn(floor, got, 7)  # an answer and a poll crossing: learnt once
+        assert (owner.decided, owner.applied, owner.bodies) == (7, 5, 3)
+        assert st.book.take(7, owner.decided) == (7, [])  # acknowledged: dropped
+        assert len(st.book.entries) == 0
+    finally:
+        live.close()
+
+
+def test_a_retried_body_is_decided_for_its_new_part_only() -> None:
+    live = LiveEngine(idle_ms=None).start()
+    st, owner = _Applied(), OwnerDecisions()
+    try:
+        _apply(live, st, 0, [_el(1000, "a"), _el(1100, "b")])
+        # the owner's retry of a longer body from offset 0 (first answer lost): 0, 1 skipped
+        _apply(live, st, 0, [_el(1000, "a"), _el(1100, "b"), _el(1200, "c")])
+        live.flush()
+        floor, got = st.book.take(7, 0)
+        assert got == [[0, 2, 0, [0, 2], None], [2, 3, 2, [2, 3], None]]
+        owner.learn(floor, got, 3)
+        assert (owner.decided, owner.applied, owner.lost) == (3, 3, 0)
+    finally:
+        live.close()
+
+
+def test_decisions_the_leader_cannot_give_are_counted_lost() -> None:
+    owner = OwnerDecisions()
+    owner.learn(None, [], 5)  # a leader that took no body of the epoch: bodies 0..4 are gone
+    assert (owner.decided, owner.lost, owner.applied) == (5, 5, None)
+    d = Decided()
+    d.applied([0, 1], 40)
+    book = DecisionBook()
+    book.add(7, Pending(9, 11, 9, d))  # a new leader's first body of the stream
+    owner.learn(*book.take(7, owner.decided), 11)
+    assert (owner.decided, owner.lost, owner.applied) == (11, 9, 42)  # absolute count again
+
+
+def test_the_leader_keeps_a_bounded_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decisions_mod, "KEEP", 3)
+    book = DecisionBook()
+    for k in range(5):
+        d = Decided()
+        d.applied([0], k)
+        book.add(7, Pending(k, k + 1, k, d))
+    floor, got = book.take(7, 0)
+    assert floor == 2 and [g[0] for g in got] == [2, 3, 4]
+    owner = OwnerDecisions()
+    owner.learn(floor, got, 5)
+    assert (owner.decided, owner.lost, owner.applied) == (5, 2, 5)
+    book.add(8, Pending(0, 1, 0, Decided()))  # a new epoch: the old one's are for nobody
+    assert book.take(7, 0) == (None, [])
+    assert book.take(8, 0) == (0, [[0, 1, None, [], None]])
