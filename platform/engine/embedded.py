@@ -137,6 +137,7 @@ class Engine:
         #: operator signature -> the one running instance (shared by every query using it)
         self.operators: dict[object, Operator] = {}
         self._refs: dict[int, int] = {}
+        self._shared_ops = 0  # operators used by 2+ queries (none: tick turns the apply memo off)
         self._views: dict[tuple, ResultView] = {}  # queries equal but for their names share one
         self._sharing = Sharing(self)
         self._sharing.lone_direct = lone_joins  # (see the class docstring)
@@ -318,7 +319,8 @@ class Engine:
         self._operators_version += 1
         ops = [op for op in root.walk() if not isinstance(op, AttachOperator)]
         for op in ops:
-            self._refs[id(op)] = self._refs.get(id(op), 0) + 1
+            n = self._refs[id(op)] = self._refs.get(id(op), 0) + 1
+            self._shared_ops += n == 2
             if type(op) is SwitchOperator and not op.switched:
                 self._lone_owner.setdefault(id(op), []).append(cq.name)
         for sw in self._sharing.take_switched():
@@ -384,11 +386,8 @@ class Engine:
         return view
 
     def _share(self, root: Operator) -> Operator:
-        """Replace every subplan that is already running by the running instance.
-
-        Hash-consing on canonical operator signatures, alpha-renaming of scans and joins,
-        and shared joins with routers across window ranges: see :mod:`.sharing`.
-        """
+        """Replace every subplan that is already running by the running instance (hash-consing
+        on signatures, alpha-renaming, shared joins with routers across ranges: :mod:`.sharing`)."""
         return self._sharing.share(root)
 
     def _known_streams(self) -> set[str] | None:
@@ -427,6 +426,7 @@ class Engine:
             if isinstance(op, GraphOperator):
                 op.forget_current()
             n = self._refs.get(id(op), 0) - 1
+            self._shared_ops -= n == 1
             if n <= 0:
                 self._refs.pop(id(op), None)
                 dead.append(op)
@@ -492,7 +492,7 @@ class Engine:
         self.epoch += 1
         epoch = self.epoch
         self.last_tick = c
-        forget_applied()
+        forget_applied(self._shared_ops > 0)  # (no operator read by two queries: no memo)
         moved: set[int] = set()
         for w in self.live_windows():
             w.advance(c)

@@ -214,12 +214,20 @@ def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np
 #: keeps its delta and parts alive, so no ``id`` in it is reused while it is there)
 _APPLIED: dict[int, tuple[Batch, dict[tuple[tuple[str, ...], int, int], tuple]]] = {}
 APPLIED_MAX = 512
+#: whether :meth:`Relation.apply` records in (and reads) the memo; see :func:`forget_applied`
+_memo_on = True
 
 
-def forget_applied() -> None:
+def forget_applied(record: bool = True) -> None:
     """Empties the memo of :meth:`Relation.apply` (the engine calls it at each epoch: the
-    deltas of the last one are not applied again, and the memo would keep them alive)."""
+    deltas of the last one are not applied again, and the memo would keep them alive).
+
+    ``record=False`` turns the memo off until the next call: an engine in which no
+    operator is read by two queries passes it (one delta then reaches one relation, so the
+    memo never hits, and a lone query would pay its bookkeeping at every apply)."""
+    global _memo_on
     _APPLIED.clear()
+    _memo_on = record
 
 
 class Relation:
@@ -286,17 +294,19 @@ class Relation:
         nb, nr = base.counts.shape[0], recent.counts.shape[0]
         # the same delta applied to an equal relation (the same scan's matches kept by
         # the joins of several queries): take that relation's new parts, indexes and all
-        key = (vs, id(bpart) if nb else 0, id(rpart) if nr else 0)
-        memo = _APPLIED.get(id(delta))
-        if memo is not None and memo[0] is delta:
-            hit = memo[1].get(key)
-            if hit is not None:
-                self._base, self._recent, self._rows, self._n = hit[2], hit[3], hit[4], hit[5]
-                return
-        else:
-            if len(_APPLIED) >= APPLIED_MAX:
-                _APPLIED.clear()
-            memo = _APPLIED[id(delta)] = (delta, {})
+        memo = None
+        if _memo_on:
+            key = (vs, id(bpart) if nb else 0, id(rpart) if nr else 0)
+            memo = _APPLIED.get(id(delta))
+            if memo is not None and memo[0] is delta:
+                hit = memo[1].get(key)
+                if hit is not None:
+                    self._base, self._recent, self._rows, self._n = hit[2], hit[3], hit[4], hit[5]
+                    return
+            else:
+                if len(_APPLIED) >= APPLIED_MAX:
+                    _APPLIED.clear()
+                memo = _APPLIED[id(delta)] = (delta, {})
         if delta.vars != vs:
             delta = delta.project(vs)
         if nb + nr + nd <= self.SMALL or nr + nd > nb // self.RATIO + self.FLOOR:
@@ -311,8 +321,9 @@ class Relation:
             recent = consolidate(concat([recent, delta], vs) if nr else delta)
             self._recent = _Part(recent)
             self._n = nb + recent.counts.shape[0]
-        # (the parts before are kept with their ids: an id is not reused while in the memo)
-        memo[1][key] = (bpart, rpart, self._base, self._recent, self._rows, self._n)
+        if memo is not None:
+            # (the parts before are kept with their ids: an id is not reused while in the memo)
+            memo[1][key] = (bpart, rpart, self._base, self._recent, self._rows, self._n)
 
     def mirror(self, src: Relation) -> None:
         """Takes the content of ``src``, a relation over as many variables whose content
