@@ -44,6 +44,16 @@ _BITS = 21
 _LIMIT = 1 << _BITS
 _MASK = _LIMIT - 1
 
+#: a graph whose packed counts and delta hold at most this many entries applies the delta
+#: by one merge (:meth:`GraphOperator._count_merged`); above, by binary search and
+#: insertion (fewer passes over a large state).  ``MERGE_COUNTS`` off: always the latter
+#: (kept switchable so tests can compare the two)
+MERGE_COUNTS = True
+MERGE_COUNTS_MAX = 512
+
+_any = np.logical_or.reduce
+_all = np.logical_and.reduce
+
 
 def _pack(cols: np.ndarray) -> np.ndarray:
     """One int64 per (s, p, o) column triple of ids below ``2**21``, ordered as the triples."""
@@ -253,9 +263,11 @@ class GraphOperator(Operator):
     def _count_packed(self, d: Batch) -> tuple[np.ndarray, np.ndarray]:
         """Applies delta ``d`` to the packed counts; returns the triples that entered or
         left the set (packed, ascending) and their signs."""
-        k, c = sum_by_key(_pack(d.cols), d.counts)
         pk, pn = self._pk, self._pn
         assert pk is not None
+        if MERGE_COUNTS and len(pk) + len(d.counts) <= MERGE_COUNTS_MAX:
+            return self._count_merged(_pack(d.cols), d.counts)
+        k, c = sum_by_key(_pack(d.cols), d.counts)
         if not len(k):
             return k, c
         pos = pk.searchsorted(k)
@@ -283,6 +295,43 @@ class GraphOperator(Operator):
         enter = (old <= 0) & (new > 0)
         changed = enter | ((old > 0) & (new <= 0))
         return k[changed], np.where(enter[changed], 1, -1).astype(np.int64)
+
+    def _count_merged(self, dk: np.ndarray, dn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_count_packed` for a small state: the counts and the delta's packed
+        triples sorted together (a stable sort merges the sorted counts with the delta)
+        and summed per triple, old and new sums in two ``reduceat``; about 35 numpy calls
+        where the binary search and insertion take about 60 (a window whose triples all
+        change at each step, a few dozen of them, is most of CityBench's)."""
+        pk, pn = self._pk, self._pn
+        assert pk is not None
+        n = len(pk)
+        keys = np.concatenate((pk, dk))
+        counts = np.concatenate((pn, dn))
+        order = keys.argsort(kind="stable")
+        keys = keys.take(order)
+        counts = counts.take(order)
+        starts = np.empty(len(keys), dtype=bool)
+        starts[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=starts[1:])
+        at = starts.nonzero()[0]
+        new = np.add.reduceat(counts, at)
+        old = np.add.reduceat(np.where(order < n, counts, 0), at)  # (one old entry at most)
+        changed = new != old
+        if not _any(changed):  # the delta cancels out: nothing changes
+            return EMPTY_I64, EMPTY_I64
+        keys = keys.take(at)
+        keep = new != 0
+        if _all(keep):
+            self._pk, self._pn = keys, new
+        else:
+            self._pk, self._pn = keys[keep], new[keep]
+        self._dyn_version += 1
+        enter = (old <= 0) & (new > 0)
+        changed = enter | ((old > 0) & (new <= 0))
+        sign = enter[changed].astype(np.int64)
+        sign += sign
+        sign -= 1
+        return keys[changed], sign
 
     def snapshot(self, w: StateWriter) -> dict[str, Any]:
         """The windows' triples and whether the static part was emitted (the static part

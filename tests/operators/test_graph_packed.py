@@ -89,3 +89,55 @@ def test_large_id_leaves_packed_mode_for_good() -> None:
     assert g._pk is None and not g._pack_ok
     assert sorted(zip(d.cols.T.tolist(), d.counts.tolist())) == [([1, 2, 3], -1), ([BIG, 2, 3], 1)]
     assert g.dynamic.rows.cols.T.tolist() == [[BIG, 2, 3]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(elements_st, spec_st, st.lists(st.tuples(small, small, small), max_size=4), st.sampled_from([0, 8]))
+def test_counts_by_binary_search_or_by_merge_equal_the_general_path(raw, spec, static, merge_max):
+    """Both packed paths (merge for a small state, binary search and insertion above
+    ``MERGE_COUNTS_MAX``; 0 and 8 put every state or most on the second) give the
+    general path's deltas."""
+    old = graph_mod.MERGE_COUNTS_MAX
+    graph_mod.MERGE_COUNTS_MAX = merge_max
+    try:
+        _run(raw, spec, static, None)
+    finally:
+        graph_mod.MERGE_COUNTS_MAX = old
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(small, small, small), max_size=12, unique=True),
+    st.lists(st.integers(1, 3), min_size=12, max_size=12),
+    st.lists(st.tuples(st.tuples(small, small, small), st.integers(-3, 3)), min_size=1, max_size=16),
+)
+def test_merged_counts_equal_binary_search_and_insertion(state, refs, delta):
+    """``_count_merged`` (a small state) and the binary-search path give the same entered
+    and left triples, signs and new counts, for any signed delta (repeated triples,
+    counts that cancel, go to zero or below)."""
+    pk0 = graph_mod._pack(np.array(state, dtype=np.int64).reshape(-1, 3).T)
+    order = pk0.argsort()
+    pn0 = np.array(refs[: len(state)], dtype=np.int64)[order]
+    pk0 = pk0[order]
+    cols = np.array([t for t, _ in delta], dtype=np.int64).T
+    counts = np.array([c for _, c in delta], dtype=np.int64)
+    from linkstream.operators.batch import Batch
+    from linkstream.operators.window import TRIPLE_VARS
+
+    got, merged = [], []
+    for merge in (True, False):
+        g = GraphOperator("g", None)
+        g._pk, g._pn = pk0.copy(), pn0.copy()
+        real = g._count_merged
+        g._count_merged = lambda dk, dn, real=real, m=merge: (merged.append(m), real(dk, dn))[1]  # type: ignore[method-assign]  # (a spy on this instance)
+        graph_mod.MERGE_COUNTS = merge
+        try:
+            ks, sign = g._count_packed(Batch(TRIPLE_VARS, cols, counts))
+        finally:
+            graph_mod.MERGE_COUNTS = True
+        got.append((ks, sign, g._pk, g._pn, g._dyn_version))
+    assert merged == [True]  # (a state this small is merged when the merge is on)
+    (a, b) = got
+    for x, y in zip(a[:4], b[:4]):
+        assert x.dtype == y.dtype == np.int64 and np.array_equal(x, y)
+    assert a[4] == b[4]
