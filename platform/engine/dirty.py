@@ -116,6 +116,11 @@ def quiet_windows(rq: RegisteredQuery) -> frozenset[int] | bool:
     return frozenset(id(op) for op in rq.ops if isinstance(op, WindowOperator))
 
 
+#: a keyed graph read by at most this many queries stops looking at the delta's values
+#: as soon as all of them are dirty (a subset test per constant shape: cheap for a few)
+FEW_USERS = 8
+
+
 class _KeyedGraph:
     """The keyed scans over one graph: constant positions -> constant values -> queries."""
 
@@ -135,7 +140,11 @@ class _KeyedGraph:
         if not len(d):
             return
         cols = d.cols
+        # few users (a query alone, say): none left to find once all are dirty
+        few = self.users if len(self.users) <= FEW_USERS else None
         for positions, waiting in self.shapes.items():
+            if few is not None and few <= out:
+                return
             # a set of the delta's values (np.unique: 6 us on a few rows, numpy 2.4)
             values: set[object]
             if len(positions) == 1:

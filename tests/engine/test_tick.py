@@ -123,3 +123,45 @@ def test_keyed_scans_touch_only_the_queries_whose_constant_arrived(monkeypatch, 
     # after the first epoch (every query is evaluated once), only u0..u3 are ever looked at
     assert set().union(*pulled[1:]) <= {"u0", "u1", "u2", "u3"}, pulled
     assert all(not lines for res in got for n, lines in res.items() if n not in {"u0", "u1", "u2", "u3"})
+
+
+class _Looked(dict):
+    """A keyed shape's constants -> queries that counts how often a tick reads it."""
+
+    looked = 0
+
+    def items(self):
+        type(self).looked += 1
+        return super().items()
+
+    def get(self, *a):
+        type(self).looked += 1
+        return super().get(*a)
+
+
+@pytest.mark.parametrize("few", [0, 8])
+def test_a_lone_query_stops_the_keyed_check_once_it_is_dirty(monkeypatch, few):
+    """A query alone on a graph with two constant shapes (a predicate; a predicate and an
+    object) is dirty once the first shape finds its constant: the second is not read
+    (``FEW_USERS`` 0: every shape is read, same results)."""
+    monkeypatch.setattr(dirty, "FEW_USERS", few)
+    eng = Engine()
+    eng.share = False  # (plain windows: a shared join's router is looked at otherwise)
+    enc = eng.dictionary.encode
+    q = f"PREFIX ex: <{EX}>\nSELECT ?s ?o WHERE {{ STREAM ex:s1 [RANGE 2s SLIDE 1s] {{ ?s ex:p ?o . ?s ex:q ex:k }} }}"
+    eng.register(parse_continuous(q, default_name="a"))
+    (kg,) = eng._deps.keyed.values()
+    assert len(kg.shapes) == 2
+    for positions in list(kg.shapes):
+        kg.shapes[positions] = _Looked(kg.shapes[positions])
+    _Looked.looked = 0
+    lines = []
+    for step in range(4):
+        s = enc(f"<{EX}o{step}>")
+        tr = [[s, enc(f"<{EX}p>"), enc(f'"{step}"')], [s, enc(f"<{EX}q>"), enc(f"<{EX}k>")]]
+        eng.ingest(EX + "s1", 1000 * step + 10, np.array(tr, dtype=np.int64))
+        lines += eng.tick(1000 * (step + 1), ["a"])["a"]
+    assert len(lines) >= 4
+    # each tick's graph delta holds both constants: after the first tick (a new query is
+    # evaluated anyway), one shape is read per tick -- or both, without the early stop
+    assert _Looked.looked == (3 if few else 6), _Looked.looked
