@@ -310,7 +310,15 @@ class Relation:
         if delta.vars != vs:
             delta = delta.project(vs)
         if nb + nr + nd <= self.SMALL or nr + nd > nb // self.RATIO + self.FLOOR:
-            rows = consolidate(concat([base, recent, delta], vs) if nb or nr else delta)
+            if nr:
+                delta = concat([base, recent, delta], vs)
+            elif nb:  # (the common case, without concat's checks)
+                delta = Batch(
+                    vs,
+                    np.concatenate((base.cols, delta.cols), axis=1),
+                    np.concatenate((base.counts, delta.counts)),
+                )
+            rows = consolidate(delta)
             self._base = _Part(rows)
             if nr:
                 self._recent = _Part(Batch.empty(vs))
