@@ -79,10 +79,11 @@ class Pending:
     offset: int
     decided: Decided
 
-    def wire(self) -> list[Any] | None:
-        """The decision on the wire, ``None`` while the worker has not decided."""
+    def wire(self, durable: int | None = None) -> list[Any] | None:
+        """The decision on the wire, ``None`` while the worker has not decided (or its record
+        of late drops is not on disk yet: ``durable`` is the last record that is)."""
         d = self.decided
-        if not d.done():
+        if not d.done() or (durable is not None and d.logged is not None and d.logged > durable):
             return None
         runs = runs_of(self.offset + j for j in d.taken)
         return [self.start, self.end, d.first if runs else None, runs, d.error]
@@ -108,7 +109,7 @@ class DecisionBook:
             while len(self.entries) > KEEP:
                 self.end = self.entries.popleft().end
 
-    def take(self, epoch: int, after: int) -> tuple[int | None, list[list[Any]]]:
+    def take(self, epoch: int, after: int, durable: int | None = None) -> tuple[int | None, list[list[Any]]]:
         """Drops the decisions wholly below ``after`` (the owner has them) and returns
         ``(floor, decisions)``: the completed decisions from there, in offset order up to
         the first one still undecided, and ``floor``, the lowest offset this leader can
@@ -120,7 +121,7 @@ class DecisionBook:
                 self.end = self.entries.popleft().end
             out = []
             for p in self.entries:
-                w = p.wire()
+                w = p.wire(durable)
                 if w is None:
                     break
                 out.append(w)

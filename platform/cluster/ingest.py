@@ -547,7 +547,13 @@ class StreamIngest:
         ``after`` on (:meth:`DecisionBook.take <linkstream.cluster.decisions.DecisionBook.take>`)."""
         with self._lock:
             st = self._applied.get(iri)
-        return (None, []) if st is None else st.book.take(epoch, after)
+        live = self.service._live
+        log = None if live is None else live.ingest_log
+        return (
+            (None, [])
+            if st is None
+            else st.book.take(epoch, after, None if log is None else log.durable_seq())
+        )
 
     def serve(self, doc: dict[str, Any], after: int | None = None) -> tuple[int, dict[str, Any]]:
         """``POST /_cluster/ingest`` on the leader: ``(status, JSON answer)``.  ``after``:

@@ -145,3 +145,12 @@ def test_the_leader_keeps_a_bounded_number(monkeypatch: pytest.MonkeyPatch) -> N
     book.add(8, Pending(0, 1, 0, Decided()))  # a new epoch: the old one's are for nobody
     assert book.take(7, 0) == (None, [])
     assert book.take(8, 0) == (0, [[0, 1, None, [], None]])
+
+
+def test_a_decision_waits_for_its_drop_record_on_disk() -> None:
+    d = Decided()
+    d.applied([1], 10, logged=42)  # element 0 dropped late: record 42 says so
+    book = DecisionBook()
+    book.add(7, Pending(0, 2, 0, d))
+    assert book.take(7, 0, durable=41) == (0, [])
+    assert book.take(7, 0, durable=42) == (0, [[0, 2, 10, [1, 2], None]])

@@ -460,3 +460,40 @@ def test_clean_shutdown_takes_a_final_checkpoint(tmp_path: Path) -> None:
         text[-2000:]
     )
     assert re.findall(r"replayed (\d+) log records", text) == ["0", "0"]
+
+
+def test_the_applied_count_survives_a_checkpoint(tmp_path: Path) -> None:
+    """A stream's applied count (its elements the worker ingested; ``--ingest direct``'s
+    owners number elements by it) is in the checkpoint: a restore plus the replayed suffix
+    counts on from it instead of from 0."""
+    from linkstream.engine.live.checkpoint import Checkpointer
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.store.checkpoints import open_checkpoints
+
+    d = tmp_path / "state"
+    lg = IngestLog(str(d))
+    store = open_checkpoints(str(d / "checkpoints"))
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg, checkpoints=store)
+    live.register(QUERIES["agg"], "agg")
+    for i in range(1, 20):
+        live.push(STREAMS[0], 1000 * i, _triples(STREAMS[0], i))
+    live.sync()
+    assert Checkpointer(live, lg, store, 0).checkpoint() is not None
+    for i in range(20, 23):  # after the checkpoint: replayed
+        live.push(STREAMS[0], 1000 * i, _triples(STREAMS[0], i))
+    live.sync()
+    live.flush()
+    assert live.applied_count(STREAMS[0]) == 22
+    live.close()
+    lg.close()
+
+    again = LiveEngine(idle_ms=None)
+    lg = IngestLog(str(d))
+    try:
+        again.recover(lg, checkpoints=store)
+        again.flush()
+        assert again.applied_count(STREAMS[0]) == 22
+    finally:
+        again.close()
+        lg.close()

@@ -70,7 +70,7 @@ class Decided:
     them (the taken elements are applied counts ``first .. first + len(taken) - 1``).
     """
 
-    __slots__ = ("_cond", "_pending", "base", "error", "first", "taken")
+    __slots__ = ("_cond", "_pending", "base", "error", "first", "logged", "taken")
 
     def __init__(self, base: int = 0) -> None:
         #: the index in the body of the first element handed to ``push_many``
@@ -78,6 +78,9 @@ class Decided:
         self.taken: list[int] = []
         self.first: int | None = None
         self.error: str | None = None
+        #: the ingest log record of the worker's drops of this body's elements (the newest):
+        #: the decision is final once it is durable (a new leader's replay skips them too)
+        self.logged: int | None = None
         self._pending = 0
         self._cond = threading.Condition(threading.Lock())
 
@@ -86,9 +89,12 @@ class Decided:
         with self._cond:
             self._pending += 1
 
-    def applied(self, positions: Sequence[int], first: int) -> None:
-        """The worker applied ``positions`` of one command, the first as applied count ``first``."""
+    def applied(self, positions: Sequence[int], first: int, logged: int | None = None) -> None:
+        """The worker applied ``positions`` of one command, the first as applied count ``first``
+        (``logged``: the log record of its drops of the command's other elements)."""
         with self._cond:
+            if logged is not None:
+                self.logged = logged
             if self.first is None:
                 self.first = first
             self.taken.extend(p + self.base for p in positions)
@@ -220,6 +226,7 @@ class BatchPush:
         one command."""
         taken: list[tuple[int, Any]] = []
         positions: list[int] = []
+        seqs: list[int] = []  # the taken elements' log records (a worker's drop names them)
         triples_in = 0
         error: Exception | None = None
         with self._lock:
@@ -249,7 +256,7 @@ class BatchPush:
                         continue
                     if self._log is not None:
                         try:
-                            self._log.append_push(stream, t, triples, key)  # durable at the next sync()
+                            seqs.append(self._log.append_push(stream, t, triples, key))  # durable at sync()
                         except OSError:
                             self._space.release(start + count - k)
                             raise
@@ -265,15 +272,32 @@ class BatchPush:
             finally:
                 if taken:
                     # enqueued under the lock: elements of one stream reach the worker in order
-                    if decided is None:
+                    if decided is not None:
+                        decided.expect()
+                    if seqs:  # logged: a worker's late drop is logged too (a replay repeats it)
+                        self._queue.put(("pushes", stream, taken, positions, decided, seqs))
+                    elif decided is None:
                         self._queue.put(("pushes", stream, taken))
                     else:
-                        decided.expect()
                         self._queue.put(("pushes", stream, taken, positions, decided))
         if taken:
             self.metrics.ingest_elements.inc(len(taken))
             self.metrics.ingest_triples.inc(triples_in)
         return error
+
+    def _replayed_drop(self, stream: str, t: int, triples: int, key: str | None) -> None:
+        """A logged element the worker dropped as late (a ``drop`` record names it), met by
+        a replay: counted as it was then (taken, then late), not pushed again."""
+        with self._lock:
+            acc = self._accepted.get(stream)
+            if acc is None:
+                acc = self._accepted[stream] = _Accepted()
+            if key is not None:
+                self._remember_key(key)
+            acc.watermark = t if acc.watermark is None else max(acc.watermark, t)
+            acc.elements += 1
+            acc.triples += triples
+            self._count_late(stream, acc, t, t)
 
 
 #: idempotency keys remembered (the latest accepted elements'; see ``LiveEngine.push``)

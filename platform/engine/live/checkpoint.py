@@ -187,7 +187,8 @@ def capture(
         "explicit": live._explicit,
         "last_tick": c,
         "epoch": eng.epoch,
-        "streams": {s: [st.watermark, st.first] for s, st in live._streams.items()},
+        # the applied count numbers a stream's ingested elements (--ingest direct's owners know it)
+        "streams": {s: [st.watermark, st.first, st.applied] for s, st in live._streams.items()},
         "accepted": accepted if accepted is not None else _locked_accepted(live),
         "guards": {s: int(g.lo) for s, g in live._guards.items()},
     }
@@ -300,8 +301,8 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
         assert isinstance(buf, StreamBuffer)
         buf.import_state(h, [np.array(a) for a in bufs.arrays[first : first + 3]])
     now = live.clock()
-    for s, (wm, first) in st["streams"].items():
-        live._streams[s] = _Stream(wm, first, now)
+    for s, (wm, first, *applied) in st["streams"].items():  # no applied count before session 12
+        live._streams[s] = _Stream(wm, first, now, int(applied[0]) if applied else 0)
     for s, (wm, elements, triples, late, rejected) in st["accepted"].items():
         live._accepted[s] = _Accepted(wm, elements, triples, late, False, rejected)
     live._fired, live._explicit = st["fired"], st["explicit"]

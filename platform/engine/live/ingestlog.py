@@ -14,7 +14,8 @@ Record layout (little-endian)::
 
     u32 body_len | u32 crc32(body) | body = u32 header_len | msgpack header | payload bytes
 
-The header holds the kind (``push``, ``register``, ``unregister``, ``advance``), the
+The header holds the kind (``push``, ``register``, ``unregister``, ``advance``, ``drop``:
+the worker's late drop of the pushes numbered ``d``), the
 sequence number ``q`` and the kind's fields; a push's payload is the msgpack list of its
 ``(s, p, o)`` N-Triples terms (``f="nt"``) or its raw int64 ids (``f="ids"``, only
 meaningful with a persistent dictionary); a push whose body is durable elsewhere already
@@ -342,6 +343,16 @@ class IngestLog:
 
     def append_advance(self, t: int) -> int:
         return self._append({"k": "advance", "t": int(t)})
+
+    def append_drop(self, stream: str, seqs: Sequence[int]) -> int:
+        """Appends the worker's late drop of pushes ``seqs`` (taken on the push side, then
+        passed by a report time): a replay skips them instead of deciding them again."""
+        return self._append({"k": "drop", "s": stream, "d": [int(q) for q in seqs]})
+
+    def durable_seq(self) -> int:
+        """The last record on disk (``-1``: none)."""
+        with self._cv:
+            return self._durable
 
     def last_seq(self) -> int:
         """The sequence number of the last record appended (``-1``: none yet)."""

@@ -23,7 +23,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["replay_records", "restore_latest"]
+__all__ = ["dropped_pushes", "replay_records", "restore_latest"]
+
+
+def dropped_pushes(records: Iterable[LogRecord]) -> set[int]:
+    """The push records the worker dropped as late after they were taken (named by the
+    ``drop`` records among ``records``)."""
+    return {int(q) for r in records if r.kind == "drop" for q in r.header["d"]}
 
 
 def restore_latest(
@@ -61,11 +67,14 @@ def replay_records(
     timeout: float | None = None,
     skip: Collection[int] = (),
     resolve: Callable[[LogRecord], Any] | None = None,
+    dropped: Collection[int] = (),
 ) -> tuple[int, int]:
     """Feeds ``live`` the records after ``covered``, in order; returns how many and the last
     sequence number (``covered`` if none).  Records numbered in ``skip`` are passed over
     (the cluster leader's replay: registrations of queries gone since).  ``resolve`` reads
     the triples of a push record that refers to a body kept elsewhere (``f="ref"``).
+    Push records numbered in ``dropped`` (named by the log's ``drop`` records: the worker
+    dropped them as late after they were taken) are counted taken and late again, not pushed.
 
     Raises:
         CheckpointError: The first record after ``covered`` is not ``covered + 1``, or the
@@ -88,7 +97,11 @@ def replay_records(
             continue
         h = rec.header
         try:
-            if rec.kind == "push":
+            if rec.kind == "push" and rec.seq in dropped:
+                live._replayed_drop(h["s"], h["t"], int(h.get("n", 0)), h.get("i"))
+            elif rec.kind == "drop":
+                pass  # read above
+            elif rec.kind == "push":
                 triples = resolve(rec) if resolve is not None and h.get("f") == "ref" else decode_triples(rec)
                 live.push(h["s"], h["t"], triples, timeout=timeout, key=h.get("i"))
             elif rec.kind == "register":

@@ -321,7 +321,7 @@ class LiveEngine(LiveWorker, BatchPush):
         """
         if self._log is not None:
             raise RuntimeError("an ingest log is attached already")
-        from linkstream.engine.live.recovery import replay_records, restore_latest
+        from linkstream.engine.live.recovery import dropped_pushes, replay_records, restore_latest
         from linkstream.store.checkpoints import CheckpointError
 
         covered = -1
@@ -330,8 +330,16 @@ class LiveEngine(LiveWorker, BatchPush):
             self.restored_checkpoint = ck
             if ck is not None:
                 ingest_log.resume_after(covered, dict(ck.meta.get("offsets") or {}))
+        records = list(ingest_log.records())  # in memory already: what the log found at open
         n, _ = replay_records(
-            self, ingest_log.records(), covered, ingest_log.directory, timeout, skip, ingest_log.resolve
+            self,
+            records,
+            covered,
+            ingest_log.directory,
+            timeout,
+            skip,
+            ingest_log.resolve,
+            dropped_pushes(records),
         )
         if n == 0 and ingest_log.last_seq() > covered:
             raise CheckpointError(
@@ -605,6 +613,11 @@ class LiveEngine(LiveWorker, BatchPush):
                 raise UnknownQuery(name)
             subs = list(e.subscribers)
         return QueryView(e.cq, e.rq.stats, e.first_report, e.due, e.rq.last_report, len(subs), e.dropped)
+
+    @property
+    def ingest_log(self) -> IngestLog | None:
+        """The ingest log every input is written to (``None``: not durable)."""
+        return self._log
 
     def backlog(self) -> int:
         """Commands (mostly pushed elements) waiting for the worker, approximately."""

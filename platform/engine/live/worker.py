@@ -40,6 +40,7 @@ from linkstream.rdf.static import dedup_triples
 
 if TYPE_CHECKING:
     from linkstream.engine.embedded import Engine
+    from linkstream.engine.live.ingestlog import IngestLog
     from linkstream.metrics import LiveMetrics
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class LiveWorker:
     _batches: int
     _operators: int
     _count_late: Callable[[str, _Accepted, int, int], None]
+    _log: IngestLog | None
 
     def _run(self) -> None:
         poll = 0.05 if self.idle_s is None else min(0.05, self.idle_s / 4)
@@ -120,11 +122,13 @@ class LiveWorker:
                     try:
                         if len(cmd) == 3:
                             self._ingest_many(cmd[1], cmd[2])
-                        else:  # the body's final decision is wanted (push_many's ``decided``)
-                            self._ingest_decided(cmd[1], cmd[2], cmd[3], cmd[4])
+                        else:  # decided wanted (push_many's ``decided``) or drops to log
+                            self._ingest_decided(
+                                cmd[1], cmd[2], cmd[3], cmd[4], cmd[5] if len(cmd) > 5 else None
+                            )
                     except Exception:  # a bad element must not stop the engine
                         log.exception("cannot ingest elements of <%s>", cmd[1])
-                        if len(cmd) > 3:
+                        if len(cmd) > 3 and cmd[4] is not None:
                             cmd[4].failed("the leader could not ingest the elements")
                     finally:
                         self._space.release(len(cmd[2]))
@@ -162,7 +166,7 @@ class LiveWorker:
                 return
             if cmd[0] == "pushes":
                 self._space.release(len(cmd[2]))
-                if len(cmd) > 3:
+                if len(cmd) > 3 and cmd[4] is not None:
                     cmd[4].failed("the live engine is closed")
             elif cmd[0] != "stop" and cmd[2].set_running_or_notify_cancel():
                 cmd[2].set_exception(EngineClosed("the live engine is closed"))
@@ -171,14 +175,28 @@ class LiveWorker:
         return np.asarray(self.engine.dictionary.encode_many(list(terms)), dtype=np.int64)
 
     def _ingest_decided(
-        self, stream: str, items: list[tuple[int, Triples | TermRows]], positions: list[int], decided: Decided
+        self,
+        stream: str,
+        items: list[tuple[int, Triples | TermRows]],
+        positions: list[int],
+        decided: Decided | None,
+        seqs: list[int] | None = None,
     ) -> None:
         """:meth:`_ingest_many`, telling ``decided`` which of ``positions`` (the items' indexes
-        in their body) were applied and the stream's applied count before the first."""
+        in their body) were applied and the stream's applied count before the first.  The
+        items it drops as late are logged (``seqs``: their push records) in one ``drop``
+        record: a replay of the log skips them too, and counts the same elements applied."""
         st = self._streams.get(stream)
         first = 0 if st is None else st.applied
         kept = self._ingest_many(stream, items)
-        decided.applied(positions if kept is None else [positions[j] for j in kept], first)
+        logged = None
+        if kept is not None and seqs is not None and self._log is not None:
+            keep = set(kept)
+            dropped = [seqs[j] for j in range(len(items)) if j not in keep]
+            if dropped:
+                logged = self._log.append_drop(stream, dropped)
+        if decided is not None:
+            decided.applied(positions if kept is None else [positions[j] for j in kept], first, logged)
 
     def _ingest_many(self, stream: str, items: list[tuple[int, Triples | TermRows]]) -> list[int] | None:
         """The elements of one ``push_many`` run, in order: as :meth:`_ingest` each, with the
