@@ -17,7 +17,8 @@ of the log, as :mod:`linkstream.engine.live.checkpoint` does for embedded ``run`
   and whether it was registered after the last tick;
 * the live engine's event-time state (stream and explicit watermarks, last report time
   fired, accepted counts), the log's per-stream offsets and sequence number, and the
-  idempotency keys of the latest accepted elements.
+  idempotency keys of the latest elements accepted before the barrier (read under the
+  lock pushes are logged under: the records after it are replayed, keys and all).
 
 The checkpoint (objects, then a manifest with checksums, then the store's pointer) goes to
 the same stores as embedded ones (``file://``, ``s3://``); once complete its id is written
@@ -188,8 +189,12 @@ def capture(
     terms_from: int,
     accepted: dict[str, list[Any]],
     result_seq: Callable[[], int],
+    keys: list[str],
 ) -> ClusterCapture:
-    """Copies the leader's state on the worker thread (see the module docstring)."""
+    """Copies the leader's state on the worker thread (see the module docstring); ``accepted``
+    and ``keys`` (the idempotency keys remembered) were read at the barrier, under the lock
+    pushes are logged under: a push logged after it is replayed from the log, and its key
+    here would make the next leader take it for a repeat and drop it."""
     terms = remote.dictionary._terms
     n = len(terms)
     c = live._fired
@@ -232,7 +237,7 @@ def capture(
         [None] * len(queries),
         RingsCapture(),
         backlog=_backlog(remote),
-        keys=list(live._key_order),
+        keys=keys,
         result_seq=result_seq(),
     )
 
@@ -275,6 +280,7 @@ class ClusterCheckpointer(Checkpointer):
         self.task_copy_seconds = 0.0  # the containers' copies (the largest per checkpoint)
         self.task_wait_seconds = 0.0  # the checkpointer's wait for the task snapshots
         self.tasks_snapshotted = 0
+        self._keys: list[str] = []  # the idempotency keys at the current barrier
         super().__init__(live, ingest_log, store, interval_s)
         self.ringlog = RingLog()  # the cluster serves results from its result log: no rings
 
@@ -288,13 +294,26 @@ class ClusterCheckpointer(Checkpointer):
             return "cluster checkpoints need the in-memory dictionary"
         return None
 
+    def _at_barrier(self, live: LiveEngine) -> dict[str, list[Any]]:
+        # the keys of the pushes logged so far, no later one's (checkpoints are taken one at
+        # a time, under the checkpointer's lock: _capture reads them next)
+        self._keys = list(live._key_order)
+        return super()._at_barrier(live)
+
     def _capture(
         self, seq: int, offsets: dict[str, int], terms_from: int, accepted: dict[str, list[Any]]
     ) -> Capture:
         t0 = time.perf_counter()
         try:
             cap = capture(
-                self.live, self.remote, seq, offsets, terms_from, accepted, lambda: self.results.last
+                self.live,
+                self.remote,
+                seq,
+                offsets,
+                terms_from,
+                accepted,
+                lambda: self.results.last,
+                self._keys,
             )
             cluster = self.remote.cluster
             if cluster is not None:  # the containers copy their tasks' state after the same tick

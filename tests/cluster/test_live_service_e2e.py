@@ -227,13 +227,17 @@ def test_the_live_service_loses_nothing_while_containers_change_and_the_leader_d
         assert not reader.is_alive(), f"{len(targets) - len(got)} result streams did not end"
         for key, value in got.items():
             assert not isinstance(value, Exception), f"{key}: {value!r}"
-        bad = {}
+        bad: dict[str, tuple[int, int]] = {}
+        where: dict[str, object] = {}
         for q in texts:
             want, have = Counter(got[f"emb/{q}"]), Counter(got[f"cl/{q}"])  # type: ignore[arg-type]
             lost, dup = sum((want - have).values()), sum((have - want).values())
             if lost or dup:
                 bad[q] = (lost, dup)
-        assert not bad, f"{len(bad)} of {N} queries differ (lost, duplicated): {bad}"
+        if bad:  # which (query, report time) pairs: re-read over SSE (ids name report times)
+            where = _lost_report_times(urls[standby], embedded.url, sorted(bad)[:40], until)
+            (tmp_path / "lost.json").write_text(json.dumps(where, indent=1, sort_keys=True))
+        assert not bad, f"{len(bad)} of {N} queries differ (lost, duplicated): {bad}; {where}"
         lines = sum(len(got[f"emb/{q}"]) for q in texts)  # type: ignore[arg-type]
         assert lines > 0, "no result lines at all"
 
@@ -258,6 +262,27 @@ def test_the_live_service_loses_nothing_while_containers_change_and_the_leader_d
     finally:
         cluster.stop()
         embedded.stop()
+
+
+def _lost_report_times(survivor: str, embedded: str, names: list[str], until: int) -> dict[str, object]:
+    """Per query of ``names``: the report times whose lines differ between the survivor's and
+    the embedded run's SSE streams (read again from the first report), with
+    ``(lost, duplicated)`` lines each, and the survivor's take-over figures."""
+    out: dict[str, object] = {"takeover": Client(survivor).status().get("takeover")}
+    for q in names:
+        per: dict[str, Counter[str]] = {}
+        for side, url in (("cl", survivor), ("emb", embedded)):
+            rows: list[tuple[str, str]] = []
+            end = read_sse(url, q, rows, until=until, last_id="0")
+            per[side] = Counter(f"{i.split(':')[0]} {line}" for i, line in rows)
+            per[side + "_end"] = end  # type: ignore[assignment]  # diagnostics only
+        diff: dict[str, list[int]] = {}
+        for key, n in (per["emb"] - per["cl"]).items():
+            diff.setdefault(key.split(" ", 1)[0], [0, 0])[0] += n
+        for key, n in (per["cl"] - per["emb"]).items():
+            diff.setdefault(key.split(" ", 1)[0], [0, 0])[1] += n
+        out[q] = {"reread_differs_at": diff, "ends": (per["cl_end"], per["emb_end"])}
+    return out
 
 
 def read_sse_some(url: str, name: str, until: int, into: list[tuple[str, str]], stop_after: int) -> str:

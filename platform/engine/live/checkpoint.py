@@ -469,6 +469,11 @@ class Checkpointer:
         """Why ``live`` cannot be checkpointed by this class (``None``: it can)."""
         return checkpoint_support(live)
 
+    def _at_barrier(self, live: LiveEngine) -> dict[str, list[Any]]:
+        """The push side's state at the barrier (called under ``live._lock``, where pushes
+        are logged): :func:`accepted_state`."""
+        return accepted_state(live)
+
     def _capture(
         self,
         seq: int,
@@ -559,7 +564,7 @@ class Checkpointer:
                     self._covered_at = time.monotonic()
                     return None
                 self.log.rotate()
-                accepted = accepted_state(live)
+                accepted = self._at_barrier(live)
                 live._queue.put(("call", lambda: self._capture(seq, offsets, terms_from, accepted), fut))
             cap = fut.result(timeout)
             t1 = time.perf_counter()
