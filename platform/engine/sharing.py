@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
+from linkstream.engine.term_key import decoder, term_key
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.filter import FilterOperator
 from linkstream.operators.graph import GraphOperator
@@ -214,6 +215,7 @@ class Sharing:
         #: switches pointed at a router since the engine last asked (:meth:`take_switched`)
         self._switched: list[SwitchOperator] = []
         self._direct = 0  # > 0 while a lone join's direct plan is built
+        self._decode = (engine.dictionary, decoder(engine.dictionary))
 
     # ------------------------------------------------------------ core
 
@@ -373,7 +375,11 @@ class Sharing:
         renames = cast("list[RenameOperator]", kids)  # checked just above
         inner = [k.child for k in renames]
         inner = [i.shared if isinstance(i, AttachOperator) else i for i in inner]
-        order = sorted(range(len(kids)), key=lambda i: repr(inner[i].sig))
+        # by terms, not ids: the same order in every engine (so task snapshots fit)
+        if self._decode[0] is not self.eng.dictionary:
+            self._decode = (self.eng.dictionary, decoder(self.eng.dictionary))
+        text = self._decode[1]
+        order = sorted(range(len(kids)), key=lambda i: term_key(inner[i].sig, text))
         jn: dict[str, str] = {}
         children = []
         for i in order:

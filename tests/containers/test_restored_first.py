@@ -149,8 +149,11 @@ def test_restored_queries_in_a_fresh_replica_continue_like_the_old_one(
                 differ[n] += 1
     assert lines > 1000
     assert not differ, f"{len(differ)} queries differ after the restore: {sorted(differ.items())[:10]}"
-    if ids == "same":  # (else a shared join's inputs may be ordered otherwise: rebuilt)
-        assert len(restored) > N // 4, len(restored)
+    # every snapshot fits, also when the two engines' ids differ: a shared join orders its
+    # inputs by their terms, not their ids (before, 26 of them were rebuilt: the
+    # operators' fingerprints differed)
+    assert len(restored) > N // 4, len(restored)
+    assert sorted(restored) == sorted(snaps), sorted(set(snaps) - set(restored))[:10]
 
 
 def test_a_query_restored_next_to_one_rebuilt_since_the_last_tick(
