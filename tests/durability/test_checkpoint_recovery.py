@@ -391,14 +391,14 @@ def test_query_registered_after_the_last_evaluation_restores_fresh(tmp_path: Pat
     assert _late_run(tmp_path / "state") == want
 
 
-def test_checkpoint_that_does_not_fit_is_one_clear_error(tmp_path: Path) -> None:
-    """Another static graph at restart (other dictionary ids), or an object whose checksums
-    match but whose content this version cannot read: an error naming the checkpoint."""
+def _agg_checkpointed(d: Path) -> tuple[LiveEngine, Any, Any, str | None]:
+    """A live engine on a state directory ``d`` (ingest log + file checkpoints) running the
+    aggregate over 19 elements of the first stream, then checkpointed: ``(live, log, store,
+    checkpoint id)``."""
     from linkstream.engine.live.checkpoint import Checkpointer
     from linkstream.engine.live.ingestlog import IngestLog
-    from linkstream.store.checkpoints import Blob, CheckpointError, open_checkpoints
+    from linkstream.store.checkpoints import open_checkpoints
 
-    d = tmp_path / "state"
     lg = IngestLog(str(d))
     store = open_checkpoints(str(d / "checkpoints"))
     live = LiveEngine(idle_ms=None)
@@ -407,7 +407,17 @@ def test_checkpoint_that_does_not_fit_is_one_clear_error(tmp_path: Path) -> None
     for i in range(1, 20):
         live.push(STREAMS[0], 1000 * i, _triples(STREAMS[0], i))
     live.sync()
-    cid = Checkpointer(live, lg, store, 0).checkpoint()
+    return live, lg, store, Checkpointer(live, lg, store, 0).checkpoint()
+
+
+def test_checkpoint_that_does_not_fit_is_one_clear_error(tmp_path: Path) -> None:
+    """Another static graph at restart (other dictionary ids), or an object whose checksums
+    match but whose content this version cannot read: an error naming the checkpoint."""
+    from linkstream.engine.live.ingestlog import IngestLog
+    from linkstream.store.checkpoints import Blob, CheckpointError
+
+    d = tmp_path / "state"
+    live, lg, store, cid = _agg_checkpointed(d)
     live.close()
 
     other = LiveEngine(idle_ms=None)
@@ -466,20 +476,11 @@ def test_the_applied_count_survives_a_checkpoint(tmp_path: Path) -> None:
     """A stream's applied count (its elements the worker ingested; ``--ingest direct``'s
     owners number elements by it) is in the checkpoint: a restore plus the replayed suffix
     counts on from it instead of from 0."""
-    from linkstream.engine.live.checkpoint import Checkpointer
     from linkstream.engine.live.ingestlog import IngestLog
-    from linkstream.store.checkpoints import open_checkpoints
 
     d = tmp_path / "state"
-    lg = IngestLog(str(d))
-    store = open_checkpoints(str(d / "checkpoints"))
-    live = LiveEngine(idle_ms=None)
-    live.recover(lg, checkpoints=store)
-    live.register(QUERIES["agg"], "agg")
-    for i in range(1, 20):
-        live.push(STREAMS[0], 1000 * i, _triples(STREAMS[0], i))
-    live.sync()
-    assert Checkpointer(live, lg, store, 0).checkpoint() is not None
+    live, lg, store, cid = _agg_checkpointed(d)
+    assert cid is not None
     for i in range(20, 23):  # after the checkpoint: replayed
         live.push(STREAMS[0], 1000 * i, _triples(STREAMS[0], i))
     live.sync()
