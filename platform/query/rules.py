@@ -50,7 +50,13 @@ class _Tracking(threading.local):
 
 
 _TRACK = _Tracking()
-_TRACK_LOCK = threading.Lock()
+#: Held around every use of rdflib's pyparsing grammar in this process.  pyparsing is not
+#: thread-safe: a parse action's arity is found by trial on its first calls, and two threads
+#: calling it first at once can fix a wrong one for good (every later parse then fails with
+#: "postParse2() missing 1 required positional argument"); failure tracing also patches
+#: ``ParserElement`` itself.  Parsing holds the GIL anyway, so the lock costs no throughput.
+PARSE_LOCK = threading.RLock()
+_TRACK_LOCK = PARSE_LOCK
 _ORIGINAL_PARSE = pyparsing.ParserElement._parseNoCache
 
 

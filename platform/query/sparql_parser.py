@@ -32,7 +32,13 @@ from linkstream.query.lexer import (
     quote,
     unescape_local,
 )
-from linkstream.query.rules import check_sparql_rules, describe_failure, iter_tree, trace_parse_failure
+from linkstream.query.rules import (
+    PARSE_LOCK,
+    check_sparql_rules,
+    describe_failure,
+    iter_tree,
+    trace_parse_failure,
+)
 
 
 def fix_negated_inverse() -> None:
@@ -76,6 +82,11 @@ def translate(scan: Scan, parse_text: str, base: str, parse_map: OffsetMap | Non
     Raises:
         QueryError: With the line and column of the problem (``parse_map`` given).
     """
+    with PARSE_LOCK:  # one parse at a time in a process (see PARSE_LOCK)
+        return _translate(scan, parse_text, base, parse_map)
+
+
+def _translate(scan: Scan, parse_text: str, base: str, parse_map: OffsetMap | None) -> Query:
     if parse_map is None:
         rdflib.NORMALIZE_LITERALS = False  # literal constants keep their lexical form
         tree = unescape_pnames(parser.Query.parse_string(parse_text, parse_all=True))
