@@ -394,13 +394,18 @@ class StreamIngest:
             self._url = (api, httpx.URL(api.rstrip("/") + INGEST_PATH))
         return self._url[1]
 
+    def _peer_client(self, timeout: httpx.Timeout) -> httpx.Client:
+        """An HTTP client to other coordinators (the cluster's peer token, its TLS check)."""
+        token = self.service.peer_token
+        return httpx.Client(
+            headers={"Authorization": "Bearer " + token} if token else {},
+            timeout=timeout,
+            verify=self.service.peer_verify,
+        )
+
     def _client(self) -> httpx.Client:
         if self._http is None:
-            token = self.service.peer_token
-            headers = {"Authorization": "Bearer " + token} if token else {}
-            self._http = httpx.Client(
-                headers=headers, timeout=httpx.Timeout(5.0, read=120.0), verify=self.service.peer_verify
-            )
+            self._http = self._peer_client(httpx.Timeout(5.0, read=120.0))
         return self._http
 
     def _hand_off(
@@ -624,13 +629,8 @@ class StreamIngest:
         ident, url = service.leader() if service.client.connected else service._leader_cache[1:]
         if not url or ident == service.identifier:
             return None
-        if self._poll_http is None:
-            token = service.peer_token
-            self._poll_http = httpx.Client(
-                headers={"Authorization": "Bearer " + token} if token else {},
-                timeout=httpx.Timeout(5.0),
-                verify=service.peer_verify,
-            )
+        if self._poll_http is None:  # its own client: the poller's thread, short reads
+            self._poll_http = self._peer_client(httpx.Timeout(5.0))
         body = msgpack.packb({"poll": polls}, use_bin_type=True)
         try:
             r = self._poll_http.post(self._ingest_url(url), content=body, headers={"content-type": MSGPACK})
