@@ -8,7 +8,9 @@ PYTEST_ARGS ?=
 
 .PHONY: venv demo cluster-demo test lint typecheck format bench clean system-deps
 
-$(VENV)/.installed: pyproject.toml
+# (the install also builds the compiled kernels, platform/operators/_kernels.c, when a C
+# compiler is there: an edit of the C source rebuilds the venv)
+$(VENV)/.installed: pyproject.toml platform/operators/_kernels.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'

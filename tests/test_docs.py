@@ -108,7 +108,8 @@ def test_platform_paths_exist() -> None:
 def _module_file(dotted: str) -> Path | None:
     """The source file of module ``linkstream.<dotted>`` (a package's ``__init__.py``)."""
     base = PLATFORM.joinpath(*dotted.split("."))
-    for f in (base.with_suffix(".py"), base / "__init__.py"):
+    # (a compiled module is named by its type stub, ``.pyi``)
+    for f in (base.with_suffix(".py"), base.with_suffix(".pyi"), base / "__init__.py"):
         if f.is_file():
             return f
     return None

@@ -11,10 +11,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
+_kernels: ModuleType | None
+try:  # the compiled kernels (platform/operators/_kernels.c), built by ``pip install``
+    from linkstream.operators import _kernels as _built
+
+    _kernels = _built
+except ImportError:  # installed without a C compiler: the numpy kernels below do the same
+    _kernels = None
+
 EMPTY_I64 = np.empty(0, dtype=np.int64)
+_I64 = EMPTY_I64.dtype
+
+#: the compiled kernels in use, or ``None`` (see :func:`use_native`)
+_native = _kernels
+
+
+def native() -> bool:
+    """Whether the compiled kernels are in use (``False``: built without a C compiler,
+    or turned off by :func:`use_native`)."""
+    return _native is not None
+
+
+def use_native(on: bool) -> bool:
+    """Turn the compiled kernels on or off (tests and benchmarks compare both paths; the
+    results are the same); returns whether they are now in use."""
+    global _native
+    _native = _kernels if on else None
+    return _native is not None
 
 
 @dataclass(slots=True)
@@ -215,8 +243,15 @@ def consolidate(b: Batch) -> Batch:
         if not total:
             return Batch.empty(b.vars)
         return Batch(b.vars, b.cols[:, :1], np.array([total], dtype=np.int64))
+    if _native is not None and n <= NATIVE_CONSOLIDATE:
+        return _consolidate_native(b, _native)
     if n <= SMALL_CONSOLIDATE:
         return _consolidate_small(b)
+    return _consolidate_sorted(b)
+
+
+def _consolidate_sorted(b: Batch) -> Batch:
+    n = len(b)
     order = sort_order(b.cols)
     cols = b.cols.take(order, axis=1)
     idx = group_starts(cols).nonzero()[0]
@@ -230,6 +265,28 @@ def consolidate(b: Batch) -> Batch:
     elif len(idx) == n:  # no equal rows, no zero count: only the order changed
         return Batch(b.vars, cols, counts)
     return Batch(b.vars, cols.take(idx, axis=1), counts)
+
+
+#: up to this many rows :func:`consolidate` uses the compiled kernel when there is one
+#: (above it ``np.lexsort`` / the packed sort keys are as fast)
+NATIVE_CONSOLIDATE = 4096
+
+
+def _consolidate_native(b: Batch, kernels: Any) -> Batch:
+    cols, bc = b.cols, b.counts
+    if cols.dtype is not _I64 or bc.dtype is not _I64:  # (not a batch's int64 columns)
+        return _consolidate_small(b) if len(bc) <= SMALL_CONSOLIDATE else _consolidate_sorted(b)
+    k, n = cols.shape
+    if not cols.flags.c_contiguous:
+        cols = np.ascontiguousarray(cols)
+    if not bc.flags.c_contiguous:
+        bc = np.ascontiguousarray(bc)
+    out = np.empty(k * n, dtype=np.int64)
+    counts = np.empty(n, dtype=np.int64)
+    m = kernels.consolidate(cols, bc, k, n, out, counts)
+    if m < 0:  # already consolidated
+        return b
+    return Batch(b.vars, out[: k * m].reshape(k, m), counts[:m])
 
 
 def _consolidate_small(b: Batch) -> Batch:

@@ -18,10 +18,12 @@ VARS = ("a", "b", "c", "d")
 def _general_consolidate(b: Batch) -> Batch:
     old = B.SMALL_CONSOLIDATE
     B.SMALL_CONSOLIDATE = 0
+    was_native = B.use_native(False)
     try:
         return B.consolidate(b)
     finally:
         B.SMALL_CONSOLIDATE = old
+        B.use_native(was_native)
 
 
 def _same(x: Batch, y: Batch) -> None:
