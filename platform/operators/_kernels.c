@@ -156,8 +156,91 @@ done:
     return res;
 }
 
+
+PyDoc_STRVAR(join_small_doc,
+"join_small(probe, kp, n, p_idx, keys, m, extra, ke, probe_counts, rel_counts, out_cols, out_counts) -> int\n\n"
+"Join the (kp, n) int64 table ``probe`` with a relation part of m rows whose key columns\n"
+"are ``keys`` ((len(p_idx), m)) and whose other output columns are ``extra`` ((ke, m)):\n"
+"the pairs (i, j) whose probe columns ``p_idx`` equal the key columns, i ascending then j\n"
+"ascending.  Writes the t output rows (the probe's columns, then ``extra``'s) as a\n"
+"(kp + ke, t) table into the first (kp + ke) * t items of ``out_cols``, their counts\n"
+"(probe count times relation count) into ``out_counts[:t]``, and returns t; returns -1\n"
+"and writes nothing when a probe key value is unbound (0).  The caller's output arrays\n"
+"hold (kp + ke) * n * m and n * m items.");
+
+static PyObject *
+join_small(PyObject *self, PyObject *args)
+{
+    Py_buffer pb, ib, kb, eb, pcb, rcb, ocb, onb;
+    Py_ssize_t kp, n, m, ke;
+    if (!PyArg_ParseTuple(args, "y*nny*y*ny*ny*y*w*w*", &pb, &kp, &n, &ib, &kb, &m, &eb, &ke, &pcb, &rcb,
+                          &ocb, &onb))
+        return NULL;
+    PyObject *res = NULL;
+    const Py_ssize_t kr = ib.len / (Py_ssize_t)sizeof(int64_t);
+    const Py_ssize_t ko = kp + ke;
+    if (kp < 0 || n < 0 || m < 0 || ke < 0 || kr < 1 || check_size(&pb, kp * n, "probe") ||
+        check_size(&ib, kr, "p_idx") || check_size(&kb, kr * m, "keys") || check_size(&eb, ke * m, "extra") ||
+        check_size(&pcb, n, "probe_counts") || check_size(&rcb, m, "rel_counts") ||
+        check_size(&ocb, ko * n * m, "out_cols") || check_size(&onb, n * m, "out_counts"))
+        goto done;
+    const int64_t *probe = (const int64_t *)pb.buf, *p_idx = (const int64_t *)ib.buf;
+    const int64_t *keys = (const int64_t *)kb.buf, *extra = (const int64_t *)eb.buf;
+    const int64_t *pc = (const int64_t *)pcb.buf, *rc = (const int64_t *)rcb.buf;
+    int64_t *out = (int64_t *)ocb.buf, *oc = (int64_t *)onb.buf;
+    for (Py_ssize_t r = 0; r < kr; r++) {
+        if (p_idx[r] < 0 || p_idx[r] >= kp) {
+            PyErr_Format(PyExc_ValueError, "p_idx: column %lld of %zd", (long long)p_idx[r], kp);
+            goto done;
+        }
+        const int64_t *col = probe + p_idx[r] * n;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!col[i]) {
+                res = PyLong_FromSsize_t(-1);
+                goto done;
+            }
+    }
+    /* count the pairs, then write each column at its final place */
+    Py_ssize_t t = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        Py_ssize_t p = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            for (Py_ssize_t j = 0; j < m; j++) {
+                Py_ssize_t r = 0;
+                while (r < kr && probe[p_idx[r] * n + i] == keys[r * m + j])
+                    r++;
+                if (r < kr)
+                    continue;
+                if (pass) {
+                    for (Py_ssize_t c = 0; c < kp; c++)
+                        out[c * t + p] = probe[c * n + i];
+                    for (Py_ssize_t c = 0; c < ke; c++)
+                        out[(kp + c) * t + p] = extra[c * m + j];
+                    oc[p] = pc[i] * rc[j];
+                }
+                p++;
+            }
+        }
+        t = p;
+        if (!t)
+            break;
+    }
+    res = PyLong_FromSsize_t(t);
+done:
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&pcb);
+    PyBuffer_Release(&rcb);
+    PyBuffer_Release(&ocb);
+    PyBuffer_Release(&onb);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"consolidate", consolidate, METH_VARARGS, consolidate_doc},
+    {"join_small", join_small, METH_VARARGS, join_small_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,3 +4,17 @@ import numpy as np
 def consolidate(
     cols: np.ndarray, counts: np.ndarray, k: int, n: int, out_cols: np.ndarray, out_counts: np.ndarray
 ) -> int: ...
+def join_small(
+    probe: np.ndarray,
+    kp: int,
+    n: int,
+    p_idx: np.ndarray,
+    keys: np.ndarray,
+    m: int,
+    extra: np.ndarray,
+    ke: int,
+    probe_counts: np.ndarray,
+    rel_counts: np.ndarray,
+    out_cols: np.ndarray,
+    out_counts: np.ndarray,
+) -> int: ...

@@ -286,7 +286,16 @@ def _consolidate_native(b: Batch, kernels: Any) -> Batch:
     m = kernels.consolidate(cols, bc, k, n, out, counts)
     if m < 0:  # already consolidated
         return b
-    return Batch(b.vars, out[: k * m].reshape(k, m), counts[:m])
+    return Batch(b.vars, *fitted(out, counts, k, m, n))
+
+
+def fitted(out: np.ndarray, counts: np.ndarray, k: int, m: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(k, m)`` table and ``m`` counts a compiled kernel wrote at the front of output
+    arrays sized for ``cap`` rows: views, or copies when the views would keep much more
+    memory alive than they show (a relation keeps its parts for as long as they hold)."""
+    if 4 * m >= 3 * cap:
+        return out[: k * m].reshape(k, m), counts[:m]
+    return out[: k * m].reshape(k, m).copy(), counts[:m].copy()
 
 
 def _consolidate_small(b: Batch) -> Batch:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from linkstream.operators import batch as _batch
 from linkstream.operators.batch import (
     EMPTY_I64,
     Batch,
@@ -175,7 +176,7 @@ BOUND_FAST = True
 class _Plan:
     """How probes with given variables join a relation (cached per probe variables)."""
 
-    __slots__ = ("shared", "out", "p_idx", "r_idx", "extra", "n_probe", "p_key", "r_key")
+    __slots__ = ("shared", "out", "p_idx", "r_idx", "extra", "n_probe", "p_key", "r_key", "p_arr")
 
     def __init__(self, probe_vars: tuple[str, ...], rel_vars: tuple[str, ...]) -> None:
         self.shared = tuple(v for v in probe_vars if v in rel_vars)
@@ -186,6 +187,7 @@ class _Plan:
         self.n_probe = len(probe_vars)
         self.p_key = self.p_idx[0] if len(self.p_idx) == 1 else self.p_idx
         self.r_key = tuple(self.r_idx)
+        self.p_arr = np.array(self.p_idx, dtype=np.int64)  # (the compiled join's argument)
 
 
 def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np.ndarray] | None:
@@ -206,6 +208,34 @@ def _bound_pairs(plan: _Plan, probe: Batch, part: _Part) -> tuple[np.ndarray, np
     b = ix.kcols
     eq = (a[:, None] == b) if a.ndim == 1 else _all(a[:, :, None] == b[:, None, :], axis=0)
     return eq.nonzero()  # (row-major: i ascending, then j)
+
+
+def _c(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def _join_small(kernels, plan: _Plan, probe: Batch, part: _Part) -> Batch | None:
+    """:meth:`Relation.join`'s direct path (every shared value bound on both sides) in one
+    compiled call, for at most :data:`SMALL_PAIRS` candidate pairs: the same rows in the
+    same order as :func:`_bound_pairs` and the column takes; ``None`` when a shared value
+    is unbound on either side (the general path decides)."""
+    ix = part.bound_index(plan.r_key)
+    if ix is None:
+        return None
+    rows = part.rows
+    n, m = probe.counts.shape[0], rows.counts.shape[0]
+    kp, ke = plan.n_probe, len(plan.extra)
+    extra = part.extra_cols(plan.extra) if ke else EMPTY_I64
+    ko = kp + ke
+    out = np.empty(ko * n * m, dtype=np.int64)
+    counts = np.empty(n * m, dtype=np.int64)
+    t = kernels.join_small(
+        _c(probe.cols), kp, n, plan.p_arr, _c(ix.kcols), m, _c(extra), ke,
+        _c(probe.counts), _c(rows.counts), out, counts,
+    )  # fmt: skip
+    if t < 0:
+        return None
+    return Batch(plan.out, *_batch.fitted(out, counts, ko, t, n * m))
 
 
 #: (see :meth:`Relation.apply`) by ``id`` of a delta: the delta, and by the variables and
@@ -398,10 +428,17 @@ class Relation:
         direct = BOUND_FAST and out == plan.out and probe.cols.dtype == np.int64
         prep = None
         results = []
+        kernels = _batch._native if direct and plan.p_idx else None
         for part in (self._base, self._recent):
             rows = part.rows
             if not len(rows):
                 continue
+            if kernels is not None and n * len(rows) <= SMALL_PAIRS:
+                joined = _join_small(kernels, plan, probe, part)
+                if joined is not None:
+                    if len(joined.counts):
+                        results.append(joined)
+                    continue
             pairs = _bound_pairs(plan, probe, part) if direct else None
             if pairs is not None:
                 # every shared value is bound on both sides, hence equal: the probe's

@@ -122,3 +122,100 @@ def test_numpy_kernels_alone(numpy_kernels):
     b = Batch(("a",), np.array([[3, 1, 3]], dtype=np.int64), np.array([1, 1, 1], dtype=np.int64))
     out = B.consolidate(b)
     assert out.cols.tolist() == [[1, 3]] and out.counts.tolist() == [1, 2]
+
+
+class _Counting:
+    """The compiled kernels, counting the calls of each."""
+
+    def __init__(self, kernels) -> None:
+        self.kernels = kernels
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str):
+        fn = getattr(self.kernels, name)
+
+        def call(*args):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return fn(*args)
+
+        return call
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_native_join_equals_numpy_and_runs(seed):
+    from linkstream.operators import relation as R
+
+    rng = np.random.default_rng(seed)
+    rv = tuple(rng.choice(VARS, size=int(rng.integers(1, 5)), replace=False))
+    pv = tuple(rng.choice(VARS, size=int(rng.integers(1, 5)), replace=False))
+    low = 0 if seed % 5 == 0 else 1
+    rel_native, rel_numpy = R.Relation(rv), R.Relation(rv)
+    for _ in range(int(rng.integers(1, 4))):
+        n = int(rng.integers(0, 40))
+        d = Batch(rv, rng.integers(low, 5, size=(len(rv), n)), rng.integers(-2, 3, size=n).astype(np.int64))
+        rel_native.apply(d)
+        rel_numpy.apply(d)
+    n = int(rng.integers(0, 30))
+    probe = Batch(pv, rng.integers(low, 5, size=(len(pv), n)), rng.integers(-3, 4, size=n).astype(np.int64))
+    counting = _Counting(B._kernels)
+    was = B.native()
+    try:
+        B._native = counting  # (what use_native(True) sets, counted)
+        got = rel_native.join(probe)
+        B.use_native(False)
+        want = rel_numpy.join(probe)
+    finally:
+        B.use_native(was)
+    _same(got, want)
+    shared = [v for v in pv if v in rv]
+    if shared and n and low and len(rel_native):
+        assert counting.calls.get("join_small"), "the compiled join did not run"
+
+
+@needs_native
+def test_the_join_kernel_checks_its_arguments():
+    k = B._kernels
+    z = np.zeros(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="p_idx: column 5 of 2"):
+        k.join_small(
+            z, 2, 2, np.array([5]), z[:2], 2, z[:0], 0, z[:2], z[:2], np.empty(8, np.int64), z.copy()
+        )
+    with pytest.raises(ValueError, match="out_cols"):
+        k.join_small(
+            z, 2, 2, np.array([0]), z[:2], 2, z[:0], 0, z[:2], z[:2], np.empty(7, np.int64), z.copy()
+        )
+    # an unbound probe key: -1, nothing written (the general path decides)
+    out = np.full(8, 7, dtype=np.int64)
+    assert k.join_small(z, 2, 2, np.array([0]), z[:2] + 1, 2, z[:0], 0, z[:2], z[:2], out, z.copy()) == -1
+    assert (out == 7).all()
+
+
+def _held_bytes(a: np.ndarray) -> int:
+    while a.base is not None:
+        a = a.base
+    return a.nbytes
+
+
+@needs_native
+def test_kernel_outputs_keep_no_oversized_buffers_alive():
+    from linkstream.operators import relation as R
+
+    # 1,000 rows that cancel down to 10: the consolidated batch holds ~10 rows' memory
+    keep = np.arange(1, 11, dtype=np.int64)
+    gone = np.arange(100, 595, dtype=np.int64)
+    cols = np.concatenate([keep, gone, gone])[None, :]
+    counts = np.concatenate([np.ones(10), np.ones(495), -np.ones(495)]).astype(np.int64)
+    out = _with(True, Batch(("a",), cols, counts))
+    assert len(out) == 10
+    assert _held_bytes(out.cols) <= 2 * 10 * 8 and _held_bytes(out.counts) <= 2 * 10 * 8
+    # a join of 40 x 100 candidate pairs with 40 matches holds 40 rows, not 4,000
+    rel = R.Relation(("a", "b"))
+    rel.apply(
+        Batch(("a", "b"), np.vstack([np.arange(1, 101), np.arange(1, 101)]), np.ones(100, dtype=np.int64))
+    )
+    probe = Batch(("a", "c"), np.vstack([np.arange(1, 41), np.full(40, 7)]), np.ones(40, dtype=np.int64))
+    joined = rel.join(probe)
+    assert len(joined) == 40
+    assert _held_bytes(joined.cols) <= 2 * 3 * 40 * 8

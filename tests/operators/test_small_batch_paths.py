@@ -91,10 +91,16 @@ def test_small_join_and_key_counts_equal_the_indexed_path(seed, monkeypatch):
         want = slow.join(probe)
         want_kc = slow.key_counts(probe, shared)
         monkeypatch.setattr(R, "BOUND_FAST", True)
-        for small_pairs in (R.SMALL_PAIRS, -1):  # equality matrix, then the sorted key index
+        was = B.native()
+        # the compiled join (where built), the equality matrix, then the sorted key index
+        for native, small_pairs in ((True, R.SMALL_PAIRS), (False, R.SMALL_PAIRS), (False, -1)):
+            B.use_native(native and was)
             monkeypatch.setattr(R, "SMALL_PAIRS", small_pairs)
-            _same(fast.join(probe), want)
-            assert np.array_equal(fast.key_counts(probe, shared), want_kc)
+            try:
+                _same(fast.join(probe), want)
+                assert np.array_equal(fast.key_counts(probe, shared), want_kc)
+            finally:
+                B.use_native(was)
         assert len(fast) == len(slow) == len(fast._base.rows) + len(fast._recent.rows)
 
 
