@@ -238,9 +238,97 @@ done:
     return res;
 }
 
+PyDoc_STRVAR(count_merge_doc,
+"count_merge(pk, pn, n, dk, dn, nd, out_k, out_n, ch_k, ch_s) -> (m, c) | None\n\n"
+"Apply a delta of packed keys ``dk`` with signed counts ``dn`` (nd items, any order) to a\n"
+"state of n distinct keys ``pk`` (ascending) with counts ``pn``: writes the new state (keys\n"
+"ascending, zero counts left out) into ``out_k[:m]``/``out_n[:m]``, and the keys whose count\n"
+"crossed from <= 0 to > 0 (sign 1) or back (sign -1), ascending, into ``ch_k[:c]``/\n"
+"``ch_s[:c]``; returns (m, c), or None and writes nothing when no count changes.\n"
+"``out_k``/``out_n`` hold n + nd items, ``ch_k``/``ch_s`` nd.");
+
+static PyObject *
+count_merge(PyObject *self, PyObject *args)
+{
+    Py_buffer kb, nb, dkb, dnb, okb, onb, ckb, csb;
+    Py_ssize_t n, nd;
+    if (!PyArg_ParseTuple(args, "y*y*ny*y*nw*w*w*w*", &kb, &nb, &n, &dkb, &dnb, &nd, &okb, &onb, &ckb, &csb))
+        return NULL;
+    PyObject *res = NULL;
+    Py_ssize_t stack_idx[2 * STACK_ROWS];
+    Py_ssize_t *idx = stack_idx;
+    if (n < 0 || nd < 0 || check_size(&kb, n, "pk") || check_size(&nb, n, "pn") || check_size(&dkb, nd, "dk") ||
+        check_size(&dnb, nd, "dn") || check_size(&okb, n + nd, "out_k") || check_size(&onb, n + nd, "out_n") ||
+        check_size(&ckb, nd, "ch_k") || check_size(&csb, nd, "ch_s"))
+        goto done;
+    const int64_t *pk = (const int64_t *)kb.buf, *pn = (const int64_t *)nb.buf;
+    const int64_t *dk = (const int64_t *)dkb.buf, *dn = (const int64_t *)dnb.buf;
+    int64_t *ok = (int64_t *)okb.buf, *on = (int64_t *)onb.buf;
+    int64_t *ck = (int64_t *)ckb.buf, *cs = (int64_t *)csb.buf;
+    if (nd > STACK_ROWS) {
+        idx = PyMem_Malloc(2 * (size_t)nd * sizeof(Py_ssize_t));
+        if (!idx) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    for (Py_ssize_t j = 0; j < nd; j++)
+        idx[j] = j;
+    sort_rows(dk, 1, nd, idx, idx + nd);
+    Py_ssize_t i = 0, j = 0, m = 0, c = 0;
+    int any = 0;
+    while (i < n || j < nd) {
+        if (j >= nd || (i < n && pk[i] < dk[idx[j]])) {
+            if (pn[i]) {
+                ok[m] = pk[i];
+                on[m++] = pn[i];
+            }
+            i++;
+            continue;
+        }
+        const int64_t key = dk[idx[j]];
+        int64_t sum = 0;
+        while (j < nd && dk[idx[j]] == key)
+            sum += dn[idx[j++]];
+        const int64_t old = (i < n && pk[i] == key) ? pn[i++] : 0;
+        const int64_t now = old + sum;
+        if (now != old)
+            any = 1;
+        if (now) {
+            ok[m] = key;
+            on[m++] = now;
+        }
+        if (old <= 0 && now > 0) {
+            ck[c] = key;
+            cs[c++] = 1;
+        } else if (old > 0 && now <= 0) {
+            ck[c] = key;
+            cs[c++] = -1;
+        }
+    }
+    if (!any) {
+        Py_INCREF(Py_None);
+        res = Py_None;
+    } else
+        res = Py_BuildValue("(nn)", m, c);
+done:
+    if (idx != stack_idx)
+        PyMem_Free(idx);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&nb);
+    PyBuffer_Release(&dkb);
+    PyBuffer_Release(&dnb);
+    PyBuffer_Release(&okb);
+    PyBuffer_Release(&onb);
+    PyBuffer_Release(&ckb);
+    PyBuffer_Release(&csb);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"consolidate", consolidate, METH_VARARGS, consolidate_doc},
     {"join_small", join_small, METH_VARARGS, join_small_doc},
+    {"count_merge", count_merge, METH_VARARGS, count_merge_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,3 +18,15 @@ def join_small(
     out_cols: np.ndarray,
     out_counts: np.ndarray,
 ) -> int: ...
+def count_merge(
+    pk: np.ndarray,
+    pn: np.ndarray,
+    n: int,
+    dk: np.ndarray,
+    dn: np.ndarray,
+    nd: int,
+    out_k: np.ndarray,
+    out_n: np.ndarray,
+    ch_k: np.ndarray,
+    ch_s: np.ndarray,
+) -> tuple[int, int] | None: ...

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from linkstream.operators import batch as _batch
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import (
     EMPTY_I64,
@@ -265,6 +266,9 @@ class GraphOperator(Operator):
         left the set (packed, ascending) and their signs."""
         pk, pn = self._pk, self._pn
         assert pk is not None
+        kernels = _batch._native
+        if kernels is not None and MERGE_COUNTS:  # (one linear merge in C at any size)
+            return self._count_native(kernels, _pack(d.cols), d.counts)
         if MERGE_COUNTS and len(pk) + len(d.counts) <= MERGE_COUNTS_MAX:
             return self._count_merged(_pack(d.cols), d.counts)
         k, c = sum_by_key(_pack(d.cols), d.counts)
@@ -295,6 +299,26 @@ class GraphOperator(Operator):
         enter = (old <= 0) & (new > 0)
         changed = enter | ((old > 0) & (new <= 0))
         return k[changed], np.where(enter[changed], 1, -1).astype(np.int64)
+
+    def _count_native(self, kernels: Any, dk: np.ndarray, dn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_count_merged` in one compiled call (``count_merge``)."""
+        pk, pn = self._pk, self._pn
+        assert pk is not None
+        n, nd = len(pk), len(dk)
+        if not dn.flags.c_contiguous or dn.dtype is not EMPTY_I64.dtype:
+            dn = np.ascontiguousarray(dn, dtype=np.int64)
+        keys = np.empty(n + nd, dtype=np.int64)
+        counts = np.empty(n + nd, dtype=np.int64)
+        ch_k = np.empty(nd, dtype=np.int64)
+        ch_s = np.empty(nd, dtype=np.int64)
+        done = kernels.count_merge(pk, pn, n, dk, dn, nd, keys, counts, ch_k, ch_s)
+        if done is None:  # the delta cancels out: nothing changes
+            return EMPTY_I64, EMPTY_I64
+        m, c = done
+        self._pk, self._pn = _batch.fitted(keys, counts, 1, m, n + nd)
+        self._pk = self._pk.reshape(m)
+        self._dyn_version += 1
+        return ch_k[:c], ch_s[:c]
 
     def _count_merged(self, dk: np.ndarray, dn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_count_packed` for a small state: the counts and the delta's packed

@@ -121,23 +121,30 @@ def test_merged_counts_equal_binary_search_and_insertion(state, refs, delta):
     pk0 = pk0[order]
     cols = np.array([t for t, _ in delta], dtype=np.int64).T
     counts = np.array([c for _, c in delta], dtype=np.int64)
+    from linkstream.operators import batch as batch_mod
     from linkstream.operators.batch import Batch
     from linkstream.operators.window import TRIPLE_VARS
 
     got, merged = [], []
-    for merge in (True, False):
+    was_native = batch_mod.native()
+    # the compiled merge (where built), numpy's merge, numpy's binary search and insertion
+    modes = [(True, True), (False, True), (False, False)] if was_native else [(False, True), (False, False)]
+    for native, merge in modes:
         g = GraphOperator("g", None)
         g._pk, g._pn = pk0.copy(), pn0.copy()
         real = g._count_merged
         g._count_merged = lambda dk, dn, real=real, m=merge: (merged.append(m), real(dk, dn))[1]  # type: ignore[method-assign]  # (a spy on this instance)
         graph_mod.MERGE_COUNTS = merge
+        batch_mod.use_native(native)
         try:
             ks, sign = g._count_packed(Batch(TRIPLE_VARS, cols, counts))
         finally:
             graph_mod.MERGE_COUNTS = True
+            batch_mod.use_native(was_native)
         got.append((ks, sign, g._pk, g._pn, g._dyn_version))
-    assert merged == [True]  # (a state this small is merged when the merge is on)
-    (a, b) = got
-    for x, y in zip(a[:4], b[:4]):
-        assert x.dtype == y.dtype == np.int64 and np.array_equal(x, y)
-    assert a[4] == b[4]
+    assert merged == [True]  # (numpy merges a state this small when the merge is on)
+    a = got[0]
+    for b in got[1:]:
+        for x, y in zip(a[:4], b[:4]):
+            assert x.dtype == y.dtype == np.int64 and np.array_equal(x, y)
+        assert a[4] == b[4]
