@@ -49,3 +49,25 @@ def test_citybench_query_equals_oracle(q, tmp_path, capsys):
     rc = compare.main(argv)
     report = capsys.readouterr().out
     assert rc == 0, report
+
+
+#: the queries also run on the numpy kernels (the path of an install without a C compiler):
+#: joins of two and three streams, static joins, filters, aggregates, both dialects
+NUMPY_KERNEL_QUERIES = {
+    "csparql-Q1", "csparql-Q3", "csparql-Q5", "csparql-Q8", "csparql-Q10_5", "csparql-Q12",
+    "cqels-Q2", "cqels-Q4", "cqels-Q6", "cqels-Q10", "cqels-Q11", "cqels-traffic_parking_1",
+}  # fmt: skip
+
+
+@pytest.mark.conformance
+@pytest.mark.parametrize(
+    "q", [p for p in _manifest() if p.values[0] is None or p.values[0]["id"] in NUMPY_KERNEL_QUERIES]
+)
+def test_citybench_query_equals_oracle_on_the_numpy_kernels(q, tmp_path, capsys):
+    from linkstream.operators import batch
+
+    was = batch.use_native(False)
+    try:
+        test_citybench_query_equals_oracle(q, tmp_path, capsys)
+    finally:
+        batch.use_native(was)
