@@ -9,6 +9,8 @@ What runs outside the operator containers and feeds them:
 * ``remote_engine.py`` -- the leader's engine: live-engine calls carried to the operator containers.
 * ``proxy.py``        -- a standby forwards requests to the leader; the API application of a
   coordinator (:func:`create_service_app`).
+* ``streamowners.py`` -- each stream's owner coordinator, placed and claimed in ZooKeeper.
+* ``ingest.py``       -- owners sequence their streams' pushes, the leader applies them.
 * ``results.py``      -- the replicated result log every coordinator serves results from.
 * ``replay.py``       -- ``replay --cluster N / --zk``: the driver that feeds operator containers.
 * ``driver.py``       -- the driver's protocol state (:class:`ClusterEngine`): elements out,

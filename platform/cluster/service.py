@@ -75,11 +75,12 @@ import httpx
 from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster.deadleader import LeaderWatch, publish_session
-from linkstream.cluster.ingest import ZK_WAIT_S, StreamIngest
+from linkstream.cluster.ingest import StreamIngest
 from linkstream.cluster.registration import QueriesMixin, registration_order, stale_registrations
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
 from linkstream.cluster.streamlog import BodyStore
+from linkstream.cluster.streamowners import ZK_WAIT_S
 from linkstream.containers.security import Security
 from linkstream.engine.embedded import Engine
 from linkstream.engine.live.ingestlog import IngestLog

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from linkstream.cluster.ingest import stream_key, unpack_elements
+from linkstream.cluster.ingestwire import unpack_elements
+from linkstream.cluster.streamowners import stream_key
 from linkstream.engine.live.ingestlog import LogRecord, encode_record, scan_prefix, scan_records
 from linkstream.engine.live.logship import ship_enabled
 from linkstream.store.checkpoint_backends import fsync_dir

@@ -1,6 +1,8 @@
 """The operator container process (layer: above ``engine`` and ``scheduler``; below ``cluster``).
 
 * ``runtime.py``    -- the process itself: ``linkstream container --zk HOST:PORT``.
+* ``assigned.py``   -- the assigned queries: registered, announced ready/unready, released;
+  the streams subscribed (a part of the runtime).
 * ``replica.py``    -- one run's state inside a container: an embedded engine fed by the driver.
 * ``takeover.py``   -- the container's half of stateful task moves.
 * ``protocol.py``   -- messages between a driver and its containers.

@@ -58,6 +58,7 @@ import zmq
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 
+from linkstream.containers.assigned import AssignedQueries
 from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
 from linkstream.containers.protocol import (
     Elements,
@@ -66,13 +67,10 @@ from linkstream.containers.protocol import (
     Hello,
     Message,
     ProtocolError,
-    Ready,
     Recompute,
     Result,
     State,
-    Subscribe,
     Tick,
-    Unready,
     decode,
     encode,
 )
@@ -94,7 +92,7 @@ from linkstream.scheduler.keyring import MEMBER_FIELD, KeyRing
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.load import LoadReporter
 from linkstream.scheduler.membership import Membership
-from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
+from linkstream.scheduler.registry import QueryRegistry
 from linkstream.scheduler.runs import RunNode, RunSpec, VanishedRun
 from linkstream.store.remote import DEFAULT_CACHE_BYTES, RemoteStore, RemoteStoreError
 
@@ -105,7 +103,7 @@ SEND_RETRY_S = 0.5
 SHUTDOWN_S = 5.0
 
 
-class ContainerRuntime(StateMigration, TaskCheckpoints):
+class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
     """One operator container: membership, assignment watch, replica, data plane.
 
     Args:
@@ -439,21 +437,6 @@ class ContainerRuntime(StateMigration, TaskCheckpoints):
         logger.info("%s: run %s set up in %.2fs", self.id, spec.id, time.perf_counter() - t0)
         self._send(Hello(spec.id, self.id, self.address))
 
-    def _run_texts(self, spec: RunSpec) -> dict[str, str]:
-        """The text of every query of the run, from the registry (unreadable ones left out)."""
-        self._prefetch(list(spec.queries))
-        return {name: self._texts[task] for task, name in spec.queries.items() if task in self._texts}
-
-    def _prefetch(self, tasks: list[str]) -> None:
-        """Reads the texts of ``tasks`` not known yet, pipelined: one round trip in all, not
-        one each (a batch of 1,000 registrations assigns 1,000 tasks at once)."""
-        assert self._registry is not None
-        missing = [t for t in tasks if t not in self._texts]
-        with contextlib.suppress(KazooException):  # the one-by-one reads retry them
-            for task, rec in zip(missing, self._registry.get_many(missing) if missing else [], strict=True):
-                if rec is not None:
-                    self._texts[task] = rec.text
-
     def _end_run(self) -> None:
         if self._replica is not None:
             r = self._replica
@@ -494,102 +477,6 @@ class ContainerRuntime(StateMigration, TaskCheckpoints):
                 return False
         self.metrics.sent_messages.inc()
         self.metrics.sent_bytes.inc(payload_bytes(frames))
-        return True
-
-    # ------------------------------------------------------------------ assignments
-
-    def _reconcile(self) -> None:
-        """Brings the replica's queries in line with the assignment and the driver's ticks."""
-        run, replica = self._run, self._replica
-        if run is None or replica is None:
-            self._ack_idle_handovers()
-            return
-        desired = {run.queries[t]: t for t in self._assigned if t in run.queries}
-        self._prefetch([t for name, t in desired.items() if name not in self._slots])
-        for name, task in desired.items():
-            slot = self._slots.get(name)
-            if slot is None:
-                src = self._assigned[task].migrating_from
-                moving = src is not None and src != self.id and name not in self._rebuild
-                if moving and (not replica.synced or replica.last_seq > 0):
-                    # A stateful move in a running replay: the driver brings the state (or
-                    # says rebuild); before the sync it is not known yet whether one runs.
-                    continue
-                text = self._text(task)
-                # Registered only on the streams' full backlog, or its windows would miss it.
-                if text is None or not replica.synced or not replica.live >= replica.reads(name, text):
-                    continue
-                if name in self._failed or not self._register(replica, name, task):
-                    continue
-                slot = self._slots[name] = Slot(task, replica.last_seq)
-                if replica.last_seq > 0:
-                    self.metrics.task_moves.labels("in").inc()
-            if slot.unready is not None:  # assigned back before it was released
-                slot.unready, slot.announced = None, False
-            if replica.synced and not slot.announced:
-                reg = replica.last_seq if slot.reg_seq is None else slot.reg_seq
-                slot.reg_seq = reg
-                # A fresh RSTREAM query reports like an old one at once; ISTREAM/DSTREAM
-                # need one update first so their deltas are relative to the last tick.
-                first = reg + 1 if reg == 0 or replica.mode(name) == "RSTREAM" else reg + 2
-                if self._send(Ready(run.id, self.id, name, first)):
-                    slot.announced = True
-        gone = self._slots.keys() - desired.keys()  # (a Python loop over every slot per event was O(n))
-        released = [(n, sl) for n, sl in self._slots.items() if n in gone] if gone else []
-        for name, slot in released:
-            if slot.unready is None:
-                self._token += 1
-                slot.unready = self._token
-                self._send(Unready(run.id, self.id, name, slot.unready))
-            if self._owners.get(name) != self.id and self._released >= slot.unready:
-                replica.unregister(name)
-                del self._slots[name]
-                self._rebuild.discard(name)
-                self.metrics.task_moves.labels("out").inc()
-                logger.info("%s: released %s", self.id, name)
-        self._subscribe(run, replica, desired)
-
-    def _text(self, task: str) -> str | None:
-        """The text of query task ``task`` (``None`` while the registry cannot tell)."""
-        assert self._registry is not None
-        text = self._texts.get(task)
-        if text is None:
-            try:
-                text = self._texts[task] = self._registry.get(task).text
-            except (QueryNotFoundError, KazooException):
-                return None
-        return text
-
-    def _subscribe(self, run: RunSpec, replica: RunReplica, desired: dict[str, str]) -> None:
-        """Asks the driver for the streams of the queries held or assigned here, if they changed."""
-        if run.route != "streams" or not replica.synced:
-            return  # broadcast: every stream arrives anyway
-        tasks = {name: task for name, task in desired.items() if name not in self._failed}
-        tasks.update((name, slot.task) for name, slot in self._slots.items())
-        streams: set[int] = set()
-        for name, task in tasks.items():
-            text = self._text(task)
-            if text is not None:
-                streams |= replica.reads(name, text)
-        version = replica.request(frozenset(streams))
-        if version is not None:
-            logger.info("%s: subscribes to streams %s (version %d)", self.id, sorted(streams), version)
-            self._send(Subscribe(run.id, self.id, version, tuple(sorted(streams))))
-
-    def _register(self, replica: RunReplica, name: str, task: str) -> bool:
-        assert self._registry is not None and self._run is not None
-        try:
-            text = self._texts.get(task) or self._registry.get(task).text
-            self._texts[task] = text
-            replica.register(name, text)
-        except (QueryNotFoundError, KazooException):
-            return False  # not readable yet (or ZooKeeper unreachable): the next event retries
-        except Exception as exc:  # a query that cannot be planned must not stop the container
-            logger.error("%s: cannot register %s: %s", self.id, name, exc)
-            self._failed.add(name)
-            self._send(Failed(self._run.id, self.id, name, str(exc)))
-            return False
-        logger.info("%s: registered %s (after tick %d)", self.id, name, replica.last_seq)
         return True
 
     # ------------------------------------------------------------------ data plane
