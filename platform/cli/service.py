@@ -485,7 +485,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from linkstream.config import ConfigError
     from linkstream.engine.live.checkpoint import checkpoint_support, write_checkpoint
     from linkstream.engine.live.logship import ship_enabled
-    from linkstream.engine.live.recovery import replay_records, restore_latest
+    from linkstream.engine.live.recovery import dropped_pushes, replay_records, restore_latest
     from linkstream.store.checkpoints import CheckpointError, open_checkpoints
 
     logging.basicConfig(
@@ -550,7 +550,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
                 yield rec
 
         dirs = log_dirs(store, state_dir, covered, os.path.join(state_dir, "shipped"))  # local + shipped
-        n, last = replay_records(live, tracked(spark_log_records(spark, dirs, covered)), covered, state_dir)
+        # in memory already (the job's table): the drop records name the pushes not to apply
+        records = list(spark_log_records(spark, dirs, covered))
+        n, last = replay_records(live, tracked(records), covered, state_dir, dropped=dropped_pushes(records))
         live.flush()
         if n == 0:
             print(

@@ -10,9 +10,12 @@ the old leader's.  With the ``drop`` record the replay counts the element late a
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from linkstream.engine.live.ingestlog import IngestLog
+from linkstream.engine.live.ingestlog import IngestLog, LogRecord
+from linkstream.engine.live.recovery import dropped_pushes, replay_records
 from linkstream.engine.live.runtime import LiveEngine
 
 EX = "http://example.org/"
@@ -61,6 +64,56 @@ def test_a_worker_late_drop_is_dropped_again_by_the_replay(tmp_path: Path) -> No
         again.recover(lg)
         again.flush()
         assert again.applied_count(S2) == 1 and again.applied_count(S1) == 2
+        assert again.status()["streams"] == before
+    finally:
+        again.close()
+        lg.close()
+
+
+def test_a_replay_applies_every_logged_push_no_drop_record_names(tmp_path: Path) -> None:
+    """The logged run applied s2@1500 (no report had passed it); the replay's worker fires
+    the reports up to 5000 before it (its streams look idle to the replay's clock): the
+    element is applied all the same, not dropped as late (windows and applied counts of
+    the replay equal the logged run's)."""
+    d = str(tmp_path / "state")
+    lg = IngestLog(d)
+    live = LiveEngine(idle_ms=1000, clock=lambda: 0.0)
+    live.recover(lg)
+    try:
+        live.register(QUERY, "q")
+        for stream, t, p in ((S1, 1000, "p"), (S2, 1000, "q"), (S1, 5000, "p"), (S2, 1500, "q")):
+            assert live.push_many(stream, [(t, _el(p, t))]) == ([True], None)
+        live.flush()
+        live.sync()
+        assert live.applied_count(S2) == 2 and live.status()["streams"][S2]["late"] == 0
+        before = live.status()["streams"]
+    finally:
+        live.close()
+        lg.close()
+
+    lg = IngestLog(d)
+    now = [0.0]
+    again = LiveEngine(idle_ms=1000, clock=lambda: now[0])
+    records = list(lg.records())
+    last_push = max(r.seq for r in records if r.kind == "push")
+
+    def slow_replay() -> Iterator[LogRecord]:
+        for rec in records:
+            if rec.seq == last_push:
+                # the replay's timing, not the log's: both streams idle, the reports up to
+                # 5000 fire before s2@1500 is pushed again
+                again.flush()  # the elements before are ingested at the old clock
+                now[0] += 10.0
+                deadline = time.monotonic() + 10.0
+                while (again.status()["last_report"] or 0) <= 1500 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert again.status()["last_report"] > 1500  # s2@1500 is behind the reports now
+            yield rec
+
+    try:
+        replay_records(again, slow_replay(), -1, d, dropped=dropped_pushes(records))
+        again.flush()
+        assert again.applied_count(S2) == 2 and again.applied_count(S1) == 2
         assert again.status()["streams"] == before
     finally:
         again.close()

@@ -285,6 +285,53 @@ class BatchPush:
             self.metrics.ingest_triples.inc(triples_in)
         return error
 
+    def _replayed_push(
+        self,
+        stream: str,
+        t: int,
+        triples: Any,
+        key: str | None = None,
+        *,
+        timeout: float | None = None,
+        decided: Decided | None = None,
+        position: int = 0,
+    ) -> None:
+        """A logged element no ``drop`` record names, met by a replay: applied as the logged
+        run's worker applied it, without the lateness checks of either side.  The replay's
+        report times can pass an element the logged run's had not passed yet (its worker
+        batches differ, an ``--idle-ms`` report fires by the wall clock), so re-deciding
+        lateness could drop what the logged run applied: its windows and the stream's
+        applied count would differ.  ``decided`` gets the worker's decision (element
+        ``position`` of its body; a new leader rebuilds its owners' decisions so).
+
+        Raises:
+            ValueError: ``triples`` is not a sequence of triples.
+            EngineClosed: The engine is closed.
+            TimeoutError: The worker's queue stayed full for ``timeout`` seconds.
+        """
+        triples = check_triples(triples)
+        if self._closed:
+            raise EngineClosed("the live engine is closed")
+        if self._thread is None:
+            self.start()
+        if not self._space.acquire(timeout=timeout):
+            raise TimeoutError("the engine's input queue is full")
+        with self._lock:
+            acc = self._accepted.get(stream)
+            if acc is None:
+                acc = self._accepted[stream] = _Accepted()
+            if key is not None:
+                self._remember_key(key)
+            acc.watermark = t if acc.watermark is None else max(acc.watermark, t)
+            acc.elements += 1
+            acc.triples += len(triples)
+            if decided is not None:
+                decided.expect()
+            # the 7th part: ingested whatever the worker's report times (see above)
+            self._queue.put(("pushes", stream, [(t, triples)], [position], decided, None, True))
+        self.metrics.ingest_elements.inc()
+        self.metrics.ingest_triples.inc(len(triples))
+
     def _replayed_drop(self, stream: str, t: int, triples: int, key: str | None) -> None:
         """A logged element the worker dropped as late (a ``drop`` record names it), met by
         a replay: counted as it was then (taken, then late), not pushed again."""

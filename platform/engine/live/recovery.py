@@ -74,7 +74,9 @@ def replay_records(
     (the cluster leader's replay: registrations of queries gone since).  ``resolve`` reads
     the triples of a push record that refers to a body kept elsewhere (``f="ref"``).
     Push records numbered in ``dropped`` (named by the log's ``drop`` records: the worker
-    dropped them as late after they were taken) are counted taken and late again, not pushed.
+    dropped them as late after they were taken) are counted taken and late again, not pushed;
+    every other push record is applied without the lateness checks (its worker applied it:
+    the replay's report times, which can differ, do not decide again).
 
     Raises:
         CheckpointError: The first record after ``covered`` is not ``covered + 1``, or the
@@ -103,7 +105,8 @@ def replay_records(
                 pass  # read above
             elif rec.kind == "push":
                 triples = resolve(rec) if resolve is not None and h.get("f") == "ref" else decode_triples(rec)
-                live.push(h["s"], h["t"], triples, timeout=timeout, key=h.get("i"))
+                # applied as the logged run applied it: lateness is not decided again
+                live._replayed_push(h["s"], h["t"], triples, h.get("i"), timeout=timeout)
             elif rec.kind == "register":
                 live.register(rec.payload.decode("utf-8"), h["name"], timeout=timeout)
             elif rec.kind == "unregister":

@@ -122,9 +122,14 @@ class LiveWorker:
                     try:
                         if len(cmd) == 3:
                             self._ingest_many(cmd[1], cmd[2])
-                        else:  # decided wanted (push_many's ``decided``) or drops to log
+                        else:  # decided wanted (push_many's ``decided``), drops to log, a replay's
                             self._ingest_decided(
-                                cmd[1], cmd[2], cmd[3], cmd[4], cmd[5] if len(cmd) > 5 else None
+                                cmd[1],
+                                cmd[2],
+                                cmd[3],
+                                cmd[4],
+                                cmd[5] if len(cmd) > 5 else None,
+                                len(cmd) > 6 and cmd[6],
                             )
                     except Exception:  # a bad element must not stop the engine
                         log.exception("cannot ingest elements of <%s>", cmd[1])
@@ -181,14 +186,17 @@ class LiveWorker:
         positions: list[int],
         decided: Decided | None,
         seqs: list[int] | None = None,
+        replayed: bool = False,
     ) -> None:
         """:meth:`_ingest_many`, telling ``decided`` which of ``positions`` (the items' indexes
         in their body) were applied and the stream's applied count before the first.  The
         items it drops as late are logged (``seqs``: their push records) in one ``drop``
-        record: a replay of the log skips them too, and counts the same elements applied."""
+        record: a replay of the log skips them too, and counts the same elements applied.
+        ``replayed``: logged elements no drop record names, all applied (no lateness check:
+        ``BatchPush._replayed_push``)."""
         st = self._streams.get(stream)
         first = 0 if st is None else st.applied
-        kept = self._ingest_many(stream, items)
+        kept = self._ingest_many(stream, items, late=not replayed)
         logged = None
         if kept is not None and seqs is not None and self._log is not None:
             keep = set(kept)
@@ -198,9 +206,12 @@ class LiveWorker:
         if decided is not None:
             decided.applied(positions if kept is None else [positions[j] for j in kept], first, logged)
 
-    def _ingest_many(self, stream: str, items: list[tuple[int, Triples | TermRows]]) -> list[int] | None:
+    def _ingest_many(
+        self, stream: str, items: list[tuple[int, Triples | TermRows]], late: bool = True
+    ) -> list[int] | None:
         """The elements of one ``push_many`` run, in order: as :meth:`_ingest` each, with the
         terms of all of them encoded in one dictionary call (a :class:`TermRows` table once).
+        ``late=False`` (a replay's logged elements): none is dropped as late.
 
         Returns:
             ``None`` when every element was ingested, else the indexes of those that were
@@ -209,7 +220,7 @@ class LiveWorker:
         frontier = self._frontier_now()
         keep = items
         kept: list[int] | None = None
-        if frontier is not None and any(t < frontier for t, _ in items):
+        if late and frontier is not None and any(t < frontier for t, _ in items):
             keep, kept = [], []
             for j, (t, tr) in enumerate(items):
                 if t < frontier:
