@@ -19,8 +19,10 @@ on their own:
   :class:`DecisionPoller`) -- a stream that stops still gets its last decisions;
 * the owner keeps per stream (:class:`OwnerDecisions`) the offset up to which it knows
   the decisions, the stream's applied count after them, and how many offsets' decisions
-  it will never get (``lost``: bodies another leader answered before it died, or
-  decisions the leader dropped unacknowledged; see the notes in ``docs/architecture.md``).
+  it will never get (``lost``: bodies another leader answered before it died that the new
+  leader's checkpoint covers -- it rebuilds the decisions on the bodies it replays,
+  :func:`~linkstream.cluster.ingest.rebuild_decision` -- or decisions the leader dropped
+  unacknowledged; see the notes in ``docs/architecture.md``).
 
 A decision on the wire is ``[start, end, first, runs, error]``: it covers the offsets
 ``start .. end - 1`` (a body, less the elements applied by an earlier answer of the same

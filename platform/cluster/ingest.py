@@ -27,8 +27,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -58,7 +59,8 @@ from linkstream.scheduler.layout import decode
 
 if TYPE_CHECKING:
     from linkstream.cluster.service import ClusterService
-    from linkstream.cluster.streamlog import StreamLog
+    from linkstream.cluster.streamlog import BodyStore, StreamLog
+    from linkstream.engine.live.ingestlog import LogRecord
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +94,38 @@ class _Applied:
     next: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     book: DecisionBook = field(default_factory=DecisionBook)
+    #: a new leader's replay: the body ``(epoch, record)`` it is rebuilding the decision of
+    rebuilt: tuple[tuple[int, int], Pending] | None = None
+
+
+def rebuild_decision(
+    applied: dict[str, _Applied], lock: threading.Lock, bodies: BodyStore, rec: LogRecord
+) -> tuple[Decided, int]:
+    """``--ingest direct``, a new leader's replay of push record ``rec`` (``f="ref"``):
+    the :class:`Decided` of its body in the stream's :class:`DecisionBook` (added at the
+    body's first record, as its old leader added it at the body's push) and the element's
+    index in the body.  A body's offsets run from its offset (read in the owner's stream
+    log) to the next body's, the last body's to its last logged element."""
+    h = rec.header
+    iri, epoch, q, j = str(h["s"]), int(h["e"]), int(h["r"]), int(h["j"])
+    with lock:
+        st = applied.setdefault(iri, _Applied())
+    with st.lock:
+        cur = st.rebuilt
+        if cur is not None and cur[0] == (epoch, q):
+            p = cur[1]
+            p.end = max(p.end, p.offset + j + 1)
+        else:
+            offset = bodies.offset(iri, epoch, q)
+            if cur is not None and cur[0][0] == epoch:
+                cur[1].end = max(cur[1].end, offset)  # the elements between were the last body's
+            if epoch > st.epoch:
+                st.epoch, st.next = epoch, offset
+            p = Pending(offset, offset + j + 1, offset, Decided())
+            st.book.add(epoch, p)
+            st.rebuilt = ((epoch, q), p)
+        st.next = max(st.next, p.end)
+        return p.decided, j
 
 
 class StreamIngest:
@@ -377,6 +411,13 @@ class StreamIngest:
             if decide:
                 st.book.add(epoch, Pending(offset + skip, done, offset, decided))
         return flags, error
+
+    def rebuild(self, bodies: BodyStore) -> Callable[[LogRecord], tuple[Decided, int]]:
+        """``--ingest direct``: the hook of a new leader's replay (``IngestLog.decide``) that
+        rebuilds the decisions on the logged bodies as the worker applies them again (see
+        :func:`rebuild_decision`): the old leader's book died with it, and an owner would
+        count the decisions it had not received yet lost."""
+        return partial(rebuild_decision, self._applied, self._lock, bodies)
 
     def decisions(self, iri: str, epoch: int, after: int) -> tuple[int | None, list[list[Any]]]:
         """The leader's completed decisions on ``iri``'s bodies of ``epoch`` from offset

@@ -453,7 +453,9 @@ class ClusterService(QueriesMixin):
         while True:
             try:
                 ingest = IngestLog(self.state_dir)
-                ingest.resolve = BodyStore(self.state_dir).resolve  # --ingest direct's references
+                bodies = BodyStore(self.state_dir)
+                ingest.resolve = bodies.resolve  # --ingest direct's references
+                ingest.decide = self.ingest.rebuild(bodies)  # and the owners' decisions on them
                 break
             except OSError as exc:
                 if "in use" not in str(exc) or time.monotonic() > deadline or not self.coordinator.is_leader:

@@ -188,7 +188,8 @@ class BodyStore:
     def __init__(self, state_dir: str) -> None:
         self.state_dir = state_dir
         self._index: dict[str, dict[int, bytes]] = {}
-        self._bodies: OrderedDict[tuple[str, int, int], list[tuple[int, Any]]] = OrderedDict()
+        #: decoded bodies, the newest BODY_CACHE: ``(offset, elements)``
+        self._bodies: OrderedDict[tuple[str, int, int], tuple[int, list[tuple[int, Any]]]] = OrderedDict()
 
     def _record(self, iri: str, epoch: int, q: int) -> bytes:
         mine = [(first, p) for e, first, p in segments(self.state_dir, iri) if e == epoch and first <= q]
@@ -207,18 +208,25 @@ class BodyStore:
             )
         return index[q]
 
-    def body(self, iri: str, epoch: int, q: int) -> list[tuple[int, Any]]:
-        """The elements ``(t, TermRows)`` of record ``q`` of ``iri``'s log of ``epoch``."""
+    def _load(self, iri: str, epoch: int, q: int) -> tuple[int, list[tuple[int, Any]]]:
         key = (iri, epoch, q)
         got = self._bodies.get(key)
         if got is None:
             doc = msgpack.unpackb(self._record(iri, epoch, q), raw=False)
-            got = self._bodies[key] = unpack_elements(doc)
+            got = self._bodies[key] = (int(doc["offset"]), unpack_elements(doc))
             while len(self._bodies) > BODY_CACHE:
                 self._bodies.popitem(last=False)
         else:
             self._bodies.move_to_end(key)
         return got
+
+    def body(self, iri: str, epoch: int, q: int) -> list[tuple[int, Any]]:
+        """The elements ``(t, TermRows)`` of record ``q`` of ``iri``'s log of ``epoch``."""
+        return self._load(iri, epoch, q)[1]
+
+    def offset(self, iri: str, epoch: int, q: int) -> int:
+        """The stream offset of the first element of record ``q`` (its owner's numbering)."""
+        return self._load(iri, epoch, q)[0]
 
     def resolve(self, rec: LogRecord) -> Any:
         """The triples of an ingest log push record that holds a reference (``f="ref"``).

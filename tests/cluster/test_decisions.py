@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
+from pathlib import Path
 
+import msgpack
 import pytest
 
 from linkstream.cluster import decisions as decisions_mod
 from linkstream.cluster.decisions import DecisionBook, OwnerDecisions, Pending, count_runs, runs_of
-from linkstream.cluster.ingest import StreamIngest, _Applied
+from linkstream.cluster.ingest import StreamIngest, _Applied, rebuild_decision
+from linkstream.cluster.ingestwire import pack_elements, unpack_elements, with_refs
+from linkstream.cluster.streamlog import BodyStore, StreamLog
 from linkstream.engine.live.batchpush import Decided
+from linkstream.engine.live.ingestlog import IngestLog
 from linkstream.engine.live.runtime import LiveEngine
 
 EX = "http://example.org/"
@@ -154,3 +160,94 @@ def test_a_decision_waits_for_its_drop_record_on_disk() -> None:
     book.add(7, Pending(0, 2, 0, d))
     assert book.take(7, 0, durable=41) == (0, [])
     assert book.take(7, 0, durable=42) == (0, [[0, 2, 10, [1, 2], None]])
+
+
+def _xe(t: int, p: str) -> tuple[int, list[tuple[str, str, str]]]:
+    return t, [(f"<{EX}x{t}>", f"<{EX}{p}>", f'"{t}"')]
+
+
+def test_a_new_leader_rebuilds_the_decisions_its_owners_did_not_get(tmp_path: Path) -> None:
+    """The old leader applied three bodies (the worker dropped one element as late) and died
+    before the owner heard any decision: the new leader's replay rebuilds them (the push
+    records refer to the bodies in the owner's stream log), so the owner gets every one --
+    decided up to its next offset, nothing lost, the applied counts the old worker's."""
+    state = str(tmp_path)
+    s2 = EX + "s2"
+    query = (
+        f"PREFIX ex: <{EX}>\nSELECT (COUNT(?x) AS ?n) WHERE {{ STREAM ex:s1 [RANGE 1s SLIDE 1s] {{ ?x ex:p ?v }} "
+        f"STREAM ex:s2 [RANGE 1s SLIDE 1s] {{ ?x ex:q ?w }} }}"
+    )
+    owner = StreamLog(state)
+    now = [0.0]
+    first = LiveEngine(idle_ms=1000, clock=lambda: now[0])
+    log = IngestLog(state)
+    first.recover(log)
+    first.register(query, "q")
+    applied = {S1: _Applied(), s2: _Applied()}
+    nexts = {S1: 0, s2: 0}
+    epochs = {S1: 9, s2: 11}  # zxids of the owners' nodes (an element's default key holds it)
+
+    def hand(stream: str, elements: list) -> list[bool]:
+        q = owner.reserve(stream, epochs[stream])
+        body = {
+            "stream": stream,
+            "epoch": epochs[stream],
+            "offset": nexts[stream],
+            "record": q,
+            **pack_elements(elements),
+        }
+        owner.append(stream, epochs[stream], nexts[stream], msgpack.packb(body), q)
+        flags, error = StreamIngest._apply(
+            first,
+            applied[stream],
+            stream,
+            epochs[stream],
+            nexts[stream],
+            with_refs(unpack_elements(body), epochs[stream], q),
+            None,
+            "o",
+            True,
+        )
+        assert error is None
+        nexts[stream] += len(flags)
+        return flags
+
+    assert hand(S1, [_xe(1000, "p"), _xe(5000, "p")]) == [True, True]
+    assert hand(s2, [_xe(1000, "q")]) == [True]
+    first.flush()
+
+    def idle_then_push() -> None:
+        # in the worker, between two batches: both streams go idle (the next reports pass
+        # 5000) and a body of s2 is taken on the push side: 1500 the worker drops as late
+        now[0] += 10.0
+        assert hand(s2, [_xe(1500, "q"), _xe(6000, "q")]) == [True, True]
+
+    first.call(idle_then_push)
+    first.flush()
+    first.sync()
+    assert first.status()["streams"][s2]["late"] == 1, first.status()
+    counts = {s: first.applied_count(s) for s in (S1, s2)}
+    assert counts == {S1: 2, s2: 2}
+    first.close()  # the leader dies: no decision reached the owner
+    log.close()
+    owner.close()
+
+    second = LiveEngine()
+    again = IngestLog(state)
+    bodies = BodyStore(state)
+    again.resolve = bodies.resolve
+    rebuilt: dict[str, _Applied] = {}
+    again.decide = partial(rebuild_decision, rebuilt, threading.Lock(), bodies)
+    try:
+        second.recover(again)
+        second.flush()
+        assert {s: second.applied_count(s) for s in (S1, s2)} == counts
+        for stream in (S1, s2):
+            book = OwnerDecisions()
+            st = rebuilt.get(stream, _Applied())
+            book.learn(*st.book.take(epochs[stream], 0, again.durable_seq()), nexts[stream])
+            assert (book.decided, book.lost, book.applied) == (nexts[stream], 0, counts[stream]), stream
+        assert rebuilt[s2].next == nexts[s2] and rebuilt[s2].epoch == epochs[s2]
+    finally:
+        second.close()
+        again.close()

@@ -186,6 +186,10 @@ class IngestLog:
         #: how a replay gets the triples of a push record that refers to a body kept elsewhere
         #: (``f="ref"``: ``run --zk --ingest direct``, the owners' stream logs)
         self.resolve: Callable[[LogRecord], Any] | None = None
+        #: what a replay tells the worker's decision on a push record that refers to a body
+        #: (``f="ref"``) to: ``(Decided, element index)`` (a new ``--ingest direct`` leader
+        #: rebuilds its owners' decisions), or ``None``
+        self.decide: Callable[[LogRecord], Any] | None = None
         self.fsyncs = 0
         self.fsync_seconds = 0.0
         self.records_written = 0

@@ -68,6 +68,7 @@ def replay_records(
     skip: Collection[int] = (),
     resolve: Callable[[LogRecord], Any] | None = None,
     dropped: Collection[int] = (),
+    decide: Callable[[LogRecord], Any] | None = None,
 ) -> tuple[int, int]:
     """Feeds ``live`` the records after ``covered``, in order; returns how many and the last
     sequence number (``covered`` if none).  Records numbered in ``skip`` are passed over
@@ -76,7 +77,10 @@ def replay_records(
     Push records numbered in ``dropped`` (named by the log's ``drop`` records: the worker
     dropped them as late after they were taken) are counted taken and late again, not pushed;
     every other push record is applied without the lateness checks (its worker applied it:
-    the replay's report times, which can differ, do not decide again).
+    the replay's report times, which can differ, do not decide again).  ``decide`` gives,
+    for a push record that refers to a body (``f="ref"``, dropped ones too: they bound the
+    body), the :class:`~linkstream.engine.live.batchpush.Decided` of that body and the
+    element's index in it (or ``None``): the worker's decision on it is told to that.
 
     Raises:
         CheckpointError: The first record after ``covered`` is not ``covered + 1``, or the
@@ -99,6 +103,7 @@ def replay_records(
             continue
         h = rec.header
         try:
+            told = decide(rec) if decide is not None and rec.kind == "push" and h.get("f") == "ref" else None
             if rec.kind == "push" and rec.seq in dropped:
                 live._replayed_drop(h["s"], h["t"], int(h.get("n", 0)), h.get("i"))
             elif rec.kind == "drop":
@@ -106,7 +111,15 @@ def replay_records(
             elif rec.kind == "push":
                 triples = resolve(rec) if resolve is not None and h.get("f") == "ref" else decode_triples(rec)
                 # applied as the logged run applied it: lateness is not decided again
-                live._replayed_push(h["s"], h["t"], triples, h.get("i"), timeout=timeout)
+                live._replayed_push(
+                    h["s"],
+                    h["t"],
+                    triples,
+                    h.get("i"),
+                    timeout=timeout,
+                    decided=None if told is None else told[0],
+                    position=0 if told is None else int(told[1]),
+                )
             elif rec.kind == "register":
                 live.register(rec.payload.decode("utf-8"), h["name"], timeout=timeout)
             elif rec.kind == "unregister":

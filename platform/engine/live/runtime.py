@@ -340,6 +340,7 @@ class LiveEngine(LiveWorker, BatchPush):
             skip,
             ingest_log.resolve,
             dropped_pushes(records),
+            ingest_log.decide,
         )
         if n == 0 and ingest_log.last_seq() > covered:
             raise CheckpointError(
