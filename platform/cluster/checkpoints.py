@@ -65,10 +65,12 @@ from linkstream.cluster import tasksnapshots
 from linkstream.cluster.streamlog import oldest_references, prune
 from linkstream.cluster.tasksnapshots import PREFIX, Request
 from linkstream.engine.live.checkpoint import (
+    Barrier,
     Capture,
     Checkpointer,
     _restore_dictionary,
     encode,
+    restore_keys,
 )
 from linkstream.engine.live.logship import LogShipper, ship_enabled
 from linkstream.engine.live.ringcheckpoint import RingLog, RingsCapture
@@ -83,11 +85,9 @@ from linkstream.store.checkpoints import (
     Checkpoint,
     CheckpointError,
     CheckpointStore,
-    blob_of_strings,
     load_order,
     log_fallback,
     open_checkpoints,
-    strings_of_blob,
 )
 
 if TYPE_CHECKING:
@@ -135,7 +135,6 @@ class ClusterCapture(Capture):
 
     #: per stream: (iri, elements before the last tick's cut, [(t, triples)])
     backlog: list[tuple[str, int, list[tuple[int, np.ndarray]]]] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
     #: the result log's last entry at the barrier (written once it is committed)
     result_seq: int = 0
     #: the containers' task snapshots asked for at the barrier (:mod:`.tasksnapshots`)
@@ -187,14 +186,13 @@ def capture(
     seq: int,
     offsets: dict[str, int],
     terms_from: int,
-    accepted: dict[str, list[Any]],
+    barrier: Barrier,
     result_seq: Callable[[], int],
-    keys: list[str],
 ) -> ClusterCapture:
-    """Copies the leader's state on the worker thread (see the module docstring); ``accepted``
-    and ``keys`` (the idempotency keys remembered) were read at the barrier, under the lock
-    pushes are logged under: a push logged after it is replayed from the log, and its key
-    here would make the next leader take it for a repeat and drop it."""
+    """Copies the leader's state on the worker thread (see the module docstring); ``barrier``
+    (accepted counts, idempotency keys) was read under the lock pushes are logged under: a
+    push logged after it is replayed from the log, and its key here would make the next
+    leader take it for a repeat and drop it."""
     terms = remote.dictionary._terms
     n = len(terms)
     c = live._fired
@@ -223,7 +221,7 @@ def capture(
         "explicit": live._explicit,
         "last_tick": c,
         "streams": {s: [st.watermark, st.first] for s, st in live._streams.items()},
-        "accepted": accepted,
+        "accepted": barrier.accepted,
     }
     return ClusterCapture(
         seq,
@@ -237,7 +235,7 @@ def capture(
         [None] * len(queries),
         RingsCapture(),
         backlog=_backlog(remote),
-        keys=keys,
+        keys=barrier.keys,
         result_seq=result_seq(),
     )
 
@@ -280,7 +278,6 @@ class ClusterCheckpointer(Checkpointer):
         self.task_copy_seconds = 0.0  # the containers' copies (the largest per checkpoint)
         self.task_wait_seconds = 0.0  # the checkpointer's wait for the task snapshots
         self.tasks_snapshotted = 0
-        self._keys: list[str] = []  # the idempotency keys at the current barrier
         super().__init__(live, ingest_log, store, interval_s)
         self.ringlog = RingLog()  # the cluster serves results from its result log: no rings
 
@@ -294,15 +291,7 @@ class ClusterCheckpointer(Checkpointer):
             return "cluster checkpoints need the in-memory dictionary"
         return None
 
-    def _at_barrier(self, live: LiveEngine) -> dict[str, list[Any]]:
-        # the keys of the pushes logged so far, no later one's (checkpoints are taken one at
-        # a time, under the checkpointer's lock: _capture reads them next)
-        self._keys = list(live._key_order)
-        return super()._at_barrier(live)
-
-    def _capture(
-        self, seq: int, offsets: dict[str, int], terms_from: int, accepted: dict[str, list[Any]]
-    ) -> Capture:
+    def _capture(self, seq: int, offsets: dict[str, int], terms_from: int, barrier: Barrier) -> Capture:
         t0 = time.perf_counter()
         try:
             cap = capture(
@@ -311,9 +300,8 @@ class ClusterCheckpointer(Checkpointer):
                 seq,
                 offsets,
                 terms_from,
-                accepted,
+                barrier,
                 lambda: self.results.last,
-                self._keys,
             )
             cluster = self.remote.cluster
             if cluster is not None:  # the containers copy their tasks' state after the same tick
@@ -343,7 +331,6 @@ class ClusterCheckpointer(Checkpointer):
         assert isinstance(cap, ClusterCapture)
         objects, meta, shared, listed = encode(cap, self.ringlog, self.live.results_retention_s, ())
         objects["backlog"] = _backlog_blob(cap.backlog)
-        objects["keys"] = blob_of_strings(cap.keys)
         for entry in cap.task_objects.values():  # written by the containers: listed, with checksums
             self.store.adopt(entry["key"], entry)
             shared[entry["key"]] = _written_elsewhere
@@ -483,9 +470,7 @@ def restore(
     for s, (wm, elements, triples, late, rejected) in st["accepted"].items():
         live._accepted[s] = _Accepted(wm, elements, triples, late, False, rejected)
     live._fired, live._explicit = st["fired"], st["explicit"]
-    keys = [k for k in strings_of_blob(ck.blob("keys")) if k is not None]
-    live._key_order.extend(keys)
-    live._keys.update(keys)
+    restore_keys(live, ck)
     queries = [
         q for q in ck.blob("queries").header["queries"] if registered is None or q["name"] in registered
     ]

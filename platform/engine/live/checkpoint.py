@@ -16,7 +16,11 @@ orders appends and enqueues).  :func:`capture` runs on the worker and only copie
   :mod:`~linkstream.engine.live.ringcheckpoint`) and
   the state of its operators (:func:`~linkstream.operators.state.snapshot_query`);
 * the live engine's event-time state (stream and explicit watermarks, last report fired,
-  accepted counts, retention guards) and the log's per-stream offsets.
+  accepted counts, retention guards) and the log's per-stream offsets;
+* the idempotency keys of the latest elements accepted before the barrier (read under the
+  lock pushes are logged under, with the accepted counts): a client's retry after a restart
+  of a push whose log record the checkpoint covers (and truncated) is known as a repeat,
+  while the records after the barrier are replayed with their keys.
 
 :class:`Checkpointer` then encodes and writes the copy in its own thread, after waiting
 until records ``<= seq`` are durable (a checkpoint never covers a record the log could
@@ -68,11 +72,13 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CHUNK",
+    "Barrier",
     "Capture",
     "Checkpointer",
     "capture",
     "checkpoint_support",
     "restore",
+    "restore_keys",
     "write_checkpoint",
 ]
 
@@ -112,6 +118,8 @@ class Capture:
     states: list[QueryState | None]
     rings: RingsCapture
     taken: float = field(default_factory=time.time)
+    #: the idempotency keys remembered at the barrier, oldest first
+    keys: list[str] = field(default_factory=list)
 
 
 def accepted_state(live: LiveEngine) -> dict[str, list[Any]]:
@@ -120,13 +128,39 @@ def accepted_state(live: LiveEngine) -> dict[str, list[Any]]:
     return {s: [a.watermark, a.elements, a.triples, a.late, a.rejected] for s, a in live._accepted.items()}
 
 
+@dataclass
+class Barrier:
+    """What the push side holds at a barrier (read under ``live._lock``, where pushes are
+    logged): a push logged after it is replayed from the log, keys and all, so its key must
+    not be in the checkpoint (the next run would take the replayed record for a repeat)."""
+
+    accepted: dict[str, list[Any]]
+    keys: list[str]
+
+    @classmethod
+    def read(cls, live: LiveEngine) -> Barrier:
+        """The barrier's state of ``live`` (call it under ``live._lock``)."""
+        return cls(accepted_state(live), list(live._key_order))
+
+
+def restore_keys(live: LiveEngine, ck: Checkpoint) -> None:
+    """Puts the idempotency keys of ``ck`` back (none in a checkpoint of session 12 or
+    before: embedded ones did not hold them)."""
+    if "keys" not in ck.objects:
+        return
+    keys = [k for k in strings_of_blob(ck.blob("keys")) if k is not None]
+    with live._lock:
+        for k in keys:
+            live._remember_key(k)
+
+
 def capture(
     live: LiveEngine,
     seq: int,
     offsets: dict[str, int],
     terms_from: int,
     ringlog: RingLog,
-    accepted: dict[str, list[Any]] | None = None,
+    barrier: Barrier | None = None,
 ) -> Capture:
     """Copies the engine's state on the worker thread (see the module docstring).
 
@@ -137,10 +171,13 @@ def capture(
             of :data:`CHUNK`).
         ringlog: What earlier checkpoints hold of the result rings (only newer reports are
             copied).
-        accepted: :func:`accepted_state` at the barrier (``None``: read now, when nothing
+        barrier: The push side's state at the barrier (``None``: read now, when nothing
             else feeds the engine).
     """
     eng = live.engine
+    if barrier is None:
+        with live._lock:
+            barrier = Barrier.read(live)
     terms = _terms(eng.dictionary)  # type: ignore[arg-type]  # checked by checkpoint_support
     n = len(terms)
     buffers = []
@@ -189,15 +226,22 @@ def capture(
         "epoch": eng.epoch,
         # the applied count numbers a stream's ingested elements (--ingest direct's owners know it)
         "streams": {s: [st.watermark, st.first, st.applied] for s, st in live._streams.items()},
-        "accepted": accepted if accepted is not None else _locked_accepted(live),
+        "accepted": barrier.accepted,
         "guards": {s: int(g.lo) for s, g in live._guards.items()},
     }
-    return Capture(seq, offsets, state, terms_from, terms[terms_from:n], n, buffers, queries, states, rings)
-
-
-def _locked_accepted(live: LiveEngine) -> dict[str, list[Any]]:
-    with live._lock:
-        return accepted_state(live)
+    return Capture(
+        seq,
+        offsets,
+        state,
+        terms_from,
+        terms[terms_from:n],
+        n,
+        buffers,
+        queries,
+        states,
+        rings,
+        keys=barrier.keys,
+    )
 
 
 def encode(
@@ -214,6 +258,7 @@ def encode(
         shared["terms-%012d" % start] = lambda part=part, start=start: blob_of_strings(part, {"start": start})
     objects: dict[str, Blob] = {
         "terms-tail": blob_of_strings(cap.terms[full - cap.terms_from :], {"start": full}),
+        "keys": blob_of_strings(cap.keys),
     }
     arrays: list[np.ndarray] = []
     bufs = []
@@ -306,6 +351,7 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
     for s, (wm, elements, triples, late, rejected) in st["accepted"].items():
         live._accepted[s] = _Accepted(wm, elements, triples, late, False, rejected)
     live._fired, live._explicit = st["fired"], st["explicit"]
+    restore_keys(live, ck)
     c = st["last_tick"]
     eng.last_tick = c
     eng.epoch = int(st["epoch"])
@@ -469,20 +515,9 @@ class Checkpointer:
         """Why ``live`` cannot be checkpointed by this class (``None``: it can)."""
         return checkpoint_support(live)
 
-    def _at_barrier(self, live: LiveEngine) -> dict[str, list[Any]]:
-        """The push side's state at the barrier (called under ``live._lock``, where pushes
-        are logged): :func:`accepted_state`."""
-        return accepted_state(live)
-
-    def _capture(
-        self,
-        seq: int,
-        offsets: dict[str, int],
-        terms_from: int,
-        accepted: dict[str, list[Any]],
-    ) -> Capture:
+    def _capture(self, seq: int, offsets: dict[str, int], terms_from: int, barrier: Barrier) -> Capture:
         """The copy taken on the worker at the barrier (:func:`capture`)."""
-        return capture(self.live, seq, offsets, terms_from, self.ringlog, accepted)
+        return capture(self.live, seq, offsets, terms_from, self.ringlog, barrier)
 
     def _encode(
         self, cap: Capture
@@ -564,8 +599,8 @@ class Checkpointer:
                     self._covered_at = time.monotonic()
                     return None
                 self.log.rotate()
-                accepted = self._at_barrier(live)
-                live._queue.put(("call", lambda: self._capture(seq, offsets, terms_from, accepted), fut))
+                barrier = Barrier.read(live)
+                live._queue.put(("call", lambda: self._capture(seq, offsets, terms_from, barrier), fut))
             cap = fut.result(timeout)
             t1 = time.perf_counter()
             self.log.wait(seq, timeout)  # never cover a record the log could still lose
