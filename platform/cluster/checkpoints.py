@@ -337,6 +337,7 @@ class ClusterCheckpointer(Checkpointer):
         meta["tasks"] = {name: e["key"] for name, e in cap.task_objects.items()}
         meta["task_errors"] = cap.task_errors
         meta["cluster"] = LAYOUT
+        meta["result_seq"] = cap.result_seq  # a new leader's result log must hold it (_load)
         meta["elements"] = sum(len(b[2]) for b in cap.backlog)
         return objects, meta, shared, listed
 
@@ -387,12 +388,27 @@ def _written_elsewhere() -> Blob:
     raise CheckpointError("a task snapshot is written by its container")  # never: adopted first
 
 
-def _load(store: CheckpointStore, first: str | None) -> Checkpoint | None:
+def _result_seq(ck: Checkpoint) -> int:
+    """The result log entry a checkpoint's last tick waited for (0: not recorded, before
+    session 13)."""
+    return int(ck.meta.get("result_seq") or 0)
+
+
+def _load(store: CheckpointStore, first: str | None, held: int | None = None) -> Checkpoint | None:
     """The checkpoint ``first`` (the ZooKeeper pointer's), else the newest usable one; when
     none is complete, the newest whose own objects are sound, without its task snapshots
-    (the containers then rebuild their state by the silent evaluation)."""
+    (the containers then rebuild their state by the silent evaluation).
+
+    ``held`` (the last entry of the new leader's result log; ``None``: no condition): a
+    checkpoint written once a later entry was committed is passed over.  That entry was
+    committed while this coordinator was out of sync (the old leader commits without a
+    follower that has not polled for ``SYNC_S``) and its result log lacks it: restored, the
+    report times after its last entry, up to the checkpoint's last tick, would never be
+    made again.  An older checkpoint's replay makes them (the log keeps every record after
+    the oldest kept checkpoint).  When none fits, the earliest, with an error line."""
     order = load_order(store.ids(), first)
     problems = []
+    late: Checkpoint | None = None  # usable, but after ``held``: the earliest such
     for without in (None, SHARED + PREFIX):
         for k, cid in enumerate(order):
             try:
@@ -411,6 +427,21 @@ def _load(store: CheckpointStore, first: str | None) -> Checkpoint | None:
                     "no other checkpoint" if without else "trying them again without their task snapshots",
                 )
                 continue
+            r = _result_seq(ck)
+            if held is not None and r > held:
+                log.warning(
+                    "%s: checkpoint %s waited for result log entry %d, this coordinator's log "
+                    "ends at %d (it was out of sync); trying an older one",
+                    store.uri,
+                    cid,
+                    r,
+                    held,
+                )
+                if late is None or r < _result_seq(late):
+                    if without:
+                        ck.meta["tasks"] = {}
+                    late = ck
+                continue
             if without:
                 ck.meta["tasks"] = {}
                 log.error(
@@ -422,6 +453,17 @@ def _load(store: CheckpointStore, first: str | None) -> Checkpoint | None:
             elif problems:
                 log.warning("%s: restored from checkpoint %s, not the latest", store.uri, cid)
             return ck
+    if late is not None:
+        log.error(
+            "%s: every checkpoint waited for result log entries after this coordinator's last (%d): "
+            "restoring %s, the earliest; the reports up to its last tick (t=%s) that this log "
+            "lacks are not made again",
+            store.uri,
+            held,
+            late.id,
+            late.meta["live"].get("last_tick"),
+        )
+        return late
     if problems:
         raise CheckpointError("no usable checkpoint in %s: %s" % (store.uri, "; ".join(problems)))
     return None
@@ -538,9 +580,12 @@ def restore_latest(
     client: KazooClient,
     root: str,
     registered: Collection[str] | None,
+    held: int | None = None,
 ) -> tuple[int, Checkpoint | None]:
     """The ``restorer`` of a new leader: the checkpoint the ZooKeeper pointer names (else the
     newest usable one of ``store``) restored into ``live``; ``(-1, None)`` when there is none.
+    ``held``: the last entry of the new leader's result log (a checkpoint that waited for a
+    later one is passed over, see :func:`_load`; ``None``: no condition).
 
     Raises:
         CheckpointError: Checkpoints exist but none is usable, or one does not fit.
@@ -551,7 +596,7 @@ def restore_latest(
         log.warning("cannot read the checkpoint pointer: %s; using the store's checkpoints", exc)
         ptr = None
     first = ptr.get("id") if ptr and ptr.get("uri") == store.uri else None
-    ck = _load(store, first if isinstance(first, str) else None)
+    ck = _load(store, first if isinstance(first, str) else None, held)
     if ck is None:
         return -1, None
     try:
@@ -590,7 +635,15 @@ def recover_leader(
             )
     t0 = time.perf_counter()
     restorer = partial(
-        restore_latest, remote=remote, client=service.client, root=service.root, registered=set(registered)
+        restore_latest,
+        remote=remote,
+        client=service.client,
+        root=service.root,
+        registered=set(registered),
+        # this coordinator's result log after its repair: the checkpoint restored must not
+        # have waited for a later entry (see _load); a log that never held an entry (the
+        # whole cluster restarted: the result log is in memory) sets no condition
+        held=service.log.last or None,
     )
     n = live.recover(
         ingest, timeout=max(120.0, 4 * service.ready_timeout), skip=skip, checkpoints=store, restorer=restorer

@@ -30,7 +30,9 @@ What it guarantees:
 Limits: reports the old leader made but no follower received are lost with it (as are
 the elements it had ingested and not ticked); a follower that falls out of sync (no
 poll for ``sync_s``) stops holding back the commit, and if it is then elected it serves
-what it has (the repair fills the gap from any coordinator that has more).
+what it has (the repair fills the gap from any coordinator that has more; it restores a
+cluster checkpoint its log holds the last report of, so that the replay of the ingest log
+makes the report times it lacks again, see ``cluster.checkpoints._load``).
 """
 
 from __future__ import annotations
