@@ -51,6 +51,7 @@ from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.mjoin import MJoinOperator
 from linkstream.operators.router import RouteOperator
 from linkstream.operators.scan import ScanOperator
+from linkstream.operators.timed_window import TimedWindowOperator
 from linkstream.operators.window import WindowOperator
 from linkstream.scheduler.core import SchedulerCore
 from linkstream.scheduler.events import Assign, ContainerJoined, TaskAdded
@@ -104,8 +105,9 @@ def cut_fingerprint(op: Operator) -> str:
     It covers operator types, variables, scan patterns (constants as dictionary ids and
     canonical variables), route keys and renamings -- enough to notice that a producer
     and a consumer numbered the canonical variables of a shared join differently (which
-    happens when their dictionaries disagree on a constant's id).  Window ranges and
-    instance numbers are left out: they legitimately differ between containers.
+    happens when their dictionaries disagree on a constant's id).  Window ranges, the
+    steps of a shared join's timed windows and instance numbers are left out: they
+    legitimately differ between containers.
     """
     parts: list[str] = []
     stack = [op]
@@ -118,6 +120,8 @@ def cut_fingerprint(op: Operator) -> str:
             item.append(o.pattern)
         elif isinstance(o, RouteOperator):
             item.append(o.key)
+        elif isinstance(o, TimedWindowOperator):  # (its step, like its range, fits its readers)
+            item += [o.buffer.iri, o.spec.kind]
         elif isinstance(o, WindowOperator):
             item += [o.buffer.iri, o.step, o.spec.kind]
         mapping = getattr(o, "mapping", None)

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING
 
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.graph import GraphOperator
-from linkstream.operators.router import RouteOperator, RouterOperator, TimedWindowOperator
+from linkstream.operators.router import RouteOperator, RouterOperator
 from linkstream.operators.scan import ScanOperator
+from linkstream.operators.timed_window import TimedWindowOperator
 from linkstream.operators.window import WindowOperator
 
 if TYPE_CHECKING:

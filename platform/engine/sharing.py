@@ -44,11 +44,11 @@ from linkstream.operators.router import (
     RouteOperator,
     RouterOperator,
     TimedScanOperator,
-    TimedWindowOperator,
 )
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.static_result import StaticResultOperator, canonical_subjoin
 from linkstream.operators.switch import SwitchOperator
+from linkstream.operators.timed_window import TimedWindowOperator, timed_need
 from linkstream.operators.window import WindowOperator
 from linkstream.query.expressions import Bound, Const, Exists, Expr, Var
 from linkstream.query.windows import WindowSpec
@@ -111,7 +111,8 @@ def _slot_windows(slot: Operator) -> list[WindowOperator]:
 
 def _merged_desc(g: GraphOperator) -> tuple:
     ws = cast("tuple[WindowOperator, ...]", g.children)  # a merged graph reads windows (``_mergeable``)
-    return ("m", tuple(w.buffer.iri for w in ws), ws[0].step, repr(g.static_key))
+    # (no step: a shared join serves every step its timed windows' step divides)
+    return ("m", tuple(w.buffer.iri for w in ws), repr(g.static_key))
 
 
 def _has_const(e: Expr) -> bool:
@@ -157,7 +158,8 @@ class _Instance:
     """The running shared join of one routed signature."""
 
     no: int
-    ranges: list[int]
+    #: per slot, the (range, step) its timed windows have (:func:`timed_need`)
+    needs: list[tuple[int, int]]
     #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
     windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
@@ -175,6 +177,9 @@ class _RoutePlan:
 
     key: tuple
     ranges: list[int]
+    #: per slot, the window's step (the routed key leaves it out: one shared join serves
+    #: every step its timed windows' step divides)
+    steps: list[int]
     slots: list[WindowOperator | GraphOperator]
     leaves: list[_Leaf]
     patterns: list[tuple]
@@ -481,7 +486,7 @@ class Sharing:
             elif lf.merged is not None:
                 lf.key = repr(("m", _merged_desc(lf.merged), local))
             else:
-                lf.key = repr(("w", lf.window.buffer.iri, lf.window.step, local))
+                lf.key = repr(("w", lf.window.buffer.iri, local))
         leaves.sort(key=lambda lf: lf.key)
         slots: list[WindowOperator | GraphOperator] = []  # a time window, or a merged C-SPARQL graph
         jn: dict[str, str] = {}
@@ -546,14 +551,14 @@ class Sharing:
         # applied per subscriber after the router, so those queries share one join
         after = [f for f in cfilters if _has_const(f)]
         cfilters = [f for f in cfilters if not _has_const(f)]
-        slot_desc = tuple(
-            _merged_desc(w) if isinstance(w, GraphOperator) else (w.buffer.iri, w.step) for w in slots
-        )
+        slot_desc = tuple(_merged_desc(w) if isinstance(w, GraphOperator) else (w.buffer.iri,) for w in slots)
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
         ranges = [int(_slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]  # time windows have a range
+        steps = [_slot_windows(w)[0].step for w in slots]
         return _RoutePlan(
             key,
             ranges,
+            steps,
             slots,
             leaves,
             patterns,
@@ -572,13 +577,13 @@ class Sharing:
         route on it, with the query's variable names."""
         key, ranges, slots, leaves = plan.key, plan.ranges, plan.slots, plan.leaves
         patterns, ts_vars, graphs, jn = plan.patterns, plan.ts_vars, plan.graphs, plan.jn
-        inst = self._instance(key, ranges)
+        inst = self._instance(key, list(zip(ranges, plan.steps)))
         # build the shared instance (operators that already run are found by signature)
         windows: list[Operator] = []
         for si, sl in enumerate(slots):
             tws_k = []
             for w in _slot_windows(sl):
-                tws_k.append(self._timed_window(w, inst.ranges[si]))
+                tws_k.append(self._timed_window(w, *inst.needs[si]))
             static = sl.static if isinstance(sl, GraphOperator) else None
             latest = LatestGraphOperator(tws_k, static, getattr(sl, "static_key", None))
             windows.append(self._intern(latest, tws_k))
@@ -604,33 +609,29 @@ class Sharing:
         router = self._intern(RouterOperator(join, slots_ts, out_vars), [join])
         inst.windows = cast("list[list[TimedWindowOperator]]", per_slot)  # the timed windows built above
         inst.router = router
-        rkey = (tuple(ranges), tuple(plan.consts))
+        rkey = (tuple(ranges), tuple(plan.consts), tuple(plan.steps))
         route: Operator = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])
         if plan.after:
             route = self._intern(FilterOperator(route, plan.after, plan.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
         return self._rename(route, {c: q for q, c in jn.items()}, plan.vars)
 
-    def _timed_window(self, w: WindowOperator, range_ms: int) -> TimedWindowOperator:
-        """The timed window of ``w``'s stream and step that covers ``range_ms``.
+    def _timed_window(self, w: WindowOperator, range_ms: int, step: int) -> TimedWindowOperator:
+        """The timed window of ``w``'s stream that serves ``range_ms`` at ``step``.
 
-        The shared joins of every signature over one stream and step read one timed
-        window (and one latest graph): a wider window only adds rows that the routers
-        leave out.  A window that has not started sliding grows to the largest range
-        asked; once it has, a larger range gets a window of its own (the next key).
-        Before, a window was keyed by the range of the instance that created it, so the
-        joins created at 2 s and at 3 s read two windows of the same 3 s.
+        The shared joins of every signature over one stream read one timed window (and
+        one latest graph): a wider window, or one of a finer step, only adds rows and
+        report times that the routers leave out.  A window that has not started sliding
+        grows to serve what is asked (the larger range, the common divisor of the steps);
+        once it has, what it cannot serve gets a window of its own (the next key).
         """
         k = 0
         while True:
-            timed = TimedWindowOperator(w.buffer, WindowSpec("time", range_ms, w.step), w.step, ("timed", k))
+            timed = TimedWindowOperator(w.buffer, WindowSpec("time", range_ms, step), step, ("timed", k))
             running = self.eng.operators.get(self._sig(timed, [])) if self.eng.share else None
-            if not isinstance(running, TimedWindowOperator):
-                break
-            have = running.spec.range_ms
-            if have is not None and have >= range_ms:
+            if not isinstance(running, TimedWindowOperator) or running.fits(range_ms, step):
                 break
             if running.now is None:
-                running.grow(range_ms)
+                running.grow(range_ms, step)
                 break
             timed.discard()  # (a window registers with its buffer when made)
             k += 1
@@ -661,18 +662,21 @@ class Sharing:
             n = self._extents[key] = int(np.count_nonzero(arr[:, 1] == pred)) if len(arr) else 0
         return n
 
-    def _instance(self, key: object, ranges: list[int]) -> _Instance:
-        """The shared-join instance for ``key`` that covers ``ranges`` (grown or new)."""
+    def _instance(self, key: object, needs: list[tuple[int, int]]) -> _Instance:
+        """The shared-join instance for ``key`` that serves ``needs`` (per slot, a range and
+        a step): found, grown (before it started) or new."""
         inst = self._instances.get(key)
-        if inst is not None and all(r <= R for r, R in zip(ranges, inst.ranges)):
+        if inst is not None and all(
+            s % g == 0 and r + s - g <= R for (r, s), (R, g) in zip(needs, inst.needs)
+        ):
             return inst
+        grown = needs if inst is None else [timed_need(a, b) for a, b in zip(needs, inst.needs)]
         if inst is not None and not inst.started:
-            inst.ranges = [max(r, R) for r, R in zip(ranges, inst.ranges)]
-            for ws, r in zip(inst.windows, inst.ranges):
+            inst.needs = grown
+            for ws, (r, g) in zip(inst.windows, grown):
                 for w in ws:
-                    w.grow(r)
+                    w.grow(r, g)
             return inst
-        grown = ranges if inst is None else [max(r, R) for r, R in zip(ranges, inst.ranges)]
         self._next_instance += 1
         inst = self._instances[key] = _Instance(self._next_instance, grown)
         return inst

@@ -8,7 +8,8 @@ mappings (numpy int64 columns); no per-row Python objects on the hot path.
 * ``base.py``     -- the operator contract (pull-based, epoch-memoised deltas).
 * ``scan.py``     -- triple-pattern matching.      * ``window.py``  -- time / count / NOW windows.
 * ``graph.py``    -- graphs of a query's dataset.  * ``mjoin.py``   -- adaptive multiway join.
-* ``router.py``   -- shared multiway join + router across window ranges and constants.
+* ``router.py``   -- shared multiway join + router across window ranges, steps and constants;
+  ``timed_window.py`` -- the timestamped windows it reads.
 * ``filter.py``, ``extend.py``, ``project.py``, ``values.py`` -- stateless reshaping.
 * ``aggregate.py``, ``distinct.py``, ``negation.py``, ``recompute.py`` -- stateful operators.
 * ``path.py``     -- arbitrary-length property paths (``*``, ``+``, ``?``): closures, recomputed.

@@ -36,10 +36,7 @@ from linkstream.operators.graph import StaticMembership, static_index
 from linkstream.operators.relation import Relation
 from linkstream.operators.router_groups import Group, GroupTable
 from linkstream.operators.scan import ScanOperator, Slot
-from linkstream.operators.window import WindowBuffer, WindowOperator
-from linkstream.query.windows import WindowSpec
-
-TIMED_VARS = ("_s", "_p", "_o", "_t")
+from linkstream.operators.timed_window import TIMED_VARS, TimedWindowOperator
 
 #: the "timestamp" of a static triple in a merged (C-SPARQL) graph: in every window instance
 STATIC_TS = np.iinfo(np.int64).max // 4
@@ -78,66 +75,6 @@ class RenameOperator(Operator):
 
     def compute(self, epoch: int) -> Batch:
         return self.apply(self.child.delta(epoch))
-
-
-class TimedWindowOperator(WindowOperator):
-    """A time window whose triples carry their element's timestamp as a fourth column.
-
-    Its signature leaves out the range: a shared join's windows may *grow* (to the
-    largest range of their subscribers) as long as they have not started sliding.
-    """
-
-    vars = TIMED_VARS
-    certain = frozenset(TIMED_VARS)
-    event_driven = True
-    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
-    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
-    migratable = False
-
-    def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
-        super().__init__(buffer, spec, default_step)
-        self.key = key
-        #: the last report time this window advanced to (None: never advanced)
-        self.now: int | None = None
-
-    def describe(self) -> str:
-        return "Timed" + super().describe()
-
-    def grow(self, range_ms: int) -> None:
-        """Widen the range (only before the first advance: nothing has been emitted yet)."""
-        assert self.now is None, "a started window cannot grow"
-        if self.spec.range_ms is None or range_ms > self.spec.range_ms:
-            self.spec = WindowSpec("time", range_ms, self.spec.step_ms)
-
-    def _rows(self, lo: int, hi: int, sign: int) -> Batch:
-        tr, ts = self.buffer.slice_timed(lo, hi)
-        cols = np.empty((4, tr.shape[1]), dtype=np.int64)
-        cols[:3] = tr
-        cols[3] = ts
-        return Batch(TIMED_VARS, cols, np.full(tr.shape[1], sign, dtype=np.int64))
-
-    def advance(self, c: int) -> None:
-        self.now = c
-        lo, hi = self.bounds(c)
-        lo, hi = max(lo, self.lo), max(hi, self.hi)
-        if hi > self.hi and hi > max(self.hi, lo):
-            self._pending.append(self._rows(max(self.hi, lo), hi, 1))
-        if lo > self.lo and min(self.hi, lo) > self.lo:
-            self._pending.append(self._rows(self.lo, min(self.hi, lo), -1))
-        self.lo, self.hi = lo, hi
-
-    def compute(self, epoch: int) -> Batch:
-        if not self._pending:
-            return Batch.empty(TIMED_VARS)
-        out = concat(self._pending, TIMED_VARS)
-        self._pending = []
-        return out
-
-    def current(self) -> Batch:
-        return self._rows(self.lo, self.hi, 1)
-
-    def config_key(self) -> object:
-        return (self.buffer.iri, self.step, "timed", self.key)
 
 
 class LatestGraphOperator(Operator):
@@ -271,6 +208,7 @@ class TimedScanOperator(ScanOperator):
 
 #: ``np.minimum.reduce``: ``ndarray.min`` adds a Python frame per call
 _min0 = np.minimum.reduce
+_max0 = np.maximum.reduce
 
 
 class RouterOperator(Operator):
@@ -360,7 +298,11 @@ class RouterOperator(Operator):
     # -------------------------------------------------------- subscribers
 
     def add_group(self, key: tuple) -> Group:
-        ranges, consts = key
+        """Subscribes to group ``key``: ``(ranges, consts)`` or ``(ranges, consts, steps)``
+        (a range and a step per slot, ``(hidden variable, value)`` per constant; without
+        steps, the slot windows' own)."""
+        ranges, consts = key[0], key[1]
+        steps = key[2] if len(key) > 2 else ()
         g = self.groups.get(key)
         if g is None:
             names = tuple(v for v, _ in consts)
@@ -370,7 +312,7 @@ class RouterOperator(Operator):
             elif names != self._hidden:
                 raise ValueError(f"router groups differ in their hidden constants: {names} != {self._hidden}")
             self._next_gid += 1
-            g = self.groups[key] = Group(ranges, consts, self._next_gid)
+            g = self.groups[key] = Group(ranges, consts, self._next_gid, steps=steps)
             self._invalidate()
         g.refs += 1
         return g
@@ -424,6 +366,11 @@ class RouterOperator(Operator):
             cols[idx[0]] if len(idx) == 1 else _min0(cols.take(idx, axis=0), axis=0) for idx in self._ts_idx
         ]
 
+    def _maxs(self, cols: np.ndarray) -> list[np.ndarray]:
+        return [
+            cols[idx[0]] if len(idx) == 1 else _max0(cols.take(idx, axis=0), axis=0) for idx in self._ts_idx
+        ]
+
     def compute(self, epoch: int) -> Batch:
         self.tagged = Batch.empty(self._gvars)
         if self._retracted:
@@ -442,12 +389,16 @@ class RouterOperator(Operator):
         self._emit_src = None
         if any(w.now is None for w in self.windows) or not self.groups:
             return Batch.empty(())
-        closes = tuple((w.now // w.step) * w.step for w in self.windows)  # type: ignore[operator]  # no None: checked above
+        wsteps = tuple(w.step for w in self.windows)
+        closes = tuple((w.now // s) * s for w, s in zip(self.windows, wsteps))  # type: ignore[operator]  # no None: checked above
         t = self._table()
         prev = self._closes
         same = prev == closes
         if same and not len(d) and not t.any_fresh:
             return Batch.empty(())
+        # (a window's step divides its groups' steps: it is only refined before it starts)
+        bounds = t.bounds(closes, wsteps)
+        upper = any(hi is not None for _, hi in bounds)
         cols, counts, gids = [], [], []
         hid = self._hid_idx
         if len(old) and (not same or t.any_fresh):
@@ -455,14 +406,32 @@ class RouterOperator(Operator):
             # for groups never evaluated, it starts)
             ocols, ocounts = old.cols, old.counts
             mins = self._mins(ocols)
-            if prev is not None and not t.any_fresh and all(c >= p for c, p in zip(closes, prev)):
+            maxs = self._maxs(ocols) if upper else None
+            pb = t.bounds(prev, wsteps) if prev is not None else None
+            changed = None  # groups whose window instance moved (None: all of them)
+            if pb is not None and not same:
+                for (lo, hi), (plo, phi) in zip(bounds, pb):
+                    x = (lo != plo) if hi is None or phi is None else (lo != plo) | (hi != phi)
+                    changed = x if changed is None else (changed | x)
+                if changed is not None and changed.all():
+                    changed = None
+            if (
+                pb is not None
+                and prev is not None
+                and not t.any_fresh
+                and all(c >= p for c, p in zip(closes, prev))
+            ):
                 # the windows only slid forward: a row qualifies now as before for every
-                # group unless its earliest timestamp in some slot fell below that slot's
-                # bound for the smallest range -- and a row below the bound of the largest
-                # range in some slot before qualified for no group then, nor now
+                # group unless, in some slot, its earliest timestamp fell below the group's
+                # lower bound or its latest one reached the group's upper bound -- and a row
+                # below every group's former lower bound in some slot qualified for no
+                # group then, nor now
                 near = far = None
-                for m, c, p, lo, hi in zip(mins, closes, prev, t.rmin.tolist(), t.rmax.tolist()):
-                    x, y = m < c - lo, m >= p - hi
+                for s, (m, (lo, hi), (plo, phi)) in enumerate(zip(mins, bounds, pb)):
+                    x, y = m < int(lo.max()), m >= int(plo.min())
+                    if hi is not None and phi is not None:
+                        assert maxs is not None
+                        x |= maxs[s] >= int(phi.min())
                     near = x if near is None else (near | x)
                     far = y if far is None else (far & y)
                 assert near is not None and far is not None  # a router has a slot
@@ -470,14 +439,19 @@ class RouterOperator(Operator):
                 if len(sub) < len(ocounts):
                     ocols, ocounts = ocols.take(sub, axis=1), ocounts.take(sub)
                     mins = [m.take(sub) for m in mins]
+                    if maxs is not None:
+                        maxs = [m.take(sub) for m in maxs]
             ri, gi = t.pairs(ocols.take(hid, axis=0) if hid else ocols[:0])
             if same:  # only the new groups can change
                 keep = ~t.started.take(gi)
                 ri, gi = ri[keep], gi[keep]
+            elif changed is not None:  # and those whose window instance moved
+                keep = changed.take(gi) | ~t.started.take(gi)
+                ri, gi = ri[keep], gi[keep]
             if len(ri):
-                change = t.qualify(mins, closes, ri, gi).astype(np.int64)
-                if prev is not None:
-                    before = t.qualify(mins, prev, ri, gi)
+                change = t.qualify(mins, maxs, bounds, ri, gi).astype(np.int64)
+                if pb is not None:
+                    before = t.qualify(mins, maxs, pb, ri, gi)
                     before &= t.started.take(gi)
                     change -= before
                 sel = change.nonzero()[0]
@@ -489,7 +463,8 @@ class RouterOperator(Operator):
         if len(d):
             ri, gi = t.pairs(d.cols.take(hid, axis=0) if hid else d.cols[:0])
             if len(ri):
-                sel = t.qualify(self._mins(d.cols), closes, ri, gi).nonzero()[0]
+                dmax = self._maxs(d.cols) if upper else None
+                sel = t.qualify(self._mins(d.cols), dmax, bounds, ri, gi).nonzero()[0]
                 if len(sel):
                     rs = ri.take(sel)
                     cols.append(d.cols.take(self._out_idx, axis=0).take(rs, axis=1))
@@ -620,8 +595,9 @@ class RouteOperator(Operator):
         self._discarded = False
 
     def describe(self) -> str:
-        ranges, consts = self.key
-        return f"Route ranges={list(ranges)} consts={dict(consts)}"
+        ranges, consts = self.key[0], self.key[1]
+        steps = f" steps={list(self.key[2])}" if len(self.key) > 2 else ""
+        return f"Route ranges={list(ranges)}{steps} consts={dict(consts)}"
 
     def config_key(self) -> object:
         return (self.key, tuple(sorted(self.certain)))

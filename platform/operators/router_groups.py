@@ -1,6 +1,6 @@
 """A router's subscriber groups (:class:`~linkstream.operators.router.RouterOperator`):
-one group per (range per window slot, value per hidden constant), and all of them as
-arrays for matching a batch of joined rows to groups at once."""
+one group per (range and step per window slot, value per hidden constant), and all of them
+as arrays for matching a batch of joined rows to groups at once."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from linkstream.operators.batch import SortedIndex, row_keys
 
 @dataclass
 class Group:
-    """One subscriber group: a range per slot and a value per hidden constant column."""
+    """One subscriber group: a range and a step per slot and a value per hidden constant
+    column."""
 
     ranges: tuple[int, ...]
     consts: tuple[tuple[str, int], ...]
@@ -22,7 +23,18 @@ class Group:
     refs: int = 0
     #: whether the group has been evaluated (its result is that of the router's last closes)
     started: bool = False
+    #: per slot, the group's report step (a multiple of the slot window's step; empty: the
+    #: window's step)
+    steps: tuple[int, ...] = ()
 
+    @property
+    def key(self) -> tuple:
+        """The group's key in its router (:meth:`RouterOperator.add_group`)."""
+        return (self.ranges, self.consts, self.steps) if self.steps else (self.ranges, self.consts)
+
+
+#: per slot, every group's window instance: its lower bounds and (or ``None``) upper bounds
+Bounds = tuple[np.ndarray, "np.ndarray | None"]
 
 #: a router with at most this many subscriber groups matches rows to groups by comparing
 #: every (row, group) pair's hidden constants (a handful of numpy calls), not by a hash probe
@@ -47,13 +59,13 @@ class GroupTable:
         "started",
         "by_gid",
         "any_fresh",
-        "rmin",
-        "rmax",
+        "steps",
+        "step_set",
     )
 
     def __init__(self, groups: list[Group], n_slots: int, n_consts: int) -> None:
         self.groups = groups
-        self.keys = [(g.ranges, g.consts) for g in groups]
+        self.keys = [g.key for g in groups]
         n = len(groups)
         self.gids = np.fromiter((g.gid for g in groups), dtype=np.int64, count=n)
         #: (slots, groups) ranges; (hidden constants, groups) values
@@ -62,9 +74,11 @@ class GroupTable:
             np.array([[c for _, c in g.consts] for g in groups], dtype=np.int64).reshape(n, n_consts).T.copy()
         )
         self.index = SortedIndex(row_keys(self.cvals)) if n_consts else None
-        #: per slot, the smallest and largest range of the groups
-        self.rmin = self.ranges.min(axis=1) if n else np.zeros(n_slots, dtype=np.int64)
-        self.rmax = self.ranges.max(axis=1) if n else np.zeros(n_slots, dtype=np.int64)
+        #: (slots, groups) report steps (0: the slot window's step), and per slot the set of them
+        self.steps = (
+            np.array([g.steps or (0,) * n_slots for g in groups], dtype=np.int64).reshape(n, n_slots).T.copy()
+        )
+        self.step_set = [frozenset(row.tolist()) for row in self.steps]
         self.started = np.fromiter((g.started for g in groups), dtype=bool, count=n)
         self.any_fresh = not bool(self.started.all())
         self.by_gid = {g.gid: k for g, k in zip(groups, self.keys)}
@@ -83,13 +97,39 @@ class GroupTable:
             ri, gi = ri[ok], gi[ok]
         return ri, gi
 
+    def bounds(self, closes: tuple[int, ...], wsteps: tuple[int, ...]) -> list[Bounds]:
+        """Per slot, every group's window instance ``[lo, hi)`` at the slot windows' closes
+        ``closes`` (each window's step ``wsteps`` divides its groups' steps): ``hi`` is the
+        group's own close, the last multiple of its step up to the window's; ``hi`` is
+        ``None`` where it is the window's close for every group (no upper test needed: the
+        window holds nothing at or after its close)."""
+        out: list[Bounds] = []
+        for s, (close, ws) in enumerate(zip(closes, wsteps)):
+            steps = self.step_set[s]
+            if steps <= {0, ws}:
+                out.append((close - self.ranges[s], None))
+                continue
+            st = self.steps[s]
+            st = np.where(st == 0, ws, st)
+            hi = (close // st) * st
+            out.append((hi - self.ranges[s], hi))
+        return out
+
     def qualify(
-        self, mins: list[np.ndarray], closes: tuple[int, ...], ri: np.ndarray, gi: np.ndarray
+        self,
+        mins: list[np.ndarray],
+        maxs: list[np.ndarray] | None,
+        bounds: list[Bounds],
+        ri: np.ndarray,
+        gi: np.ndarray,
     ) -> np.ndarray:
-        """Pairs whose row's smallest timestamp per slot lies in the group's window instance."""
+        """Pairs whose row's timestamps per slot lie in the group's window instance
+        (``bounds``, from :meth:`bounds`; ``maxs``: the rows' largest timestamp per slot,
+        needed where a slot's bounds have an upper end)."""
         q = np.ones(len(ri), dtype=bool)
-        for s, (m, close) in enumerate(zip(mins, closes)):
-            lo = self.ranges[s].take(gi)
-            np.subtract(close, lo, out=lo)
-            q &= m.take(ri) >= lo
+        for s, (m, (lo, hi)) in enumerate(zip(mins, bounds)):
+            q &= m.take(ri) >= lo.take(gi)
+            if hi is not None:
+                assert maxs is not None  # (asked for by the caller when bounds have an upper end)
+                q &= maxs[s].take(ri) < hi.take(gi)
         return q

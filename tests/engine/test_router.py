@@ -331,7 +331,8 @@ def test_joins_of_other_shapes_read_one_timed_window_per_stream_and_step():
     window and one latest graph, grown to the largest range asked before the windows start
     (before, one per range their creator had: 1 s and 3 s here); a larger range asked once
     they slide gets a window of its own.  Results equal the unshared evaluation."""
-    from linkstream.operators.router import LatestGraphOperator, TimedWindowOperator
+    from linkstream.operators.router import LatestGraphOperator
+    from linkstream.operators.timed_window import TimedWindowOperator
 
     lines = []
     for k in range(24):
