@@ -34,6 +34,7 @@ import itertools
 import json
 import logging
 import re
+import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -139,6 +140,11 @@ class Api:
         self.base = base
         self.limits = limits or ApiLimits()
         self._requests = itertools.count(1)
+        #: blank-node labels of pushed bodies are ``h<scope>x<request>_<label>``: the scope,
+        #: drawn at random per API instance, keeps two coordinators' requests (whose parsed
+        #: bodies meet at one leader) and the requests of a restarted server (whose dictionary
+        #: and windows come back from its state) from giving two bodies' blank nodes one label
+        self._bnode_scope = secrets.token_hex(6)
         self.owners = QueryOwners(live, self.limits)
         self.compiler = Compiler(live, base, self.limits)
         self.results = ResultStreams(live, self.limits)
@@ -356,7 +362,7 @@ class Api:
                 400, "header Idempotency-Key must be 1-200 printable ASCII characters without spaces"
             )
         body = await read_body(request)
-        prefix = "h%d_" % next(self._requests)
+        prefix = "h%sx%d_" % (self._bnode_scope, next(self._requests))
         try:
             elements = await run_in_threadpool(
                 parse_body, body, request.headers.get("content-type"), bnode_prefix=prefix, base=self.base
