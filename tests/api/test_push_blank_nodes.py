@@ -15,8 +15,7 @@ from pathlib import Path
 from linkstream.api.app import create_app
 from linkstream.api.client import Client
 from linkstream.api.server import BackgroundServer
-from linkstream.engine.live.ingestlog import IngestLog
-from linkstream.engine.live.runtime import LiveEngine
+from tests.api.test_idempotent_push import _engine
 
 EX = "http://example.org/"
 S1 = EX + "s1"
@@ -24,12 +23,6 @@ QUERY = (
     f"SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE {{ STREAM <{S1}> [RANGE 10s SLIDE 1s] {{ ?x <{EX}v> ?v }} }}"
 )
 COUNT = '"%d"^^<http://www.w3.org/2001/XMLSchema#integer>'
-
-
-def _engine(state: Path) -> LiveEngine:
-    live = LiveEngine(idle_ms=None).start()
-    live.recover(IngestLog(str(state)), timeout=30)
-    return live
 
 
 def _body(v: int) -> str:

@@ -317,14 +317,7 @@ class BatchPush:
         if not self._space.acquire(timeout=timeout):
             raise TimeoutError("the engine's input queue is full")
         with self._lock:
-            acc = self._accepted.get(stream)
-            if acc is None:
-                acc = self._accepted[stream] = _Accepted()
-            if key is not None:
-                self._remember_key(key)
-            acc.watermark = t if acc.watermark is None else max(acc.watermark, t)
-            acc.elements += 1
-            acc.triples += len(triples)
+            self._taken(stream, t, len(triples), key)
             if decided is not None:
                 decided.expect()
             # the 7th part: ingested whatever the worker's report times (see above)
@@ -336,15 +329,21 @@ class BatchPush:
         """A logged element the worker dropped as late (a ``drop`` record names it), met by
         a replay: counted as it was then (taken, then late), not pushed again."""
         with self._lock:
-            acc = self._accepted.get(stream)
-            if acc is None:
-                acc = self._accepted[stream] = _Accepted()
-            if key is not None:
-                self._remember_key(key)
-            acc.watermark = t if acc.watermark is None else max(acc.watermark, t)
-            acc.elements += 1
-            acc.triples += triples
+            acc = self._taken(stream, t, triples, key)
             self._count_late(stream, acc, t, t)
+
+    def _taken(self, stream: str, t: int, triples: int, key: str | None) -> _Accepted:
+        """Counts one element at time ``t`` with ``triples`` triples as taken on ``stream``
+        (and remembers its key); the caller holds the lock."""
+        acc = self._accepted.get(stream)
+        if acc is None:
+            acc = self._accepted[stream] = _Accepted()
+        if key is not None:
+            self._remember_key(key)
+        acc.watermark = t if acc.watermark is None else max(acc.watermark, t)
+        acc.elements += 1
+        acc.triples += triples
+        return acc
 
 
 #: idempotency keys remembered (the latest accepted elements'; see ``LiveEngine.push``)
