@@ -27,8 +27,9 @@ from typing import Any, TypeGuard
 from rdflib import paths as rpaths
 from rdflib.term import BNode, Literal, URIRef, Variable
 
-#: version of the JSON layout (part of the key of every stored entry)
-FORMAT = 1
+#: version of the JSON layout and of what the translation puts in it (part of the key of
+#: every stored entry; 2: ``SELECT *`` lists its variables in text order)
+FORMAT = 2
 _PATHS = {
     c.__name__: c
     for c in (rpaths.InvPath, rpaths.SequencePath, rpaths.AlternativePath, rpaths.MulPath, rpaths.NegatedPath)

@@ -11,6 +11,7 @@ element at import, before any parse, so the member keeps its IRI as ``part``.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Collection
 from typing import Any, NoReturn, Protocol, cast
@@ -96,13 +97,42 @@ def _translate(scan: Scan, parse_text: str, base: str, parse_map: OffsetMap | No
     check_sparql_rules(cast(TokenStream, scan), tree, scan.form_j)  # (a _Scan is one)
     OrderedDict.pop(tree[-1], "datasetClause", None)  # the placeholder of parser_spacing()
     if parse_map is None:
-        return algebra.translateQuery(tree, base=base, initNs={})
+        return _order_select_star(tree, algebra.translateQuery(tree, base=base, initNs={}), parse_text)
     try:
-        return algebra.translateQuery(tree, base=base, initNs={})
+        query = algebra.translateQuery(tree, base=base, initNs={})
     except RecursionError:
         raise
     except Exception as e:  # rdflib raises bare Exceptions here
         scan.fail("cannot compile the query: %s" % e, scan.tok(scan.form_j or 0))
+    return _order_select_star(tree, query, parse_text)
+
+
+def _order_select_star(tree: Any, query: Query, text: str) -> Query:
+    """``SELECT *`` lists its variables in the order they first appear in the query text.
+
+    rdflib lists them from a set, in an order that changed from one process to the next
+    (string hashing is randomised): the columns of results, and the key order of their
+    JSON bindings, with it.  Only the query's own projection is ordered (a subquery's
+    columns are not visible in results).
+    """
+    top = query.algebra
+    if top.name != "SelectQuery" or "projection" in tree[-1]:
+        return query
+    node = top.p
+    while node.name in ("Slice", "Distinct", "Reduced"):
+        node = node.p
+    first: dict[str, int] = {}
+    for m in _VARIABLE.finditer(text):
+        first.setdefault(m.group(1), m.start())
+    order = sorted(top.PV, key=lambda v: (first.get(str(v), len(text)), str(v)))
+    top.PV = order
+    if node.name == "Project":
+        node.PV = list(order)
+    return query
+
+
+#: a variable of the query text (``?x`` / ``$x``): its name
+_VARIABLE = re.compile(r"[?$]([\w\u00b7\u0300-\u036f\u203f\u2040]+)")
 
 
 def parse_tree(scan: Scan, parse_text: str, parse_map: OffsetMap) -> Any:
