@@ -48,7 +48,7 @@ from linkstream.operators.router import (
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.static_result import StaticResultOperator, canonical_subjoin
 from linkstream.operators.switch import SwitchOperator
-from linkstream.operators.timed_window import TimedWindowOperator, timed_need
+from linkstream.operators.timed_window import TimedWindowOperator, serves, widened
 from linkstream.operators.window import WindowOperator
 from linkstream.query.expressions import Bound, Const, Exists, Expr, Var
 from linkstream.query.windows import WindowSpec
@@ -158,8 +158,10 @@ class _Instance:
     """The running shared join of one routed signature."""
 
     no: int
-    #: per slot, the (range, step) its timed windows have (:func:`timed_need`)
+    #: per slot, the (range, step) its timed windows have (:func:`timed_need`) and the
+    #: widest range a subscriber asked for
     needs: list[tuple[int, int]]
+    widest: list[int]
     #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
     windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
@@ -207,7 +209,8 @@ class Sharing:
     def __init__(self, engine: Engine) -> None:
         self.eng = engine
         self._generation = 0
-        self._instances: dict[object, _Instance] = {}
+        #: per routed signature, its running shared joins (:meth:`_instance`)
+        self._instances: dict[object, list[_Instance]] = {}
         self._next_instance = 0
         self.routing = True  # shared joins + routers (off: per-range joins)
         self.renaming = True  # alpha-renaming of scans and joins
@@ -363,8 +366,10 @@ class Sharing:
                 del self._lone[k]
         ids = {id(o) for o in dead if isinstance(o, RouterOperator)}
         if ids:
-            for k in [k for k, inst in self._instances.items() if id(inst.router) in ids]:
-                del self._instances[k]
+            for k, insts in list(self._instances.items()):
+                insts[:] = [inst for inst in insts if id(inst.router) not in ids]
+                if not insts:
+                    del self._instances[k]
 
     # ------------------------------------------------------------ alpha-renaming
 
@@ -621,8 +626,9 @@ class Sharing:
         The shared joins of every signature over one stream read one timed window (and
         one latest graph): a wider window, or one of a finer step, only adds rows and
         report times that the routers leave out.  A window that has not started sliding
-        grows to serve what is asked (the larger range, the common divisor of the steps);
-        once it has, what it cannot serve gets a window of its own (the next key).
+        grows to serve what is asked (the larger range, the common divisor of the steps)
+        unless that makes it much longer than any range asked (:data:`STEP_WIDEN_MAX`);
+        what it cannot serve gets a window of its own (the next key).
         """
         k = 0
         while True:
@@ -630,7 +636,7 @@ class Sharing:
             running = self.eng.operators.get(self._sig(timed, [])) if self.eng.share else None
             if not isinstance(running, TimedWindowOperator) or running.fits(range_ms, step):
                 break
-            if running.now is None:
+            if running.grows_well(range_ms, step):
                 running.grow(range_ms, step)
                 break
             timed.discard()  # (a window registers with its buffer when made)
@@ -664,19 +670,21 @@ class Sharing:
 
     def _instance(self, key: object, needs: list[tuple[int, int]]) -> _Instance:
         """The shared-join instance for ``key`` that serves ``needs`` (per slot, a range and
-        a step): found, grown (before it started) or new."""
-        inst = self._instances.get(key)
-        if inst is not None and all(
-            s % g == 0 and r + s - g <= R for (r, s), (R, g) in zip(needs, inst.needs)
-        ):
-            return inst
-        grown = needs if inst is None else [timed_need(a, b) for a, b in zip(needs, inst.needs)]
-        if inst is not None and not inst.started:
-            inst.needs = grown
-            for ws, (r, g) in zip(inst.windows, grown):
-                for w in ws:
-                    w.grow(r, g)
-            return inst
+        a step): one that serves them as it is, one grown to (before it started, and only as
+        far as :func:`~linkstream.operators.timed_window.widened` allows), or a new one."""
+        insts = self._instances.setdefault(key, [])
+        for inst in insts:
+            if serves(inst.needs, needs):
+                return inst
+        for inst in insts:
+            grown = None if inst.started else widened(inst.needs, inst.widest, needs)
+            if grown is not None:
+                inst.needs, inst.widest = grown
+                for ws, (r, s) in zip(inst.windows, needs):
+                    for w in ws:
+                        w.grow(r, s)
+                return inst
         self._next_instance += 1
-        inst = self._instances[key] = _Instance(self._next_instance, grown)
+        inst = _Instance(self._next_instance, list(needs), [r for r, _s in needs])
+        insts.append(inst)
         return inst

@@ -14,6 +14,11 @@ from linkstream.query.windows import WindowSpec
 
 TIMED_VARS = ("_s", "_p", "_o", "_t")
 
+#: how much longer than the widest range its readers ask for a timed window may grow to
+#: serve their steps (``r + s - gcd``: ranges 1 s at steps 1 s and 10 s would need 10 s);
+#: past it, the reader whose step widens it gets a window and a shared join of its own
+STEP_WIDEN_MAX = 2.0
+
 
 class TimedWindowOperator(WindowOperator):
     """A time window whose triples carry their element's timestamp as a fourth column.
@@ -36,6 +41,8 @@ class TimedWindowOperator(WindowOperator):
     def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
         super().__init__(buffer, spec, default_step)
         self.key = key
+        #: the widest range a reader asked for (the range may be longer: ``r + s - step``)
+        self.widest = spec.range_ms or 0
         #: the last report time this window advanced to (None: never advanced)
         self.now: int | None = None
 
@@ -47,6 +54,13 @@ class TimedWindowOperator(WindowOperator):
         r = self.spec.range_ms
         return step % self.step == 0 and r is not None and range_ms + step - self.step <= r
 
+    def grows_well(self, range_ms: int, step: int) -> bool:
+        """Whether :meth:`grow` may serve a reader of ``range_ms`` and ``step``: the window
+        has not started, and its range stays within :data:`STEP_WIDEN_MAX` times the widest
+        range asked for."""
+        grown = timed_need((self.spec.range_ms or 0, self.step), (range_ms, step))
+        return self.now is None and widens_well(grown[0], max(self.widest, range_ms))
+
     def grow(self, range_ms: int, step: int | None = None) -> None:
         """Widen the range and refine the step to serve a subscriber of ``range_ms`` and
         ``step`` as well (only before the first advance: nothing has been emitted yet)."""
@@ -54,6 +68,7 @@ class TimedWindowOperator(WindowOperator):
         r, g = timed_need((self.spec.range_ms or 0, self.step), (range_ms, step or self.step))
         self.step = g
         self.spec = WindowSpec("time", r, g)
+        self.widest = max(self.widest, range_ms)
 
     def _rows(self, lo: int, hi: int, sign: int) -> Batch:
         tr, ts = self.buffer.slice_timed(lo, hi)
@@ -86,9 +101,32 @@ class TimedWindowOperator(WindowOperator):
         return (self.buffer.iri, "timed", self.key)
 
 
+def widens_well(range_ms: int, widest: int) -> bool:
+    """Whether a timed window of ``range_ms`` is worth sharing when the widest range its
+    readers ask for is ``widest`` (see :data:`STEP_WIDEN_MAX`)."""
+    return range_ms <= STEP_WIDEN_MAX * widest
+
+
 def timed_need(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
     """The (range, step) of a timed window that serves what ``a`` and ``b`` (each a
     (range, step) a window must serve) do: the steps' greatest common divisor, and the
     range that covers each at that step (see :class:`TimedWindowOperator`)."""
     g = math.gcd(a[1], b[1])
     return max(a[0] + a[1] - g, b[0] + b[1] - g), g
+
+
+def serves(have: list[tuple[int, int]], asked: list[tuple[int, int]]) -> bool:
+    """Whether timed windows of (range, step) ``have`` serve readers of (range, step)
+    ``asked`` (one per window) as they are."""
+    return all(s % g == 0 and r + s - g <= R for (R, g), (r, s) in zip(have, asked))
+
+
+def widened(
+    have: list[tuple[int, int]], widest: list[int], asked: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], list[int]] | None:
+    """The (range, step) and widest asked range of timed windows ``have`` (whose readers
+    asked for ranges up to ``widest``) grown to serve ``asked`` as well, or ``None`` when
+    that would widen one of them past :func:`widens_well`."""
+    grown = [timed_need(h, a) for h, a in zip(have, asked)]
+    wide = [max(w, a[0]) for w, a in zip(widest, asked)]
+    return (grown, wide) if all(widens_well(g[0], w) for g, w in zip(grown, wide)) else None

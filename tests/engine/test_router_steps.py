@@ -161,3 +161,34 @@ def test_a_step_the_started_window_cannot_serve_gets_a_join_of_its_own():
         assert _run(queries, True, path)[1] == _run(queries, False, path)[1]
     finally:
         os.unlink(path)
+
+
+def test_a_step_that_would_widen_the_window_too_far_gets_a_join_of_its_own():
+    """Ranges of 1 s at steps 1 s and 10 s would share a timed window of 10 s at step 1 s
+    (``r + s - gcd``): ten times what either asks for.  Past ``STEP_WIDEN_MAX`` each such
+    step gets its own join, router and window; steps that widen little (10 s ranges at 1 s
+    and 2 s: 11 s) still share one.  Results equal the unshared evaluation either way."""
+    elements = [
+        (400 * k, [(f"a{k % 3}", "p", f"b{k % 2}"), (f"b{k % 2}", "q", f"c{k % 4}")]) for k in range(80)
+    ]
+    path = _file(elements)
+    shape = "?x :p ?y . ?y :q ?z"
+    try:
+        for queries, joins, windows in (
+            (
+                [(shape, 1000, 1000), (shape, 1000, 10000), (shape, 1000, 5000)],
+                3,
+                [(1000, 1000), (1000, 5000), (1000, 10000)],
+            ),
+            ([(shape, 1000, 10000), (shape, 1000, 1000)], 2, [(1000, 1000), (1000, 10000)]),
+            ([(shape, 10000, 1000), (shape, 10000, 2000)], 1, [(11000, 1000)]),
+        ):
+            eng, shared = _run(queries, True, path)
+            ops = list(eng.operators.values())
+            assert sum(isinstance(op, MJoinOperator) for op in ops) == joins, queries
+            assert sum(isinstance(op, RouterOperator) for op in ops) == joins, queries
+            timed = sorted((w.spec.range_ms, w.step) for w in ops if isinstance(w, TimedWindowOperator))
+            assert timed == windows, queries
+            assert shared == _run(queries, False, path)[1], queries
+    finally:
+        os.unlink(path)
