@@ -51,6 +51,11 @@ PROV = "<http://www.w3.org/ns/prov#generatedAtTime>"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 
 
+#: ``--routed``: two-pattern joins (one shared join + router for all of them) instead of
+#: single-pattern aggregates, and elements with a second triple for them to join
+MODE = {"routed": False}
+
+
 def queries(n: int) -> list[dict[str, str]]:
     out = []
     for k in range(n):
@@ -58,6 +63,11 @@ def queries(n: int) -> list[dict[str, str]]:
             f"SELECT (COUNT(?x) AS ?n) (SUM(?v) AS ?sum) WHERE {{ STREAM <{STREAM}> "
             f"[RANGE {10 + k % 21}s STEP 1s] {{ ?x <{EX}p> ?v }} }}"
         )
+        if MODE["routed"]:
+            text = (
+                f"SELECT ?x ?v ?w WHERE {{ STREAM <{STREAM}> "
+                f"[RANGE {10 + k % 21}s STEP 1s] {{ ?x <{EX}p> ?v . ?x <{EX}q> ?w }} }}"
+            )
         out.append({"query": text, "name": f"q{k}"})
     return out
 
@@ -70,6 +80,8 @@ def body(first: int, n: int) -> str:
         g = f"<{EX}e{i}>"
         lines.append(f'{g} {PROV} "{ts[:-3]}Z"^^<{XSD}dateTime> .\n')
         lines.append(f'<{EX}x{i % 50}> <{EX}p> "{i % 97}"^^<{XSD}integer> {g} .\n')
+        if MODE["routed"]:
+            lines.append(f'<{EX}x{i % 50}> <{EX}q> "{i % 13}"^^<{XSD}integer> {g} .\n')
     return "".join(lines)
 
 
@@ -288,10 +300,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--only", choices=["none", "1s"], default=None, help="take-over runs of one configuration"
     )
+    ap.add_argument(
+        "--routed",
+        action="store_true",
+        help="two-pattern join queries (one shared join + router) instead of single-pattern aggregates",
+    )
     ap.add_argument("--skip-takeover", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--out", default=str(RESULTS / "cluster_checkpoints.json"))
     a = ap.parse_args(argv)
+    MODE["routed"] = a.routed
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(a)}
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         base = Path(a.dir) if a.dir else Path(d)
@@ -304,7 +322,8 @@ def main(argv: list[str] | None = None) -> None:
                 tk = r["takeover"] or {}
                 print(
                     "take-over, checkpoints %-4s: kill -> first new result %.2f s; new leader restored "
-                    "%s and replayed %s of %s log records in %s s (%d report times before the kill)"
+                    "%s and replayed %s of %s log records in %s s (%d report times before the kill); "
+                    "tasks restored %s, without snapshot %s"
                     % (
                         label,
                         r["takeover_s"],
@@ -313,6 +332,8 @@ def main(argv: list[str] | None = None) -> None:
                         r["log_records_at_kill"],
                         tk.get("seconds"),
                         r["report_times_before_kill"],
+                        tk.get("tasks_restored"),
+                        tk.get("tasks_without_snapshot"),
                     ),
                     flush=True,
                 )

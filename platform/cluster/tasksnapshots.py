@@ -10,15 +10,17 @@ checksums go into the checkpoint's manifest as shared objects, so a load verifie
 container that dies or does not answer within :data:`ACK_WAIT_S`, or fails to write, makes
 the checkpoint incomplete: it is not written, and the previous one stays current.
 
-Queries registered after the last tick (not evaluated at ``c`` anywhere yet) and queries
-whose state cannot be snapshotted (routers of shared joins) are listed without an object:
-a new leader rebuilds them by the silent evaluation at ``c``.
+Queries on a shared join's router map to their router's unit (one object per router and
+container, :mod:`linkstream.operators.shared_state`).  Queries registered after the last
+tick (not evaluated at ``c`` anywhere yet) and queries whose state cannot be snapshotted
+are listed without an object: a new leader rebuilds them by the silent evaluation at ``c``.
 
 A new leader (:func:`restore`, in :func:`~linkstream.cluster.checkpoints.restore`) sends
 each checkpointed state to the container that answers the query in the new run, after the
 elements before the checkpoint's cut and before the silent tick at ``c``: a restored
 query's windows and operators are then at ``c`` already (the silent tick changes nothing
-in it), the others are evaluated as before.
+in it), the others are evaluated as before.  The router units follow, one ``trrouters``
+message per container with the units of the routed queries it answers in the new run.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from linkstream.containers.taskcheckpoint import (
+    RestoreRouters,
     RestoreTask,
     SnapshotTasks,
     TaskRestored,
@@ -41,6 +44,7 @@ from linkstream.containers.taskcheckpoint import (
     task_kind,
 )
 from linkstream.containers.wire import Frame
+from linkstream.operators.shared_state import UNIT
 from linkstream.operators.state import QueryState, encode_state
 from linkstream.store.checkpoints import SHARED, Checkpoint, CheckpointError
 
@@ -194,10 +198,20 @@ def restore(cluster: ClusterEngine, ck: Checkpoint, c: int, timeout: float) -> d
     tasks: dict[str, str] = ck.meta.get("tasks") or {}
     answerers = cluster.answerers()
     sent: dict[str, str] = {}
+    #: per container, per router unit (object key): the queries it serves there
+    units: dict[str, dict[str, list[str]]] = {}
     for name, key in sorted(tasks.items()):
         cid = answerers.get(name)
         blob = ck.objects.get(SHARED + key)
         if cid is None or blob is None or name not in cluster.queries:
+            continue
+        if (
+            blob.header.get("unit") == UNIT
+            and blob.header.get("c") == c
+            and name in blob.header.get("queries", ())
+        ):
+            units.setdefault(cid, {}).setdefault(key, []).append(name)  # sent after the queries'
+            sent[name] = cid
             continue
         if blob.header.get("c") != c or blob.header.get("query") != name:
             log.error(
@@ -210,6 +224,12 @@ def restore(cluster: ClusterEngine, ck: Checkpoint, c: int, timeout: float) -> d
         frames = encode_state(QueryState(blob.header, list(blob.arrays)))
         cluster.fanout.send(cid, encode_task(RestoreTask(cluster.spec.id, name, c, list(frames))))
         sent[name] = cid
+    for cid, by_key in units.items():  # once its queries are planned (and the others restored)
+        parts = []
+        for key, names in sorted(by_key.items()):
+            blob = ck.objects[SHARED + key]
+            parts.append((names, list(encode_state(QueryState(blob.header, list(blob.arrays))))))
+        cluster.fanout.send(cid, encode_task(RestoreRouters(cluster.spec.id, int(c), parts)))
     deadline = time.monotonic() + timeout
     ts = cluster.tasks
     while sent and time.monotonic() < deadline:

@@ -46,6 +46,8 @@ from linkstream.containers.protocol import Elements, ProtocolError
 from linkstream.containers.remotestatic import RemoteStatics
 from linkstream.containers.staticcache import keep_only, load_static
 from linkstream.engine.embedded import Engine, RegisteredQuery
+from linkstream.operators.router import RouterOperator
+from linkstream.operators.shared_state import restore_routers, router_of, snapshot_router
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.runs import RunSpec
@@ -422,6 +424,59 @@ class RunReplica:
             self.unregister(name)
             self.register(name, text)
             return False
+
+    def routed(self, name: str) -> RouterOperator:
+        """The router a routed query reads (raises ``StateError``: none, or not only routed)."""
+        if self.last_c is None or name not in self.engine.queries:
+            raise StateError(f"{name} has no state here")
+        return router_of(self.engine.queries[name].root)
+
+    def router_state(self, router: RouterOperator) -> QueryState:
+        """The state of ``router``'s unit after the last tick (copied: later ticks do not
+        change it; :mod:`linkstream.operators.shared_state`; raises ``StateError``)."""
+        assert self.last_c is not None
+        try:
+            st = snapshot_router(self.engine, router, self.last_c)
+        except StateError:
+            raise
+        except Exception as exc:  # an operator this version cannot walk: rebuild there
+            raise StateError(f"cannot snapshot a router: {type(exc).__name__}: {exc}") from exc
+        return QueryState(st.header, [a.copy() for a in st.arrays])
+
+    def restore_routers(self, units: Sequence[tuple[Sequence[str], QueryState]], c: int) -> dict[str, str]:
+        """Restores router units (each with the queries it serves) before the first tick, at
+        the snapshots' report time ``c``; returns per query why it was not restored ("":
+        restored; the others are rebuilt by the first tick as before).
+
+        The queries are planned now if :meth:`register_restored` set them aside: their
+        operators then hold the cut's state, and the queries still set aside attach to them."""
+        out: dict[str, str] = {}
+        if self.last_c is not None:
+            return {n: f"this run evaluated t={self.last_c} already" for names, _ in units for n in names}
+        pairs, served = [], []
+        for names, state in units:
+            for name in names:
+                cq = self._deferred.pop(name, None) if self._deferred is not None else None
+                if cq is not None:
+                    self.engine.register(cq)
+                if name not in self.engine.queries:
+                    out[name] = "the query is not held here"
+                    continue
+                try:
+                    router = router_of(self.engine.queries[name].root)
+                except StateError as exc:
+                    out[name] = f"not routed here: {exc}"
+                    continue
+                pairs.append((router, state))
+                served.append((name, router))
+        try:
+            errors = restore_routers(self.engine, pairs, c)
+        except Exception as exc:  # noqa: BLE001 - partly restored: the log says so loudly
+            logger.error("restoring router units failed: %s: %s", type(exc).__name__, exc)
+            errors = {id(r): f"{type(exc).__name__}: {exc}" for r, _ in pairs}
+        for name, router in served:
+            out[name] = errors.get(id(router), "")
+        return out
 
     def unregister(self, name: str) -> None:
         """Removes a query (its operators go unless another query uses them)."""

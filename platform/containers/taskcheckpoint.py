@@ -14,8 +14,11 @@ container answers.  The container
 3. acknowledges with the objects' sizes and checksums (``tsnapped``), which the leader
    puts into the checkpoint's manifest.  The pipeline waits for the copy only.
 
-A query whose state cannot be snapshotted (a shared join's router, no tick evaluated here
-yet) is acknowledged with the reason: a new leader rebuilds it by evaluation instead.  A
+A query on a shared join's router is snapshotted with its router's *unit*, once per router
+(:mod:`linkstream.operators.shared_state`): one object per router, acknowledged under each
+of its queries' names.  A query whose state cannot be snapshotted (no tick evaluated here
+yet, several routers) is acknowledged with the reason: a new leader rebuilds it by
+evaluation instead.  A
 write that fails acknowledges the failure: the leader's checkpoint is then incomplete.
 
 A new leader sends each query's checkpointed state back (``trestore``) to the container
@@ -34,6 +37,9 @@ Messages (one msgpack header frame each, ``"v"``, ``"kind"`` and ``"run"`` alway
     "rows"}}, "errors": {query: reason}, "failed": str, "copy_s", "write_s"}``.
 ``trestore`` (driver to container)
     ``{"query", "c"}`` then the state's frames (:func:`~linkstream.operators.state.encode_state`).
+``trrouters`` (driver to container, after the ``trestore`` messages)
+    ``{"c", "units": [{"queries", "n"}]}`` then each unit's ``n`` state frames: restore
+    these router units (each serving ``queries`` here); answered by one ``trestored`` per query.
 ``trestored`` (container to driver)
     ``{"container", "query", "restored": bool, "error"}``.
 """
@@ -62,7 +68,7 @@ from linkstream.store.checkpoints import SHARED, Blob, CheckpointStore, digest, 
 logger = logging.getLogger(__name__)
 
 VERSION = 1
-KINDS = ("tsnap", "tsnapped", "trestore", "trestored")
+KINDS = ("tsnap", "tsnapped", "trestore", "trestored", "trrouters")
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,17 @@ class TaskRestored:
     error: str = ""
 
 
-TaskMessage = SnapshotTasks | TasksSnapped | RestoreTask | TaskRestored
+@dataclass(frozen=True)
+class RestoreRouters:
+    """Driver to container: restore router units (each: the queries it serves here and its
+    state's frames), after the queries' own ``trestore`` messages and before the first tick."""
+
+    run: str
+    c: int
+    units: list[tuple[list[str], list[Frame]]] = field(default_factory=list)
+
+
+TaskMessage = SnapshotTasks | TasksSnapped | RestoreTask | TaskRestored | RestoreRouters
 
 
 def encode_task(m: TaskMessage) -> list[Frame]:
@@ -128,6 +144,9 @@ def encode_task(m: TaskMessage) -> list[Frame]:
     elif isinstance(m, RestoreTask):
         h.update(kind="trestore", query=m.query, c=m.c)
         extra = list(m.frames)
+    elif isinstance(m, RestoreRouters):
+        h.update(kind="trrouters", c=m.c, units=[{"queries": q, "n": len(f)} for q, f in m.units])
+        extra = [f for _, fs in m.units for f in fs]
     else:
         h.update(kind="trestored", container=m.container, query=m.query, restored=m.restored, error=m.error)
     return [msgpack.packb(h, use_bin_type=True), *extra]
@@ -169,6 +188,15 @@ def decode_task(frames: list[Frame]) -> TaskMessage:
             )
         if kind == "trestore":
             return RestoreTask(run, str(h["query"]), int(h["c"]), list(frames[1:]))
+        if kind == "trrouters":
+            units, k = [], 1
+            for u in h["units"]:
+                n = int(u["n"])
+                if n < 1 or k + n > len(frames):
+                    raise ValueError("the units' frames do not add up")
+                units.append(([str(q) for q in u["queries"]], list(frames[k : k + n])))
+                k += n
+            return RestoreRouters(run, int(h["c"]), units)
         if kind == "trestored":
             return TaskRestored(
                 run, str(h["container"]), str(h["query"]), bool(h["restored"]), str(h["error"])
@@ -185,7 +213,7 @@ class SnapshotWriter:
     def __init__(self) -> None:
         self.done: queue.Queue[TasksSnapped] = queue.Queue()
         self._jobs: queue.Queue[
-            tuple[str, str, SnapshotTasks, list[tuple[str, QueryState]], dict[str, str], float]
+            tuple[str, str, SnapshotTasks, list[tuple[str, list[str], QueryState]], dict[str, str], float]
         ] = queue.Queue()
         self._stores: dict[str, CheckpointStore] = {}
         self._thread = threading.Thread(target=self._run, name="linkstream-task-snapshots", daemon=True)
@@ -195,11 +223,12 @@ class SnapshotWriter:
         self,
         container: str,
         m: SnapshotTasks,
-        states: list[tuple[str, QueryState]],
+        states: list[tuple[str, list[str], QueryState]],
         errors: dict[str, str],
         copy_s: float,
     ) -> None:
-        """Queues the copied ``states`` of request ``m`` for writing."""
+        """Queues the copied ``states`` of request ``m`` for writing: (object key, the
+        queries it is the state of, the state) each."""
         self._jobs.put((container, m.run, m, states, errors, copy_s))
 
     def _run(self) -> None:
@@ -212,10 +241,11 @@ class SnapshotWriter:
                 store = self._stores.get(m.uri)
                 if store is None:
                     store = self._stores[m.uri] = open_checkpoints(m.uri)
-                for name, st in states:
+                for key, names, st in states:
                     data = encode_blob(Blob(st.header, st.arrays))
-                    store.backend.put(SHARED + m.keys[name], data)
-                    objects[name] = {"key": m.keys[name], **digest(data), "rows": st.rows}
+                    store.backend.put(SHARED + key, data)
+                    for name in names:
+                        objects[name] = {"key": key, **digest(data), "rows": st.rows}
             except (BackendError, OSError, ValueError) as exc:
                 failed = f"cannot write task snapshots to {m.uri}: {exc}"
                 logger.error("%s: %s", container, failed)
@@ -259,13 +289,16 @@ class TaskCheckpoints:
             self._snapshot_tasks(replica, m)
         elif isinstance(m, RestoreTask):
             self._restore_task(replica, run, m)
+        elif isinstance(m, RestoreRouters):
+            self._restore_routers(replica, run, m)
         return True
 
     def _snapshot_tasks(self, replica: RunReplica, m: SnapshotTasks) -> None:
         """Copies the requested states now (between two ticks); the writer does the rest."""
         t0 = time.perf_counter()
-        states: list[tuple[str, QueryState]] = []
+        states: list[tuple[str, list[str], QueryState]] = []
         errors: dict[str, str] = {}
+        units: dict[int, tuple[str, list[str], QueryState]] = {}  # per router: its one object
         for name in m.keys:
             if replica.last_seq != m.seq or replica.last_c != m.c:
                 errors[name] = f"at tick {replica.last_seq} (t={replica.last_c}), not {m.seq} (t={m.c})"
@@ -277,12 +310,36 @@ class TaskCheckpoints:
             try:
                 st = replica.snapshot(name)
             except StateError as exc:
-                errors[name] = str(exc)
+                if not self._router_unit(replica, name, m, units):
+                    errors[name] = str(exc)
                 continue
-            states.append((name, QueryState(st.header, [a.copy() for a in st.arrays])))
+            states.append((m.keys[name], [name], QueryState(st.header, [a.copy() for a in st.arrays])))
+        for key, names, st in units.values():
+            st.header["queries"] = sorted(names)
+            states.append((key, names, st))
         if self._writer is None:
             self._writer = SnapshotWriter()
         self._writer.submit(self.id, m, states, errors, time.perf_counter() - t0)
+
+    def _router_unit(
+        self,
+        replica: RunReplica,
+        name: str,
+        m: SnapshotTasks,
+        units: dict[int, tuple[str, list[str], QueryState]],
+    ) -> bool:
+        """Adds routed query ``name`` to its router's unit (snapshotted once per request,
+        :mod:`linkstream.operators.shared_state`); ``False``: it is not routed (or fails)."""
+        try:
+            router = replica.routed(name)
+            unit = units.get(id(router))
+            if unit is None:
+                key = "%s/router-%s-%d" % (m.keys[name].rsplit("/", 1)[0], self.id, len(units))
+                unit = units[id(router)] = (key, [], replica.router_state(router))
+        except StateError:
+            return False
+        unit[1].append(name)
+        return True
 
     def _send_task_acks(self) -> None:
         """Sends the acknowledgements of the snapshots written meanwhile."""
@@ -332,3 +389,25 @@ class TaskCheckpoints:
         else:  # the leader sums these up in one warning
             logger.info("%s: %s not restored from the cluster checkpoint: %s", self.id, name, error)
         self._send(encode_task(TaskRestored(run.id, self.id, name, restored, error)))
+
+    def _restore_routers(self, replica: RunReplica, run: RunSpec, m: RestoreRouters) -> None:
+        """Restores router units (:meth:`RunReplica.restore_routers`), answers per query."""
+        units: list[tuple[list[str], QueryState]] = []
+        out: dict[str, str] = {}
+        for names, frames in m.units:
+            try:
+                units.append((names, decode_state(frames)))
+            except StateError as exc:
+                out.update(dict.fromkeys(names, f"malformed state: {exc}"))
+        out.update(replica.restore_routers(units, m.c))
+        ok = sorted(n for n, e in out.items() if not e)
+        logger.info(
+            "%s: %d routed queries restored from %d router units of the cluster checkpoint (t=%d)%s",
+            self.id,
+            len(ok),
+            len(m.units),
+            m.c,
+            "".join(f"; {n}: {e}" for n, e in sorted(out.items()) if e)[:2000],
+        )
+        for name, error in sorted(out.items()):
+            self._send(encode_task(TaskRestored(run.id, self.id, name, not error, error)))

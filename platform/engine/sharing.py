@@ -469,6 +469,11 @@ class Sharing:
                 i for i in (0, 2) if p[i][0] == "const" and p[2 - i][0] == "var" and occurs[p[2 - i][1]] > 1
             )
         graphs: dict[int, Operator] = {}
+        # leaves ordered by terms, not ids: the same join in every engine (router units'
+        # snapshots fit a new leader's plan, :mod:`linkstream.operators.shared_state`)
+        if self._decode[0] is not self.eng.dictionary:
+            self._decode = (self.eng.dictionary, decoder(self.eng.dictionary))
+        text = self._decode[1]
         for lf in leaves:
             if lf.static is not None:
                 marked = [
@@ -478,7 +483,9 @@ class Sharing:
                     )
                     for p, g in zip(lf.static.patterns, lf.sgen)
                 ]
-                lf.key = repr(("r", lf.static.graphs, canonical_subjoin(marked, lf.static.filters)[0]))
+                lf.key = term_key(
+                    ("r", lf.static.graphs, canonical_subjoin(marked, lf.static.filters)[0]), text
+                )
                 continue
             if lf.window is None and id(lf.graph) not in graphs:
                 assert lf.graph is not None  # a scan's leaf (static sub-joins are done above)
@@ -487,11 +494,11 @@ class Sharing:
                 tuple(("hid", 0) if i in lf.gen else s for i, s in enumerate(lf.pattern)), {}, "?{}"
             )
             if lf.window is None:
-                lf.key = repr(("s", graphs[id(lf.graph)].sig, local))
+                lf.key = term_key(("s", graphs[id(lf.graph)].sig, local), text)
             elif lf.merged is not None:
-                lf.key = repr(("m", _merged_desc(lf.merged), local))
+                lf.key = term_key(("m", _merged_desc(lf.merged), local), text)
             else:
-                lf.key = repr(("w", lf.window.buffer.iri, local))
+                lf.key = term_key(("w", lf.window.buffer.iri, local), text)
         leaves.sort(key=lambda lf: lf.key)
         slots: list[WindowOperator | GraphOperator] = []  # a time window, or a merged C-SPARQL graph
         jn: dict[str, str] = {}

@@ -36,6 +36,7 @@ from linkstream.operators.graph import StaticMembership, static_index
 from linkstream.operators.relation import Relation
 from linkstream.operators.router_groups import Group, GroupTable
 from linkstream.operators.scan import ScanOperator, Slot
+from linkstream.operators.state import StateError, StateReader, StateWriter
 from linkstream.operators.timed_window import TIMED_VARS, TimedWindowOperator
 
 #: the "timestamp" of a static triple in a merged (C-SPARQL) graph: in every window instance
@@ -97,8 +98,9 @@ class LatestGraphOperator(Operator):
     vars = TIMED_VARS
     certain = frozenset(TIMED_VARS)
     event_driven = True
-    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
-    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    #: shared-join state serves every query of the join: a query using it is rebuilt, not
+    #: migrated (:mod:`linkstream.operators.state`); task checkpoints snapshot it once per
+    #: router (:mod:`linkstream.operators.shared_state`)
     migratable = False
 
     def __init__(
@@ -116,6 +118,20 @@ class LatestGraphOperator(Operator):
         self.static_key = static_key if self.static is not None else None
         self._seeded = self.static is None
         self._static_index: StaticMembership | None = None
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """Every occurrence and each triple's latest (column ``_t``: timestamps, not ids),
+        and whether the static triples were emitted (a router unit's state,
+        :mod:`linkstream.operators.shared_state`)."""
+        t = TIMED_VARS[3:]
+        occ, latest = w.relation(self.occurrences, t), w.relation(self.latest, t)
+        return {"occurrences": occ, "latest": latest, "seeded": self._seeded}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("occurrences", "latest", "seeded"))
+        self.occurrences = r.relation(entries["occurrences"], self.occurrences)
+        self.latest = r.relation(entries["latest"], self.latest)
+        self._seeded = r.value(entries["seeded"], bool)
 
     def describe(self) -> str:
         st = f" static={len(self.static)}" if self.static is not None else ""
@@ -191,8 +207,9 @@ class TimedScanOperator(ScanOperator):
     """A pattern scan over a timed window: its mappings carry the triple's timestamp."""
 
     event_driven = True
-    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
-    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    #: shared-join state serves every query of the join: a query using it is rebuilt, not
+    #: migrated (:mod:`linkstream.operators.state`); task checkpoints snapshot it once per
+    #: router (:mod:`linkstream.operators.shared_state`)
     migratable = False
 
     def __init__(self, graph: Operator, pattern: tuple[Slot, Slot, Slot], time_var: str) -> None:
@@ -230,8 +247,9 @@ class RouterOperator(Operator):
 
     #: a group's result changes when its window instance slides, even without a join delta
     event_driven = False
-    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
-    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    #: shared-join state serves every query of the join: a query using it is rebuilt, not
+    #: migrated (:mod:`linkstream.operators.state`); task checkpoints snapshot it once per
+    #: router (:mod:`linkstream.operators.shared_state`)
     migratable = False
 
     def __init__(
@@ -284,6 +302,20 @@ class RouterOperator(Operator):
 
     def describe(self) -> str:
         return f"Router groups={len(self.groups)} rows={len(self.rows())}"
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The shared join's rows (their ``%t`` columns are timestamps).  The groups'
+        results are not shipped: they follow from the rows and each group's key, and the
+        engine that restores re-derives them at its first (silent) evaluation, as for a
+        group that subscribes to a running router (:mod:`linkstream.operators.shared_state`)."""
+        return {"rows": w.batch(self.rows())}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        r.expect(self, entries, ("rows",))
+        if self._closes is not None or len(self.counts):
+            raise StateError("the router evaluated here already")
+        self.state = consolidate(r.batch(entries["rows"], self.jvars))
+        self._clean = len(self.state)
 
     def rows(self) -> Batch:
         """The shared join's current rows, consolidated (:attr:`state` may hold a row and
@@ -580,8 +612,9 @@ class RouteOperator(Operator):
     #: the engine must not put an AttachOperator between a route and its router
     attach_children = False
     event_driven = False
-    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
-    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    #: shared-join state serves every query of the join: a query using it is rebuilt, not
+    #: migrated (:mod:`linkstream.operators.state`); task checkpoints snapshot it once per
+    #: router (:mod:`linkstream.operators.shared_state`)
     migratable = False
 
     def __init__(self, router: RouterOperator, key: tuple, certain: frozenset[str]) -> None:

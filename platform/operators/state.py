@@ -36,9 +36,10 @@ Dictionary ids differ between engines (each container encodes its static graphs 
 terms expressions compute in its own dictionary), so a snapshot carries the terms of every
 id its buffers use and the target re-encodes them.  Plans that differ between the two
 engines (a different join order, or sharing that inserted a renaming on one side only)
-or operators whose state is not plain relations (``migratable = False``: routers of shared
+or operators whose state is not one query's (``migratable = False``: routers of shared
 joins, timed windows) raise :class:`StateError`; the caller then rebuilds the query from
-its stream buffers.
+its stream buffers (task checkpoints snapshot a router once for all of its queries:
+:mod:`linkstream.operators.shared_state`).
 
 Wire form (:func:`encode_state` / :func:`decode_state`): one msgpack header, then one raw
 little-endian int64 buffer per array.  Nothing is pickled.
@@ -186,17 +187,18 @@ class StateWriter:
             self.id_arrays.append([len(self.arrays) - 1, sorted(plain_rows)])
         return len(self.arrays) - 1
 
-    def batch(self, b: Batch) -> list[Any]:
-        """The entry of batch ``b``, whose columns hold dictionary ids."""
+    def batch(self, b: Batch, times: Sequence[str] = ()) -> list[Any]:
+        """The entry of batch ``b``, whose columns hold dictionary ids but those of the
+        variables ``times`` and of the shared joins' ``%t`` variables (element timestamps,
+        not ids: a restore does not re-encode them)."""
         self.rows += len(b)
-        # element timestamps are not dictionary ids (defensive: only routed joins have them)
-        plain = [j for j, v in enumerate(b.vars) if v.startswith(TIME_VAR_PREFIX)]
+        plain = [j for j, v in enumerate(b.vars) if v.startswith(TIME_VAR_PREFIX) or v in times]
         cols = self.add(b.cols, True, plain)
         return [list(b.vars), cols, self.add(b.counts, False), list(b.cols.shape)]
 
-    def relation(self, r: Relation) -> list[Any]:
-        """The entry of relation ``r`` (its consolidated rows)."""
-        return self.batch(r.rows)
+    def relation(self, r: Relation, times: Sequence[str] = ()) -> list[Any]:
+        """The entry of relation ``r`` (its consolidated rows; ``times`` as in :meth:`batch`)."""
+        return self.batch(r.rows, times)
 
     def relations(self, rs: Sequence[Relation]) -> list[list[Any]]:
         """The entries of relations ``rs``, in order."""
@@ -361,6 +363,21 @@ def restore_query(engine: Any, name: str, state: QueryState, c: int) -> None:
         raise StateError("the query uses a shared join's router")
     if len(h["nodes"]) != len(order):
         raise StateError("the snapshot does not list every operator")
+    reader = StateReader(local_ids(engine, state), c)
+    for (op, behind), entries in zip(order, h["nodes"]):
+        if behind:
+            continue  # it ran here already, with the same state
+        op.restore(reader, entries)
+    for a in attaches:
+        a._attached = True
+    getattr(rq.output, "view", rq.output).restore(reader, h["output"])
+    rq.last_report = h["last_report"]
+
+
+def local_ids(engine: Any, state: QueryState) -> list[np.ndarray]:
+    """``state``'s arrays with its dictionary ids re-encoded in ``engine``'s dictionary
+    (the rows the snapshot lists as plain -- timestamps -- kept as they are)."""
+    h = state.header
     arrays = list(state.arrays)
     uniq = arrays[h["uniq"]]
     terms = h["terms"]
@@ -379,15 +396,7 @@ def restore_query(engine: Any, name: str, state: QueryState, c: int) -> None:
             if not np.all(~is_id | (uniq[pos] == a)):
                 raise StateError("an id of the snapshot has no term")
             arrays[i] = np.where(is_id, local[pos], a)
-    reader = StateReader(arrays, c)
-    for (op, behind), entries in zip(order, h["nodes"]):
-        if behind:
-            continue  # it ran here already, with the same state
-        op.restore(reader, entries)
-    for a in attaches:
-        a._attached = True
-    getattr(rq.output, "view", rq.output).restore(reader, h["output"])
-    rq.last_report = h["last_report"]
+    return arrays
 
 
 # ----------------------------------------------------------------------------- wire form

@@ -5,10 +5,12 @@ subscriber of the routers above it."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from linkstream.operators.batch import Batch, concat
+from linkstream.operators.state import StateReader, StateWriter
 from linkstream.operators.window import WindowBuffer, WindowOperator
 from linkstream.query.windows import WindowSpec
 
@@ -34,8 +36,9 @@ class TimedWindowOperator(WindowOperator):
     vars = TIMED_VARS
     certain = frozenset(TIMED_VARS)
     event_driven = True
-    #: shared-join state numbers subscriber groups per engine and mixes timestamps into
-    #: rows: a query using it is rebuilt, not migrated (:mod:`linkstream.operators.state`)
+    #: shared-join state serves every query of the join: a query using it is rebuilt, not
+    #: migrated (:mod:`linkstream.operators.state`); task checkpoints snapshot it once per
+    #: router (:mod:`linkstream.operators.shared_state`)
     migratable = False
 
     def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
@@ -48,6 +51,22 @@ class TimedWindowOperator(WindowOperator):
 
     def describe(self) -> str:
         return "Timed" + super().describe()
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The report time it advanced to last (its content is in the stream buffer)."""
+        return {"now": self.now}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        """Moves to the snapshot's last advance without emitting anything (the readers
+        above hold that content already: a router unit is restored as a whole)."""
+        r.expect(self, entries, ("now",))
+        now = entries["now"]
+        self._pending = []
+        if now is None:
+            return
+        self.now = r.value(now, int)
+        lo, hi = self.bounds(self.now)
+        self.lo, self.hi = max(lo, self.buffer.base), max(hi, self.buffer.base)
 
     def fits(self, range_ms: int, step: int) -> bool:
         """Whether a subscriber of ``range_ms`` and ``step`` can read this window."""

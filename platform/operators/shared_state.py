@@ -1,0 +1,207 @@
+"""Snapshot and restore of a shared join's router unit, for task checkpoints.
+
+A :class:`~linkstream.operators.router.RouterOperator` and everything below it -- the
+shared join over timed scans, the :class:`~linkstream.operators.router.LatestGraphOperator`
+and the :class:`~linkstream.operators.timed_window.TimedWindowOperator`\\ s -- serve every
+query of the shared join on an engine (each through its own
+:class:`~linkstream.operators.router.RouteOperator`).  Their state is that of the *unit*,
+not of one query, so it is snapshotted once per router (:func:`snapshot_router`) rather
+than per query (:func:`~linkstream.operators.state.snapshot_query` refuses routed
+queries), and restored once, into an engine that planned the router's queries and has
+not evaluated anything yet (:func:`restore_routers`: a new leader's containers).
+
+What a unit's snapshot holds (the operators' own ``snapshot`` methods):
+
+* the router's rows: the shared join's current rows, whose ``%t`` columns are element
+  timestamps (not dictionary ids: the id re-encoding on restore skips them);
+* the join's input relations (:class:`~linkstream.operators.mjoin.MultiJoinOperator`),
+  the latest graph's occurrences and latest timestamps (column ``_t`` likewise plain),
+  and each timed window's last advance (its content is in the stream buffer).
+
+The subscriber groups' results (the router's per-group counts, numbered by a group id
+each engine assigns itself) are *not* shipped: they follow from the rows and the groups'
+keys (ranges, steps, constants), and the restoring engine derives them at its first
+evaluation -- the silent evaluation at the checkpoint's report time -- the way a router
+serves a group that subscribes while it runs.  Everything above the routes (renamings,
+shared aggregates, routed blocks, result views) is built by that evaluation as for a
+query without a snapshot; what the snapshot saves is the join's rebuild from the windows.
+
+A unit is restored only when its plan here is the snapshot's (the operators' classes,
+variables, window specs, scan patterns with their constants as terms, the router's
+output and timestamp variables) and when no operator outside the restored units reads
+one of its operators directly (a reader through an ``AttachOperator`` gets the restored
+content replayed, which is right for a fresh reader).  Otherwise it is left alone: the
+silent evaluation rebuilds it, as before.
+
+Wire form: that of :func:`~linkstream.operators.state.encode_state` (msgpack header with
+``"unit": "router"``, raw int64 buffers); nothing is pickled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from linkstream.operators.base import AttachOperator, Operator
+from linkstream.operators.router import LatestGraphOperator, RouteOperator, RouterOperator, TimedScanOperator
+from linkstream.operators.state import (
+    STATE_VERSION,
+    QueryState,
+    StateError,
+    StateReader,
+    StateWriter,
+    _entries,
+    _fingerprints,
+    _walk,
+    local_ids,
+)
+from linkstream.operators.timed_window import TimedWindowOperator
+
+#: operators whose state is a router unit's (not migrated with one query's)
+UNIT_KINDS = (RouterOperator, TimedWindowOperator, TimedScanOperator, LatestGraphOperator)
+UNIT = "router"
+
+
+def router_of(root: Operator) -> RouterOperator:
+    """The one router a query's plan reads, when its only operators that cannot be
+    migrated with it are that router's unit and routes.
+
+    Raises:
+        StateError: The plan reads no router, several, or other unmigratable operators.
+    """
+    ops = root.walk()
+    routers = [op for op in ops if isinstance(op, RouterOperator)]
+    if len(routers) != 1:
+        raise StateError(f"the query reads {len(routers)} shared-join routers (not one)")
+    unit = {id(op) for op in routers[0].walk()}
+    for op in ops:
+        if not op.migratable and id(op) not in unit and not isinstance(op, RouteOperator):
+            raise StateError(f"{type(op).__name__} state is not migrated (the query is rebuilt)")
+    return routers[0]
+
+
+def _fp(order: list[tuple[Operator, bool]], dictionary: Any) -> list[list[Any]]:
+    fps = _fingerprints(order, dictionary)
+    router = order[0][0]
+    assert isinstance(router, RouterOperator)
+    fps[0].append([list(router.out_vars), [list(ts) for ts in router.slot_ts]])
+    return fps
+
+
+def snapshot_router(engine: Any, router: RouterOperator, c: int) -> QueryState:
+    """The state of ``router``'s unit in ``engine`` after report time ``c`` (between two ticks).
+
+    Raises:
+        StateError: An operator of the unit cannot be snapshotted.
+    """
+    order, _ = _walk(router)
+    w = StateWriter()
+    nodes: list[dict[str, Any]] = []
+    for op, _behind in order:
+        if not op.migratable and not isinstance(op, UNIT_KINDS):
+            raise StateError(f"{type(op).__name__} state is not migrated (the query is rebuilt)")
+        nodes.append(_entries(op, w))
+    uniq = w.ids()
+    header = {
+        "v": STATE_VERSION,
+        "unit": UNIT,
+        "c": int(c),
+        "fp": _fp(order, engine.dictionary),
+        "nodes": nodes,
+        "ids": w.id_arrays,
+        "uniq": w.add(uniq, False),
+        "terms": engine.dictionary.decode_many(uniq) if len(uniq) else [],
+        "rows": w.rows,
+    }
+    return QueryState(header, w.arrays)
+
+
+def _fits(engine: Any, router: RouterOperator, state: QueryState, c: int) -> str:
+    """Why ``state`` cannot be restored into ``router``'s unit here ("": it can)."""
+    h = state.header
+    if h.get("v") != STATE_VERSION or h.get("unit") != UNIT:
+        return "not a router unit's snapshot"
+    if h.get("c") != c:
+        return f"snapshot after t={h.get('c')}, this engine is at t={c}"
+    order, _ = _walk(router)
+    fps, theirs = _fp(order, engine.dictionary), h.get("fp") or []
+    if fps != theirs or len(h.get("nodes", ())) != len(order):
+        k = next((i for i, (a, b) in enumerate(zip(fps, theirs)) if a != b), min(len(fps), len(theirs)))
+        return (
+            "the shared join's plan differs between the two engines (operator %d: %s here, %s in the snapshot)"
+            % (
+                k,
+                fps[k] if k < len(fps) else "none",
+                theirs[k] if k < len(theirs) else "none",
+            )
+        )
+    if router._closes is not None or any(
+        isinstance(op, TimedWindowOperator) and op.now is not None for op, _ in order
+    ):
+        return "the router evaluated here already"
+    return ""
+
+
+def _parents(engine: Any) -> dict[int, list[Operator]]:
+    """Per operator of ``engine``'s plans, the operators that read it as a child."""
+    out: dict[int, list[Operator]] = {}
+    seen: set[int] = set()
+    for rq in engine.queries.values():
+        for op in rq.root.walk():
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            for ch in op.children:
+                out.setdefault(id(ch), []).append(op)
+    return out
+
+
+def restore_routers(
+    engine: Any, units: Sequence[tuple[RouterOperator, QueryState]], c: int
+) -> dict[int, str]:
+    """Restores each router unit of ``units`` into ``engine`` (before its first tick, which
+    is at the snapshots' report time ``c``); returns per router (``id``) why it was not
+    restored (absent: restored).  A router listed twice is restored once."""
+    errors: dict[int, str] = {}
+    cand: dict[int, tuple[RouterOperator, QueryState, list[tuple[Operator, bool]], StateReader]] = {}
+    for router, state in units:
+        if id(router) in cand or id(router) in errors:
+            continue
+        why = _fits(engine, router, state, c)
+        if not why:
+            try:
+                reader = StateReader(local_ids(engine, state), c)
+            except StateError as exc:
+                why = str(exc)
+        if why:
+            errors[id(router)] = why
+        else:
+            cand[id(router)] = (router, state, _walk(router)[0], reader)
+    parents = _parents(engine)
+    while True:  # no operator outside the restored units may read theirs directly
+        members = {id(op) for _, _, order, _ in cand.values() for op, _ in order}
+        bad = [
+            rid
+            for rid, (router, _, order, _) in cand.items()
+            if any(
+                not isinstance(p, (AttachOperator, RouteOperator)) and id(p) not in members
+                for op, _ in order
+                if op is not router
+                for p in parents.get(id(op), ())
+            )
+        ]
+        if not bad:
+            break
+        for rid in bad:
+            errors[rid] = "an operator of its shared join is read by one that is not restored"
+            del cand[rid]
+    done: set[int] = set()
+    for router, state, order, reader in cand.values():
+        for (op, _), entries in zip(order, state.header["nodes"]):
+            if id(op) not in done:  # (an operator of two units: the same content in both)
+                op.restore(reader, entries)
+                done.add(id(op))
+        for a in router.walk():
+            if isinstance(a, AttachOperator):  # its reader holds the restored content
+                a._attached = True
+    return errors
