@@ -458,7 +458,13 @@ class RunReplica:
             for name in names:
                 cq = self._deferred.pop(name, None) if self._deferred is not None else None
                 if cq is not None:
-                    self.engine.register(cq)
+                    try:
+                        self.engine.register(cq)
+                    except Exception as exc:  # noqa: BLE001 - planned before: it waits for the tick
+                        assert self._deferred is not None
+                        self._deferred[name] = cq
+                        out[name] = f"cannot be planned before the tick: {exc}"
+                        continue
                 if name not in self.engine.queries:
                     out[name] = "the query is not held here"
                     continue
