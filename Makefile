@@ -8,9 +8,10 @@ PYTEST_ARGS ?=
 
 .PHONY: venv demo cluster-demo test lint typecheck format bench clean system-deps
 
-# (the install also builds the compiled kernels, platform/operators/_kernels.c, when a C
-# compiler is there: an edit of the C source rebuilds the venv)
-$(VENV)/.installed: pyproject.toml platform/operators/_kernels.c
+# (the install also builds the compiled kernels, platform/operators/_kernels.c, and the
+# N-Triples scanner, platform/rdf/_ntparse.c, when a C compiler is there: an edit of the C
+# source rebuilds the venv)
+$(VENV)/.installed: pyproject.toml platform/operators/_kernels.c platform/rdf/_ntparse.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'

@@ -87,6 +87,12 @@ class MemoryDictionary:
             got = list(map(ids.__getitem__, terms))
         return np.array(got, dtype=np.int64) if got else np.empty(0, dtype=np.int64)
 
+    def tables(self) -> tuple[dict[str, int], list[str | None]]:
+        """The term -> id dict and the id -> term list, for the compiled reader
+        (:mod:`linkstream.rdf.ntfast`), which adds new terms to them in place as
+        :meth:`encode` does: the next id is the list's length."""
+        return self._ids, self._terms
+
     def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
         get = self._ids.get
         return np.fromiter((get(t, 0) for t in terms), dtype=np.int64, count=len(terms))

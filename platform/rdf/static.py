@@ -1,8 +1,9 @@
 """Loading static RDF graphs into dictionary-encoded triple arrays.
 
-N-Triples and N-Quads go through the fast line parser of :mod:`linkstream.rdf.ntriples`
-(malformed lines are reported and skipped, as in stream files; the graph of a quad is
-ignored); Turtle, N3, RDF/XML, JSON-LD and TriG go through rdflib, whose terms are
+N-Triples and N-Quads go through the compiled scanner of :mod:`linkstream.rdf.ntfast` where
+it was built, and the fast line parser of :mod:`linkstream.rdf.ntriples` for the lines it
+leaves (malformed lines are reported and skipped, as in stream files; the graph of a quad
+is ignored); Turtle, N3, RDF/XML, JSON-LD and TriG go through rdflib, whose terms are
 turned into the N-Triples strings (lexical forms as written) of :mod:`linkstream.rdf.terms`.
 """
 
@@ -18,6 +19,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from linkstream.rdf import ntfast
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, parser_for, utf8_error
 from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
@@ -87,8 +89,11 @@ def load_graph(
         raise ValueError(f"{path!r} is a directory, not an RDF file")
     low = path.lower()
     if low.endswith(LINE_FORMATS):
-        quads = line_quads(path, bnode_prefix, log or _log.warning)
-        chunks = _encode_chunks(map(_TRIPLE, quads), dictionary)
+        if ntfast.native():  # lines scanned in C, terms encoded per batch
+            chunks = ntfast.encoded_triples(path, dictionary, bnode_prefix, log or _log.warning)
+        else:
+            quads = line_quads(path, bnode_prefix, log or _log.warning)
+            chunks = _encode_chunks(map(_TRIPLE, quads), dictionary)
     else:
         fmt = next((f for suffix, f in RDFLIB_FORMATS.items() if low.endswith(suffix)), None)
         if fmt is None:
