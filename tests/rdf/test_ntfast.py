@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from linkstream.rdf import ntfast, static
 from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.rdf.lmdb_dictionary import LmdbDictionary
 from linkstream.rdf.ntriples import NTriplesError, parser_for
 from tests.rdf.test_ntriples import _ALPHABET, _SEEDS, CORPUS, XSD, shared_dir
 
@@ -210,3 +211,31 @@ def _citybench(rel: str) -> Path:
 def test_citybench_files(rel: str) -> None:
     triples, logs = _same(_citybench(rel), prefix=os.path.basename(rel)[:6] + "_")
     assert len(triples) > 500 and not logs
+
+
+@needs_native
+@pytest.mark.parametrize("block", [ntfast.BLOCK, 97])
+def test_other_dictionaries_get_the_same_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """A dictionary that is not the in-memory one (here LMDB) gets each batch's distinct terms
+    through encode_many: the same ids as the Python path."""
+    path = _lines_file(
+        tmp_path, CORPUS * 2 + [f"_:b{i} <http://ex.org/p> <http://ex.org/o{i % 7}> ." for i in range(300)]
+    )
+    monkeypatch.setattr(ntfast, "BLOCK", block)
+    monkeypatch.setattr(ntfast, "BATCH_TERMS", 50)
+    got = []
+    for native in (False, True):
+        was = ntfast.use_native(native)
+        d = LmdbDictionary(str(tmp_path / f"lmdb{native}"))
+        try:
+            logs: list[str] = []
+            triples = static.load_graph(str(path), d, bnode_prefix="l_", log=logs.append)
+            got.append((triples, d.decode_many(np.arange(1, len(d) + 1)), logs))
+        finally:
+            d.close()
+            ntfast.use_native(was)
+    (a, terms_a, logs_a), (b, terms_b, logs_b) = got
+    assert terms_b == terms_a and np.array_equal(b, a) and logs_b == logs_a
+    assert len(a) > 300 and len(logs_a) > 40
