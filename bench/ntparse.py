@@ -16,7 +16,7 @@ times, on process CPU time (steadier than wall time on a shared machine):
 
 Raw figures go to ``bench/results/ntparse.json``.
 
-    python bench/ntparse.py [--pairs 3] [--triples 1000000] [--only ID ...] [--no-replay] [--out FILE]
+    python bench/ntparse.py [--pairs 2] [--triples 1000000] [--only ID ...] [--no-replay] [--out FILE]
 
 (``--child-load`` / ``--child-replay`` are how it runs one process; not for direct use.)
 """
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         child_replay(argv[1], argv[2:])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--triples", type=int, default=1_000_000, help="statements of the generated graph")
     ap.add_argument("--only", action="append", default=[], help="CityBench query id (repeatable)")
     ap.add_argument("--no-replay", action="store_true", help="parse + encode only")
