@@ -287,7 +287,9 @@ class Fanout:
         route.streams |= wanted
         route.version = version
         meta, triples = table(rows)
-        self._deliver({cid: (rows, meta, triples)}, {cid: (tick_seq, version, tuple(sorted(wanted)))})
+        named = tuple(sorted(wanted))  # every element flushed of these was sent to cid: counts are exact
+        counts = tuple(self._count[k] for k in named)
+        self._deliver({cid: (rows, meta, triples)}, {cid: (tick_seq, version, named, counts)})
         if new:
             logger.info(
                 "driver: %s subscribed to %s (version %d, %d backlog elements)",
@@ -300,7 +302,7 @@ class Fanout:
     def _deliver(
         self,
         parts: dict[str, tuple[list[_Row], np.ndarray, np.ndarray]],
-        syncs: dict[str, tuple[int, int, tuple[int, ...]]],
+        syncs: dict[str, tuple[int, int, tuple[int, ...], tuple[int, ...]]],
     ) -> None:
         """Sends each container its rows with the terms it lacks (``syncs``: as ``sync``)."""
         uniq: dict[int, np.ndarray] = {}
@@ -324,8 +326,8 @@ class Fanout:
             rows, meta, triples = parts[cid]
             ids = new[cid]
             terms = [decoded[i] for i in np.searchsorted(every, ids).tolist()] if len(ids) else []
-            tick, version, streams = syncs.get(cid, (None, 0, ()))
-            frames = encode(Elements(self.run, ids, terms, meta, triples, tick, streams, version))
+            tick, version, streams, counts = syncs.get(cid, (None, 0, (), ()))
+            frames = encode(Elements(self.run, ids, terms, meta, triples, tick, streams, version, counts))
             dest = self.routes.get(cid)
             if dest is None or not self._send(cid, frames):
                 continue

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -22,7 +23,7 @@ from linkstream.cluster.decisions import DECIDED_HEADER
 from linkstream.cluster.ingest import INGEST_PATH, MSGPACK, NotOwner
 from linkstream.cluster.registration import OWNER
 from linkstream.cluster.results import LOG_PATH, serve_log
-from linkstream.cluster.service import ClusterService, token_id
+from linkstream.cluster.service import ClusterService
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,13 @@ ELECTION_WAIT_S = 10.0
 RETRY_S = 0.2
 LOCAL_PATHS = frozenset({"/healthz", "/status", "/metrics", "/openapi.json"})
 _HOP = frozenset({b"host", b"content-length", b"connection", b"transfer-encoding", b"keep-alive"})
+
+
+def token_id(authorization: str | None) -> str | None:
+    """A short, non-reversible id of a bearer token (the ``owner`` of what it registers)."""
+    if not authorization:
+        return None
+    return "tok-" + hashlib.sha256(authorization.encode("utf-8")).hexdigest()[:12]
 
 
 class LeaderProxy:
@@ -314,4 +322,4 @@ def create_service_app(
     return ApiGuard(LeaderProxy(inner, service), table, limits)
 
 
-__all__ = ["FORWARDED", "LeaderProxy", "create_service_app"]
+__all__ = ["FORWARDED", "LeaderProxy", "create_service_app", "token_id"]

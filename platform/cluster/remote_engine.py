@@ -59,6 +59,8 @@ class _LiveClusterEngine(ClusterEngine):
     a run of report times at once (:meth:`tick_many`)."""
 
     failed: dict[str, str]
+    #: ticks carry ``cuts`` (``--ingest direct``): per stream, the elements routed before them
+    cuts: bool = False
 
     def tick_many(
         self,
@@ -87,6 +89,7 @@ class _LiveClusterEngine(ClusterEngine):
         self.admit()
         self.migrate()
         counts = self.fanout.counts()  # every tick of the call comes after the same elements
+        cuts = dict(zip(self.fanout.streams, counts.tolist())) if self.cuts else {}
         sent = []
         for c, reporting in plan:
             self.seq += 1
@@ -94,7 +97,7 @@ class _LiveClusterEngine(ClusterEngine):
             owners = self.choose_owners(seq)
             due = sorted(reporting)
             self.fanout.broadcast(
-                encode_message(Tick(self.spec.id, seq, c, due, owners, dict(self._released)))
+                encode_message(Tick(self.spec.id, seq, c, due, owners, dict(self._released), cuts))
             )
             self._ack_handovers(owners)
             sent.append((seq, c, due, owners, time.perf_counter()))
@@ -138,6 +141,9 @@ class RemoteEngine:
         bind: Endpoint of the result socket.
         security: The coordinator's credential and CURVE keys (``None``: insecure).
         on_reject: Counts refused handshakes on the result socket.
+        cuts: Name in every tick, per stream, how many of its elements the run routed before
+            it (``run --zk --ingest direct``): containers evaluate a tick only once they
+            applied them (:class:`~linkstream.containers.cuts.CutGate`).
     """
 
     def __init__(
@@ -156,8 +162,10 @@ class RemoteEngine:
         bind: str = LOOPBACK_ANY,
         security: Security | None = None,
         on_reject: Callable[[str], None] | None = None,
+        cuts: bool = False,
     ) -> None:
         self.client = client
+        self.cuts = cuts
         self.security = security or Security.insecure()
         self.on_reject = on_reject
         self.base = base
@@ -217,6 +225,7 @@ class RemoteEngine:
             security=self.security,
         )
         cluster.failed = {}
+        cluster.cuts = self.cuts
         self.cluster, self._receiver = cluster, receiver
         for iri in self.buffers:  # streams pushed before: known to the run from the start
             cluster.add_stream(iri, self.retention_ms)

@@ -62,7 +62,6 @@ data flows misses its first report (its container needs one tick to prime it).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import queue
 import threading
@@ -106,13 +105,6 @@ logger = logging.getLogger(__name__)
 
 class NotLeading(TimeoutError):
     """This coordinator does not lead (answered 503, retry later)."""
-
-
-def token_id(authorization: str | None) -> str | None:
-    """A short, non-reversible id of a bearer token (the ``owner`` of what it registers)."""
-    if not authorization:
-        return None
-    return "tok-" + hashlib.sha256(authorization.encode("utf-8")).hexdigest()[:12]
 
 
 class _Defaults:
@@ -506,6 +498,7 @@ class ClusterService(QueriesMixin):
             on_reject=None
             if self.coordinator_metrics is None
             else self.coordinator_metrics.on_reject("results"),
+            cuts=self.ingest.stream_log is not None,  # --ingest direct
         )
         live = LiveEngine(
             remote,  # type: ignore[arg-type]  # the driver duck-types Engine
@@ -687,4 +680,4 @@ class ClusterService(QueriesMixin):
         return out
 
 
-__all__ = ["ClusterService", "NotLeading", "token_id"]
+__all__ = ["ClusterService", "NotLeading"]

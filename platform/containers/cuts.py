@@ -18,8 +18,14 @@ element.  :class:`CutGate` puts the two back in order:
   :meth:`CutGate.missing` says which ranges the first waiting tick still lacks (to be
   asked of the owners, or read from their stream logs after an owner change).
 
-Built, not wired yet: the owners' sender (step 2) that produces such runs is the next
-step; the runtime keeps evaluating ticks as they arrive until it exists.
+Wired for the leader's socket (session 14): with ``--ingest direct`` the leader's ticks
+carry ``cuts`` in the run's counts (how many elements of each stream its fan-out had
+routed before the tick), the container's replica counts the elements it applied the same
+way (a ``sync`` sets a stream's count, each element adds one), and the runtime hands
+each tick -- and every message that must come after it -- to the gate, naming only the
+streams it receives (:meth:`reached` after each applied message).  The elements still
+come on the leader's socket, in order with the ticks, so a tick waits only if that order
+broke; the owners' sender (step 2) will call :meth:`elements` instead.
 """
 
 from __future__ import annotations
@@ -68,6 +74,13 @@ class CutGate(Generic[E, K]):
         if len(run) > len(held.get(first, ())):
             held[first] = run
         self._drain()
+
+    def reached(self, stream: str, count: int) -> None:
+        """``stream``'s elements up to ``count`` were applied another way (the leader's
+        socket, in order): ticks waiting for them go."""
+        if count > self.applied.get(stream, 0):
+            self.applied[stream] = count
+            self._drain()
 
     def tick(self, cuts: Mapping[str, int], tick: K) -> None:
         """A tick evaluated once each stream of ``cuts`` reached its count."""

@@ -20,13 +20,17 @@ Driver to container:
     before it) and the answer to each ``subscribe``: the retained backlog of the
     streams it newly subscribes to, for subscription version ``sub``; ``streams`` names
     every stream of that version (the new ones and those it already received), and from
-    then on the driver sends it every element of those streams.
+    then on the driver sends it every element of those streams; ``"counts": [int]`` (one
+    per stream of ``streams``) says how many elements of each the run had routed once the
+    ``sync`` is applied: the container counts each stream's elements on from there.
 ``tick``
     ``{"seq", "c", "due": [query], "owners": {query: container}, "rel": {container:
     token}}``: evaluate report time ``c``; the queries in ``due`` report, each answered
     by the container ``owners`` names; ``rel`` echoes the last *unready* token the
     driver processed per container.  ``run --zk --ingest direct`` adds ``"cuts":
-    {stream: applied count}`` (the elements of each stream decided before the tick).
+    {stream: count}``: how many elements of each stream the run had routed before the
+    tick (counted as ``sync`` ``counts`` count them); a container evaluates the tick only
+    once it has applied that many of each stream it receives.
 
 ``handover``
     ``{"query", "dst", "seq"}``: snapshot the operator state of ``query`` (after tick
@@ -106,6 +110,9 @@ class Elements:
             carries the backlog of those new to the container): the driver sends the
             container every later element of them.
         version: For a ``sync`` message, the subscription version it answers.
+        counts: For a ``sync`` message, per stream of ``streams`` (same order), how many of
+            its elements the run had routed once this message is applied: the container's
+            count of the stream from here on (a tick's ``cuts`` are in these counts).
     """
 
     run: str
@@ -116,6 +123,7 @@ class Elements:
     sync_tick: int | None = None
     streams: tuple[int, ...] = ()
     version: int = 0
+    counts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,9 @@ class Tick:
     """Report time ``c`` (tick ``seq``); see the module docstring.
 
     ``cuts`` (``run --zk --ingest direct``, empty otherwise and then not on the wire): per
-    stream IRI, the applied count before this tick -- a container evaluates the tick only
-    once it applied that many elements of each stream it reads
+    stream IRI, how many of its elements the run had routed before this tick (the leader's
+    :class:`~linkstream.cluster.fanout.Fanout` counts) -- a container evaluates the tick
+    only once it applied that many elements of each stream it receives
     (:class:`~linkstream.containers.cuts.CutGate`).
     """
 
@@ -322,6 +331,8 @@ def encode(message: Message) -> list[Frame]:
             header.update(
                 tick=message.sync_tick, sub=message.version, streams=[int(k) for k in message.streams]
             )
+            if message.counts:
+                header["counts"] = [int(n) for n in message.counts]
         return _bulk(message, header)
     if isinstance(message, Recompute):
         if len(message.ticks) != len(message.at):
@@ -461,6 +472,13 @@ def _ints(h: dict[str, Any], key: str) -> tuple[int, ...]:
     return tuple(x)
 
 
+def _counts(h: dict[str, Any], key: str) -> tuple[int, ...]:
+    x = h.get(key)
+    if type(x) is not list or not all(type(i) is int and 0 <= i < 2**63 for i in x):
+        raise ProtocolError(f"{h.get('kind')}: {key} must be a list of non-negative ints")
+    return tuple(x)
+
+
 def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
     _frames(frames, 5, h["kind"])
     nt, k, n = _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
@@ -478,15 +496,12 @@ def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
     if k and (int(meta[2].min()) < 0 or int(meta[2].sum()) != n):
         raise ProtocolError("element sizes do not add up to the triples sent")
     if h["kind"] == "sync":
+        streams = _ints(h, "streams")
+        counts = _counts(h, "counts") if "counts" in h else ()
+        if counts and len(counts) != len(streams):
+            raise ProtocolError("sync: counts must hold one count per stream")
         return Elements(
-            _str(h, "run"),
-            ids,
-            terms,
-            meta,
-            triples,
-            _int(h, "tick", 0),
-            _ints(h, "streams"),
-            _int(h, "sub", 0),
+            _str(h, "run"), ids, terms, meta, triples, _int(h, "tick", 0), streams, _int(h, "sub", 0), counts
         )
     return Elements(_str(h, "run"), ids, terms, meta, triples)
 

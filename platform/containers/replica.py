@@ -161,6 +161,9 @@ class RunReplica:
         self.wanted: frozenset[int] = frozenset()
         #: elements received per stream (index as in ``spec.streams``)
         self.stream_elements = [0] * len(spec.streams)
+        #: per stream, the run's count of its elements applied here (``sync`` ``counts`` set it,
+        #: each element adds one): what a tick's ``cuts`` are compared with
+        self.counts = [0] * len(spec.streams)
         self.synced = False
         self.last_seq = 0
         self.last_c: int | None = None  # report time of the last tick
@@ -191,6 +194,7 @@ class RunReplica:
             self.engine.buffer(iri).windows.append(guard)
             self._guards.append(guard)
             self.stream_elements.append(0)
+            self.counts.append(0)
         for guard, horizon in zip(self._guards, spec.horizons):
             guard.horizon = horizon
         self.engine.declare_streams(set(spec.streams))
@@ -237,6 +241,7 @@ class RunReplica:
         if k:
             for j, n in enumerate(np.bincount(meta[0], minlength=len(self.spec.streams)).tolist()):
                 self.stream_elements[j] += n
+                self.counts[j] += n
         self.triples += len(triples)
         self.apply_seconds += time.perf_counter() - t0
         self.cpu_seconds += time.process_time() - cpu0
@@ -245,6 +250,8 @@ class RunReplica:
                 raise ProtocolError("sync of an unknown stream")
             self.synced = True
             self.last_seq = message.sync_tick
+            for j, n in zip(message.streams, message.counts):  # the backlog may start after a gap
+                self.counts[j] = n
             if message.version == self.version:
                 self.live |= set(message.streams)
 

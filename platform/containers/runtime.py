@@ -59,6 +59,7 @@ from kazoo.client import KazooState
 from kazoo.exceptions import KazooException
 
 from linkstream.containers.assigned import AssignedQueries
+from linkstream.containers.cuts import CutGate
 from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
 from linkstream.containers.protocol import (
     Elements,
@@ -181,6 +182,9 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         self._run_seen: str | None = None  # id of the run node as last seen by the watch
         self._spec_seen: RunSpec | None = None
         self._replica: RunReplica | None = None
+        #: ticks (and the messages after them) wait here for their cuts (``--ingest direct``)
+        self._gate: CutGate[None, Message] = self._new_gate()
+        self._gated = False
         self._sender: Sender | None = None
         self._slots: dict[str, Slot] = {}
         self._failed: set[str] = set()
@@ -457,6 +461,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         if self._sender is not None:
             self._sender.close(linger_ms=1000)
         self._run = self._replica = self._sender = None
+        self._gate, self._gated = self._new_gate(), False
         self._slots.clear()
         self._failed.clear()
         self._rebuild.clear()
@@ -507,7 +512,47 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
                     sorted(replica.live),
                 )
                 self._reconcile()
-        elif isinstance(message, Tick):
+            for j in {*message.meta[0].tolist(), *message.streams}:  # ticks waiting for these go
+                self._gate.reached(replica.spec.streams[j], replica.counts[j])
+        elif isinstance(message, (Tick, Handover, State, Recompute)):
+            cuts = self._cuts(replica, message)
+            if cuts and not self._gated:
+                self._gated = True  # once per run: a diagnostic (and what the cluster tests look for)
+                logger.info(
+                    "%s: run %s: ticks wait for their cuts (first: %s)", self.id, replica.spec.id, cuts
+                )
+            if cuts or self._gate.waiting:  # after every tick that waits, in order
+                self._gate.tick(cuts, message)
+            else:
+                self._dispatch(replica, message)
+        else:
+            logger.debug("%s: ignoring %s", self.id, type(message).__name__)
+
+    def _new_gate(self) -> CutGate[None, Message]:
+        return CutGate(lambda _stream, _els: None, self._released_by_gate)
+
+    def _cuts(self, replica: RunReplica, message: Message) -> dict[str, int]:
+        """The cuts of a tick for the streams this container receives (live: subscribed and
+        synced); the others' elements do not come here."""
+        if not isinstance(message, Tick) or not message.cuts:
+            return {}
+        index = {iri: j for j, iri in enumerate(replica.spec.streams)}
+        return {s: n for s, n in message.cuts.items() if index.get(s, -1) in replica.live}
+
+    def _released_by_gate(self, message: Message) -> None:
+        replica = self._replica
+        if replica is None or getattr(message, "run", None) != self._run_id:
+            return
+        at = dict(zip(replica.spec.streams, replica.counts))
+        beyond = {s: (n, at[s]) for s, n in self._cuts(replica, message).items() if at[s] > n}
+        if beyond:  # elements after the tick were applied before it (cut, count): its order broke
+            logger.error("%s: a tick was evaluated after elements beyond its cuts: %s", self.id, beyond)
+        self._dispatch(replica, message)
+
+    def _dispatch(self, replica: RunReplica, message: Message) -> None:
+        """A tick, hand-over, state or recompute message, once the ticks before it went."""
+        m = self.metrics
+        if isinstance(message, Tick):
             self._owners = message.owners
             self._released = max(self._released, message.rel.get(self.id, 0))
             answer = [n for n in message.due if message.owners.get(n) == self.id]
@@ -542,8 +587,6 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             tasks = {n: t for t, n in replica.spec.queries.items()}
             texts = {n: x for n in message.queries if n in tasks and (x := self._text(tasks[n])) is not None}
             self._send(recompute(replica, texts, message, self.id))
-        else:
-            logger.debug("%s: ignoring %s", self.id, type(message).__name__)
 
     def _operator_error(self, message: str) -> None:
         if self._run is not None:

@@ -131,6 +131,50 @@ def test_elements_go_only_to_subscribers_and_a_new_subscription_brings_the_backl
         f.close()
 
 
+def test_a_containers_counts_follow_the_runs_counts_across_late_and_renewed_subscriptions(
+    peers: tuple[RunSpec, dict[str, Peer]],
+) -> None:
+    """A tick's ``cuts`` (``--ingest direct``) are :meth:`Fanout.counts`: every container
+    must count a stream's elements the same way, also when its backlog starts after
+    elements it never got (pruned before it subscribed) or after it dropped the stream."""
+    _spec, p = peers
+    d = MemoryDictionary()
+    f = make_fanout(d, "streams")
+    f.set_horizon(0, 100)  # keeps what a window of 100 ms opened at the last report can read
+    try:
+        for cid, peer in p.items():
+            f.add(cid, peer.receiver.endpoint, 0)
+            peer.drain()
+        subscribe(f, p["a"], "a", {0, 1})
+        for t in (100, 200, 300, 400):
+            f.ingest(*element(d, 0, t))
+        f.ingest(*element(d, 1, 150))
+        f.flush()
+        f.prune(350)  # 100 and 200 are gone (before 350 - 100)
+        subscribe(f, p["b"], "b", {0})  # joins late: backlog 300, 400 only
+        for peer in p.values():
+            peer.drain()
+        assert f.counts().tolist() == [4, 1]
+        assert p["a"].replica.counts == [4, 1]
+        assert p["b"].replica.counts[0] == 4 and p["b"].replica.stream_elements[0] == 2
+        subscribe(f, p["b"], "b", set())  # drops stream 0, misses two, takes it up again
+        f.ingest(*element(d, 0, 500))
+        f.ingest(*element(d, 0, 600))
+        f.flush()
+        for peer in p.values():
+            peer.drain()
+        assert p["b"].replica.counts[0] == 4
+        subscribe(f, p["b"], "b", {0})
+        f.ingest(*element(d, 0, 700))
+        f.flush()
+        for peer in p.values():
+            peer.drain()
+        assert f.counts().tolist() == [7, 1]
+        assert p["a"].replica.counts == [7, 1] and p["b"].replica.counts[0] == 7
+    finally:
+        f.close()
+
+
 def test_a_subscription_that_overtook_an_earlier_one_makes_every_stream_live(
     peers: tuple[RunSpec, dict[str, Peer]],
 ) -> None:

@@ -130,6 +130,11 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
                     f"{q} on {side}: {sum(have.values())} lines, embedded {sum(want.values())}"
                 )
         assert sum(len(got[f"emb/{q}"]) for q in QUERIES) > 0, "no result lines at all"  # type: ignore[arg-type]
+        # --ingest direct: the leader's ticks name their cuts and every container waited for them
+        # (elements beyond a cut would be logged as an error); --ingest leader ticks name none
+        logs = [Path(r.log).read_text() for r in cluster.state.processes.values() if r.kind == "container"]
+        assert len(logs) == 2 and not any("beyond its cuts" in text for text in logs)
+        assert all(("ticks wait for their cuts" in text) == (ingest == "direct") for text in logs), ingest
 
         # each owner sequenced its stream (one offset per element), the leader applied them all
         if ingest == "direct":
