@@ -11,7 +11,9 @@ Right after each answer the owner is stopped (SIGSTOP: its poller cannot ask for
 decision); once a round produced a worker-late drop the leader is killed with SIGKILL
 and the owner continued: it takes the lead, replays the shared ingest log, and must get
 the decisions on every body of s2 -- decided up to its next offset, none lost, the
-applied count the old worker's (the new leader rebuilds the decisions from its replay).
+applied count the old worker's (the new leader rebuilds the decisions from its replay) --
+and the late counts the old leader showed: the worker's drops (``drop`` records) and an
+element the push side refused as late (a ``late`` record).
 """
 
 from __future__ import annotations
@@ -111,6 +113,10 @@ def test_a_new_leader_gives_the_owner_the_decisions_the_dead_one_owed(
             cluster.kill(owner, signal.SIGCONT)
             stopped = None
         assert dropped, f"no worker-late drop in {ROUNDS} rounds (late answers {late_answers})"
+        # and one refused on the push side (behind s1's watermark): answered late, logged as such
+        assert _push(urls[leader], S1, 1000)["late"] == 1
+        s1_late = _status(urls[leader])["streams"][S1]["late"]
+        assert s1_late >= 1
 
         cluster.kill(leader, signal.SIGKILL)
         cluster.kill(owner, signal.SIGCONT)
@@ -129,8 +135,9 @@ def test_a_new_leader_gives_the_owner_the_decisions_the_dead_one_owed(
         assert mine["lost"] == 0, mine
         assert mine["applied"] == count, (mine, count)
         assert st["ingest"]["applied"][S2]["count"] == count  # the replay applied what the worker did
-        # the worker's drops are logged and dropped again (late answers are not logged)
-        assert st["streams"][S2]["late"] == figures["late"] - late_answers
+        # the worker's drops and the push side's late elements are logged and counted again
+        assert st["streams"][S2]["late"] == figures["late"]
+        assert st["streams"][S1]["late"] == s1_late
     finally:
         if stopped is not None:
             cluster.kill(stopped, signal.SIGCONT)

@@ -118,3 +118,48 @@ def test_a_replay_applies_every_logged_push_no_drop_record_names(tmp_path: Path)
     finally:
         again.close()
         lg.close()
+
+
+def test_push_side_late_elements_are_counted_again_by_the_replay(tmp_path: Path) -> None:
+    """Elements the push side refuses as late (behind their stream's watermark) are never
+    applied, but a ``late`` record counts them: a restart (or a new cluster leader, whose
+    replay is this one) shows the late count the old process showed, also after a
+    checkpoint of the counts before (the records after it add theirs)."""
+    d = str(tmp_path / "state")
+    lg = IngestLog(d)
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg)
+    try:
+        live.register(QUERY, "q")
+        assert live.push_many(S1, [(5000, _el("p", 5000))]) == ([True], None)
+        # two late elements in one body (behind s1's 5000), one taken between them
+        body = [(1000, _el("p", 1)), (6000, _el("p", 6000)), (2000, _el("p", 2))]
+        assert live.push_many(S1, body) == ([False, True, False], None)
+        assert live.push_many(S2, [(3000, _el("q", 3000))]) == ([True], None)
+        assert live.push_many(S2, [(2500, _el("q", 2500))]) == ([False], None)
+        live.flush()
+        live.sync()
+        before = live.status()["streams"]
+        assert (before[S1]["late"], before[S2]["late"]) == (2, 1)
+    finally:
+        live.close()
+        lg.close()
+
+    lg = IngestLog(d)
+    again = LiveEngine(idle_ms=None)
+    try:
+        again.recover(lg)
+        again.flush()
+        assert again.status()["streams"] == before
+        assert again.applied_count(S1) == 2 and again.applied_count(S2) == 1
+    finally:
+        again.close()
+        lg.close()
+    lg = IngestLog(d)
+    try:
+        assert [(r.header["t"], r.header["f"]) for r in lg.records() if r.kind == "late"] == [
+            ([1000, 2000], [5000, 6000]),
+            ([2500], [3000]),
+        ]
+    finally:
+        lg.close()

@@ -227,6 +227,7 @@ class BatchPush:
         taken: list[tuple[int, Any]] = []
         positions: list[int] = []
         seqs: list[int] = []  # the taken elements' log records (a worker's drop names them)
+        late: list[tuple[int, int]] = []  # (time, watermark) of the elements refused as late
         triples_in = 0
         error: Exception | None = None
         with self._lock:
@@ -252,6 +253,7 @@ class BatchPush:
                     if floor is not None and t < floor:
                         self._space.release()
                         self._count_late(stream, acc, t, floor)
+                        late.append((t, floor))
                         flags.append(False)
                         continue
                     if self._log is not None:
@@ -270,6 +272,8 @@ class BatchPush:
                     positions.append(k)
                     flags.append(True)
             finally:
+                if late and self._log is not None:  # a replay counts them again (not applied)
+                    self._log.append_late(stream, [t for t, _ in late], [f for _, f in late])
                 if taken:
                     # enqueued under the lock: elements of one stream reach the worker in order
                     if decided is not None:
@@ -331,6 +335,16 @@ class BatchPush:
         with self._lock:
             acc = self._taken(stream, t, triples, key)
             self._count_late(stream, acc, t, t)
+
+    def _replayed_late(self, stream: str, times: Sequence[int], floors: Sequence[int]) -> None:
+        """Elements the push side refused as late (a ``late`` record), met by a replay:
+        counted late again, as they were."""
+        with self._lock:
+            acc = self._accepted.get(stream)
+            if acc is None:
+                acc = self._accepted[stream] = _Accepted()
+            for t, floor in zip(times, floors):
+                self._count_late(stream, acc, int(t), int(floor))
 
     def _taken(self, stream: str, t: int, triples: int, key: str | None) -> _Accepted:
         """Counts one element at time ``t`` with ``triples`` triples as taken on ``stream``

@@ -108,6 +108,8 @@ def replay_records(
                 live._replayed_drop(h["s"], h["t"], int(h.get("n", 0)), h.get("i"))
             elif rec.kind == "drop":
                 pass  # read above
+            elif rec.kind == "late":  # refused on the push side: counted, never applied
+                live._replayed_late(h["s"], h["t"], h["f"])
             elif rec.kind == "push":
                 triples = resolve(rec) if resolve is not None and h.get("f") == "ref" else decode_triples(rec)
                 # applied as the logged run applied it: lateness is not decided again
