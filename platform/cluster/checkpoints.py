@@ -62,6 +62,7 @@ import numpy as np
 from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster import tasksnapshots
+from linkstream.cluster.checkpointbacklog import backlog_blob, fanout_backlog
 from linkstream.cluster.streamlog import oldest_references, prune
 from linkstream.cluster.tasksnapshots import PREFIX, Request
 from linkstream.engine.live.checkpoint import (
@@ -142,42 +143,8 @@ class ClusterCapture(Capture):
     #: once they are written: per query its object's manifest entry, or why it has none
     task_objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     task_errors: dict[str, str] = field(default_factory=dict)
-
-
-def _backlog(remote: RemoteEngine) -> list[tuple[str, int, list[tuple[int, np.ndarray]]]]:
-    """The fan-out's retained elements per stream ``(t, triples)``, with the count before the
-    last tick's cut (references only: the fan-out never changes an element's array)."""
-    cluster = remote.cluster
-    if cluster is None:
-        return []
-    fan = cluster.fanout
-    cuts = cluster.recovery._cuts
-    cut = cuts[-1][2] if cuts and cuts[-1][0] == cluster.seq else None
-    pending: dict[int, list[tuple[int, np.ndarray]]] = {}
-    for k, t, tr in fan._pending:  # not flushed yet: after the cut
-        pending.setdefault(k, []).append((t, tr))
-    out = []
-    for k, iri in enumerate(fan.streams):
-        rows = list(fan._backlog[k])
-        end = int(cut[k]) if cut is not None and k < len(cut) else 0
-        before = sum(1 for r in rows if r[1] < end)
-        out.append((iri, before, [(r[2], r[3]) for r in rows] + pending.get(k, [])))
-    return out
-
-
-def _backlog_blob(backlog: list[tuple[str, int, list[tuple[int, np.ndarray]]]]) -> Blob:
-    """Per stream: times, sizes and the joined triples of its elements (off the worker)."""
-    arrays: list[np.ndarray] = []
-    streams = []
-    for iri, before, items in backlog:
-        streams.append([iri, before, len(arrays)])
-        parts = [tr for _, tr in items if len(tr)]
-        arrays += [
-            np.array([t for t, _ in items], dtype=np.int64),
-            np.array([len(tr) for _, tr in items], dtype=np.int64),
-            np.concatenate(parts).astype(np.int64) if parts else np.empty((0, 3), np.int64),
-        ]
-    return Blob({"streams": streams}, arrays)
+    #: ``--ingest direct``: the decisions the owners have not acknowledged (``saved_decisions``)
+    decisions: dict[str, list[Any]] = field(default_factory=dict)
 
 
 def capture(
@@ -220,7 +187,8 @@ def capture(
         "fired": live._fired,
         "explicit": live._explicit,
         "last_tick": c,
-        "streams": {s: [st.watermark, st.first] for s, st in live._streams.items()},
+        # the applied count numbers a stream's elements (--ingest direct's owners know it)
+        "streams": {s: [st.watermark, st.first, st.applied] for s, st in live._streams.items()},
         "accepted": barrier.accepted,
     }
     return ClusterCapture(
@@ -234,7 +202,7 @@ def capture(
         queries,
         [None] * len(queries),
         RingsCapture(),
-        backlog=_backlog(remote),
+        backlog=fanout_backlog(remote),
         keys=barrier.keys,
         result_seq=result_seq(),
     )
@@ -278,6 +246,8 @@ class ClusterCheckpointer(Checkpointer):
         self.task_copy_seconds = 0.0  # the containers' copies (the largest per checkpoint)
         self.task_wait_seconds = 0.0  # the checkpointer's wait for the task snapshots
         self.tasks_snapshotted = 0
+        #: ``--ingest direct``: the owners' unacknowledged decisions, read at the barrier
+        self.decisions: Callable[[], dict[str, list[Any]]] | None = None
         super().__init__(live, ingest_log, store, interval_s)
         self.ringlog = RingLog()  # the cluster serves results from its result log: no rings
 
@@ -303,6 +273,7 @@ class ClusterCheckpointer(Checkpointer):
                 barrier,
                 lambda: self.results.last,
             )
+            cap.decisions = self.decisions() if self.decisions is not None else {}
             cluster = self.remote.cluster
             if cluster is not None:  # the containers copy their tasks' state after the same tick
                 evaluated = [q["name"] for q in cap.queries if not q["fresh"]]
@@ -330,7 +301,7 @@ class ClusterCheckpointer(Checkpointer):
     ) -> tuple[dict[str, Blob], dict[str, Any], dict[str, Any], list[list[Any]]]:
         assert isinstance(cap, ClusterCapture)
         objects, meta, shared, listed = encode(cap, self.ringlog, self.live.results_retention_s, ())
-        objects["backlog"] = _backlog_blob(cap.backlog)
+        objects["backlog"] = backlog_blob(cap.backlog)
         for entry in cap.task_objects.values():  # written by the containers: listed, with checksums
             self.store.adopt(entry["key"], entry)
             shared[entry["key"]] = _written_elsewhere
@@ -338,6 +309,7 @@ class ClusterCheckpointer(Checkpointer):
         meta["task_errors"] = cap.task_errors
         meta["cluster"] = LAYOUT
         meta["result_seq"] = cap.result_seq  # a new leader's result log must hold it (_load)
+        meta["decisions"] = cap.decisions
         meta["elements"] = sum(len(b[2]) for b in cap.backlog)
         return objects, meta, shared, listed
 
@@ -507,8 +479,8 @@ def restore(
     _restore_dictionary(remote.dictionary, ck)
     st = meta["live"]
     now = live.clock()
-    for s, (wm, first) in st["streams"].items():
-        live._streams[s] = _Stream(wm, first, now)
+    for s, (wm, first, *applied) in st["streams"].items():  # no applied count before session 14
+        live._streams[s] = _Stream(wm, first, now, int(applied[0]) if applied else 0)
     for s, (wm, elements, triples, late, rejected) in st["accepted"].items():
         live._accepted[s] = _Accepted(wm, elements, triples, late, False, rejected)
     live._fired, live._explicit = st["fired"], st["explicit"]
@@ -581,11 +553,13 @@ def restore_latest(
     root: str,
     registered: Collection[str] | None,
     held: int | None = None,
+    decisions: Callable[[dict[str, list[Any]]], None] | None = None,
 ) -> tuple[int, Checkpoint | None]:
     """The ``restorer`` of a new leader: the checkpoint the ZooKeeper pointer names (else the
     newest usable one of ``store``) restored into ``live``; ``(-1, None)`` when there is none.
     ``held``: the last entry of the new leader's result log (a checkpoint that waited for a
-    later one is passed over, see :func:`_load`; ``None``: no condition).
+    later one is passed over, see :func:`_load`; ``None``: no condition).  ``decisions``
+    gets the checkpoint's unacknowledged decisions (before the log after it is replayed).
 
     Raises:
         CheckpointError: Checkpoints exist but none is usable, or one does not fit.
@@ -609,6 +583,8 @@ def restore_latest(
             % (ck.id, store.uri, type(e).__name__, e)
         ) from None
     log.info("restored cluster checkpoint %s of %s (log records through %d)", ck.id, store.uri, covered)
+    if decisions is not None:
+        decisions(dict(ck.meta.get("decisions") or {}))
     return covered, ck
 
 
@@ -644,6 +620,7 @@ def recover_leader(
         # have waited for a later entry (see _load); a log that never held an entry (the
         # whole cluster restarted: the result log is in memory) sets no condition
         held=service.log.last or None,
+        decisions=service.ingest.restore_decisions if service.ingest.stream_log is not None else None,
     )
     n = live.recover(
         ingest, timeout=max(120.0, 4 * service.ready_timeout), skip=skip, checkpoints=store, restorer=restorer
@@ -670,6 +647,7 @@ def recover_leader(
         )
         if service.ingest.stream_log is not None:
             checkpointer.streams_dir = service.state_dir
+            checkpointer.decisions = service.ingest.saved_decisions
         if n:  # the next take-over (a crash loop, say) does not replay these records again
             checkpointer.first_s = TAKEOVER_CHECKPOINT_S
         if service.state_dir and service.log_ship_interval > 0 and ship_enabled(store.uri, service.state_dir):

@@ -19,9 +19,10 @@ on their own:
   :class:`DecisionPoller`) -- a stream that stops still gets its last decisions;
 * the owner keeps per stream (:class:`OwnerDecisions`) the offset up to which it knows
   the decisions, the stream's applied count after them, and how many offsets' decisions
-  it will never get (``lost``: bodies another leader answered before it died that the new
-  leader's checkpoint covers -- it rebuilds the decisions on the bodies it replays,
-  :func:`~linkstream.cluster.ingest.rebuild_decision` -- or decisions the leader dropped
+  it will never get (``lost``: elements of a body another leader answered before it died
+  that the new leader's checkpoint covers in part -- it rebuilds the decisions on the
+  bodies it replays, :func:`~linkstream.cluster.ingest.rebuild_decision`, and restores
+  those its checkpoint kept, :meth:`DecisionBook.saved` -- or decisions the leader dropped
   unacknowledged; see the notes in ``docs/architecture.md``).
 
 A decision on the wire is ``[start, end, first, runs, error]``: it covers the offsets
@@ -110,6 +111,32 @@ class DecisionBook:
             self.entries.append(pending)
             while len(self.entries) > KEEP:
                 self.end = self.entries.popleft().end
+
+    def saved(self) -> tuple[int, int | None, list[list[Any]]]:
+        """``(epoch, end, decisions)`` for a cluster checkpoint, read on the worker at its
+        barrier: the completed decisions not acknowledged yet, in offset order up to the
+        first one the worker has not completed (a body whose elements come after the
+        barrier: the replay of the log after the checkpoint rebuilds it)."""
+        with self.lock:
+            out = []
+            for p in self.entries:
+                w = p.wire()
+                if w is None:
+                    break
+                out.append(w)
+            return self.epoch, self.end, out
+
+    def restore(self, epoch: int, end: int | None, decisions: list[list[Any]]) -> None:
+        """Puts back what :meth:`saved` gave (a new leader restoring a cluster checkpoint,
+        before its replay adds the decisions on the bodies after it)."""
+        with self.lock:
+            self.epoch, self.end = epoch, end
+            self.entries.clear()
+            for start, stop, first, runs, error in decisions:
+                d = Decided()
+                d.taken = [x - start for a, b in zip(runs[::2], runs[1::2], strict=True) for x in range(a, b)]
+                d.first, d.error = first, error
+                self.entries.append(Pending(start, stop, start, d))
 
     def take(self, epoch: int, after: int, durable: int | None = None) -> tuple[int | None, list[list[Any]]]:
         """Drops the decisions wholly below ``after`` (the owner has them) and returns

@@ -128,6 +128,39 @@ def rebuild_decision(
         return p.decided, j
 
 
+def saved_decisions(applied: dict[str, _Applied], lock: threading.Lock) -> dict[str, list[Any]]:
+    """``--ingest direct``, on the worker at a cluster checkpoint's barrier: per stream
+    ``[epoch, end, decisions]`` (:meth:`DecisionBook.saved`); streams with none left out.
+    Only the books' locks are taken (a push holds its stream's lock while it waits for
+    room in the worker's queue)."""
+    with lock:
+        items = list(applied.items())
+    out: dict[str, list[Any]] = {}
+    for iri, st in items:
+        epoch, end, decisions = st.book.saved()
+        if epoch >= 0 and (decisions or end is not None):
+            out[iri] = [epoch, end, decisions]
+    return out
+
+
+def restore_decisions(
+    applied: dict[str, _Applied], lock: threading.Lock, saved: dict[str, list[Any]]
+) -> None:
+    """A new leader that restored a cluster checkpoint: the decisions its old leader had
+    completed and the owners had not acknowledged (:func:`saved_decisions`) -- the bodies
+    the checkpoint covers are not replayed, so nothing else would give them -- and each
+    stream's epoch and next offset (the end of the last body decided before the barrier)."""
+    for iri, (epoch, end, decisions) in saved.items():
+        with lock:
+            st = applied.setdefault(iri, _Applied())
+        with st.lock:
+            st.book.restore(int(epoch), end, decisions)
+            if epoch > st.epoch:
+                st.epoch, st.next = int(epoch), 0
+            if epoch == st.epoch:
+                st.next = max([st.next, *(d[1] for d in decisions), *([end] if end is not None else [])])
+
+
 class StreamIngest:
     """A coordinator's part of the ingest: routing, sequencing owned streams, and (on the
     leader) applying the owners' bodies."""
@@ -418,6 +451,14 @@ class StreamIngest:
         :func:`rebuild_decision`): the old leader's book died with it, and an owner would
         count the decisions it had not received yet lost."""
         return partial(rebuild_decision, self._applied, self._lock, bodies)
+
+    def saved_decisions(self) -> dict[str, list[Any]]:
+        """What a cluster checkpoint keeps of the decisions (:func:`saved_decisions`)."""
+        return saved_decisions(self._applied, self._lock)
+
+    def restore_decisions(self, saved: dict[str, list[Any]]) -> None:
+        """Puts a restored checkpoint's decisions back (:func:`restore_decisions`)."""
+        restore_decisions(self._applied, self._lock, saved)
 
     def decisions(self, iri: str, epoch: int, after: int) -> tuple[int | None, list[list[Any]]]:
         """The leader's completed decisions on ``iri``'s bodies of ``epoch`` from offset

@@ -19,7 +19,13 @@ import pytest
 
 from linkstream.cluster import decisions as decisions_mod
 from linkstream.cluster.decisions import DecisionBook, OwnerDecisions, Pending, count_runs, runs_of
-from linkstream.cluster.ingest import StreamIngest, _Applied, rebuild_decision
+from linkstream.cluster.ingest import (
+    StreamIngest,
+    _Applied,
+    rebuild_decision,
+    restore_decisions,
+    saved_decisions,
+)
 from linkstream.cluster.ingestwire import pack_elements, unpack_elements, with_refs
 from linkstream.cluster.streamlog import BodyStore, StreamLog
 from linkstream.engine.live.batchpush import Decided
@@ -120,6 +126,42 @@ def test_a_retried_body_is_decided_for_its_new_part_only() -> None:
         assert got == [[0, 2, 0, [0, 2], None], [2, 3, 2, [2, 3], None]]
         owner.learn(floor, got, 3)
         assert (owner.decided, owner.applied, owner.lost) == (3, 3, 0)
+    finally:
+        live.close()
+
+
+def test_a_checkpoint_keeps_the_decisions_the_owner_has_not_acknowledged() -> None:
+    """A cluster checkpoint (its capture runs on the worker at the barrier) keeps each
+    stream's completed, unacknowledged decisions; a new leader that restores it answers
+    the owner as the old one would have, although it replays none of those bodies."""
+    live = LiveEngine(idle_ms=None).start()
+    applied, lock = {S1: _Applied()}, threading.Lock()
+    st, owner = applied[S1], OwnerDecisions()
+    try:
+        _apply(live, st, 0, [_el(1000, "a"), _el(1100, "b")])
+        live.flush()
+        owner.learn(*st.book.take(7, owner.decided), 2)
+        assert st.book.take(7, owner.decided) == (2, [])  # its next request acknowledges 0, 1
+        live.advance_to(2000)
+        _apply(live, st, 2, [_el(1500, "c"), _el(2500, "d")])  # 1500 refused on the push side
+        _apply(live, st, 4, [_el(2600, "e")])
+        live.flush()
+        held = _Held(live)  # the body after the barrier: not decided when the capture runs
+        _apply(live, st, 5, [_el(2700, "f")])
+        saved = saved_decisions(applied, lock)  # the capture, while the worker has not reached 5
+        held.release()
+        live.flush()
+        want = st.book.take(7, owner.decided)
+        assert want == (2, [[2, 4, 2, [3, 4], None], [4, 5, 3, [4, 5], None], [5, 6, 4, [5, 6], None]])
+        assert saved == {S1: [7, 2, want[1][:2]]}  # the body after the barrier is the replay's
+
+        again: dict[str, _Applied] = {}
+        restore_decisions(again, lock, msgpack.unpackb(msgpack.packb(saved)))  # as a manifest holds it
+        new = again[S1]
+        assert (new.epoch, new.next) == (7, 5)
+        assert new.book.take(7, owner.decided) == (2, want[1][:2])
+        owner.learn(*new.book.take(7, owner.decided), 5)
+        assert (owner.decided, owner.applied, owner.lost) == (5, 4, 0)
     finally:
         live.close()
 

@@ -331,7 +331,8 @@ def test_the_pointer_names_the_checkpoint_tried_first_and_damage_falls_back(
     one, with one error line per unusable one; an embedded checkpoint is not a cluster one."""
     import numpy as np
 
-    from linkstream.cluster.checkpoints import LAYOUT, _backlog_blob, _load
+    from linkstream.cluster.checkpointbacklog import backlog_blob
+    from linkstream.cluster.checkpoints import LAYOUT, _load
     from linkstream.store.checkpoints import Blob, CheckpointError
 
     store = open_checkpoints("file://" + str(tmp_path / "ck"))
@@ -339,7 +340,7 @@ def test_the_pointer_names_the_checkpoint_tried_first_and_damage_falls_back(
     backlog = [("http://s/a", 1, [(10, tr[:1]), (20, tr[1:3]), (30, tr[3:])]), ("http://s/b", 0, [])]
     ids = [
         store.write(
-            {"backlog": _backlog_blob(backlog), "x": Blob({"k": k}, [])}, {"cluster": LAYOUT, "seq": k}
+            {"backlog": backlog_blob(backlog), "x": Blob({"k": k}, [])}, {"cluster": LAYOUT, "seq": k}
         )
         for k in range(3)
     ]
