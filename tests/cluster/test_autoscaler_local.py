@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from linkstream.api.app import create_app
-from linkstream.api.client import Client
+from linkstream.api.client import ApiError, Client
 from linkstream.api.server import BackgroundServer, build_live
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.load import read_loads
@@ -38,6 +38,7 @@ T0 = 1_000_000
 PUSH_STEP_MS = 400  # event time per push
 PUSH_EVERY_S = 0.01  # wall time between pushes: 40 s of event time per second (the leader sends ticks in runs: less load does not build a lag on a fast box)
 TIMEOUT = 120.0
+RETRIES, RETRY_S = 40, 0.5  # a refused push is retried for up to 20 s
 
 
 def _body(k: int) -> str:
@@ -51,18 +52,37 @@ class Pusher(threading.Thread):
         self.halt = threading.Event()
         self.sent = 0
         self.errors: list[str] = []
+        #: 429 / 503 answers retried (printed by the test)
+        self.retried: list[str] = []
 
     def run(self) -> None:
         while not self.halt.is_set():
             t = T0 + self.sent * PUSH_STEP_MS
             for c in self.clients:
-                try:
-                    c.push(STREAM, _body(self.sent), t=t)
-                except Exception as exc:  # reported by the test
-                    self.errors.append(repr(exc))
+                if not self._push(c, t):
                     return
             self.sent += 1
             self.halt.wait(PUSH_EVERY_S)
+
+    def _push(self, c: Client, t: int) -> bool:
+        """One push as a client that honours back-pressure does it: a 429 / 503 answer
+        (the overloaded leader, or a ZooKeeper read past its bound: "retry") is retried
+        with the same idempotency key, so an element is never pushed twice."""
+        for _ in range(RETRIES):
+            try:
+                c.push(STREAM, _body(self.sent), t=t, key=f"p{self.sent}")
+                return True
+            except ApiError as exc:
+                if exc.status not in (429, 503):
+                    self.errors.append(repr(exc))
+                    return False
+                self.retried.append(repr(exc))
+                time.sleep(RETRY_S)
+            except Exception as exc:  # reported by the test
+                self.errors.append(repr(exc))
+                return False
+        self.errors.append(f"push {self.sent}: still refused after {RETRIES} tries: {self.retried[-1]}")
+        return False
 
 
 def _members(cluster: LocalCluster) -> set[str]:
@@ -173,7 +193,10 @@ def test_autoscaler_follows_the_tick_lag_on_a_local_cluster(
         assert "autoscaler: out 1 -> 2" in log and "autoscaler: in 2 -> 1" in log, log[-3000:]
         client.stop()
         client.close()
-        print(f"\npushed {pusher.sent} elements; timeline (s, containers, lag ms):")
+        print(
+            f"\npushed {pusher.sent} elements, {len(pusher.retried)} answers 429/503 retried {pusher.retried[:3]}"
+        )
+        print("timeline (s, containers, lag ms):")
         t0 = timeline[0][0]
         for t, n, lag in timeline[:: max(1, len(timeline) // 30)]:
             print(f"  {t - t0:6.1f} {n} {lag}")
