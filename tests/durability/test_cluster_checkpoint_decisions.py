@@ -18,15 +18,14 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
-from linkstream.cluster.checkpoints import ClusterCheckpointer, recover_leader
+from linkstream.cluster.checkpoints import recover_leader
 from linkstream.cluster.decisions import OwnerDecisions
 from linkstream.cluster.ingest import StreamIngest, _Applied, restore_decisions, saved_decisions
 from linkstream.cluster.results import ResultLog
 from linkstream.engine.live.ingestlog import IngestLog
 from linkstream.engine.live.runtime import LiveEngine
-from linkstream.store.checkpoints import open_checkpoints
 from tests.durability.test_cluster_checkpoint_floor import QUERY, S, _leader, _service
-from tests.durability.test_cluster_checkpoint_keys import _Client
+from tests.durability.test_cluster_checkpoint_keys import _checkpointer, _Client
 
 EX = "http://example.org/"
 EPOCH = 41  # idempotency keys "~epoch.offset" are global: a test stream has an epoch of its own
@@ -47,16 +46,7 @@ def test_a_new_leader_restores_the_decisions_and_applied_counts_its_checkpoint_c
         live.register(QUERY, "q")
         results = ResultLog()
         results.lead(())
-        cp = ClusterCheckpointer(
-            live,
-            _leader(live),  # type: ignore[arg-type]  # the stand-in has what the checkpoint reads
-            live._log,  # type: ignore[arg-type]  # attached above
-            open_checkpoints(uri),
-            0.0,
-            client=client,  # type: ignore[arg-type]  # the pointer node's stand-in
-            root="/r",
-            results=results,
-        )
+        cp = _checkpointer(live, _leader(live), uri, client, results)
         cp.decisions = lambda: saved_decisions(applied, lock)
         for offset, body in enumerate([[_el(500, "a"), _el(600, "b")], [_el(1500, "c")]]):
             flags, error = StreamIngest._apply(live, st, S, EPOCH, 2 * offset, body, None, "o", True)

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from linkstream.cluster.checkpoints import ClusterCheckpointer, recover_leader
+from linkstream.cluster.checkpoints import recover_leader
 from linkstream.cluster.results import Entry, ResultLog
 from linkstream.engine.live.ingestlog import IngestLog
 from linkstream.engine.live.runtime import LiveEngine
-from tests.durability.test_cluster_checkpoint_keys import _Client
+from tests.durability.test_cluster_checkpoint_keys import _checkpointer, _Client
 
 EX = "http://example.org/"
 S = EX + "s"
@@ -51,7 +51,6 @@ def _push(live: LiveEngine, t: int, o: str) -> None:
 def _old_leader(state: Path, uri: str, client: _Client) -> tuple[list[str], list[Entry]]:
     """Records: 0 registration, 1..4 pushes at 500, 1500, 2500, 3500; a result log entry per
     report time (1000, 2000, 3000) and a checkpoint after each of the first two."""
-    from linkstream.store.checkpoints import open_checkpoints
 
     live = LiveEngine(idle_ms=None).start()
     results = ResultLog()
@@ -60,16 +59,7 @@ def _old_leader(state: Path, uri: str, client: _Client) -> tuple[list[str], list
     try:
         live.recover(IngestLog(str(state)))
         live.register(QUERY, "q")
-        cp = ClusterCheckpointer(
-            live,
-            _leader(live),  # type: ignore[arg-type]  # the stand-in has what the checkpoint reads
-            live._log,  # type: ignore[arg-type]  # attached above
-            open_checkpoints(uri),
-            0.0,
-            client=client,  # type: ignore[arg-type]  # the pointer node's stand-in
-            root="/r",
-            results=results,
-        )
+        cp = _checkpointer(live, _leader(live), uri, client, results)
         for k, (t, o) in enumerate(((500, "a"), (1500, "b"), (2500, "c"), (3500, "d"))):
             _push(live, t, o)
             if k:  # the report before t fired: its entry, then (twice) a checkpoint

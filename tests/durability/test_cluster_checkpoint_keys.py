@@ -50,6 +50,23 @@ def _leader(live: LiveEngine) -> SimpleNamespace:
     )
 
 
+def _checkpointer(
+    live: LiveEngine, leader: SimpleNamespace, uri: str, client: _Client, results: ResultLog
+) -> ClusterCheckpointer:
+    """The leader's checkpointer over stand-ins: ``leader`` for the remote engine, ``client``
+    for the pointer node, every interval 0 (a checkpoint is taken when the test asks)."""
+    return ClusterCheckpointer(
+        live,
+        leader,  # type: ignore[arg-type]  # the stand-in has what the checkpoint reads
+        live._log,  # type: ignore[arg-type]  # attached by the caller's recover()
+        open_checkpoints(uri),
+        0.0,
+        client=client,  # type: ignore[arg-type]  # the pointer node's stand-in
+        root="/r",
+        results=results,
+    )
+
+
 def _el(t: int, o: str) -> tuple[int, list[tuple[str, str, str]]]:
     return t, [(f"<{EX}a>", f"<{EX}p>", f'"{o}"')]
 
@@ -62,16 +79,7 @@ def test_a_push_logged_after_the_barrier_is_replayed_by_the_next_leader(tmp_path
         live.recover(IngestLog(str(state)))  # attaches the log: pushes are logged from here
         assert live.push_many(S, [_el(1000, "a")], keys=["before"]) == ([True], None)
         live.flush()
-        cp = ClusterCheckpointer(
-            live,
-            _leader(live),  # type: ignore[arg-type]  # the stand-in has what the checkpoint reads
-            live._log,  # type: ignore[arg-type]  # attached above
-            open_checkpoints(uri),
-            0.0,
-            client=client,  # type: ignore[arg-type]  # the pointer node's stand-in
-            root="/r",
-            results=ResultLog(),
-        )
+        cp = _checkpointer(live, _leader(live), uri, client, ResultLog())
         hold, held = threading.Event(), threading.Event()
 
         def block() -> None:  # a tick in flight
