@@ -290,6 +290,8 @@ def check_sample(data_dir: Path, kind: str, users: int, windows: str, seed: int,
     Both see the same streams and static graph; the oracle evaluates each query on its own.
     Returns the oracle's seconds per query, LinkStream's, and whether every result was equal.
     """
+    if per_shape < 1:
+        return {"skipped": "--sample 0"}
     if not (SHARED / "tools" / "oracle.py").exists():
         return {"skipped": f"reference tools not found under {SHARED}"}
     texts = workload(kind, max(4 * per_shape, per_shape), users, windows, seed)
