@@ -13,7 +13,8 @@ and the owner continued: it takes the lead, replays the shared ingest log, and m
 the decisions on every body of s2 -- decided up to its next offset, none lost, the
 applied count the old worker's (the new leader rebuilds the decisions from its replay) --
 and the late counts the old leader showed: the worker's drops (``drop`` records) and an
-element the push side refused as late (a ``late`` record).
+element the push side refused as late (a ``late`` record); and its rejected count (an
+element refused for its event time, ``r`` of a ``late`` record).
 """
 
 from __future__ import annotations
@@ -115,8 +116,19 @@ def test_a_new_leader_gives_the_owner_the_decisions_the_dead_one_owed(
         assert dropped, f"no worker-late drop in {ROUNDS} rounds (late answers {late_answers})"
         # and one refused on the push side (behind s1's watermark): answered late, logged as such
         assert _push(urls[leader], S1, 1000)["late"] == 1
+        # and one refused for its event time (more than a day ahead): 422, logged as such
+        far = t1 + 10 * 86_400_000
+        r = httpx.post(
+            urls[leader] + "/streams",
+            params={"iri": S1, "t": str(far)},
+            content=f'<{EX}x{far}> <{EX}p> "{far}" .\n',
+            headers={"content-type": "application/n-triples"},
+            timeout=TIMEOUT,
+        )
+        assert r.status_code == 422, r.text
         s1_late = _status(urls[leader])["streams"][S1]["late"]
         assert s1_late >= 1
+        assert _status(urls[leader])["streams"][S1]["rejected"] == 1
 
         cluster.kill(leader, signal.SIGKILL)
         cluster.kill(owner, signal.SIGCONT)
@@ -138,6 +150,7 @@ def test_a_new_leader_gives_the_owner_the_decisions_the_dead_one_owed(
         # the worker's drops and the push side's late elements are logged and counted again
         assert st["streams"][S2]["late"] == figures["late"]
         assert st["streams"][S1]["late"] == s1_late
+        assert st["streams"][S1]["rejected"] == 1  # and the one refused for its event time
     finally:
         if stopped is not None:
             cluster.kill(stopped, signal.SIGCONT)

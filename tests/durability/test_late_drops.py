@@ -163,3 +163,40 @@ def test_push_side_late_elements_are_counted_again_by_the_replay(tmp_path: Path)
         ]
     finally:
         lg.close()
+
+
+def test_elements_refused_for_their_event_time_are_counted_again_by_the_replay(tmp_path: Path) -> None:
+    """An element refused for its event time (too far ahead of its stream's time, or out of
+    range) ends its body and is counted ``rejected``; the ``late`` record of the body says
+    so (``r``), so a restart's (a new cluster leader's) rejected counts are the old
+    process's -- also with late elements of the same body before it."""
+    d = str(tmp_path / "state")
+    lg = IngestLog(d)
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg)
+    try:
+        live.register(QUERY, "q")
+        assert live.push_many(S1, [(5000, _el("p", 5000))]) == ([True], None)
+        far = 5000 + 10 * 86_400_000  # more than the maximum jump (a day) ahead
+        flags, error = live.push_many(S1, [(1000, _el("p", 1)), (far, _el("p", 2)), (6000, _el("p", 3))])
+        assert flags == [False] and isinstance(error, ValueError)  # late, then refused (body ends)
+        flags, error = live.push_many(S2, [(3000, _el("q", 3000)), (-1, _el("q", 1))])
+        assert flags == [True] and isinstance(error, ValueError)  # taken, then out of range
+        live.flush()
+        live.sync()
+        before = live.status()["streams"]
+        assert (before[S1]["late"], before[S1]["rejected"], before[S2]["rejected"]) == (1, 1, 1)
+    finally:
+        live.close()
+        lg.close()
+
+    lg = IngestLog(d)
+    again = LiveEngine(idle_ms=None)
+    try:
+        again.recover(lg)
+        again.flush()
+        assert again.status()["streams"] == before
+        assert again.applied_count(S1) == 1 and again.applied_count(S2) == 1
+    finally:
+        again.close()
+        lg.close()

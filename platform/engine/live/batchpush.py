@@ -228,6 +228,7 @@ class BatchPush:
         positions: list[int] = []
         seqs: list[int] = []  # the taken elements' log records (a worker's drop names them)
         late: list[tuple[int, int]] = []  # (time, watermark) of the elements refused as late
+        rejected = 0  # the element refused for its event time (it ends the body)
         triples_in = 0
         error: Exception | None = None
         with self._lock:
@@ -246,6 +247,7 @@ class BatchPush:
                         self._check_time(stream, acc, t)  # EventTimeError: out of range or too far ahead
                     except ValueError as exc:
                         acc.rejected += 1
+                        rejected = 1
                         error = exc
                         self._space.release(start + count - k)  # this one and the rest
                         break
@@ -272,8 +274,8 @@ class BatchPush:
                     positions.append(k)
                     flags.append(True)
             finally:
-                if late and self._log is not None:  # a replay counts them again (not applied)
-                    self._log.append_late(stream, [t for t, _ in late], [f for _, f in late])
+                if (late or rejected) and self._log is not None:  # a replay counts them again
+                    self._log.append_late(stream, [t for t, _ in late], [f for _, f in late], rejected)
                 if taken:
                     # enqueued under the lock: elements of one stream reach the worker in order
                     if decided is not None:
@@ -336,15 +338,18 @@ class BatchPush:
             acc = self._taken(stream, t, triples, key)
             self._count_late(stream, acc, t, t)
 
-    def _replayed_late(self, stream: str, times: Sequence[int], floors: Sequence[int]) -> None:
-        """Elements the push side refused as late (a ``late`` record), met by a replay:
-        counted late again, as they were."""
+    def _replayed_late(
+        self, stream: str, times: Sequence[int], floors: Sequence[int], rejected: int = 0
+    ) -> None:
+        """Elements the push side refused as late or for their event time (a ``late``
+        record), met by a replay: counted late (``rejected``) again, as they were."""
         with self._lock:
             acc = self._accepted.get(stream)
             if acc is None:
                 acc = self._accepted[stream] = _Accepted()
             for t, floor in zip(times, floors):
                 self._count_late(stream, acc, int(t), int(floor))
+            acc.rejected += int(rejected)
 
     def _taken(self, stream: str, t: int, triples: int, key: str | None) -> _Accepted:
         """Counts one element at time ``t`` with ``triples`` triples as taken on ``stream``

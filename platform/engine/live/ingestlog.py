@@ -17,7 +17,8 @@ Record layout (little-endian)::
 The header holds the kind (``push``, ``register``, ``unregister``, ``advance``, ``drop``:
 the worker's late drop of the pushes numbered ``d``; ``late``: elements of stream ``s``
 the push side refused as late, their times ``t`` and the watermarks ``f`` they were
-behind -- counted again by a replay, never applied), the
+behind, and ``r``, how many it refused for their event time -- counted again by a replay,
+never applied), the
 sequence number ``q`` and the kind's fields; a push's payload is the msgpack list of its
 ``(s, p, o)`` N-Triples terms (``f="nt"``) or its raw int64 ids (``f="ids"``, only
 meaningful with a persistent dictionary); a push whose body is durable elsewhere already
@@ -355,13 +356,21 @@ class IngestLog:
         passed by a report time): a replay skips them instead of deciding them again."""
         return self._append({"k": "drop", "s": stream, "d": [int(q) for q in seqs]})
 
-    def append_late(self, stream: str, times: Sequence[int], floors: Sequence[int]) -> int:
+    def append_late(self, stream: str, times: Sequence[int], floors: Sequence[int], rejected: int = 0) -> int:
         """Appends elements of one body the push side refused as late (event times ``times``,
-        each behind watermark ``floors[i]``): a replay counts them late again, so a new
-        leader's or a restart's late counts include them."""
-        return self._append(
-            {"k": "late", "s": stream, "t": [int(t) for t in times], "f": [int(f) for f in floors]}
-        )
+        each behind watermark ``floors[i]``) and how many it refused for their event time
+        (``rejected``: out of range or too far ahead; its time is not kept, it may not fit
+        an int64): a replay counts them late (rejected) again, so a new leader's or a
+        restart's late and rejected counts include them."""
+        header: dict[str, Any] = {
+            "k": "late",
+            "s": stream,
+            "t": [int(t) for t in times],
+            "f": [int(f) for f in floors],
+        }
+        if rejected:
+            header["r"] = int(rejected)
+        return self._append(header)
 
     def durable_seq(self) -> int:
         """The last record on disk (``-1``: none)."""

@@ -109,7 +109,7 @@ def replay_records(
             elif rec.kind == "drop":
                 pass  # read above
             elif rec.kind == "late":  # refused on the push side: counted, never applied
-                live._replayed_late(h["s"], h["t"], h["f"])
+                live._replayed_late(h["s"], h["t"], h["f"], int(h.get("r", 0)))
             elif rec.kind == "push":
                 triples = resolve(rec) if resolve is not None and h.get("f") == "ref" else decode_triples(rec)
                 # applied as the logged run applied it: lateness is not decided again
