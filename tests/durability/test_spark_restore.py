@@ -2,7 +2,9 @@
 
 An engine with an ingest log takes one checkpoint mid-way, ingests more, and crashes.
 `linkstream restore` (a real subprocess running a Spark ``local[2]`` job that reads and
-checks the log segments) writes a new checkpoint from the old one plus the log after it.
+checks the log segments) writes a new checkpoint from the old one plus the log after it,
+the ``late`` records among them (elements refused as late or for their event time after
+the checkpoint: the restored counts and watermarks are the crashed run's).
 A restarted engine then restores that checkpoint and replays nothing; its results, after
 those delivered before the crash, equal an engine that never stopped.
 """
@@ -70,6 +72,10 @@ def _feed(live: LiveEngine, ck: Checkpointer) -> tuple[dict[str, Any], Any]:
         if i == 30:
             live.sync()
             first = ck.checkpoint()
+        if i in (40, 80):  # after the checkpoint: elements refused as late, for their time
+            assert live.push(STREAMS[0], 1000 * (i - 5), _triples(STREAMS[0], i)) is False
+            with pytest.raises(ValueError):  # more than the maximum jump (a day) ahead
+                live.push(STREAMS[1], 1000 * i + 2 * 86_400_000, _triples(STREAMS[1], i))
     live.sync()
     live.flush()
     return subs, first
@@ -85,6 +91,8 @@ def test_spark_restore_writes_a_checkpoint_run_loads(tmp_path: Path) -> None:
     ck = Checkpointer(live, lg, store, 0)
     subs, first = _feed(live, ck)
     total = lg.last_seq()
+    before = live.status()["streams"]  # watermarks, late and rejected counts among them
+    assert (before[STREAMS[0]]["late"], before[STREAMS[1]]["rejected"]) == (2, 2)
     got: dict[str, list[dict[str, Any]]] = {n: [] for n in FOLLOWED}
     _drain(subs, got)
     live._closed = True  # a crash: nothing is closed in order
@@ -111,6 +119,10 @@ def test_spark_restore_writes_a_checkpoint_run_loads(tmp_path: Path) -> None:
     assert live.recover(lg, checkpoints=store) == 0  # nothing left to replay
     st = live.status()
     assert {s: st["streams"][s]["elements"] for s in STREAMS} == {s: N for s in STREAMS}
+    # the log's late records were read: the counts (and watermarks) of the run that crashed
+    assert st["streams"] == before
+    # and the watermarks decide as that run's would: behind s1's, late
+    assert live.push(STREAMS[0], 1000 * (N - 1), _triples(STREAMS[0], N)) is False
     subs = {n: live.subscribe(n) for n in FOLLOWED}
     live.advance_to(END)
     live.flush()
