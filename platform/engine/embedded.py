@@ -143,8 +143,7 @@ class Engine:
         self._sharing.lone_direct = lone_joins  # (see the class docstring)
         #: id of a lone query's switch -> the query (see :mod:`linkstream.operators.switch`)
         self._lone_owner: dict[int, list[str]] = {}
-        self.epoch = 0
-        self.share = True
+        self.epoch, self.share = 0, True
         #: also share C-SPARQL joins across window ranges (a default graph merging static
         #: triples and windows read through a router); off by default, since queries on a
         #: router are rebuilt, not migrated, when a cluster moves them
@@ -440,6 +439,7 @@ class Engine:
         for op in dead:
             op.discard()
         self._sharing.forget(dead)
+        forget_applied()  # (its last epoch's entries keep the parts of freed relations alive)
 
     def operator_count(self) -> int:
         return len(self.operators)
