@@ -10,13 +10,17 @@ times, on process CPU time (steadier than wall time on a shared machine):
   escaped literals that the Python parser reads) into a fresh in-memory dictionary:
   triples per CPU second of each side, the smallest run of each, and their ratio; the
   triples and dictionaries of the two sides must be equal;
+* stream files: ``StreamReader`` over CityBench's stream files (all of them in one process)
+  and a generated stream of ``--elements`` elements (LSBench-like: a timestamp line and 1-4
+  quads each): elements and triples per CPU second of each side; elements, triples and
+  dictionaries must be equal;
 * whole process: ``linkstream replay`` of the CityBench queries (manifest report limits):
   process CPU (user + system) of each side, the per-query ratio and its geometric mean; the
   two result files must be byte-identical (the exit status is 1 if any differs).
 
 Raw figures go to ``bench/results/ntparse.json``.
 
-    python bench/ntparse.py [--pairs 2] [--triples 1000000] [--only ID ...] [--no-replay] [--out FILE]
+    python bench/ntparse.py [--pairs 2] [--triples 1000000] [--elements 200000] [--only ID ...] [--no-replay] [--out FILE]
 
 (``--child-load`` / ``--child-replay`` are how it runs one process; not for direct use.)
 """
@@ -61,6 +65,50 @@ def child_load(mode: str, path: str) -> None:
     for t in d._terms[1:]:
         h.update(str(t).encode("utf-8", "surrogatepass") + b"\n")
     print(json.dumps({"triples": len(triples), "cpu": cpu, "digest": h.hexdigest()}))
+
+
+def child_stream(mode: str, paths: list[str]) -> None:
+    """``StreamReader`` over the stream files, one dictionary; prints triples, CPU seconds and a
+    digest of the elements + dictionary."""
+    _set(mode)
+    from linkstream.rdf.dictionary import MemoryDictionary
+    from linkstream.rdf.streams import StreamReader
+
+    d = MemoryDictionary()
+    h = hashlib.sha256()
+    n = 0
+    t0 = time.process_time()
+    for k, path in enumerate(paths):
+        for e in StreamReader(path, d, bnode_prefix=f"s{k}_", log=lambda m: None):
+            h.update(b"%d %d %d" % (e.t, e.seq, len(e.triples)))
+            h.update(e.triples.tobytes())
+            n += len(e.triples)
+    cpu = time.process_time() - t0
+    for t in d._terms[1:]:
+        h.update(str(t).encode("utf-8", "surrogatepass") + b"\n")
+    print(json.dumps({"triples": n, "cpu": cpu, "digest": h.hexdigest()}))
+
+
+def generate_stream(path: Path, n: int, seed: int = 17) -> None:
+    """A stream of ``n`` elements in LSBench's shape: a timestamp line, 1-4 quads of posts,
+    users and tags."""
+    rnd = random.Random(seed)
+    ex = "http://lsbench.example/"
+    t = 1700000000000
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            t += rnd.randrange(0, 40)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t // 1000)) + ".%03dZ" % (t % 1000)
+            f.write(
+                f'<{ex}ev/{i}> <http://www.w3.org/ns/prov#generatedAtTime> "{stamp}"^^<{XSD}dateTime> .\n'
+            )
+            f.write(
+                f"<{ex}user/{rnd.randrange(2000)}> <http://rdfs.org/sioc/ns#creator_of> <{ex}post/{i}> <{ex}ev/{i}> .\n"
+            )
+            for _ in range(rnd.randrange(0, 4)):
+                f.write(
+                    f"<{ex}post/{i}> <http://www.ins.cwi.nl/sib/vocabulary/hashtag> <{ex}tag/{rnd.randrange(80)}> <{ex}ev/{i}> .\n"
+                )
 
 
 def child_replay(mode: str, args: list[str]) -> None:
@@ -108,15 +156,18 @@ def _run(cmd: list[str]) -> tuple[subprocess.CompletedProcess[str], float]:
     return p, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def bench_load(paths: list[Path], pairs: int) -> tuple[list[dict], bool]:
+def bench_load(paths: list[tuple[str, list[Path]]], pairs: int) -> tuple[list[dict], bool]:
+    """``paths``: (what, files) pairs; ``what`` is "graph" (one static file) or "streams"."""
     me = [sys.executable, str(Path(__file__).resolve())]
     rows, same = [], True
     print(f"{'file':<34}{'triples':>10}{'python t/s':>13}{'compiled t/s':>14}{'ratio':>8}")
-    for path in paths:
+    for what, files in paths:
+        child = "--child-load" if what == "graph" else "--child-stream"
+        path = files[0] if len(files) == 1 else Path(f"{len(files)} stream files")
         got: dict[str, list[dict]] = {"off": [], "on": []}
         for k in range(pairs):
             for mode in ("on", "off") if k % 2 else ("off", "on"):
-                p, _ = _run([*me, "--child-load", mode, str(path)])
+                p, _ = _run([*me, child, mode, *map(str, files)])
                 got[mode].append(json.loads(p.stdout.strip().splitlines()[-1]))
         digests = {r["digest"] for rs in got.values() for r in rs}
         same &= len(digests) == 1
@@ -160,12 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--child-load"]:
         child_load(argv[1], argv[2])
         return 0
+    if argv[:1] == ["--child-stream"]:
+        child_stream(argv[1], argv[2:])
+        return 0
     if argv[:1] == ["--child-replay"]:
         child_replay(argv[1], argv[2:])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--triples", type=int, default=1_000_000, help="statements of the generated graph")
+    ap.add_argument("--elements", type=int, default=200_000, help="elements of the generated stream")
     ap.add_argument("--only", action="append", default=[], help="CityBench query id (repeatable)")
     ap.add_argument("--no-replay", action="store_true", help="parse + encode only")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "ntparse.json"))
@@ -176,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmpd)
         gen = tmp / f"generated_{args.triples}.nt"
         generate(gen, args.triples)
+        stream = tmp / f"stream_{args.elements}.nq"
+        generate_stream(stream, args.elements)
         statics = sorted((SHARED / "citybench" / "static").glob("*.nt"))
-        load_rows, load_same = bench_load([*statics, gen], args.pairs)
+        streams = sorted((SHARED / "citybench" / "streams").glob("*.nq"))
+        todo = [("graph", [p]) for p in [*statics, gen]] + [("streams", streams), ("streams", [stream])]
+        load_rows, load_same = bench_load(todo, args.pairs)
         replay_rows: list[dict] = []
         replay_same = True
         if not args.no_replay:

@@ -48,6 +48,11 @@ def native() -> bool:
     return _native is not None
 
 
+def scanner() -> ModuleType | None:
+    """The compiled scanner in use, or ``None`` (see :func:`use_native`)."""
+    return _native
+
+
 def use_native(on: bool) -> bool:
     """Turn the compiled scanner on or off (tests, benchmarks); returns :func:`native`."""
     global _native

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import io
 import logging
 import os
 import re
@@ -29,6 +30,7 @@ from linkstream.rdf.eventtime import (
     jump_error,
     range_error,
 )
+from linkstream.rdf.ntfast import native as native_streams
 from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for, utf8_error
 from linkstream.rdf.terms import XSD_DATETIME, unescape_string
 
@@ -163,6 +165,38 @@ class _Pending:
         self.triples: list[tuple[str, str, str]] = []
 
 
+class ReadState:
+    """Where a pass over a stream file is: what the compiled reader hands to the Python one.
+
+    ``graphs`` maps each graph to its (latest) element, ``None`` for a dropped one;
+    ``current`` is the open element; ``done`` the closed elements not yet encoded;
+    ``lineno`` the lines read.
+    """
+
+    __slots__ = (
+        "graphs",
+        "current",
+        "continuations",
+        "done",
+        "watermark",
+        "late_logged",
+        "lineno",
+        "n_elements",
+        "first_t",
+    )
+
+    def __init__(self) -> None:
+        self.graphs: dict[str, _Pending | None] = {}
+        self.current: _Pending | None = None
+        self.continuations: dict[int, _Pending] = {}
+        self.done: list[_Pending] = []
+        self.watermark: int | None = None
+        self.late_logged = False
+        self.lineno = 0
+        self.n_elements = 0
+        self.first_t: int | None = None
+
+
 class StreamReader:
     """Streams timestamped N-Quads (SEMANTICS.md §2) element by element, never loading the whole file.
 
@@ -194,6 +228,10 @@ class StreamReader:
     deduplicating gives exactly the oracle's elements.  A graph whose timestamp appears
     again starts a new element and later quads of that graph go to the new one, as in
     the oracle.
+
+    With the compiled scanner built (:mod:`linkstream.rdf.ntfast`), runs of common lines are
+    read in bulk (:mod:`linkstream.rdf.streamfast`) with the same results, ids and messages;
+    the first line that needs the rules above line by line hands the rest of the file over.
 
     Args:
         path: the ``.nq`` file.
@@ -234,21 +272,50 @@ class StreamReader:
         self.stats = StreamStats()
 
     def __iter__(self) -> Iterator[Element]:
-        stats = self.stats = StreamStats()
+        self.stats = StreamStats()
+        st = ReadState()
+        if native_streams():
+            from linkstream.rdf.streamfast import read_fast
+
+            # the compiled scanner reads the common lines; it hands the rest of the file over
+            # (at a byte offset, with its state in ``st``) when a line needs the rules below
+            handover = yield from read_fast(self, st)
+            if handover is None:
+                return
+            with open(self.path, "rb") as raw:
+                raw.seek(handover)
+                rest = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="\n")
+                yield from self._lines(rest, st)
+        else:
+            # utf-8-sig: a byte order mark at the start of the file is not part of the first line
+            with open(self.path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as f:
+                yield from self._lines(f, st)
+        done: list[_Pending] = []
+        self._close(st.current, st.continuations, done)
+        stats = self.stats
+        stats.elements, stats.first_t, stats.last_t = st.n_elements, st.first_t, st.watermark
+        if done:
+            yield from self._encode(done)
+
+    def _lines(self, f: Iterator[str], st: ReadState) -> Iterator[Element]:
+        """The elements of the lines of ``f``, read by the rules of this class from the state
+        ``st`` (left in ``st`` at the end; the last element stays open)."""
+        stats = self.stats
         parser = parser_for(self.bnode_prefix)
         iris_get, lits_get, split_term = parser._iris.get, parser._lits.get, parser._split_term
         path, log, lateness, max_jump = self.path, self.log, self.lateness_ms, self.max_time_jump_ms
-        graphs: dict[str, _Pending | None] = {}  # graph -> its (latest) element, None if late
-        current: _Pending | None = None
-        continuations: dict[int, _Pending] = {}
-        done: list[_Pending] = []
-        watermark: int | None = None
-        late_logged = False
-        lineno = 0
+        graphs = st.graphs  # graph -> its (latest) element, None if late
+        current = st.current
+        continuations = st.continuations
+        done = st.done
+        st.done = []
+        watermark = st.watermark
+        late_logged = st.late_logged
+        lineno = st.lineno
         # stats.elements and stats.first_t, kept here and stored before each yield (stats.last_t
         # is the watermark: the largest accepted timestamp)
-        n_elements = 0
-        first_t: int | None = None
+        n_elements = st.n_elements
+        first_t = st.first_t
         # the graph token of the last common line of ``current`` (its graph checked once)
         cur_tok: str | None = None
         cur_add: Callable[[tuple[str, str, str]], None] | None = None
@@ -267,166 +334,163 @@ class StreamReader:
                 )
                 log("%s:%d: rejected element: %s%s" % (path, lineno, reason, more))
 
-        # utf-8-sig: a byte order mark at the start of the file is not part of the first line
-        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as f:
-            while True:
-                lines = list(islice(f, self.chunk_lines))
-                if not lines:
-                    break
-                for raw in lines:
-                    lineno += 1
-                    # a line "... .\n" without CR is split as it is (not stripped first): a
-                    # token with whitespace around it is no term, so such a line goes to the
-                    # parser below, which strips it
-                    parts = raw.split(" ")
-                    if parts[-1] == ".\n" and "\r" not in raw:
-                        parts[-1] = "."
-                        line = None
-                    else:
-                        raw = line = raw.strip(LINE_STRIP)  # "raw" is searched for CR below
+        # chunks end where they would have from the start of the file (a reader that took over
+        # part way reads up to the next such line first): the same encode calls, the same ids
+        size = self.chunk_lines - lineno % self.chunk_lines
+        while True:
+            lines = list(islice(f, size))
+            size = self.chunk_lines
+            if not lines:
+                break
+            for raw in lines:
+                lineno += 1
+                # a line "... .\n" without CR is split as it is (not stripped first): a
+                # token with whitespace around it is no term, so such a line goes to the
+                # parser below, which strips it
+                parts = raw.split(" ")
+                if parts[-1] == ".\n" and "\r" not in raw:
+                    parts[-1] = "."
+                    line = None
+                else:
+                    raw = line = raw.strip(LINE_STRIP)  # "raw" is searched for CR below
+                    if not line or line[0] == "#":
+                        continue
+                    parts = line.split(" ")
+                # the common line: "<s> <p> <o> <g> ." for the element being read, each
+                # token a whole term: the terms the parser's split path would return
+                # (its caches, or its term check); anything else goes to the parser
+                if len(parts) == 5 and parts[4] == "." and current is not None and "\r" not in raw:
+                    try:
+                        g_tok = parts[3]
+                        if g_tok != cur_tok:
+                            g = iris_get(g_tok) or split_term(g_tok, False)
+                            if g is None or graphs.get(g) is not current:
+                                raise _NotCommon
+                            cur_tok = g_tok
+                            cur_add = current.triples.append
+                        p = iris_get(parts[1]) or split_term(parts[1], False)
+                        s = iris_get(parts[0]) or split_term(parts[0], False)
+                        o = iris_get(parts[2]) or lits_get(parts[2]) or split_term(parts[2], True)
+                        if p is not None and p[0] == "<" and s is not None and o is not None:
+                            # deduplicated when the element closes (:meth:`_close`)
+                            cur_add((s, p, o))  # type: ignore[misc]  # set with cur_tok
+                            continue
+                    except (NTriplesError, _NotCommon):
+                        pass  # the parser below says why
+                quads: list[Quad] | tuple[Quad, ...] | None = None
+                fast_t: int | None = None
+                # the common timestamp line, "<g> prov:generatedAtTime "..."^^xsd:dateTime .",
+                # with a literal in the fast dateTime form: the parser would return the
+                # tokens themselves (the subject as its term check gives it)
+                if len(parts) == 4 and parts[3] == "." and parts[1] == _PROV_TOKEN and "\r" not in raw:
+                    o = parts[2]
+                    m = (
+                        _DT_FAST_RE.fullmatch(o, 1, len(o) - len(_DATETIME_SUFFIX))
+                        if o[0] == '"' and o.endswith(_DATETIME_SUFFIX)
+                        else None
+                    )
+                    if m is not None:
+                        try:
+                            g = iris_get(parts[0]) or split_term(parts[0], False)
+                        except NTriplesError:
+                            g = None  # the parser says why
+                        if g is not None:
+                            quads = ((g, _PROV_TOKEN, o, None),)
+                            # no escapes in the fast form: the literal's text is its lexical form
+                            head, sec, frac = m.groups()
+                            minute = _MINUTES.get(head)
+                            if minute is None:
+                                fast_t = _fast_ms(m)
+                            else:  # as _fast_ms
+                                fast_t = minute + int(sec) * 1000 + (int((frac + "00")[:3]) if frac else 0)
+                if quads is None:
+                    if line is None:
+                        line = raw.strip(LINE_STRIP)
                         if not line or line[0] == "#":
                             continue
-                        parts = line.split(" ")
-                    # the common line: "<s> <p> <o> <g> ." for the element being read, each
-                    # token a whole term: the terms the parser's split path would return
-                    # (its caches, or its term check); anything else goes to the parser
-                    if len(parts) == 5 and parts[4] == "." and current is not None and "\r" not in raw:
-                        try:
-                            g_tok = parts[3]
-                            if g_tok != cur_tok:
-                                g = iris_get(g_tok) or split_term(g_tok, False)
-                                if g is None or graphs.get(g) is not current:
-                                    raise _NotCommon
-                                cur_tok = g_tok
-                                cur_add = current.triples.append
-                            p = iris_get(parts[1]) or split_term(parts[1], False)
-                            s = iris_get(parts[0]) or split_term(parts[0], False)
-                            o = iris_get(parts[2]) or lits_get(parts[2]) or split_term(parts[2], True)
-                            if p is not None and p[0] == "<" and s is not None and o is not None:
-                                # deduplicated when the element closes (:meth:`_close`)
-                                cur_add((s, p, o))  # type: ignore[misc]  # set with cur_tok
-                                continue
-                        except (NTriplesError, _NotCommon):
-                            pass  # the parser below says why
-                    quads: list[Quad] | tuple[Quad, ...] | None = None
-                    fast_t: int | None = None
-                    # the common timestamp line, "<g> prov:generatedAtTime "..."^^xsd:dateTime .",
-                    # with a literal in the fast dateTime form: the parser would return the
-                    # tokens themselves (the subject as its term check gives it)
-                    if len(parts) == 4 and parts[3] == "." and parts[1] == _PROV_TOKEN and "\r" not in raw:
-                        o = parts[2]
-                        m = (
-                            _DT_FAST_RE.fullmatch(o, 1, len(o) - len(_DATETIME_SUFFIX))
-                            if o[0] == '"' and o.endswith(_DATETIME_SUFFIX)
-                            else None
-                        )
-                        if m is not None:
+                    try:
+                        if "\r" in line:
+                            quads = parser.parse_statements(line)
+                        else:
+                            q = parser.parse_statement(line)
+                            quads = (q,) if q is not None else ()
+                    except NTriplesError as e:
+                        reject(utf8_error(line) or str(e))
+                        continue
+                for s, p, o, g in quads:
+                    if g is None:
+                        cur_tok = None  # the graph -> element map may change
+                        if fast_t is not None:
+                            t = fast_t
+                        elif p != _PROV_TOKEN:
+                            reject("default-graph triple that is not a timestamp")
+                            continue
+                        elif o[0] != '"' or not o.endswith(_DATETIME_SUFFIX):
+                            reject("generatedAtTime is not an xsd:dateTime literal")
+                            continue
+                        else:
                             try:
-                                g = iris_get(parts[0]) or split_term(parts[0], False)
-                            except NTriplesError:
-                                g = None  # the parser says why
-                            if g is not None:
-                                quads = ((g, _PROV_TOKEN, o, None),)
-                                # no escapes in the fast form: the literal's text is its lexical form
-                                head, sec, frac = m.groups()
-                                minute = _MINUTES.get(head)
-                                if minute is None:
-                                    fast_t = _fast_ms(m)
-                                else:  # as _fast_ms
-                                    fast_t = (
-                                        minute + int(sec) * 1000 + (int((frac + "00")[:3]) if frac else 0)
-                                    )
-                    if quads is None:
-                        if line is None:
-                            line = raw.strip(LINE_STRIP)
-                            if not line or line[0] == "#":
+                                t = parse_datetime_ms(unescape_string(o[1 : -len(_DATETIME_SUFFIX)]))
+                            except ValueError as e:
+                                reject(str(e))
                                 continue
-                        try:
-                            if "\r" in line:
-                                quads = parser.parse_statements(line)
-                            else:
-                                q = parser.parse_statement(line)
-                                quads = (q,) if q is not None else ()
-                        except NTriplesError as e:
-                            reject(utf8_error(line) or str(e))
+                        problem = None
+                        if not EVENT_TIME_MIN <= t <= EVENT_TIME_MAX:
+                            problem = range_error(t)
+                        elif watermark is not None and max_jump and t - watermark > max_jump:
+                            problem = jump_error(t, watermark, max_jump)
+                        if problem is not None:
+                            reject_element(problem)
+                            graphs[s] = None  # its quads go with it
                             continue
-                    for s, p, o, g in quads:
-                        if g is None:
-                            cur_tok = None  # the graph -> element map may change
-                            if fast_t is not None:
-                                t = fast_t
-                            elif p != _PROV_TOKEN:
-                                reject("default-graph triple that is not a timestamp")
-                                continue
-                            elif o[0] != '"' or not o.endswith(_DATETIME_SUFFIX):
-                                reject("generatedAtTime is not an xsd:dateTime literal")
-                                continue
-                            else:
-                                try:
-                                    t = parse_datetime_ms(unescape_string(o[1 : -len(_DATETIME_SUFFIX)]))
-                                except ValueError as e:
-                                    reject(str(e))
-                                    continue
-                            problem = None
-                            if not EVENT_TIME_MIN <= t <= EVENT_TIME_MAX:
-                                problem = range_error(t)
-                            elif watermark is not None and max_jump and t - watermark > max_jump:
-                                problem = jump_error(t, watermark, max_jump)
-                            if problem is not None:
-                                reject_element(problem)
-                                graphs[s] = None  # its quads go with it
-                                continue
-                            if watermark is not None and t < watermark - lateness:
-                                stats.late += 1
-                                if not late_logged:
-                                    log(
-                                        "%s:%d: late element dropped (t=%d < watermark %d); further late "
-                                        "elements of this stream are only counted"
-                                        % (path, lineno, t, watermark)
-                                    )
-                                    late_logged = True
-                                graphs[s] = None
-                                continue
-                            if watermark is None or t > watermark:
-                                watermark = t
-                            if continuations or current is None:
-                                self._close(current, continuations, done)
-                            else:  # as _close
-                                current.triples = list(dict.fromkeys(current.triples))
-                                done.append(current)
-                            current = _Pending(t, n_elements)
-                            n_elements += 1
-                            if first_t is None or t < first_t:
-                                first_t = t
-                            graphs[s] = current
+                        if watermark is not None and t < watermark - lateness:
+                            stats.late += 1
+                            if not late_logged:
+                                log(
+                                    "%s:%d: late element dropped (t=%d < watermark %d); further late "
+                                    "elements of this stream are only counted" % (path, lineno, t, watermark)
+                                )
+                                late_logged = True
+                            graphs[s] = None
                             continue
-                        el = graphs.get(g, _MISSING)
-                        if el is _MISSING:
-                            reject("quad of graph %s before its timestamp" % g)
-                            continue
-                        if el is None:  # belongs to a dropped late element
-                            continue
-                        if el is current:  # deduplicated when it closes
-                            el.triples.append((s, p, o))
-                            continue
-                        # an element already closed: a continuation
-                        cont = continuations.get(el.seq)
-                        if cont is None:
-                            cont = continuations[el.seq] = _Pending(el.t, el.seq, True)
-                        key = (s, p, o)
-                        seen = cont.seen
-                        assert seen is not None  # a continuation's
-                        if key not in seen:
-                            seen.add(key)
-                            cont.triples.append(key)
-                stats.elements, stats.first_t, stats.last_t = n_elements, first_t, watermark
-                if done:
-                    yield from self._encode(done)
-                    done = []
-        self._close(current, continuations, done)
-        stats.elements, stats.first_t, stats.last_t = n_elements, first_t, watermark
-        if done:
-            yield from self._encode(done)
+                        if watermark is None or t > watermark:
+                            watermark = t
+                        if continuations or current is None:
+                            self._close(current, continuations, done)
+                        else:  # as _close
+                            current.triples = list(dict.fromkeys(current.triples))
+                            done.append(current)
+                        current = _Pending(t, n_elements)
+                        n_elements += 1
+                        if first_t is None or t < first_t:
+                            first_t = t
+                        graphs[s] = current
+                        continue
+                    el = graphs.get(g, _MISSING)
+                    if el is _MISSING:
+                        reject("quad of graph %s before its timestamp" % g)
+                        continue
+                    if el is None:  # belongs to a dropped late element
+                        continue
+                    if el is current:  # deduplicated when it closes
+                        el.triples.append((s, p, o))
+                        continue
+                    # an element already closed: a continuation
+                    cont = continuations.get(el.seq)
+                    if cont is None:
+                        cont = continuations[el.seq] = _Pending(el.t, el.seq, True)
+                    key = (s, p, o)
+                    seen = cont.seen
+                    assert seen is not None  # a continuation's
+                    if key not in seen:
+                        seen.add(key)
+                        cont.triples.append(key)
+            stats.elements, stats.first_t, stats.last_t = n_elements, first_t, watermark
+            if done:
+                yield from self._encode(done)
+                done = []
+        st.current, st.watermark, st.late_logged, st.lineno = current, watermark, late_logged, lineno
+        st.n_elements, st.first_t = n_elements, first_t
 
     @staticmethod
     def _close(current: _Pending | None, continuations: dict[int, _Pending], done: list[_Pending]) -> None:
