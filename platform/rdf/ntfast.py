@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import BinaryIO
 
 import numpy as np
 
@@ -60,6 +61,34 @@ def use_native(on: bool) -> bool:
     return _native is not None
 
 
+def line_blocks(f: BinaryIO, size: int = BLOCK) -> Iterator[tuple[int, bytes]]:
+    """Blocks of whole lines of the binary file ``f`` (the file's last line may have no line
+    end), each with its offset in the file; a byte order mark at the start is skipped.  A
+    pipe's block is what its reads have given so far."""
+    carry = b""
+    offset = 0
+    first = True
+    while True:
+        block = f.read(size)
+        eof = not block
+        buf = carry + block if carry else block
+        if first:
+            if len(buf) < 3 and not eof:
+                carry = buf
+                continue
+            first = False
+            if buf.startswith(_BOM):
+                buf = buf[3:]
+                offset = 3
+        cut = len(buf) if eof else buf.rfind(b"\n") + 1
+        carry = buf[cut:]
+        if cut:
+            yield offset, buf[:cut]
+            offset += cut
+        if eof:
+            return
+
+
 def encoded_triples(
     path: str, dictionary: Dictionary, bnode_prefix: str, log: Callable[[str], None]
 ) -> Iterator[np.ndarray]:
@@ -78,25 +107,7 @@ def encoded_triples(
     n_terms = 0
     lineno = 0
     with open(path, "rb") as f:
-        carry = b""
-        first = True
-        while True:
-            block = f.read(BLOCK)
-            eof = not block
-            buf = carry + block
-            if first:
-                first = False
-                if buf.startswith(_BOM):
-                    buf = buf[3:]
-            if eof:
-                cut = len(buf)
-            else:
-                cut = buf.rfind(b"\n") + 1
-                if cut == 0:  # no line end yet
-                    carry = buf
-                    continue
-            carry = buf[cut:]
-            data = buf[:cut]
+        for _, data in line_blocks(f):
             pos = 0
             while pos < len(data):
                 terms, idx, pos, lines, stopped = scanner.scan(
@@ -129,8 +140,6 @@ def encoded_triples(
                 if n_terms >= BATCH_TERMS:
                     yield from _encode(pieces, dictionary)
                     pieces, n_terms = [], 0
-            if eof:
-                break
     if pieces:
         yield from _encode(pieces, dictionary)
 

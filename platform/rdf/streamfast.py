@@ -56,7 +56,6 @@ from linkstream.rdf.terms import unescape_string
 
 #: bytes asked of one read (a pipe gives what it has)
 BLOCK = 1 << 20
-_BOM = b"\xef\xbb\xbf"
 _NO_SEQ = np.iinfo(np.int64).max
 #: a run's terms, its statements' term indexes ``(n, 3)``, each statement's element ``seq``
 _Piece = tuple[list[str], np.ndarray, np.ndarray]
@@ -74,31 +73,8 @@ def read_fast(reader: StreamReader, st: ReadState) -> Generator[Element, None, i
     prefix = reader.bnode_prefix.encode("utf-8")
     fast = _Run(reader, st, parser)
     chunk = reader.chunk_lines
-    with open(reader.path, "rb", buffering=0) as f:
-        carry = b""
-        offset = 0  # of buf[0] in the file
-        first = True
-        while True:
-            block = f.read(BLOCK)
-            eof = not block
-            buf = carry + block if carry else block
-            if first:
-                if len(buf) < 3 and not eof:
-                    carry = buf
-                    continue
-                first = False
-                if buf.startswith(_BOM):
-                    buf = buf[3:]
-                    offset = 3
-            if eof:
-                cut = len(buf)
-            else:
-                cut = buf.rfind(b"\n") + 1
-                if cut == 0:  # no line end yet
-                    carry = buf
-                    continue
-            carry = buf[cut:]
-            data = buf[:cut]
+    with open(reader.path, "rb", buffering=0) as f:  # (unbuffered: a pipe gives what it has)
+        for offset, data in ntfast.line_blocks(f, BLOCK):
             view = memoryview(data)
             ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)  # line ends, for the chunks
             lines0 = st.lineno  # lines before data
@@ -127,9 +103,6 @@ def read_fast(reader: StreamReader, st: ReadState) -> Generator[Element, None, i
                         pos = end
                 if bound:
                     yield from fast.flush()
-            offset += cut
-            if eof:
-                break
     yield from fast.flush()
     yield from fast.flush(last=True)
     return None
