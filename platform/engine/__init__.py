@@ -4,6 +4,7 @@ From a parsed query to results, in one process:
 
 * ``planner.py``  -- rdflib's SPARQL algebra -> a LinkStream operator graph.
 * ``paths.py``    -- SPARQL 1.1 property paths in basic graph patterns -> patterns and operators.
+* ``routeplan.py`` -- which multiway joins a shared join + router can serve (route planning)
 * ``sharing.py``  -- operator sharing between registered queries (hash-consing on signatures,
   shared joins with routers).
 * ``embedded.py`` -- the embedded engine: streams, static graphs, registered queries, report
