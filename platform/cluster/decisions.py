@@ -19,11 +19,11 @@ on their own:
   :class:`DecisionPoller`) -- a stream that stops still gets its last decisions;
 * the owner keeps per stream (:class:`OwnerDecisions`) the offset up to which it knows
   the decisions, the stream's applied count after them, and how many offsets' decisions
-  it will never get (``lost``: elements of a body another leader answered before it died
-  that the new leader's checkpoint covers in part -- it rebuilds the decisions on the
-  bodies it replays, :func:`~linkstream.cluster.ingest.rebuild_decision`, and restores
-  those its checkpoint kept, :meth:`DecisionBook.saved` -- or decisions the leader dropped
-  unacknowledged; see the notes in ``docs/architecture.md``).
+  it will never get (``lost``: e.g. decisions the leader dropped unacknowledged, over
+  :data:`KEEP`; a new leader rebuilds the decisions on the bodies it replays,
+  :func:`~linkstream.cluster.ingest.rebuild_decision`, and restores those its checkpoint
+  kept, :meth:`DecisionBook.saved`, a body it covered in part among them; see the notes
+  in ``docs/architecture.md``).
 
 A decision on the wire is ``[start, end, first, runs, error]``: it covers the offsets
 ``start .. end - 1`` (a body, less the elements applied by an earlier answer of the same
@@ -81,6 +81,9 @@ class Pending:
     end: int
     offset: int
     decided: Decided
+    #: restored from a checkpoint that covered the body in part: a new leader's replay of
+    #: the body's other elements goes on with this decision (:meth:`DecisionBook.resume`)
+    resumable: bool = False
 
     def wire(self, durable: int | None = None) -> list[Any] | None:
         """The decision on the wire, ``None`` while the worker has not decided (or its record
@@ -114,16 +117,26 @@ class DecisionBook:
 
     def saved(self) -> tuple[int, int | None, list[list[Any]]]:
         """``(epoch, end, decisions)`` for a cluster checkpoint, read on the worker at its
-        barrier: the completed decisions not acknowledged yet, in offset order up to the
-        first one the worker has not completed (a body whose elements come after the
-        barrier: the replay of the log after the checkpoint rebuilds it)."""
+        barrier: the completed decisions not acknowledged yet, in offset order, then the
+        first one the worker has not completed *as far as the barrier*, if it applied any
+        of its elements before it (a body the checkpoint covers in part): ``[start, end,
+        first, runs, error, offset]``, ``end`` after its last element applied so far and
+        ``offset`` the body's -- the replay of the log after the checkpoint goes on with it
+        (:meth:`resume`); the rest of the body, and the bodies after it, are rebuilt by it."""
         with self.lock:
             out = []
             for p in self.entries:
                 w = p.wire()
-                if w is None:
-                    break
-                out.append(w)
+                if w is not None:
+                    out.append(w)
+                    continue
+                d = p.decided
+                with d._cond:  # on the worker: the commands before the barrier are applied
+                    taken, first, error = list(d.taken), d.first, d.error
+                if taken and first is not None:
+                    runs = runs_of(p.offset + j for j in taken)
+                    out.append([p.start, runs[-1], first, runs, error, p.offset])
+                break
             return self.epoch, self.end, out
 
     def restore(self, epoch: int, end: int | None, decisions: list[list[Any]]) -> None:
@@ -132,11 +145,31 @@ class DecisionBook:
         with self.lock:
             self.epoch, self.end = epoch, end
             self.entries.clear()
-            for start, stop, first, runs, error in decisions:
+            for start, stop, first, runs, error, *partial in decisions:
+                offset = int(partial[0]) if partial else start
                 d = Decided()
-                d.taken = [x - start for a, b in zip(runs[::2], runs[1::2], strict=True) for x in range(a, b)]
+                d.taken = [
+                    x - offset for a, b in zip(runs[::2], runs[1::2], strict=True) for x in range(a, b)
+                ]
                 d.first, d.error = first, error
-                self.entries.append(Pending(start, stop, start, d))
+                self.entries.append(Pending(start, stop, offset, d, resumable=bool(partial)))
+
+    def resume(self, epoch: int, offset: int) -> Pending | None:
+        """The restored decision on the body at ``offset`` that a checkpoint covered in part
+        (:meth:`saved`), for a new leader's replay of its other elements; ``None``: none."""
+        with self.lock:
+            p = self.entries[-1] if self.entries and epoch == self.epoch else None
+            if p is None or not p.resumable or p.offset != offset:
+                return None
+            p.resumable = False
+            return p
+
+    def discard(self, pending: Pending) -> None:
+        """Takes back the decision on a body of which nothing was handled (added before
+        ``push_many``, which refused its first element for want of room)."""
+        with self.lock:
+            if self.entries and self.entries[-1] is pending:
+                self.entries.pop()
 
     def take(self, epoch: int, after: int, durable: int | None = None) -> tuple[int | None, list[list[Any]]]:
         """Drops the decisions wholly below ``after`` (the owner has them) and returns

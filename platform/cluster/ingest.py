@@ -121,8 +121,14 @@ def rebuild_decision(
                 cur[1].end = max(cur[1].end, offset)  # the elements between were the last body's
             if epoch > st.epoch:
                 st.epoch, st.next = epoch, offset
-            p = Pending(offset, offset + j + 1, offset, Decided())
-            st.book.add(epoch, p)
+            # a body the restored checkpoint covered in part: its decision goes on
+            resumed = st.book.resume(epoch, offset)
+            if resumed is not None:
+                p = resumed
+                p.end = max(p.end, offset + j + 1)
+            else:
+                p = Pending(offset, offset + j + 1, offset, Decided())
+                st.book.add(epoch, p)
             st.rebuilt = ((epoch, q), p)
         st.next = max(st.next, p.end)
         return p.decided, j
@@ -435,14 +441,28 @@ class StreamIngest:
         if not decide:
             got, error = live.push_many(iri, elements[skip:], keys=keys, timeout=ROOM_S)
         else:  # --ingest direct: the worker's decision is kept for the owner, not waited for
+            # in the book before its first command: a checkpoint barrier between two of its
+            # commands saves what the worker applied of it (a body covered in part)
             decided = Decided(skip)
-            got, error = live.push_many(iri, elements[skip:], keys=keys, timeout=ROOM_S, decided=decided)
+            decided.expect()  # held until the body is handed whole (see Decided.handed)
+            pending = Pending(offset + skip, offset + len(elements), offset, decided)
+            st.book.add(epoch, pending)
+            try:
+                got, error = live.push_many(iri, elements[skip:], keys=keys, timeout=ROOM_S, decided=decided)
+            except BaseException:
+                st.book.discard(pending)
+                decided.handed()
+                raise
         flags += got
         done = offset + len(flags) + (1 if isinstance(error, EventTimeError) else 0)
         if done > offset + skip:
             st.next = max(st.next, done)
-            if decide:
-                st.book.add(epoch, Pending(offset + skip, done, offset, decided))
+        if decide:
+            if done > offset + skip:
+                pending.end = done
+            else:
+                st.book.discard(pending)
+            decided.handed()
         return flags, error
 
     def rebuild(self, bodies: BodyStore) -> Callable[[LogRecord], tuple[Decided, int]]:

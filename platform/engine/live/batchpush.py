@@ -100,6 +100,12 @@ class Decided:
             self.taken.extend(p + self.base for p in positions)
             self._done()
 
+    def handed(self) -> None:
+        """The body's last command is enqueued (the pusher held one more :meth:`expect`
+        while ``push_many`` ran, so that the decision is not complete before it is)."""
+        with self._cond:
+            self._done()
+
     def failed(self, why: str) -> None:
         """The worker could not apply one command (engine closed, ingestion error)."""
         with self._cond:
