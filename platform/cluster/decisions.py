@@ -84,6 +84,8 @@ class Pending:
     #: restored from a checkpoint that covered the body in part: a new leader's replay of
     #: the body's other elements goes on with this decision (:meth:`DecisionBook.resume`)
     resumable: bool = False
+    #: restored from a checkpoint (its ``end`` may stop at its last applied element)
+    restored: bool = False
 
     def wire(self, durable: int | None = None) -> list[Any] | None:
         """The decision on the wire, ``None`` while the worker has not decided (or its record
@@ -111,6 +113,11 @@ class DecisionBook:
             if epoch != self.epoch:  # a new owner: the old one's decisions are for nobody
                 self.epoch, self.end = epoch, None
                 self.entries.clear()
+            last = self.entries[-1] if self.entries else None
+            if last is not None and last.restored and last.end < pending.start:
+                # a decision restored as far as its last applied element: the offsets up to
+                # this body were its elements the old leader did not apply (late, refused)
+                last.end = pending.start
             self.entries.append(pending)
             while len(self.entries) > KEEP:
                 self.end = self.entries.popleft().end
@@ -130,9 +137,7 @@ class DecisionBook:
                 if w is not None:
                     out.append(w)
                     continue
-                d = p.decided
-                with d._cond:  # on the worker: the commands before the barrier are applied
-                    taken, first, error = list(d.taken), d.first, d.error
+                taken, first, error = p.decided.so_far()
                 if taken and first is not None:
                     runs = runs_of(p.offset + j for j in taken)
                     out.append([p.start, runs[-1], first, runs, error, p.offset])
@@ -152,7 +157,7 @@ class DecisionBook:
                     x - offset for a, b in zip(runs[::2], runs[1::2], strict=True) for x in range(a, b)
                 ]
                 d.first, d.error = first, error
-                self.entries.append(Pending(start, stop, offset, d, resumable=bool(partial)))
+                self.entries.append(Pending(start, stop, offset, d, resumable=bool(partial), restored=True))
 
     def resume(self, epoch: int, offset: int) -> Pending | None:
         """The restored decision on the body at ``offset`` that a checkpoint covered in part

@@ -168,3 +168,71 @@ def test_a_new_leader_goes_on_with_the_decision_on_a_body_its_checkpoint_covers_
     assert [d[2] for d in decisions if d[1] > 1][0] == 1, decisions
     owner.learn(floor, decisions, 1 + N)
     assert (owner.decided, owner.applied, owner.lost) == (1 + N, 1 + N, 0)
+
+
+def test_a_body_whose_barrier_came_before_the_answer_is_decided_whole(tmp_path: Path) -> None:
+    """The barrier comes after every command of a body but before ``push_many`` returned
+    (the decision is not complete: the pusher still holds it); the body's last element was
+    late (not applied).  The checkpoint keeps the decision as far as its last applied
+    element; the owner got its answer and hands the next body to the new leader: the
+    restored decision reaches up to that body (the late element is decided, not lost)."""
+    state, uri = tmp_path / "state", (tmp_path / "ck").as_uri()
+    client = _Client()
+    applied, lock = {S: _Applied()}, threading.Lock()
+    st, owner = applied[S], OwnerDecisions()
+    streams = StreamLog(str(state))
+    live = LiveEngine(idle_ms=None).start()
+    real = live.push_many
+    times = [1000, 1100, 1200, 900]  # the last behind the stream's 1200: late
+    try:
+        live.recover(IngestLog(str(state)))
+        live.register(QUERY, "q")
+        results = ResultLog()
+        results.lead(())
+        cp = _checkpointer(live, _leader(live), uri, client, results)
+        cp.decisions = lambda: saved_decisions(applied, lock)
+
+        def barrier_after(stream: str, items: Any, *, keys: Any, timeout: Any, decided: Any) -> Any:
+            got = real(stream, items, keys=keys, timeout=timeout, decided=decided)
+            live.flush()
+            assert cp.checkpoint(force=True) is not None  # before push_many returns
+            return got
+
+        live.push_many = barrier_after  # type: ignore[method-assign]  # the test's wrapper
+        flags, error = StreamIngest._apply(
+            live, st, S, EPOCH + 1, 0, _body(streams, 0, times), None, "o", True
+        )
+        live.push_many = real  # type: ignore[method-assign]
+        assert error is None and flags == [True, True, True, False]
+    finally:
+        live.close()
+
+    again: dict[str, _Applied] = {}
+    service = _service(uri, client, ResultLog())
+    service.ingest = SimpleNamespace(
+        stream_log=object(),  # --ingest direct
+        restore_decisions=lambda saved: restore_decisions(again, lock, saved),
+    )
+    nxt = LiveEngine(idle_ms=None).start()
+    try:
+        take = recover_leader(
+            service,
+            nxt,
+            _leader(nxt),  # type: ignore[arg-type]  # the stand-in
+            IngestLog(str(state)),
+            skip=(),
+            registered={"q"},
+        )
+        assert take["checkpoint"] is not None and take["replayed"] == 0, take
+        new = again[S]
+        # the owner's next body (offset 4) goes to the new leader
+        nb = _body(streams, 4, [1300])
+        flags, error = StreamIngest._apply(nxt, new, S, EPOCH + 1, 4, nb, None, "o", True)
+        assert error is None and flags == [True]
+        nxt.flush()
+        assert nxt.applied_count(S) == 4
+        floor, decisions = new.book.take(EPOCH + 1, 0)
+    finally:
+        nxt.close()
+    owner.learn(floor, decisions, 5)
+    assert (owner.decided, owner.applied, owner.lost) == (5, 4, 0), decisions

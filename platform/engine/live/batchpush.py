@@ -100,6 +100,12 @@ class Decided:
             self.taken.extend(p + self.base for p in positions)
             self._done()
 
+    def so_far(self) -> tuple[list[int], int | None, str | None]:
+        """``(taken, first, error)`` as they stand (a checkpoint's barrier, on the worker:
+        the commands before it are applied, the ones after it not)."""
+        with self._cond:
+            return list(self.taken), self.first, self.error
+
     def handed(self) -> None:
         """The body's last command is enqueued (the pusher held one more :meth:`expect`
         while ``push_many`` ran, so that the decision is not complete before it is)."""
