@@ -505,33 +505,10 @@ class KeyedGroup(MemberReports):
             got_n.append(np.ones(len(m1), dtype=np.int64))
         many = np.flatnonzero((n > 0) & ~k1)
         if len(many):  # several lines (a row repeated by its count)
-            st_b = self.st_b
-            mm: list[int] = []
-            bm: list[str] = []
-            nm: list[int] = []
-            for lo, hi, lo_m, n_m in zip(
-                los[many].tolist(),
-                (los + n)[many].tolist(),
-                a[many].tolist(),
-                cnt[many].tolist(),
-                strict=True,
-            ):
-                bodies = st_b[lo:hi].tolist()
-                counts = st_n[lo:hi]
-                if (counts != 1).any():
-                    bodies = [
-                        b for b, c in zip(bodies, counts.tolist(), strict=True) for _ in range(max(c, 0))
-                    ]
-                for mid in sm[lo_m : lo_m + n_m].tolist():
-                    h = heads[mid]
-                    mm.append(mid)
-                    bm.append(h + ("\n" + h).join(bodies) + "\n")
-                    nm.append(len(bodies))
-            got_m.append(np.array(mm, dtype=np.int64))
-            arr = np.empty(len(bm), dtype=object)
-            arr[:] = bm
-            got_b.append(arr)
-            got_n.append(np.array(nm, dtype=np.int64))
+            m_m, b_m, n_m = self._render_many(los[many], n[many], a[many], cnt[many], sm)
+            got_m.append(m_m)
+            got_b.append(b_m)
+            got_n.append(n_m)
         if not got_m:
             return []
         if len(got_m) == 1:
@@ -540,6 +517,47 @@ class KeyedGroup(MemberReports):
             touched, new, ns = np.concatenate(got_m), np.concatenate(got_b), np.concatenate(got_n)
         self._set(touched, new, ns)
         return touched.tolist()
+
+    def _render_many(
+        self, los: np.ndarray, n: np.ndarray, a: np.ndarray, cnt: np.ndarray, sm: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The blocks of the members of keys with several lines (key ``k``: state rows
+        ``los[k]`` to ``los[k] + n[k]``, members ``sm[a[k]:a[k] + cnt[k]]``): each member's
+        head before each row's body, a row repeated by its count.  Returns the members,
+        their blocks and their line counts.  All the lines go into one string in one join,
+        cut at the members' ends (lengths in characters, from the heads' and bodies'
+        lengths): no Python work per line, one slice per member."""
+        st_b, st_n, heads = self.st_b, self.st_n, self.heads
+        # each key's state rows, each repeated by its count (the rows of the keys are ranges)
+        rows = np.repeat(los - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+        reps = np.maximum(st_n[rows], 0)
+        key_of_row = np.repeat(np.arange(len(n)), n)
+        lines = np.repeat(rows, reps)  # per key: its lines' rows
+        kl = np.bincount(key_of_row, weights=reps, minlength=len(n)).astype(np.int64)  # lines per key
+        kstart = np.cumsum(kl) - kl
+        mids = sm[np.repeat(a - (np.cumsum(cnt) - cnt), cnt) + np.arange(int(cnt.sum()))]
+        mkey = np.repeat(np.arange(len(n)), cnt)  # each member's key
+        ml = kl[mkey]  # lines per member
+        # each member's lines: its key's lines, in order
+        at = np.repeat(kstart[mkey] - (np.cumsum(ml) - ml), ml) + np.arange(int(ml.sum()))
+        line_rows = lines[at]
+        line_mid = np.repeat(mids, ml)
+        flat = np.empty(3 * len(line_rows), dtype=object)
+        flat[0::3] = heads[line_mid]
+        flat[1::3] = st_b[line_rows]
+        flat[2::3] = "\n"
+        text = "".join(flat.tolist())
+        body_len = np.fromiter(map(len, st_b[rows].tolist()), dtype=np.int64, count=len(rows))
+        blen = np.zeros(len(st_b), dtype=np.int64)
+        blen[rows] = body_len
+        head_len = np.fromiter(map(len, heads[mids].tolist()), dtype=np.int64, count=len(mids))
+        kchars = np.bincount(key_of_row, weights=blen[rows] * reps, minlength=len(n)).astype(np.int64)
+        size = kchars[mkey] + ml * (head_len + 1)  # characters of each member's block
+        ends = np.cumsum(size).tolist()
+        starts = [0, *ends[:-1]]
+        blocks = np.empty(len(mids), dtype=object)
+        blocks[:] = [text[i:j] for i, j in zip(starts, ends, strict=True)]
+        return mids, blocks, ml
 
 
 def _set_view(view: ResultView, rows: Batch, bodies: list[str]) -> None:
