@@ -78,6 +78,22 @@ def mergeable(g: GraphOperator) -> bool:
     )
 
 
+def counted(g: GraphOperator) -> bool:
+    """Whether ``g`` is one count window (``[TRIPLES n]``) alone: a shared join reads it
+    through a :class:`~linkstream.operators.timed_window.CountedWindowOperator` (a triple is
+    in a window of ``n`` exactly when its latest position is among the last ``n``)."""
+    w = g.children[0] if len(g.children) == 1 and not len(g.static) else None
+    if type(w) is not WindowOperator:
+        return False
+    return w.spec.kind == "count" and w.spec.count is not None
+
+
+def slot_need(w: WindowOperator) -> int:
+    """A routed slot's window "range": the range (ms) of a time window, the count of a
+    count window."""
+    return int(w.spec.count if w.spec.kind == "count" else w.spec.range_ms)  # type: ignore[arg-type]  # routed windows have one
+
+
 def slot_windows(slot: Operator) -> list[WindowOperator]:
     # a routed slot is a time window or a merged graph of time windows (see ``mergeable``)
     return cast("list[WindowOperator]", list(slot.children if isinstance(slot, GraphOperator) else [slot]))
@@ -176,6 +192,8 @@ class RoutePlanner:
         self.eng = engine
         self._extents: dict[tuple, int] = {}
         self._decode = (engine.dictionary, decoder(engine.dictionary))
+        #: joins over count windows are routed too (off: they are planned per query)
+        self.counts = True
 
     def text(self) -> Callable[[int], str]:
         """The engine dictionary's decoder (joins and leaves are ordered by terms, not ids:
@@ -206,6 +224,9 @@ class RoutePlanner:
             # queries on a router are rebuilt rather than migrated when a cluster moves them
             if mergeable(g) and (single or getattr(self.eng, "share_merged", False)):
                 leaves.append(Leaf(c, w, g, merged=None if single else g))
+                continue
+            if self.counts and counted(g):
+                leaves.append(Leaf(c, w, g))
                 continue
             return False
         return True
@@ -265,7 +286,9 @@ class RoutePlanner:
             elif lf.merged is not None:
                 lf.key = term_key(("m", merged_desc(lf.merged), local), text)
             else:
-                lf.key = term_key(("w", lf.window.buffer.iri, local), text)
+                w = lf.window  # (a time and a count window on one stream differ)
+                tag = ("c", w.buffer.iri, w.step) if w.spec.kind == "count" else ("w", w.buffer.iri)
+                lf.key = term_key((*tag, local), text)
         leaves.sort(key=lambda lf: lf.key)
         slots: list[WindowOperator | GraphOperator] = []  # a time window, or a merged C-SPARQL graph
         jn: dict[str, str] = {}
@@ -330,9 +353,17 @@ class RoutePlanner:
         # applied per subscriber after the router, so those queries share one join
         after = [f for f in cfilters if has_const(f)]
         cfilters = [f for f in cfilters if not has_const(f)]
-        slot_desc = tuple(merged_desc(w) if isinstance(w, GraphOperator) else (w.buffer.iri,) for w in slots)
+        # (a count slot names its step: every count window reports at the default step)
+        slot_desc = tuple(
+            merged_desc(w)
+            if isinstance(w, GraphOperator)
+            else (w.buffer.iri, "count", w.step)
+            if w.spec.kind == "count"
+            else (w.buffer.iri,)
+            for w in slots
+        )
         key = ("routed", slot_desc, tuple(shape), tuple(cfilters))
-        ranges = [int(slot_windows(w)[0].spec.range_ms) for w in slots]  # type: ignore[arg-type]  # time windows have a range
+        ranges = [slot_need(slot_windows(w)[0]) for w in slots]
         steps = [slot_windows(w)[0].step for w in slots]
         return RoutePlan(
             key,

@@ -54,7 +54,7 @@ from linkstream.operators.router import (
 from linkstream.operators.scan import ScanOperator
 from linkstream.operators.static_result import StaticResultOperator
 from linkstream.operators.switch import SwitchOperator
-from linkstream.operators.timed_window import TimedWindowOperator, serves, widened
+from linkstream.operators.timed_window import CountedWindowOperator, TimedWindowOperator, serves, widened
 from linkstream.operators.window import WindowOperator
 from linkstream.query.windows import WindowSpec
 
@@ -336,7 +336,12 @@ class Sharing:
         """
         k = 0
         while True:
-            timed = TimedWindowOperator(w.buffer, WindowSpec("time", range_ms, step), step, ("timed", k))
+            if w.spec.kind == "count":  # (``range_ms`` is the count: ``routeplan.slot_need``)
+                timed: TimedWindowOperator = CountedWindowOperator(
+                    w.buffer, WindowSpec("count", count=range_ms), step, ("timed", k)
+                )
+            else:
+                timed = TimedWindowOperator(w.buffer, WindowSpec("time", range_ms, step), step, ("timed", k))
             running = self.eng.operators.get(self._sig(timed, [])) if self.eng.share else None
             if not isinstance(running, TimedWindowOperator) or running.fits(range_ms, step):
                 break

@@ -37,7 +37,7 @@ from linkstream.operators.relation import Relation
 from linkstream.operators.router_groups import Group, GroupTable
 from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.state import StateError, StateReader, StateWriter
-from linkstream.operators.timed_window import TIMED_VARS, TimedWindowOperator
+from linkstream.operators.timed_window import TIMED_VARS, CountedWindowOperator, TimedWindowOperator
 
 #: the "timestamp" of a static triple in a merged (C-SPARQL) graph: in every window instance
 STATIC_TS = np.iinfo(np.int64).max // 4
@@ -422,7 +422,13 @@ class RouterOperator(Operator):
         if any(w.now is None for w in self.windows) or not self.groups:
             return Batch.empty(())
         wsteps = tuple(w.step for w in self.windows)
-        closes = tuple((w.now // s) * s for w, s in zip(self.windows, wsteps))  # type: ignore[operator]  # no None: checked above
+        # a time slot's close is its window's last report time (rows carry timestamps); a
+        # count slot's is the position its window ends at (rows carry buffer positions, a
+        # group of n keeps those >= close - n)
+        closes = tuple(
+            w.hi if type(w) is CountedWindowOperator else (w.now // s) * s  # type: ignore[operator]  # no None: checked above
+            for w, s in zip(self.windows, wsteps)
+        )
         t = self._table()
         prev = self._closes
         same = prev == closes

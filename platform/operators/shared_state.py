@@ -55,7 +55,7 @@ from linkstream.operators.state import (
     _walk,
     local_ids,
 )
-from linkstream.operators.timed_window import TimedWindowOperator
+from linkstream.operators.timed_window import CountedWindowOperator, TimedWindowOperator
 
 #: operators whose state is a router unit's (not migrated with one query's)
 UNIT_KINDS = (RouterOperator, TimedWindowOperator, TimedScanOperator, LatestGraphOperator)
@@ -73,6 +73,9 @@ def router_of(root: Operator) -> RouterOperator:
     routers = [op for op in ops if isinstance(op, RouterOperator)]
     if len(routers) != 1:
         raise StateError(f"the query reads {len(routers)} shared-join routers (not one)")
+    if any(isinstance(w, CountedWindowOperator) for w in routers[0].windows):
+        # (its rows carry positions in this process's stream buffer, not timestamps)
+        raise StateError("a router over count windows is not a router unit (the query is rebuilt)")
     unit = {id(op) for op in routers[0].walk()}
     for op in ops:
         if not op.migratable and id(op) not in unit and not isinstance(op, RouteOperator):
@@ -94,6 +97,8 @@ def snapshot_router(engine: Any, router: RouterOperator, c: int) -> QueryState:
     Raises:
         StateError: An operator of the unit cannot be snapshotted.
     """
+    if any(isinstance(w, CountedWindowOperator) for w in router.windows):
+        raise StateError("a router over count windows is not a router unit (the query is rebuilt)")
     order, _ = _walk(router)
     w = StateWriter()
     nodes: list[dict[str, Any]] = []

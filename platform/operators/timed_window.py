@@ -120,6 +120,51 @@ class TimedWindowOperator(WindowOperator):
         return (self.buffer.iri, "timed", self.key)
 
 
+class CountedWindowOperator(TimedWindowOperator):
+    """A count window (``[TRIPLES n]``) whose triples carry their absolute position in the
+    stream buffer as the fourth column, for a shared join over count windows.
+
+    At report time ``c`` a count window of ``n`` holds the positions ``[hi - n, hi)``
+    with ``hi`` the number of triples with time ``< c`` (``buffer.search(c)``; ties by
+    input order: SEMANTICS.md §3), so a subscriber of ``n`` reads the rows whose least
+    position is ``>= hi - n`` (:class:`~linkstream.operators.router.RouterOperator`).
+    The window holds the largest ``n`` asked for; it grows before it starts only, and
+    every count window reports at the default step (one step per engine).  Positions are
+    the local buffer's: a router over count windows is not a router unit (its snapshot
+    would not fit another buffer, :func:`~linkstream.operators.shared_state.router_of`).
+    """
+
+    def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
+        super().__init__(buffer, spec, default_step, key)
+        self.widest = spec.count or 0
+
+    def describe(self) -> str:
+        return "Counted" + WindowOperator.describe(self)
+
+    def fits(self, range_ms: int, step: int) -> bool:
+        """Whether a subscriber of ``range_ms`` triples at ``step`` can read this window."""
+        return step == self.step and range_ms <= (self.spec.count or 0)
+
+    def grows_well(self, range_ms: int, step: int) -> bool:
+        return self.now is None and step == self.step
+
+    def grow(self, range_ms: int, step: int | None = None) -> None:
+        assert self.now is None, "a started window cannot grow"
+        n = max(self.spec.count or 0, range_ms)
+        self.spec = WindowSpec("count", count=n)
+        self.widest = n
+
+    def _rows(self, lo: int, hi: int, sign: int) -> Batch:
+        tr = self.buffer.slice(lo, hi)
+        cols = np.empty((4, tr.shape[1]), dtype=np.int64)
+        cols[:3] = tr
+        cols[3] = np.arange(lo, lo + tr.shape[1], dtype=np.int64)
+        return Batch(TIMED_VARS, cols, np.full(tr.shape[1], sign, dtype=np.int64))
+
+    def config_key(self) -> object:
+        return (self.buffer.iri, "counted", self.step, self.key)
+
+
 def widens_well(range_ms: int, widest: int) -> bool:
     """Whether a timed window of ``range_ms`` is worth sharing when the widest range its
     readers ask for is ``widest`` (see :data:`STEP_WIDEN_MAX`)."""
