@@ -271,6 +271,8 @@ def _run(elements, queries, share: bool, path: str) -> list[str]:
     eng.share = share
     rqs = []
     for k, body in enumerate(queries):
+        if isinstance(body, tuple):  # (shape, range): one time window
+            body = f"STREAM :s [RANGE {body[1]}ms SLIDE 500ms] {{ {body[0]} }}"
         text = f"PREFIX : <{_EX}> SELECT * WHERE {{ {body} }}"
         rqs.append(eng.register(parse_continuous(text, default_name=f"q{k}")))
     buf = io.StringIO()
@@ -278,7 +280,7 @@ def _run(elements, queries, share: bool, path: str) -> list[str]:
     return sorted(buf.getvalue().splitlines())
 
 
-@settings(max_examples=int(os.environ.get("P15_EX", "60")), deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(_stream_and_queries())
 def test_router_output_equals_unshared_evaluation(case):
     elements, queries = case
