@@ -20,7 +20,9 @@ with every other registered query.  Three rewrites, bottom-up:
 Growing: a query whose ranges exceed the shared join's widens it in place while it has
 not started sliding; once it has, a new instance with the larger ranges is created and
 later queries join that one (the old instance keeps serving its subscribers, exactly).
-C-SPARQL's merged default graph, count and NOW windows stay on the exact path.
+Count windows (``[TRIPLES n]``) are routed like time windows, by buffer position
+(:class:`~linkstream.operators.timed_window.CountedWindowOperator`).  C-SPARQL's merged
+default graph (unless ``Engine.share_merged``) and NOW windows stay on the exact path.
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ the group's constants -- and emits the difference to the previous result as +1 /
 rows.  That covers rows the shared join reports as new or expired *and* rows that only
 slid out of a smaller window, which the large join never reports.
 
+Count windows (``[TRIPLES n]``) are routed the same way with buffer positions in place
+of timestamps: a :class:`~linkstream.operators.timed_window.CountedWindowOperator` tags
+each triple with its absolute position, and a group of ``n`` keeps the rows whose least
+position is ``>= hi - n`` (``hi``: the window's end position at its last advance).
+
 Why dropping the timestamp columns and deduplicating restores the per-query answer: a
 window graph is a *set* of triples, and a triple pattern's binding (its variables plus
 its constants) determines the matched triple.  So a per-query BGP solution is present
