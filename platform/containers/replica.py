@@ -47,7 +47,7 @@ from linkstream.containers.remotestatic import RemoteStatics
 from linkstream.containers.staticcache import keep_only, load_static
 from linkstream.engine.embedded import Engine, RegisteredQuery
 from linkstream.operators.router import RouterOperator
-from linkstream.operators.shared_state import restore_routers, router_of, snapshot_router
+from linkstream.operators.shared_state import restore_routers, routers_of, snapshot_routers
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.runs import RunSpec
@@ -432,18 +432,18 @@ class RunReplica:
             self.register(name, text)
             return False
 
-    def routed(self, name: str) -> RouterOperator:
-        """The router a routed query reads (raises ``StateError``: none, or not only routed)."""
+    def routed(self, name: str) -> list[RouterOperator]:
+        """The routers a routed query reads (raises ``StateError``: none, or not only routed)."""
         if self.last_c is None or name not in self.engine.queries:
             raise StateError(f"{name} has no state here")
-        return router_of(self.engine.queries[name].root)
+        return routers_of(self.engine.queries[name].root)
 
-    def router_state(self, router: RouterOperator) -> QueryState:
-        """The state of ``router``'s unit after the last tick (copied: later ticks do not
-        change it; :mod:`linkstream.operators.shared_state`; raises ``StateError``)."""
+    def router_state(self, routers: Sequence[RouterOperator]) -> QueryState:
+        """The state of the units of ``routers`` after the last tick (copied: later ticks do
+        not change it; :mod:`linkstream.operators.shared_state`; raises ``StateError``)."""
         assert self.last_c is not None
         try:
-            st = snapshot_router(self.engine, router, self.last_c)
+            st = snapshot_routers(self.engine, routers, self.last_c)
         except StateError:
             raise
         except Exception as exc:  # an operator this version cannot walk: rebuild there
@@ -476,19 +476,19 @@ class RunReplica:
                     out[name] = "the query is not held here"
                     continue
                 try:
-                    router = router_of(self.engine.queries[name].root)
+                    routers = routers_of(self.engine.queries[name].root)
                 except StateError as exc:
                     out[name] = f"not routed here: {exc}"
                     continue
-                pairs.append((router, state))
-                served.append((name, router))
+                pairs.append((routers, state))
+                served.append((name, routers))
         try:
             errors = restore_routers(self.engine, pairs, c)
         except Exception as exc:  # noqa: BLE001 - partly restored: the log says so loudly
             logger.error("restoring router units failed: %s: %s", type(exc).__name__, exc)
-            errors = {id(r): f"{type(exc).__name__}: {exc}" for r, _ in pairs}
-        for name, router in served:
-            out[name] = errors.get(id(router), "")
+            errors = {id(r): f"{type(exc).__name__}: {exc}" for rs, _ in pairs for r in rs}
+        for name, routers in served:  # restored: every router it reads
+            out[name] = next((errors[id(r)] for r in routers if id(r) in errors), "")
         return out
 
     def unregister(self, name: str) -> None:

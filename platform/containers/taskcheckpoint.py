@@ -14,10 +14,11 @@ container answers.  The container
 3. acknowledges with the objects' sizes and checksums (``tsnapped``), which the leader
    puts into the checkpoint's manifest.  The pipeline waits for the copy only.
 
-A query on a shared join's router is snapshotted with its router's *unit*, once per router
-(:mod:`linkstream.operators.shared_state`): one object per router, acknowledged under each
-of its queries' names.  A query whose state cannot be snapshotted (no tick evaluated here
-yet, several routers) is acknowledged with the reason: a new leader rebuilds it by
+A query on shared joins' routers is snapshotted with its routers' *unit*
+(:mod:`linkstream.operators.shared_state`): one object per connected set of routers (two
+routers read by one query are in the same object), acknowledged under each of its
+queries' names.  A query whose state cannot be snapshotted (no tick evaluated here yet)
+is acknowledged with the reason: a new leader rebuilds it by
 evaluation instead.  A
 write that fails acknowledges the failure: the leader's checkpoint is then incomplete.
 
@@ -60,6 +61,8 @@ from linkstream.containers.replica import RunReplica
 from linkstream.containers.takeover import Slot
 from linkstream.containers.wire import Frame, byte_view
 from linkstream.metrics import ContainerMetrics
+from linkstream.operators.router import RouterOperator
+from linkstream.operators.shared_state import router_units
 from linkstream.operators.state import QueryState, StateError, decode_state
 from linkstream.scheduler.runs import RunSpec
 from linkstream.store.checkpoint_backends import BackendError
@@ -298,7 +301,7 @@ class TaskCheckpoints:
         t0 = time.perf_counter()
         states: list[tuple[str, list[str], QueryState]] = []
         errors: dict[str, str] = {}
-        units: dict[int, tuple[str, list[str], QueryState]] = {}  # per router: its one object
+        routed: list[tuple[str, list[RouterOperator]]] = []  # queries on shared joins' routers
         for name in m.keys:
             if replica.last_seq != m.seq or replica.last_c != m.c:
                 errors[name] = f"at tick {replica.last_seq} (t={replica.last_c}), not {m.seq} (t={m.c})"
@@ -310,36 +313,24 @@ class TaskCheckpoints:
             try:
                 st = replica.snapshot(name)
             except StateError as exc:
-                if not self._router_unit(replica, name, m, units):
+                try:
+                    routed.append((name, replica.routed(name)))
+                except StateError:
                     errors[name] = str(exc)
                 continue
             states.append((m.keys[name], [name], QueryState(st.header, [a.copy() for a in st.arrays])))
-        for key, names, st in units.values():
+        for names, routers in router_units(routed):
+            key = "%s/router-%s-%d" % (m.keys[names[0]].rsplit("/", 1)[0], self.id, len(states))
+            try:
+                st = replica.router_state(routers)
+            except StateError as exc:
+                errors.update(dict.fromkeys(names, str(exc)))
+                continue
             st.header["queries"] = sorted(names)
             states.append((key, names, st))
         if self._writer is None:
             self._writer = SnapshotWriter()
         self._writer.submit(self.id, m, states, errors, time.perf_counter() - t0)
-
-    def _router_unit(
-        self,
-        replica: RunReplica,
-        name: str,
-        m: SnapshotTasks,
-        units: dict[int, tuple[str, list[str], QueryState]],
-    ) -> bool:
-        """Adds routed query ``name`` to its router's unit (snapshotted once per request,
-        :mod:`linkstream.operators.shared_state`); ``False``: it is not routed (or fails)."""
-        try:
-            router = replica.routed(name)
-            unit = units.get(id(router))
-            if unit is None:
-                key = "%s/router-%s-%d" % (m.keys[name].rsplit("/", 1)[0], self.id, len(units))
-                unit = units[id(router)] = (key, [], replica.router_state(router))
-        except StateError:
-            return False
-        unit[1].append(name)
-        return True
 
     def _send_task_acks(self) -> None:
         """Sends the acknowledgements of the snapshots written meanwhile."""

@@ -26,9 +26,17 @@ serves a group that subscribes while it runs.  Everything above the routes (rena
 shared aggregates, routed blocks, result views) is built by that evaluation as for a
 query without a snapshot; what the snapshot saves is the join's rebuild from the windows.
 
-A unit is restored only when its plan here is the snapshot's (the operators' classes,
+A query may read several routers (CityBench's average congestion unites two streams'
+routed BGPs): a unit is then a *connected set* of routers (:func:`router_units`: two
+routers one query reads are in one unit), snapshotted as one object with one part per
+router (:func:`snapshot_routers`; the buffers and the id table are shared).  On restore
+each router here takes the part whose fingerprint is its own (so a container answering
+only some of a unit's queries restores their routers), and a query counts as restored
+when every router it reads is.
+
+A router is restored only when its plan here is the snapshot's (the operators' classes,
 variables, window specs, scan patterns with their constants as terms, the router's
-output and timestamp variables) and when no operator outside the restored units reads
+output and timestamp variables, the windows' streams) and when no operator outside the restored units reads
 one of its operators directly (a reader through an ``AttachOperator`` gets the restored
 content replayed, which is right for a fresh reader).  Otherwise it is left alone: the
 silent evaluation rebuilds it, as before.
@@ -56,63 +64,115 @@ from linkstream.operators.state import (
     local_ids,
 )
 from linkstream.operators.timed_window import CountedWindowOperator, TimedWindowOperator
+from linkstream.operators.window import WindowOperator
 
 #: operators whose state is a router unit's (not migrated with one query's)
 UNIT_KINDS = (RouterOperator, TimedWindowOperator, TimedScanOperator, LatestGraphOperator)
 UNIT = "router"
 
 
-def router_of(root: Operator) -> RouterOperator:
-    """The one router a query's plan reads, when its only operators that cannot be
-    migrated with it are that router's unit and routes.
+def routers_of(root: Operator) -> list[RouterOperator]:
+    """The routers a query's plan reads (one or several: a query joining or uniting two
+    routed BGPs reads two), when its only operators that cannot be migrated with it are
+    those routers' units and routes.
 
     Raises:
-        StateError: The plan reads no router, several, or other unmigratable operators.
+        StateError: The plan reads no router, or other unmigratable operators.
     """
     ops = root.walk()
     routers = [op for op in ops if isinstance(op, RouterOperator)]
-    if len(routers) != 1:
-        raise StateError(f"the query reads {len(routers)} shared-join routers (not one)")
-    if any(isinstance(w, CountedWindowOperator) for w in routers[0].windows):
+    if not routers:
+        raise StateError("the query reads no shared-join router")
+    if any(isinstance(w, CountedWindowOperator) for r in routers for w in r.windows):
         # (its rows carry positions in this process's stream buffer, not timestamps)
         raise StateError("a router over count windows is not a router unit (the query is rebuilt)")
-    unit = {id(op) for op in routers[0].walk()}
+    unit = {id(op) for r in routers for op in r.walk()}
     for op in ops:
         if not op.migratable and id(op) not in unit and not isinstance(op, RouteOperator):
             raise StateError(f"{type(op).__name__} state is not migrated (the query is rebuilt)")
+    return routers
+
+
+def router_of(root: Operator) -> RouterOperator:
+    """The one router a query's plan reads (:func:`routers_of` of a query that reads one).
+
+    Raises:
+        StateError: As :func:`routers_of`, or the plan reads several routers.
+    """
+    routers = routers_of(root)
+    if len(routers) != 1:
+        raise StateError(f"the query reads {len(routers)} shared-join routers (not one)")
     return routers[0]
+
+
+def router_units(
+    routed: Sequence[tuple[str, Sequence[RouterOperator]]],
+) -> list[tuple[list[str], list[RouterOperator]]]:
+    """Groups routed queries (each with the routers it reads) into units: connected sets
+    of routers (two routers one query reads are in one unit), each with its queries, in
+    the order the queries come."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for _, rs in routed:
+        for r in rs:
+            parent.setdefault(id(r), id(r))
+        for r in rs[1:]:
+            parent[find(id(r))] = find(id(rs[0]))
+    groups: dict[int, tuple[list[str], list[RouterOperator]]] = {}
+    seen: set[int] = set()
+    for name, rs in routed:
+        names, routers = groups.setdefault(find(id(rs[0])), ([], []))
+        names.append(name)
+        for r in rs:
+            if id(r) not in seen:
+                seen.add(id(r))
+                routers.append(r)
+    return list(groups.values())
 
 
 def _fp(order: list[tuple[Operator, bool]], dictionary: Any) -> list[list[Any]]:
     fps = _fingerprints(order, dictionary)
     router = order[0][0]
     assert isinstance(router, RouterOperator)
-    fps[0].append([list(router.out_vars), [list(ts) for ts in router.slot_ts]])
+    # the windows' streams too: two streams' routers of one query (the same BGP, window
+    # and variables over each) differ only there
+    streams = [str(op.buffer.iri) for op, _ in order if isinstance(op, WindowOperator)]
+    fps[0].append([list(router.out_vars), [list(ts) for ts in router.slot_ts], streams])
     return fps
 
 
-def snapshot_router(engine: Any, router: RouterOperator, c: int) -> QueryState:
-    """The state of ``router``'s unit in ``engine`` after report time ``c`` (between two ticks).
+def snapshot_routers(engine: Any, routers: Sequence[RouterOperator], c: int) -> QueryState:
+    """The state of the units of ``routers`` in ``engine`` after report time ``c`` (between
+    two ticks): one part per router, one set of buffers (an operator under two routers is
+    written in both parts, with the same content).
 
     Raises:
-        StateError: An operator of the unit cannot be snapshotted.
+        StateError: An operator of a unit cannot be snapshotted.
     """
-    if any(isinstance(w, CountedWindowOperator) for w in router.windows):
+    if any(isinstance(w, CountedWindowOperator) for r in routers for w in r.windows):
         raise StateError("a router over count windows is not a router unit (the query is rebuilt)")
-    order, _ = _walk(router)
     w = StateWriter()
-    nodes: list[dict[str, Any]] = []
-    for op, _behind in order:
-        if not op.migratable and not isinstance(op, UNIT_KINDS):
-            raise StateError(f"{type(op).__name__} state is not migrated (the query is rebuilt)")
-        nodes.append(_entries(op, w))
+    parts: list[dict[str, Any]] = []
+    for router in routers:
+        order, _ = _walk(router)
+        nodes: list[dict[str, Any]] = []
+        for op, _behind in order:
+            if not op.migratable and not isinstance(op, UNIT_KINDS):
+                raise StateError(f"{type(op).__name__} state is not migrated (the query is rebuilt)")
+            nodes.append(_entries(op, w))
+        parts.append({"fp": _fp(order, engine.dictionary), "nodes": nodes})
     uniq = w.ids()
     header = {
         "v": STATE_VERSION,
         "unit": UNIT,
         "c": int(c),
-        "fp": _fp(order, engine.dictionary),
-        "nodes": nodes,
+        "parts": parts,
         "ids": w.id_arrays,
         "uniq": w.add(uniq, False),
         "terms": engine.dictionary.decode_many(uniq) if len(uniq) else [],
@@ -121,29 +181,49 @@ def snapshot_router(engine: Any, router: RouterOperator, c: int) -> QueryState:
     return QueryState(header, w.arrays)
 
 
-def _fits(engine: Any, router: RouterOperator, state: QueryState, c: int) -> str:
-    """Why ``state`` cannot be restored into ``router``'s unit here ("": it can)."""
+def snapshot_router(engine: Any, router: RouterOperator, c: int) -> QueryState:
+    """The state of ``router``'s unit (:func:`snapshot_routers` of one router)."""
+    return snapshot_routers(engine, [router], c)
+
+
+def _parts(header: dict[str, Any]) -> list[dict[str, Any]]:
+    """A unit snapshot's parts (one per router; a snapshot of session 14 has one, inline)."""
+    if "parts" in header:
+        return list(header["parts"])
+    return [{"fp": header.get("fp") or [], "nodes": header.get("nodes") or []}]
+
+
+def _part(engine: Any, router: RouterOperator, parts: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """The part of a unit snapshot that is ``router``'s (by fingerprint), or why none is."""
+    order, _ = _walk(router)
+    fps = _fp(order, engine.dictionary)
+    same = [p for p in parts if p.get("fp") == fps and len(p.get("nodes", ())) == len(order)]
+    if router._closes is not None or any(
+        isinstance(op, TimedWindowOperator) and op.now is not None for op, _ in order
+    ):
+        return "the router evaluated here already", {}
+    if len(same) == 1:
+        return "", same[0]
+    if same:
+        return "%d parts of the snapshot fit the router (ambiguous)" % len(same), {}
+    theirs = parts[0].get("fp") or [] if len(parts) == 1 else []
+    if not theirs:
+        return "no router of the snapshot (%d) has this router's plan" % len(parts), {}
+    k = next((i for i, (a, b) in enumerate(zip(fps, theirs)) if a != b), min(len(fps), len(theirs)))
+    return (
+        "the shared join's plan differs between the two engines (operator %d: %s here, %s in the snapshot)"
+        % (k, fps[k] if k < len(fps) else "none", theirs[k] if k < len(theirs) else "none"),
+        {},
+    )
+
+
+def _fits(state: QueryState, c: int) -> str:
+    """Why ``state`` cannot be restored at ``c`` at all ("": it can)."""
     h = state.header
     if h.get("v") != STATE_VERSION or h.get("unit") != UNIT:
         return "not a router unit's snapshot"
     if h.get("c") != c:
         return f"snapshot after t={h.get('c')}, this engine is at t={c}"
-    order, _ = _walk(router)
-    fps, theirs = _fp(order, engine.dictionary), h.get("fp") or []
-    if fps != theirs or len(h.get("nodes", ())) != len(order):
-        k = next((i for i, (a, b) in enumerate(zip(fps, theirs)) if a != b), min(len(fps), len(theirs)))
-        return (
-            "the shared join's plan differs between the two engines (operator %d: %s here, %s in the snapshot)"
-            % (
-                k,
-                fps[k] if k < len(fps) else "none",
-                theirs[k] if k < len(theirs) else "none",
-            )
-        )
-    if router._closes is not None or any(
-        isinstance(op, TimedWindowOperator) and op.now is not None for op, _ in order
-    ):
-        return "the router evaluated here already"
     return ""
 
 
@@ -162,26 +242,35 @@ def _parents(engine: Any) -> dict[int, list[Operator]]:
 
 
 def restore_routers(
-    engine: Any, units: Sequence[tuple[RouterOperator, QueryState]], c: int
+    engine: Any, units: Sequence[tuple[Sequence[RouterOperator], QueryState]], c: int
 ) -> dict[int, str]:
-    """Restores each router unit of ``units`` into ``engine`` (before its first tick, which
-    is at the snapshots' report time ``c``); returns per router (``id``) why it was not
-    restored (absent: restored).  A router listed twice is restored once."""
+    """Restores the router units of ``units`` (each: routers of ``engine`` and a snapshot
+    holding their parts, matched by fingerprint) into ``engine`` (before its first tick,
+    which is at the snapshots' report time ``c``); returns per router (``id``) why it was
+    not restored (absent: restored).  A router listed twice is restored once."""
     errors: dict[int, str] = {}
-    cand: dict[int, tuple[RouterOperator, QueryState, list[tuple[Operator, bool]], StateReader]] = {}
-    for router, state in units:
-        if id(router) in cand or id(router) in errors:
-            continue
-        why = _fits(engine, router, state, c)
-        if not why:
-            try:
-                reader = StateReader(local_ids(engine, state), c)
-            except StateError as exc:
-                why = str(exc)
-        if why:
-            errors[id(router)] = why
-        else:
-            cand[id(router)] = (router, state, _walk(router)[0], reader)
+    cand: dict[int, tuple[RouterOperator, list[Any], list[tuple[Operator, bool]], StateReader]] = {}
+    for routers, state in units:
+        why = _fits(state, c)
+        parts = _parts(state.header) if not why else []
+        reader: StateReader | None = None
+        for router in routers:
+            if id(router) in cand or id(router) in errors:
+                continue
+            part: dict[str, Any] = {}
+            err = why
+            if not err:
+                err, part = _part(engine, router, parts)
+            if not err and reader is None:
+                try:
+                    reader = StateReader(local_ids(engine, state), c)
+                except StateError as exc:
+                    why = err = str(exc)
+            if err:
+                errors[id(router)] = err
+            else:
+                assert reader is not None
+                cand[id(router)] = (router, list(part["nodes"]), _walk(router)[0], reader)
     parents = _parents(engine)
     while True:  # no operator outside the restored units may read theirs directly
         members = {id(op) for _, _, order, _ in cand.values() for op, _ in order}
@@ -201,8 +290,8 @@ def restore_routers(
             errors[rid] = "an operator of its shared join is read by one that is not restored"
             del cand[rid]
     done: set[int] = set()
-    for router, state, order, reader in cand.values():
-        for (op, _), entries in zip(order, state.header["nodes"]):
+    for router, nodes, order, reader in cand.values():
+        for (op, _), entries in zip(order, nodes):
             if id(op) not in done:  # (an operator of two units: the same content in both)
                 op.restore(reader, entries)
                 done.add(id(op))

@@ -30,7 +30,10 @@ lose), and deletes the log segments the new checkpoint covers wholly.
 dictionary, buffers and live state are put back, each query is planned again and its
 operator state restored; a query whose plan cannot be migrated (a shared join's router)
 is rebuilt from the restored buffers by one silent evaluation at the checkpoint's last
-report time.  The caller then replays the log records after ``seq``.
+report time.  The caller then replays the log records after ``seq``.  Queries on shared
+joins' routers are checkpointed as router units, as in the cluster's task snapshots
+(:mod:`~linkstream.engine.live.routercheckpoint`): their joins are restored, and the
+silent evaluation only derives the groups' results from the restored rows.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.live.ringcheckpoint import RingLog, RingsCapture, load_rings, restore_ring
+from linkstream.engine.live.routercheckpoint import OBJECT as ROUTERS
+from linkstream.engine.live.routercheckpoint import capture_units, encode_units, restore_units
 from linkstream.engine.live.state import _Accepted, _Entry, _Stream
 from linkstream.metrics import CheckpointMetrics
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
@@ -120,6 +125,8 @@ class Capture:
     taken: float = field(default_factory=time.time)
     #: the idempotency keys remembered at the barrier, oldest first
     keys: list[str] = field(default_factory=list)
+    #: router units of the routed queries (:mod:`~linkstream.engine.live.routercheckpoint`)
+    units: list[tuple[list[str], QueryState]] = field(default_factory=list)
 
 
 def accepted_state(live: LiveEngine) -> dict[str, list[Any]]:
@@ -218,6 +225,8 @@ def capture(
             }
         )
         states.append(st)
+    routed = [q["name"] for q, st in zip(queries, states) if st is None and not q["fresh"]]
+    units = capture_units(eng, routed, c) if c is not None and routed else []
     rings = ringlog.capture(live)
     state = {
         "fired": live._fired,
@@ -241,6 +250,7 @@ def capture(
         states,
         rings,
         keys=barrier.keys,
+        units=units,
     )
 
 
@@ -276,6 +286,8 @@ def encode(
         entry["ring"] = cap.rings.header(q["name"])
         qheaders.append(entry)
     objects["queries"] = Blob({"queries": qheaders}, qarrays)
+    if cap.units:
+        objects[ROUTERS] = encode_units(cap.units)
     new_rings = cap.rings.blob()
     ring_name = ringlog.name(cap.seq) if new_rings is not None else None
     if ring_name is not None:
@@ -365,10 +377,16 @@ def restore(live: LiveEngine, ck: Checkpoint) -> int:
         q["name"] for q in queries if not q.get("fresh") and _restore_query(live, ck, q, qs, reports, now)
     ]
     if rebuild and c is not None:
-        # queries whose operators could not be restored: one silent evaluation at the last
-        # report time fills them from the restored buffers (nothing is reported or counted)
+        # routed queries: their shared joins' routers come from the router units; then
+        # one silent evaluation at the last report time fills the queries' operators that
+        # could not be restored from the restored buffers (nothing is reported or counted)
+        routed, n = restore_units(eng, ck, c)
+        if routed:
+            log.info("checkpoint %s: %d routed queries restored from %d router units", ck.id, len(routed), n)
         eng.tick(c, (), count_reports=False)
-        log.info("checkpoint %s: rebuilt %s from the stream buffers", ck.id, ", ".join(rebuild))
+        rebuilt = sorted(set(rebuild) - set(routed))
+        if rebuilt:
+            log.info("checkpoint %s: rebuilt %s from the stream buffers", ck.id, ", ".join(rebuilt))
     # registered after the last evaluation: planned afresh, they start from the buffers as
     # they would have (the last ones registered, so the registration order is kept)
     for q in queries:
