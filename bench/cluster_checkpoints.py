@@ -4,7 +4,7 @@ Real processes: per configuration a cluster of its own (its own ZooKeeper, secur
 default) with two API coordinators ``run --zk --state-dir DIR`` on one shared directory and two containers.
 
 1. **Take-over time with checkpoints vs without** (same run): ``--queries`` aggregates over one
-   stream (RANGE 10-30 s, STEP 1 s) are registered, ``--elements`` elements are pushed (10 per
+   stream (RANGE 10-30 s, STEP 1 s; `--ranges LO:HI`) are registered, ``--elements`` elements are pushed (10 per
    second of event time, ``--batch`` per timestamped N-Quads request: a run of
    ``elements / 10`` report times); once the leader has fired every report time (a run that
    keeps up) and 1.5 checkpoint intervals later, the leader is killed with SIGKILL and pushes
@@ -53,20 +53,22 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
 
 #: ``--routed``: two-pattern joins (one shared join + router for all of them) instead of
 #: single-pattern aggregates, and elements with a second triple for them to join
-MODE = {"routed": False}
+MODE: dict[str, Any] = {"routed": False, "ranges": (10, 30)}
 
 
 def queries(n: int) -> list[dict[str, str]]:
+    lo, hi = MODE["ranges"]
     out = []
     for k in range(n):
+        rng = lo + k % (hi - lo + 1)
         text = (
             f"SELECT (COUNT(?x) AS ?n) (SUM(?v) AS ?sum) WHERE {{ STREAM <{STREAM}> "
-            f"[RANGE {10 + k % 21}s STEP 1s] {{ ?x <{EX}p> ?v }} }}"
+            f"[RANGE {rng}s STEP 1s] {{ ?x <{EX}p> ?v }} }}"
         )
         if MODE["routed"]:
             text = (
                 f"SELECT (COUNT(?w) AS ?n) (SUM(?v) AS ?sum) WHERE {{ STREAM <{STREAM}> "
-                f"[RANGE {10 + k % 21}s STEP 1s] {{ ?x <{EX}p> ?v . ?x <{EX}q> ?w }} }}"
+                f"[RANGE {rng}s STEP 1s] {{ ?x <{EX}p> ?v . ?x <{EX}q> ?w }} }}"
             )
         out.append({"query": text, "name": f"q{k}"})
     return out
@@ -306,11 +308,18 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="two-pattern join queries (one shared join + router) instead of single-pattern aggregates",
     )
+    ap.add_argument(
+        "--ranges",
+        default="10:30",
+        help="the queries' window ranges in seconds, LO:HI (query k: LO + k %% (HI-LO+1); default 10:30)",
+    )
     ap.add_argument("--skip-takeover", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--out", default=str(RESULTS / "cluster_checkpoints.json"))
     a = ap.parse_args(argv)
     MODE["routed"] = a.routed
+    lo, _, hi = a.ranges.partition(":")
+    MODE["ranges"] = (int(lo), int(hi or lo))
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(a)}
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         base = Path(a.dir) if a.dir else Path(d)
