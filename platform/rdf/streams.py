@@ -229,9 +229,10 @@ class StreamReader:
     again starts a new element and later quads of that graph go to the new one, as in
     the oracle.
 
-    With the compiled scanner built (:mod:`linkstream.rdf.ntfast`), runs of common lines are
-    read in bulk (:mod:`linkstream.rdf.streamfast`) with the same results, ids and messages;
-    the first line that needs the rules above line by line hands the rest of the file over.
+    With the compiled scanner built (:mod:`linkstream.rdf.ntfast`), runs of common lines of a
+    regular file (not a pipe: a hand-over seeks back) are read in bulk
+    (:mod:`linkstream.rdf.streamfast`) with the same results, ids and messages; the first
+    line that needs the rules above line by line hands the rest of the file over.
 
     Args:
         path: the ``.nq`` file.
@@ -274,7 +275,7 @@ class StreamReader:
     def __iter__(self) -> Iterator[Element]:
         self.stats = StreamStats()
         st = ReadState()
-        if native_streams():
+        if native_streams() and os.path.isfile(self.path):  # (a hand-over seeks: not a pipe)
             from linkstream.rdf.streamfast import read_fast
 
             # the compiled scanner reads the common lines; it hands the rest of the file over
