@@ -548,10 +548,8 @@ class KeyedGroup(MemberReports):
         flat[2::3] = "\n"
         text = "".join(flat.tolist())
         body_len = np.fromiter(map(len, st_b[rows].tolist()), dtype=np.int64, count=len(rows))
-        blen = np.zeros(len(st_b), dtype=np.int64)
-        blen[rows] = body_len
         head_len = np.fromiter(map(len, heads[mids].tolist()), dtype=np.int64, count=len(mids))
-        kchars = np.bincount(key_of_row, weights=blen[rows] * reps, minlength=len(n)).astype(np.int64)
+        kchars = np.bincount(key_of_row, weights=body_len * reps, minlength=len(n)).astype(np.int64)
         size = kchars[mkey] + ml * (head_len + 1)  # characters of each member's block
         ends = np.cumsum(size).tolist()
         starts = [0, *ends[:-1]]
