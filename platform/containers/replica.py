@@ -47,7 +47,7 @@ from linkstream.containers.remotestatic import RemoteStatics
 from linkstream.containers.staticcache import keep_only, load_static
 from linkstream.engine.embedded import Engine, RegisteredQuery
 from linkstream.operators.router import RouterOperator
-from linkstream.operators.shared_state import restore_routers, routers_of, snapshot_routers
+from linkstream.operators.shared_state import restore_query_units, routers_of, snapshot_routers
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.runs import RunSpec
@@ -457,39 +457,25 @@ class RunReplica:
 
         The queries are planned now if :meth:`register_restored` set them aside: their
         operators then hold the cut's state, and the queries still set aside attach to them."""
-        out: dict[str, str] = {}
         if self.last_c is not None:
             return {n: f"this run evaluated t={self.last_c} already" for names, _ in units for n in names}
-        pairs, served = [], []
-        for names, state in units:
-            for name in names:
-                cq = self._deferred.pop(name, None) if self._deferred is not None else None
-                if cq is not None:
-                    try:
-                        self.engine.register(cq)
-                    except Exception as exc:  # noqa: BLE001 - planned before: it waits for the tick
-                        assert self._deferred is not None
-                        self._deferred[name] = cq
-                        out[name] = f"cannot be planned before the tick: {exc}"
-                        continue
-                if name not in self.engine.queries:
-                    out[name] = "the query is not held here"
-                    continue
+
+        def plan(name: str) -> str:  # a query set aside is planned now
+            cq = self._deferred.pop(name, None) if self._deferred is not None else None
+            if cq is not None:
                 try:
-                    routers = routers_of(self.engine.queries[name].root)
-                except StateError as exc:
-                    out[name] = f"not routed here: {exc}"
-                    continue
-                pairs.append((routers, state))
-                served.append((name, routers))
+                    self.engine.register(cq)
+                except Exception as exc:  # noqa: BLE001 - planned before: it waits for the tick
+                    assert self._deferred is not None
+                    self._deferred[name] = cq
+                    return f"cannot be planned before the tick: {exc}"
+            return ""
+
         try:
-            errors = restore_routers(self.engine, pairs, c)
+            return restore_query_units(self.engine, units, c, plan)
         except Exception as exc:  # noqa: BLE001 - partly restored: the log says so loudly
             logger.error("restoring router units failed: %s: %s", type(exc).__name__, exc)
-            errors = {id(r): f"{type(exc).__name__}: {exc}" for rs, _ in pairs for r in rs}
-        for name, routers in served:  # restored: every router it reads
-            out[name] = next((errors[id(r)] for r in routers if id(r) in errors), "")
-        return out
+            return {n: f"{type(exc).__name__}: {exc}" for names, _ in units for n in names}
 
     def unregister(self, name: str) -> None:
         """Removes a query (its operators go unless another query uses them)."""

@@ -47,7 +47,7 @@ Wire form: that of :func:`~linkstream.operators.state.encode_state` (msgpack hea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from linkstream.operators.base import AttachOperator, Operator
@@ -69,6 +69,8 @@ from linkstream.operators.window import WindowOperator
 #: operators whose state is a router unit's (not migrated with one query's)
 UNIT_KINDS = (RouterOperator, TimedWindowOperator, TimedScanOperator, LatestGraphOperator)
 UNIT = "router"
+#: how :func:`restore_query_units` answers a query it leaves alone before any router
+SKIPPED = ("the query is not held here", "not routed here")
 
 
 def routers_of(root: Operator) -> list[RouterOperator]:
@@ -299,3 +301,44 @@ def restore_routers(
             if isinstance(a, AttachOperator):  # its reader holds the restored content
                 a._attached = True
     return errors
+
+
+def restore_query_units(
+    engine: Any,
+    units: Sequence[tuple[Sequence[str], QueryState]],
+    c: int,
+    prepare: Callable[[str], str] | None = None,
+) -> dict[str, str]:
+    """Restores router units, each given with the queries it serves (by name), into the
+    routers those queries read in ``engine`` (:func:`restore_routers`); returns per query
+    why it was not restored ("": restored, every router it reads).
+
+    ``prepare(name)`` (optional) runs first for every query and returns why it cannot be
+    restored ("": go on), e.g. after planning a query set aside.  A query not registered
+    in ``engine`` or not routed here is answered so and left alone.
+
+    Raises:
+        Exception: Whatever :func:`restore_routers` raises (the units may be partly restored).
+    """
+    out: dict[str, str] = {}
+    pairs: list[tuple[list[RouterOperator], QueryState]] = []
+    served: list[tuple[str, list[RouterOperator]]] = []
+    for names, state in units:
+        for name in names:
+            why = prepare(name) if prepare is not None else ""
+            if not why and name not in engine.queries:
+                why = "the query is not held here"
+            if why:
+                out[name] = why
+                continue
+            try:
+                routers = routers_of(engine.queries[name].root)
+            except StateError as exc:
+                out[name] = f"not routed here: {exc}"
+                continue
+            pairs.append((routers, state))
+            served.append((name, routers))
+    errors = restore_routers(engine, pairs, c)
+    for name, routers in served:
+        out[name] = next((errors[id(r)] for r in routers if id(r) in errors), "")
+    return out

@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from linkstream.operators.router import RouterOperator
-from linkstream.operators.shared_state import restore_routers, router_units, routers_of, snapshot_routers
+from linkstream.operators.shared_state import (
+    SKIPPED,
+    restore_query_units,
+    router_units,
+    routers_of,
+    snapshot_routers,
+)
 from linkstream.operators.state import QueryState, StateError
 from linkstream.store.checkpoints import Blob, Checkpoint
 
@@ -89,28 +95,20 @@ def restore_units(eng: Any, ck: Checkpoint, c: int) -> tuple[list[str], int]:
     if OBJECT not in ck.objects:
         return [], 0
     blob = ck.blob(OBJECT)
-    pairs: list[tuple[list[RouterOperator], QueryState]] = []
-    served: list[tuple[str, list[RouterOperator]]] = []
+    units: list[tuple[list[str], QueryState]] = []
     heads = blob.header.get("units") or []
     for u in heads:
         k = int(u["first"])
         st = QueryState(u["header"], [np.array(a) for a in blob.arrays[k : k + int(u["n"])]])
-        for name in u["queries"]:
-            rq = eng.queries.get(name)
-            if rq is None:
-                continue
-            try:
-                routers = routers_of(rq.root)
-            except StateError:
-                continue
-            pairs.append((routers, st))
-            served.append((name, routers))
-    errors = restore_routers(eng, pairs, c)
+        units.append((list(u["queries"]), st))
+    out = restore_query_units(eng, units, c)
+    # (a query not held or not routed here is rebuilt as any other: nothing to say)
+    errors = [e for e in out.values() if e and not e.startswith(SKIPPED)]
     if errors:
         log.info(
-            "checkpoint %s: %d routers not restored from their units (%s); the silent evaluation rebuilds them",
+            "checkpoint %s: %d routed queries not restored from their units (%s); the silent evaluation rebuilds them",
             ck.id,
             len(errors),
-            next(iter(errors.values())),
+            errors[0],
         )
-    return sorted(n for n, rs in served if all(id(r) not in errors for r in rs)), len(heads)
+    return sorted(n for n, e in out.items() if not e), len(heads)
