@@ -22,7 +22,9 @@ from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from linkstream.rdf import ntfast
 from linkstream.rdf.dictionary import open_dictionary
 from linkstream.rdf.ntriples import LINE_STRIP, LineParser, NTriplesError, parse_file_line, parser_for
 
@@ -32,7 +34,6 @@ WRITTEN_SCHEMA = "gid int, part int, n long"
 
 _EXCERPT = 160
 _NPY_HEADER = 128  # bytes of a version-1.0 .npy header of an (n, 3) int64 array, any n
-_NO_PARSER = LineParser()  # replaced at the first line of each batch
 
 
 def file_key(path: str) -> str:
@@ -59,6 +60,9 @@ def parse_lines(
 ) -> Iterator[pa.RecordBatch]:
     """Parse N-Triples / N-Quads lines (columns ``value``, ``file_path``).
 
+    The compiled scanner (:mod:`linkstream.rdf.ntfast`) reads the common lines of each run
+    of one file's lines; the Python parser reads the others (and every line without it).
+
     Args:
         batches: the partition's lines.
         prefixes: :func:`file_key` of each input file -> its blank-node prefix.
@@ -70,43 +74,102 @@ def parse_lines(
     """
     parsers: dict[str, LineParser] = {}
     for batch in batches:
-        lines = batch.column("value").to_pylist()
-        paths = batch.column("file_path").to_pylist()
-        s_col: list[str | None] = []
-        p_col: list[str | None] = []
-        o_col: list[str | None] = []
-        g_col: list[str | None] = []
-        e_col: list[str | None] = []
-        last_path = None
-        parser = _NO_PARSER
-        for raw, path in zip(lines, paths):
-            if path != last_path:
-                last_path = path
-                known = parsers.get(path)
-                if known is None:
-                    known = parsers[path] = parser_for(prefixes.get(spark_file_key(path), ""))
-                parser = known
-            try:
-                quads = parse_file_line(parser, raw)
-            except NTriplesError as e:
-                line = raw.strip(LINE_STRIP)
-                excerpt = line if len(line) <= _EXCERPT else line[:_EXCERPT] + "..."
-                s_col.append(None)
-                p_col.append(None)
-                o_col.append(None)
-                g_col.append(None)
-                e_col.append(f"{spark_file_key(path)}: rejected: {e}: {excerpt}")
-                continue
-            for s, p, o, g in quads:
-                s_col.append(s)
-                p_col.append(p)
-                o_col.append(o)
-                g_col.append(None if default_graph else g)
-                e_col.append(None)
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(c, pa.string()) for c in (s_col, p_col, o_col, g_col, e_col)],
-            names=["s", "p", "o", "g", "err"],
-        )
+        values, paths = batch.column("value"), batch.column("file_path")
+        if not len(values):
+            continue
+        change = np.flatnonzero(np.asarray(pc.not_equal(paths[1:], paths[:-1]).fill_null(True), dtype=bool))
+        bounds = [0, *(change + 1).tolist(), len(values)]
+        parts: list[list[pa.Array]] = []
+        for a, b in zip(bounds, bounds[1:]):
+            path = paths[a].as_py()
+            parser = parsers.get(path)
+            if parser is None:
+                parser = parsers[path] = parser_for(prefixes.get(spark_file_key(path), ""))
+            parts.extend(_parsed_run(values.slice(a, b - a), path, parser, default_graph))
+        if len(parts) > 1:
+            yield pa.RecordBatch.from_arrays(
+                [pa.concat_arrays([x[k] for x in parts]) for k in range(5)], names=_PARSED
+            )
+        elif parts:
+            yield pa.RecordBatch.from_arrays(parts[0], names=_PARSED)
+
+
+_PARSED = ["s", "p", "o", "g", "err"]
+
+
+def _parsed_run(
+    values: pa.Array, path: str, parser: LineParser, default_graph: bool
+) -> Iterator[list[pa.Array]]:
+    """Column sets of :data:`PARSED_SCHEMA` for lines of one file, in order."""
+    scanner = ntfast.scanner()
+    data = _joined_lines(values) if scanner is not None else None
+    if scanner is None or data is None:
+        yield _python_rows(values.to_pylist(), path, parser, default_graph)
+        return
+    prefix = parser.bnode_prefix.encode("utf-8")
+    pos = 0
+    while pos < len(data):
+        terms, idx, pos, _, stopped = scanner.scan(data, pos, prefix, True, parser._langs, None, None)
+        if terms:
+            ix = np.frombuffer(idx, dtype=np.int64).reshape(-1, 4)
+            table = pa.array(terms, pa.string())
+            cols = [table.take(pa.array(ix[:, k])) for k in range(3)]
+            n = len(ix)
+            if default_graph:
+                cols.append(pa.nulls(n, pa.string()))
+            else:
+                cols.append(table.take(pa.array(ix[:, 3], mask=ix[:, 3] < 0)))
+            cols.append(pa.nulls(n, pa.string()))
+            yield cols
+        if stopped:  # one line for the Python parser
+            end = data.find(b"\n", pos)
+            raw = data[pos:end].decode("utf-8", "surrogatepass")
+            pos = end + 1
+            yield _python_rows([raw], path, parser, default_graph)
+
+
+def _joined_lines(values: pa.Array) -> bytes | None:
+    """The UTF-8 bytes of the lines of a string array, each followed by a line end (None:
+    not a plain string array)."""
+    if values.null_count or values.type not in (pa.string(), pa.large_string()):
+        return None
+    width = np.int32 if values.type == pa.string() else np.int64
+    offsets = np.frombuffer(values.buffers()[1], dtype=width)[values.offset : values.offset + len(values) + 1]
+    body = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    ends = (offsets[1:] - offsets[0]).astype(np.int64) + np.arange(len(values))
+    out = np.full(len(body) + len(values), 10, dtype=np.uint8)
+    keep = np.ones(len(out), dtype=bool)
+    keep[ends] = False
+    out[keep] = body
+    return out.tobytes()
+
+
+def _python_rows(lines: list[str], path: str, parser: LineParser, default_graph: bool) -> list[pa.Array]:
+    """Columns of :data:`PARSED_SCHEMA` for ``lines`` read by the Python parser."""
+    s_col: list[str | None] = []
+    p_col: list[str | None] = []
+    o_col: list[str | None] = []
+    g_col: list[str | None] = []
+    e_col: list[str | None] = []
+    for raw in lines:
+        try:
+            quads = parse_file_line(parser, raw)
+        except NTriplesError as e:
+            line = raw.strip(LINE_STRIP)
+            excerpt = line if len(line) <= _EXCERPT else line[:_EXCERPT] + "..."
+            s_col.append(None)
+            p_col.append(None)
+            o_col.append(None)
+            g_col.append(None)
+            e_col.append(f"{spark_file_key(path)}: rejected: {e}: {excerpt}")
+            continue
+        for s, p, o, g in quads:
+            s_col.append(s)
+            p_col.append(p)
+            o_col.append(o)
+            g_col.append(None if default_graph else g)
+            e_col.append(None)
+    return [pa.array(c, pa.string()) for c in (s_col, p_col, o_col, g_col, e_col)]
 
 
 def assign_ids(batches: Iterator[pa.RecordBatch], dictionary_uri: str) -> Iterator[pa.RecordBatch]:

@@ -29,6 +29,8 @@ from linkstream.rdf.dictionary import register_backend
 
 _NEXT_ID = b"next_id"
 _HASHED = b"\xff"
+#: unknown terms from which one ``encode_many`` skips the read-only lookup
+_BULK = 4096
 _T = TypeVar("_T")
 
 
@@ -90,8 +92,11 @@ class LmdbDictionary:
                 missing[t] = None
         if missing:
             new = list(missing)
-            known = dict(zip(new, self._lookup(new)))
-            absent = [t for t in new if known[t] == 0]
+            if len(new) < _BULK:
+                known = dict(zip(new, self._lookup(new)))
+                absent = [t for t in new if known[t] == 0]
+            else:  # a bulk load: the write transactions look the terms up themselves
+                known, absent = {}, new
             for k in range(0, len(absent), self._write_batch):
                 batch = absent[k : k + self._write_batch]
                 known.update(zip(batch, self._retry(functools.partial(self._allocate, batch))))
@@ -204,15 +209,23 @@ class LmdbDictionary:
             return b, b
         return _HASHED + hashlib.sha256(b).digest(), b
 
+    def _keys(self, terms: list[str]) -> tuple[list[bytes], list[bytes]]:
+        """``(keys in term2id, UTF-8 terms)`` of ``terms`` (see :meth:`_key`)."""
+        raw = [t.encode("utf-8", "surrogatepass") for t in terms]
+        if not raw or max(map(len, raw)) <= self._max_key:
+            return raw, raw
+        return [self._key(t)[0] for t in terms], raw
+
     def _lookup(self, terms: list[str]) -> list[int]:
         return self._retry(lambda: self._read_ids(terms))
 
     def _read_ids(self, terms: list[str]) -> list[int]:
-        out = []
+        keys, raw = self._keys(terms)
         with self._env.begin() as txn:
-            for t in terms:
-                key, b = self._key(t)
-                v = txn.get(key, db=self._t2i)
+            found = dict(txn.cursor(db=self._t2i).getmulti(keys))
+            out = []
+            for key, b in zip(keys, raw):
+                v = found.get(key)
                 i = 0 if v is None else _unpack(v)
                 if i and key is not b:
                     self._check_hashed(txn, i, b)
@@ -230,26 +243,31 @@ class LmdbDictionary:
         return out
 
     def _allocate(self, terms: list[str]) -> list[int]:
-        """Ids of ``terms`` in one write transaction, allocating those still unknown."""
+        """Ids of the distinct ``terms`` in one write transaction, allocating those still
+        unknown (another process may have written some since they were looked up)."""
+        keys, raw = self._keys(terms)
         out = []
         with self._env.begin(write=True) as txn:
-            raw = txn.get(_NEXT_ID, db=self._meta)
-            nxt = 1 if raw is None else _unpack(raw)
+            found = dict(txn.cursor(db=self._t2i).getmulti(keys))
+            nxt = _unpack(txn.get(_NEXT_ID, b"\0" * 8, db=self._meta)) or 1
             start = nxt
-            for t in terms:
-                key, b = self._key(t)
-                v = txn.get(key, db=self._t2i)
-                if v is not None:  # written meanwhile by another process
+            t2i, i2t = [], []
+            for key, b in zip(keys, raw):
+                v = found.get(key)
+                if v is not None:  # written meanwhile by another process (or a repeat)
                     i = _unpack(v)
                     if key is not b:
                         self._check_hashed(txn, i, b)
                 else:
                     i = nxt
                     nxt += 1
-                    txn.put(key, _pack(i), db=self._t2i)
-                    txn.put(_pack(i), b, db=self._i2t, append=True)
+                    packed = found[key] = _pack(i)
+                    t2i.append((key, packed))
+                    i2t.append((packed, b))
                 out.append(i)
             if nxt != start:
+                txn.cursor(db=self._t2i).putmulti(t2i)
+                txn.cursor(db=self._i2t).putmulti(i2t, append=True)
                 txn.put(_NEXT_ID, _pack(nxt), db=self._meta)
         return out
 

@@ -95,64 +95,145 @@ def encoded_triples(
     """``(n, 3)`` int64 id arrays of the statements of an N-Triples / N-Quads file, in file
     order (graphs ignored, repeats kept); malformed lines are logged as
     ``PATH:LINE: rejected: reason`` and skipped.  Needs :func:`native`."""
+    # a memory dictionary is filled by the scanner itself (ids as its encode gives them)
+    tables = dictionary.tables() if isinstance(dictionary, MemoryDictionary) else (None, None)
+    pieces: list[tuple[list[str], np.ndarray]] = []
+    n_terms = 0
+    for terms, idx, by_python in _scanned(path, bnode_prefix, log, False, tables):
+        if terms is None:  # ids, in the dictionary already
+            if len(idx):
+                yield idx
+            continue
+        pieces.append((terms, idx))
+        n_terms += len(terms)
+        if n_terms >= BATCH_TERMS or (by_python and tables[0] is not None):
+            # (a line read in Python is encoded before the scanner allocates more ids)
+            yield from _encode(pieces, dictionary)
+            pieces, n_terms = [], 0
+    if pieces:
+        yield from _encode(pieces, dictionary)
+
+
+def encoded_quads(
+    path: str, dictionary: Dictionary, bnode_prefix: str, log: Callable[[str], None]
+) -> Iterator[tuple[np.ndarray, np.ndarray, list[str | None]]]:
+    """The statements of an N-Triples / N-Quads file in file order (repeats kept), per batch
+    ``(triples, graphs, names)``: an ``(n, 3)`` int64 id array, an ``(n,)`` array of indexes
+    into ``names``, the graph terms as written (``None``: the default graph).  Only subject,
+    predicate and object terms are encoded (in the order they first occur); malformed lines
+    are logged as ``PATH:LINE: rejected: reason`` and skipped.  Needs :func:`native`."""
+    pieces: list[tuple[list[str], np.ndarray]] = []
+    n_terms = 0
+    for terms, idx, _ in _scanned(path, bnode_prefix, log, True, (None, None)):
+        assert terms is not None  # index mode: no memory tables given
+        pieces.append((terms, idx))
+        n_terms += len(terms)
+        if n_terms >= BATCH_TERMS:
+            yield _encode_quads(pieces, dictionary)
+            pieces, n_terms = [], 0
+    if pieces:
+        yield _encode_quads(pieces, dictionary)
+
+
+def _scanned(
+    path: str,
+    bnode_prefix: str,
+    log: Callable[[str], None],
+    graphs: bool,
+    tables: tuple[dict | None, list | None],
+) -> Iterator[tuple[list[str] | None, np.ndarray, bool]]:
+    """``(terms, idx, by_python)`` per scanned run of lines: ``idx`` (3 or 4 columns, ``-1``
+    for the default graph) indexes ``terms``, or is ids when ``terms`` is None (``tables``
+    of a memory dictionary given); ``by_python`` for a line the Python parser read."""
     scanner = _native
     if scanner is None:
         raise RuntimeError("the compiled N-Triples scanner is not available")
     parser = parser_for(bnode_prefix)
     prefix = bnode_prefix.encode("utf-8")
-    # a memory dictionary is filled by the scanner itself (ids as its encode gives them)
-    ids, all_terms = dictionary.tables() if isinstance(dictionary, MemoryDictionary) else (None, None)
-    # pieces of a batch: (terms, idx) of the scanner, or (terms, None) of Python-read lines
-    pieces: list[tuple[list[str], np.ndarray | None]] = []
-    n_terms = 0
+    width = 4 if graphs else 3
+    ids, all_terms = tables
     lineno = 0
     with open(path, "rb") as f:
         for _, data in line_blocks(f):
             pos = 0
             while pos < len(data):
                 terms, idx, pos, lines, stopped = scanner.scan(
-                    data, pos, prefix, False, parser._langs, ids, all_terms
+                    data, pos, prefix, graphs, parser._langs, ids, all_terms
                 )
                 lineno += lines
-                if terms is None:  # ids, in the dictionary already
-                    if idx:
-                        yield np.frombuffer(idx, dtype=np.int64).reshape(-1, 3)
-                elif terms:
-                    pieces.append((terms, np.frombuffer(idx, dtype=np.int64).reshape(-1, 3)))
-                    n_terms += len(terms)
-                if stopped:  # one line for the Python parser
-                    end = data.find(b"\n", pos)
-                    end = len(data) if end < 0 else end + 1
-                    raw = data[pos:end].decode("utf-8", "surrogateescape")
-                    lineno += 1
-                    pos = end
-                    try:
-                        quads = parse_file_line(parser, raw)
-                    except NTriplesError as e:
-                        log("%s:%d: rejected: %s" % (path, lineno, utf8_error(raw) or e))
-                        continue
-                    if quads:
-                        pieces.append(([t for q in quads for t in q[:3]], None))
-                        n_terms += 3 * len(quads)
-                        if ids is not None:  # in order with the scanner's ids
-                            yield from _encode(pieces, dictionary)
-                            pieces, n_terms = [], 0
-                if n_terms >= BATCH_TERMS:
-                    yield from _encode(pieces, dictionary)
-                    pieces, n_terms = [], 0
-    if pieces:
-        yield from _encode(pieces, dictionary)
+                if terms is None or terms:
+                    yield terms, np.frombuffer(idx, dtype=np.int64).reshape(-1, width), False
+                if not stopped:
+                    continue
+                # one line for the Python parser
+                end = data.find(b"\n", pos)
+                end = len(data) if end < 0 else end + 1
+                raw = data[pos:end].decode("utf-8", "surrogateescape")
+                lineno += 1
+                pos = end
+                try:
+                    quads = parse_file_line(parser, raw)
+                except NTriplesError as e:
+                    log("%s:%d: rejected: %s" % (path, lineno, utf8_error(raw) or e))
+                    continue
+                if quads:
+                    yield _python_piece(quads, graphs) + (True,)
 
 
-def _encode(
-    pieces: list[tuple[list[str], np.ndarray | None]], dictionary: Dictionary
-) -> Iterator[np.ndarray]:
+def _python_piece(
+    quads: list[tuple[str, str, str, str | None]], graphs: bool
+) -> tuple[list[str], np.ndarray]:
+    """The ``(terms, idx)`` piece of the statements of a line the Python parser read."""
+    terms: list[str] = []
+    rows: list[list[int]] = []
+    for q in quads:
+        k = len(terms)
+        terms.extend(q[:3])
+        rows.append([k, k + 1, k + 2])
+        if graphs:
+            rows[-1].append(-1 if q[3] is None else k + 3)
+            if q[3] is not None:
+                terms.append(q[3])
+    return terms, np.array(rows, dtype=np.int64)
+
+
+def _encode(pieces: list[tuple[list[str], np.ndarray]], dictionary: Dictionary) -> Iterator[np.ndarray]:
     """One ``encode_many`` over the terms of every piece (first occurrences in file order, so
     new terms get the ids the line-by-line path gives them), then a gather per piece."""
     terms = [t for ts, _ in pieces for t in ts] if len(pieces) > 1 else pieces[0][0]
     ids = dictionary.encode_many(terms)
     start = 0
     for ts, idx in pieces:
-        mine = ids[start : start + len(ts)]
+        yield ids[start : start + len(ts)][idx]
         start += len(ts)
-        yield mine.reshape(-1, 3) if idx is None else mine[idx]
+
+
+def _encode_quads(
+    pieces: list[tuple[list[str], np.ndarray]], dictionary: Dictionary
+) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """One batch of :func:`encoded_quads`: the subject, predicate and object terms encoded
+    in the order they first occur (graph terms are not encoded), the graphs named."""
+    terms = [t for ts, _ in pieces for t in ts] if len(pieces) > 1 else pieces[0][0]
+    parts = []
+    start = 0
+    for ts, idx in pieces:
+        shifted = idx + start
+        shifted[idx[:, 3] < 0, 3] = -1
+        parts.append(shifted)
+        start += len(ts)
+    idx = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    spo = idx[:, :3]
+    used, first = np.unique(spo, return_index=True)
+    order = used[np.argsort(first, kind="stable")]
+    lut = np.zeros(len(terms), dtype=np.int64)
+    lut[order] = dictionary.encode_many([terms[i] for i in order.tolist()])
+    seen, inverse = np.unique(idx[:, 3], return_inverse=True)
+    names: list[str | None] = []
+    code: dict[str | None, int] = {}
+    remap = np.empty(len(seen), dtype=np.int64)
+    for k, i in enumerate(seen.tolist()):
+        name = None if i < 0 else terms[i]
+        remap[k] = code.setdefault(name, len(code))
+        if remap[k] == len(names):
+            names.append(name)
+    return lut[spo], remap[inverse.reshape(-1)], names

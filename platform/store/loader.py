@@ -1,6 +1,7 @@
 """Pure-Python loading of RDF files into a store directory (``linkstream load`` without Spark).
 
-N-Triples / N-Quads are read with the fast line parser; a quad goes to its named graph
+N-Triples / N-Quads are read by the compiled scanner (:mod:`linkstream.rdf.ntfast`; the
+fast Python line parser without it); a quad goes to its named graph
 (unless ``default_graph``), a triple to the default graph.  Other formats (Turtle,
 RDF/XML, JSON-LD, TriG ...) go through :func:`linkstream.rdf.static.load_graph` into the
 default graph.  Blank-node labels of the ``k``-th input file get the prefix ``s{k}_``
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from linkstream.rdf import ntfast
 from linkstream.rdf.dictionary import Dictionary, open_dictionary
 from linkstream.rdf.static import LINE_FORMATS, RDFLIB_FORMATS, line_quads, load_graph
 from linkstream.store.layout import (
@@ -171,6 +173,16 @@ def _line_chunks(
     path: str, prefix: str, dic: Dictionary, default_graph: bool, reject: Callable[[str], None]
 ) -> Iterator[tuple[str | None, np.ndarray]]:
     """Encoded ``(graph, (n, 3) triples)`` chunks of an N-Triples / N-Quads file."""
+    if ntfast.native():  # lines scanned in C, terms encoded per batch
+        for triples, graphs, names in ntfast.encoded_quads(path, dic, prefix, reject):
+            if default_graph or len(names) == 1:
+                yield (None if default_graph or names[0] is None else graph_name(names[0])), triples
+                continue
+            order = np.argsort(graphs, kind="stable")
+            bounds = np.searchsorted(graphs[order], np.arange(len(names) + 1))
+            for k, g in enumerate(names):
+                yield (None if g is None else graph_name(g)), triples[order[bounds[k] : bounds[k + 1]]]
+        return
     buf: dict[str | None, list[tuple[str, str, str]]] = {}
     pending = 0
     for s, p, o, g in line_quads(path, prefix, reject):

@@ -239,3 +239,46 @@ def test_other_dictionaries_get_the_same_ids(
     (a, terms_a, logs_a), (b, terms_b, logs_b) = got
     assert terms_b == terms_a and np.array_equal(b, a) and logs_b == logs_a
     assert len(a) > 300 and len(logs_a) > 40
+
+
+def _same_quads(path: Path, prefix: str = "q_", batch: int | None = None) -> list[tuple]:
+    """``encoded_quads`` reads the statements (graphs included) and rejections of
+    ``static.line_quads``; only subject, predicate and object terms enter the dictionary, in
+    the order they first occur."""
+    logs_py: list[str] = []
+    want = [tuple(q) for q in static.line_quads(str(path), prefix, logs_py.append)]
+    d = MemoryDictionary()
+    logs: list[str] = []
+    got = []
+    for triples, graphs, names in ntfast.encoded_quads(str(path), d, prefix, logs.append):
+        assert triples.shape == (len(graphs), 3) and len(set(names)) == len(names)
+        for row, g in zip(triples.tolist(), graphs.tolist()):
+            got.append((*d.decode_many(np.array(row)), names[g]))
+    assert got == want and logs == logs_py
+    first = list(dict.fromkeys(t for q in want for t in q[:3]))
+    assert d.decode_many(np.arange(1, len(d) + 1)) == first
+    return got
+
+
+@needs_native
+def test_quads_of_the_corpus_with_graphs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [
+        *CORPUS,
+        *(
+            f"_:b{i} <http://ex.org/p> <http://ex.org/o{i % 7}> <http://ex.org/g{i % 3}> ."
+            for i in range(200)
+        ),
+    ]
+    monkeypatch.setattr(ntfast, "BATCH_TERMS", 50)  # several batches, a graph named in several
+    got = _same_quads(_lines_file(tmp_path, lines))
+    assert {q[3] for q in got} >= {None, "<http://ex.org/g0>", "<http://ex.org/g2>"}
+
+
+@needs_native
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.one_of(_statement(), st.randoms(use_true_random=False).map(_mutate)), max_size=30),
+    prefix=st.sampled_from(["", "p_"]),
+)
+def test_generated_quads(tmp_path: Path, lines: list[str], prefix: str) -> None:
+    _same_quads(_lines_file(tmp_path, list(lines), name="q.nq"), prefix)

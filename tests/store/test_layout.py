@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from linkstream.rdf import ntfast
 from linkstream.rdf.dictionary import open_dictionary
 from linkstream.store import layout
 from linkstream.store.loader import expand_inputs, load_store
@@ -81,7 +82,17 @@ _:n1 <http://ex.org/q> "1"^^<http://www.w3.org/2001/XMLSchema#integer> .
 """
 
 
-def test_load_store_named_graphs_bnodes_and_rejects(tmp_path):
+@pytest.fixture(params=[True, False], ids=["compiled", "python"])
+def reader(request):
+    """The compiled N-Triples scanner on, then off (the Python line parser reads every line)."""
+    if request.param and not ntfast.native():
+        pytest.skip("compiled scanner not built")
+    was = ntfast.use_native(request.param)
+    yield request.param
+    ntfast.use_native(was)
+
+
+def test_load_store_named_graphs_bnodes_and_rejects(tmp_path, reader):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.nq").write_text(NQ)
     (tmp_path / "in" / "b.nt").write_text(NT)
