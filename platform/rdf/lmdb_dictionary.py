@@ -165,21 +165,8 @@ class LmdbDictionary:
         return np.array(out, dtype=np.int64)
 
     def _put(self, terms: list[str], ids: list[int]) -> list[int]:
-        out = []
         with self._env.begin(write=True) as txn:
-            for t, i in zip(terms, ids):
-                key, b = self._key(t)
-                v = txn.get(key, db=self._t2i)
-                if v is not None:
-                    i = _unpack(v)
-                    if key is not b:
-                        self._check_hashed(txn, i, b)
-                else:
-                    # reserved blocks of concurrent loaders interleave: no append=True here
-                    txn.put(key, _pack(i), db=self._t2i)
-                    txn.put(_pack(i), b, db=self._i2t)
-                out.append(i)
-        return out
+            return self._write(txn, terms, ids)[0]
 
     def __len__(self) -> int:
         with self._env.begin() as txn:
@@ -245,31 +232,44 @@ class LmdbDictionary:
     def _allocate(self, terms: list[str]) -> list[int]:
         """Ids of the distinct ``terms`` in one write transaction, allocating those still
         unknown (another process may have written some since they were looked up)."""
-        keys, raw = self._keys(terms)
-        out = []
         with self._env.begin(write=True) as txn:
-            found = dict(txn.cursor(db=self._t2i).getmulti(keys))
-            nxt = _unpack(txn.get(_NEXT_ID, b"\0" * 8, db=self._meta)) or 1
-            start = nxt
-            t2i, i2t = [], []
-            for key, b in zip(keys, raw):
-                v = found.get(key)
-                if v is not None:  # written meanwhile by another process (or a repeat)
-                    i = _unpack(v)
-                    if key is not b:
-                        self._check_hashed(txn, i, b)
-                else:
-                    i = nxt
-                    nxt += 1
-                    packed = found[key] = _pack(i)
-                    t2i.append((key, packed))
-                    i2t.append((packed, b))
-                out.append(i)
-            if nxt != start:
-                txn.cursor(db=self._t2i).putmulti(t2i)
-                txn.cursor(db=self._i2t).putmulti(i2t, append=True)
+            first = _unpack(txn.get(_NEXT_ID, b"\0" * 8, db=self._meta)) or 1
+            out, nxt = self._write(txn, terms, first)
+            if nxt != first:
                 txn.put(_NEXT_ID, _pack(nxt), db=self._meta)
         return out
+
+    def _write(self, txn: Any, terms: list[str], ids: list[int] | int) -> tuple[list[int], int]:
+        """Ids of ``terms`` in the write transaction ``txn`` and the next id: a term written
+        already (by another process meanwhile, or a repeat) keeps its id; the others take
+        their id in ``ids`` (reserved blocks) or the next from the id ``ids`` on."""
+        keys, raw = self._keys(terms)
+        found = dict(txn.cursor(db=self._t2i).getmulti(keys))
+        given = ids if isinstance(ids, list) else None
+        nxt = ids if isinstance(ids, int) else 0
+        out = []
+        t2i, i2t = [], []
+        for k, (key, b) in enumerate(zip(keys, raw)):
+            v = found.get(key)
+            if v is not None:
+                i = _unpack(v)
+                if key is not b:
+                    self._check_hashed(txn, i, b)
+            else:
+                if given is None:
+                    i, nxt = nxt, nxt + 1
+                else:
+                    i = given[k]
+                packed = found[key] = _pack(i)
+                t2i.append((key, packed))
+                i2t.append((packed, b))
+            out.append(i)
+        if t2i:
+            txn.cursor(db=self._t2i).putmulti(t2i)
+            # ids counted here grow past every id held; reserved blocks of concurrent
+            # loaders interleave, so those are not appended
+            txn.cursor(db=self._i2t).putmulti(i2t, append=given is None)
+        return out, nxt
 
     def _check_hashed(self, txn: Any, i: int, b: bytes) -> None:
         stored = txn.get(_pack(i), db=self._i2t)
