@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from linkstream.engine.term_key import decoder, term_key
+from linkstream.engine.term_key import TermKeys, decoder, term_key
 from linkstream.operators.graph import GraphOperator
 from linkstream.operators.mjoin import MJoinOperator
 from linkstream.operators.router import RouterOperator
@@ -155,6 +155,9 @@ class Instance:
     #: per slot, its timed windows (one, or every window of a merged C-SPARQL graph)
     windows: list[list[TimedWindowOperator]] = field(default_factory=list)
     router: RouterOperator | None = None
+    #: what the router was last built from, and every operator below it with its signature
+    #: (:meth:`~linkstream.engine.sharing.Sharing._rebuilt`)
+    built: tuple[tuple, list[tuple[object, Operator]]] | None = None
 
     @property
     def started(self) -> bool:
@@ -192,15 +195,21 @@ class RoutePlanner:
         self.eng = engine
         self._extents: dict[tuple, int] = {}
         self._decode = (engine.dictionary, decoder(engine.dictionary))
+        self._keys = TermKeys(self._decode[1])
         #: joins over count windows are routed too (off: they are planned per query)
         self.counts = True
 
     def text(self) -> Callable[[int], str]:
         """The engine dictionary's decoder (joins and leaves are ordered by terms, not ids:
         the same order in every engine, so task snapshots fit)."""
+        return self.keys().text
+
+    def keys(self) -> TermKeys:
+        """:func:`term_key` over :meth:`text`, remembered (:class:`TermKeys`)."""
         if self._decode[0] is not self.eng.dictionary:
             self._decode = (self.eng.dictionary, decoder(self.eng.dictionary))
-        return self._decode[1]
+            self._keys = TermKeys(self._decode[1])
+        return self._keys
 
     def leaves(self, op: MJoinOperator, leaves: list[Leaf], filters: list[Expr]) -> bool:
         filters.extend(f for f, _ in op.filters)
@@ -261,7 +270,8 @@ class RoutePlanner:
         graphs: dict[int, Operator] = {}
         # leaves ordered by terms, not ids: the same join in every engine (router units'
         # snapshots fit a new leader's plan, :mod:`linkstream.operators.shared_state`)
-        text = self.text()
+        keys = self.keys()
+        text = keys.text
         for lf in leaves:
             if lf.static is not None:
                 marked = [
@@ -288,7 +298,7 @@ class RoutePlanner:
             else:
                 w = lf.window  # (a time and a count window on one stream differ)
                 tag = ("c", w.buffer.iri, w.step) if w.spec.kind == "count" else ("w", w.buffer.iri)
-                lf.key = term_key((*tag, local), text)
+                lf.key = keys.plain((*tag, local))
         leaves.sort(key=lambda lf: lf.key)
         slots: list[WindowOperator | GraphOperator] = []  # a time window, or a merged C-SPARQL graph
         jn: dict[str, str] = {}

@@ -41,7 +41,6 @@ from linkstream.engine.routeplan import (
     rename_expr,
     slot_windows,
 )
-from linkstream.engine.term_key import term_key
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.filter import FilterOperator
 from linkstream.operators.graph import GraphOperator
@@ -85,6 +84,10 @@ class Sharing:
         self._next_instance = 0
         self.routing = True  # shared joins + routers (off: per-range joins)
         self.renaming = True  # alpha-renaming of scans and joins
+        #: a shared join + router found again without building it (off: built and hash-consed
+        #: for every query; the same operators either way, see :meth:`_rebuilt`)
+        self.memo = True
+        self.memo_hits = 0  # routers found again by :meth:`_rebuilt`
         #: a join that could be routed is planned on its own while no other query has its
         #: routed signature (off, the default: every such join goes through a router at
         #: once, so a query's plan depends on the query alone; ``Engine(lone_joins=True)``)
@@ -256,8 +259,8 @@ class Sharing:
         inner = [k.child for k in renames]
         inner = [i.shared if isinstance(i, AttachOperator) else i for i in inner]
         # by terms, not ids: the same order in every engine (so task snapshots fit)
-        text = self._planner.text()
-        order = sorted(range(len(kids)), key=lambda i: term_key(inner[i].sig, text))
+        keys = self._planner.keys()
+        order = sorted(range(len(kids)), key=lambda i: keys.of_op(inner[i]))
         jn: dict[str, str] = {}
         children = []
         for i in order:
@@ -287,8 +290,54 @@ class Sharing:
         """The shared join + router of ``plan`` (joined, grown or created) and the query's
         route on it, with the query's variable names."""
         key, ranges, slots, leaves = plan.key, plan.ranges, plan.slots, plan.leaves
-        patterns, ts_vars, graphs, jn = plan.patterns, plan.ts_vars, plan.graphs, plan.jn
+        jn = plan.jn
         inst = self._instance(key, list(zip(ranges, plan.steps)))
+        out_vars = tuple(jn.values())
+        slot_ts = [
+            [tv for lf, tv in zip(leaves, plan.ts_vars) if (lf.merged or lf.window) is w] for w in slots
+        ]
+        built = (key, tuple(inst.needs), out_vars, tuple(map(tuple, slot_ts)))
+        router = self._rebuilt(inst, built)
+        if router is None:
+            router = self._shared_build(plan, inst, out_vars, slot_ts)
+            inst.built = (built, [(o.sig, o) for o in router.walk() if not isinstance(o, AttachOperator)])
+        rkey = (tuple(ranges), tuple(plan.consts), tuple(plan.steps))
+        route: Operator = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])
+        if plan.after:
+            route = self._intern(FilterOperator(route, plan.after, plan.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
+        return self._rename(route, {c: q for q, c in jn.items()}, plan.vars)
+
+    def _rebuilt(self, inst: Instance, built: tuple) -> RouterOperator | None:
+        """The router :meth:`_shared_build` would find for ``inst`` again: every operator it
+        built or found last time for the same routed key, instance needs, output variables and
+        time variables is still the running one of its signature (then building the shared
+        join again only makes operators that hash-consing finds and drops, ~20% of a
+        registration; a window, latest graph or join freed or replaced since: built again)."""
+        memo = inst.built
+        if not self.memo or memo is None or memo[0] != built or inst.router is None:
+            return None
+        ops = self.eng.operators
+        if not all(ops.get(sig) is op for sig, op in memo[1]):
+            return None
+        # :meth:`_timed_window` takes the first window of its stream (by key) that fits or
+        # grows well: one of a lower key that has grown to fit since would be taken now
+        for ws, (r, s) in zip(inst.windows, inst.needs):
+            for tw in ws:
+                name, vars_, cfg, kids = cast("tuple[str, tuple, tuple, tuple]", tw.sig)
+                for j in range(cfg[-1][1]):  # (its configuration ends with its key, ("timed", k))
+                    low = ops.get((name, vars_, (*cfg[:-1], ("timed", j)), kids))
+                    if not isinstance(low, TimedWindowOperator) or low.fits(r, s) or low.grows_well(r, s):
+                        return None
+        self.memo_hits += 1
+        return inst.router
+
+    def _shared_build(
+        self, plan: RoutePlan, inst: Instance, out_vars: tuple[str, ...], slot_ts: list[list[str | None]]
+    ) -> RouterOperator:
+        """The shared join + router of ``plan`` on instance ``inst`` (operators that already
+        run are found by signature)."""
+        slots, leaves = plan.slots, plan.leaves
+        patterns, ts_vars, graphs = plan.patterns, plan.ts_vars, plan.graphs
         # build the shared instance (operators that already run are found by signature)
         windows: list[Operator] = []
         for si, sl in enumerate(slots):
@@ -310,8 +359,6 @@ class Sharing:
                 tw = windows[slots.index(lf.merged or lf.window)]  # type: ignore[arg-type]  # a window leaf has a slot
                 children.append(self._intern(TimedScanOperator(tw, lpat, tv), [tw]))
         join = self._intern(MJoinOperator(children, plan.cfilters, plan.evaluator), children)
-        out_vars = tuple(jn.values())
-        slot_ts = [[tv for lf, tv in zip(leaves, ts_vars) if (lf.merged or lf.window) is w] for w in slots]
         per_slot = [[c.shared if isinstance(c, AttachOperator) else c for c in w.children] for w in windows]
         # every window of a slot has the slot's step and advances at the same report times
         tws = [ws[0] for ws in per_slot]
@@ -320,11 +367,7 @@ class Sharing:
         router = self._intern(RouterOperator(join, slots_ts, out_vars), [join])
         inst.windows = cast("list[list[TimedWindowOperator]]", per_slot)  # the timed windows built above
         inst.router = router
-        rkey = (tuple(ranges), tuple(plan.consts), tuple(plan.steps))
-        route: Operator = self._intern(RouteOperator(router, rkey, frozenset(out_vars)), [router])
-        if plan.after:
-            route = self._intern(FilterOperator(route, plan.after, plan.evaluator), [route])  # type: ignore[arg-type]  # filtered joins have one
-        return self._rename(route, {c: q for q, c in jn.items()}, plan.vars)
+        return router
 
     def _timed_window(self, w: WindowOperator, range_ms: int, step: int) -> TimedWindowOperator:
         """The timed window of ``w``'s stream that serves ``range_ms`` at ``step``.

@@ -76,3 +76,68 @@ def decoder(dictionary: Any) -> Decode:
         return t
 
     return text
+
+
+#: entries :class:`TermKeys` keeps for plain keys before it starts again (keys of leaves
+#: and windows: a few per query shape and constant)
+PLAIN_KEYS_MAX = 50_000
+
+
+class TermKeys:
+    """:func:`term_key` over one decoder, remembered where the answer cannot change.
+
+    Registration asks for the same keys again and again: every query of a shape sorts the
+    inputs of its join by their shared operators' signatures, and its routed leaves by
+    keys made of a stream IRI and a pattern.  Re-rendering them was ~13% of the engine's
+    CPU while 10,000 CityBench template queries were registered.
+
+    * :meth:`of_op`: an interned operator's signature is a tuple set once (a switch gets a
+      new one), so its key is kept on the operator with the signature object and the
+      decoder it was made for, and reused only while both are the same objects;
+    * :meth:`plain`: a key built of strings, ints (ids, not bools) and tuples of them only
+      (:func:`plain_value`) is kept in a dict: equal such values render equally (a
+      ``bool``, equal to ``0``/``1`` but rendered otherwise, or any other type, is never
+      looked up).
+
+    A dictionary gives a term one id for the life of a deployment, so the text of an id
+    does not change.
+    """
+
+    def __init__(self, text: Decode) -> None:
+        self.text = text
+        self._plain: dict[tuple, str] = {}
+
+    def of_op(self, op: Any) -> str:
+        """``term_key(op.sig, text)`` for an interned operator ``op``."""
+        sig = op.sig
+        got = op.__dict__.get("_term_key")
+        if got is not None and got[0] is sig and got[1] is self.text:
+            return got[2]
+        key = term_key(sig, self.text)
+        op._term_key = (sig, self.text, key)
+        return key
+
+    def plain(self, sig: tuple) -> str:
+        """``term_key(sig, text)``, remembered when ``sig`` is a :func:`plain_value`."""
+        if not plain_value(sig):
+            return term_key(sig, self.text)
+        got = self._plain.get(sig)
+        if got is None:
+            if len(self._plain) >= PLAIN_KEYS_MAX:
+                self._plain.clear()
+            got = self._plain[sig] = term_key(sig, self.text)
+        return got
+
+
+def plain_value(x: object) -> bool:
+    """Whether ``x`` is a ``str``, an ``int`` (not a ``bool``) or a tuple of such values."""
+    if not isinstance(x, tuple) or type(x) is not tuple:
+        return type(x) is str or type(x) is int
+    for y in x:  # (a loop, not all() over a generator: this runs for every routed leaf)
+        t = type(y)
+        if t is tuple:
+            if not plain_value(y):
+                return False
+        elif t is not str and t is not int:
+            return False
+    return True
