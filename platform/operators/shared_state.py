@@ -34,6 +34,16 @@ each router here takes the part whose fingerprint is its own (so a container ans
 only some of a unit's queries restores their routers), and a query counts as restored
 when every router it reads is.
 
+Routers over count windows (:class:`~linkstream.operators.timed_window.CountedWindowOperator`)
+are units too, although their rows, the join's relations and the latest graph's
+occurrences hold absolute positions in this process's stream buffer (not timestamps): the
+snapshot writes them relative to each count window's end at its last advance
+(:attr:`~linkstream.operators.state.StateWriter.shift`), and the restore adds the end of
+the same window at the same report time here (:func:`_rebase`), after checking that the
+window holds the same triples in the same order here (its length, and the latest graph's
+occurrences against the buffer).  A buffer where it does not (a shorter backlog, other
+elements) gets no restore: the router is rebuilt, never restored at wrong positions.
+
 A router is restored only when its plan here is the snapshot's (the operators' classes,
 variables, window specs, scan patterns with their constants as terms, the router's
 output and timestamp variables, the windows' streams) and when no operator outside the restored units reads
@@ -49,6 +59,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.router import LatestGraphOperator, RouteOperator, RouterOperator, TimedScanOperator
@@ -85,9 +97,6 @@ def routers_of(root: Operator) -> list[RouterOperator]:
     routers = [op for op in ops if isinstance(op, RouterOperator)]
     if not routers:
         raise StateError("the query reads no shared-join router")
-    if any(isinstance(w, CountedWindowOperator) for r in routers for w in r.windows):
-        # (its rows carry positions in this process's stream buffer, not timestamps)
-        raise StateError("a router over count windows is not a router unit (the query is rebuilt)")
     unit = {id(op) for r in routers for op in r.walk()}
     for op in ops:
         if not op.migratable and id(op) not in unit and not isinstance(op, RouteOperator):
@@ -157,8 +166,6 @@ def snapshot_routers(engine: Any, routers: Sequence[RouterOperator], c: int) -> 
     Raises:
         StateError: An operator of a unit cannot be snapshotted.
     """
-    if any(isinstance(w, CountedWindowOperator) for r in routers for w in r.windows):
-        raise StateError("a router over count windows is not a router unit (the query is rebuilt)")
     w = StateWriter()
     parts: list[dict[str, Any]] = []
     for router in routers:
@@ -167,7 +174,10 @@ def snapshot_routers(engine: Any, routers: Sequence[RouterOperator], c: int) -> 
         for op, _behind in order:
             if not op.migratable and not isinstance(op, UNIT_KINDS):
                 raise StateError(f"{type(op).__name__} state is not migrated (the query is rebuilt)")
+            # count windows' positions relative to the window's end (rebased on restore)
+            w.shift = {v: -win.hi for v, win in _positions(op, router).items()}
             nodes.append(_entries(op, w))
+        w.shift = {}
         parts.append({"fp": _fp(order, engine.dictionary), "nodes": nodes})
     uniq = w.ids()
     header = {
@@ -219,6 +229,101 @@ def _part(engine: Any, router: RouterOperator, parts: list[dict[str, Any]]) -> t
     )
 
 
+def _latest_counted(op: LatestGraphOperator) -> CountedWindowOperator | None:
+    """The count window a latest graph reads (``None``: it reads time windows).
+
+    Raises:
+        StateError: It merges a count window with other windows or static triples (the
+            planner does not build one; its positions could not be rebased).
+    """
+    ws = [ch.shared if isinstance(ch, AttachOperator) else ch for ch in op.children]
+    counted = [w for w in ws if isinstance(w, CountedWindowOperator)]
+    if not counted:
+        return None
+    if len(ws) != 1 or op.static is not None:
+        raise StateError("a merged graph over a count window is not a router unit (the query is rebuilt)")
+    return counted[0]
+
+
+def _positions(op: Operator, router: RouterOperator) -> dict[str, CountedWindowOperator]:
+    """Per variable of ``op``'s state that holds buffer positions (not timestamps), the
+    count window they are positions of: the router's count slots' time variables, or the
+    ``_t`` of a latest graph over a count window (raises ``StateError`` as
+    :func:`_latest_counted`)."""
+    if isinstance(op, LatestGraphOperator):
+        win = _latest_counted(op)
+        return {} if win is None else {"_t": win}
+    return {
+        v: w
+        for w, ts in zip(router.windows, router.slot_ts)
+        if isinstance(w, CountedWindowOperator)
+        for v in ts
+    }
+
+
+def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two column arrays hold the same rows (in any order)."""
+    if a.shape != b.shape:
+        return False
+    return bool(np.array_equal(a[:, np.lexsort(a[::-1])], b[:, np.lexsort(b[::-1])]))
+
+
+def _rebase(
+    order: list[tuple[Operator, bool]], nodes: list[Any], reader: StateReader
+) -> tuple[str, dict[int, int]]:
+    """Per count window of a router's part (by ``id``), the position its content ends at
+    here (what the snapshot's relative positions are added to), or why the part's positions
+    cannot be put into this engine's buffers exactly.
+
+    Exact means: the window holds as many triples here as in the snapshot (a buffer that
+    starts later, or earlier than the snapshot's did, would not), and they are the same
+    triples in the same order -- checked against the latest graph's occurrences, which
+    list every triple of the window with its position.
+    """
+    entries = {id(op): e for (op, _), e in zip(order, nodes)}
+    spans: dict[int, tuple[int, int]] = {}
+    for op, _ in order:
+        if not isinstance(op, CountedWindowOperator) or id(op) in spans:
+            continue
+        e = entries[id(op)]
+        now, span = e.get("now"), e.get("span")
+        if now is None:
+            spans[id(op)] = (0, 0)  # never advanced: nothing holds its positions
+            continue
+        if isinstance(now, bool) or not isinstance(now, int) or not isinstance(span, int):
+            return "malformed count window state", {}
+        lo, hi = (max(x, op.buffer.base) for x in op.bounds(now))
+        if hi - lo != span:
+            return (
+                f"a count window holds {span} triples in the snapshot, {hi - lo} here (positions not rebased)",
+                {},
+            )
+        spans[id(op)] = (lo, hi)
+    for op, _ in order:
+        if not isinstance(op, LatestGraphOperator):
+            continue
+        try:
+            win = _latest_counted(op)
+        except StateError as exc:
+            return str(exc), {}
+        if win is None:
+            continue
+        lo, hi = spans[id(win)]
+        reader.shift = {"_t": hi}
+        try:
+            occ = reader.relation(entries[id(op)].get("occurrences"), op.occurrences).rows
+        finally:
+            reader.shift = {}
+        occ = occ.mask(occ.counts != 0)
+        here = win._rows(lo, hi, 1).cols if hi > lo else np.empty((4, 0), dtype=np.int64)
+        if not (np.all(occ.counts == 1) and _same_rows(occ.cols, here)):
+            return (
+                "a count window's triples differ between the snapshot and this buffer (positions not rebased)",
+                {},
+            )
+    return "", {k: hi for k, (_, hi) in spans.items()}
+
+
 def _fits(state: QueryState, c: int) -> str:
     """Why ``state`` cannot be restored at ``c`` at all ("": it can)."""
     h = state.header
@@ -251,7 +356,9 @@ def restore_routers(
     which is at the snapshots' report time ``c``); returns per router (``id``) why it was
     not restored (absent: restored).  A router listed twice is restored once."""
     errors: dict[int, str] = {}
-    cand: dict[int, tuple[RouterOperator, list[Any], list[tuple[Operator, bool]], StateReader]] = {}
+    cand: dict[
+        int, tuple[RouterOperator, list[Any], list[tuple[Operator, bool]], StateReader, dict[int, int]]
+    ] = {}
     for routers, state in units:
         why = _fits(state, c)
         parts = _parts(state.header) if not why else []
@@ -268,17 +375,22 @@ def restore_routers(
                     reader = StateReader(local_ids(engine, state), c)
                 except StateError as exc:
                     why = err = str(exc)
+            ends: dict[int, int] = {}
+            order = _walk(router)[0]
+            if not err:
+                assert reader is not None
+                err, ends = _rebase(order, list(part["nodes"]), reader)
             if err:
                 errors[id(router)] = err
             else:
                 assert reader is not None
-                cand[id(router)] = (router, list(part["nodes"]), _walk(router)[0], reader)
+                cand[id(router)] = (router, list(part["nodes"]), order, reader, ends)
     parents = _parents(engine)
     while True:  # no operator outside the restored units may read theirs directly
-        members = {id(op) for _, _, order, _ in cand.values() for op, _ in order}
+        members = {id(op) for _, _, order, _, _ in cand.values() for op, _ in order}
         bad = [
             rid
-            for rid, (router, _, order, _) in cand.items()
+            for rid, (router, _, order, _, _) in cand.items()
             if any(
                 not isinstance(p, (AttachOperator, RouteOperator)) and id(p) not in members
                 for op, _ in order
@@ -292,11 +404,14 @@ def restore_routers(
             errors[rid] = "an operator of its shared join is read by one that is not restored"
             del cand[rid]
     done: set[int] = set()
-    for router, nodes, order, reader in cand.values():
+    for router, nodes, order, reader, ends in cand.values():
         for (op, _), entries in zip(order, nodes):
             if id(op) not in done:  # (an operator of two units: the same content in both)
+                # count windows' relative positions put after this buffer's window end
+                reader.shift = {v: ends[id(win)] for v, win in _positions(op, router).items()}
                 op.restore(reader, entries)
                 done.add(id(op))
+        reader.shift = {}
         for a in router.walk():
             if isinstance(a, AttachOperator):  # its reader holds the restored content
                 a._attached = True

@@ -179,6 +179,9 @@ class StateWriter:
         #: arrays holding dictionary ids: [index, rows that hold no ids (timestamps)]
         self.id_arrays: list[list[Any]] = []
         self.rows = 0
+        #: per variable, a number added to its column as written (a count window's buffer
+        #: positions made relative to its end: :mod:`linkstream.operators.shared_state`)
+        self.shift: dict[str, int] = {}
 
     def add(self, a: np.ndarray, ids: bool, plain_rows: Sequence[int] = ()) -> int:
         """Registers buffer ``a`` (``ids``: it holds dictionary ids); returns its index."""
@@ -193,7 +196,7 @@ class StateWriter:
         not ids: a restore does not re-encode them)."""
         self.rows += len(b)
         plain = [j for j, v in enumerate(b.vars) if v.startswith(TIME_VAR_PREFIX) or v in times]
-        cols = self.add(b.cols, True, plain)
+        cols = self.add(_shifted(b, self.shift), True, plain)
         return [list(b.vars), cols, self.add(b.counts, False), list(b.cols.shape)]
 
     def relation(self, r: Relation, times: Sequence[str] = ()) -> list[Any]:
@@ -214,6 +217,18 @@ class StateWriter:
             parts.append(a.reshape(-1))
         uniq = np.unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
         return uniq[uniq > 0]
+
+
+def _shifted(b: Batch, shift: dict[str, int]) -> np.ndarray:
+    """``b``'s columns with ``shift[v]`` added to the column of each variable ``v``
+    of ``shift`` (a copy; ``b``'s own when there is nothing to add)."""
+    js = [(j, shift[v]) for j, v in enumerate(b.vars) if v in shift] if shift and len(b) else []
+    if not js:
+        return b.cols
+    cols = np.array(b.cols, dtype=_I8)
+    for j, d in js:
+        cols[j] += d
+    return cols
 
 
 def _entries(owner: Stateful, w: StateWriter) -> dict[str, Any]:
@@ -274,6 +289,9 @@ class StateReader:
     def __init__(self, arrays: Sequence[np.ndarray], c: int) -> None:
         self.arrays = arrays
         self.c = c
+        #: per variable, a number added to its column as read (the inverse of
+        #: :attr:`StateWriter.shift`: relative positions put into this engine's buffer)
+        self.shift: dict[str, int] = {}
 
     def expect(
         self,
@@ -305,7 +323,7 @@ class StateReader:
         got, cols, counts = self._buffers(enc)
         if got != tuple(vars_):
             raise StateError(f"state over {list(got)}, expected {list(vars_)}")
-        return Batch(got, cols, counts)
+        return Batch(got, _shifted(Batch(got, cols, counts), self.shift), counts)
 
     def relation(self, enc: Any, like: Relation) -> Relation:
         """A new relation over ``like``'s variables holding entry ``enc``'s rows."""

@@ -130,8 +130,9 @@ class CountedWindowOperator(TimedWindowOperator):
     position is ``>= hi - n`` (:class:`~linkstream.operators.router.RouterOperator`).
     The window holds the largest ``n`` asked for; it grows before it starts only, and
     every count window reports at the default step (one step per engine).  Positions are
-    the local buffer's: a router over count windows is not a router unit (its snapshot
-    would not fit another buffer, :func:`~linkstream.operators.shared_state.router_of`).
+    the local buffer's: a router unit's snapshot holds them relative to the window's end,
+    and the restoring engine rebases them to its own buffer's end at the same report time
+    (:mod:`~linkstream.operators.shared_state`; the window's length is shipped to check it).
     """
 
     def __init__(self, buffer: WindowBuffer, spec: WindowSpec, default_step: int, key: object) -> None:
@@ -140,6 +141,15 @@ class CountedWindowOperator(TimedWindowOperator):
 
     def describe(self) -> str:
         return "Counted" + WindowOperator.describe(self)
+
+    def snapshot(self, w: StateWriter) -> dict[str, Any]:
+        """The report time it advanced to last and how many triples it held then."""
+        return {"now": self.now, "span": self.hi - self.lo}
+
+    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
+        """As a timed window's (the span was checked before: ``shared_state``)."""
+        r.expect(self, entries, ("now", "span"))
+        super().restore(r, {"now": entries["now"]})
 
     def fits(self, range_ms: int, step: int) -> bool:
         """Whether a subscriber of ``range_ms`` triples at ``step`` can read this window."""

@@ -50,8 +50,8 @@ SELECT ?x ?v WHERE {{ STREAM ex:s1 [RANGE 3s SLIDE 1s] {{ ?x ex:p ?v FILTER(?v >
     "ist": f"""PREFIX : <{EX}>
 REGISTER ISTREAM <ist> AS SELECT ?x ?v FROM NAMED WINDOW :w ON <{EX}s2> [RANGE PT4S STEP PT2S]
 WHERE {{ WINDOW :w {{ ?x <{EX}p> ?v }} }}""",
-    # count windows on one shared join + router (rows tagged by buffer position): not a
-    # router unit, so a restart rebuilds them from the restored stream buffer
+    # count windows on one shared join + router (rows tagged by buffer position): a
+    # router unit whose positions a restart rebases into the restored stream buffer
     **{
         "cnt%d" % n: f"""PREFIX ex: <{EX}>
 SELECT ?x ?v ?w WHERE {{ STREAM ex:s2 [TRIPLES {n}] {{ ?x ex:p ?v . ?x ex:p ?w FILTER(?v < ?w) }} }}"""

@@ -1,7 +1,7 @@
 """Router units in the embedded engine's checkpoints (``run --state-dir``, issue 17).
 
-Queries on a shared join's router (two-pattern joins over one stream in several ranges)
-and queries reading two routers (a union of two streams' joins, as CityBench's average
+Queries on a shared join's router (two-pattern joins over one stream in several ranges
+or counts) and queries reading two routers (a union of two streams' joins, as CityBench's average
 congestion) have no state of their own: before, a restart rebuilt every one of them from
 the stream buffers.  Now the checkpoint holds their router units (the format of the
 cluster's task snapshots) and the restart restores them; the results after the crash
@@ -45,9 +45,18 @@ WHERE {{ {{ WINDOW :w1 {w} }} UNION {{ WINDOW :w2 {w} }} }}
 GROUP BY ?x"""
 
 
+def _count(s: str, n: int) -> str:
+    return (
+        f"SELECT (COUNT(?w) AS ?n) (SUM(?v) AS ?sum) WHERE {{ STREAM <{s}> [TRIPLES {n}] "
+        f"{{ ?x <{EX}p> ?v . ?x <{EX}q> ?w }} }}"
+    )
+
+
 QUERIES = {
     **{f"j{k}_{r}": _join(s, r) for r in (3, 5, 8) for k, s in enumerate(STREAMS)},
     **{f"u{r}": _union(r) for r in (4, 6)},
+    # count windows: a router whose rows carry buffer positions (rebased on restore)
+    **{f"c{k}_{n}": _count(s, n) for n in (7, 16) for k, s in enumerate(STREAMS)},
 }
 MULTI = ["u4", "u6"]
 
@@ -129,6 +138,7 @@ def test_a_restart_restores_routed_queries_from_their_router_units(
     for n in QUERIES:
         assert got[n] == want[n], n
     text = caplog.text
-    # every query reads routers (the unions two): all restored from router units, none rebuilt
+    # every query reads routers (the unions two; count windows too): all restored from
+    # router units, none rebuilt
     assert f"{len(QUERIES)} routed queries restored from " in text, text[-3000:]
     assert "from the stream buffers" not in text, text[-3000:]
