@@ -37,6 +37,7 @@ import numpy as np
 from linkstream.engine.keyed_stats import MemberStats
 from linkstream.engine.members import MemberReports
 from linkstream.engine.output import TIME_MARK, QueryStats, json_terms
+from linkstream.engine.render import member_blocks
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, group_starts, insert_sorted, sum_by_key
 from linkstream.operators.graph import GraphOperator
@@ -499,9 +500,8 @@ class KeyedGroup(MemberReports):
         single = np.repeat(k1, cnt)
         if single.any():  # the common case: one row, one line
             m1 = mids[single]
-            tails = self.st_b[los[k1]] + "\n"
             got_m.append(m1)
-            got_b.append(heads[m1] + np.repeat(tails, cnt[k1]))
+            got_b.append(self._render_single(heads[m1], np.repeat(self.st_b[los[k1]], cnt[k1])))
             got_n.append(np.ones(len(m1), dtype=np.int64))
         many = np.flatnonzero((n > 0) & ~k1)
         if len(many):  # several lines (a row repeated by its count)
@@ -517,6 +517,16 @@ class KeyedGroup(MemberReports):
             touched, new, ns = np.concatenate(got_m), np.concatenate(got_b), np.concatenate(got_n)
         self._set(touched, new, ns)
         return touched.tolist()
+
+    @staticmethod
+    def _render_single(heads: np.ndarray, bodies: np.ndarray) -> np.ndarray:
+        """One-line blocks: each of ``heads`` before its body of ``bodies`` (object arrays)."""
+        got = member_blocks(heads.tolist(), [1] * len(heads), bodies.tolist())
+        if got is None:
+            return heads + (bodies + "\n")
+        out = np.empty(len(got), dtype=object)
+        out[:] = got
+        return out
 
     def _render_many(
         self, los: np.ndarray, n: np.ndarray, a: np.ndarray, cnt: np.ndarray, sm: np.ndarray
@@ -541,6 +551,11 @@ class KeyedGroup(MemberReports):
         # each member's lines: its key's lines, in order
         at = np.repeat(kstart[mkey] - (np.cumsum(ml) - ml), ml) + np.arange(int(ml.sum()))
         line_rows = lines[at]
+        got = member_blocks(heads[mids].tolist(), ml.tolist(), st_b[line_rows].tolist())
+        if got is not None:  # compiled: each block in one allocation
+            blocks = np.empty(len(mids), dtype=object)
+            blocks[:] = got
+            return mids, blocks, ml
         line_mid = np.repeat(mids, ml)
         flat = np.empty(3 * len(line_rows), dtype=object)
         flat[0::3] = heads[line_mid]

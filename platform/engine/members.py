@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from linkstream.engine.output import TIME_MARK
+from linkstream.engine.render import TIME_MARK, put
 
 
 class MemberReports:
@@ -47,9 +47,7 @@ class MemberReports:
         """Members ``at`` (distinct) now have blocks ``new`` of ``ns`` lines."""
         self.blocks[at] = new
         if self._order is not None:
-            slots = self.slots
-            for p, t in zip(self._place[at].tolist(), new.tolist(), strict=True):
-                slots[p] = t
+            put(self.slots, self._place[at].tolist(), new.tolist())
         cur = self.cur
         self._rows += int(ns.sum()) - int(cur[at].sum())
         cur[at] = ns
@@ -128,6 +126,14 @@ class MemberReports:
         if self._order is None:
             self._reorder()
         return self._rows, "".join(self.slots)
+
+    def joined_into(self, parts: list[str]) -> int:
+        """Appends every member's block in name order to ``parts`` (a report being
+        assembled); returns their lines."""
+        if self._order is None:
+            self._reorder()
+        parts += self.slots
+        return self._rows
 
     def slot_array(self) -> np.ndarray:
         """:attr:`slots` as an object array (to scatter into a report order)."""

@@ -7,9 +7,9 @@ import random
 
 import numpy as np
 
-from linkstream.engine import output
+from linkstream.engine import render
 from linkstream.engine.embedded import Engine
-from linkstream.engine.output import TIME_MARK, timed_text
+from linkstream.engine.render import TIME_MARK, timed_text
 from linkstream.query.continuous import parse_continuous
 
 EX = "http://ex.org/"
@@ -17,7 +17,7 @@ S = EX + "s"
 
 
 def test_timed_text_equals_str_replace_at_every_slice_boundary() -> None:
-    n = output._SLICE
+    n = render._SLICE
     line = '{"query": "q", "t": ' + TIME_MARK + ', "binding": {}}\n'
     texts = [
         "",
@@ -58,5 +58,5 @@ def test_long_grouped_reports_equal_the_per_query_path() -> None:
         (got, eng), (want, ref) = _report_texts(True, accent), _report_texts(False, accent)
         assert got == want, accent
         assert len(eng._grouped) == 300 and not ref._grouped
-        assert max(len(t) for _, t in got) > 3 * output._SLICE
+        assert max(len(t) for _, t in got) > 3 * render._SLICE
         assert all(n == t.count("\n") and t.isascii() == (not accent) for n, t in got)
