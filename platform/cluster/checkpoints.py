@@ -49,7 +49,6 @@ sound one without its task snapshots -- and the caller replays only the log afte
 
 from __future__ import annotations
 
-import heapq
 import json
 import logging
 import time
@@ -459,7 +458,7 @@ def _register(live: LiveEngine, remote: RemoteEngine, q: dict[str, Any], now: fl
     e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))  # type: ignore[arg-type]  # msgpack header values are untyped
     e.emitted = q["emitted"]
     if e.due is not None:
-        heapq.heappush(live._heap, (e.due, name))
+        live._due.push(e.due, name)
     if q["pending"]:
         live._pending.add(name)
     with live._lock:

@@ -38,7 +38,6 @@ silent evaluation only derives the groups' results from the restored rows.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
@@ -445,7 +444,7 @@ def _restore_query(
     e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))
     e.emitted = q["emitted"]
     if e.due is not None:
-        heapq.heappush(live._heap, (e.due, name))
+        live._due.push(e.due, name)
     if q["pending"]:
         live._pending.add(name)
     ring = restore_ring(reports, name, q["ring"], live.results_retention_s)

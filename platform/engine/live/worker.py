@@ -9,7 +9,6 @@ and the thread-safe API the other threads call).
 
 from __future__ import annotations
 
-import heapq
 import logging
 import queue
 import threading
@@ -23,6 +22,7 @@ import numpy as np
 from linkstream.engine.embedded import Engine as _EmbeddedEngine
 from linkstream.engine.embedded import ReportLines
 from linkstream.engine.live.batchpush import Decided, TermRows
+from linkstream.engine.live.schedule import DueSchedule
 from linkstream.engine.live.state import (
     EngineClosed,
     QueryConflict,
@@ -73,6 +73,8 @@ class LiveWorker:
     #: ``None`` or 0: no limit (``linkstream run --max-time-jump``)
     max_time_jump_ms: int | None = DEFAULT_MAX_TIME_JUMP_MS
     _skip_backoff = 0
+    #: (registered queries, their smallest step) when last counted (see :meth:`_min_step`)
+    _min_step_of: tuple[int, int] | None = None
 
     # state set by ``LiveEngine.__init__`` (declared here for the type checker only)
     engine: Engine
@@ -93,7 +95,7 @@ class LiveWorker:
     _guards: dict[str, RetentionGuard]
     _relevant: dict[str, int]
     _relevant_since: dict[str, float]
-    _heap: list[tuple[int, str]]
+    _due: DueSchedule
     _pending: set[str]
     _fired: int | None
     _explicit: int | None
@@ -355,7 +357,7 @@ class LiveWorker:
         e.due = c
         if e.first_report is None:
             e.first_report = c
-        heapq.heappush(self._heap, (c, name))
+        self._due.push(c, name)
 
     def _do_unregister(self, name: str) -> None:
         with self._lock:
@@ -364,6 +366,7 @@ class LiveWorker:
         if e is None:
             raise UnknownQuery(name)
         self._pending.discard(name)
+        self._min_step_of = None
         self.engine.unregister(name)
         for s in e.streams:
             self._relevant[s] -= 1
@@ -421,18 +424,17 @@ class LiveWorker:
                 c = max(c, e.rq.first_report_after(self._fired))
             self._pending.discard(name)
             self._schedule(name, e, c)
-        heap = self._heap
+        due = self._due
         ticks = 0
         can_skip = isinstance(self.engine, _EmbeddedEngine)
         tick_many = None if can_skip else getattr(self.engine, "tick_many", None)
         if tick_many is not None:
             return self._fire_many(tick_many, wm)
-        while heap and heap[0][0] <= wm:
+        while (c := due.first()) is not None and c <= wm:
             if ticks == _TICKS_PER_BATCH:
                 return True
             if can_skip and self.engine.last_tick is not None:
-                span = _SKIP_SPAN * min((s for e in self._entries.values() for s in e.rq.steps), default=1)
-                if wm - heap[0][0] >= span:
+                if wm - c >= _SKIP_SPAN * self._min_step():
                     if self._skip_backoff > 0:
                         self._skip_backoff -= 1
                     else:
@@ -441,14 +443,24 @@ class LiveWorker:
                             continue
                         if done is False:
                             self._skip_backoff = _SKIP_BACKOFF
-                if not heap or heap[0][0] > wm:
+                c = due.first()
+                if c is None or c > wm:
                     break
-            c = heap[0][0]
             names = self._pop_due(c)
             if names:
                 self._tick(c, names)
                 ticks += 1
         return False
+
+    def _min_step(self) -> int:
+        """The smallest step of the registered queries (1 with none), counted again only
+        when the registrations changed (not once per report time over every query)."""
+        n = len(self._entries)
+        got = self._min_step_of
+        if got is None or got[0] != n:
+            step = min((s for e in self._entries.values() for s in e.rq.steps), default=1)
+            got = self._min_step_of = (n, step)
+        return got[1]
 
     def _skip_quiet(self, wm: int) -> bool | None:
         """Jumps the queries whose reports write nothing over the quiet gap before ``wm``.
@@ -466,30 +478,31 @@ class LiveWorker:
         """
         engine = self.engine
         assert isinstance(engine, _EmbeddedEngine)
-        heap = self._heap
+        due = self._due
+        first = due.first()
         h = engine.quiet_until(wm)
-        if h is None or h <= heap[0][0]:
+        if h is None or first is None or h <= first:
             return None
         keep: list[tuple[int, str]] = []
         fired = None
-        while heap and heap[0][0] < h and heap[0][0] <= wm:
-            c, name = heapq.heappop(heap)
-            e = self._entries.get(name)
-            if e is None or e.due != c:
-                continue
-            if not engine.skips_quietly(e.rq):
-                keep.append((c, name))
-                continue
-            nxt = e.rq.first_report_after(h - 1 if h <= wm else wm)
-            n = e.rq.reports_between(c - 1, nxt - 1)
-            e.rq.stats.reports += n
-            self.metrics.reports.inc(n)
-            last = e.rq.last_report_before(nxt)
-            fired = last if fired is None else max(fired, last)
-            e.rq.last_report = last
-            self._schedule(name, e, nxt)
-        for item in keep:
-            heapq.heappush(heap, item)
+        while (c := due.first()) is not None and c < h and c <= wm:
+            for name in due.take(c):
+                e = self._entries.get(name)
+                if e is None or e.due != c:
+                    continue
+                if not engine.skips_quietly(e.rq):
+                    keep.append((c, name))
+                    continue
+                nxt = e.rq.first_report_after(h - 1 if h <= wm else wm)  # (past this loop's times)
+                n = e.rq.reports_between(c - 1, nxt - 1)
+                e.rq.stats.reports += n
+                self.metrics.reports.inc(n)
+                last = e.rq.last_report_before(nxt)
+                fired = last if fired is None else max(fired, last)
+                e.rq.last_report = last
+                self._schedule(name, e, nxt)
+        for c, name in keep:
+            due.push(c, name)
         if fired is None:
             return False
         self._fired = fired if self._fired is None else max(self._fired, fired)
@@ -498,20 +511,11 @@ class LiveWorker:
         return True
 
     def _pop_due(self, c: int) -> list[str]:
-        """Pops every schedule entry at report time ``c`` (the heap's smallest) and returns
-        the queries still due at ``c``, each once, in the heap's order (a set, not a scan of
-        the list: thousands of queries share a report time)."""
-        heap = self._heap
-        names: list[str] = []
-        seen: set[str] = set()
+        """Takes every schedule entry at report time ``c`` (the earliest) and returns the
+        queries still due at ``c``, each once, sorted (:class:`DueSchedule`: a bucket per
+        report time, not a scan of the queries)."""
         entries = self._entries
-        while heap and heap[0][0] == c:
-            _, name = heapq.heappop(heap)
-            due = entries.get(name)
-            if due is not None and due.due == c and name not in seen:
-                seen.add(name)
-                names.append(name)
-        return names
+        return [name for name in self._due.take(c) if (due := entries.get(name)) is not None and due.due == c]
 
     def _fire_many(self, tick_many: Callable[..., Any], wm: int) -> bool:
         """:meth:`_fire` for an engine that evaluates several report times in one call (the
@@ -522,10 +526,9 @@ class LiveWorker:
         ``_TICKS_PER_BATCH``): which queries are due at each follows from the schedule alone,
         and no element or command is taken between them either way.
         """
-        heap = self._heap
+        due = self._due
         plan: list[tuple[int, list[str]]] = []
-        while heap and heap[0][0] <= wm and len(plan) < _TICKS_PER_BATCH:
-            c = heap[0][0]
+        while (c := due.first()) is not None and c <= wm and len(plan) < _TICKS_PER_BATCH:
             names = self._pop_due(c)
             for name in names:  # as _tick would after the evaluation
                 e = self._entries[name]
@@ -544,7 +547,7 @@ class LiveWorker:
         for i, (c, names) in enumerate(plan):
             self.metrics.report_latency.observe(each)
             self._deliver(c, names, outs[i] if i < len(outs) else {}, schedule=False)
-        return len(plan) == _TICKS_PER_BATCH and bool(heap) and heap[0][0] <= wm
+        return len(plan) == _TICKS_PER_BATCH and (c := due.first()) is not None and c <= wm
 
     def _tick(self, c: int, names: list[str]) -> None:
         t0 = time.perf_counter()
@@ -564,21 +567,33 @@ class LiveWorker:
             self._frontier = self._frontier_now()
         m = self.metrics
         reports = n_lines = 0
+        entries, rings = self._entries, self._rings
+        #: per steps (the report schedule's one parameter): the next report time, and the
+        #: queries that take it (scheduled with one bucket append per report time)
+        nexts: dict[tuple[int, ...], tuple[int, list[str]]] = {}
         for name in names:
-            e = self._entries[name]
+            e = entries[name]
+            rq = e.rq
+            if schedule:
+                nx = nexts.get(rq.steps)
+                if nx is None:
+                    nx = nexts[rq.steps] = (rq.next_report(c), [])
+                e.due = nx[0]
+                if e.first_report is None:
+                    e.first_report = nx[0]
+                nx[1].append(name)
             if e.emitted is not None and c <= e.emitted:  # delivered before a restart already
-                if schedule:
-                    self._schedule(name, e, e.rq.next_report(c))
                 continue
             e.emitted = c
             lines = tuple(out.get(name, ()))
             reports += 1
-            n_lines += len(lines)
-            ring = self._rings.get(name)
-            if ring is not None and lines:
-                with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
-                    ring.add(c, lines)
-            lat = e.rq.stats.latencies
+            if lines:
+                n_lines += len(lines)
+                ring = rings.get(name)
+                if ring is not None:
+                    with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
+                        ring.add(c, lines)
+            lat = rq.stats.latencies
             if len(lat) > 2 * _LATENCY_KEEP:
                 del lat[:-_LATENCY_KEEP]
             for sub in e.subscribers:
@@ -588,8 +603,8 @@ class LiveWorker:
                     e.dropped += lost
                     m.subscriber_dropped.inc(lost)
                     m.subscriber_gaps.inc(sub.gaps - gaps)
-            if schedule:
-                self._schedule(name, e, e.rq.next_report(c))
+        for nxt, due in nexts.values():
+            self._due.push_many(nxt, due)
         if reports:  # once per report time: a metric's lock per query costs as much as the rest
             m.reports.inc(reports)
             m.result_lines.inc(n_lines)
