@@ -38,6 +38,8 @@ class DueSchedule:
 
     def push_many(self, c: int, names: list[str]) -> None:
         """Schedules every one of ``names`` at report time ``c``."""
+        if not names:
+            return
         bucket = self._buckets.get(c)
         if bucket is None:
             self._buckets[c] = list(names)

@@ -430,11 +430,11 @@ class LiveWorker:
         tick_many = None if can_skip else getattr(self.engine, "tick_many", None)
         if tick_many is not None:
             return self._fire_many(tick_many, wm)
-        while (c := due.first()) is not None and c <= wm:
+        while (at := due.first()) is not None and at <= wm:
             if ticks == _TICKS_PER_BATCH:
                 return True
             if can_skip and self.engine.last_tick is not None:
-                if wm - c >= _SKIP_SPAN * self._min_step():
+                if wm - at >= _SKIP_SPAN * self._min_step():
                     if self._skip_backoff > 0:
                         self._skip_backoff -= 1
                     else:
@@ -443,12 +443,12 @@ class LiveWorker:
                             continue
                         if done is False:
                             self._skip_backoff = _SKIP_BACKOFF
-                c = due.first()
-                if c is None or c > wm:
+                at = due.first()
+                if at is None or at > wm:
                     break
-            names = self._pop_due(c)
+            names = self._pop_due(at)
             if names:
-                self._tick(c, names)
+                self._tick(at, names)
                 ticks += 1
         return False
 
