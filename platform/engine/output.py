@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.planner import QueryShape
-from linkstream.engine.render import TIME_MARK, join_timed
+from linkstream.engine.render import TIME_MARK, BlockLines, join_timed
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, concat, consolidate, group_starts
 from linkstream.operators.evaluate import Evaluator
@@ -411,6 +411,26 @@ class ReportLines(Mapping[str, list[str]]):
                 return g.lines_of(name, self.t_text)
         if name in self.reporting:
             return []
+        raise KeyError(name)
+
+    def kept(self, name: str) -> Sequence[str]:
+        """``name``'s lines as a report keeps them: a block of a quiet query or of a group's
+        member as :class:`~linkstream.engine.render.BlockLines` (split when read), the
+        others as a tuple (``()`` when it wrote nothing)."""
+        got = self.lines.get(name)
+        if got is not None:
+            return tuple(got)
+        if self.blocks is not None:
+            block = self.blocks.get(name)
+            if block is not None:
+                return BlockLines(block, self.t_text) if block else ()
+        for g in self.groups or ():
+            mid = g.by_name.get(name)
+            if mid is not None:
+                block = g.blocks[mid]
+                return BlockLines(block, self.t_text) if block else ()
+        if name in self.reporting:
+            return ()
         raise KeyError(name)
 
     def __contains__(self, name: object) -> bool:

@@ -94,3 +94,16 @@ def test_a_big_batch_reports_as_small_ones_and_leaves_the_collector_on(monkeypat
             live.close()
     assert sum(len(v) for v in results[0].values()) > 40  # every query reported something
     assert results[0] == results[1]
+
+
+def test_block_lines_read_as_the_tuple_of_their_lines() -> None:
+    from linkstream.engine.render import TIME_MARK, BlockLines
+
+    block = f'{{"t": {TIME_MARK}, "a": 1}}\n{{"t": {TIME_MARK}, "é": "x\\ny"}}\n'
+    want = ('{"t": 42, "a": 1}', '{"t": 42, "é": "x\\ny"}')
+    got = BlockLines(block, "42")
+    assert len(got) == 2  # counted before any split
+    assert got == want and want == got and got == list(want) and got != want[:1]
+    assert got[1] == want[1] and got[1:] == want[1:] and tuple(got) == want and list(got) == list(want)
+    assert got == BlockLines(block, "42") and got != BlockLines(block, "43")
+    assert BlockLines("", "1") == () and len(BlockLines("", "1")) == 0

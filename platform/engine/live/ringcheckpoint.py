@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from linkstream.engine.live.subscription import ReportRing
+from linkstream.engine.live.subscription import Lines, ReportRing
 from linkstream.store.checkpoints import Blob, Checkpoint, CheckpointError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["RingLog", "RingsCapture", "load_rings"]
 
 #: (wall-clock time kept, report time, lines)
-Report = tuple[float, int, tuple[str, ...]]
+Report = tuple[float, int, Lines]
 #: a listed ring object stays listed this long past the retention (clock differences)
 SLACK_S = 60.0
 

@@ -23,12 +23,14 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 #: ``(report time, lines of that report already delivered)``: where a reader stands
 Cursor = tuple[int, int]
 #: one report as queued: ``(report time, lines, id number of the first line minus one)``
-Item = tuple[int, tuple[str, ...], int]
+#: a report's lines: a tuple, or the block they were rendered into (:class:`~linkstream.engine.render.BlockLines`)
+Lines = Sequence[str]
+Item = tuple[int, Lines, int]
 #: lines a subscriber lost: ``(first missed id, last missed id, lines)``
 Gap = tuple[str, str, int]
 
@@ -85,14 +87,14 @@ class ReportRing:
         self.retention_s = retention_s
         self.max_lines = max(1, max_lines)
         self.clock = clock
-        self._reports: deque[tuple[float, int, tuple[str, ...]]] = deque()
+        self._reports: deque[tuple[float, int, Lines]] = deque()
         self._lines = 0
         #: the latest report time dropped from the ring (``None``: nothing dropped yet)
         self.dropped_until: int | None = None
         #: names this ring across checkpoints (a query registered again gets a new ring)
         self.token = os.urandom(8).hex()
 
-    def add(self, t: int, lines: tuple[str, ...]) -> None:
+    def add(self, t: int, lines: Lines) -> None:
         """Keeps the report at ``t`` (report times only increase)."""
         now = self.clock()
         if lines:
@@ -109,7 +111,7 @@ class ReportRing:
             self._lines -= len(lines)
             self.dropped_until = t
 
-    def export(self, after: int | None = None) -> list[tuple[float, int, tuple[str, ...]]]:
+    def export(self, after: int | None = None) -> list[tuple[float, int, Lines]]:
         """The kept reports with a report time after ``after`` (all: ``None``) as
         ``(wall-clock time.time() when kept, report time, lines)``, for a checkpoint."""
         now, wall = self.clock(), time.time()
@@ -125,7 +127,7 @@ class ReportRing:
         """The earliest report time kept (with lines)."""
         return self._reports[0][1] if self._reports else None
 
-    def load(self, reports: list[tuple[float, int, tuple[str, ...]]], dropped_until: int | None) -> None:
+    def load(self, reports: list[tuple[float, int, Lines]], dropped_until: int | None) -> None:
         """Puts back what :meth:`export` gave (in report time order)."""
         now, wall = self.clock(), time.time()
         self._reports = deque((now - (wall - w), t, tuple(lines)) for w, t, lines in reports)
@@ -209,7 +211,7 @@ class Subscription:
 
     # -- engine side
 
-    def offer(self, t: int, lines: tuple[str, ...], first: int = 0) -> int:
+    def offer(self, t: int, lines: Lines, first: int = 0) -> int:
         """Adds one report (``first``: lines of it delivered before, for ids); returns the
         number of lines dropped to make room.  Lines at or before :attr:`position` are
         left out (they were queued already, from a ring or live)."""
@@ -268,7 +270,7 @@ class Subscription:
         gap, self._gap = self._gap, None
         return gap, item
 
-    def get_report(self, timeout: float | None = None) -> tuple[int, tuple[str, ...]]:
+    def get_report(self, timeout: float | None = None) -> tuple[int, Lines]:
         """The next report ``(t, lines)``.
 
         Raises:
@@ -304,7 +306,7 @@ class Subscription:
         except SubscriptionClosed:
             raise StopIteration from None
 
-    async def next_report(self, timeout: float | None = None) -> tuple[int, tuple[str, ...]] | None:
+    async def next_report(self, timeout: float | None = None) -> tuple[int, Lines] | None:
         """The next report, awaited on the running event loop; ``None`` after ``timeout`` s.
 
         Raises:

@@ -552,7 +552,10 @@ class LiveWorker:
     def _tick(self, c: int, names: list[str]) -> None:
         t0 = time.perf_counter()
         try:
-            out = self.engine.tick(c, names)
+            if isinstance(self.engine, _EmbeddedEngine):  # blocks: kept unsplit (BlockLines)
+                out = self.engine.tick(c, names, blocks=True)
+            else:
+                out = self.engine.tick(c, names)
         except Exception:  # an engine bug: keep the schedule, report nothing at c
             log.exception("evaluation of report time %d failed (queries %s)", c, ", ".join(names))
             out = ReportLines({}, ())
@@ -571,6 +574,7 @@ class LiveWorker:
         #: per steps (the report schedule's one parameter): the next report time, and the
         #: queries that take it (scheduled with one bucket append per report time)
         nexts: dict[tuple[int, ...], tuple[int, list[str]]] = {}
+        kept = out.kept if isinstance(out, ReportLines) else None  # (a leader's: dicts)
         for name in names:
             e = entries[name]
             rq = e.rq
@@ -585,7 +589,7 @@ class LiveWorker:
             if e.emitted is not None and c <= e.emitted:  # delivered before a restart already
                 continue
             e.emitted = c
-            lines = tuple(out.get(name, ()))
+            lines = kept(name) if kept is not None else tuple(out.get(name, ()))
             reports += 1
             if lines:
                 n_lines += len(lines)
