@@ -28,6 +28,7 @@ import numpy as np
 from linkstream.engine.keyed_stats import MemberStats
 from linkstream.engine.members import MemberReports
 from linkstream.engine.output import TIME_MARK
+from linkstream.engine.render import member_blocks
 
 if TYPE_CHECKING:
     from linkstream.engine.embedded import Engine, RegisteredQuery
@@ -249,13 +250,19 @@ class RoutedMembers(MemberReports):
             ridx = np.arange(int(rcum[-1]), dtype=np.int64) + np.repeat(starts - (rcum - nrows), nrows)
             rc = counts.take(ridx)
             lidx = ridx if bool((rc == 1).all()) else np.repeat(ridx, rc)
-            body = rendered.take(lidx) + "\n"
             # every member's lines: its head + the body of each of its group's lines
             m_el = np.cumsum(mlines) - mlines  # each member's first line among all lines
-            loff = np.repeat(np.cumsum(lines) - lines, cnt)  # its group's first line in ``body``
-            el_m = np.repeat(np.arange(tot, dtype=np.int64), mlines)
+            loff = np.repeat(np.cumsum(lines) - lines, cnt)  # its group's first line in ``lidx``
             el_line = np.arange(n_el, dtype=np.int64) + np.repeat(loff - m_el, mlines)
-            text = self.heads.take(mids).take(el_m) + body.take(el_line)
+            heads = self.heads.take(mids)
+            got = member_blocks(heads.tolist(), mlines.tolist(), rendered.take(lidx.take(el_line)).tolist())
+            if got is not None:  # (compiled: each block in one allocation and one copy)
+                new[:] = got
+                self.pending.difference_update(mids.tolist())
+                self._set(mids, new, mlines)
+                return
+            el_m = np.repeat(np.arange(tot, dtype=np.int64), mlines)
+            text = heads.take(el_m) + (rendered.take(lidx) + "\n").take(el_line)
             small = (mlines > 0) & (mlines <= REDUCE_LINES)
             big = mlines > REDUCE_LINES
             if big.any():  # (reduceat concatenates pairwise: quadratic in a block's lines)

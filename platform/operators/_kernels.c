@@ -325,10 +325,121 @@ done:
     return res;
 }
 
+PyDoc_STRVAR(rows_merge_doc,
+"rows_merge(cols, counts, n, dcols, dcounts, m, k, out_cols, out_counts, before) -> int\n\n"
+"Apply a consolidated delta, the (k, m) int64 table ``dcols`` (C order) with signed\n"
+"``dcounts``, to a consolidated state, the (k, n) table ``cols`` with ``counts`` (both\n"
+"with rows strictly ascending, first column most significant): writes the new state's r\n"
+"rows (ascending, rows whose count becomes 0 left out) as a (k, r) table into the first\n"
+"k*r items of ``out_cols`` and into ``out_counts[:r]``, each delta row's count in the state\n"
+"before into ``before[:m]``, and returns r.  Returns -1 (the outputs then unspecified) when\n"
+"a value is 0 (unbound: compatible with every value, not only equal to it) or a table is\n"
+"not strictly ascending.  The output arrays hold k*(n+m) and n+m items.");
+
+static PyObject *
+rows_merge(PyObject *self, PyObject *args)
+{
+    Py_buffer cb, nb, db, dnb, ocb, onb, bb;
+    Py_ssize_t n, m, k;
+    if (!PyArg_ParseTuple(args, "y*y*ny*y*nnw*w*w*", &cb, &nb, &n, &db, &dnb, &m, &k, &ocb, &onb, &bb))
+        return NULL;
+    PyObject *res = NULL;
+    Py_ssize_t *src = NULL;
+    if (n < 0 || m < 0 || k < 1 || check_size(&cb, k * n, "cols") || check_size(&nb, n, "counts") ||
+        check_size(&db, k * m, "dcols") || check_size(&dnb, m, "dcounts") ||
+        check_size(&ocb, k * (n + m), "out_cols") || check_size(&onb, n + m, "out_counts") ||
+        check_size(&bb, m, "before"))
+        goto done;
+    const int64_t *cols = (const int64_t *)cb.buf, *counts = (const int64_t *)nb.buf;
+    const int64_t *dcols = (const int64_t *)db.buf, *dcounts = (const int64_t *)dnb.buf;
+    int64_t *out = (int64_t *)ocb.buf, *oc = (int64_t *)onb.buf, *before = (int64_t *)bb.buf;
+    for (Py_ssize_t i = 0; i < k * n; i++)
+        if (!cols[i])
+            goto refuse;
+    for (Py_ssize_t j = 0; j < k * m; j++)
+        if (!dcols[j])
+            goto refuse;
+    src = PyMem_Malloc(((size_t)(n + m) + 1) * sizeof(Py_ssize_t));
+    if (!src) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* merge: the source of each output row (a state row i >= 0, a delta row -1 - j) and its count */
+    Py_ssize_t i = 0, j = 0, r = 0;
+    while (i < n || j < m) {
+        int c;
+        if (j >= m)
+            c = -1;
+        else if (i >= n)
+            c = 1;
+        else {
+            c = 0;
+            for (Py_ssize_t q = 0; q < k; q++) {
+                const int64_t x = cols[q * n + i], y = dcols[q * m + j];
+                if (x != y) {
+                    c = x < y ? -1 : 1;
+                    break;
+                }
+            }
+        }
+        if (c < 0) {
+            if (i && cmp_rows(cols, k, n, i - 1, i) >= 0)
+                goto refuse;
+            src[r] = i;
+            oc[r++] = counts[i++];
+            continue;
+        }
+        if (j && cmp_rows(dcols, k, m, j - 1, j) >= 0)
+            goto refuse;
+        if (c > 0) {
+            before[j] = 0;
+            if (dcounts[j]) {
+                src[r] = -1 - j;
+                oc[r++] = dcounts[j];
+            }
+            j++;
+            continue;
+        }
+        if (i && cmp_rows(cols, k, n, i - 1, i) >= 0)
+            goto refuse;
+        before[j] = counts[i];
+        const int64_t now = counts[i] + dcounts[j];
+        if (now) {
+            src[r] = i;
+            oc[r++] = now;
+        }
+        i++;
+        j++;
+    }
+    for (Py_ssize_t q = 0; q < k; q++) {
+        const int64_t *sc = cols + q * n, *sd = dcols + q * m;
+        int64_t *dst = out + q * r;
+        for (Py_ssize_t p = 0; p < r; p++) {
+            const Py_ssize_t s = src[p];
+            dst[p] = s >= 0 ? sc[s] : sd[-1 - s];
+        }
+    }
+    res = PyLong_FromSsize_t(r);
+    goto done;
+refuse:
+    res = PyLong_FromSsize_t(-1);
+done:
+    PyMem_Free(src);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&nb);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&dnb);
+    PyBuffer_Release(&ocb);
+    PyBuffer_Release(&onb);
+    PyBuffer_Release(&bb);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"consolidate", consolidate, METH_VARARGS, consolidate_doc},
     {"join_small", join_small, METH_VARARGS, join_small_doc},
     {"count_merge", count_merge, METH_VARARGS, count_merge_doc},
+    {"rows_merge", rows_merge, METH_VARARGS, rows_merge_doc},
     {NULL, NULL, 0, NULL},
 };
 

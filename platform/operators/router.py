@@ -530,10 +530,9 @@ class RouterOperator(Operator):
         )
         if not len(delta):
             return Batch.empty(())
-        before = self.counts.key_counts(delta, self._gvars)
+        before = self.counts.counted_apply(delta)
         after = before + delta.counts
         enter, leave = (before <= 0) & (after > 0), (before > 0) & (after <= 0)
-        self.counts.apply(delta)
         moved = (enter | leave).nonzero()[0]
         if not len(moved):
             return Batch.empty(())
