@@ -320,22 +320,26 @@ def replay(
             schedule(unit.first.first_report_after(t_min), unit)
     t_max = t_min
     n_el = 0
-    # the elements of one stream that arrive before the next report time go into its
-    # buffer together (one copy instead of one per element): nothing reads the buffers
-    # until a report time is evaluated or the buffers are collected
+    # the elements of each stream that arrive before the next report time go into its
+    # buffer together (one copy instead of one per element), also when the streams'
+    # elements interleave: nothing reads the buffers until a report time is evaluated or
+    # the buffers are collected, and each stream has its own buffer
     batch = type(engine).ingest is Engine.ingest
-    pend_k = -1
-    pend_t: list[int] = []
-    pend_a: list = []
+    pend_t: list[list[int]] = [[] for _ in readers]
+    pend_a: list[list] = [[] for _ in readers]
+    pending: list[int] = []  # the streams with elements pending
 
     def flush() -> None:
-        if len(pend_t) == 1:
-            engine.ingest(readers[pend_k][0], pend_t[0], pend_a[0])
-        elif pend_t:
-            assert isinstance(engine, Engine)
-            engine.ingest_many(readers[pend_k][0], pend_t, pend_a)
-        pend_t.clear()
-        pend_a.clear()
+        for k in pending:
+            ts, parts = pend_t[k], pend_a[k]
+            if len(ts) == 1:
+                engine.ingest(readers[k][0], ts[0], parts[0])
+            else:
+                assert isinstance(engine, Engine)
+                engine.ingest_many(readers[k][0], ts, parts)
+            ts.clear()
+            parts.clear()
+        pending.clear()
 
     while heap:
         t, k, el = heapq.heappop(heap)
@@ -343,11 +347,11 @@ def replay(
             flush()
             fire(t)
         if batch:
-            if k != pend_k:
-                flush()
-                pend_k = k
-            pend_t.append(el.t)
-            pend_a.append(el.triples)
+            ts = pend_t[k]
+            if not ts:
+                pending.append(k)
+            ts.append(el.t)
+            pend_a[k].append(el.triples)
         else:
             engine.ingest(readers[k][0], el.t, el.triples)
         res.triples += len(el.triples)

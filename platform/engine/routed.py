@@ -37,7 +37,7 @@ from linkstream.engine.output import json_terms
 from linkstream.engine.routed_members import RoutedMembers
 from linkstream.operators.aggregate import AggregateOperator, _group_rows
 from linkstream.operators.base import AttachOperator, Operator
-from linkstream.operators.batch import Batch, concat, consolidate
+from linkstream.operators.batch import Batch, concat, consolidate, merge_sorted
 from linkstream.operators.extend import ExtendOperator
 from linkstream.operators.project import ProjectOperator
 from linkstream.operators.router import RenameOperator, RouteOperator, RouterOperator
@@ -261,7 +261,8 @@ class RoutedBlock:
         if len(d):
             d = consolidate(self._transform(d))
             if len(d):
-                self.state = consolidate(concat([self.state, d], self.gvars))
+                got = merge_sorted(self.state, d)
+                self.state = got[0] if got is not None else consolidate(concat([self.state, d], self.gvars))
         st = self.state
         sg = st.cols[0]
         # changed group -> its rows in ``d`` (``None``: a new view's group, unchanged)

@@ -330,7 +330,7 @@ PyDoc_STRVAR(rows_merge_doc,
 "Apply a consolidated delta, the (k, m) int64 table ``dcols`` (C order) with signed\n"
 "``dcounts``, to a consolidated state, the (k, n) table ``cols`` with ``counts`` (both\n"
 "with rows strictly ascending, first column most significant): writes the new state's r\n"
-"rows (ascending, rows whose count becomes 0 left out) as a (k, r) table into the first\n"
+"rows (ascending, rows whose count is or becomes 0 left out) as a (k, r) table into the first\n"
 "k*r items of ``out_cols`` and into ``out_counts[:r]``, each delta row's count in the state\n"
 "before into ``before[:m]``, and returns r.  Returns -1 (the outputs then unspecified) when\n"
 "a value is 0 (unbound: compatible with every value, not only equal to it) or a table is\n"
@@ -385,8 +385,11 @@ rows_merge(PyObject *self, PyObject *args)
         if (c < 0) {
             if (i && cmp_rows(cols, k, n, i - 1, i) >= 0)
                 goto refuse;
-            src[r] = i;
-            oc[r++] = counts[i++];
+            if (counts[i]) {
+                src[r] = i;
+                oc[r++] = counts[i];
+            }
+            i++;
             continue;
         }
         if (j && cmp_rows(dcols, k, m, j - 1, j) >= 0)

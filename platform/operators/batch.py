@@ -289,6 +289,34 @@ def _consolidate_native(b: Batch, kernels: Any) -> Batch:
     return Batch(b.vars, *fitted(out, counts, k, m, n))
 
 
+def merge_sorted(a: Batch, b: Batch) -> tuple[Batch, np.ndarray] | None:
+    """``consolidate(concat([a, b]))`` of two consolidated batches over the same variables
+    (rows ascending, no zero count), and each row of ``b``'s count in ``a``, in one linear
+    merge (compiled: ``rows_merge``); ``None`` without the compiled kernels, when a value is
+    unbound (0) or when a batch is not in order (the caller consolidates)."""
+    kernels = _native
+    if kernels is None:
+        return None
+    k, n, m = a.cols.shape[0], len(a), len(b)
+    if not k or b.cols.shape[0] != k:
+        return None
+    cols, counts = (
+        np.ascontiguousarray(a.cols, dtype=np.int64),
+        np.ascontiguousarray(a.counts, dtype=np.int64),
+    )
+    dcols, dcounts = (
+        np.ascontiguousarray(b.cols, dtype=np.int64),
+        np.ascontiguousarray(b.counts, dtype=np.int64),
+    )
+    out = np.empty(k * (n + m), dtype=np.int64)
+    out_n = np.empty(n + m, dtype=np.int64)
+    before = np.empty(m, dtype=np.int64)
+    r = kernels.rows_merge(cols, counts, n, dcols, dcounts, m, k, out, out_n, before)
+    if r < 0:
+        return None
+    return Batch(a.vars, *fitted(out, out_n, k, r, n + m)), before
+
+
 def fitted(out: np.ndarray, counts: np.ndarray, k: int, m: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``(k, m)`` table and ``m`` counts a compiled kernel wrote at the front of output
     arrays sized for ``cap`` rows: views, or copies when the views would keep much more

@@ -342,13 +342,21 @@ class Relation:
         if nb + nr + nd <= self.SMALL or nr + nd > nb // self.RATIO + self.FLOOR:
             if nr:
                 delta = concat([base, recent, delta], vs)
-            elif nb:  # (the common case, without concat's checks)
-                delta = Batch(
-                    vs,
-                    np.concatenate((base.cols, delta.cols), axis=1),
-                    np.concatenate((base.counts, delta.counts)),
-                )
-            rows = consolidate(delta)
+                rows = consolidate(delta)
+            elif nb:  # (the common case: one merge when the delta is consolidated)
+                got = _batch.merge_sorted(base, delta) if vs else None
+                if got is not None:
+                    rows = got[0]
+                else:
+                    rows = consolidate(
+                        Batch(
+                            vs,
+                            np.concatenate((base.cols, delta.cols), axis=1),
+                            np.concatenate((base.counts, delta.counts)),
+                        )
+                    )
+            else:
+                rows = consolidate(delta)
             self._base = _Part(rows)
             if nr:
                 self._recent = _Part(Batch.empty(vs))
@@ -477,9 +485,8 @@ class Relation:
         hash probe and a re-sort of the whole content cost ``O(n log n)``); without them, or
         when a value is unbound (compatible with every value), the same through
         :meth:`key_counts` and :meth:`apply`."""
-        kernels = _batch._native
-        if kernels is not None and len(delta) and delta.vars == self.vars and self.vars:
-            got = merged_rows(kernels, self.rows, delta)
+        if len(delta) and delta.vars == self.vars and self.vars:
+            got = _batch.merge_sorted(self.rows, delta)
             if got is not None:
                 rows, before = got
                 self.set_consolidated(rows)
@@ -510,25 +517,3 @@ class Relation:
             if len(li):
                 np.add.at(out, li, rows.counts[rj])
         return out
-
-
-def merged_rows(kernels, rows: Batch, delta: Batch) -> tuple[Batch, np.ndarray] | None:
-    """Consolidated ``rows`` with the consolidated ``delta`` applied (``consolidate`` of
-    both: rows ascending, zero counts left out), and each delta row's count in ``rows``, in
-    one compiled merge; ``None`` when a value is unbound (0) or a table is not in order."""
-    k, n, m = rows.cols.shape[0], len(rows), len(delta)
-    cols, counts = (
-        np.ascontiguousarray(rows.cols, dtype=np.int64),
-        np.ascontiguousarray(rows.counts, dtype=np.int64),
-    )
-    dcols, dcounts = (
-        np.ascontiguousarray(delta.cols, dtype=np.int64),
-        np.ascontiguousarray(delta.counts, dtype=np.int64),
-    )
-    out = np.empty(k * (n + m), dtype=np.int64)
-    out_n = np.empty(n + m, dtype=np.int64)
-    before = np.empty(m, dtype=np.int64)
-    r = kernels.rows_merge(cols, counts, n, dcols, dcounts, m, k, out, out_n, before)
-    if r < 0:
-        return None
-    return Batch(rows.vars, *_batch.fitted(out, out_n, k, r, n + m)), before

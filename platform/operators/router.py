@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from linkstream.operators.base import Operator
-from linkstream.operators.batch import Batch, concat, consolidate
+from linkstream.operators.batch import Batch, concat, consolidate, merge_sorted
 from linkstream.operators.graph import StaticMembership, static_index
 from linkstream.operators.relation import Relation
 from linkstream.operators.router_groups import Group, GroupTable
@@ -417,10 +417,17 @@ class RouterOperator(Operator):
         d = consolidate(d.project(self.jvars)) if len(d) else Batch.empty(self.jvars)
         old = self.state
         if len(d):
-            st = concat([old, d], self.jvars)
-            if len(st) > 2 * self._clean + 256:
-                st = consolidate(st)
+            # a consolidated state and the delta merged in one pass (compiled), else the
+            # delta appended and the whole consolidated when it has grown enough
+            got = merge_sorted(old, d) if self._clean == len(old) else None
+            if got is not None:
+                st = got[0]
                 self._clean = len(st)
+            else:
+                st = concat([old, d], self.jvars)
+                if len(st) > 2 * self._clean + 256:
+                    st = consolidate(st)
+                    self._clean = len(st)
             self.state = st
         self._emit = self._emitted = None
         self._emit_src = None
