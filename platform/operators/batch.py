@@ -376,6 +376,34 @@ def row_keys(cols: np.ndarray) -> np.ndarray:
     return h.view(np.int64)
 
 
+def probe_sorted(
+    keys: np.ndarray, order: np.ndarray, probe: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The pairs ``(i, order[p])`` of each probe key ``probe[i]`` (ascending ``i``) and each
+    position ``p`` (ascending) of an equal key in the ascending int64 ``keys``: one compiled
+    call (``probe_sorted``: a binary search and a scan per probe row) where the numpy path
+    takes two ``searchsorted`` and about ten more calls; ``None`` without the compiled
+    kernels (the caller's numpy code gives the same pairs)."""
+    kernels = _native
+    if kernels is None or keys.dtype is not _I64 or order.dtype is not _I64:
+        return None
+    n = len(probe)
+    if not n or not len(keys):
+        return EMPTY_I64, EMPTY_I64
+    if probe.dtype is not _I64 or not probe.flags.c_contiguous:
+        probe = np.ascontiguousarray(probe, dtype=np.int64)
+    cap = 2 * n + 64  # room for the pairs of most probes; asked again with the exact room
+    li, rj = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+    t = kernels.probe_sorted(keys, len(keys), probe, n, order, li, rj, cap)
+    if t < 0:
+        cap = -t
+        li, rj = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+        t = kernels.probe_sorted(keys, len(keys), probe, n, order, li, rj, cap)
+    if not t:
+        return EMPTY_I64, EMPTY_I64
+    return li[:t], rj[:t]
+
+
 class SortedIndex:
     """Sorted int64 keys with the permutation back to row numbers (built once, probed often)."""
 
@@ -387,6 +415,9 @@ class SortedIndex:
 
     def probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (i, j): probe row i has the same key as indexed row j."""
+        got = probe_sorted(self.keys, self.order, keys)
+        if got is not None:
+            return got
         # (methods, not the np.* functions: no Python-level dispatch per call)
         lo = self.keys.searchsorted(keys, "left")
         hi = self.keys.searchsorted(keys, "right")

@@ -69,6 +69,14 @@ class _BoundIndex:
             self._order = keys.argsort(kind="stable")
             keys = self._keys = keys[self._order]
         pk = a if a.ndim == 1 else row_keys(a)
+        got = _batch.probe_sorted(keys, self._order, pk)
+        if got is not None:
+            li, rj = got
+            if kc.ndim == 2 and len(li):  # hash keys: rule out collisions
+                ok = (a.take(li, axis=1) == kc.take(rj, axis=1)).all(axis=0)
+                if not ok.all():
+                    li, rj = li[ok], rj[ok]
+            return li, rj
         lo = keys.searchsorted(pk, "left")
         cnt = keys.searchsorted(pk, "right")
         cnt -= lo

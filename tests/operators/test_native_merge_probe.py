@@ -1,7 +1,8 @@
-"""``Relation.counted_apply`` (a router's count relation: each delta row's count before,
-then the delta applied) gives the same counts and the same content through the compiled
-merge (``rows_merge`` in ``platform/operators/_kernels.c``) as through ``key_counts`` and
-``apply``, the numpy path it replaces."""
+"""The compiled merge and probe (``rows_merge``, ``probe_sorted`` in
+``platform/operators/_kernels.c``) give what the numpy paths give: ``Relation.counted_apply``
+(a router's count relation: each delta row's count before, then the delta applied) the same
+counts and content as ``key_counts`` and ``apply``; ``merge_sorted`` the same batch as
+``consolidate`` of both; sorted-index probes the same pairs in the same order."""
 
 from __future__ import annotations
 
@@ -107,3 +108,40 @@ def test_merge_sorted_equals_consolidate_of_both(k, span, seed):
         rels.append(rel.rows)
     B.use_native(was)
     assert np.array_equal(rels[0].cols, rels[1].cols) and np.array_equal(rels[0].counts, rels[1].counts)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 300), st.integers(0, 200), st.integers(1, 50), st.integers(0, 2**32 - 1), st.integers(1, 3)
+)
+def test_compiled_probe_gives_the_numpy_pairs(m, n, span, seed, k):
+    from linkstream.operators.relation import _BoundIndex
+
+    rng = np.random.default_rng(seed)
+    idx_cols = rng.integers(-span, span, size=(k, m)).astype(np.int64)
+    probe = rng.integers(-span, span, size=(k, n)).astype(np.int64)
+    if seed % 2:  # ascending probes (the compiled search gallops from its last answer)
+        probe = np.sort(probe, axis=1)
+    if seed % 4 == 0:  # the extremes of int64
+        idx_cols[0, ::5] = np.iinfo(np.int64).min
+        probe[0, ::3] = np.iinfo(np.int64).min
+    got = []
+    for native in (True, False):
+        was = B.native()
+        B.use_native(native)
+        try:
+            si = B.SortedIndex(B.row_keys(idx_cols))
+            bi = _BoundIndex(idx_cols[0] if k == 1 else idx_cols)
+            got.append((si.probe(B.row_keys(probe)), bi.probe(probe[0] if k == 1 else probe)))
+        finally:
+            B.use_native(was)
+    for (a_li, a_rj), (b_li, b_rj) in zip(got[0], got[1]):
+        assert a_li.dtype == b_li.dtype == np.int64 and a_rj.dtype == b_rj.dtype
+        assert np.array_equal(a_li, b_li) and np.array_equal(a_rj, b_rj)
+    many = B.SortedIndex(np.zeros(50, dtype=np.int64)).probe(
+        np.zeros(40, dtype=np.int64)
+    )  # past the first room
+    assert (
+        len(many[0]) == 2000 and many[0][:51].tolist() == [0] * 50 + [1] and many[1][:3].tolist() == [0, 1, 2]
+    )
