@@ -127,6 +127,12 @@ class MemberReports:
             self._reorder()
         return self._rows, "".join(self.slots)
 
+    def line_count(self) -> int:
+        """The lines of a report of every member (:meth:`joined` without the text)."""
+        if self._order is None:
+            self._reorder()
+        return self._rows
+
     def joined_into(self, parts: list[str]) -> int:
         """Appends every member's block in name order to ``parts`` (a report being
         assembled); returns their lines."""

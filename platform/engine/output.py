@@ -558,8 +558,7 @@ class ReportLines(Mapping[str, list[str]]):
             pos = g.positions(order)
             if pos is None:  # a member not in ``order``: place it by name
                 return self._text_groups(None)
-            k, _ = g.joined()
-            n += k
+            n += g.line_count()
             at[pos] = g.slot_array()
         if plain:
             arr, want = order_array(order), np.array(plain)
