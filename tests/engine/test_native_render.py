@@ -5,9 +5,7 @@ non-ASCII text) and on replayed LSBench-shaped data."""
 
 from __future__ import annotations
 
-import hashlib
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,8 @@ from linkstream.engine.embedded import Engine
 from linkstream.engine.render import TIME_MARK
 from linkstream.engine.replay import replay
 from linkstream.query.continuous import parse_continuous
+from tests.engine.lsbench_replay import HashSink
+from tests.engine.lsbench_replay import lsbench as lsbench_module
 
 EX = "http://ex.org/"
 S = EX + "s"
@@ -103,11 +103,7 @@ def test_join_timed_blocks_and_put_equal_the_python_code(both: None) -> None:
 
 
 def test_lsbench_replay_writes_the_same_bytes(both: None, tmp_path: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    try:
-        import lsbench
-    finally:
-        sys.path.pop(0)
+    lsbench = lsbench_module()
     lsbench.generate(tmp_path, 300, 12, 1.0, 5, 3)
     digests = []
     for native in (True, False):
@@ -115,17 +111,7 @@ def test_lsbench_replay_writes_the_same_bytes(both: None, tmp_path: Path) -> Non
         eng = Engine()
         texts = lsbench.workload("q1", 400, 300, "time", 3)
         rqs = [eng.register(parse_continuous(t, default_name=n)) for n, t in texts.items()]
-
-        class Sink:
-            h = hashlib.sha256()
-            chars = 0
-
-            def write(self, s: str) -> int:
-                self.h.update(s.encode("utf-8"))
-                self.chars += len(s)
-                return len(s)
-
-        sink = Sink()
+        sink = HashSink()
         res = replay(eng, rqs, [(lsbench.STREAMS["posts"], str(tmp_path / "posts.nq"))], sink)
         assert res.rows > 1000
         digests.append((sink.h.hexdigest(), sink.chars, res.rows))

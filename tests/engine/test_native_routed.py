@@ -4,8 +4,6 @@ the routed members' blocks ``member_blocks``) as with the Python / numpy fallbac
 
 from __future__ import annotations
 
-import hashlib
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,26 +15,13 @@ from linkstream.operators import batch as B
 from linkstream.operators.relation import Relation
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.static import load_graph
-
-
-class _Sink:
-    def __init__(self) -> None:
-        self.h = hashlib.sha256()
-        self.chars = 0
-
-    def write(self, s: str) -> int:
-        self.h.update(s.encode("utf-8"))
-        self.chars += len(s)
-        return len(s)
+from tests.engine.lsbench_replay import HashSink
+from tests.engine.lsbench_replay import lsbench as lsbench_module
 
 
 @pytest.mark.skipif(B._kernels is None or not render.native(), reason="compiled code not built")
 def test_mixed_replay_writes_the_same_bytes_compiled_or_not(tmp_path: Path, monkeypatch) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    try:
-        import lsbench
-    finally:
-        sys.path.pop(0)
+    lsbench = lsbench_module()
     lsbench.generate(tmp_path, 300, 12, 1.0, 5, 3)
     merged = []
     counted = Relation.counted_apply
@@ -56,7 +41,7 @@ def test_mixed_replay_writes_the_same_bytes_compiled_or_not(tmp_path: Path, monk
             texts = lsbench.workload("mixed", 400, 300, "time", 3)
             rqs = [eng.register(parse_continuous(t, default_name=n)) for n, t in texts.items()]
             assert eng._rgrouped, "no routed block members: the test would not reach the code"
-            sink = _Sink()
+            sink = HashSink()
             streams = [(lsbench.STREAMS[s], str(tmp_path / f"{s}.nq")) for s in lsbench.streams_of("mixed")]
             res = replay(eng, rqs, streams, sink)
             assert res.rows > 1000
