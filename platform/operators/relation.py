@@ -491,10 +491,19 @@ class Relation:
         delta (``rows_merge``) gives both the new content and the counts before (a router's
         count relation: tens of thousands of rows changed by thousands each epoch, where a
         hash probe and a re-sort of the whole content cost ``O(n log n)``); without them, or
-        when a value is unbound (compatible with every value), the same through
+        when a value is unbound (compatible with every value), or when the delta is small
+        next to the content (:meth:`apply` would put it in the recent part, the probe reads
+        the base's cached index: less than a pass over the content), the same through
         :meth:`key_counts` and :meth:`apply`."""
-        if len(delta) and delta.vars == self.vars and self.vars:
-            got = _batch.merge_sorted(self.rows, delta)
+        nb, nr, nd = len(self._base.rows), len(self._recent.rows), len(delta)
+        if (
+            nd
+            and not nr
+            and (nb + nd <= self.SMALL or nd > nb // self.RATIO + self.FLOOR)
+            and delta.vars == self.vars
+            and self.vars
+        ):
+            got = _batch.merge_sorted(self._base.rows, delta)
             if got is not None:
                 rows, before = got
                 self.set_consolidated(rows)

@@ -145,3 +145,23 @@ def test_compiled_probe_gives_the_numpy_pairs(m, n, span, seed, k):
     assert (
         len(many[0]) == 2000 and many[0][:51].tolist() == [0] * 50 + [1] and many[1][:3].tolist() == [0, 1, 2]
     )
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 4), st.integers(0, 2**32 - 1))
+def test_counted_apply_switches_between_merge_and_recent_part(k, seed):
+    # a large content, then small deltas (the recent part: key_counts + apply), then a
+    # large one (a merge again once the recent part is folded in)
+    rng = np.random.default_rng(seed)
+
+    def step(n: int) -> Batch:
+        cols = rng.integers(1, 40, size=(k, n)).astype(np.int64)
+        return consolidate(Batch(VARS[:k], cols, rng.integers(-2, 3, size=n).astype(np.int64)))
+
+    steps = [step(3000)] + [step(int(rng.integers(1, 40))) for _ in range(12)] + [step(2500), step(10)]
+    fb, fr = _rel(True, k, steps)
+    sb, sr = _rel(False, k, steps)
+    for x, y in zip(fb, sb, strict=True):
+        assert np.array_equal(x, y)
+    assert np.array_equal(fr.cols, sr.cols) and np.array_equal(fr.counts, sr.counts)
