@@ -11,7 +11,12 @@ report, the smallest of the runs of each side, their ratio, and whether the two 
 files are byte-identical (the exit status is 1 if any differs).  Geometric means close
 the table; raw figures go to ``bench/results/kernels.json``.
 
-    python bench/kernels.py [--pairs 2] [--only ID ...] [--out FILE]
+``--versus DIR`` compares another build instead of the numpy kernels: the linkstream
+package found in DIR (``DIR/linkstream``, e.g. a symlink to another checkout's
+``platform/`` with its compiled extensions) against this tree, both with their compiled
+kernels, alternating in the same way (the "numpy" column is then that package).
+
+    python bench/kernels.py [--pairs 2] [--only ID ...] [--versus DIR] [--out FILE]
 
 (``--child on|off ARGS...`` is how it runs one replay; not for direct use.)
 """
@@ -64,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=2, help="runs of each side per query (alternating)")
     ap.add_argument("--only", action="append", default=[], help="query id (repeatable)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "kernels.json"))
+    ap.add_argument(
+        "--versus",
+        default=None,
+        metavar="DIR",
+        help="compare the linkstream package in DIR (DIR/linkstream) with this tree, both compiled",
+    )
     a = ap.parse_args(argv)
     man = json.loads((SHARED / "citybench" / "manifest.json").read_text())
     base = man.get("base", "http://localhost/")
@@ -71,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, dict[str, list[float]]] = {}
     differ = []
     modes = ["off", "on"]
+    names = ("versus", "this") if a.versus else ("numpy", "compiled")
     print(
-        f"{'query':<28} {'numpy':>8} {'compiled':>9} {'ratio':>6}   tick/report: numpy compiled ratio  same"
+        f"{'query':<28} {names[0]:>8} {names[1]:>9} {'ratio':>6}   tick/report: {names[0]} {names[1]} ratio  same"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for q in man["queries"]:
@@ -83,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(a.pairs):
                 for mode in modes if k % 2 == 0 else modes[::-1]:
                     st, tk = f"{tmp}/stats.json", f"{tmp}/ticks.json"
-                    cmd = [sys.executable, __file__, "--child", mode, tk, *args]
+                    cmd = [sys.executable, __file__, "--child", "on" if a.versus else mode, tk, *args]
                     cmd += ["--out", f"{tmp}/{mode}.jsonl", "--stats", st]
-                    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                    # (--versus: "off" is the other package, run from DIR with its own kernels)
+                    run_env = {**env, "PYTHONPATH": a.versus} if a.versus and mode == "off" else env
+                    p = subprocess.run(cmd, env=run_env, capture_output=True, text=True)
                     if p.returncode:
                         raise SystemExit(f"{q['id']} ({mode}) failed: {p.stderr[-2000:]}")
                     s = json.loads(Path(st).read_text())["queries"][0]
@@ -113,13 +127,15 @@ def main(argv: list[str] | None = None) -> int:
         }
         what = "evaluation" if not key else "Engine.tick"
         print(
-            f"geo-mean CPU ms per report ({what}, min of {a.pairs}): numpy {g_off:.3f}, compiled {g_on:.3f}, "
-            f"ratio x{g_off / g_on:.3f}"
+            f"geo-mean CPU ms per report ({what}, min of {a.pairs}): {names[0]} {g_off:.3f}, "
+            f"{names[1]} {g_on:.3f}, ratio x{g_off / g_on:.3f}"
         )
     if differ:
         print(f"results differ: {', '.join(differ)}")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"pairs": a.pairs, "summary": summary, "queries": res}, indent=1))
+    Path(a.out).write_text(
+        json.dumps({"pairs": a.pairs, "versus": a.versus, "summary": summary, "queries": res}, indent=1)
+    )
     print(f"raw figures: {a.out}")
     return 1 if differ else 0
 

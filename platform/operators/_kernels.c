@@ -509,12 +509,17 @@ done:
     return res;
 }
 
+/* join_chain: platform/operators/_chain.c (compiled into this extension) */
+extern PyObject *ls_join_chain(PyObject *self, PyObject *args);
+extern const char ls_join_chain_doc[];
+
 static PyMethodDef methods[] = {
     {"consolidate", consolidate, METH_VARARGS, consolidate_doc},
     {"join_small", join_small, METH_VARARGS, join_small_doc},
     {"count_merge", count_merge, METH_VARARGS, count_merge_doc},
     {"rows_merge", rows_merge, METH_VARARGS, rows_merge_doc},
     {"probe_sorted", probe_sorted, METH_VARARGS, probe_sorted_doc},
+    {"join_chain", ls_join_chain, METH_VARARGS, ls_join_chain_doc},
     {NULL, NULL, 0, NULL},
 };
 

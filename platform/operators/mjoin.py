@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from linkstream.operators import chain as _chain
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, concat, consolidate, cross_product
 from linkstream.operators.evaluate import Evaluator
@@ -374,50 +375,79 @@ class MJoinOperator(Operator):
         hit = cache.get(comp)
         if hit is not None and hit[1] == versions and all(a is b for a, b in zip(hit[0], rels)):
             return hit[2]
-        first = min(comp, key=lambda k: len(state[k]))
-        remaining = [k for k in comp if k != first]
-        # its parts as they are (join is bilinear): reading ``rows`` would merge them
-        cur = state[first].contents()
-        bound = set(cur.vars) & self.children[first].certain
-        done: set[int] = set()
-        cvars = self._child_vars()
-        if self.filters:
-            cur = self._apply_filters(cur, done, bound)
-        while remaining and len(cur):
-            cv = cur.vars
-            pool = [j for j in remaining if not cvars[j].isdisjoint(cv)] or remaining
-            j = pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
-            if (
-                len(remaining) > 1
-                and len(state[j]) > REST_FANOUT * len(cur)
-                and self._fanout(j, cv) > REST_FANOUT
-                and len(rest_comps := self._components(remaining)) == 1
-            ):
-                # as in :meth:`_probe`: the rest joined on its own, not blown up through j
-                rest = self._component_relation(rest_comps[0])
-                if rest is not None:
-                    rel, applied, comp_bound = rest
-                    cur = rel.join(cur)
-                    done |= applied
-                    bound |= comp_bound
-                    if self.filters:
-                        cur = self._apply_filters(cur, done, bound)
-                    remaining = []
-                    break
-            remaining.remove(j)
-            cur = state[j].join(cur)
-            bound |= self.children[j].certain
+        res = _chain.component_join(self, comp, REST_FANOUT) if _chain.in_use() else None
+        if res is None:
+            first = min(comp, key=lambda k: len(state[k]))
+            # its parts as they are (join is bilinear): reading ``rows`` would merge them
+            cur = state[first].contents()
+            bound = set(cur.vars) & self.children[first].certain
+            done: set[int] = set()
             if self.filters:
                 cur = self._apply_filters(cur, done, bound)
+            res = self.join_rest(comp, cur, [k for k in comp if k != first], bound, done)
+        cache[comp] = (rels, versions, res)
+        return res
+
+    def join_rest(
+        self, comp: tuple[int, ...], cur: Batch, remaining: list[int], bound: set[str], done: set[int]
+    ) -> tuple[Batch, set[int], set[str]]:
+        """:meth:`_component_join` from a partial result ``cur`` of inputs ``comp`` (the
+        inputs ``remaining`` still to join, the variables ``bound`` and the filters ``done``
+        so far; the last three are updated)."""
+        while remaining and len(cur):
+            j = self.next_input(cur, remaining)
+            cur, finished = self.join_step(j, cur, remaining, bound, done)
+            if finished:
+                break
+        return self.component_result(comp, cur, remaining, bound, done)
+
+    def next_input(self, cur: Batch, remaining: list[int]) -> int:
+        """The input :meth:`_component_join` joins next with ``cur``: the smallest of
+        ``remaining`` sharing a variable with it (else the smallest; the first on ties)."""
+        cv, cvars, state = cur.vars, self._child_vars(), self.state
+        pool = [j for j in remaining if not cvars[j].isdisjoint(cv)] or remaining
+        return pool[0] if len(pool) == 1 else min(pool, key=lambda k: len(state[k]))
+
+    def join_step(
+        self, j: int, cur: Batch, remaining: list[int], bound: set[str], done: set[int]
+    ) -> tuple[Batch, bool]:
+        """One step of :meth:`join_rest`: ``cur`` joined with input ``j`` (``remaining``,
+        ``bound`` and ``done`` updated), and whether that joined every remaining input."""
+        state = self.state
+        if (
+            len(remaining) > 1
+            and len(state[j]) > REST_FANOUT * len(cur)
+            and self._fanout(j, cur.vars) > REST_FANOUT
+            and len(rest_comps := self._components(remaining)) == 1
+        ):
+            # as in :meth:`_probe`: the rest joined on its own, not blown up through j
+            rest = self._component_relation(rest_comps[0])
+            if rest is not None:
+                rel, applied, comp_bound = rest
+                cur = rel.join(cur)
+                done |= applied
+                bound |= comp_bound
+                if self.filters:
+                    cur = self._apply_filters(cur, done, bound)
+                remaining.clear()
+                return cur, True
+        remaining.remove(j)
+        cur = state[j].join(cur)
+        bound |= self.children[j].certain
+        if self.filters:
+            cur = self._apply_filters(cur, done, bound)
+        return cur, False
+
+    def component_result(
+        self, comp: tuple[int, ...], cur: Batch, remaining: list[int], bound: set[str], done: set[int]
+    ) -> tuple[Batch, set[int], set[str]]:
         if remaining or not len(cur):  # the join became empty: keep every variable
             vs: tuple[str, ...] = ()
             for j in comp:
                 vs = union_vars(vs, self.children[j].vars)
                 bound |= self.children[j].certain
             cur = Batch.empty(vs)
-        res = (cur, done, bound)
-        cache[comp] = (rels, versions, res)
-        return res
+        return cur, done, bound
 
     def config_key(self) -> object:
         return tuple(f for f, _ in self.filters)

@@ -353,6 +353,11 @@ class Relation:
                 rows = consolidate(delta)
             elif nb:  # (the common case: one merge when the delta is consolidated)
                 got = _batch.merge_sorted(base, delta) if vs else None
+                if got is None and vs and nd > 1 and _batch._native is not None:
+                    # (a delta in any order -- a join's input changes, applied as they
+                    # came: consolidated on its own, a few rows, then merged)
+                    cd = consolidate(delta)
+                    got = _batch.merge_sorted(base, cd) if len(cd) else (base, EMPTY_I64)
                 if got is not None:
                     rows = got[0]
                 else:

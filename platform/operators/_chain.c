@@ -1,0 +1,491 @@
+/* The compiled component join of linkstream.operators.chain (``_kernels.join_chain``).
+ *
+ * Compiled into the extension ``linkstream.operators._kernels`` with _kernels.c (which
+ * lists it among its methods); the same conventions: numpy arrays through the buffer
+ * protocol, no numpy headers, no reference kept to a buffer after the call.  Its outputs
+ * are new bytearrays (the result's size is known only at the end).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+
+/* a growable int64 array (PyMem) */
+typedef struct {
+    int64_t *a;
+    Py_ssize_t n, cap;
+} vec64;
+
+static int
+vec_push2(vec64 *v, int64_t x, int64_t y)
+{
+    if (v->n + 2 > v->cap) {
+        Py_ssize_t cap = v->cap ? 2 * v->cap : 256;
+        int64_t *a = PyMem_Realloc(v->a, (size_t)cap * sizeof(int64_t));
+        if (!a) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        v->a = a;
+        v->cap = cap;
+    }
+    v->a[v->n++] = x;
+    v->a[v->n++] = y;
+    return 0;
+}
+
+#define CHAIN_MAX_INPUTS 64
+#define CHAIN_MAX_PARTS 2
+#define CHAIN_MAX_VARS 63
+/* a step of at most this many candidate pairs compares them all; above, a hash table on
+ * the input part's key columns */
+#define CHAIN_NESTED_PAIRS 1024
+/* an input of more rows is joined by the caller (status 2) */
+#define CHAIN_BIG_INPUT 2048
+
+typedef struct {
+    Py_buffer cols, counts;
+    Py_ssize_t m;
+    int held;
+} chain_part;
+
+typedef struct {
+    int nv;
+    int vids[CHAIN_MAX_VARS];
+    uint64_t vmask, certain;
+    int nparts;
+    chain_part parts[CHAIN_MAX_PARTS];
+    Py_ssize_t size;
+} chain_input;
+
+/* the current table: (k, n) column-major, PyMem-owned */
+typedef struct {
+    int k;
+    int vids[CHAIN_MAX_VARS];
+    uint64_t vmask;
+    Py_ssize_t n;
+    int64_t *cols, *counts;
+} chain_table;
+
+static void
+table_free(chain_table *t)
+{
+    PyMem_Free(t->cols);
+    PyMem_Free(t->counts);
+    t->cols = t->counts = NULL;
+}
+
+/* a buffer of an int64 C-contiguous array of exactly items int64; 1 ok, 0 not usable (no
+ * error set), -1 error */
+static int
+get_i64(PyObject *o, Py_buffer *b, Py_ssize_t items)
+{
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (b->itemsize != 8 || (strcmp(f, "l") && strcmp(f, "q")) || b->len != items * 8) {
+        PyBuffer_Release(b);
+        return 0;
+    }
+    return 1;
+}
+
+static int
+popcount64(uint64_t x)
+{
+    int c = 0;
+    while (x) {
+        x &= x - 1;
+        c++;
+    }
+    return c;
+}
+
+static uint64_t
+mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* cur joined with input in (every shared value bound on both sides, checked by the
+ * caller): per part, the pairs (i, j) of equal shared values, i ascending then j
+ * ascending; the probe's columns then the input's own ones.  Replaces *cur. */
+static int
+chain_join(chain_table *cur, const chain_input *in, const int *p_idx, const int *r_idx, int ks,
+           const int *extra, int ke, vec64 *pairs)
+{
+    const Py_ssize_t n = cur->n;
+    Py_ssize_t starts[CHAIN_MAX_PARTS + 1];
+    pairs->n = 0;
+    for (int p = 0; p < in->nparts; p++) {
+        starts[p] = pairs->n / 2;
+        const chain_part *pt = &in->parts[p];
+        const Py_ssize_t m = pt->m;
+        const int64_t *rc = (const int64_t *)pt->cols.buf;
+        if (n * m <= CHAIN_NESTED_PAIRS || ks == 0) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    int r = 0;
+                    while (r < ks && cur->cols[p_idx[r] * n + i] == rc[r_idx[r] * m + j])
+                        r++;
+                    if (r == ks && vec_push2(pairs, i, j) < 0)
+                        return -1;
+                }
+        } else {
+            Py_ssize_t size = 16;
+            while (size < 2 * m)
+                size *= 2;
+            Py_ssize_t *head = PyMem_Malloc((size_t)(size + m) * sizeof(Py_ssize_t));
+            if (!head) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            Py_ssize_t *next = head + size;
+            for (Py_ssize_t h = 0; h < size; h++)
+                head[h] = -1;
+            for (Py_ssize_t j = m - 1; j >= 0; j--) {
+                uint64_t h = 0;
+                for (int r = 0; r < ks; r++)
+                    h = mix64(h ^ (uint64_t)rc[r_idx[r] * m + j]);
+                h &= (uint64_t)(size - 1);
+                next[j] = head[h];
+                head[h] = j;
+            }
+            for (Py_ssize_t i = 0; i < n; i++) {
+                uint64_t h = 0;
+                for (int r = 0; r < ks; r++)
+                    h = mix64(h ^ (uint64_t)cur->cols[p_idx[r] * n + i]);
+                h &= (uint64_t)(size - 1);
+                for (Py_ssize_t j = head[h]; j >= 0; j = next[j]) {
+                    int r = 0;
+                    while (r < ks && cur->cols[p_idx[r] * n + i] == rc[r_idx[r] * m + j])
+                        r++;
+                    if (r == ks && vec_push2(pairs, i, j) < 0) {
+                        PyMem_Free(head);
+                        return -1;
+                    }
+                }
+            }
+            PyMem_Free(head);
+        }
+    }
+    starts[in->nparts] = pairs->n / 2;
+    const Py_ssize_t t = pairs->n / 2;
+    const int ko = cur->k + ke;
+    int64_t *cols = PyMem_Malloc((size_t)(ko * t + 1) * sizeof(int64_t));
+    int64_t *counts = PyMem_Malloc((size_t)(t + 1) * sizeof(int64_t));
+    if (!cols || !counts) {
+        PyMem_Free(cols);
+        PyMem_Free(counts);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int p = 0; p < in->nparts; p++) {
+        const chain_part *pt = &in->parts[p];
+        const Py_ssize_t m = pt->m;
+        const int64_t *rc = (const int64_t *)pt->cols.buf, *rn = (const int64_t *)pt->counts.buf;
+        for (Py_ssize_t q = starts[p]; q < starts[p + 1]; q++) {
+            const Py_ssize_t i = pairs->a[2 * q], j = pairs->a[2 * q + 1];
+            for (int c = 0; c < cur->k; c++)
+                cols[c * t + q] = cur->cols[c * n + i];
+            for (int c = 0; c < ke; c++)
+                cols[(cur->k + c) * t + q] = rc[extra[c] * m + j];
+            counts[q] = cur->counts[i] * rn[j];
+        }
+    }
+    table_free(cur);
+    cur->cols = cols;
+    cur->counts = counts;
+    cur->n = t;
+    for (int c = 0; c < ke; c++) {
+        cur->vids[cur->k + c] = in->vids[extra[c]];
+        cur->vmask |= (uint64_t)1 << in->vids[extra[c]];
+    }
+    cur->k = ko;
+    return 0;
+}
+
+enum { CHAIN_DONE = 0, CHAIN_FILTER = 1, CHAIN_STEP = 2, CHAIN_UNUSABLE = 3 };
+
+const char ls_join_chain_doc[] =
+"join_chain(inputs, fmasks, cur, cur_vars, bound, remaining, fdone, rest_fanout) -> tuple\n\n"
+"The join of a connected component of a multiway join's inputs, in the order and with the\n"
+"stops of MJoinOperator._component_join (linkstream.operators.chain has the Python\n"
+"meaning).  ``inputs``: per input, (var ids, certain-variables mask, parts), parts a tuple\n"
+"of its non-empty parts' (cols (k, m) int64, counts (m,) int64).  ``fmasks``: per filter,\n"
+"the mask of its variables.  ``cur``: None (start from the smallest remaining input) or\n"
+"(cols, counts) over ``cur_vars``.  ``bound``, ``remaining`` (inputs, by position) and\n"
+"``fdone`` (filters) are bit masks.  Joins while the partial result is not empty: the next\n"
+"input is the smallest remaining one sharing a variable with it (else the smallest), and\n"
+"the rows of each step are the pairs of equal shared values, probe row ascending, then the\n"
+"input's part, then its row.  Returns (status, j, cols, counts, n, cur_vars, bound,\n"
+"remaining, fdone), cols and counts as bytearrays of the (k, n) int64 table and its\n"
+"counts, and status 0 (done: every input joined, or the result empty), 1 (a filter not in\n"
+"fdone reads only bound variables: apply it), 2 (input j is next and is large next to the\n"
+"partial result or has more than 2,048 rows, or a shared value is unbound: the caller does\n"
+"that step) or 3 (an\n"
+"argument it does not read, nothing done).";
+
+PyObject *
+ls_join_chain(PyObject *self, PyObject *args)
+{
+    PyObject *inputs, *fmasks_o, *cur_o, *cur_vars_o;
+    unsigned long long bound_a, rem_a, fdone_a;
+    Py_ssize_t rest_fanout;
+    if (!PyArg_ParseTuple(args, "O!O!OOKKKn", &PyTuple_Type, &inputs, &PyTuple_Type, &fmasks_o, &cur_o,
+                          &cur_vars_o, &bound_a, &rem_a, &fdone_a, &rest_fanout))
+        return NULL;
+    uint64_t bound = bound_a, remaining = rem_a, fdone = fdone_a;
+    PyObject *res = NULL;
+    int status = CHAIN_UNUSABLE, nj = -1;
+    const Py_ssize_t nin = PyTuple_GET_SIZE(inputs), nf = PyTuple_GET_SIZE(fmasks_o);
+    chain_input *ins = NULL;
+    uint64_t fm[64];
+    chain_table cur = {0};
+    vec64 pairs = {0};
+    Py_buffer ccb, cnb;
+    int cur_held = 0;
+    if (nin < 1 || nin > CHAIN_MAX_INPUTS || nf > 64)
+        goto unusable;
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        fm[f] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(fmasks_o, f));
+        if (fm[f] == (uint64_t)-1 && PyErr_Occurred())
+            goto done;
+    }
+    ins = PyMem_Calloc((size_t)nin, sizeof(chain_input));
+    if (!ins) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t x = 0; x < nin; x++) {
+        PyObject *t = PyTuple_GET_ITEM(inputs, x);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3)
+            goto unusable;
+        PyObject *vs = PyTuple_GET_ITEM(t, 0), *ps = PyTuple_GET_ITEM(t, 2);
+        chain_input *in = &ins[x];
+        if (!PyTuple_Check(vs) || !PyTuple_Check(ps) || PyTuple_GET_SIZE(vs) > CHAIN_MAX_VARS ||
+            PyTuple_GET_SIZE(ps) > CHAIN_MAX_PARTS)
+            goto unusable;
+        in->certain = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 1));
+        if (in->certain == (uint64_t)-1 && PyErr_Occurred())
+            goto done;
+        in->nv = (int)PyTuple_GET_SIZE(vs);
+        for (int v = 0; v < in->nv; v++) {
+            long id = PyLong_AsLong(PyTuple_GET_ITEM(vs, v));
+            if (id < 0 || id >= CHAIN_MAX_VARS) {
+                PyErr_Clear();
+                goto unusable;
+            }
+            in->vids[v] = (int)id;
+            in->vmask |= (uint64_t)1 << id;
+        }
+        for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(ps); p++) {
+            PyObject *pp = PyTuple_GET_ITEM(ps, p);
+            if (!PyTuple_Check(pp) || PyTuple_GET_SIZE(pp) != 2)
+                goto unusable;
+            chain_part *pt = &in->parts[in->nparts];
+            PyObject *cn = PyTuple_GET_ITEM(pp, 1);
+            Py_ssize_t m = PyObject_Length(cn);
+            if (m < 0) {
+                PyErr_Clear();
+                goto unusable;
+            }
+            if (get_i64(cn, &pt->counts, m) != 1)
+                goto unusable;
+            if (get_i64(PyTuple_GET_ITEM(pp, 0), &pt->cols, in->nv * m) != 1) {
+                PyBuffer_Release(&pt->counts);
+                goto unusable;
+            }
+            pt->m = m;
+            pt->held = 1;
+            in->nparts++;
+            in->size += m;
+        }
+    }
+    /* the partial result to start from */
+    if (cur_o == Py_None) {
+        int first = -1;
+        for (int x = 0; x < nin; x++)
+            if ((remaining >> x & 1) && (first < 0 || ins[x].size < ins[first].size))
+                first = x;
+        if (first < 0)
+            goto unusable;
+        const chain_input *in = &ins[first];
+        cur.k = in->nv;
+        memcpy(cur.vids, in->vids, sizeof(int) * (size_t)in->nv);
+        cur.vmask = in->vmask;
+        cur.n = in->size;
+        cur.cols = PyMem_Malloc((size_t)(cur.k * cur.n + 1) * sizeof(int64_t));
+        cur.counts = PyMem_Malloc((size_t)(cur.n + 1) * sizeof(int64_t));
+        if (!cur.cols || !cur.counts) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t at = 0;
+        for (int p = 0; p < in->nparts; p++) {
+            const chain_part *pt = &in->parts[p];
+            const int64_t *pc = (const int64_t *)pt->cols.buf;
+            for (int c = 0; c < cur.k; c++)
+                memcpy(cur.cols + c * cur.n + at, pc + c * pt->m, (size_t)pt->m * sizeof(int64_t));
+            memcpy(cur.counts + at, pt->counts.buf, (size_t)pt->m * sizeof(int64_t));
+            at += pt->m;
+        }
+        remaining &= ~((uint64_t)1 << first);
+        bound = in->vmask & in->certain;
+    } else {
+        if (!PyTuple_Check(cur_o) || PyTuple_GET_SIZE(cur_o) != 2 || !PyTuple_Check(cur_vars_o) ||
+            PyTuple_GET_SIZE(cur_vars_o) > CHAIN_MAX_VARS)
+            goto unusable;
+        cur.k = (int)PyTuple_GET_SIZE(cur_vars_o);
+        for (int v = 0; v < cur.k; v++) {
+            long id = PyLong_AsLong(PyTuple_GET_ITEM(cur_vars_o, v));
+            if (id < 0 || id >= CHAIN_MAX_VARS) {
+                PyErr_Clear();
+                goto unusable;
+            }
+            cur.vids[v] = (int)id;
+            cur.vmask |= (uint64_t)1 << id;
+        }
+        PyObject *cn = PyTuple_GET_ITEM(cur_o, 1);
+        Py_ssize_t n = PyObject_Length(cn);
+        if (n < 0) {
+            PyErr_Clear();
+            goto unusable;
+        }
+        if (get_i64(cn, &cnb, n) != 1)
+            goto unusable;
+        if (get_i64(PyTuple_GET_ITEM(cur_o, 0), &ccb, cur.k * n) != 1) {
+            PyBuffer_Release(&cnb);
+            goto unusable;
+        }
+        cur_held = 1;
+        cur.n = n;
+        cur.cols = PyMem_Malloc((size_t)(cur.k * n + 1) * sizeof(int64_t));
+        cur.counts = PyMem_Malloc((size_t)(n + 1) * sizeof(int64_t));
+        if (!cur.cols || !cur.counts) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(cur.cols, ccb.buf, (size_t)(cur.k * n) * sizeof(int64_t));
+        memcpy(cur.counts, cnb.buf, (size_t)n * sizeof(int64_t));
+    }
+    status = CHAIN_DONE;
+    for (;;) {
+        /* filters that read only bound variables (marked done at once on an empty result) */
+        uint64_t ready = 0;
+        for (Py_ssize_t f = 0; f < nf; f++)
+            if (!(fdone >> f & 1) && (fm[f] & ~bound) == 0)
+                ready |= (uint64_t)1 << f;
+        if (ready) {
+            if (cur.n) {
+                status = CHAIN_FILTER;
+                break;
+            }
+            fdone |= ready;
+        }
+        if (!remaining || !cur.n)
+            break;
+        uint64_t pool = 0;
+        for (int x = 0; x < nin; x++)
+            if ((remaining >> x & 1) && (ins[x].vmask & cur.vmask))
+                pool |= (uint64_t)1 << x;
+        if (!pool)
+            pool = remaining;
+        int j = -1;
+        for (int x = 0; x < nin; x++)
+            if ((pool >> x & 1) && (j < 0 || ins[x].size < ins[j].size))
+                j = x;
+        const chain_input *in = &ins[j];
+        /* (a large input: the caller's relation keeps a sorted key index for it, which a
+         * hash table built here at every call would not beat) */
+        if ((popcount64(remaining) > 1 && in->size > rest_fanout * cur.n) || in->size > CHAIN_BIG_INPUT) {
+            status = CHAIN_STEP;
+            nj = j;
+            break;
+        }
+        int p_idx[CHAIN_MAX_VARS], r_idx[CHAIN_MAX_VARS], extra[CHAIN_MAX_VARS], ks = 0, ke = 0;
+        for (int c = 0; c < cur.k; c++)
+            for (int v = 0; v < in->nv; v++)
+                if (in->vids[v] == cur.vids[c]) {
+                    p_idx[ks] = c;
+                    r_idx[ks++] = v;
+                }
+        for (int v = 0; v < in->nv; v++)
+            if (!(cur.vmask >> in->vids[v] & 1))
+                extra[ke++] = v;
+        int unbound = 0;
+        for (int r = 0; r < ks && !unbound; r++) {
+            const int64_t *col = cur.cols + p_idx[r] * cur.n;
+            for (Py_ssize_t i = 0; i < cur.n; i++)
+                if (!col[i]) {
+                    unbound = 1;
+                    break;
+                }
+            for (int p = 0; p < in->nparts && !unbound; p++) {
+                const Py_ssize_t m = in->parts[p].m;
+                const int64_t *rc = (const int64_t *)in->parts[p].cols.buf + r_idx[r] * m;
+                for (Py_ssize_t i = 0; i < m; i++)
+                    if (!rc[i]) {
+                        unbound = 1;
+                        break;
+                    }
+            }
+        }
+        if (unbound) {
+            status = CHAIN_STEP;
+            nj = j;
+            break;
+        }
+        if (chain_join(&cur, in, p_idx, r_idx, ks, extra, ke, &pairs) < 0)
+            goto done;
+        remaining &= ~((uint64_t)1 << j);
+        bound |= in->certain;
+    }
+    {
+        PyObject *cb = PyByteArray_FromStringAndSize((const char *)cur.cols,
+                                                     (Py_ssize_t)(cur.k * cur.n) * (Py_ssize_t)sizeof(int64_t));
+        PyObject *nb2 = PyByteArray_FromStringAndSize((const char *)cur.counts,
+                                                      cur.n * (Py_ssize_t)sizeof(int64_t));
+        PyObject *vt = PyTuple_New(cur.k);
+        if (!cb || !nb2 || !vt) {
+            Py_XDECREF(cb);
+            Py_XDECREF(nb2);
+            Py_XDECREF(vt);
+            goto done;
+        }
+        for (int c = 0; c < cur.k; c++)
+            PyTuple_SET_ITEM(vt, c, PyLong_FromLong(cur.vids[c]));
+        res = Py_BuildValue("(iiNNnNKKK)", status, nj, cb, nb2, cur.n, vt, (unsigned long long)bound,
+                            (unsigned long long)remaining, (unsigned long long)fdone);
+    }
+    goto done;
+unusable:
+    PyErr_Clear();
+    res = Py_BuildValue("(iiOOnOKKK)", CHAIN_UNUSABLE, -1, Py_None, Py_None, (Py_ssize_t)0, Py_None,
+                        bound_a, rem_a, fdone_a);
+done:
+    if (ins) {
+        for (Py_ssize_t x = 0; x < nin; x++)
+            for (int p = 0; p < ins[x].nparts; p++)
+                if (ins[x].parts[p].held) {
+                    PyBuffer_Release(&ins[x].parts[p].cols);
+                    PyBuffer_Release(&ins[x].parts[p].counts);
+                }
+        PyMem_Free(ins);
+    }
+    if (cur_held) {
+        PyBuffer_Release(&ccb);
+        PyBuffer_Release(&cnb);
+    }
+    table_free(&cur);
+    PyMem_Free(pairs.a);
+    return res;
+}
