@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 
@@ -49,6 +50,8 @@ class Migration:
             (whether it restored or, on a plan mismatch, rebuilt it, its
             ``linkstream_state_migrations_total{direction="in"}`` metric tells).
         error: Why no state was shipped, if none was.
+        unit: The state shipped is the router unit of the shared joins' routers the query
+            reads (a routed query), not the query's own operators'.
     """
 
     query: str
@@ -59,6 +62,7 @@ class Migration:
     rows: int
     shipped: bool
     error: str = ""
+    unit: bool = False
 
 
 @dataclass
@@ -152,9 +156,12 @@ class Handovers:
                 error = "no live source" if p.src is None else f"no state from {p.src} in {self.timeout:g}s"
                 state = State(self.run, p.src or "", p.query, p.dst, seq, [], error)
             nbytes = sum(memoryview(f).nbytes for f in state.frames[1:])
-            rows = _rows(state)
+            header = _header(state)
+            rows = header.get("rows", 0)
+            rows = rows if isinstance(rows, int) else 0
             self.fanout.send(p.dst, encode(state))
-            out.append(Migration(p.query, p.src, p.dst, seq, nbytes, rows, False, state.error))
+            unit = header.get("unit") == "router"
+            out.append(Migration(p.query, p.src, p.dst, seq, nbytes, rows, False, state.error, unit))
         while time.monotonic() < deadline:
             if all(is_ready(m.query, m.dst) or self.is_dead(m.dst) for m in out):
                 break
@@ -162,28 +169,28 @@ class Handovers:
         done = []
         for m in out:
             shipped = m.bytes > 0 and not m.error and is_ready(m.query, m.dst)
-            done.append(Migration(m.query, m.src, m.dst, m.seq, m.bytes, m.rows, shipped, m.error))
+            done.append(Migration(m.query, m.src, m.dst, m.seq, m.bytes, m.rows, shipped, m.error, m.unit))
             logger.info(
-                "driver: %s moved %s -> %s after tick %d (%d rows, %d bytes of state%s)",
+                "driver: %s moved %s -> %s after tick %d (%d rows, %d bytes of %s%s)",
                 m.query,
                 m.src,
                 m.dst,
                 seq,
                 m.rows,
                 m.bytes,
+                "its router unit" if m.unit else "state",
                 f"; {m.error}" if m.error else "",
             )
         self.done.extend(done)
         return done
 
 
-def _rows(state: State) -> int:
-    """The row count a snapshot's header states (0 when there is none)."""
+def _header(state: State) -> dict[str, Any]:
+    """A snapshot's header (empty when there is none)."""
     if not state.frames:
-        return 0
+        return {}
     try:
         header = msgpack.unpackb(bytes(memoryview(state.frames[0])), raw=False)
     except (ValueError, TypeError, msgpack.UnpackException):
-        return 0
-    rows = header.get("rows", 0) if isinstance(header, dict) else 0
-    return rows if isinstance(rows, int) else 0
+        return {}
+    return header if isinstance(header, dict) else {}

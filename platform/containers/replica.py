@@ -47,7 +47,12 @@ from linkstream.containers.remotestatic import RemoteStatics
 from linkstream.containers.staticcache import keep_only, load_static
 from linkstream.engine.embedded import Engine, RegisteredQuery
 from linkstream.operators.router import RouterOperator
-from linkstream.operators.shared_state import restore_query_units, routers_of, snapshot_routers
+from linkstream.operators.shared_state import (
+    restore_query_units,
+    restore_routers,
+    routers_of,
+    snapshot_routers,
+)
 from linkstream.operators.state import QueryState, StateError, restore_query, snapshot_query
 from linkstream.query.continuous import ContinuousQuery, parse_continuous
 from linkstream.scheduler.runs import RunSpec
@@ -171,6 +176,9 @@ class RunReplica:
         self._deferred: dict[str, ContinuousQuery] | None = None
         #: queries planned since the last tick and not restored: their operators are fresh
         self._unticked: set[str] = set()
+        #: routers (by ``id``; held, so no other takes the id) a live migration's unit restored
+        #: since the last tick
+        self._moved_routers: dict[int, RouterOperator] = {}
         self.ticks = 0
         self.triples = 0
         self.apply_seconds = 0.0
@@ -400,18 +408,7 @@ class RunReplica:
         if state is None:
             self.register(name, text)
             return False
-        if self._deferred is None:
-            # a replica that ticked already: only the queries planned since its last tick
-            # hold fresh operators (a task rebuilt just before this one moved in)
-            fresh = list(self.engine.queries) if self.last_c is None else sorted(self._unticked)
-            if self.last_c is None or fresh:
-                aside: dict[str, ContinuousQuery] = {}
-                for held in fresh:
-                    if held in self.engine.queries:
-                        aside[held] = self.engine.queries[held].cq
-                        self.engine.unregister(held)
-                self._deferred = aside
-                self._unticked.clear()
+        self._set_aside()
         deferred, self._deferred = self._deferred, None
         if deferred is not None:
             deferred.pop(name, None)
@@ -431,6 +428,75 @@ class RunReplica:
             self.unregister(name)
             self.register(name, text)
             return False
+
+    def _set_aside(self) -> None:
+        """Sets the queries with fresh operators aside until the next tick (before a restore:
+        see :meth:`register_restored`)."""
+        if self._deferred is None:
+            # a replica that ticked already: only the queries planned since its last tick
+            # hold fresh operators (a task rebuilt just before this one moved in)
+            fresh = list(self.engine.queries) if self.last_c is None else sorted(self._unticked)
+            if self.last_c is None or fresh:
+                aside: dict[str, ContinuousQuery] = {}
+                for held in fresh:
+                    if held in self.engine.queries:
+                        aside[held] = self.engine.queries[held].cq
+                        self.engine.unregister(held)
+                self._deferred = aside
+                self._unticked.clear()
+
+    def snapshot_moving(self, name: str) -> QueryState:
+        """The state ``name`` moves with (a live migration): its own snapshot, or for a query
+        on shared joins' routers the unit of those routers (copied; raises ``StateError``)."""
+        try:
+            return self.snapshot(name)
+        except StateError as exc:
+            try:
+                routers = self.routed(name)
+            except StateError:
+                raise exc from None
+        st = self.router_state(routers)
+        st.header["queries"] = [name]
+        return st
+
+    def register_routed(self, name: str, text: str, state: QueryState) -> str:
+        """Registers ``name``, moved here live with the router unit ``state`` of the routers it
+        reads (snapshotted after this replica's last tick), and restores the unit into the
+        routers planned for it here; returns why it was not restored ("": restored).
+
+        Only routers planned since the last tick take a unit (a router running here already
+        serves the query as a new subscriber, from its own rows); a router not restored is
+        built from the stream buffers by the next tick, as before.  Restored, the query's
+        routers, shared joins and windows are at the last tick's report time like everything
+        else here; what is above its routes is built by the next tick (as for a new
+        subscriber of a running router)."""
+        c = self.last_c if self.last_c is not None else state.header.get("c")
+        self._set_aside()  # the operators it shares with the queries here are at c
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            deferred.pop(name, None)
+        try:
+            self.register(name, text)
+        finally:
+            self._deferred = deferred
+        try:
+            routers = routers_of(self.engine.queries[name].root)
+        except StateError as exc:
+            return f"not routed here: {exc}"
+        # a router restored for another query moved here since the last tick holds the unit
+        rest = [r for r in routers if id(r) not in self._moved_routers]
+        try:
+            errors = restore_routers(self.engine, [(rest, state)], c, self.last_c is not None) if rest else {}  # type: ignore[arg-type]  # a snapshot header carries its c
+        except Exception as exc:  # noqa: BLE001 - partly restored: plan it again
+            logger.error("restoring the router unit of %s failed: %s: %s", name, type(exc).__name__, exc)
+            self.unregister(name)
+            self.register(name, text)
+            return f"{type(exc).__name__}: {exc}"
+        self._moved_routers.update((id(r), r) for r in rest if id(r) not in errors)
+        why = next((errors[id(r)] for r in rest if id(r) in errors), "")
+        if not why:  # its operators under the routes hold the cut's state (those above no
+            self._unticked.discard(name)  # restored query can share: they read a route)
+        return why
 
     def routed(self, name: str) -> list[RouterOperator]:
         """The routers a routed query reads (raises ``StateError``: none, or not only routed)."""
@@ -522,6 +588,7 @@ class RunReplica:
         missing = [n for n in answer if n not in self.engine.queries]
         lines = self.engine.tick(c, names)
         self._unticked.clear()
+        self._moved_routers.clear()
         self.last_seq = seq
         self.last_c = c
         self.ticks += 1

@@ -22,6 +22,7 @@ from kazoo.exceptions import KazooException
 from linkstream.containers.protocol import Failed, Handover, Message, Ready, State
 from linkstream.containers.replica import RunReplica
 from linkstream.metrics import ContainerMetrics
+from linkstream.operators.shared_state import UNIT
 from linkstream.operators.state import decode_state, encode_state
 from linkstream.scheduler.assignment import Assignment, AssignmentTable
 from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
@@ -90,16 +91,17 @@ class StateMigration:
         else:
             try:
                 t0 = time.perf_counter()
-                state = replica.snapshot(message.query)
+                state = replica.snapshot_moving(message.query)  # a routed query: its routers' unit
                 frames = encode_state(state)
                 m = self.metrics
                 m.migrations.labels("out").inc()
                 m.migrated_bytes.labels("out").inc(state.nbytes)
                 m.migrated_rows.labels("out").inc(state.rows)
                 logger.info(
-                    "%s: snapshot of %s for %s: %d rows, %d bytes in %.3fs",
+                    "%s: snapshot of %s%s for %s: %d rows, %d bytes in %.3fs",
                     self.id,
                     message.query,
+                    " (its router unit)" if state.header.get("unit") == UNIT else "",
                     message.dst,
                     state.rows,
                     state.nbytes,
@@ -142,10 +144,17 @@ class StateMigration:
                 state = decode_state(message.frames)
             except Exception as exc:  # StateError or worse: rebuild
                 logger.warning("%s: malformed state of %s: %s", self.id, name, exc)
+        unit = state is not None and state.header.get("unit") == UNIT  # a routed query's routers
+        why = ""
         try:
             text = self._texts.get(task) or self._registry.get(task).text  # type: ignore[union-attr]  # a container in a run has a registry
             self._texts[task] = text
-            restored = replica.register_restored(name, text, state)
+            if unit:
+                assert state is not None
+                why = replica.register_routed(name, text, state)
+                restored = not why
+            else:
+                restored = replica.register_restored(name, text, state)
         except (QueryNotFoundError, KazooException):
             return  # the reconcile after the next assignment event retries (as a rebuild)
         except Exception as exc:
@@ -161,17 +170,17 @@ class StateMigration:
             m.migrations.labels("in").inc()
             m.migrated_bytes.labels("in").inc(state.nbytes)
             m.migrated_rows.labels("in").inc(state.rows)
-            first = reg + 1  # the state is that of the last tick: it answers the next one
+        # A restored state is that of the last tick: the query answers the next one.  A
+        # routed query's result view is built by that tick (its unit holds what is below
+        # its routes): ISTREAM / DSTREAM answer one tick later, as when rebuilt.
+        if (restored and not unit) or replica.mode(name) == "RSTREAM":
+            first = reg + 1
         else:
-            first = reg + 1 if replica.mode(name) == "RSTREAM" else reg + 2
-        logger.info(
-            "%s: took over %s from %s (%s) after tick %d",
-            self.id,
-            name,
-            message.container,
-            "state restored" if restored else "rebuilt",
-            reg,
-        )
+            first = reg + 2
+        how = "rebuilt" + (f": {why}" if why else "")
+        if restored:
+            how = "router unit restored" if unit else "state restored"
+        logger.info("%s: took over %s from %s (%s) after tick %d", self.id, name, message.container, how, reg)
         if self._send(Ready(self._run.id, self.id, name, first)):
             slot.announced = True
         self.metrics.queries_registered.set(len(self._slots))

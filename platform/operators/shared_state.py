@@ -205,13 +205,17 @@ def _parts(header: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"fp": header.get("fp") or [], "nodes": header.get("nodes") or []}]
 
 
-def _part(engine: Any, router: RouterOperator, parts: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    """The part of a unit snapshot that is ``router``'s (by fingerprint), or why none is."""
+def _part(
+    engine: Any, router: RouterOperator, parts: list[dict[str, Any]], live: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """The part of a unit snapshot that is ``router``'s (by fingerprint), or why none is
+    (``live``: operators behind an attachment may have run, see :func:`restore_routers`)."""
     order, _ = _walk(router)
     fps = _fp(order, engine.dictionary)
     same = [p for p in parts if p.get("fp") == fps and len(p.get("nodes", ())) == len(order)]
     if router._closes is not None or any(
-        isinstance(op, TimedWindowOperator) and op.now is not None for op, _ in order
+        isinstance(op, TimedWindowOperator) and op.now is not None and not (live and behind)
+        for op, behind in order
     ):
         return "the router evaluated here already", {}
     if len(same) == 1:
@@ -349,12 +353,19 @@ def _parents(engine: Any) -> dict[int, list[Operator]]:
 
 
 def restore_routers(
-    engine: Any, units: Sequence[tuple[Sequence[RouterOperator], QueryState]], c: int
+    engine: Any, units: Sequence[tuple[Sequence[RouterOperator], QueryState]], c: int, live: bool = False
 ) -> dict[int, str]:
     """Restores the router units of ``units`` (each: routers of ``engine`` and a snapshot
     holding their parts, matched by fingerprint) into ``engine`` (before its first tick,
     which is at the snapshots' report time ``c``); returns per router (``id``) why it was
-    not restored (absent: restored).  A router listed twice is restored once."""
+    not restored (absent: restored).  A router listed twice is restored once.
+
+    ``live``: ``engine`` evaluated ``c`` already (a live migration) and the routers were
+    planned since, over operators of its running queries where they share them (behind an
+    attachment: windows, scans, latest graphs of the same streams).  Those ran to ``c``
+    here and are taken as they are (as :func:`~linkstream.operators.state.restore_query`
+    takes them), their windows checked to be at ``c``; only the operators planned for the
+    routers take the snapshot's state."""
     errors: dict[int, str] = {}
     cand: dict[
         int, tuple[RouterOperator, list[Any], list[tuple[Operator, bool]], StateReader, dict[int, int]]
@@ -369,7 +380,7 @@ def restore_routers(
             part: dict[str, Any] = {}
             err = why
             if not err:
-                err, part = _part(engine, router, parts)
+                err, part = _part(engine, router, parts, live)
             if not err and reader is None:
                 try:
                     reader = StateReader(local_ids(engine, state), c)
@@ -377,6 +388,14 @@ def restore_routers(
                     why = err = str(exc)
             ends: dict[int, int] = {}
             order = _walk(router)[0]
+            if not err and live:
+                late = [
+                    op.now
+                    for op, behind in order
+                    if behind and isinstance(op, TimedWindowOperator) and op.now != c
+                ]
+                if late:
+                    err = f"a window it shares with the queries here is at t={late[0]}, not t={c}"
             if not err:
                 assert reader is not None
                 err, ends = _rebase(order, list(part["nodes"]), reader)
@@ -393,8 +412,8 @@ def restore_routers(
             for rid, (router, _, order, _, _) in cand.items()
             if any(
                 not isinstance(p, (AttachOperator, RouteOperator)) and id(p) not in members
-                for op, _ in order
-                if op is not router
+                for op, behind in order
+                if op is not router and not (live and behind)
                 for p in parents.get(id(op), ())
             )
         ]
@@ -405,7 +424,9 @@ def restore_routers(
             del cand[rid]
     done: set[int] = set()
     for router, nodes, order, reader, ends in cand.values():
-        for (op, _), entries in zip(order, nodes):
+        for (op, behind), entries in zip(order, nodes):
+            if live and behind:
+                continue  # it ran here to c already
             if id(op) not in done:  # (an operator of two units: the same content in both)
                 # count windows' relative positions put after this buffer's window end
                 reader.shift = {v: ends[id(win)] for v, win in _positions(op, router).items()}
