@@ -71,14 +71,19 @@ class Workload:
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
     """The queries over short streams, and their embedded replay as the expectation."""
+    return build_workload(tmp_path_factory.mktemp("failover"), DELTAS)
+
+
+def build_workload(tmp: Path, extra: dict[str, str]) -> Workload:
+    """``QUERY_IDS`` and the ``extra`` queries (name -> text) over short streams, and their
+    embedded replay as the expectation."""
     shared = shared_or_skip()
     manifest = json.loads((shared / "citybench" / "manifest.json").read_text())
     base = manifest.get("base", "http://localhost/")
     by_id = {q["id"]: q for q in manifest["queries"]}
-    tmp = tmp_path_factory.mktemp("failover")
     streams: dict[str, str] = {}
     statics: dict[str | None, str] = {}
-    texts: dict[str, str] = dict(DELTAS)
+    texts: dict[str, str] = dict(extra)
     for qid in QUERY_IDS:
         q = by_id[qid]
         texts[qid] = (shared / q["query"]).read_text()
@@ -103,7 +108,7 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
     expected = tmp / "embedded.jsonl"
     assert cli_main(["replay", *args, "--out", str(expected)]) == 0
     rows = Counter(json.loads(line)["query"] for line in expected.read_text().splitlines())
-    assert {"user_istream", "parking_dstream", "csparql-Q4"} <= set(rows), rows
+    assert {*extra, "csparql-Q4"} <= set(rows), rows
     return Workload(args, queries, list(stream_files.items()), list(statics.items()), base, expected)
 
 
@@ -133,9 +138,14 @@ def lost_and_duplicated(expected: Path, got: Path) -> tuple[int, int]:
 
 
 def replay_with_a_kill(
-    workload: Workload, cluster: LocalCluster, out: Path, seed: int
+    workload: Workload,
+    cluster: LocalCluster,
+    out: Path,
+    seed: int,
+    pick: Callable[[dict[str, str]], str] | None = None,
 ) -> tuple[ClusterReplayResult, str, int]:
-    """Replays on ``cluster`` and kills a random container at a random point (seeded)."""
+    """Replays on ``cluster`` and kills a random container at a random point (seeded;
+    ``pick``: chooses the victim from the queries' answerers instead)."""
     rng = random.Random(seed)
     kill_seq = rng.randint(3, MAX_REPORTS - 10)
     delay = rng.uniform(0.0, 0.05)  # lands in the next elements' routing or the next tick
@@ -146,7 +156,8 @@ def replay_with_a_kill(
     def on_tick(seq: int, _c: int) -> None:
         if seq != kill_seq:
             return
-        victim.append(rng.choice(sorted(set(engines[0].answerers().values()))))
+        answerers = engines[0].answerers()
+        victim.append(pick(answerers) if pick is not None else rng.choice(sorted(set(answerers.values()))))
 
         def kill() -> None:
             time.sleep(delay)
