@@ -168,7 +168,8 @@ class Handovers:
             self.pump(0.02)
         done = []
         for m in out:
-            shipped = m.bytes > 0 and not m.error and is_ready(m.query, m.dst)
+            # (a unit of no router -- its routers' unit came with another query -- has no bytes)
+            shipped = (m.bytes > 0 or m.unit) and not m.error and is_ready(m.query, m.dst)
             done.append(Migration(m.query, m.src, m.dst, m.seq, m.bytes, m.rows, shipped, m.error, m.unit))
             logger.info(
                 "driver: %s moved %s -> %s after tick %d (%d rows, %d bytes of %s%s)",

@@ -179,6 +179,9 @@ class RunReplica:
         #: routers (by ``id``; held, so no other takes the id) a live migration's unit restored
         #: since the last tick
         self._moved_routers: dict[int, RouterOperator] = {}
+        #: (destination, routers' ids) -> the query whose move carried their unit since the
+        #: last tick (:meth:`snapshot_moving`; the routers are held by the queries still here)
+        self._units_sent: dict[tuple[str, tuple[int, ...]], str] = {}
         self.ticks = 0
         self.triples = 0
         self.apply_seconds = 0.0
@@ -445,9 +448,16 @@ class RunReplica:
                 self._deferred = aside
                 self._unticked.clear()
 
-    def snapshot_moving(self, name: str) -> QueryState:
-        """The state ``name`` moves with (a live migration): its own snapshot, or for a query
-        on shared joins' routers the unit of those routers (copied; raises ``StateError``)."""
+    def snapshot_moving(self, name: str, to: str = "") -> QueryState:
+        """The state ``name`` moves with to container ``to`` (a live migration): its own
+        snapshot, or for a query on shared joins' routers the unit of those routers (copied;
+        raises ``StateError``).
+
+        The unit goes once per destination and tick: another query that reads the same
+        routers and moves to the same container after the same tick gets a unit of no
+        router (header ``with``: the query that carried it), since its new container restored
+        those routers for the first one (the driver forwards the states in the order it
+        asked for them); should that restore have failed, the query is built there as before."""
         try:
             return self.snapshot(name)
         except StateError as exc:
@@ -455,7 +465,15 @@ class RunReplica:
                 routers = self.routed(name)
             except StateError:
                 raise exc from None
-        st = self.router_state(routers)
+        assert self.last_c is not None
+        key = (to, tuple(sorted(id(r) for r in routers)))
+        first = self._units_sent.get(key)
+        if first is not None:
+            st = snapshot_routers(self.engine, [], self.last_c)
+            st.header["with"] = first
+        else:
+            st = self.router_state(routers)
+            self._units_sent[key] = name
         st.header["queries"] = [name]
         return st
 
@@ -589,6 +607,7 @@ class RunReplica:
         lines = self.engine.tick(c, names)
         self._unticked.clear()
         self._moved_routers.clear()
+        self._units_sent.clear()
         self.last_seq = seq
         self.last_c = c
         self.ticks += 1

@@ -91,7 +91,9 @@ class StateMigration:
         else:
             try:
                 t0 = time.perf_counter()
-                state = replica.snapshot_moving(message.query)  # a routed query: its routers' unit
+                state = replica.snapshot_moving(
+                    message.query, message.dst
+                )  # a routed query: its routers' unit
                 frames = encode_state(state)
                 m = self.metrics
                 m.migrations.labels("out").inc()
