@@ -411,14 +411,7 @@ class RunReplica:
         if state is None:
             self.register(name, text)
             return False
-        self._set_aside()
-        deferred, self._deferred = self._deferred, None
-        if deferred is not None:
-            deferred.pop(name, None)
-        try:
-            self.register(name, text)
-        finally:
-            self._deferred = deferred
+        self._register_first(name, text)
         # A container that joined by sync has not ticked yet: the sync's tick is the
         # snapshot's (the caller checked), so the snapshot's report time is this one's.
         c = self.last_c if self.last_c is not None else state.header.get("c")
@@ -432,9 +425,9 @@ class RunReplica:
             self.register(name, text)
             return False
 
-    def _set_aside(self) -> None:
-        """Sets the queries with fresh operators aside until the next tick (before a restore:
-        see :meth:`register_restored`)."""
+    def _register_first(self, name: str, text: str) -> None:
+        """Registers ``name`` (to be restored) after setting the queries with fresh operators
+        aside until the next tick (see :meth:`register_restored`)."""
         if self._deferred is None:
             # a replica that ticked already: only the queries planned since its last tick
             # hold fresh operators (a task rebuilt just before this one moved in)
@@ -447,6 +440,13 @@ class RunReplica:
                         self.engine.unregister(held)
                 self._deferred = aside
                 self._unticked.clear()
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            deferred.pop(name, None)
+        try:
+            self.register(name, text)
+        finally:
+            self._deferred = deferred
 
     def snapshot_moving(self, name: str, to: str = "") -> QueryState:
         """The state ``name`` moves with to container ``to`` (a live migration): its own
@@ -489,14 +489,7 @@ class RunReplica:
         else here; what is above its routes is built by the next tick (as for a new
         subscriber of a running router)."""
         c = self.last_c if self.last_c is not None else state.header.get("c")
-        self._set_aside()  # the operators it shares with the queries here are at c
-        deferred, self._deferred = self._deferred, None
-        if deferred is not None:
-            deferred.pop(name, None)
-        try:
-            self.register(name, text)
-        finally:
-            self._deferred = deferred
+        self._register_first(name, text)  # the operators it shares with the queries here are at c
         try:
             routers = routers_of(self.engine.queries[name].root)
         except StateError as exc:

@@ -32,7 +32,7 @@ from linkstream.operators.state import StateError, decode_state, encode_state
 from linkstream.operators.timed_window import CountedWindowOperator
 from linkstream.scheduler.runs import RunSpec
 from tests.api.corpus import REPO_GRAPH, STREAM_A, STREAM_B, corpus_or_skip
-from tests.containers.test_restored_first import STEP, _elements, _feeder, _queries
+from tests.containers.test_restored_first import STEP, _queries, lockstep
 from tests.containers.test_restored_routers import _congestion
 
 CUT = 25  # the move: after this tick
@@ -105,20 +105,11 @@ def test_routed_queries_moved_with_their_router_units_continue_like_the_old_repl
     for name in texts:
         if name not in moved:
             new.register(name, texts[name])
-    feed = _feeder({id(r): _elements(r, corpus) for r in (old, new)})
-    steps = {n: old.engine.queries[n].steps for n in texts}
-    c0 = (min(el.t for el in corpus.elements) // STEP + 1) * STEP
-    t_end = max(el.t for el in corpus.elements) + 2 * STEP
     restored: dict[str, str] = {}
     unit_bytes = light = 0
     differ, rows_differ, lines = Counter[str](), Counter[str](), 0
-    for k, c in enumerate(range(c0, t_end, STEP), start=1):
-        due = [n for n in texts if all(c % s == 0 for s in steps[n])]
-        feed(old, c)
-        want = old.tick(k, c, due).lines
-        feed(new, c)
+    for k, c, due, want in lockstep(corpus, texts, old, new, moved, CUT):
         if k <= CUT:
-            new.tick(k, c, [n for n in due if n not in moved])
             if k < CUT:
                 continue
             # the move, between this tick and the next: each query's state from the old
@@ -133,12 +124,7 @@ def test_routed_queries_moved_with_their_router_units_continue_like_the_old_repl
                 else:
                     assert new.register_restored(n, texts[n], st), n
             assert not {n: e for n, e in restored.items() if e}, "routed queries rebuilt, not restored"
-            rows = [
-                len(op.state)
-                for n in moved_routed
-                for op in new.engine.queries[n].root.walk()
-                if isinstance(op, RouterOperator)
-            ]
+            rows = [len(_router_counts(new, n)) for n in moved_routed]
             assert rows and all(rows), "restored routers hold the old join's rows before the next tick"
             continue
         got = new.tick(k, c, due).lines

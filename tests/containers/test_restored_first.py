@@ -15,7 +15,7 @@ cut equal those of the replica that held the queries all along.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +85,33 @@ def _feeder(
             pos[id(r)] += 1
 
     return feed
+
+
+def lockstep(
+    corpus: corpus_mod.Corpus,
+    texts: dict[str, str],
+    old: RunReplica,
+    new: RunReplica,
+    moved: set[str],
+    cut: int,
+) -> Iterator[tuple[int, int, list[str], dict[str, list[str]]]]:
+    """A live migration's ticks: per report time ``c`` (the ``k``-th) the corpus's elements
+    before it go to both replicas (each in its own ids), ``old`` evaluates it (``want``: its
+    lines of the ``due`` queries) and, up to tick ``cut``, so does ``new`` without the
+    ``moved`` queries; then ``(k, c, due, want)`` is yielded (the caller moves queries after
+    tick ``cut`` and evaluates ``new`` after it)."""
+    feed = _feeder({id(r): _elements(r, corpus) for r in (old, new)})
+    steps = {n: old.engine.queries[n].steps for n in texts}
+    c0 = (min(el.t for el in corpus.elements) // STEP + 1) * STEP
+    t_end = max(el.t for el in corpus.elements) + 2 * STEP
+    for k, c in enumerate(range(c0, t_end, STEP), start=1):
+        due = [n for n in texts if all(c % s == 0 for s in steps[n])]
+        feed(old, c)
+        want = old.tick(k, c, due).lines
+        feed(new, c)
+        if k <= cut:
+            new.tick(k, c, [n for n in due if n not in moved])
+        yield k, c, due, want
 
 
 @pytest.mark.parametrize(("order", "ids"), [("sorted", "same"), ("reversed", "same"), ("sorted", "differ")])
@@ -171,20 +198,9 @@ def test_a_query_restored_next_to_one_rebuilt_since_the_last_tick(
         old.register(name, texts[name])
         if name not in moved:
             new.register(name, texts[name])
-    feeds = {id(r): _elements(r, corpus) for r in (old, new)}
-    feed = _feeder(feeds)
-
-    steps = {n: old.engine.queries[n].steps for n in texts}
-    c0 = (min(el.t for el in corpus.elements) // STEP + 1) * STEP
-    t_end = max(el.t for el in corpus.elements) + 2 * STEP
     restored, differ, lines = [], Counter[str](), 0
-    for k, c in enumerate(range(c0, t_end, STEP), start=1):
-        due = [n for n in texts if all(c % s == 0 for s in steps[n])]
-        feed(old, c)
-        want = old.tick(k, c, due).lines
-        feed(new, c)
+    for k, _c, due, want in lockstep(corpus, texts, old, new, set(moved), CUT):
         if k <= CUT:
-            new.tick(k, c, [n for n in due if n not in moved])
             for i, n in enumerate(moved if k == CUT else []):
                 snap = None
                 if i % 2:
@@ -195,7 +211,7 @@ def test_a_query_restored_next_to_one_rebuilt_since_the_last_tick(
                 if new.register_restored(n, texts[n], snap):
                     restored.append(n)
             continue
-        got = new.tick(k, c, due).lines
+        got = new.tick(k, _c, due).lines
         for n in due:
             lines += len(want.get(n, []))
             if Counter(want.get(n, [])) != Counter(got.get(n, [])):
