@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,7 +49,6 @@ from linkstream.engine.embedded import Engine, RegisteredQuery
 from linkstream.operators.router import RouterOperator
 from linkstream.operators.shared_state import (
     restore_query_units,
-    restore_routers,
     routers_of,
     snapshot_routers,
 )
@@ -115,10 +114,13 @@ class Ticked:
     Attributes:
         lines: Result lines of the due queries this container answers.
         missing: Due queries assigned to this container that it does not hold.
+        moved: Per query moved here since the last tick with its routers' unit, why the
+            unit was not restored ("": restored).
     """
 
     lines: dict[str, list[str]]
     missing: list[str]
+    moved: dict[str, str] = field(default_factory=dict)
 
 
 class RunReplica:
@@ -176,9 +178,8 @@ class RunReplica:
         self._deferred: dict[str, ContinuousQuery] | None = None
         #: queries planned since the last tick and not restored: their operators are fresh
         self._unticked: set[str] = set()
-        #: routers (by ``id``; held, so no other takes the id) a live migration's unit restored
-        #: since the last tick
-        self._moved_routers: dict[int, RouterOperator] = {}
+        #: queries moved here since the last tick with their routers' units, to restore
+        self._moving: list[tuple[str, QueryState]] = []
         #: (destination, routers' ids) -> the query whose move carried their unit since the
         #: last tick (:meth:`snapshot_moving`; the routers are held by the queries still here)
         self._units_sent: dict[tuple[str, tuple[int, ...]], str] = {}
@@ -479,35 +480,51 @@ class RunReplica:
 
     def register_routed(self, name: str, text: str, state: QueryState) -> str:
         """Registers ``name``, moved here live with the router unit ``state`` of the routers it
-        reads (snapshotted after this replica's last tick), and restores the unit into the
-        routers planned for it here; returns why it was not restored ("": restored).
-
-        Only routers planned since the last tick take a unit (a router running here already
-        serves the query as a new subscriber, from its own rows); a router not restored is
-        built from the stream buffers by the next tick, as before.  Restored, the query's
-        routers, shared joins and windows are at the last tick's report time like everything
-        else here; what is above its routes is built by the next tick (as for a new
-        subscriber of a running router)."""
-        c = self.last_c if self.last_c is not None else state.header.get("c")
+        reads (snapshotted after this replica's last tick); the unit is restored at the start
+        of the next tick (:meth:`_restore_moved`), once every query moved here meanwhile is
+        planned: their routers' windows have then grown to cover them all, as the source's
+        had.  Returns why it will not be restored ("": the next tick's ``moved`` tells)."""
         self._register_first(name, text)  # the operators it shares with the queries here are at c
         try:
-            routers = routers_of(self.engine.queries[name].root)
+            routers_of(self.engine.queries[name].root)
         except StateError as exc:
             return f"not routed here: {exc}"
-        # a router restored for another query moved here since the last tick holds the unit
-        rest = [r for r in routers if id(r) not in self._moved_routers]
+        # its fresh operators take the unit before anything evaluates them (no restored
+        # query can share those above its routes: they read a route)
+        self._unticked.discard(name)
+        self._moving.append((name, state))
+        return ""
+
+    def _restore_moved(self) -> dict[str, str]:
+        """Restores the units of the queries moved here since the last tick (before it);
+        returns per query why it was not (""; its router is then built by this tick).
+
+        Only routers planned since the last tick take a unit (a router running here already
+        serves its new queries as new subscribers, from its own rows); the operators they
+        share with the queries running here are taken as they are
+        (:func:`~linkstream.operators.shared_state.restore_routers` with ``live``)."""
+        moving, self._moving = self._moving, []
+        held = [(n, st) for n, st in moving if n in self.engine.queries]
+        out = {n: "the query is not held here" for n, _ in moving if n not in self.engine.queries}
+        if not held:
+            return out
+        c = self.last_c if self.last_c is not None else held[0][1].header.get("c")
+        if not isinstance(c, int):
+            return {**out, **dict.fromkeys((n for n, _ in held), "the unit names no report time")}
+        # a unit of no router (its routers' unit came with another query) after the others
+        held.sort(key=lambda p: "with" in p[1].header)
+        units = [([n], st) for n, st in held]
         try:
-            errors = restore_routers(self.engine, [(rest, state)], c, self.last_c is not None) if rest else {}  # type: ignore[arg-type]  # a snapshot header carries its c
-        except Exception as exc:  # noqa: BLE001 - partly restored: plan it again
-            logger.error("restoring the router unit of %s failed: %s: %s", name, type(exc).__name__, exc)
-            self.unregister(name)
-            self.register(name, text)
-            return f"{type(exc).__name__}: {exc}"
-        self._moved_routers.update((id(r), r) for r in rest if id(r) not in errors)
-        why = next((errors[id(r)] for r in rest if id(r) in errors), "")
-        if not why:  # its operators under the routes hold the cut's state (those above no
-            self._unticked.discard(name)  # restored query can share: they read a route)
-        return why
+            out.update(restore_query_units(self.engine, units, c, live=self.last_c is not None))
+        except Exception as exc:  # noqa: BLE001 - partly restored: plan them again
+            logger.error("restoring moved router units failed: %s: %s", type(exc).__name__, exc)
+            cqs = [self.engine.queries[n].cq for n, _ in held]
+            for cq in cqs:
+                self.engine.unregister(cq.name)
+            for cq in cqs:
+                self.engine.register(cq)
+            out.update({n: f"{type(exc).__name__}: {exc}" for n, _ in held})
+        return out
 
     def routed(self, name: str) -> list[RouterOperator]:
         """The routers a routed query reads (raises ``StateError``: none, or not only routed)."""
@@ -593,13 +610,13 @@ class RunReplica:
             answer: Due queries this container was named to answer.
         """
         t0, cpu0 = time.perf_counter(), time.process_time()
+        moved = self._restore_moved() if self._moving else {}
         if self._deferred is not None:
             self._register_deferred()
         names = [n for n in answer if n in self.engine.queries]
         missing = [n for n in answer if n not in self.engine.queries]
         lines = self.engine.tick(c, names)
         self._unticked.clear()
-        self._moved_routers.clear()
         self._units_sent.clear()
         self.last_seq = seq
         self.last_c = c
@@ -610,7 +627,7 @@ class RunReplica:
             self.engine.gc()
         self.tick_seconds += time.perf_counter() - t0
         self.cpu_seconds += time.process_time() - cpu0
-        return Ticked({n: lines[n] for n in names}, missing)
+        return Ticked({n: lines[n] for n in names}, missing, moved)
 
     def close(self) -> None:
         """Releases the engine."""

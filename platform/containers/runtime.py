@@ -194,6 +194,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         self._token = 0
         self._acked: set[tuple[str, str | None, str | None]] = set()
         self._rebuild: set[str] = set()  # moved here, but its state came before its streams
+        self._units_in: dict[str, tuple[int, int]] = {}  # moved here with a router unit: (bytes, rows)
         self._drain: str | None = None
         self.results_sent = 0
         self._vanished = VanishedRun(self._client, root, max(10.0, 3 * session_timeout))
@@ -567,6 +568,8 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
                 return
             if self._ops.active:
                 self._ops.after_tick()
+            if done.moved:
+                self._units_restored(done.moved)
             m.report_latency.observe(time.perf_counter() - t0)
             self._static_gauges.update(replica.static_stats())
             m.watermark.set(message.c)

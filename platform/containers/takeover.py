@@ -59,6 +59,7 @@ class StateMigration:
     _failed: set[str]
     _texts: dict[str, str]
     _rebuild: set[str]
+    _units_in: dict[str, tuple[int, int]]
 
     def _send(self, message: Message) -> bool:  # pragma: no cover - the runtime's
         raise NotImplementedError
@@ -151,10 +152,12 @@ class StateMigration:
         try:
             text = self._texts.get(task) or self._registry.get(task).text  # type: ignore[union-attr]  # a container in a run has a registry
             self._texts[task] = text
-            if unit:
+            if unit:  # its unit is restored by the next tick (:meth:`_units_restored`)
                 assert state is not None
                 why = replica.register_routed(name, text, state)
-                restored = not why
+                restored = False
+                if not why:
+                    self._units_in[name] = (state.nbytes, state.rows)
             else:
                 restored = replica.register_restored(name, text, state)
         except (QueryNotFoundError, KazooException):
@@ -181,8 +184,27 @@ class StateMigration:
             first = reg + 2
         how = "rebuilt" + (f": {why}" if why else "")
         if restored:
-            how = "router unit restored" if unit else "state restored"
+            how = "state restored"
+        elif unit and not why:
+            how = "its router unit to restore before the next tick"
         logger.info("%s: took over %s from %s (%s) after tick %d", self.id, name, message.container, how, reg)
         if self._send(Ready(self._run.id, self.id, name, first)):
             slot.announced = True
         self.metrics.queries_registered.set(len(self._slots))
+
+    def _units_restored(self, moved: dict[str, str]) -> None:
+        """Counts and logs how the units of the routed queries moved here since the last
+        tick were restored (:meth:`RunReplica.register_routed`, restored by that tick)."""
+        m = self.metrics
+        for name, why in sorted(moved.items()):
+            nbytes, rows = self._units_in.pop(name, (0, 0))
+            if why:
+                logger.info("%s: the router unit of %s was not restored (%s): rebuilt", self.id, name, why)
+                continue
+            m.migrations.labels("in").inc()
+            m.migrated_bytes.labels("in").inc(nbytes)
+            m.migrated_rows.labels("in").inc(rows)
+        ok = sum(1 for why in moved.values() if not why)
+        logger.info(
+            "%s: %d of %d routed queries moved here restored from their router units", self.id, ok, len(moved)
+        )

@@ -365,7 +365,9 @@ def restore_routers(
     attachment: windows, scans, latest graphs of the same streams).  Those ran to ``c``
     here and are taken as they are (as :func:`~linkstream.operators.state.restore_query`
     takes them), their windows checked to be at ``c``; only the operators planned for the
-    routers take the snapshot's state."""
+    routers take the snapshot's state.  An operator taken so must have run here, or be one
+    that another router's restore here fills (a router planned over another router's
+    fresh operators); otherwise the router is not restored."""
     errors: dict[int, str] = {}
     cand: dict[
         int, tuple[RouterOperator, list[Any], list[tuple[Operator, bool]], StateReader, dict[int, int]]
@@ -392,7 +394,7 @@ def restore_routers(
                 late = [
                     op.now
                     for op, behind in order
-                    if behind and isinstance(op, TimedWindowOperator) and op.now != c
+                    if behind and isinstance(op, TimedWindowOperator) and op.now not in (None, c)
                 ]
                 if late:
                     err = f"a window it shares with the queries here is at t={late[0]}, not t={c}"
@@ -406,7 +408,18 @@ def restore_routers(
                 cand[id(router)] = (router, list(part["nodes"]), order, reader, ends)
     parents = _parents(engine)
     while True:  # no operator outside the restored units may read theirs directly
-        members = {id(op) for _, _, order, _, _ in cand.values() for op, _ in order}
+        members = {id(op) for _, _, order, _, _ in cand.values() for op, b in order if not (live and b)}
+        if live:  # an operator it takes as it is ran here (or is restored now): at c
+            fresh = [
+                rid
+                for rid, (_, _, order, _, _) in cand.items()
+                if any(b and op._epoch < 0 and id(op) not in members for op, b in order)
+            ]
+            for rid in fresh:
+                errors[rid] = "an operator it shares with the queries here has not run yet"
+                del cand[rid]
+            if fresh:
+                continue
         bad = [
             rid
             for rid, (router, _, order, _, _) in cand.items()
@@ -444,12 +457,13 @@ def restore_query_units(
     units: Sequence[tuple[Sequence[str], QueryState]],
     c: int,
     prepare: Callable[[str], str] | None = None,
+    live: bool = False,
 ) -> dict[str, str]:
     """Restores router units, each given with the queries it serves (by name), into the
     routers those queries read in ``engine`` (:func:`restore_routers`); returns per query
     why it was not restored ("": restored, every router it reads).
 
-    ``prepare(name)`` (optional) runs first for every query and returns why it cannot be
+    ``live``: as for :func:`restore_routers`.  ``prepare(name)`` (optional) runs first for every query and returns why it cannot be
     restored ("": go on), e.g. after planning a query set aside.  A query not registered
     in ``engine`` or not routed here is answered so and left alone.
 
@@ -474,7 +488,7 @@ def restore_query_units(
                 continue
             pairs.append((routers, state))
             served.append((name, routers))
-    errors = restore_routers(engine, pairs, c)
+    errors = restore_routers(engine, pairs, c, live)
     for name, routers in served:
         out[name] = next((errors[id(r)] for r in routers if id(r) in errors), "")
     return out
