@@ -2,18 +2,20 @@
 
 In one process, three replicas of one run (:class:`~linkstream.containers.replica.RunReplica`)
 get the same elements (``--elements``, ten a second, each with a ``p`` and a ``q`` triple
-about one of 50 subjects) and tick every second: ``old`` holds ``--queries`` two-pattern
-joins (one shared join + router; ``--counts``: over count windows ``[TRIPLES 20 r]``
-instead of ``[RANGE r s]``), the two others none.  After the last tick every query moves
-to both: to ``restore`` with the unit of its routers (:meth:`RunReplica.snapshot_moving`,
-through the wire form, :meth:`RunReplica.register_routed`), to ``rebuild`` without state
+about one of 50 subjects, values ``i mod P`` and ``i mod Q``: ``--values P:Q``) and tick
+every second: ``old`` holds ``--queries`` two-pattern joins (one shared join + router;
+``--counts``: over count windows ``[TRIPLES 20 r]`` instead of ``[RANGE r s]``), the two
+others none.  After the last tick every query moves to both: to ``restore`` with the unit
+of its routers (:meth:`RunReplica.snapshot_moving`, through the wire form,
+:meth:`RunReplica.register_routed`), to ``rebuild`` without state
 (:meth:`RunReplica.register`: the next tick builds the shared join from the stream
 buffer), as a drain did before.  Measured per destination: process CPU time of the move
-(decode + register) and of the next tick (which restores the units first), which must give the same lines on
-both and on ``old``.  ``--rounds`` moves, alternating which destination goes first.
+(decode + register) and of the next tick (which restores the units first), which must
+give the same lines on both and on ``old``.  ``--rounds`` moves, alternating which
+destination goes first.
 
 Usage: ``python bench/moved_routers.py [--queries 30] [--elements 3000] [--ranges 60:300]
-[--counts] [--rounds 5]``.
+[--counts] [--values 97:13] [--rounds 5]``.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ def _texts(n: int, lo: int, hi: int, counts: bool) -> dict[str, str]:
     return out
 
 
-def _element(replica: RunReplica, i: int) -> np.ndarray:
+def _element(replica: RunReplica, i: int, values: tuple[int, int]) -> np.ndarray:
     x = f"<{EX}x{i % 50}>"
-    terms = [x, f"<{EX}p>", f'"{i % 97}"^^<{INT}>', x, f"<{EX}q>", f'"{i % 13}"^^<{INT}>']
+    v, w = i % values[0], i % values[1]
+    terms = [x, f"<{EX}p>", f'"{v}"^^<{INT}>', x, f"<{EX}q>", f'"{w}"^^<{INT}>']
     return np.asarray(replica.engine.dictionary.encode_many(terms), dtype=np.int64).reshape(-1, 3)
 
 
@@ -70,7 +73,7 @@ def one_round(a: argparse.Namespace, texts: dict[str, str], first: str) -> dict[
             for r in everyone:
                 r.tick(k, c, list(texts) if r is old else [])
         for r in everyone:
-            r.engine.ingest(STREAM, t, _element(r, i))
+            r.engine.ingest(STREAM, t, _element(r, i, a.values))
     states = {n: encode_state(old.snapshot_moving(n, "restore")) for n in texts}
     units = sum(1 for n in texts if decode_state(states[n]).header.get("parts"))
     nxt, c_next = k + 1, (t0 // STEP + k + 1) * STEP
@@ -107,7 +110,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ranges", default="60:300", help="window ranges in seconds, LO:HI (default 60:300)")
     ap.add_argument("--counts", action="store_true", help="count windows [TRIPLES 20 r] instead")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument(
+        "--values",
+        default="97:13",
+        help="the p and q triples' values are i mod these, P:Q (default 97:13, as bench/cluster_checkpoints.py; "
+        "larger: more distinct triples, a larger shared join)",
+    )
     a = ap.parse_args(argv)
+    p, _, q = a.values.partition(":")
+    a.values = (int(p), int(q or p))
     lo, _, hi = a.ranges.partition(":")
     texts = _texts(a.queries, int(lo), int(hi or lo), a.counts)
     rows: dict[str, list[dict[str, float]]] = {"restore": [], "rebuild": []}
