@@ -274,7 +274,8 @@ def test_add_and_drain_mid_replay_keeps_results_equal(
     # the new owners rather than re-derived from their stream buffers.
     shipped = [m for m in result.migrations if m.shipped]
     assert {m.src for m in shipped} >= {drained[0]}, result.migrations
-    assert all(m.bytes > 0 for m in shipped) and sum(m.rows for m in shipped) > 0
+    # (a routed query whose routers' unit came with another query's move has 0 bytes)
+    assert all(m.bytes > 0 or m.unit for m in shipped) and sum(m.rows for m in shipped) > 0
     restored_rows = 0.0
     for c in cluster_status(kazoo_client)["containers"]:
         with urllib.request.urlopen(f"http://{c['metrics']}/metrics", timeout=10) as resp:
