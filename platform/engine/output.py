@@ -402,16 +402,7 @@ class ReportLines(Mapping[str, list[str]]):
         got = self.lines.get(name)
         if got is not None:
             return got
-        if self.blocks is not None:
-            block = self.blocks.get(name)
-            if block is not None:
-                return block.replace(TIME_MARK, self.t_text).split("\n")[:-1]
-        for g in self.groups or ():
-            if name in g.by_name:
-                return g.lines_of(name, self.t_text)
-        if name in self.reporting:
-            return []
-        raise KeyError(name)
+        return list(self.kept(name))
 
     def kept(self, name: str) -> Sequence[str]:
         """``name``'s lines as a report keeps them: a block of a quiet query or of a group's

@@ -50,4 +50,5 @@ def test_mixed_replay_writes_the_same_bytes_compiled_or_not(tmp_path: Path, monk
         B.use_native(True)
         render.use_native(True)
     assert digests[0] == digests[1]
-    assert True in merged and False in merged  # both paths ran
+    # the router's count merge ran with the compiled kernels and without them
+    assert merged.count(True) > 0 and merged.count(False) > 0, merged[:10]
