@@ -164,20 +164,21 @@ def capture(
     c = live._fired
     ticks = remote.cluster.seq if remote.cluster is not None else 0
     queries = []
+    live._settle()  # each query's counts from its cohort
     for name, e in live._entries.items():
         rq = e.rq
         queries.append(
             {
                 "name": name,
                 "text": e.cq.text,
-                "due": e.due,
+                "due": e.next_due(),
                 "first_report": e.first_report,
                 "pending": name in live._pending,
                 "last_report": rq.last_report,
                 "reports": rq.stats.reports,
                 "rows": rq.stats.rows,
                 "dropped": e.dropped,
-                "emitted": e.emitted,
+                "emitted": e.last_emitted(),
                 # not evaluated at the last tick: registered after the silent tick at restore
                 "fresh": c is None or remote.registered_tick.get(name, ticks) >= ticks,
             }
@@ -458,7 +459,7 @@ def _register(live: LiveEngine, remote: RemoteEngine, q: dict[str, Any], now: fl
     e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))  # type: ignore[arg-type]  # msgpack header values are untyped
     e.emitted = q["emitted"]
     if e.due is not None:
-        live._due.push(e.due, name)
+        live._schedule(name, e, e.due)
     if q["pending"]:
         live._pending.add(name)
     with live._lock:

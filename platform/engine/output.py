@@ -424,6 +424,22 @@ class ReportLines(Mapping[str, list[str]]):
             return ()
         raise KeyError(name)
 
+    def with_lines(self) -> list[tuple[str, Sequence[str]]]:
+        """``(name, lines)`` of every reporting query that wrote lines, kept as
+        :meth:`kept` keeps them (in no particular order): a walk of what was evaluated,
+        not of the reporting queries."""
+        got: list[tuple[str, Sequence[str]]] = [(n, tuple(ls)) for n, ls in self.lines.items() if ls]
+        t = self.t_text
+        if self.blocks:
+            got += [(n, BlockLines(b, t)) for n, b in self.blocks.items() if b]
+        for g in self.groups or ():
+            names, blocks = g.names, g.blocks
+            for m in np.flatnonzero(g.cur).tolist():
+                b = blocks[m]
+                if b:
+                    got.append((names[m], BlockLines(b, t)))  # type: ignore[arg-type]  # (a member's slot holds its name)
+        return got
+
     def __contains__(self, name: object) -> bool:
         return name in self.reporting
 

@@ -195,6 +195,7 @@ def capture(
     c = eng.last_tick
     queries: list[dict[str, Any]] = []
     states: list[QueryState | None] = []
+    live._settle()  # each query's counts from its cohort
     for name, e in live._entries.items():
         st = None
         # registered after the last evaluation: its windows have not moved yet (planned afresh)
@@ -211,7 +212,7 @@ def capture(
             {
                 "name": name,
                 "text": e.cq.text,
-                "due": e.due,
+                "due": e.next_due(),
                 "first_report": e.first_report,
                 "pending": name in live._pending,
                 "last_report": e.rq.last_report,
@@ -219,7 +220,7 @@ def capture(
                 "reports": e.rq.stats.reports,
                 "rows": e.rq.stats.rows,
                 "dropped": e.dropped,
-                "emitted": e.emitted,
+                "emitted": e.last_emitted(),
                 "fresh": fresh,
             }
         )
@@ -444,7 +445,7 @@ def _restore_query(
     e = _Entry(cq, rq, streams, due=q["due"], first_report=q["first_report"], dropped=int(q["dropped"]))
     e.emitted = q["emitted"]
     if e.due is not None:
-        live._due.push(e.due, name)
+        live._schedule(name, e, e.due)
     if q["pending"]:
         live._pending.add(name)
     ring = restore_ring(reports, name, q["ring"], live.results_retention_s)

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from linkstream.engine.embedded import Engine
+from linkstream.engine.embedded import Engine, QueryStats
 from linkstream.engine.live.batchpush import BatchPush
-from linkstream.engine.live.schedule import DueSchedule
+from linkstream.engine.live.cohorts import CohortSchedule
 from linkstream.engine.live.state import (
     BatchFailed,
     EngineClosed,
@@ -150,7 +150,14 @@ class LiveEngine(LiveWorker, BatchPush):
         self._guards: dict[str, RetentionGuard] = {}
         self._relevant: dict[str, int] = {}
         self._relevant_since: dict[str, float] = {}
-        self._due = DueSchedule()  # report time -> queries due
+        #: report time -> the cohorts of queries due then; the embedded engine is told not
+        #: to count reports (the cohorts do), a cluster leader's engine counts them itself
+        self._due = CohortSchedule(counting=isinstance(self.engine, Engine))
+        #: restored queries delivered up to a time past their next report (see ``_deliver``)
+        self._ahead: dict[str, int] = {}
+        self._delivered_n = 0  # report times delivered (latencies are trimmed every _TRIM_EVERY)
+        #: queries with subscribers (under ``_lock``): a report visits these and the ones with lines
+        self._subbed: set[str] = set()
         self._pending: set[str] = set()
         self._fired: int | None = None
         self._explicit: int | None = None
@@ -573,14 +580,16 @@ class LiveEngine(LiveWorker, BatchPush):
             sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe, position=after)
             for t, lines, first in kept:
                 sub.offer(t, lines, first)
-            if after is not None and e.emitted is not None:
+            emitted = e.last_emitted()
+            if after is not None and emitted is not None:
                 # the latest report delivered, even without lines (the ring keeps only reports
                 # with lines): a reader resuming with ``?until=`` at or before it ends now
-                sub.offer(e.emitted, ())
+                sub.offer(emitted, ())
             if sub.dropped:  # a replay longer than the queue
                 self.metrics.subscriber_dropped.inc(sub.dropped)
                 self.metrics.subscriber_gaps.inc(sub.gaps)
             e.subscribers = [*e.subscribers, sub]
+            self._subbed.add(name)
         return sub
 
     def _unsubscribe(self, sub: Subscription) -> None:
@@ -588,6 +597,8 @@ class LiveEngine(LiveWorker, BatchPush):
             e = self._entries.get(sub.query)
             if e is not None and sub in e.subscribers:
                 e.subscribers = [s for s in e.subscribers if s is not sub]
+                if not e.subscribers:
+                    self._subbed.discard(sub.query)
 
     def one_shot(
         self,
@@ -635,7 +646,12 @@ class LiveEngine(LiveWorker, BatchPush):
             if e is None:
                 raise UnknownQuery(name)
             subs = list(e.subscribers)
-        return QueryView(e.cq, e.rq.stats, e.first_report, e.due, e.rq.last_report, len(subs), e.dropped)
+            # (read while the worker may count: a cohort's counts are one attribute each)
+            stats, reports = e.rq.stats, e.reports()
+            if reports != stats.reports:  # counted by its cohort, not yet in its stats
+                stats = QueryStats(reports, stats.rows, stats.eval_seconds, list(stats.latencies))
+            due, last = e.next_due(), e.last_report()
+        return QueryView(e.cq, stats, e.first_report, due, last, len(subs), e.dropped)
 
     @property
     def ingest_log(self) -> IngestLog | None:

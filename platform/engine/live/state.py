@@ -7,12 +7,16 @@ each module stays small; :mod:`~linkstream.engine.live.runtime` re-exports the p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from linkstream.engine.embedded import QueryStats, RegisteredQuery
 from linkstream.engine.live.subscription import Subscription
 from linkstream.operators.window import WindowBuffer
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.errors import QueryError
+
+if TYPE_CHECKING:
+    from linkstream.engine.live.cohorts import Cohort
 
 
 class UnknownQuery(KeyError):
@@ -89,7 +93,34 @@ class _Entry:
     dropped: int = 0
     #: the last report time offered to subscribers and the result ring: a report at or
     #: before it (recomputed after a restart from a checkpoint) is not delivered twice
+    #: (while in a cohort, the cohort's counts too: :meth:`last_emitted`)
     emitted: int | None = None
+    #: the queries it is scheduled with (:mod:`linkstream.engine.live.cohorts`); while in
+    #: one, ``due``, ``emitted`` and the reports counted are the cohort's
+    cohort: Cohort | None = None
+
+    def next_due(self) -> int | None:
+        """The next report time (``None``: its streams have no data yet)."""
+        k = self.cohort
+        return k.due if k is not None else self.due
+
+    def last_emitted(self) -> int | None:
+        k = self.cohort
+        if k is None or k.emitted is None or not k.reports_of(self.cq.name):
+            return self.emitted
+        return k.emitted if self.emitted is None else max(k.emitted, self.emitted)
+
+    def reports(self) -> int:
+        """Reports so far (counted in its stats, and by its cohort since it last settled)."""
+        k = self.cohort
+        return self.rq.stats.reports + (k.reports_of(self.cq.name) if k is not None else 0)
+
+    def last_report(self) -> int | None:
+        k = self.cohort
+        last = self.rq.last_report
+        if k is None or not k.counting or k.last is None or not k.reports_of(self.cq.name):
+            return last
+        return k.last if last is None else max(k.last, last)
 
 
 @dataclass

@@ -22,7 +22,8 @@ import numpy as np
 from linkstream.engine.embedded import Engine as _EmbeddedEngine
 from linkstream.engine.embedded import ReportLines
 from linkstream.engine.live.batchpush import Decided, TermRows
-from linkstream.engine.live.schedule import DueSchedule
+from linkstream.engine.live.cohorts import Cohort, CohortSchedule, reporting_of
+from linkstream.engine.live.delivery import LiveDelivery
 from linkstream.engine.live.state import (
     EngineClosed,
     QueryConflict,
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 Triples = np.ndarray | Sequence[tuple[str, str, str]]
 
 _GC_EVERY = 64  # command batches between stream-buffer collections
-_LATENCY_KEEP = 512  # latencies kept per query (the engine appends one per report)
 _TICKS_PER_BATCH = 256  # report times evaluated between two looks at the command queue
 _STREAM_FIGURES = ("watermark", "elements", "triples", "late", "rejected")
 #: look for a quiet gap only when at least this many smallest steps separate the next
@@ -58,7 +58,7 @@ _SKIP_SPAN = 16
 _SKIP_BACKOFF = 8
 
 
-class LiveWorker:
+class LiveWorker(LiveDelivery):
     """The worker-thread methods of :class:`~linkstream.engine.live.runtime.LiveEngine`.
 
     Event-time rules (:mod:`linkstream.rdf.eventtime`): :meth:`_check_time` (called by
@@ -95,7 +95,10 @@ class LiveWorker:
     _guards: dict[str, RetentionGuard]
     _relevant: dict[str, int]
     _relevant_since: dict[str, float]
-    _due: DueSchedule
+    _due: CohortSchedule
+    _ahead: dict[str, int]
+    _delivered_n: int
+    _subbed: set[str]
     _pending: set[str]
     _fired: int | None
     _explicit: int | None
@@ -354,10 +357,19 @@ class LiveWorker:
         self.metrics.queries_registered.set(len(self._entries))
 
     def _schedule(self, name: str, e: _Entry, c: int) -> None:
-        e.due = c
+        """Schedules ``name`` (in no cohort) at report time ``c``, with the queries of its
+        steps due then."""
         if e.first_report is None:
             e.first_report = c
-        self._due.push(c, name)
+        if e.emitted is not None and c <= e.emitted:  # restored: delivered up to e.emitted
+            self._ahead[name] = e.emitted
+        self._due.place(name, e, c)
+
+    def _settle(self) -> None:
+        """Every query's report count, last report and last delivered report brought up to
+        date from its cohort (a checkpoint is about to read them; the worker's thread)."""
+        for k in self._due.cohorts():
+            k.settle_all(self._entries)
 
     def _do_unregister(self, name: str) -> None:
         with self._lock:
@@ -366,6 +378,11 @@ class LiveWorker:
         if e is None:
             raise UnknownQuery(name)
         self._pending.discard(name)
+        self._ahead.pop(name, None)
+        if e.cohort is not None:
+            e.cohort.remove(name, e)
+        with self._lock:
+            self._subbed.discard(name)
         self._min_step_of = None
         self.engine.unregister(name)
         for s in e.streams:
@@ -446,9 +463,9 @@ class LiveWorker:
                 at = due.first()
                 if at is None or at > wm:
                     break
-            names = self._pop_due(at)
-            if names:
-                self._tick(at, names)
+            cohorts = due.take(at)
+            if cohorts:
+                self._tick(at, cohorts)
                 ticks += 1
         return False
 
@@ -483,26 +500,34 @@ class LiveWorker:
         h = engine.quiet_until(wm)
         if h is None or first is None or h <= first:
             return None
-        keep: list[tuple[int, str]] = []
+        keep: list[tuple[int, Cohort]] = []
         fired = None
+        entries = self._entries
         while (c := due.first()) is not None and c < h and c <= wm:
-            for name in due.take(c):
-                e = self._entries.get(name)
-                if e is None or e.due != c:
-                    continue
-                if not engine.skips_quietly(e.rq):
-                    keep.append((c, name))
-                    continue
-                nxt = e.rq.first_report_after(h - 1 if h <= wm else wm)  # (past this loop's times)
-                n = e.rq.reports_between(c - 1, nxt - 1)
-                e.rq.stats.reports += n
-                self.metrics.reports.inc(n)
-                last = e.rq.last_report_before(nxt)
+            for k in due.take(c):
+                if engine.all_skip_quietly(k.frozen()):
+                    mover = k
+                else:  # the members that may skip leave for a cohort of their own
+                    skip = [n for n in k.names if engine.skips_quietly(entries[n].rq)]
+                    keep.append((c, k))
+                    if not skip:
+                        continue
+                    mover = Cohort(k.steps, c, k.counting)
+                    for n in skip:
+                        e = entries[n]
+                        k.remove(n, e)
+                        mover.add(n, e)
+                rq = entries[next(iter(mover.names))].rq  # (the schedule is the steps')
+                nxt = rq.first_report_after(h - 1 if h <= wm else wm)  # (past this loop's times)
+                n = rq.reports_between(c - 1, nxt - 1)
+                last = rq.last_report_before(nxt)
+                mover.reported(last, n)
+                self.metrics.reports.inc(n * len(mover))
                 fired = last if fired is None else max(fired, last)
-                e.rq.last_report = last
-                self._schedule(name, e, nxt)
-        for c, name in keep:
-            due.push(c, name)
+                due.move(mover, nxt, entries)
+        for c, k in keep:
+            if k.names:
+                due.move(k, c, entries)
         if fired is None:
             return False
         self._fired = fired if self._fired is None else max(self._fired, fired)
@@ -510,12 +535,17 @@ class LiveWorker:
             self._frontier = self._frontier_now()
         return True
 
-    def _pop_due(self, c: int) -> list[str]:
-        """Takes every schedule entry at report time ``c`` (the earliest) and returns the
-        queries still due at ``c``, each once, sorted (:class:`DueSchedule`: a bucket per
-        report time, not a scan of the queries)."""
+    def _next_of(self, cohorts: list[Cohort], c: int) -> None:
+        """Schedules each of ``cohorts`` (taken at ``c``) at its next report time."""
         entries = self._entries
-        return [name for name in self._due.take(c) if (due := entries.get(name)) is not None and due.due == c]
+        nexts: dict[tuple[int, ...], int] = {}
+        for k in cohorts:
+            if not k.names:  # (emptied by a merge into another of the list)
+                continue
+            nxt = nexts.get(k.steps)
+            if nxt is None:
+                nxt = nexts[k.steps] = entries[next(iter(k.names))].rq.next_report(c)
+            self._due.move(k, nxt, entries)
 
     def _fire_many(self, tick_many: Callable[..., Any], wm: int) -> bool:
         """:meth:`_fire` for an engine that evaluates several report times in one call (the
@@ -529,12 +559,10 @@ class LiveWorker:
         due = self._due
         plan: list[tuple[int, list[str]]] = []
         while (c := due.first()) is not None and c <= wm and len(plan) < _TICKS_PER_BATCH:
-            names = self._pop_due(c)
-            for name in names:  # as _tick would after the evaluation
-                e = self._entries[name]
-                self._schedule(name, e, e.rq.next_report(c))
-            if names:
-                plan.append((c, names))
+            cohorts = due.take(c)
+            if cohorts:
+                plan.append((c, sorted(reporting_of(cohorts))))
+                self._next_of(cohorts, c)  # as _tick does after the evaluation
         if not plan:
             return False
         t0 = time.perf_counter()
@@ -546,69 +574,25 @@ class LiveWorker:
         each = (time.perf_counter() - t0) / len(plan)
         for i, (c, names) in enumerate(plan):
             self.metrics.report_latency.observe(each)
-            self._deliver(c, names, outs[i] if i < len(outs) else {}, schedule=False)
+            self._deliver_each(c, names, outs[i] if i < len(outs) else {})
         return len(plan) == _TICKS_PER_BATCH and (c := due.first()) is not None and c <= wm
 
-    def _tick(self, c: int, names: list[str]) -> None:
+    def _tick(self, c: int, cohorts: list[Cohort]) -> None:
+        names = reporting_of(cohorts)
+        embedded = isinstance(self.engine, _EmbeddedEngine)
         t0 = time.perf_counter()
+        out: Any
         try:
-            if isinstance(self.engine, _EmbeddedEngine):  # blocks: kept unsplit (BlockLines)
-                out = self.engine.tick(c, names, blocks=True)
+            if embedded:  # blocks: kept unsplit (BlockLines); reports counted by the cohorts
+                out = self.engine.tick(c, names, count_reports=False, blocks=True)
             else:
-                out = self.engine.tick(c, names)
+                out = self.engine.tick(c, sorted(names))
         except Exception:  # an engine bug: keep the schedule, report nothing at c
-            log.exception("evaluation of report time %d failed (queries %s)", c, ", ".join(names))
-            out = ReportLines({}, ())
+            log.exception("evaluation of report time %d failed (queries %s)", c, ", ".join(sorted(names)))
+            out = ReportLines({}, names)
         self.metrics.report_latency.observe(time.perf_counter() - t0)
-        self._deliver(c, names, out)
-
-    def _deliver(self, c: int, names: list[str], out: Any, *, schedule: bool = True) -> None:
-        """Hands the lines of report time ``c`` to the rings and subscribers (and, with
-        ``schedule``, schedules the queries' next report)."""
-        self._fired = c if self._fired is None else max(self._fired, c)  # (a quiet gap may be ahead)
-        with self._lock:
-            self._frontier = self._frontier_now()
-        m = self.metrics
-        reports = n_lines = 0
-        entries, rings = self._entries, self._rings
-        #: per steps (the report schedule's one parameter): the next report time, and the
-        #: queries that take it (scheduled with one bucket append per report time)
-        nexts: dict[tuple[int, ...], tuple[int, list[str]]] = {}
-        kept = out.kept if isinstance(out, ReportLines) else None  # (a leader's: dicts)
-        for name in names:
-            e = entries[name]
-            rq = e.rq
-            if schedule:
-                nx = nexts.get(rq.steps)
-                if nx is None:
-                    nx = nexts[rq.steps] = (rq.next_report(c), [])
-                e.due = nx[0]
-                if e.first_report is None:
-                    e.first_report = nx[0]
-                nx[1].append(name)
-            if e.emitted is not None and c <= e.emitted:  # delivered before a restart already
-                continue
-            e.emitted = c
-            lines = kept(name) if kept is not None else tuple(out.get(name, ()))
-            reports += 1
-            if lines:
-                n_lines += len(lines)
-                ring = rings.get(name)
-                if ring is not None:
-                    with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
-                        ring.add(c, lines)
-            lat = rq.stats.latencies
-            if len(lat) > 2 * _LATENCY_KEEP:
-                del lat[:-_LATENCY_KEEP]
-            for sub in e.subscribers:
-                gaps = sub.gaps
-                lost = sub.offer(c, lines)
-                if lost:
-                    e.dropped += lost
-                    m.subscriber_dropped.inc(lost)
-                    m.subscriber_gaps.inc(sub.gaps - gaps)
-        for nxt, due in nexts.values():
-            self._due.push_many(nxt, due)
-        if reports:  # once per report time: a metric's lock per query costs as much as the rest
-            m.reports.inc(reports)
-            m.result_lines.inc(n_lines)
+        if isinstance(out, ReportLines):
+            self._deliver(c, cohorts, names, out)
+        else:
+            self._deliver_each(c, sorted(names), out)
+        self._next_of(cohorts, c)

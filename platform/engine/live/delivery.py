@@ -1,0 +1,136 @@
+"""How the live worker hands a report's lines to the result rings and the subscribers
+(a mixin of :class:`~linkstream.engine.live.worker.LiveWorker`).
+
+On the embedded engine a report costs one step per cohort of queries due
+(:mod:`linkstream.engine.live.cohorts`) and one per query that wrote lines or has
+subscribers; a cluster leader's engine answers with a dict of lines per query and counts
+its reports itself, so its reports are delivered query by query
+(:meth:`LiveDelivery._deliver_each`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from linkstream.engine.embedded import ReportLines
+from linkstream.engine.live.cohorts import Cohort
+from linkstream.engine.live.state import _Entry
+from linkstream.engine.live.subscription import ReportRing
+from linkstream.metrics import LiveMetrics
+
+_LATENCY_KEEP = 512  # latencies kept per query (the engine appends one per report)
+_TRIM_EVERY = 256  # report times between two trims of the kept latencies
+
+
+class LiveDelivery:
+    """Report delivery of the live worker (see the module docstring)."""
+
+    # state set by ``LiveEngine.__init__`` (declared here for the type checker only)
+    metrics: LiveMetrics
+    _lock: threading.Lock
+    _entries: dict[str, _Entry]
+    _rings: dict[str, ReportRing]
+    _ahead: dict[str, int]
+    _delivered_n: int
+    _subbed: set[str]
+    _fired: int | None
+    _frontier: int | None
+
+    def _frontier_now(self) -> int | None:
+        raise NotImplementedError
+
+    def _deliver(self, c: int, cohorts: list[Cohort], names: frozenset[str], out: ReportLines) -> None:
+        """Hands the lines of report time ``c`` (``cohorts``' reports, ``names`` their
+        members) to the rings and subscribers: one step per cohort, then one per query with
+        lines or subscribers (the others' reports are empty and read by nobody)."""
+        self._fired = c if self._fired is None else max(self._fired, c)  # (a quiet gap may be ahead)
+        with self._lock:
+            self._frontier = self._frontier_now()
+        for k in cohorts:
+            k.reported(c)
+            k.emitted = c
+        skip: set[str] = set()
+        if self._ahead:  # restored queries whose report at c was delivered before the restart
+            for n, em in list(self._ahead.items()):
+                if n in names:
+                    if c <= em:
+                        skip.add(n)
+                    else:
+                        del self._ahead[n]
+        got = out.with_lines()
+        n_lines = 0
+        rings = self._rings
+        with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
+            for name, lines in got:
+                if name in skip:
+                    continue
+                n_lines += len(lines)
+                ring = rings.get(name)
+                if ring is not None:
+                    ring.add(c, lines)
+            targets = self._subbed & names if self._subbed else ()
+        if targets:
+            of = dict(got)
+            entries = self._entries
+            for name in targets:
+                if name not in skip:
+                    self._offer(entries[name], c, of.get(name, ()))
+        self._delivered_n += 1
+        if self._delivered_n % _TRIM_EVERY == 0:
+            self._trim_latencies()
+        m = self.metrics
+        m.reports.inc(len(names) - len(skip))
+        if n_lines:
+            m.result_lines.inc(n_lines)
+
+    def _offer(self, e: _Entry, c: int, lines: Sequence[str]) -> None:
+        m = self.metrics
+        for sub in e.subscribers:
+            gaps = sub.gaps
+            lost = sub.offer(c, lines)
+            if lost:
+                e.dropped += lost
+                m.subscriber_dropped.inc(lost)
+                m.subscriber_gaps.inc(sub.gaps - gaps)
+
+    def _trim_latencies(self) -> None:
+        """Keeps the latest ``_LATENCY_KEEP`` latencies of every query (the engine appends
+        one per evaluated report); every ``_TRIM_EVERY`` report times, not at each."""
+        for e in self._entries.values():
+            lat = e.rq.stats.latencies
+            if len(lat) > 2 * _LATENCY_KEEP:
+                del lat[:-_LATENCY_KEEP]
+
+    def _deliver_each(self, c: int, names: list[str], out: Any) -> None:
+        """:meth:`_deliver` for a cluster leader's engine (its lines per query in a dict;
+        it counts the reports itself): query by query, as its engine works anyway."""
+        self._fired = c if self._fired is None else max(self._fired, c)
+        with self._lock:
+            self._frontier = self._frontier_now()
+        m = self.metrics
+        reports = n_lines = 0
+        entries, rings = self._entries, self._rings
+        for name in names:
+            e = entries.get(name)
+            if e is None:
+                continue
+            if e.emitted is not None and c <= e.emitted:  # delivered before a restart already
+                continue
+            e.emitted = c
+            lines = tuple(out.get(name, ()))
+            reports += 1
+            if lines:
+                n_lines += len(lines)
+                ring = rings.get(name)
+                if ring is not None:
+                    with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
+                        ring.add(c, lines)
+            lat = e.rq.stats.latencies
+            if len(lat) > 2 * _LATENCY_KEEP:
+                del lat[:-_LATENCY_KEEP]
+            self._offer(e, c, lines)
+        if reports:  # once per report time: a metric's lock per query costs as much as the rest
+            m.reports.inc(reports)
+            m.result_lines.inc(n_lines)
