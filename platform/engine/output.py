@@ -433,11 +433,13 @@ class ReportLines(Mapping[str, list[str]]):
         if self.blocks:
             got += [(n, BlockLines(b, t)) for n, b in self.blocks.items() if b]
         for g in self.groups or ():
-            names, blocks = g.names, g.blocks
-            for m in np.flatnonzero(g.cur).tolist():
-                b = blocks[m]
-                if b:
-                    got.append((names[m], BlockLines(b, t)))  # type: ignore[arg-type]  # (a member's slot holds its name)
+            cur = g.cur
+            mids = np.flatnonzero(cur)  # (members with lines: their block is not empty)
+            names = g.names
+            got += [
+                (names[m], BlockLines(b, t, n))  # type: ignore[misc]  # (a member's slot holds its name)
+                for m, b, n in zip(mids.tolist(), g.blocks[mids].tolist(), cur[mids].tolist(), strict=True)
+            ]
         return got
 
     def __contains__(self, name: object) -> bool:

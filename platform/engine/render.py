@@ -112,10 +112,10 @@ class BlockLines(Sequence[str]):
 
     __slots__ = ("_block", "_t", "_n", "_lines")
 
-    def __init__(self, block: str, t_text: str) -> None:
+    def __init__(self, block: str, t_text: str, n: int | None = None) -> None:
         self._block: str | None = block
         self._t = t_text
-        self._n = block.count("\n")
+        self._n = block.count("\n") if n is None else n  # (``n``: its lines, when known)
         self._lines: tuple[str, ...] | None = None
 
     def lines(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ its reports itself, so its reports are delivered query by query
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ class LiveDelivery:
         got = out.with_lines()
         n_lines = 0
         rings = self._rings
+        now = time.monotonic()  # (every ring's clock)
         with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
             for name, lines in got:
                 if name in skip:
@@ -69,7 +71,7 @@ class LiveDelivery:
                 n_lines += len(lines)
                 ring = rings.get(name)
                 if ring is not None:
-                    ring.add(c, lines)
+                    ring.add(c, lines, now if ring.clock is time.monotonic else None)
             targets = self._subbed & names if self._subbed else ()
         if targets:
             of = dict(got)

@@ -94,9 +94,11 @@ class ReportRing:
         #: names this ring across checkpoints (a query registered again gets a new ring)
         self.token = os.urandom(8).hex()
 
-    def add(self, t: int, lines: Lines) -> None:
-        """Keeps the report at ``t`` (report times only increase)."""
-        now = self.clock()
+    def add(self, t: int, lines: Lines, now: float | None = None) -> None:
+        """Keeps the report at ``t`` (report times only increase; ``now``: :attr:`clock`'s
+        time, when the caller read it for several rings)."""
+        if now is None:
+            now = self.clock()
         if lines:
             self._reports.append((now, t, lines))
             self._lines += len(lines)
