@@ -267,13 +267,82 @@ def run_one(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: i
     }
 
 
+def run_live(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: int) -> dict:
+    """:func:`run_one` in the live engine, as ``linkstream run`` serves it: the queries
+    registered in one batch, the streams' elements pushed one by one in time order, then
+    the watermark advanced past the last report; the worker's thread does all the work
+    (the figures are this process's CPU time)."""
+    from linkstream.engine.live.runtime import LiveEngine
+    from linkstream.rdf.static import load_graph
+    from linkstream.rdf.streams import StreamReader
+
+    texts = workload(kind, n, users, windows, seed)
+    live = LiveEngine(idle_ms=None).start()
+    try:
+        t0 = time.perf_counter()
+        if kind != "q1":
+            live.add_static(None, load_graph(str(data_dir / "social.nt"), live.engine.dictionary))
+        static_s = time.perf_counter() - t0
+        t0, c0 = time.perf_counter(), time.process_time()
+        live.register_many([(text, name, None) for name, text in texts.items()], timeout=3600)
+        reg_s, reg_cpu = time.perf_counter() - t0, time.process_time() - c0
+        mem_reg = rss_mb()
+        elements = []
+        for s in streams_of(kind):
+            for el in StreamReader(str(data_dir / f"{s}.nq"), live.engine.dictionary):
+                elements.append((el.t, STREAMS[s], el.triples))
+        elements.sort(key=lambda x: x[0])
+        triples = sum(len(x[2]) for x in elements)
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        for t, iri, tr in elements:
+            live.push(iri, t, tr)
+        live.advance_to(elements[-1][0] + 20_000 if elements else 0, timeout=3600)
+        live.sync(timeout=3600)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        sample = live.metrics.registry.get_sample_value
+        rows = int(sample("linkstream_result_lines_total") or 0)
+        reports = int(sample("linkstream_reports_total") or 0)
+        return {
+            "workload": "live " + kind,
+            "windows": windows,
+            "queries": n,
+            "static_load_s": static_s,
+            "register_s": reg_s,
+            "register_cpu_s": reg_cpu,
+            "registrations_per_s": n / reg_s if reg_s else 0.0,
+            "replay_s": wall,
+            "replay_cpu_s": cpu,
+            "input_triples": triples,
+            "triples_per_s": triples / wall if wall else 0.0,
+            "triples_per_cpu_s": triples / cpu if cpu else 0.0,
+            "result_rows": rows,
+            "rows_per_s": rows / wall if wall else 0.0,
+            "reports": reports,
+            "query_ms_p50": 0.0,
+            "query_ms_p99": 0.0,
+            "operators": live.engine.operator_count(),
+            "rss_mb_after_register": mem_reg,
+            "rss_mb_end": rss_mb(),
+            "output_chars": 0,
+        }
+    finally:
+        live.close()
+
+
 def spawn(
-    data_dir: Path, kind: str, n: int, users: int, windows: str, seed: int, pythonpath: str | None = None
+    data_dir: Path,
+    kind: str,
+    n: int,
+    users: int,
+    windows: str,
+    seed: int,
+    pythonpath: str | None = None,
+    live: bool = False,
 ) -> dict:
     """One configuration in a fresh process; ``pythonpath`` puts another ``linkstream``
-    package first (the baseline of ``--baseline``)."""
+    package first (the baseline of ``--baseline``); ``live``: in the live engine."""
     cmd = [sys.executable, __file__, "--one", str(n), "--data", str(data_dir), "--workload", kind]
-    cmd += ["--users", str(users), "--windows", windows, "--seed", str(seed)]
+    cmd += ["--users", str(users), "--windows", windows, "--seed", str(seed)] + (["--live"] if live else [])
     env = None if pythonpath is None else dict(os.environ, PYTHONPATH=pythonpath)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -389,13 +458,20 @@ def main(argv: list[str] | None = None) -> int:
         "also runs on its platform/ in the same run (rows marked 'base'); 'x base' is the ratio of "
         "input triples per CPU second, this tree over the baseline",
     )
+    ap.add_argument(
+        "--live",
+        action="store_true",
+        help="run the queries in the live engine (linkstream run's: one registration batch, the "
+        "elements pushed one by one) instead of a replay",
+    )
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "lsbench.json"))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one is not None:
         w = (args.windows or ["time"])[0]
-        print(json.dumps(run_one(Path(args.data), args.workload[0], args.one, args.users, w, args.seed)))
+        run = run_live if args.live else run_one
+        print(json.dumps(run(Path(args.data), args.workload[0], args.one, args.users, w, args.seed)))
         return 0
     sizes = args.sizes or ([100, 1000] if args.quick else [100, 1000, 10000])
     windows = args.windows or (["time"] if args.quick else ["time", "count"])
@@ -428,11 +504,11 @@ def main(argv: list[str] | None = None) -> int:
                 checks.append(check)
                 for n in sizes:
                     if base_path is not None:
-                        b = spawn(data_dir, kind, n, args.users, w, args.seed, base_path)
+                        b = spawn(data_dir, kind, n, args.users, w, args.seed, base_path, args.live)
                         b["workload"] = "base " + kind
                         rows.append(b)
                         print(show(b), flush=True)
-                    r = spawn(data_dir, kind, n, args.users, w, args.seed)
+                    r = spawn(data_dir, kind, n, args.users, w, args.seed, live=args.live)
                     if base_path is not None:
                         r["x_baseline_cpu"] = r["triples_per_cpu_s"] / b["triples_per_cpu_s"]
                         r["x_baseline_rows"] = r["result_rows"] == b["result_rows"]
