@@ -508,15 +508,15 @@ class LiveWorker(LiveDelivery):
                 if engine.all_skip_quietly(k.frozen()):
                     mover = k
                 else:  # the members that may skip leave for a cohort of their own
-                    skip = [n for n in k.names if engine.skips_quietly(entries[n].rq)]
+                    skip = [q for q in k.names if engine.skips_quietly(entries[q].rq)]
                     keep.append((c, k))
                     if not skip:
                         continue
                     mover = Cohort(k.steps, c, k.counting)
-                    for n in skip:
-                        e = entries[n]
-                        k.remove(n, e)
-                        mover.add(n, e)
+                    for q in skip:
+                        e = entries[q]
+                        k.remove(q, e)
+                        mover.add(q, e)
                 rq = entries[next(iter(mover.names))].rq  # (the schedule is the steps')
                 nxt = rq.first_report_after(h - 1 if h <= wm else wm)  # (past this loop's times)
                 n = rq.reports_between(c - 1, nxt - 1)
