@@ -99,10 +99,12 @@ class ReportRing:
         time, when the caller read it for several rings)."""
         if now is None:
             now = self.clock()
+        r = self._reports
         if lines:
-            self._reports.append((now, t, lines))
+            r.append((now, t, lines))
             self._lines += len(lines)
-        self.trim(now)
+        if r and (now - r[0][0] > self.retention_s or self._lines > self.max_lines):
+            self.trim(now)
 
     def trim(self, now: float | None = None) -> None:
         """Drops reports older than the retention or past the line budget."""
