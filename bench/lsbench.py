@@ -242,6 +242,31 @@ def run_one(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: i
     res = replay(eng, rqs, streams, out)
     cpu = time.process_time() - cpu0
     lat = [x for q in rqs for x in q.stats.latencies]
+    return _figures(
+        kind,
+        windows,
+        n,
+        static_s,
+        reg_s,
+        reg_cpu,
+        mem_reg,
+        res.seconds,
+        cpu,
+        res.triples,
+        res.rows,
+        sum(q.stats.reports for q in rqs),
+        lat,
+        eng.operator_count(),
+        out.chars,
+    )
+
+
+def _figures(
+    kind: str, windows: str, n: int, static_s: float, reg_s: float, reg_cpu: float, mem_reg: float,
+    wall: float, cpu: float, triples: int, rows: int, reports: int, lat: list[float], operators: int,
+    chars: int,
+) -> dict:  # fmt: skip
+    """One configuration's raw figures (``wall`` / ``cpu``: the replay's or the pushes')."""
     return {
         "workload": kind,
         "windows": windows,
@@ -250,20 +275,20 @@ def run_one(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: i
         "register_s": reg_s,
         "register_cpu_s": reg_cpu,
         "registrations_per_s": n / reg_s if reg_s else 0.0,
-        "replay_s": res.seconds,
+        "replay_s": wall,
         "replay_cpu_s": cpu,
-        "input_triples": res.triples,
-        "triples_per_s": res.triples / res.seconds if res.seconds else 0.0,
-        "triples_per_cpu_s": res.triples / cpu if cpu else 0.0,
-        "result_rows": res.rows,
-        "rows_per_s": res.rows / res.seconds if res.seconds else 0.0,
-        "reports": sum(q.stats.reports for q in rqs),
+        "input_triples": triples,
+        "triples_per_s": triples / wall if wall else 0.0,
+        "triples_per_cpu_s": triples / cpu if cpu else 0.0,
+        "result_rows": rows,
+        "rows_per_s": rows / wall if wall else 0.0,
+        "reports": reports,
         "query_ms_p50": 1e3 * pct(lat, 0.5),
         "query_ms_p99": 1e3 * pct(lat, 0.99),
-        "operators": eng.operator_count(),
+        "operators": operators,
         "rss_mb_after_register": mem_reg,
         "rss_mb_end": rss_mb(),
-        "output_chars": out.chars,
+        "output_chars": chars,
     }
 
 
@@ -302,29 +327,23 @@ def run_live(data_dir: Path, kind: str, n: int, users: int, windows: str, seed: 
         sample = live.metrics.registry.get_sample_value
         rows = int(sample("linkstream_result_lines_total") or 0)
         reports = int(sample("linkstream_reports_total") or 0)
-        return {
-            "workload": "live " + kind,
-            "windows": windows,
-            "queries": n,
-            "static_load_s": static_s,
-            "register_s": reg_s,
-            "register_cpu_s": reg_cpu,
-            "registrations_per_s": n / reg_s if reg_s else 0.0,
-            "replay_s": wall,
-            "replay_cpu_s": cpu,
-            "input_triples": triples,
-            "triples_per_s": triples / wall if wall else 0.0,
-            "triples_per_cpu_s": triples / cpu if cpu else 0.0,
-            "result_rows": rows,
-            "rows_per_s": rows / wall if wall else 0.0,
-            "reports": reports,
-            "query_ms_p50": 0.0,
-            "query_ms_p99": 0.0,
-            "operators": live.engine.operator_count(),
-            "rss_mb_after_register": mem_reg,
-            "rss_mb_end": rss_mb(),
-            "output_chars": 0,
-        }
+        return _figures(
+            "live " + kind,
+            windows,
+            n,
+            static_s,
+            reg_s,
+            reg_cpu,
+            mem_reg,
+            wall,
+            cpu,
+            triples,
+            rows,
+            reports,
+            [],
+            live.engine.operator_count(),
+            0,
+        )
     finally:
         live.close()
 

@@ -139,15 +139,7 @@ def _crowd(extra: int) -> tuple[dict[str, list], dict[str, QueryView]]:
                 live.push(EX + "s", t, [(f"<{EX}n{t}>", f"<{EX}p{k}>", f'"{t}"')])
         live.advance_to(40000)
         live.sync()
-        out: dict[str, list] = {}
-        for n, sub in subs.items():
-            got = out[n] = []
-            while True:
-                try:
-                    got.append(sub.get_report(timeout=0.2))
-                except queue.Empty:
-                    break
-        return out, {n: live.view(n) for n in watched}
+        return _drained(subs), {n: live.view(n) for n in watched}
     finally:
         live.close()
 
@@ -174,6 +166,11 @@ def _reports(live: LiveEngine, names: list[str]) -> dict[str, list[tuple[int, tu
         for k in range(5):
             live.push(EX + "s", t, [(f"<{EX}n{t}>", f"<{EX}p{k}>", f'"{t}"')])
     live.advance_to(12000)
+    return _drained(subs)
+
+
+def _drained(subs: dict) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
+    """Every report each subscription got (until none comes for 0.2 s)."""
     out: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
     for n, sub in subs.items():
         got = out[n] = []
