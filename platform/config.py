@@ -289,6 +289,7 @@ def load(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | No
 
 
 def set_default_environment(**settings: str) -> None:
-    """Sets variables that libraries we start in-process read (PySpark), unless already set."""
+    """Sets variables that libraries we start in-process read (PySpark, numpy's OpenBLAS),
+    unless already set."""
     for k, v in settings.items():
         os.environ.setdefault(k, v)

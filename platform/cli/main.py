@@ -610,6 +610,14 @@ def _describe(e: BaseException, args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     command = _command_of(sys.argv[1:] if argv is None else argv)
+    if command is not None:
+        # numpy's OpenBLAS starts a thread per core when numpy is imported, and they spin for
+        # a while: ~0.1 s of CPU per process on two cores. LinkStream calls no BLAS routine
+        # (no matrix product, no linalg), so one thread; the processes a command starts
+        # (a cluster's nodes) inherit it. A value the user set stays.
+        from linkstream.config import set_default_environment
+
+        set_default_environment(OPENBLAS_NUM_THREADS="1")
     if command == "replay":
         gc.disable()  # until the replay's start-up is done: see _collect_from_here
     try:

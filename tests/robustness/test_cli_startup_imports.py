@@ -89,3 +89,27 @@ def test_collection_is_back_on_after_an_early_error(tmp_path: Path) -> None:
     assert gc.isenabled()
     assert main([*_inputs(tmp_path)[:-1], "--max-reports", "-1"]) == 2  # an early error return
     assert gc.isenabled()
+
+
+def _blas_threads_at_numpy_import(argv: list[str], env: dict[str, str]) -> str | None:
+    """OPENBLAS_NUM_THREADS as numpy's import found it in a ``linkstream`` process."""
+    code = (
+        "import json, os, sys\nseen = []\n"
+        "def hook(ev, a):\n"
+        "    if ev == 'import' and a[0] == 'numpy' and not seen:\n"
+        "        seen.append(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "sys.addaudithook(hook)\nimport linkstream.cli.main\nm = sys.modules['linkstream.cli.main']\n"
+        f"assert m.main({argv!r}) == 0\nprint(json.dumps(seen))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    [threads] = json.loads(p.stdout.strip().splitlines()[-1])
+    return threads
+
+
+def test_numpy_starts_one_blas_thread_unless_the_user_set_a_number(tmp_path: Path) -> None:
+    # LinkStream calls no BLAS routine: OpenBLAS's thread per core only costs start-up CPU
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    assert _blas_threads_at_numpy_import(_inputs(tmp_path), env) == "1"
+    assert _blas_threads_at_numpy_import(_inputs(tmp_path), {**env, "OPENBLAS_NUM_THREADS": "2"}) == "2"
