@@ -40,12 +40,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
-from rdflib import BNode as RBNode
-from rdflib import URIRef, Variable
-from rdflib.paths import MulPath, NegatedPath, Path, ZeroOrMore, ZeroOrOne
 
 from linkstream.engine.oneshot.store import QueryDictionary
 from linkstream.query.algebra_json import is_node
+from linkstream.query.aterms import BNode as RBNode
+from linkstream.query.aterms import MulPath, NegatedPath, Path, URIRef, Variable, ZeroOrMore, ZeroOrOne
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.expressions import from_rdflib
 from linkstream.rdf.dictionary import Dictionary

@@ -28,9 +28,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rdflib import URIRef
-from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
-
 from linkstream.operators.base import Operator
 from linkstream.operators.distinct import DistinctOperator
 from linkstream.operators.filter import FilterOperator
@@ -38,6 +35,7 @@ from linkstream.operators.path import closure_operator
 from linkstream.operators.project import ProjectOperator, UnionOperator
 from linkstream.operators.scan import Slot
 from linkstream.query.algebra_json import is_node
+from linkstream.query.aterms import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath, URIRef
 from linkstream.query.errors import QueryError
 from linkstream.query.expressions import Cmp, Const, Expr, Var
 from linkstream.rdf.terms import IRI

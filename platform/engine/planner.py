@@ -23,9 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
-from rdflib import BNode as RBNode
-from rdflib import Literal as RLiteral
-from rdflib import URIRef, Variable
 
 from linkstream.engine.paths import PathTranslator, is_path
 from linkstream.operators.aggregate import AggregateOperator, AggSpec
@@ -43,6 +40,9 @@ from linkstream.operators.static_probe import static_part_of
 from linkstream.operators.static_result import StaticResults
 from linkstream.operators.values import ConstantOperator
 from linkstream.query.algebra_json import Node, is_node
+from linkstream.query.aterms import BNode as RBNode
+from linkstream.query.aterms import Literal as RLiteral
+from linkstream.query.aterms import URIRef, Variable
 from linkstream.query.errors import QueryError
 from linkstream.query.expressions import Call, Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
 from linkstream.rdf.terms import IRI, XSD_BOOLEAN, Literal, Term

@@ -24,16 +24,38 @@ from collections import OrderedDict
 from types import MethodType
 from typing import Any, TypeGuard
 
-from rdflib import paths as rpaths
-from rdflib.term import BNode, Literal, URIRef, Variable
+from linkstream.query.aterms import PATHS as _PATHS
+from linkstream.query.aterms import BNode, Literal, URIRef, Variable
 
 #: version of the JSON layout and of what the translation puts in it (part of the key of
 #: every stored entry; 2: ``SELECT *`` lists its variables in text order)
 FORMAT = 2
-_PATHS = {
-    c.__name__: c
-    for c in (rpaths.InvPath, rpaths.SequencePath, rpaths.AlternativePath, rpaths.MulPath, rpaths.NegatedPath)
-}
+#: the JSON tag of each term class (this module reads terms back as :mod:`.aterms` objects)
+_TAGS: dict[str, str] = {"URIRef": "u", "Variable": "v", "BNode": "b", "Literal": "l"}
+
+
+def _term_tag(x: object) -> str | None:
+    """``x``'s tag in :data:`_TAGS` if it is exactly a term class of :mod:`.aterms` or of
+    rdflib (a tree parsed by rdflib, or read back), else None."""
+    t = type(x)
+    tag = _TAGS.get(t.__name__)
+    if tag is None:
+        return None
+    if t.__module__ == URIRef.__module__:
+        return tag
+    m = sys.modules.get("rdflib.term")
+    return tag if m is not None and t is getattr(m, t.__name__) else None
+
+
+def _path_name(x: object) -> str | None:
+    """The class name of a property path of :mod:`.aterms` or rdflib, else None."""
+    t = type(x)
+    if t.__name__ not in _PATHS:
+        return None
+    if t is _PATHS[t.__name__]:
+        return t.__name__
+    m = sys.modules.get("rdflib.paths")
+    return t.__name__ if m is not None and t is getattr(m, t.__name__) else None
 
 
 class Node(OrderedDict[Any, Any]):
@@ -138,19 +160,17 @@ class _Writer:
             if not math.isfinite(x):
                 raise ValueError("a non-finite float")
             return x
-        if type(x) is URIRef:
-            return ["u", str(x)]
-        if type(x) is Variable:
-            return ["v", str(x)]
-        if type(x) is BNode:
-            return ["b", str(x)]
-        if type(x) is Literal:
+        tag = _term_tag(x)
+        if tag == "l":
             dt = x.datatype
             return ["l", str(x), x.language, None if dt is None else str(dt)]
+        if tag is not None:
+            return [tag, str(x)]
         if type(x) is tuple:
             return ["T", *(self.write(v) for v in x)]
-        if type(x).__name__ in _PATHS and type(x) is _PATHS[type(x).__name__]:
-            return ["P", type(x).__name__, [[k, self.write(v)] for k, v in x.__dict__.items()]]
+        path = _path_name(x)
+        if path is not None:
+            return ["P", path, [[k, self.write(v)] for k, v in x.__dict__.items()]]
         if is_node(x):
             ref = self.enter(x)
             if ref is not None:
@@ -186,7 +206,7 @@ class _Reader:
         if tag == "b":
             return BNode(x[1])
         if tag == "l":
-            return Literal(x[1], lang=x[2], datatype=None if x[3] is None else URIRef(x[3]), normalize=False)
+            return Literal(x[1], lang=x[2], datatype=None if x[3] is None else URIRef(x[3]))
         if tag == "T":
             return tuple(self.read(v) for v in x[1:])
         if tag == "R":
@@ -309,10 +329,20 @@ class _Same:
                 and self.seq([v for _, v in ia] + [v for _, v in aa], [v for _, v in ib] + [v for _, v in ab])
                 and [k for k, _ in aa] == [k for k, _ in ab]
             )
+        ta, tb = _term_tag(a), _term_tag(b)
+        if ta is not None or tb is not None:  # (rdflib's or read back: the same if equal)
+            if ta != tb or str(a) != str(b):
+                return False
+            return ta != "l" or (a.language == b.language and self.eq(a.datatype, b.datatype))
+        pa, pb = _path_name(a), _path_name(b)
+        if pa is not None or pb is not None:
+            return (
+                pa == pb
+                and self.seq(list(a.__dict__), list(b.__dict__))
+                and self.seq(list(a.__dict__.values()), list(b.__dict__.values()))
+            )
         if type(a) is not type(b):
             return False
-        if isinstance(a, Literal):
-            return a == b and str(a) == str(b) and a.datatype == b.datatype and a.language == b.language
         if type(a) is tuple:
             return self.seq(list(a), list(b))
         if type(a) in (list, dict, set, frozenset):
@@ -323,14 +353,17 @@ class _Same:
                 return self.seq(a, b)
             if type(a) is dict:
                 return self.seq(list(a), list(b)) and self.seq(list(a.values()), list(b.values()))
-            return bool(a == b)  # sets hold hashable terms only
-        if type(a).__name__ in _PATHS:
-            return self.seq(list(a.__dict__), list(b.__dict__)) and self.seq(
-                list(a.__dict__.values()), list(b.__dict__.values())
-            )
+            # sets hold hashable terms only (of either kind: compared in one order)
+            return self.seq(sorted(a, key=_order), sorted(b, key=_order))
         if type(a) is float and math.isnan(a):
             return math.isnan(b)
         return bool(a == b)
 
     def seq(self, xs: list[Any], ys: list[Any]) -> bool:
         return len(xs) == len(ys) and all(self.eq(x, y) for x, y in zip(xs, ys, strict=True))
+
+
+def _order(x: object) -> tuple[str, str]:
+    """A set member's place in an order both kinds of term share."""
+    tag = _term_tag(x)
+    return (tag, str(x)) if tag is not None else ("~" + type(x).__name__, repr(x))

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
-
-import rdflib
-from rdflib.term import URIRef
 
 from linkstream.query import parse_store, shapes
 from linkstream.query.algebra_json import is_node
@@ -44,9 +42,11 @@ from linkstream.query.windows import WindowSpec, read_window
 
 if TYPE_CHECKING:
     from rdflib.plugins.sparql.sparql import Query
+    from rdflib.term import URIRef
 
 # rdflib's SPARQL parser (``sparql_parser``) and our checks of its parse trees (``rules``)
-# are imported by the functions that parse: a query found in the parse cache needs neither
+# are imported by the functions that parse: a query found in the parse cache needs neither,
+# nor rdflib itself (its algebra is read back in :mod:`.aterms` classes)
 
 log = logging.getLogger(__name__)
 
@@ -496,7 +496,9 @@ def _parse(text: str | bytes, default_name: str, base: str) -> ContinuousQuery:
         compiled = parse_store.load(stored)
         if compiled is not None:
             from_disk, iri_calls = True, False  # (stored with its base bound)
-            rdflib.NORMALIZE_LITERALS = False  # as a parse leaves it (literals keep their form)
+            rdflib: Any = sys.modules.get("rdflib")  # (not loaded: the parse that loads it sets it)
+            if rdflib is not None:
+                rdflib.NORMALIZE_LITERALS = False  # as a parse leaves it (literals keep their form)
     if compiled is None:
         compiled, iri_calls = _from_template(scan, spacing, base)
     if compiled is None:
@@ -557,6 +559,8 @@ def _remember(key: tuple[str, str], compiled: Any, iri_calls: bool) -> None:
     thread can find it: a cache hit needs no walk, its key fixes the base)."""
     prologue = getattr(compiled, "prologue", None)
     if iri_calls and prologue is not None and prologue.base:  # (a template knows: no walk per query)
+        from rdflib.term import URIRef  # (a parse's algebra: rdflib is loaded)
+
         bind_base(compiled.algebra, URIRef(prologue.base))
     if key not in _ALGEBRA_CACHE:
         if len(_ALGEBRA_CACHE) >= ALGEBRA_CACHE_SIZE:

@@ -11,11 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdflib import BNode as RBNode
-from rdflib import Literal as RLiteral
-from rdflib import URIRef, Variable
-
 from linkstream.query.algebra_json import is_node
+from linkstream.query.aterms import BNode as RBNode
+from linkstream.query.aterms import Literal as RLiteral
+from linkstream.query.aterms import URIRef, Variable
 from linkstream.query.errors import QueryError
 from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
 

@@ -26,6 +26,7 @@ that call (library use, tests) nothing is read or written.  It holds at most
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import tempfile
@@ -46,6 +47,7 @@ _SOURCES = (
     "rules.py",
     "sparql_parser.py",
     "algebra_json.py",
+    "aterms.py",
     "parse_store.py",
 )
 
@@ -66,12 +68,29 @@ def directory() -> Path | None:
     return _directory
 
 
+def _rdflib_version() -> str:
+    """rdflib's installed version, from its ``.dist-info`` directory's name when there is
+    one (importing rdflib costs a short command ~0.07 s; a cache hit does not need it)."""
+    spec = importlib.util.find_spec("rdflib")
+    if spec is not None and spec.origin:
+        site = Path(spec.origin).parent.parent
+        try:
+            names = sorted(
+                n for n in os.listdir(site) if n.startswith("rdflib-") and n.endswith(".dist-info")
+            )
+        except OSError:
+            names = []
+        if len(names) == 1:
+            return names[0][len("rdflib-") : -len(".dist-info")]
+    import rdflib
+
+    return str(rdflib.__version__)
+
+
 def _code_fingerprint() -> str:
     global _fingerprint
     if _fingerprint is None:
-        import rdflib
-
-        h = hashlib.sha256(b"format %d rdflib %s\0" % (algebra_json.FORMAT, rdflib.__version__.encode()))
+        h = hashlib.sha256(b"format %d rdflib %s\0" % (algebra_json.FORMAT, _rdflib_version().encode()))
         here = Path(__file__).parent
         for name in _SOURCES:
             h.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")

@@ -42,16 +42,16 @@ from collections import OrderedDict
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
-from rdflib.term import BNode, Literal, URIRef, Variable
-
 from linkstream.query.algebra_json import is_node
 from linkstream.query.lexer import TokenStream, iri_problem
 
 if TYPE_CHECKING:
     from rdflib.plugins.sparql.sparql import Prologue, Query
+    from rdflib.term import Literal, URIRef
 
-# a template is made from rdflib's parse (so rdflib's SPARQL modules are loaded by then);
-# they are imported where used, so that importing this module does not load them
+# a template is made from rdflib's parse (so rdflib and its SPARQL modules are loaded by
+# then); they are imported where used, so that importing this module does not load them
+# (a query found in the parse cache never loads rdflib)
 
 PLACEHOLDER = "urn:x-linkstream-const:"
 _ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
@@ -73,7 +73,6 @@ _BEFORE = frozenset("^/|!")
 #: a longer number.
 _SIGNS = frozenset("+-.")
 _AFTER = frozenset("(/|*+?")
-_LEAF_TYPES = (str, int, float, bool, type(None), Variable, BNode)
 _VALID_IRIS: dict[str, bool] = {}
 
 
@@ -185,6 +184,10 @@ class AlgebraTemplate:
     """
 
     def __init__(self, query: Query, count: int) -> None:
+        from rdflib.term import BNode, Literal, URIRef, Variable
+
+        self._uri, self._lit = URIRef, Literal  # (the classes of rdflib's algebra)
+        self._leaf = (str, int, float, bool, type(None), Variable, BNode)
         self.prologue: Prologue = query.prologue
         self.algebra = query.algebra
         self._dirty: set[int] = set()
@@ -202,13 +205,13 @@ class AlgebraTemplate:
 
     def _mark(self, x: Any, seen: set[int]) -> bool:
         """Records the containers that hold placeholders; True if ``x`` holds one."""
-        if isinstance(x, URIRef):
+        if isinstance(x, self._uri):
             if x.startswith(PLACEHOLDER):
                 seen.add(int(x[len(PLACEHOLDER) :]))
                 return True
             self._fixed.add(x)
             return False
-        if isinstance(x, Literal):
+        if isinstance(x, self._lit):
             if x.datatype is not None and x.datatype.startswith(PLACEHOLDER):
                 raise ValueError("a placeholder datatype")
             if x.startswith(NUMBER_MARK):
@@ -218,7 +221,7 @@ class AlgebraTemplate:
                 return True
             self._fixed.add(x)
             return False
-        if isinstance(x, _LEAF_TYPES):
+        if isinstance(x, self._leaf):
             return False
         if is_node(x):  # rdflib also keeps results in attributes (Expr.graph)
             items: Any = [*dict.values(x), *dict.keys(x), *_attributes(x).values()]
@@ -249,10 +252,10 @@ class AlgebraTemplate:
         out: list[URIRef | Literal] = []
         for k, text in enumerate(texts):
             if text[0] == "<":
-                out.append(URIRef(text[1:-1]))
+                out.append(self._uri(text[1:-1]))
                 continue
             if text[0].isdigit():  # the terminal is the placeholder's: rdflib's datatype
-                out.append(Literal(text, datatype=self._numbers[k]))
+                out.append(self._lit(text, datatype=self._numbers[k]))
                 continue
             iri = self._pnames.get(text)
             if iri is None:
@@ -274,10 +277,10 @@ class AlgebraTemplate:
 
     def _copy(self, x: Any, values: list[URIRef | Literal]) -> Any:
         if id(x) not in self._dirty:
-            if isinstance(x, URIRef):
+            if isinstance(x, self._uri):
                 if x.startswith(PLACEHOLDER):
                     return values[int(x[len(PLACEHOLDER) :])]
-            elif isinstance(x, Literal) and x.startswith(NUMBER_MARK):
+            elif isinstance(x, self._lit) and x.startswith(NUMBER_MARK):
                 return values[int(x[len(NUMBER_MARK) : len(NUMBER_MARK) + 5])]
             return x
         if is_node(x):  # rdflib's Expr included: the class is kept
