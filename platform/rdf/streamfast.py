@@ -210,7 +210,7 @@ class _Run:
         seg = np.searchsorted(ts_rows, quads)  # the timestamp lines before each statement
         head = seg == 0
         if head.any():  # statements of the element open before this run
-            graphs_in = np.unique(g[quads[head]])
+            graphs_in = list(set(g[quads[head]].tolist()))  # (not np.unique: see _stamps)
             if self.graph is None or len(graphs_in) != 1 or terms[graphs_in[0]] != self.graph:
                 return False
         if not head.all():
@@ -343,7 +343,7 @@ def _stamps(terms: list[str], ts: np.ndarray) -> np.ndarray | None:
     all have the common form (``prov:generatedAtTime`` and ``"YYYY-MM-DDThh:mm:ss[.f...]Z"``
     as an ``xsd:dateTime`` of one length, a valid date, hour below 24), read in bulk; else
     ``None`` (the caller reads them one by one)."""
-    for p in np.unique(ts[:, 1]).tolist():
+    for p in set(ts[:, 1].tolist()):  # (np.unique's first call imports numpy.ma: ~10 ms)
         if terms[p] != _PROV_TOKEN:
             return None
     lits = [terms[o] for o in ts[:, 2].tolist()]
