@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +44,21 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "LINKSTREAM_"
-# Where `linkstream cluster up` keeps a local cluster's state (its default --dir).
-LOCAL_CLUSTER_DIR = Path(tempfile.gettempdir()) / "linkstream-local-cluster"
+
+
+def __getattr__(name: str) -> Path:
+    """``LOCAL_CLUSTER_DIR``: where `linkstream cluster up` keeps a local cluster's state (its
+    default --dir), in the system's temporary directory (computed on first use: importing
+    ``tempfile`` costs every command ~4 ms)."""
+    if name == "LOCAL_CLUSTER_DIR":
+        import tempfile
+
+        value = Path(tempfile.gettempdir()) / "linkstream-local-cluster"
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 CONFIG_ENV = "LINKSTREAM_CONFIG"
 
 #: established variable names -> the ``LINKSTREAM_<SECTION>_<FIELD>`` they stand for

@@ -29,7 +29,6 @@ import hashlib
 import importlib.util
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +140,8 @@ def save(name: str | None, query: Any) -> bool:
             log.debug("the algebra does not read back equal: not cached")
             return False
         _directory.mkdir(parents=True, exist_ok=True)
+        import tempfile  # (only to store: a short command's start-up skips it)
+
         fd, tmp = tempfile.mkstemp(dir=_directory, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -14,9 +14,8 @@ import functools
 import hashlib
 import itertools
 import math
-import random
+import os
 import re
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from urllib.parse import urljoin
@@ -103,7 +102,7 @@ def _label_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     return bnode, nt
 
 
-_BNODE_PREFIX = "f" + uuid.uuid4().hex[:12] + "b"
+_BNODE_PREFIX = "f" + os.urandom(6).hex() + "b"  # (random hex, as uuid4's first 12 digits)
 _bnode_counter = itertools.count()
 
 
@@ -255,6 +254,8 @@ def _numeric_fn(
 
 
 def _rand(a: Args) -> Term:
+    import random  # (RAND() only: not imported at every start-up)
+
     return numeric_term(K_DOUBLE, random.random())
 
 
@@ -338,10 +339,14 @@ def _hash(algorithm: str) -> Callable[[Args], Term]:
 
 
 def _uuid(a: Args) -> Term:
+    import uuid  # (UUID() / STRUUID() only)
+
     return IRI("urn:uuid:" + str(uuid.uuid4()))
 
 
 def _struuid(a: Args) -> Term:
+    import uuid
+
     return Literal(str(uuid.uuid4()))
 
 

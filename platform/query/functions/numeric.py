@@ -21,7 +21,6 @@ import math
 import re
 import struct
 from decimal import Context, Decimal
-from fractions import Fraction
 
 from linkstream.query.functions.base import ExprError
 
@@ -319,6 +318,8 @@ def format_float32(v: float) -> str:
 
 def _rust_shortest(v: float, single: bool) -> str:
     """Shortest round-trip digits, a tie between two candidates going away from zero (as Rust)."""
+    from fractions import Fraction  # (imported on first use: ~1 ms of every start-up)
+
     digits = shortest_f32_digits(v) if single else repr(v)
     d = Fraction(digits)
     diff = Fraction(v) - d
