@@ -46,6 +46,7 @@ from linkstream.containers.protocol import Elements, ProtocolError
 from linkstream.containers.remotestatic import RemoteStatics
 from linkstream.containers.staticcache import keep_only, load_static
 from linkstream.engine.embedded import Engine, RegisteredQuery
+from linkstream.engine.sharing import sharing_of
 from linkstream.operators.router import RouterOperator
 from linkstream.operators.shared_state import (
     restore_query_units,
@@ -183,6 +184,9 @@ class RunReplica:
         #: (destination, routers' ids) -> the query whose move carried their unit since the
         #: last tick (:meth:`snapshot_moving`; the routers are held by the queries still here)
         self._units_sent: dict[tuple[str, tuple[int, ...]], str] = {}
+        #: per query moved here since the last tick with a router unit, its routers' plans
+        #: (a unit of no router's query is planned on its carrier's: :meth:`register_routed`)
+        self._moved_plans: dict[str, list[object]] = {}
         self.ticks = 0
         self.triples = 0
         self.apply_seconds = 0.0
@@ -434,13 +438,7 @@ class RunReplica:
             # hold fresh operators (a task rebuilt just before this one moved in)
             fresh = list(self.engine.queries) if self.last_c is None else sorted(self._unticked)
             if self.last_c is None or fresh:
-                aside: dict[str, ContinuousQuery] = {}
-                for held in fresh:
-                    if held in self.engine.queries:
-                        aside[held] = self.engine.queries[held].cq
-                        self.engine.unregister(held)
-                self._deferred = aside
-                self._unticked.clear()
+                self._set_aside(fresh)
         deferred, self._deferred = self._deferred, None
         if deferred is not None:
             deferred.pop(name, None)
@@ -448,6 +446,16 @@ class RunReplica:
             self.register(name, text)
         finally:
             self._deferred = deferred
+
+    def _set_aside(self, fresh: Sequence[str]) -> None:
+        """Unregisters the queries ``fresh`` (planned, not restored) until the next tick."""
+        aside: dict[str, ContinuousQuery] = {}
+        for held in fresh:
+            if held in self.engine.queries:
+                aside[held] = self.engine.queries[held].cq
+                self.engine.unregister(held)
+        self._deferred = aside
+        self._unticked.clear()
 
     def snapshot_moving(self, name: str, to: str = "") -> QueryState:
         """The state ``name`` moves with to container ``to`` (a live migration): its own
@@ -482,9 +490,14 @@ class RunReplica:
         """Registers ``name``, moved here live with the router unit ``state`` of the routers it
         reads (snapshotted after this replica's last tick); the unit is restored at the start
         of the next tick (:meth:`_restore_moved`), once every query moved here meanwhile is
-        planned: their routers' windows have then grown to cover them all, as the source's
-        had.  Returns why it will not be restored ("": the next tick's ``moved`` tells)."""
-        self._register_first(name, text)  # the operators it shares with the queries here are at c
+        planned.  It is planned on the unit's plans (``Sharing.seeded``: the source's windows,
+        whatever else moved here; a unit of no router: its carrier's), unless a router running
+        here serves it.  Returns why it will not be restored ("": the next tick's ``moved``
+        tells)."""
+        plans = unit_plans(state) or self._moved_plans.get(str(state.header.get("with")), [])
+        self._moved_plans[name] = plans
+        with sharing_of(self.engine).seeded(plans):
+            self._register_first(name, text)  # the operators it shares with the queries here are at c
         try:
             routers_of(self.engine.queries[name].root)
         except StateError as exc:
@@ -542,6 +555,11 @@ class RunReplica:
             raise
         except Exception as exc:  # an operator this version cannot walk: rebuild there
             raise StateError(f"cannot snapshot a router: {type(exc).__name__}: {exc}") from exc
+        # each router's plan: a restoring engine plans the unit's queries on it (the plan
+        # depends on the order queries came here: a started window does not grow)
+        for part, plan in zip(st.header["parts"], sharing_of(self.engine).plans_of(routers)):
+            if plan is not None:
+                part["plan"] = plan
         return QueryState(st.header, [a.copy() for a in st.arrays])
 
     def restore_routers(self, units: Sequence[tuple[Sequence[str], QueryState]], c: int) -> dict[str, str]:
@@ -550,15 +568,24 @@ class RunReplica:
         restored; the others are rebuilt by the first tick as before).
 
         The queries are planned now if :meth:`register_restored` set them aside: their
-        operators then hold the cut's state, and the queries still set aside attach to them."""
+        operators then hold the cut's state, and the queries still set aside attach to them.
+        Each is planned on its unit's plans (``Sharing.seeded``: the old container's windows,
+        which depend on the order queries came there); queries planned afresh already are
+        set aside and planned so when those windows are not the snapshots' (every unit fits)."""
         if self.last_c is not None:
             return {n: f"this run evaluated t={self.last_c} already" for names, _ in units for n in names}
+        plans = {n: unit_plans(st) for names, st in units for n in names}
+        sharing = sharing_of(self.engine)
+        every = [p for ps in plans.values() for p in ps]
+        if every and self._deferred is None and not sharing.planned_on(every):
+            self._set_aside(list(self.engine.queries))  # none restored yet: all fresh
 
         def plan(name: str) -> str:  # a query set aside is planned now
             cq = self._deferred.pop(name, None) if self._deferred is not None else None
             if cq is not None:
                 try:
-                    self.engine.register(cq)
+                    with sharing.seeded(plans.get(name, [])):
+                        self.engine.register(cq)
                 except Exception as exc:  # noqa: BLE001 - planned before: it waits for the tick
                     assert self._deferred is not None
                     self._deferred[name] = cq
@@ -570,6 +597,8 @@ class RunReplica:
         except Exception as exc:  # noqa: BLE001 - partly restored: the log says so loudly
             logger.error("restoring router units failed: %s: %s", type(exc).__name__, exc)
             return {n: f"{type(exc).__name__}: {exc}" for names, _ in units for n in names}
+        finally:
+            sharing.unpin()
 
     def unregister(self, name: str) -> None:
         """Removes a query (its operators go unless another query uses them)."""
@@ -611,6 +640,9 @@ class RunReplica:
         """
         t0, cpu0 = time.perf_counter(), time.process_time()
         moved = self._restore_moved() if self._moving else {}
+        if self._moved_plans:
+            self._moved_plans.clear()
+            sharing_of(self.engine).unpin()
         if self._deferred is not None:
             self._register_deferred()
         names = [n for n in answer if n in self.engine.queries]
@@ -634,3 +666,12 @@ class RunReplica:
         for name in list(self.engine.queries):
             self.engine.unregister(name)
         self.engine.dictionary.close()
+
+
+def unit_plans(state: QueryState) -> list[object]:
+    """The plans of a router unit's routers (``RunReplica.router_state``; none: a unit of no
+    router, or one written before plans were)."""
+    parts = state.header.get("parts")
+    return (
+        [p["plan"] for p in parts if isinstance(p, dict) and "plan" in p] if isinstance(parts, list) else []
+    )

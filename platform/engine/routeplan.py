@@ -158,6 +158,9 @@ class Instance:
     #: what the router was last built from, and every operator below it with its signature
     #: (:meth:`~linkstream.engine.sharing.Sharing._rebuilt`)
     built: tuple[tuple, list[tuple[object, Operator]]] | None = None
+    #: per slot, per timed window, the (range or count, step) it must have: an instance
+    #: planned on a snapshot's plan (``Sharing.seeded``), which never grows
+    pinned: list[list[tuple[int, int]]] | None = None
 
     @property
     def started(self) -> bool:

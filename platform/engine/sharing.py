@@ -23,14 +23,23 @@ later queries join that one (the old instance keeps serving its subscribers, exa
 Count windows (``[TRIPLES n]``) are routed like time windows, by buffer position
 (:class:`~linkstream.operators.timed_window.CountedWindowOperator`).  C-SPARQL's merged
 default graph (unless ``Engine.share_merged``) and NOW windows stay on the exact path.
+
+So a routed plan depends on the order queries came in: a container that received queries
+after its windows started may hold a 3000/2000 window and a second one where a fresh plan of
+the same queries grows one 4000/1000 window.  A router unit's snapshot therefore carries its
+router's plan (:meth:`Sharing.plans_of`: the routed signature by terms, the instance's
+needs, every timed window's range and step), and an engine restoring the unit plans the
+unit's queries on it (:meth:`Sharing.seeded`): the same windows, pinned (never grown), so
+the snapshot fits whatever order the queries came in here (issue 17).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from linkstream.engine.routeplan import (
     Instance,
@@ -65,6 +74,54 @@ if TYPE_CHECKING:
 _Op = TypeVar("_Op", bound=Operator)
 
 
+@dataclass(frozen=True)
+class PlanSeed:
+    """A router's plan in another engine (:meth:`Sharing.plans_of`), to plan a query of its
+    routed signature on here (:meth:`Sharing.seeded`).  Wire form: a msgpack-able dict."""
+
+    key: str  #: the routed signature with terms for ids (the same in every engine)
+    needs: tuple[tuple[int, int], ...]  #: per slot, the instance's (range or count, step)
+    widest: tuple[int, ...]  #: per slot, the widest range a subscriber asked for
+    #: per slot, per timed window, its (range or count, step)
+    windows: tuple[tuple[tuple[int, int], ...], ...]
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "needs": [list(n) for n in self.needs],
+            "widest": list(self.widest),
+            "windows": [[list(w) for w in ws] for ws in self.windows],
+        }
+
+    @staticmethod
+    def parse(d: object) -> PlanSeed | None:
+        """The seed of wire form ``d`` (``None``: absent or malformed: planned afresh)."""
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+            return None
+        try:
+            needs = tuple(_pair(n) for n in d["needs"])
+            windows = tuple(tuple(_pair(w) for w in ws) for ws in d["windows"])
+            widest = tuple(int(w) for w in d["widest"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not len(needs) == len(windows) == len(widest) or not all(windows):
+            return None
+        return PlanSeed(d["key"], needs, widest, windows)
+
+
+def _pair(x: Sequence[object]) -> tuple[int, int]:
+    """Two ints of wire form ``x`` (raises ``ValueError``)."""
+    if len(x) != 2:
+        raise ValueError("not a (range, step) pair")
+    return int(x[0]), int(x[1])  # type: ignore[call-overload]  # ints on the wire, else ValueError / TypeError
+
+
+def _spec(w: TimedWindowOperator) -> tuple[int, int]:
+    """A timed window's (range or count, step)."""
+    n = w.spec.count if isinstance(w, CountedWindowOperator) else w.spec.range_ms
+    return int(n or 0), int(w.step)
+
+
 @dataclass
 class _Lone:
     """A query's join planned on its own (see :mod:`linkstream.operators.switch`)."""
@@ -97,6 +154,10 @@ class Sharing:
         self._switched: list[SwitchOperator] = []
         self._direct = 0  # > 0 while a lone join's direct plan is built
         self._planner = RoutePlanner(engine)  # (routeplan.py: which joins can be routed)
+        #: the plans the query being registered had in another engine (:meth:`seeded`)
+        self._seeds: list[PlanSeed] = []
+        #: signatures of the timed windows planned on seeds: never grown (until :meth:`unpin`)
+        self._pinned: set[object] = set()
 
     # ------------------------------------------------------------ core
 
@@ -342,8 +403,12 @@ class Sharing:
         windows: list[Operator] = []
         for si, sl in enumerate(slots):
             tws_k = []
-            for w in slot_windows(sl):
-                tws_k.append(self._timed_window(w, *inst.needs[si]))
+            pin = inst.pinned[si] if inst.pinned is not None else None
+            for j, w in enumerate(slot_windows(sl)):
+                if pin is not None and len(pin) == len(slot_windows(sl)):
+                    tws_k.append(self._pinned_window(w, *pin[j]))
+                else:
+                    tws_k.append(self._timed_window(w, *inst.needs[si]))
             static = sl.static if isinstance(sl, GraphOperator) else None
             latest = LatestGraphOperator(tws_k, static, getattr(sl, "static_key", None))
             windows.append(self._intern(latest, tws_k))
@@ -381,32 +446,58 @@ class Sharing:
         """
         k = 0
         while True:
-            if w.spec.kind == "count":  # (``range_ms`` is the count: ``routeplan.slot_need``)
-                timed: TimedWindowOperator = CountedWindowOperator(
-                    w.buffer, WindowSpec("count", count=range_ms), step, ("timed", k)
-                )
-            else:
-                timed = TimedWindowOperator(w.buffer, WindowSpec("time", range_ms, step), step, ("timed", k))
+            timed = self._window(w, range_ms, step, k)
             running = self.eng.operators.get(self._sig(timed, [])) if self.eng.share else None
             if not isinstance(running, TimedWindowOperator) or running.fits(range_ms, step):
                 break
-            if running.grows_well(range_ms, step):
+            if running.grows_well(range_ms, step) and running.sig not in self._pinned:
                 running.grow(range_ms, step)
                 break
             timed.discard()  # (a window registers with its buffer when made)
             k += 1
         return self._intern(timed, [])
 
+    def _window(self, w: WindowOperator, range_ms: int, step: int, k: int) -> TimedWindowOperator:
+        """A new timed window of ``w``'s stream, of key ``k``."""
+        if w.spec.kind == "count":  # (``range_ms`` is the count: ``routeplan.slot_need``)
+            return CountedWindowOperator(w.buffer, WindowSpec("count", count=range_ms), step, ("timed", k))
+        return TimedWindowOperator(w.buffer, WindowSpec("time", range_ms, step), step, ("timed", k))
+
+    def _pinned_window(self, w: WindowOperator, range_ms: int, step: int) -> TimedWindowOperator:
+        """The timed window of ``w``'s stream of exactly ``range_ms`` (or count) and ``step``
+        (a seed's: :meth:`seeded`), running or new; pinned: never grown."""
+        k = 0
+        while True:
+            timed = self._window(w, range_ms, step, k)
+            running = self.eng.operators.get(self._sig(timed, [])) if self.eng.share else None
+            if not isinstance(running, TimedWindowOperator) or _spec(running) == (range_ms, step):
+                break
+            timed.discard()
+            k += 1
+        got = self._intern(timed, [])
+        self._pinned.add(got.sig)
+        return got
+
     def _instance(self, key: object, needs: list[tuple[int, int]]) -> Instance:
         """The shared-join instance for ``key`` that serves ``needs`` (per slot, a range and
         a step): one that serves them as it is, one grown to (before it started, and only as
         far as :func:`~linkstream.operators.timed_window.widened` allows), or a new one."""
         insts = self._instances.setdefault(key, [])
+        if self._seeds:
+            # a running instance serves a moved query as it is; else the query's plan elsewhere
+            for inst in insts:
+                if inst.started and serves(inst.needs, needs):
+                    return inst
+            got = self._seeded(key, insts, needs)
+            if got is not None:
+                return got
         for inst in insts:
             if serves(inst.needs, needs):
                 return inst
         for inst in insts:
-            grown = None if inst.started else widened(inst.needs, inst.widest, needs)
+            grown = (
+                None if inst.started or inst.pinned is not None else widened(inst.needs, inst.widest, needs)
+            )
             if grown is not None:
                 inst.needs, inst.widest = grown
                 for ws, (r, s) in zip(inst.windows, needs):
@@ -417,3 +508,73 @@ class Sharing:
         inst = Instance(self._next_instance, list(needs), [r for r, _s in needs])
         insts.append(inst)
         return inst
+
+    def _seeded(self, key: object, insts: list[Instance], needs: list[tuple[int, int]]) -> Instance | None:
+        """The instance of ``key`` planned on a seed of the query being registered that
+        serves ``needs`` (found, or made: pinned), or ``None``."""
+        tk = self._planner.keys().plain(cast(tuple, key))
+        for seed in self._seeds:
+            if seed.key != tk or len(seed.needs) != len(needs) or not serves(list(seed.needs), needs):
+                continue
+            pinned = [list(ws) for ws in seed.windows]
+            for inst in insts:
+                if inst.pinned == pinned and inst.needs == list(seed.needs):
+                    return inst
+            self._next_instance += 1
+            inst = Instance(self._next_instance, list(seed.needs), list(seed.widest), pinned=pinned)
+            insts.append(inst)
+            return inst
+        return None
+
+    # ------------------------------------------------------------ plans of other engines
+
+    def plans_of(self, routers: Sequence[RouterOperator]) -> list[dict[str, Any] | None]:
+        """Per router, its plan (:class:`PlanSeed`'s wire form; ``None``: not a router this
+        sharing built), for a snapshot of its unit: an engine restoring the unit plans the
+        unit's queries on it (:meth:`seeded`)."""
+        found = {id(inst.router): (k, inst) for k, insts in self._instances.items() for inst in insts}
+        keys = self._planner.keys()
+        out: list[dict[str, Any] | None] = []
+        for r in routers:
+            got = found.get(id(r))
+            if got is None or not got[1].windows:
+                out.append(None)
+                continue
+            key, inst = got
+            windows = tuple(tuple(_spec(w) for w in ws) for ws in inst.windows)
+            seed = PlanSeed(keys.plain(cast(tuple, key)), tuple(inst.needs), tuple(inst.widest), windows)
+            out.append(seed.wire())
+        return out
+
+    @contextlib.contextmanager
+    def seeded(self, plans: Sequence[object]) -> Iterator[None]:
+        """Within: a query registered is planned on ``plans`` (wire forms of
+        :class:`PlanSeed`, its routers' plans in another engine) where they serve it -- the
+        instance and timed windows of each, pinned -- unless a running instance here serves
+        it as it is; the other joins are planned as usual."""
+        self._seeds = [s for s in map(PlanSeed.parse, plans) if s is not None]
+        try:
+            yield
+        finally:
+            self._seeds = []
+
+    def unpin(self) -> None:
+        """Lets the windows planned on seeds grow again (once their units were restored:
+        a restored window has started, and one that was not may serve others)."""
+        self._pinned.clear()
+
+    def planned_on(self, plans: Sequence[object]) -> bool:
+        """Whether every plan of ``plans`` (wire forms of :class:`PlanSeed`) is an instance
+        here already, with the same timed windows (then its router fits the snapshot's)."""
+        keys = self._planner.keys()
+        have = {
+            (keys.plain(cast(tuple, k)), tuple(tuple(_spec(w) for w in ws) for ws in inst.windows))
+            for k, insts in self._instances.items()
+            for inst in insts
+        }
+        return all((s.key, s.windows) in have for s in map(PlanSeed.parse, plans) if s is not None)
+
+
+def sharing_of(engine: Engine) -> Sharing:
+    """The engine's :class:`Sharing` (plans of router units: :meth:`Sharing.plans_of`)."""
+    return engine._sharing

@@ -1,0 +1,120 @@
+"""Router units of routed windows planned after the windows had started (issue 17).
+
+A shared join's timed windows grow to serve every query that subscribes before they start
+sliding; a query that arrives later (a live move into a running container, a container
+added to the cluster) and needs a finer step or a wider range gets windows of its own.  So
+a container's routed plan depends on the order its queries came: one that ran the step-2 s
+queries first and received the step-1 s ones later holds a 3000/2000 window *and* a second
+window, where a fresh plan of the same queries grows one 4000/1000 window.  A new leader's
+containers planned every query afresh, so the units of those routers did not fit and their
+queries were rebuilt by the silent evaluation (``tests/cluster/test_live_service_e2e.py``:
+up to 38 of 1,000).  Now the snapshot of a unit carries its routers' plan (routed
+signature, instance needs, window specs: ``Sharing.plan_of``) and the restoring replica
+plans the unit's queries on those windows (``Sharing.seeded``): every unit fits.
+
+The lines after the cut equal those of a replica that held every query from the start
+(the embedded engine: embedded mode's lines) and those of the old replica.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from linkstream.containers.replica import RunReplica
+from linkstream.operators.router import RouterOperator
+from linkstream.operators.shared_state import router_units
+from linkstream.operators.state import StateError, decode_state, encode_state
+from linkstream.operators.timed_window import TimedWindowOperator
+from tests.containers.test_restored_first import CUT, STEP, _elements, _feeder, _two_replicas
+
+LATE = 6  # the step-1 s queries arrive in the old replica after this tick
+
+
+def _wire(st):  # through the wire form, as the checkpoint store and the driver ship it
+    return decode_state([bytes(memoryview(f)) for f in encode_state(st)])
+
+
+def _step2(text: str) -> bool:
+    return re.search(r"(STEP|SLIDE) (PT2S|2000ms)\]", text) is not None
+
+
+def _windows(r: RunReplica) -> list[str]:
+    """The specs of the replica's timed windows (shared joins' windows), sorted."""
+    seen = {id(op): op for rq in r.engine.queries.values() for op in rq.root.walk()}
+    return sorted(repr(op.spec) for op in seen.values() if isinstance(op, TimedWindowOperator))
+
+
+@pytest.mark.parametrize("per_query", [True, False])
+def test_units_of_windows_planned_after_they_started_fit_a_fresh_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_query: bool
+) -> None:
+    corpus, texts, old, new = _two_replicas(tmp_path, monkeypatch)
+    ref = RunReplica(new.spec)  # every query from the start: embedded mode's lines
+    early = {n for n, t in texts.items() if _step2(t)}
+    assert 40 < len(early) < len(texts) - 40
+    for r in (old, new, ref):
+        r.preplan(texts)
+    for name in sorted(early):
+        old.register(name, texts[name])
+    for r in (new, ref):
+        for name, text in texts.items():
+            r.register(name, text)
+    feed = _feeder({id(r): _elements(r, corpus) for r in (old, new, ref)})
+    steps = {n: ref.engine.queries[n].steps for n in texts}
+    t_end = max(el.t for el in corpus.elements) + 2 * STEP
+    c0 = (min(el.t for el in corpus.elements) // STEP + 1) * STEP
+    restored: dict[str, str] = {}
+    differ, lines = Counter[str](), 0
+    for k, c in enumerate(range(c0, t_end, STEP), start=1):
+        due = [n for n in texts if all(c % s == 0 for s in steps[n])]
+        for r in (old, ref):
+            feed(r, c)
+        want = ref.tick(k, c, due).lines
+        got_old = old.tick(k, c, [n for n in due if old.holds(n)]).lines
+        if k == LATE:  # the step-1 s queries move in after the windows started
+            for name in sorted(set(texts) - early):
+                old.register(name, texts[name])
+        if k < CUT:
+            continue
+        if k == CUT:  # the checkpoint, as the container's tsnap / trestore / trrouters do
+            assert _windows(old) != _windows(ref), "the old replica's routed plan is the fresh one"
+            feed(new, c)
+            snaps, routed = {}, []
+            for n in texts:
+                try:
+                    snaps[n] = _wire(old.snapshot(n))
+                except StateError:
+                    routed.append((n, old.routed(n)))
+            units = [(names, _wire(old.router_state(rs))) for names, rs in router_units(routed)]
+            assert len(routed) > 50 and len(units) >= 4, (len(routed), len(units))
+            if per_query:  # the restored queries first: the others are set aside until the tick
+                for n in sorted(snaps):
+                    new.unregister(n)
+                    assert new.register_restored(n, texts[n], snaps[n])
+            restored = new.restore_routers(units, c)
+            rows = [
+                len(op.state)
+                for n, e in restored.items()
+                if not e
+                for op in new.engine.queries[n].root.walk()
+                if isinstance(op, RouterOperator)
+            ]
+            misfit = {n: e for n, e in restored.items() if e}
+            assert not misfit, f"{len(misfit)} of {len(restored)} rebuilt: {sorted(misfit.items())[:2]}"
+            assert rows and all(rows), "restored routers hold the old join's rows before any tick"
+            new.tick(k, c, [])  # the silent tick
+            continue
+        feed(new, c)
+        got = new.tick(k, c, due).lines
+        for n in due:
+            lines += len(want.get(n, []))
+            for other in (got, got_old):
+                if Counter(want.get(n, [])) != Counter(other.get(n, [])):
+                    differ[n] += 1
+    assert lines > 1000
+    assert not differ, f"{len(differ)} queries differ from embedded mode: {sorted(differ.items())[:10]}"
+    assert sorted(restored) == sorted(n for n, _ in routed)
