@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from linkstream.containers.replica import RunReplica
+from linkstream.engine.sharing import PlanSeed
 from linkstream.operators.router import RouterOperator
 from linkstream.operators.shared_state import router_units, routers_of
 from linkstream.operators.state import StateError, decode_state, encode_state
@@ -54,10 +55,13 @@ def _windows(r: RunReplica) -> list[str]:
     return sorted(repr(op.spec) for op in seen.values() if isinstance(op, TimedWindowOperator))
 
 
-@pytest.mark.parametrize("per_query", [True, False])
+@pytest.mark.parametrize(("per_query", "plans"), [(True, True), (False, True), (True, False)])
 def test_units_of_windows_planned_after_they_started_fit_a_fresh_plan(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_query: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_query: bool, plans: bool
 ) -> None:
+    """``plans`` off: units as written before session 18 (no plans): the fresh plan does not
+    fit them, their queries are rebuilt by the silent tick, and the lines are equal all
+    the same."""
     corpus, texts, old, new = _two_replicas(tmp_path, monkeypatch)
     ref = RunReplica(new.spec)  # every query from the start: embedded mode's lines
     early = {n for n, t in texts.items() if _step2(t)}
@@ -96,6 +100,11 @@ def test_units_of_windows_planned_after_they_started_fit_a_fresh_plan(
                 except StateError:
                     routed.append((n, old.routed(n)))
             units = [(names, _wire(old.router_state(rs))) for names, rs in router_units(routed)]
+            assert all("plan" in p for _, u in units for p in u.header["parts"])
+            if not plans:
+                for _, u in units:
+                    for p in u.header["parts"]:
+                        del p["plan"]
             assert len(routed) > 50 and len(units) >= 4, (len(routed), len(units))
             if per_query:  # the restored queries first: the others are set aside until the tick
                 for n in sorted(snaps):
@@ -110,8 +119,11 @@ def test_units_of_windows_planned_after_they_started_fit_a_fresh_plan(
                 if isinstance(op, RouterOperator)
             ]
             misfit = {n: e for n, e in restored.items() if e}
-            assert not misfit, f"{len(misfit)} of {len(restored)} rebuilt: {sorted(misfit.items())[:2]}"
-            assert rows and all(rows), "restored routers hold the old join's rows before any tick"
+            if not plans:  # (every unit of the old replica's started windows: none fits)
+                assert misfit and all("plan differs" in e for e in misfit.values()), misfit
+            else:
+                assert not misfit, f"{len(misfit)} of {len(restored)} rebuilt: {sorted(misfit.items())[:2]}"
+                assert rows and all(rows), "restored routers hold the old join's rows before any tick"
             new.tick(k, c, [])  # the silent tick
             continue
         feed(new, c)
@@ -194,3 +206,24 @@ def test_queries_of_one_router_spread_over_two_containers_are_restored_in_both(
     assert sorted(moved) == sorted(dest)
     misfit = {n: e for n, e in moved.items() if e}
     assert not misfit, f"{len(misfit)} of {len(moved)} rebuilt: {sorted(misfit.items())[:2]}"
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        None,
+        [],
+        {"key": 3, "needs": [[1, 1]], "widest": [1], "windows": [[[1, 1]]]},
+        {"key": "k", "needs": [[1, 1]], "widest": [1, 2], "windows": [[[1, 1]]]},
+        {"key": "k", "needs": [[1, 1, 1]], "widest": [1], "windows": [[[1, 1]]]},
+        {"key": "k", "needs": [[1, 1]], "widest": [1], "windows": [[]]},
+        {"key": "k", "needs": [["a", 1]], "widest": [1], "windows": [[[1, 1]]]},
+        {"key": "k", "needs": [[1, 1]], "widest": [1]},
+    ],
+)
+def test_a_malformed_plan_is_ignored(plan: object) -> None:
+    """A unit's plan comes off the wire: one that is not a plan plans the query afresh."""
+    assert PlanSeed.parse(plan) is None
+    good = {"key": "k", "needs": [[3000, 1000]], "widest": [3000], "windows": [[[4000, 1000]]]}
+    seed = PlanSeed.parse(good)
+    assert seed is not None and PlanSeed.parse(seed.wire()) == seed
