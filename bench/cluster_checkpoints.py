@@ -19,11 +19,13 @@ default) with two API coordinators ``run --zk --state-dir DIR`` on one shared di
    only logged: the checkpoints' barrier copies run on the same worker).  Interleaved
    rounds, each round's rate against the same round's run without checkpoints (goal >= 0.9x).
 
-``--late F``: the fraction ``F`` of the queries with the widest ranges is registered only
-after half the elements were pushed, when the windows have started sliding: the containers
-then hold a second window for them where a fresh plan grows one (the routed plan depends on
-the order queries came; a new leader's containers plan them all at once), which is what the
-take-over's restored / rebuilt counts test (issue 17: router units carry their plans).
+``--late F`` (time windows): the other queries step 2 s, and the fraction ``F`` of them
+with the narrowest ranges (step 1 s) is registered only after half the elements were
+pushed, when the windows have started sliding: the containers then hold a second window
+(range r, step 1 s) beside the first (range R, step 2 s) where a fresh plan of all of them
+grows one (R + 1 s, step 1 s).  The routed plan depends on the order queries came, and a
+new leader's containers plan them all at once: the take-over's restored / rebuilt counts
+show whether the router units fit (issue 17: units carry their plans since session 18).
 
 Raw figures go to ``bench/results/cluster_checkpoints.json``.
 
@@ -65,17 +67,19 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
 MODE: dict[str, Any] = {"routed": False, "counts": False, "ranges": (10, 30)}
 
 
-def queries(n: int) -> list[dict[str, str]]:
+def queries(n: int, step2: frozenset[int] = frozenset()) -> list[dict[str, str]]:
+    """The bench's queries (``step2``: those of STEP 2 s, by number; the others 1 s)."""
     lo, hi = MODE["ranges"]
     out = []
     for k in range(n):
         rng = lo + k % (hi - lo + 1)
+        step = 2 if k in step2 else 1
         text = (
             f"SELECT (COUNT(?x) AS ?n) (SUM(?v) AS ?sum) WHERE {{ STREAM <{STREAM}> "
-            f"[RANGE {rng}s STEP 1s] {{ ?x <{EX}p> ?v }} }}"
+            f"[RANGE {rng}s STEP {step}s] {{ ?x <{EX}p> ?v }} }}"
         )
         if MODE["routed"]:
-            window = f"[TRIPLES {20 * rng}]" if MODE["counts"] else f"[RANGE {rng}s STEP 1s]"
+            window = f"[TRIPLES {20 * rng}]" if MODE["counts"] else f"[RANGE {rng}s STEP {step}s]"
             text = (
                 f"SELECT (COUNT(?w) AS ?n) (SUM(?v) AS ?sum) WHERE {{ STREAM <{STREAM}> "
                 f"{window} {{ ?x <{EX}p> ?v . ?x <{EX}q> ?w }} }}"
@@ -214,12 +218,13 @@ def takeover(base: Path, label: str, interval: float, a: argparse.Namespace) -> 
     try:
         leader, standby, urls = leader_and_standby(cluster)
         assert standby is not None
-        qs = queries(a.queries)
-        # the widest ranges last (query k's range grows with k % (HI - LO + 1))
+        # --late: the narrowest ranges (query k's range grows with k % (HI - LO + 1)) come late
         span = MODE["ranges"][1] - MODE["ranges"][0] + 1
-        qs.sort(key=lambda q: (int(q["name"][1:]) % span, int(q["name"][1:])))
-        late = qs[len(qs) - round(a.late * len(qs)) :] if a.late else []
-        register(urls[standby], qs[: len(qs) - len(late)])
+        order = sorted(range(a.queries), key=lambda k: (k % span, k))
+        n_late = round(a.late * a.queries)
+        qs = queries(a.queries, frozenset(order[n_late:]) if n_late else frozenset())
+        late = [qs[k] for k in order[:n_late]]
+        register(urls[standby], [q for q in qs if q not in late])
         leader, standby, urls = leader_and_standby(cluster)
         assert standby is not None
         reader = Reader(urls[standby])
@@ -228,7 +233,7 @@ def takeover(base: Path, label: str, interval: float, a: argparse.Namespace) -> 
         with httpx.Client(timeout=120) as http:
             for first in range(0, a.elements, a.batch):
                 if late and first >= a.elements // 2:  # the windows have started: planned apart
-                    caught_up(urls[leader], first)
+                    caught_up(urls[leader], first - 10)  # (a step of 2 s fires even seconds only)
                     register(urls[standby], late)
                     late = []
                 push(http, [urls[leader]], first, a.batch)
@@ -342,8 +347,8 @@ def main(argv: list[str] | None = None) -> None:
         "--late",
         type=float,
         default=0.0,
-        help="the fraction of the queries (the widest ranges) registered after half the elements "
-        "(default 0: all before the first push)",
+        help="time windows: the fraction of the queries (the narrowest ranges, STEP 1 s; the others "
+        "STEP 2 s) registered after half the elements (default 0: all before the first push, STEP 1 s)",
     )
     ap.add_argument("--skip-takeover", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
@@ -351,6 +356,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     if a.counts and not a.routed:
         ap.error("--counts needs --routed")
+    if a.late and a.counts:
+        ap.error("--late needs time windows (count windows report at one step)")
     MODE["routed"], MODE["counts"] = a.routed, a.counts
     lo, _, hi = a.ranges.partition(":")
     MODE["ranges"] = (int(lo), int(hi or lo))
