@@ -227,8 +227,9 @@ def takeover(base: Path, label: str, interval: float, a: argparse.Namespace) -> 
         register(urls[standby], [q for q in qs if q not in late])
         leader, standby, urls = leader_and_standby(cluster)
         assert standby is not None
-        reader = Reader(urls[standby])
-        reader.start()
+        reader = Reader(urls[standby])  # (q0: with --late, started once q0 is registered)
+        if not late:
+            reader.start()
         t0 = time.perf_counter()
         with httpx.Client(timeout=120) as http:
             for first in range(0, a.elements, a.batch):
@@ -236,6 +237,7 @@ def takeover(base: Path, label: str, interval: float, a: argparse.Namespace) -> 
                     caught_up(urls[leader], first - 10)  # (a step of 2 s fires even seconds only)
                     register(urls[standby], late)
                     late = []
+                    reader.start()
                 push(http, [urls[leader]], first, a.batch)
             push_s = time.perf_counter() - t0
             caught_up(urls[leader], a.elements)  # a run that keeps up: every report time fired
