@@ -37,6 +37,7 @@ from linkstream.operators.state import StateError, decode_state, encode_state
 from linkstream.operators.timed_window import TimedWindowOperator
 from tests.containers.test_moved_routers import _router_counts
 from tests.containers.test_restored_first import CUT, STEP, _elements, _feeder, _two_replicas
+from tests.containers.test_restored_routers import checkpoint_states
 
 LATE = 6  # the step-1 s queries arrive in the old replica after this tick
 
@@ -93,13 +94,7 @@ def test_units_of_windows_planned_after_they_started_fit_a_fresh_plan(
         if k == CUT:  # the checkpoint, as the container's tsnap / trestore / trrouters do
             assert _windows(old) != _windows(ref), "the old replica's routed plan is the fresh one"
             feed(new, c)
-            snaps, routed = {}, []
-            for n in texts:
-                try:
-                    snaps[n] = _wire(old.snapshot(n))
-                except StateError:
-                    routed.append((n, old.routed(n)))
-            units = [(names, _wire(old.router_state(rs))) for names, rs in router_units(routed)]
+            snaps, routed, units = checkpoint_states(old, texts)
             assert all("plan" in p for _, u in units for p in u.header["parts"])
             if not plans:
                 for _, u in units:

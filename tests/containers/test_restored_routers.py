@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from linkstream.containers.replica import RunReplica
 from linkstream.operators.router import RouterOperator
 from linkstream.operators.shared_state import router_units
-from linkstream.operators.state import StateError, decode_state, encode_state
+from linkstream.operators.state import QueryState, StateError, decode_state, encode_state
 from tests.api.corpus import STREAM_A, STREAM_B
 from tests.containers.test_restored_first import CUT, STEP, _elements, _feeder, _two_replicas
 
@@ -99,6 +100,21 @@ def test_routed_queries_restored_from_their_router_units_continue_like_the_old_r
     assert not differ, f"{len(differ)} queries differ after the restore: {sorted(differ.items())[:10]}"
 
 
+def checkpoint_states(
+    old: RunReplica, texts: dict[str, str]
+) -> tuple[dict[str, QueryState], list[tuple[str, list[RouterOperator]]], list[tuple[list[str], QueryState]]]:
+    """What a container's ``tsnap`` writes after the last tick, through the wire form: each
+    query's own state, or (the routed queries, with their routers) the router units
+    grouped as connected sets of routers, each with its queries."""
+    snaps, routed = {}, []
+    for n in texts:
+        try:
+            snaps[n] = _wire(old.snapshot(n))
+        except StateError:
+            routed.append((n, old.routed(n)))
+    return snaps, routed, [(names, _wire(old.router_state(rs))) for names, rs in router_units(routed)]
+
+
 _CONGESTION = """PREFIX ssn: <http://purl.oclc.org/NET/ssnx/ssn#>
 PREFIX sao: <http://purl.oclc.org/NET/sao/>
 PREFIX ct: <http://www.insight-centre.org/citytraffic#>
@@ -165,14 +181,8 @@ def test_queries_reading_several_routers_are_restored_from_one_unit(
             continue
         if k == CUT:
             feed(new, c)
-            snaps, routed = {}, []
-            for n in texts:
-                try:
-                    snaps[n] = _wire(old.snapshot(n))
-                except StateError:
-                    routed.append((n, old.routed(n)))
+            snaps, routed, units = checkpoint_states(old, texts)
             assert all(len(rs) == 2 for n, rs in routed if n in multi), routed
-            units = [(names, _wire(old.router_state(rs))) for names, rs in router_units(routed)]
             assert any(len(u.header["parts"]) >= 2 for _, u in units)
             for n in sorted(snaps):
                 new.unregister(n)
