@@ -443,8 +443,8 @@ PyDoc_STRVAR(probe_sorted_doc,
 "Equal-key pairs of n int64 ``probe`` keys against m ascending ``keys`` whose row numbers\n"
 "are ``order`` (a sorted index): the pairs (i, order[p]) for each probe row i ascending and\n"
 "each position p of a key equal to probe[i] ascending, written into ``li[:t]``/``rj[:t]``.\n"
-"Returns t; when there are more than ``cap`` pairs (the room in ``li``/``rj``) nothing is\n"
-"written and -t is returned (the caller asks again with room for t).");
+"Returns t; when there are more than ``cap`` pairs (the room in ``li``/``rj``) the first\n"
+"``cap`` are written and -t is returned (the caller asks again with room for t).");
 
 static PyObject *
 probe_sorted(PyObject *self, PyObject *args)
@@ -460,46 +460,37 @@ probe_sorted(PyObject *self, PyObject *args)
     const int64_t *keys = (const int64_t *)kb.buf, *probe = (const int64_t *)pb.buf;
     const int64_t *order = (const int64_t *)ob.buf;
     int64_t *li = (int64_t *)lb.buf, *rj = (int64_t *)rb.buf;
-    Py_ssize_t t = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        Py_ssize_t p = 0, lo = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            const int64_t x = probe[i];
-            Py_ssize_t hi = m;
-            if (i && x >= probe[i - 1]) {
-                /* ascending probes (often sorted): gallop from the last answer */
-                Py_ssize_t step = 1;
-                while (lo + step < m && keys[lo + step] < x) {
-                    lo += step;
-                    step *= 2;
-                }
-                hi = lo + step < m ? lo + step + 1 : m;
-            } else
-                lo = 0;
-            while (lo < hi) {  /* first key >= x */
-                const Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (keys[mid] < x)
-                    lo = mid + 1;
-                else
-                    hi = mid;
+    /* one pass: the pairs are written while they fit, and counted on past ``cap`` */
+    Py_ssize_t p = 0, lo = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t x = probe[i];
+        Py_ssize_t hi = m;
+        if (i && x >= probe[i - 1]) {
+            /* ascending probes (often sorted): gallop from the last answer */
+            Py_ssize_t step = 1;
+            while (lo + step < m && keys[lo + step] < x) {
+                lo += step;
+                step *= 2;
             }
-            for (Py_ssize_t q = lo; q < m && keys[q] == x; q++) {
-                if (pass) {
-                    li[p] = i;
-                    rj[p] = order[q];
-                }
-                p++;
+            hi = lo + step < m ? lo + step + 1 : m;
+        } else
+            lo = 0;
+        while (lo < hi) {  /* first key >= x */
+            const Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (keys[mid] < x)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (Py_ssize_t q = lo; q < m && keys[q] == x; q++) {
+            if (p < cap) {
+                li[p] = i;
+                rj[p] = order[q];
             }
+            p++;
         }
-        t = p;
-        if (t > cap) {
-            res = PyLong_FromSsize_t(-t);
-            goto done;
-        }
-        if (!t)
-            break;
     }
-    res = PyLong_FromSsize_t(t);
+    res = PyLong_FromSsize_t(p > cap ? -p : p);
 done:
     PyBuffer_Release(&kb);
     PyBuffer_Release(&pb);

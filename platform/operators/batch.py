@@ -392,7 +392,9 @@ def probe_sorted(
         return EMPTY_I64, EMPTY_I64
     if probe.dtype is not _I64 or not probe.flags.c_contiguous:
         probe = np.ascontiguousarray(probe, dtype=np.int64)
-    cap = 2 * n + 64  # room for the pairs of most probes; asked again with the exact room
+    # room for the pairs of most probes (a join's probes find a few matches each); when
+    # there are more, the kernel counts them all and is asked again with the exact room
+    cap = min(4 * n + 64, n * len(keys))
     li, rj = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
     t = kernels.probe_sorted(keys, len(keys), probe, n, order, li, rj, cap)
     if t < 0:

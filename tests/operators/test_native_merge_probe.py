@@ -145,6 +145,15 @@ def test_compiled_probe_gives_the_numpy_pairs(m, n, span, seed, k):
     assert (
         len(many[0]) == 2000 and many[0][:51].tolist() == [0] * 50 + [1] and many[1][:3].tolist() == [0, 1, 2]
     )
+    # the kernel itself: pairs past the room are counted (-t) after the first ``cap`` written
+    keys, order = np.array([1, 2, 2, 3], dtype=np.int64), np.array([3, 0, 2, 1], dtype=np.int64)
+    probe = np.array([2, 3, 2], dtype=np.int64)
+    li, rj = np.full(3, -7, dtype=np.int64), np.full(3, -7, dtype=np.int64)
+    assert B._kernels.probe_sorted(keys, 4, probe, 3, order, li, rj, 3) == -5
+    assert li.tolist() == [0, 0, 1] and rj.tolist() == [0, 2, 1]
+    li, rj = np.empty(5, dtype=np.int64), np.empty(5, dtype=np.int64)
+    assert B._kernels.probe_sorted(keys, 4, probe, 3, order, li, rj, 5) == 5
+    assert li.tolist() == [0, 0, 1, 2, 2] and rj.tolist() == [0, 2, 1, 0, 2]
 
 
 @needs_native
