@@ -37,15 +37,15 @@ import numpy as np
 
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch, concat, consolidate, merge_sorted
-from linkstream.operators.graph import StaticMembership, static_index
+
+# (the shared join's inputs, re-exported: their module was split from this one)
+from linkstream.operators.latest_graph import STATIC_TS as STATIC_TS
+from linkstream.operators.latest_graph import LatestGraphOperator as LatestGraphOperator
+from linkstream.operators.latest_graph import TimedScanOperator as TimedScanOperator
 from linkstream.operators.relation import Relation
 from linkstream.operators.router_groups import Group, GroupTable
-from linkstream.operators.scan import ScanOperator, Slot
 from linkstream.operators.state import StateError, StateReader, StateWriter
-from linkstream.operators.timed_window import TIMED_VARS, CountedWindowOperator, TimedWindowOperator
-
-#: the "timestamp" of a static triple in a merged (C-SPARQL) graph: in every window instance
-STATIC_TS = np.iinfo(np.int64).max // 4
+from linkstream.operators.timed_window import CountedWindowOperator, TimedWindowOperator
 
 
 class RenameOperator(Operator):
@@ -83,154 +83,25 @@ class RenameOperator(Operator):
         return self.apply(self.child.delta(epoch))
 
 
-class LatestGraphOperator(Operator):
-    """Each triple of timed windows once, with the timestamp of its latest occurrence.
-
-    A triple lies in a window instance ``[close - r, close)`` of a subscriber exactly
-    when its latest occurrence in the shared (larger) window does, so the latest
-    timestamp is all the router needs -- and the shared join holds one row per binding
-    instead of one per combination of occurrences (a triple repeated in k elements would
-    otherwise multiply the join's rows by k).
-
-    Several windows (of one range and step) and static triples make a C-SPARQL default
-    graph: the RDF merge of the static graph and the windows.  A triple's latest
-    occurrence is then taken over all windows, and a static triple carries
-    :data:`STATIC_TS`, which every window instance contains.  Static triples are emitted
-    once and kept out of the occurrence relations (window occurrences of a static triple
-    are dropped): the windows' churn costs work in the window triples only.
-    """
-
-    vars = TIMED_VARS
-    certain = frozenset(TIMED_VARS)
-    event_driven = True
-    #: shared-join state serves every query of the join: a query using it is rebuilt, not
-    #: migrated (:mod:`linkstream.operators.state`); task checkpoints snapshot it once per
-    #: router (:mod:`linkstream.operators.shared_state`)
-    migratable = False
-
-    def __init__(
-        self,
-        windows: Operator | Sequence[Operator],
-        static: Batch | None = None,
-        static_key: object = None,
-    ) -> None:
-        super().__init__()
-        self.children = (windows,) if isinstance(windows, Operator) else tuple(windows)
-        self.window = self.children[0]
-        self.occurrences = Relation(TIMED_VARS)
-        self.latest = Relation(TIMED_VARS)
-        self.static = static if static is not None and len(static) else None
-        self.static_key = static_key if self.static is not None else None
-        self._seeded = self.static is None
-        self._static_index: StaticMembership | None = None
-
-    def snapshot(self, w: StateWriter) -> dict[str, Any]:
-        """Every occurrence and each triple's latest (column ``_t``: timestamps, not ids),
-        and whether the static triples were emitted (a router unit's state,
-        :mod:`linkstream.operators.shared_state`)."""
-        t = TIMED_VARS[3:]
-        occ, latest = w.relation(self.occurrences, t), w.relation(self.latest, t)
-        return {"occurrences": occ, "latest": latest, "seeded": self._seeded}
-
-    def restore(self, r: StateReader, entries: dict[str, Any]) -> None:
-        r.expect(self, entries, ("occurrences", "latest", "seeded"))
-        self.occurrences = r.relation(entries["occurrences"], self.occurrences)
-        self.latest = r.relation(entries["latest"], self.latest)
-        self._seeded = r.value(entries["seeded"], bool)
-
-    def describe(self) -> str:
-        st = f" static={len(self.static)}" if self.static is not None else ""
-        return f"LatestGraph windows={len(self.children)}{st} triples={len(self.latest)}"
-
-    def config_key(self) -> object:
-        return ("latest", repr(self.static_key))
-
-    def current(self) -> Batch:
-        rows = self.latest.rows
-        rows = rows.mask(rows.counts > 0).with_counts(np.ones(int((rows.counts > 0).sum()), dtype=np.int64))
-        if self.static is not None and self._seeded:
-            rows = concat([rows, self._static_rows()], TIMED_VARS)
-        return rows
-
-    def _not_static(self, d: Batch) -> Batch:
-        """``d`` without the occurrences of static triples."""
-        st = self.static
-        if st is None or not len(d):
-            return d
-        if self._static_index is None:
-            self._static_index = static_index(st.cols)
-        hit = self._static_index.contains(d.cols[:3])
-        if not hit.any():
-            return d
-        return d.mask(~hit)
-
-    def _static_rows(self) -> Batch:
-        st = self.static
-        assert st is not None
-        cols = np.empty((4, len(st)), dtype=np.int64)
-        cols[:3] = st.cols
-        cols[3] = STATIC_TS
-        return Batch(TIMED_VARS, cols, np.ones(len(st), dtype=np.int64))
-
-    def compute(self, epoch: int) -> Batch:
-        out = self._window_delta(epoch)
-        if not self._seeded:  # the static triples enter once and never leave
-            self._seeded = True
-            out = concat([out, self._static_rows()], TIMED_VARS) if len(out) else self._static_rows()
-        return out
-
-    def _window_delta(self, epoch: int) -> Batch:
-        parts = [d for d in (c.delta(epoch) for c in self.children) if len(d)]
-        if not parts:
-            return Batch.empty(TIMED_VARS)
-        d = consolidate(parts[0] if len(parts) == 1 else concat(parts, TIMED_VARS))
-        d = self._not_static(d)
-        if not len(d):
-            return Batch.empty(TIMED_VARS)
-        triples = consolidate(Batch(TIMED_VARS[:3], d.cols[:3], np.ones(len(d), dtype=np.int64)))
-        probe = Batch(TIMED_VARS[:3], triples.cols, np.ones(len(triples), dtype=np.int64))
-        # a relation's base and recent parts answer separately: consolidate before reading
-        old = consolidate(self.latest.join(probe, TIMED_VARS))
-        old = old.mask(old.counts > 0)
-        self.occurrences.apply(d)
-        occ = consolidate(self.occurrences.join(probe, TIMED_VARS))
-        occ = occ.mask(occ.counts > 0)
-        parts = [old.with_counts(-np.ones(len(old), dtype=np.int64))]
-        if len(occ):
-            c = occ.cols
-            order = np.lexsort((c[3], c[2], c[1], c[0]))
-            c = c[:, order]
-            last = np.ones(c.shape[1], dtype=bool)
-            last[:-1] = (c[:3, 1:] != c[:3, :-1]).any(axis=0)
-            parts.append(Batch(TIMED_VARS, c[:, last], np.ones(int(last.sum()), dtype=np.int64)))
-        out = consolidate(concat(parts, TIMED_VARS))
-        self.latest.apply(out)
-        return out
-
-
-class TimedScanOperator(ScanOperator):
-    """A pattern scan over a timed window: its mappings carry the triple's timestamp."""
-
-    event_driven = True
-    #: shared-join state serves every query of the join: a query using it is rebuilt, not
-    #: migrated (:mod:`linkstream.operators.state`); task checkpoints snapshot it once per
-    #: router (:mod:`linkstream.operators.shared_state`)
-    migratable = False
-
-    def __init__(self, graph: Operator, pattern: tuple[Slot, Slot, Slot], time_var: str) -> None:
-        super().__init__(graph, pattern)
-        self.time_var = time_var
-        self.positions = [*self.positions, 3]
-        self.vars = (*self.vars, time_var)
-        self.certain = frozenset(self.vars)
-
-    def config_key(self) -> object:
-        return ("timed", self.pattern, self.time_var)
-
-
 #: ``np.minimum.reduce``: ``ndarray.min`` adds a Python frame per call
 _min0 = np.minimum.reduce
 _max0 = np.maximum.reduce
+
+#: a router's recent part of the join's rows is merged into its base once it holds more
+#: than base / RECENT_RATIO + RECENT_FLOOR rows
+RECENT_RATIO = 4
+RECENT_FLOOR = 256
+
+
+def _merged(a: Batch, b: Batch) -> Batch:
+    """``consolidate(concat([a, b]))`` of two consolidated batches over the same variables
+    (one compiled merge when it can)."""
+    if not len(b):
+        return a
+    if not len(a):
+        return b
+    got = merge_sorted(a, b)
+    return got[0] if got is not None else consolidate(concat([a, b], a.vars))
 
 
 class RouterOperator(Operator):
@@ -271,11 +142,13 @@ class RouterOperator(Operator):
         self.out_vars = tuple(out_vars)
         self.vars = ()
         self.jvars = join.vars
-        #: the join's rows, as deltas appended: consolidated (a sort of all of them) only
-        #: when they doubled since the last time (the containment test is linear in the
-        #: counts, so a row and its retraction side by side change no group's result)
-        self.state = Batch.empty(self.jvars)
-        self._clean = 0
+        #: the join's rows: a consolidated base part and a consolidated recent part that
+        #: takes each epoch's delta, merged into the base once it outgrows a fraction of it
+        #: (:data:`RECENT_RATIO`), so an epoch costs work in its delta, not a copy of every
+        #: row.  A row may be in both parts, with counts that cancel: the containment test
+        #: is linear in the counts, so a row and its retraction change no group's result
+        self._base = Batch.empty(self.jvars)
+        self._recent = Batch.empty(self.jvars)
         self.groups: dict[tuple, Group] = {}
         #: this epoch's changed groups: (their ids ascending, their rows' starts and ends in
         #: the delta, gid -> key), and the delta's (columns, moved rows, signs); per-group
@@ -319,15 +192,22 @@ class RouterOperator(Operator):
         r.expect(self, entries, ("rows",))
         if self._closes is not None or len(self.counts):
             raise StateError("the router evaluated here already")
-        self.state = consolidate(r.batch(entries["rows"], self.jvars))
-        self._clean = len(self.state)
+        self._base = consolidate(r.batch(entries["rows"], self.jvars))
+        self._recent = Batch.empty(self.jvars)
 
     def rows(self) -> Batch:
-        """The shared join's current rows, consolidated (:attr:`state` may hold a row and
-        its retraction side by side)."""
-        self.state = consolidate(self.state)
-        self._clean = len(self.state)
-        return self.state
+        """The shared join's current rows, consolidated (the recent part merged into the base)."""
+        if len(self._recent):
+            self._base = _merged(self._base, self._recent)
+            self._recent = Batch.empty(self.jvars)
+        return self._base
+
+    @property
+    def state(self) -> Batch:
+        """The shared join's current rows as held: the base part then the recent part (a
+        row may be in both, with counts that cancel; :meth:`rows` consolidates)."""
+        b, r = self._base, self._recent
+        return concat([b, r], self.jvars) if len(r) and len(b) else (r if len(r) else b)
 
     def config_key(self) -> object:
         return (self.out_vars, tuple(self.slot_ts))
@@ -415,20 +295,15 @@ class RouterOperator(Operator):
             self._retracted = []
         d = self.join.delta(epoch)
         d = consolidate(d.project(self.jvars)) if len(d) else Batch.empty(self.jvars)
-        old = self.state
+        # the rows before this delta, by part (the qualification of rows already joined
+        # reads each part on its own)
+        old = [p for p in (self._base, self._recent) if len(p)]
         if len(d):
-            # a consolidated state and the delta merged in one pass (compiled), else the
-            # delta appended and the whole consolidated when it has grown enough
-            got = merge_sorted(old, d) if self._clean == len(old) else None
-            if got is not None:
-                st = got[0]
-                self._clean = len(st)
-            else:
-                st = concat([old, d], self.jvars)
-                if len(st) > 2 * self._clean + 256:
-                    st = consolidate(st)
-                    self._clean = len(st)
-            self.state = st
+            recent = _merged(self._recent, d)
+            if len(recent) > len(self._base) // RECENT_RATIO + RECENT_FLOOR:
+                self._base = _merged(self._base, recent)
+                recent = Batch.empty(self.jvars)
+            self._recent = recent
         self._emit = self._emitted = None
         self._emit_src = None
         if any(w.now is None for w in self.windows) or not self.groups:
@@ -451,12 +326,9 @@ class RouterOperator(Operator):
         upper = any(hi is not None for _, hi in bounds)
         cols, counts, gids = [], [], []
         hid = self._hid_idx
-        if len(old) and (not same or t.any_fresh):
+        if old and (not same or t.any_fresh):
             # rows already joined: their qualification changes as the windows slide (and
             # for groups never evaluated, it starts)
-            ocols, ocounts = old.cols, old.counts
-            mins = self._mins(ocols)
-            maxs = self._maxs(ocols) if upper else None
             pb = t.bounds(prev, wsteps) if prev is not None else None
             changed = None  # groups whose window instance moved (None: all of them)
             if pb is not None and not same:
@@ -465,51 +337,14 @@ class RouterOperator(Operator):
                     changed = x if changed is None else (changed | x)
                 if changed is not None and changed.all():
                     changed = None
-            if (
+            slid = (
                 pb is not None
                 and prev is not None
                 and not t.any_fresh
                 and all(c >= p for c, p in zip(closes, prev))
-            ):
-                # the windows only slid forward: a row qualifies now as before for every
-                # group unless, in some slot, its earliest timestamp fell below the group's
-                # lower bound or its latest one reached the group's upper bound -- and a row
-                # below every group's former lower bound in some slot qualified for no
-                # group then, nor now
-                near = far = None
-                for s, (m, (lo, hi), (plo, phi)) in enumerate(zip(mins, bounds, pb)):
-                    x, y = m < int(lo.max()), m >= int(plo.min())
-                    if hi is not None and phi is not None:
-                        assert maxs is not None
-                        x |= maxs[s] >= int(phi.min())
-                    near = x if near is None else (near | x)
-                    far = y if far is None else (far & y)
-                assert near is not None and far is not None  # a router has a slot
-                sub = (near & far).nonzero()[0]
-                if len(sub) < len(ocounts):
-                    ocols, ocounts = ocols.take(sub, axis=1), ocounts.take(sub)
-                    mins = [m.take(sub) for m in mins]
-                    if maxs is not None:
-                        maxs = [m.take(sub) for m in maxs]
-            ri, gi = t.pairs(ocols.take(hid, axis=0) if hid else ocols[:0])
-            if same:  # only the new groups can change
-                keep = ~t.started.take(gi)
-                ri, gi = ri[keep], gi[keep]
-            elif changed is not None:  # and those whose window instance moved
-                keep = changed.take(gi) | ~t.started.take(gi)
-                ri, gi = ri[keep], gi[keep]
-            if len(ri):
-                change = t.qualify(mins, maxs, bounds, ri, gi).astype(np.int64)
-                if pb is not None:
-                    before = t.qualify(mins, maxs, pb, ri, gi)
-                    before &= t.started.take(gi)
-                    change -= before
-                sel = change.nonzero()[0]
-                if len(sel):
-                    rs = ri.take(sel)
-                    cols.append(ocols.take(self._out_idx, axis=0).take(rs, axis=1))
-                    counts.append(change.take(sel) * ocounts.take(rs))
-                    gids.append(t.gids.take(gi.take(sel)))
+            )
+            for part in old:
+                self._old_change(part, t, bounds, pb, changed, same, slid, upper, (cols, counts, gids))
         if len(d):
             ri, gi = t.pairs(d.cols.take(hid, axis=0) if hid else d.cols[:0])
             if len(ri):
@@ -556,6 +391,70 @@ class RouterOperator(Operator):
             tagged = Batch(self._gvars, delta.cols.take(moved, axis=1), sign)
             self.tagged = concat([self.tagged, tagged], self._gvars) if len(self.tagged) else tagged
         return Batch.empty(())
+
+    def _old_change(
+        self,
+        part: Batch,
+        t: GroupTable,
+        bounds: list,
+        pb: list | None,
+        changed: np.ndarray | None,
+        same: bool,
+        slid: bool,
+        upper: bool,
+        out: tuple[list, list, list],
+    ) -> None:
+        """Appends to ``out`` (columns, counts, group ids) the change of the groups'
+        results from the rows of ``part`` (rows joined before this epoch) whose
+        qualification changed: the windows moved from ``pb`` to ``bounds`` (``slid``:
+        forward only), or a group is new."""
+        cols, counts, gids = out
+        hid = self._hid_idx
+        ocols, ocounts = part.cols, part.counts
+        mins = self._mins(ocols)
+        maxs = self._maxs(ocols) if upper else None
+        if slid:
+            assert pb is not None
+            # the windows only slid forward: a row qualifies now as before for every
+            # group unless, in some slot, its earliest timestamp fell below the group's
+            # lower bound or its latest one reached the group's upper bound -- and a row
+            # below every group's former lower bound in some slot qualified for no
+            # group then, nor now
+            near = far = None
+            for s, (m, (lo, hi), (plo, phi)) in enumerate(zip(mins, bounds, pb)):
+                x, y = m < int(lo.max()), m >= int(plo.min())
+                if hi is not None and phi is not None:
+                    assert maxs is not None
+                    x |= maxs[s] >= int(phi.min())
+                near = x if near is None else (near | x)
+                far = y if far is None else (far & y)
+            assert near is not None and far is not None  # a router has a slot
+            sub = (near & far).nonzero()[0]
+            if len(sub) < len(ocounts):
+                ocols, ocounts = ocols.take(sub, axis=1), ocounts.take(sub)
+                mins = [m.take(sub) for m in mins]
+                if maxs is not None:
+                    maxs = [m.take(sub) for m in maxs]
+        ri, gi = t.pairs(ocols.take(hid, axis=0) if hid else ocols[:0])
+        if same:  # only the new groups can change
+            keep = ~t.started.take(gi)
+            ri, gi = ri[keep], gi[keep]
+        elif changed is not None:  # and those whose window instance moved
+            keep = changed.take(gi) | ~t.started.take(gi)
+            ri, gi = ri[keep], gi[keep]
+        if not len(ri):
+            return
+        change = t.qualify(mins, maxs, bounds, ri, gi).astype(np.int64)
+        if pb is not None:
+            before = t.qualify(mins, maxs, pb, ri, gi)
+            before &= t.started.take(gi)
+            change -= before
+        sel = change.nonzero()[0]
+        if len(sel):
+            rs = ri.take(sel)
+            cols.append(ocols.take(self._out_idx, axis=0).take(rs, axis=1))
+            counts.append(change.take(sel) * ocounts.take(rs))
+            gids.append(t.gids.take(gi.take(sel)))
 
     @property
     def emitted(self) -> dict[tuple, tuple[int, int]]:

@@ -63,7 +63,8 @@ from typing import Any
 import numpy as np
 
 from linkstream.operators.base import AttachOperator, Operator
-from linkstream.operators.router import LatestGraphOperator, RouteOperator, RouterOperator, TimedScanOperator
+from linkstream.operators.latest_graph import LatestGraphOperator, TimedScanOperator
+from linkstream.operators.router import RouteOperator, RouterOperator
 from linkstream.operators.state import (
     STATE_VERSION,
     QueryState,
