@@ -349,8 +349,14 @@ class Relation:
             delta = delta.project(vs)
         if nb + nr + nd <= self.SMALL or nr + nd > nb // self.RATIO + self.FLOOR:
             if nr:
-                delta = concat([base, recent, delta], vs)
-                rows = consolidate(delta)
+                # (base, recent part and delta in two linear merges when compiled: the
+                # parts are consolidated, the delta a few rows once consolidated itself)
+                got = None
+                if vs and _batch._native is not None:
+                    got = _batch.merge_sorted(recent, consolidate(delta))
+                    if got is not None:
+                        got = _batch.merge_sorted(base, got[0])
+                rows = got[0] if got is not None else consolidate(concat([base, recent, delta], vs))
             elif nb:  # (the common case: one merge when the delta is consolidated)
                 got = _batch.merge_sorted(base, delta) if vs else None
                 if got is None and vs and nd > 1 and _batch._native is not None:
