@@ -324,7 +324,9 @@ class RouterOperator(Operator):
         # (a window's step divides its groups' steps: it is only refined before it starts)
         bounds = t.bounds(closes, wsteps)
         upper = any(hi is not None for _, hi in bounds)
-        cols, counts, gids = [], [], []
+        cols: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        gids: list[np.ndarray] = []
         hid = self._hid_idx
         if old and (not same or t.any_fresh):
             # rows already joined: their qualification changes as the windows slide (and
@@ -402,7 +404,7 @@ class RouterOperator(Operator):
         same: bool,
         slid: bool,
         upper: bool,
-        out: tuple[list, list, list],
+        out: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]],
     ) -> None:
         """Appends to ``out`` (columns, counts, group ids) the change of the groups'
         results from the rows of ``part`` (rows joined before this epoch) whose
