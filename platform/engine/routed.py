@@ -397,14 +397,15 @@ class RoutedBlock:
         column (the view's own renderer then handles it)."""
         if not cols.shape[0] or (cols == 0).any():
             return None
-        texts = json_terms(self.dictionary, set(cols.ravel().tolist()))
+        # (each column's distinct ids: the terms to look up, and its pieces below)
+        uniq = [np.unique(col, return_inverse=True) for col in cols]
+        texts = json_terms(self.dictionary, set(np.concatenate([u for u, _ in uniq]).tolist()))
         last = len(self._names) - 1
         out: np.ndarray | None = None
-        for j, (name, col) in enumerate(zip(self._names, cols)):
+        for j, (name, (u, inv)) in enumerate(zip(self._names, uniq)):
             # each distinct term's piece with its separators, so one concatenation per column
             pre = ('"binding": {' if j == 0 else ", ") + name
             post = "}}" if j == last else ""
-            u, inv = np.unique(col, return_inverse=True)
             strs = np.array([pre + texts[x] + post for x in u.tolist()], dtype=object)[inv.reshape(-1)]
             out = strs if out is None else out + strs
         return out
