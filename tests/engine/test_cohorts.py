@@ -170,13 +170,14 @@ def _reports(live: LiveEngine, names: list[str]) -> dict[str, list[tuple[int, tu
 
 
 def _drained(subs: dict) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
-    """Every report each subscription got (until none comes for 0.2 s)."""
+    """Every report each subscription holds (called after ``advance_to``, which returns once
+    every report up to it was delivered)."""
     out: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
     for n, sub in subs.items():
         got = out[n] = []
         while True:
             try:
-                got.append(sub.get_report(timeout=0.2))
+                got.append(sub.get_report(timeout=0.01))
             except queue.Empty:
                 break
     return out
