@@ -129,10 +129,10 @@ class LiveDelivery:
                 if ring is not None:
                     with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
                         ring.add(c, lines)
-            lat = e.rq.stats.latencies
-            if len(lat) > 2 * _LATENCY_KEEP:
-                del lat[:-_LATENCY_KEEP]
             self._offer(e, c, lines)
+        self._delivered_n += 1
+        if self._delivered_n % _TRIM_EVERY == 0:
+            self._trim_latencies()
         if reports:  # once per report time: a metric's lock per query costs as much as the rest
             m.reports.inc(reports)
             m.result_lines.inc(n_lines)
