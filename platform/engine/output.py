@@ -428,10 +428,8 @@ class ReportLines(Mapping[str, list[str]]):
         """``(name, lines)`` of every reporting query that wrote lines, kept as
         :meth:`kept` keeps them (in no particular order): a walk of what was evaluated,
         not of the reporting queries."""
-        got: list[tuple[str, Sequence[str]]] = [(n, tuple(ls)) for n, ls in self.lines.items() if ls]
+        got = self.plain_lines()
         t = self.t_text
-        if self.blocks:
-            got += [(n, BlockLines(b, t)) for n, b in self.blocks.items() if b]
         for g in self.groups or ():
             cur = g.cur
             mids = np.flatnonzero(cur)  # (members with lines: their block is not empty)
@@ -440,6 +438,15 @@ class ReportLines(Mapping[str, list[str]]):
                 (names[m], BlockLines(b, t, n))  # type: ignore[misc]  # (a member's slot holds its name)
                 for m, b, n in zip(mids.tolist(), g.blocks[mids].tolist(), cur[mids].tolist(), strict=True)
             ]
+        return got
+
+    def plain_lines(self) -> list[tuple[str, Sequence[str]]]:
+        """:meth:`with_lines` without the members of :attr:`groups` (whose lines a reader
+        takes from the groups' arrays)."""
+        got: list[tuple[str, Sequence[str]]] = [(n, tuple(ls)) for n, ls in self.lines.items() if ls]
+        if self.blocks:
+            t = self.t_text
+            got += [(n, BlockLines(b, t)) for n, b in self.blocks.items() if b]
         return got
 
     def __contains__(self, name: object) -> bool:

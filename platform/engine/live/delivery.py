@@ -15,10 +15,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from linkstream.engine.embedded import ReportLines
 from linkstream.engine.live.cohorts import Cohort
+from linkstream.engine.live.grouprings import GroupLog, MemberRing, RingMap
 from linkstream.engine.live.state import _Entry
-from linkstream.engine.live.subscription import ReportRing
+from linkstream.engine.members import MemberReports
+from linkstream.engine.render import BlockLines
 from linkstream.metrics import LiveMetrics
 
 _LATENCY_KEEP = 512  # latencies kept per query (the engine appends one per report)
@@ -32,7 +36,9 @@ class LiveDelivery:
     metrics: LiveMetrics
     _lock: threading.Lock
     _entries: dict[str, _Entry]
-    _rings: dict[str, ReportRing]
+    _rings: RingMap
+    _glogs: dict[int, GroupLog]
+    results_retention_s: float
     _ahead: dict[str, int]
     _delivered_n: int
     _subbed: set[str]
@@ -60,17 +66,24 @@ class LiveDelivery:
                         skip.add(n)
                     else:
                         del self._ahead[n]
-        got = out.with_lines()
         n_lines = 0
         rings = self._rings
         now = time.monotonic()  # (every ring's clock)
         with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
+            if skip:  # (after a restart only): query by query
+                got = out.with_lines()
+            else:
+                got = out.plain_lines()
+                for g in out.groups or ():
+                    n_lines += self._keep_group(g, c, out.t_text, now)
             for name, lines in got:
                 if name in skip:
                     continue
                 n_lines += len(lines)
                 ring = rings.get(name)
                 if ring is not None:
+                    if isinstance(ring, MemberRing):  # (a member reported outside its group)
+                        ring = rings[name] = ring.detach()
                     ring.add(c, lines, now if ring.clock is time.monotonic else None)
             targets = self._subbed & names if self._subbed else ()
         if targets:
@@ -78,14 +91,41 @@ class LiveDelivery:
             entries = self._entries
             for name in targets:
                 if name not in skip:
-                    self._offer(entries[name], c, of.get(name, ()))
+                    self._offer(entries[name], c, of[name] if name in of else out.kept(name))
         self._delivered_n += 1
         if self._delivered_n % _TRIM_EVERY == 0:
             self._trim_latencies()
+            self._drop_group_logs()
         m = self.metrics
         m.reports.inc(len(names) - len(skip))
         if n_lines:
             m.result_lines.inc(n_lines)
+
+    def _keep_group(self, g: MemberReports, c: int, t_text: str, now: float) -> int:
+        """Keeps group ``g``'s report at ``c`` once in its log (its members' rings read
+        it: :mod:`linkstream.engine.live.grouprings`); returns its lines."""
+        log = self._glogs.get(id(g))
+        if log is None or log.group is not g:
+            log = self._glogs[id(g)] = GroupLog(g, self.results_retention_s)
+        log.sync(self._rings)
+        cur = g.cur
+        mids = np.flatnonzero(cur)
+        ns = cur[mids]
+        log.add(now, c, t_text, mids, g.blocks[mids], ns)
+        if log.unlinked:
+            rings = self._rings
+            for name, mid in log.unlinked:
+                n = int(cur[mid])
+                ring = rings.get(name)
+                if n and ring is not None:
+                    ring.add(c, BlockLines(g.blocks[mid], t_text, n))
+        return int(ns.sum())
+
+    def _drop_group_logs(self) -> None:
+        """Forgets the logs of groups without members."""
+        for k, log in list(self._glogs.items()):
+            if not log.group.by_name:
+                del self._glogs[k]
 
     def _offer(self, e: _Entry, c: int, lines: Sequence[str]) -> None:
         m = self.metrics

@@ -41,6 +41,7 @@ import numpy as np
 from linkstream.engine.embedded import Engine, QueryStats
 from linkstream.engine.live.batchpush import BatchPush
 from linkstream.engine.live.cohorts import CohortSchedule
+from linkstream.engine.live.grouprings import GroupLog, RingMap
 from linkstream.engine.live.state import (
     BatchFailed,
     EngineClosed,
@@ -52,7 +53,7 @@ from linkstream.engine.live.state import (
     _Entry,
     _Stream,
 )
-from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, ReportRing, Subscription
+from linkstream.engine.live.subscription import RESULTS_RETENTION_S, Cursor, Subscription
 from linkstream.engine.live.worker import _STREAM_FIGURES, LiveWorker, Triples
 from linkstream.engine.oneshot.embedded import evaluate_one_shot, parse_one_shot
 from linkstream.metrics import LiveMetrics
@@ -122,7 +123,8 @@ class LiveEngine(LiveWorker, BatchPush):
         self.retention_ms = retention_ms
         self.subscriber_queue = subscriber_queue
         self.results_retention_s = results_retention_s
-        self._rings: dict[str, ReportRing] = {}  # query -> its recent reports (under _lock)
+        self._rings = RingMap()  # query -> its recent reports (under _lock)
+        self._glogs: dict[int, GroupLog] = {}  # id(group) -> its members' reports (worker thread)
         self.base = base
         self.metrics = metrics if metrics is not None else LiveMetrics()
         self.clock = clock

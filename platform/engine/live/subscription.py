@@ -149,15 +149,19 @@ class ReportRing:
         Raises:
             ResultsGone: A report after ``cursor`` was dropped already.
         """
-        t0, k0 = cursor
         self.trim()
-        if self.dropped_until is not None and self.dropped_until > t0:
+        return self._after(cursor, self._reports)
+
+    def _after(self, cursor: Cursor, reports: Sequence[tuple[float, int, Lines]]) -> list[Item]:
+        t0, k0 = cursor
+        dropped = self.dropped_until
+        if dropped is not None and dropped > t0:
             raise ResultsGone(
                 "results after %d are no longer kept (kept from %s on)"
-                % (t0, self._reports[0][1] if self._reports else "the next report")
+                % (t0, reports[0][1] if reports else "the next report")
             )
         out: list[Item] = []
-        for _, t, lines in self._reports:
+        for _, t, lines in reports:
             if t < t0:
                 continue
             if t == t0:

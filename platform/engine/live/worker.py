@@ -24,6 +24,7 @@ from linkstream.engine.embedded import ReportLines
 from linkstream.engine.live.batchpush import Decided, TermRows
 from linkstream.engine.live.cohorts import Cohort, CohortSchedule, reporting_of
 from linkstream.engine.live.delivery import LiveDelivery
+from linkstream.engine.live.grouprings import RingMap
 from linkstream.engine.live.state import (
     EngineClosed,
     QueryConflict,
@@ -87,7 +88,7 @@ class LiveWorker(LiveDelivery):
     _queue: queue.SimpleQueue[tuple]
     _space: threading.BoundedSemaphore
     _entries: dict[str, _Entry]
-    _rings: dict[str, ReportRing]
+    _rings: RingMap
     results_retention_s: float
     _accepted: dict[str, _Accepted]
     _frontier: int | None
@@ -260,7 +261,16 @@ class LiveWorker(LiveDelivery):
     def _ingest_ids(self, stream: str, t: int, ids: np.ndarray) -> None:
         buf = self.engine.buffer(stream)
         self._guard(stream, buf)
-        ids = dedup_triples(ids)
+        n = len(ids)
+        if 1 < n <= 16:  # (an element of a few triples: a set is cheaper than a sort)
+            rows = ids.tolist()
+            ids = (
+                dedup_triples(ids)
+                if len(set(map(tuple, rows))) < n
+                else np.ascontiguousarray(ids, dtype=np.int64)
+            )
+        else:
+            ids = dedup_triples(ids)
         self.engine.ingest(stream, t, ids)
         if stream in self.absorb:
             # one element = one atomic batch of the store; published with the stream's VTS entry
