@@ -103,3 +103,54 @@ def test_dictionary_chunks_across_checkpoints(tmp_path: Path, monkeypatch: pytes
     assert list(again.engine.dictionary._terms) == terms
     assert _kept(again, "q") == want
     again.close()
+
+
+KEYED = "SELECT ?p ?v WHERE {{ STREAM <%s> [RANGE 2s SLIDE 1s] {{ <%sx{k}> ?p ?v }} }}" % (S, EX)
+
+
+def _push_keyed(live: LiveEngine, a: int, b: int) -> None:
+    for i in range(a, b):
+        live.push(
+            S,
+            1000 * i,
+            [(f"<{EX}x{i % 7}>", f"<{EX}p>", f'"{i}"'), (f"<{EX}x{i % 3}>", f"<{EX}p>", f'"{i}"')],
+        )
+    live.sync()
+    live.flush()
+
+
+def test_rings_of_a_keyed_groups_members_checkpoint_and_restore_as_plain_rings(tmp_path: Path) -> None:
+    """Pattern queries differing in a constant keep their reports in their group's log
+    (``MemberRing``): checkpoints write each member's reports incrementally, a restore puts
+    them back, and the members' rings read on across the restart as before it."""
+    from linkstream.engine.live.grouprings import MemberRing
+
+    d = tmp_path / "state"
+    lg = IngestLog(str(d))
+    store = open_checkpoints(str(d / "ck"))
+    live = LiveEngine(idle_ms=None)
+    live.recover(lg, checkpoints=store)
+    ck = Checkpointer(live, lg, store, 0)
+    names = [f"k{k}" for k in range(30)]
+    live.register_many([(KEYED.format(k=k % 9), n, None) for k, n in enumerate(names)])
+    _push_keyed(live, 1, 20)
+    ck.checkpoint()
+    _push_keyed(live, 20, 35)
+    ck.checkpoint()
+    assert all(isinstance(live._rings[n], MemberRing) for n in names)
+    want = {n: _kept(live, n) for n in names}
+    assert sum(len(w) for w in want.values()) > 100 and all(want[f"k{k}"] for k in range(7))
+    live.close()
+
+    lg = IngestLog(str(d))
+    again = LiveEngine(idle_ms=None)
+    assert again.recover(lg, checkpoints=store) == 0
+    assert {n: _kept(again, n) for n in names} == want
+    _push_keyed(again, 35, 40)  # the restored rings become the members' bases
+    assert all(isinstance(again._rings[n], MemberRing) for n in names)
+    later = {n: _kept(again, n) for n in names}
+    for n in names:
+        assert later[n][: len(want[n])] == want[n]
+        assert all(t >= 35000 for t, _ in later[n][len(want[n]) :])
+    assert sum(len(later[n]) - len(want[n]) for n in names) > 0
+    again.close()

@@ -98,6 +98,8 @@ class GroupLog:
         self._seen: tuple[int, int] | None = None  # (group version, ring map epoch) synced
         self._moved = 0  # floors moved (for :meth:`first_of`'s cache)
         self._firsts: tuple[tuple[int, int, int], np.ndarray] | None = None
+        #: :meth:`prepare_export`'s answers: member id -> (after, reports)
+        self._prepared: dict[int, tuple[int | None, list[tuple[float, int, Lines]]]] | None = None
 
     # -- the worker's side
 
@@ -200,6 +202,9 @@ class GroupLog:
     def reports_of(self, mid: int, after: int | None = None) -> list[tuple[float, int, Lines]]:
         """Member ``mid``'s kept reports ``(clock time, t, lines)`` with a report time after
         ``after`` (all: ``None``), oldest first."""
+        ready = self._prepared.get(mid) if self._prepared is not None else None
+        if ready is not None and ready[0] == after:
+            return ready[1]
         floor = int(self._floor[mid])
         out: list[tuple[float, int, Lines]] = []
         for e in reversed(self._entries):
@@ -210,6 +215,46 @@ class GroupLog:
                 out.append((e.now, e.t, got))
         out.reverse()
         return out
+
+    def prepare_export(self, afters: dict[int, int | None] | None) -> None:
+        """Computes :meth:`reports_of` ``(mid, after)`` for every ``mid, after`` of
+        ``afters`` in one pass over the log, for the calls that follow (a checkpoint
+        exports every member); ``None`` forgets them."""
+        if afters is None or not afters:
+            self._prepared = None
+            return
+        n = len(self._held)
+        lim = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)  # (not asked: never)
+        asked = np.fromiter(afters, dtype=np.int64, count=len(afters))
+        lim[asked] = [_NONE if a is None else a for a in afters.values()]
+        lowest = int(lim[asked].min())
+        floor = self._floor
+        got_m: list[np.ndarray] = []
+        got_k: list[np.ndarray] = []
+        got_j: list[np.ndarray] = []
+        entries = list(self._entries)
+        for k in range(len(entries) - 1, -1, -1):
+            e = entries[k]
+            if e.t <= lowest:
+                break
+            em = e.mids
+            sel = np.flatnonzero((lim[em] < e.t) & (floor[em] <= e.seq))
+            if len(sel):
+                got_m.append(em[sel])
+                got_k.append(np.full(len(sel), k, dtype=np.int64))
+                got_j.append(sel)
+        out: dict[int, tuple[int | None, list[tuple[float, int, Lines]]]] = {
+            m: (a, []) for m, a in afters.items()
+        }
+        if got_m:
+            m = np.concatenate(got_m)
+            kk = np.concatenate(got_k)
+            jj = np.concatenate(got_j)
+            o = np.lexsort((kk, m))
+            for mid, k, j in zip(m[o].tolist(), kk[o].tolist(), jj[o].tolist(), strict=True):
+                e = entries[k]
+                out[mid][1].append((e.now, e.t, BlockLines(e.blocks[j], e.t_text, int(e.ns[j]))))
+        self._prepared = out
 
     def last_of(self, mid: int) -> int | None:
         """The report time of member ``mid``'s latest kept report."""

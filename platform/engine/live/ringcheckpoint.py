@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from linkstream.engine.live.grouprings import GroupLog, MemberRing
 from linkstream.engine.live.subscription import Lines, ReportRing
 from linkstream.store.checkpoints import Blob, Checkpoint, CheckpointError
 
@@ -127,15 +128,27 @@ class RingLog:
         """The reports added to each ring since the marks (on the worker thread)."""
         cap = RingsCapture()
         with live._lock:  # subscribers trim rings under the lock
+            todo: list[tuple[str, ReportRing, int | None]] = []
+            logs: dict[int, tuple[GroupLog, dict[int, int | None]]] = {}
             for name in live._entries:
                 ring = live._rings.get(name)
                 if ring is None:
                     continue
                 mark = self.marks.get(name)
                 after = mark[1] if mark is not None and mark[0] == ring.token else None
-                new = ring.export(after)
-                cap.rings.append((name, ring.token, new, ring.first(), ring.dropped_until))
-                cap.last.append(new[-1][1] if new else after)
+                todo.append((name, ring, after))
+                if isinstance(ring, MemberRing) and ring.log is not None:
+                    logs.setdefault(id(ring.log), (ring.log, {}))[1][ring.mid] = after
+            for log, afters in logs.values():  # (one pass over each group's log)
+                log.prepare_export(afters)
+            try:
+                for name, ring, after in todo:
+                    new = ring.export(after)
+                    cap.rings.append((name, ring.token, new, ring.first(), ring.dropped_until))
+                    cap.last.append(new[-1][1] if new else after)
+            finally:
+                for log, _ in logs.values():
+                    log.prepare_export(None)
         return cap
 
     def name(self, seq: int) -> str:
