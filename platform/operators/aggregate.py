@@ -23,8 +23,10 @@ from linkstream.operators.batch import (
     concat,
     consolidate,
     group_starts,
+    merge_sorted,
     packed_keys,
     row_keys,
+    rows_of_keys,
     sort_order,
 )
 from linkstream.operators.evaluate import Evaluator, Num
@@ -202,34 +204,30 @@ class AggregateOperator(Operator):
         else:
             dirty_keys = np.empty((0, 1), dtype=np.int64)
         # retract old rows of dirty groups
-        out = []
+        # (the state's and the results' rows are consolidated, so sorted with the group
+        # columns first: a dirty group's rows are one run in each, cut out by key)
         old = self.results.rows
-        if len(old):
-            if g:
-                m = _in_keys(old.cols[:g], dirty_keys)
-            else:
-                m = np.ones(len(old), dtype=bool)
-            if m.any():
-                out.append(old.mask(m).negate())
+        if g and len(old):
+            old = old.take(_rows_of_keys(old.cols[:g], dirty_keys))
         # rows of dirty groups
         rows = self.state.rows
         if g and len(rows):
-            rows = rows.mask(_in_keys(rows.cols[:g], dirty_keys))
-        new = self._aggregate(rows)
-        if len(new):
-            out.append(new)
-        delta = consolidate(concat(out, self.vars)) if out else Batch.empty(self.vars)
+            rows = rows.take(_rows_of_keys(rows.cols[:g], dirty_keys))
+        new = self._aggregate(rows, grouped=True)
+        delta = _merged_delta(new, old.negate(), self.vars)
         self.results.apply(delta)
         return delta
 
-    def _aggregate(self, rows: Batch) -> Batch:
+    def _aggregate(self, rows: Batch, grouped: bool = False) -> Batch:
+        """The aggregate row of each group of ``rows`` (``grouped``: the rows are sorted
+        by the group columns already, e.g. a consolidated relation's rows)."""
         g = len(self.group_vars)
         rows = rows.mask(rows.counts > 0)
         if g:
             if not len(rows):
                 return Batch.empty(self.vars)
-            order = sort_order(rows.cols[:g])
-            rows = rows.take(order)
+            if not grouped:
+                rows = rows.take(sort_order(rows.cols[:g]))
             starts = group_starts(rows.cols[:g])
             gid = np.cumsum(starts) - 1
             ngroups = int(gid[-1]) + 1
@@ -373,6 +371,22 @@ def _distinct_pairs(gid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndar
         return gid, x
     u = np.unique(np.stack([gid, x]), axis=1)
     return u[0], u[1]
+
+
+def _merged_delta(new: Batch, old: Batch, vs: tuple[str, ...]) -> Batch:
+    """``consolidate(concat([old, new]))`` of two consolidated batches: one linear merge
+    when compiled (and no value is unbound)."""
+    if not len(old) or not len(new):
+        return new if len(new) else old
+    got = merge_sorted(new, old)
+    return got[0] if got is not None else consolidate(concat([old, new], vs))
+
+
+def _rows_of_keys(cols: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """:func:`~.batch.rows_of_keys` (both sorted), or by :func:`_in_keys` when the columns
+    do not pack into one key."""
+    got = rows_of_keys(cols, keys)
+    return got if got is not None else _in_keys(cols, keys).nonzero()[0]
 
 
 def _in_keys(cols: np.ndarray, keys: np.ndarray) -> np.ndarray:

@@ -201,6 +201,33 @@ def sort_order(cols: np.ndarray) -> np.ndarray:
     return np.lexsort(cols[::-1])
 
 
+def rows_of_keys(cols: np.ndarray, keys: np.ndarray) -> np.ndarray | None:
+    """The positions (ascending) of the rows of ``cols`` that equal a row of ``keys``, both
+    ``(k, n)`` int64 tables sorted lexicographically (``keys`` distinct), e.g. the leading
+    columns of a consolidated batch: the columns packed into one int64 key per row and
+    each key's run found by binary search (no sort, no hash); ``None`` when the columns
+    do not pack into one key (the caller joins or hashes instead)."""
+    n, m = cols.shape[1], keys.shape[1]
+    if not m or not n:
+        return EMPTY_I64
+    if cols.dtype != np.int64 or keys.dtype != np.int64:
+        return None
+    both = packed_keys(np.concatenate([keys, cols], axis=1))
+    if both is None or len(both) > 1:
+        return None
+    if not both:  # every row equal to the one key
+        return np.arange(n)
+    kk, ck = both[0][:m], both[0][m:]
+    lo = ck.searchsorted(kk, "left")
+    runs = ck.searchsorted(kk, "right") - lo
+    total = int(runs.sum())
+    if total == n:
+        return np.arange(n)
+    # key j's rows: lo[j] .. lo[j] + runs[j] - 1 (runs ascending and disjoint)
+    starts = np.cumsum(runs) - runs
+    return np.arange(total) + np.repeat(lo - starts, runs)
+
+
 #: ``np.logical_or.reduce``: ``ndarray.any`` adds a Python frame per call
 _any0 = np.logical_or.reduce
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from linkstream.operators.base import Operator
-from linkstream.operators.batch import Batch, concat, consolidate
+from linkstream.operators.batch import Batch, concat, consolidate, group_starts, merge_sorted
 from linkstream.operators.graph import StaticMembership, static_index
 from linkstream.operators.relation import Relation
 from linkstream.operators.scan import ScanOperator, Slot
@@ -127,25 +127,35 @@ class LatestGraphOperator(Operator):
         d = self._not_static(d)
         if not len(d):
             return Batch.empty(TIMED_VARS)
-        triples = consolidate(Batch(TIMED_VARS[:3], d.cols[:3], np.ones(len(d), dtype=np.int64)))
-        probe = Batch(TIMED_VARS[:3], triples.cols, np.ones(len(triples), dtype=np.int64))
+        # (d is consolidated: its triples are sorted, each once per timestamp)
+        first = group_starts(d.cols[:3])
+        probe = Batch(
+            TIMED_VARS[:3], d.cols[:3].compress(first, axis=1), np.ones(int(first.sum()), dtype=np.int64)
+        )
         # a relation's base and recent parts answer separately: consolidate before reading
-        old = consolidate(self.latest.join(probe, TIMED_VARS))
+        old = consolidate(self._rows_of(self.latest, probe))
         old = old.mask(old.counts > 0)
         self.occurrences.apply(d)
-        occ = consolidate(self.occurrences.join(probe, TIMED_VARS))
+        occ = consolidate(self._rows_of(self.occurrences, probe))
         occ = occ.mask(occ.counts > 0)
-        parts = [old.with_counts(-np.ones(len(old), dtype=np.int64))]
+        old = old.with_counts(-np.ones(len(old), dtype=np.int64))
+        out = old
         if len(occ):
+            # (consolidated: sorted by triple, then timestamp; a triple's last is its latest)
             c = occ.cols
-            order = np.lexsort((c[3], c[2], c[1], c[0]))
-            c = c[:, order]
             last = np.ones(c.shape[1], dtype=bool)
             last[:-1] = (c[:3, 1:] != c[:3, :-1]).any(axis=0)
-            parts.append(Batch(TIMED_VARS, c[:, last], np.ones(int(last.sum()), dtype=np.int64)))
-        out = consolidate(concat(parts, TIMED_VARS))
+            new = Batch(TIMED_VARS, c.compress(last, axis=1), np.ones(int(last.sum()), dtype=np.int64))
+            got = merge_sorted(new, old) if len(old) else None
+            out = got[0] if got is not None else consolidate(concat([old, new], TIMED_VARS))
         self.latest.apply(out)
         return out
+
+    @staticmethod
+    def _rows_of(rel: Relation, triples: Batch) -> Batch:
+        """The rows of ``rel`` (over :data:`TIMED_VARS`) of the ``triples`` (consolidated)."""
+        got = rel.prefix_rows(triples)
+        return got if got is not None else rel.join(triples, TIMED_VARS)
 
 
 class TimedScanOperator(ScanOperator):

@@ -25,6 +25,7 @@ from linkstream.operators.batch import (
     equal_on,
     merge_columns,
     row_keys,
+    rows_of_keys,
 )
 
 #: ``np.logical_and.reduce``: ``ndarray.all`` adds a Python frame per call (axis=None: all)
@@ -389,6 +390,28 @@ class Relation:
         if memo is not None:
             # (the parts before are kept with their ids: an id is not reused while in the memo)
             memo[1][key] = (bpart, rpart, self._base, self._recent, self._rows, self._n)
+
+    def prefix_rows(self, keys: Batch) -> Batch | None:
+        """The rows whose leading columns equal a row of ``keys`` (consolidated, over this
+        relation's first ``len(keys.vars)`` variables), part by part -- a row may be in
+        both parts, with counts that cancel, as in :meth:`join` -- found by binary search
+        in each part's sorted rows (:func:`~.batch.rows_of_keys`); ``None`` when a key
+        value is unbound (0: :meth:`join` takes it as compatible with every value) or the
+        columns do not pack into one key (then :meth:`join` does it)."""
+        k = keys.cols.shape[0]
+        assert keys.vars == self.vars[:k]
+        if not _all(keys.cols, axis=None):
+            return None
+        out = []
+        for p in self._parts():
+            pos = rows_of_keys(p.rows.cols[:k], keys.cols)
+            if pos is None:
+                return None
+            if len(pos):
+                out.append(p.rows.take(pos))
+        if not out:
+            return Batch.empty(self.vars)
+        return out[0] if len(out) == 1 else concat(out, self.vars)
 
     def mirror(self, src: Relation) -> None:
         """Takes the content of ``src``, a relation over as many variables whose content
