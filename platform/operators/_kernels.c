@@ -344,7 +344,6 @@ rows_merge(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*y*ny*y*nnw*w*w*", &cb, &nb, &n, &db, &dnb, &m, &k, &ocb, &onb, &bb))
         return NULL;
     PyObject *res = NULL;
-    Py_ssize_t *src = NULL;
     if (n < 0 || m < 0 || k < 1 || check_size(&cb, k * n, "cols") || check_size(&nb, n, "counts") ||
         check_size(&db, k * m, "dcols") || check_size(&dnb, m, "dcounts") ||
         check_size(&ocb, k * (n + m), "out_cols") || check_size(&onb, n + m, "out_counts") ||
@@ -359,75 +358,76 @@ rows_merge(PyObject *self, PyObject *args)
     for (Py_ssize_t j = 0; j < k * m; j++)
         if (!dcols[j])
             goto refuse;
-    src = PyMem_Malloc(((size_t)(n + m) + 1) * sizeof(Py_ssize_t));
-    if (!src) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* merge: the source of each output row (a state row i >= 0, a delta row -1 - j) and its count */
+    /* both tables strictly ascending (checked first: the merge below then only compares
+     * across them) */
+    for (Py_ssize_t p = 1; p < n; p++)
+        if (cmp_rows(cols, k, n, p - 1, p) >= 0)
+            goto refuse;
+    for (Py_ssize_t p = 1; p < m; p++)
+        if (cmp_rows(dcols, k, m, p - 1, p) >= 0)
+            goto refuse;
+    /* merge, each output row written to its place in a (k, n + m) table (column q at
+     * q * cap); the columns are moved together once the row count r is known */
+    const Py_ssize_t cap = n + m;
     Py_ssize_t i = 0, j = 0, r = 0;
-    while (i < n || j < m) {
-        int c;
-        if (j >= m)
-            c = -1;
-        else if (i >= n)
-            c = 1;
-        else {
-            c = 0;
-            for (Py_ssize_t q = 0; q < k; q++) {
-                const int64_t x = cols[q * n + i], y = dcols[q * m + j];
-                if (x != y) {
-                    c = x < y ? -1 : 1;
-                    break;
-                }
+    while (i < n && j < m) {
+        int c = 0;
+        for (Py_ssize_t q = 0; q < k; q++) {
+            const int64_t x = cols[q * n + i], y = dcols[q * m + j];
+            if (x != y) {
+                c = x < y ? -1 : 1;
+                break;
             }
         }
         if (c < 0) {
-            if (i && cmp_rows(cols, k, n, i - 1, i) >= 0)
-                goto refuse;
             if (counts[i]) {
-                src[r] = i;
+                for (Py_ssize_t q = 0; q < k; q++)
+                    out[q * cap + r] = cols[q * n + i];
                 oc[r++] = counts[i];
             }
             i++;
-            continue;
-        }
-        if (j && cmp_rows(dcols, k, m, j - 1, j) >= 0)
-            goto refuse;
-        if (c > 0) {
+        } else if (c > 0) {
             before[j] = 0;
             if (dcounts[j]) {
-                src[r] = -1 - j;
+                for (Py_ssize_t q = 0; q < k; q++)
+                    out[q * cap + r] = dcols[q * m + j];
                 oc[r++] = dcounts[j];
             }
             j++;
-            continue;
-        }
-        if (i && cmp_rows(cols, k, n, i - 1, i) >= 0)
-            goto refuse;
-        before[j] = counts[i];
-        const int64_t now = counts[i] + dcounts[j];
-        if (now) {
-            src[r] = i;
-            oc[r++] = now;
-        }
-        i++;
-        j++;
-    }
-    for (Py_ssize_t q = 0; q < k; q++) {
-        const int64_t *sc = cols + q * n, *sd = dcols + q * m;
-        int64_t *dst = out + q * r;
-        for (Py_ssize_t p = 0; p < r; p++) {
-            const Py_ssize_t s = src[p];
-            dst[p] = s >= 0 ? sc[s] : sd[-1 - s];
+        } else {
+            before[j] = counts[i];
+            const int64_t now = counts[i] + dcounts[j];
+            if (now) {
+                for (Py_ssize_t q = 0; q < k; q++)
+                    out[q * cap + r] = cols[q * n + i];
+                oc[r++] = now;
+            }
+            i++;
+            j++;
         }
     }
+    for (; i < n; i++)
+        if (counts[i]) {
+            for (Py_ssize_t q = 0; q < k; q++)
+                out[q * cap + r] = cols[q * n + i];
+            oc[r++] = counts[i];
+        }
+    for (; j < m; j++) {
+        before[j] = 0;
+        if (dcounts[j]) {
+            for (Py_ssize_t q = 0; q < k; q++)
+                out[q * cap + r] = dcols[q * m + j];
+            oc[r++] = dcounts[j];
+        }
+    }
+    if (r < cap)
+        for (Py_ssize_t q = 1; q < k; q++)
+            memmove(out + q * r, out + q * cap, (size_t)r * sizeof(int64_t));
     res = PyLong_FromSsize_t(r);
     goto done;
 refuse:
     res = PyLong_FromSsize_t(-1);
 done:
-    PyMem_Free(src);
     PyBuffer_Release(&cb);
     PyBuffer_Release(&nb);
     PyBuffer_Release(&db);

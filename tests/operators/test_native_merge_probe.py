@@ -174,3 +174,47 @@ def test_counted_apply_switches_between_merge_and_recent_part(k, seed):
     for x, y in zip(fb, sb, strict=True):
         assert np.array_equal(x, y)
     assert np.array_equal(fr.cols, sr.cols) and np.array_equal(fr.counts, sr.counts)
+
+
+def _py_merge(a: np.ndarray, an: np.ndarray, b: np.ndarray, bn: np.ndarray):
+    """``rows_merge`` in Python: the merged rows whose count is not 0, and each delta row's
+    count in the state (``None`` for a zero value or rows not strictly ascending)."""
+    ra, rb = [tuple(r) for r in a.T.tolist()], [tuple(r) for r in b.T.tolist()]
+    if any(0 in r for r in ra + rb) or any(x >= y for t in (ra, rb) for x, y in zip(t, t[1:])):
+        return None
+    acc = dict(zip(ra, an.tolist()))
+    before = [acc.get(r, 0) for r in rb]
+    for r, c in zip(rb, bn.tolist()):
+        acc[r] = acc.get(r, 0) + c
+    rows = sorted(r for r, c in acc.items() if c)
+    return rows, [acc[r] for r in rows], before
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(40))
+def test_the_merge_kernel_equals_a_python_merge(seed):
+    """Zero counts in either table (left out), rows out of order or unbound (refused), one
+    table empty, and tables of several columns."""
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        k = int(rng.integers(1, 6))
+        tabs = []
+        for n in (int(rng.integers(0, 40)), int(rng.integers(0, 40))):
+            cols = rng.integers(1, 4, size=(k, n)).astype(np.int64)
+            if rng.random() < 0.85:  # (else in any order, maybe with equal rows: refused)
+                cols = np.ascontiguousarray(np.unique(cols.T, axis=0).T) if n else cols
+            if n and rng.random() < 0.05:
+                cols[rng.integers(0, k), rng.integers(0, cols.shape[1])] = 0
+            tabs.append((cols, rng.integers(-2, 3, size=cols.shape[1]).astype(np.int64)))
+        (a, an), (b, bn) = tabs
+        n, m = a.shape[1], b.shape[1]
+        out, out_n, before = np.empty(k * (n + m), np.int64), np.empty(n + m, np.int64), np.empty(m, np.int64)
+        r = B._kernels.rows_merge(a, an, n, b, bn, m, k, out, out_n, before)
+        want = _py_merge(a, an, b, bn)
+        if want is None:
+            assert r == -1
+            continue
+        rows, counts, bf = want
+        assert r == len(rows)
+        assert [tuple(x) for x in out[: k * r].reshape(k, r).T.tolist()] == rows
+        assert out_n[:r].tolist() == counts and before.tolist() == bf
