@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 #: smallest input and its join have at most this many rows; above, it probes input by input
 COMPONENT_MAX = 4096
 
+#: a changed component whose join had more than :data:`COMPONENT_MAX` rows is not joined
+#: again (only to find it too large) at the next this many epochs that change it: they probe
+#: input by input (see :meth:`MJoinOperator._compute_by_components`)
+LARGE_RETRY = 8
+
 #: a probe whose next input has more than this many rows per partial-result row joins the
 #: rest of the inputs as one component when they form one (see :meth:`MJoinOperator._probe`)
 REST_FANOUT = 64
@@ -537,9 +542,18 @@ class MJoinOperator(Operator):
                 or any(len(deltas[j]) > COMPONENT_MAX for j in c)
             ):
                 return None
+        # (a component whose join was too large lately: not joined again to find that out;
+        # its inputs changed since, so the join would be recomputed, not read from the cache)
+        large = self.__dict__.setdefault("_large_comps", {})
+        for c, ch in zip(comps, changed):
+            if ch and large.get(c, 0) > 0:
+                large[c] -= 1
+                return None
         olds = [self._component_join(c) for c in comps]
-        if any(len(o[0]) > COMPONENT_MAX for o, ch in zip(olds, changed) if ch):
-            return None
+        for c, o, ch in zip(comps, olds, changed):
+            if ch and len(o[0]) > COMPONENT_MAX:
+                large[c] = LARGE_RETRY
+                return None
         for i, d in enumerate(deltas):
             if len(d):
                 t = twins[i]
