@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from linkstream.engine.embedded import Engine
-from linkstream.engine.replay import replay
 from linkstream.operators import router as R
-from linkstream.query.continuous import parse_continuous
-from linkstream.rdf.static import load_graph
-from tests.engine.lsbench_replay import HashSink
 from tests.engine.lsbench_replay import lsbench as lsbench_module
+from tests.engine.lsbench_replay import mixed_replay
 
 
 def test_base_and_recent_part_write_what_a_state_merged_every_epoch_writes(
@@ -34,15 +30,9 @@ def test_base_and_recent_part_write_what_a_state_merged_every_epoch_writes(
     for floor in (R.RECENT_FLOOR, always):
         monkeypatch.setattr(R, "RECENT_FLOOR", floor)
         seen.clear()
-        eng = Engine()
-        eng.add_static(None, load_graph(str(tmp_path / "social.nt"), eng.dictionary))
-        texts = lsbench.workload("mixed", 400, 300, "time", 3)
-        rqs = [eng.register(parse_continuous(t, default_name=n)) for n, t in texts.items()]
-        sink = HashSink()
-        streams = [(lsbench.STREAMS[s], str(tmp_path / f"{s}.nq")) for s in lsbench.streams_of("mixed")]
-        res = replay(eng, rqs, streams, sink)
-        assert res.rows > 1000
-        digests.append((sink.h.hexdigest(), sink.chars, res.rows))
+        digest, rqs = mixed_replay(tmp_path)
+        assert digest[2] > 1000
+        digests.append(digest)
         if floor == always:
             assert seen and not any(r for _, r in seen), [x for x in seen if x[1]][:10]
         else:  # both parts held rows at some epoch: the split was exercised

@@ -7,14 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from linkstream.engine.embedded import Engine
-from linkstream.engine.replay import replay
 from linkstream.operators import aggregate as A
 from linkstream.operators import relation as REL
-from linkstream.query.continuous import parse_continuous
-from linkstream.rdf.static import load_graph
-from tests.engine.lsbench_replay import HashSink
 from tests.engine.lsbench_replay import lsbench as lsbench_module
+from tests.engine.lsbench_replay import mixed_replay
 
 
 def test_sorted_cuts_write_what_joins_and_hashes_write(tmp_path: Path, monkeypatch) -> None:
@@ -33,15 +29,9 @@ def test_sorted_cuts_write_what_joins_and_hashes_write(tmp_path: Path, monkeypat
         monkeypatch.setattr(REL, "rows_of_keys", cut)
         monkeypatch.setattr(A, "rows_of_keys", cut)
         taken.clear()
-        eng = Engine()
-        eng.add_static(None, load_graph(str(tmp_path / "social.nt"), eng.dictionary))
-        texts = lsbench.workload("mixed", 400, 300, "time", 3)
-        rqs = [eng.register(parse_continuous(t, default_name=n)) for n, t in texts.items()]
-        sink = HashSink()
-        streams = [(lsbench.STREAMS[s], str(tmp_path / f"{s}.nq")) for s in lsbench.streams_of("mixed")]
-        res = replay(eng, rqs, streams, sink)
-        assert res.rows > 1000
-        digests.append((sink.h.hexdigest(), sink.chars, res.rows))
+        digest, _ = mixed_replay(tmp_path)
+        assert digest[2] > 1000
+        digests.append(digest)
         if cut is spy:
             assert sum(taken) > 20, taken[:20]
     assert digests[0] == digests[1]
