@@ -198,6 +198,10 @@ class ClusterEngine:
         self._control: list[Hello | Subscribe] = []  # in arrival order
         self._ready: dict[str, dict[str, int]] = {n: {} for n in queries}
         self._answerer: dict[str, str] = {}
+        #: counts the changes of the queries, their ready announcements and answerers; with
+        #: the owners' version and the peers it says when :meth:`choose_owners` may skip
+        self._owning = 0
+        self._chosen: tuple[int, int, tuple[str, ...]] | None = None
         self._released: dict[str, int] = {}
         self._results: dict[int, dict[str, Result]] = {}
         self._failures: list[Failed] = []
@@ -285,7 +289,9 @@ class ClusterEngine:
                 self._control.append(message)
             elif isinstance(message, Ready) and message.query in self._ready:
                 self._ready[message.query][message.container] = message.first_tick
+                self._owning += 1
             elif isinstance(message, Unready):
+                self._owning += 1
                 # released even when the query left the run meanwhile (live service)
                 self._ready.get(message.query, {}).pop(message.container, None)
                 self._released[message.container] = max(
@@ -326,12 +332,14 @@ class ClusterEngine:
                 # meanwhile are recomputed elsewhere (:mod:`linkstream.cluster.recovery`).
                 for name in [n for n, a in self._answerer.items() if a == cid]:
                     del self._answerer[name]
+                self._owning += 1
                 self.fanout.add(cid, message.address, self.seq)
                 self._synced_at[cid] = self.seq  # it gets the ticks after this one only
             else:
                 self.fanout.subscribe(message.container, message.version, message.streams, self.seq)
 
     def _forget(self, cid: str) -> None:
+        self._owning += 1
         for ready in self._ready.values():
             ready.pop(cid, None)
         self.handovers.forget(cid)
@@ -402,12 +410,14 @@ class ClusterEngine:
                 self._stream_index[w.stream] for w in query.cq.windows if w.stream in self._stream_index
             )
             self._ready.setdefault(name, {})
+        self._owning += 1
         self.spec = replace(
             self.spec, queries={**self.spec.queries, **{task_id(q.name): q.name for q in queries}}
         )
 
     def remove_query(self, name: str) -> None:
         """Removes a query from the run (its owner is no longer asked for)."""
+        self._owning += 1
         self.queries.pop(name, None)
         self.reads.pop(name, None)
         self._ready.pop(name, None)
@@ -434,7 +444,15 @@ class ClusterEngine:
         self._check_failures()
 
     def choose_owners(self, seq: int) -> dict[str, str]:
-        """The answerer of every query at tick ``seq`` (switching only to ready containers)."""
+        """The answerer of every query at tick ``seq`` (switching only to ready containers).
+
+        Once every query is answered by its owner in ZooKeeper, ready there, nothing can
+        change until the owners, the peers, the queries or their ready announcements do:
+        the ticks until then skip the pass over every query."""
+        key = (self.owners.version, self._owning, tuple(self._peers))
+        if self._chosen is not None and self._chosen == key:
+            return dict(self._answerer)
+        settled = True
         for name in sorted(self.queries):
             cur = self._answerer.get(name)
             ready = self._ready[name]
@@ -452,9 +470,14 @@ class ClusterEngine:
                 self._answerer[name] = new
                 self.switches.append(Switch(seq, name, cur, new))
                 logger.info("driver: %s answered by %s from tick %d (was %s)", name, new, seq, cur)
+            if settled and (new != target or not ok(target)):
+                settled = False
+        self._chosen = key if settled else None
         return dict(self._answerer)
 
     def _ack_handovers(self, owners: dict[str, str]) -> None:
+        if not self.owners.migrating():  # (no marker: nothing to acknowledge)
+            return
         for name, owner in owners.items():
             tid = self._tid(name)
             container, src = self.owners.placed(tid)

@@ -51,6 +51,8 @@ class OwnerView:
         self._markers: dict[str, tuple[str | None, str | None]] = {}  # task id -> (src, dst)
         self._marker_gen: dict[str, int] = {}  # task id -> generation of its data watch
         self._gen = 0
+        #: counts the changes of the owners and markers (a reader may skip work while it stands)
+        self.version = 0
         self._stopped = False
         self._lost = False
         client.ensure_path(self.layout.assignments_root)
@@ -65,6 +67,11 @@ class OwnerView:
         """The container ZooKeeper assigns ``task`` to (``None``: pending or unknown)."""
         with self._lock:
             return self._owner.get(task)
+
+    def migrating(self) -> bool:
+        """Whether some task has a hand-over marker (a move in flight or not acknowledged)."""
+        with self._lock:
+            return bool(self._markers)
 
     def placed(self, task: str) -> tuple[str | None, str | None]:
         """``(owner, migrating_from)`` of ``task``: the source of a hand-over to its owner not
@@ -114,6 +121,7 @@ class OwnerView:
                 if owner.get(t) != cid:
                     owner[t] = cid
             self._held[cid] = now
+            self.version += 1
         return None
 
     # ------------------------------------------------------------------ hand-over markers
@@ -127,6 +135,7 @@ class OwnerView:
             for t in gone:
                 del self._marker_gen[t]
                 self._markers.pop(t, None)
+            self.version += 1
             new = [t for t in now if t not in self._marker_gen]
             gens = {}
             for t in new:
@@ -155,6 +164,7 @@ class OwnerView:
                 with self._lock:
                     if live():
                         self._markers.pop(task, None)
+                        self.version += 1
                 self.client.exists_async(path, watch=watcher)
                 return
             except (ConnectionLoss, SessionExpiredError):
@@ -170,6 +180,7 @@ class OwnerView:
             with self._lock:
                 if live():
                     self._markers[task] = (body.get("src"), body.get("dst"))
+                    self.version += 1
 
         def arm() -> None:
             if live():
