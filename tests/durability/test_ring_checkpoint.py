@@ -5,6 +5,7 @@ order, without the reports of an earlier query of the same name."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,13 +30,18 @@ def _kept(live: LiveEngine, name: str) -> list[tuple[int, tuple[str, ...]]]:
     return [(t, lines) for t, lines, _ in live._rings[name].after((-1, 0))]
 
 
-def test_rings_are_written_incrementally_and_restored_whole(tmp_path: Path) -> None:
-    d = tmp_path / "state"
+def _started(d: Path) -> tuple[LiveEngine, Any, Checkpointer]:
+    """A live engine with an ingest log and checkpoints in ``d``, and its checkpointer."""
     lg = IngestLog(str(d))
     store = open_checkpoints(str(d / "ck"))
     live = LiveEngine(idle_ms=None)
     live.recover(lg, checkpoints=store)
-    ck = Checkpointer(live, lg, store, 0)
+    return live, store, Checkpointer(live, lg, store, 0)
+
+
+def test_rings_are_written_incrementally_and_restored_whole(tmp_path: Path) -> None:
+    d = tmp_path / "state"
+    live, store, ck = _started(d)
     live.register(Q, "q")
     live.register(Q, "gone")
     _push(live, 1, 20)
@@ -80,11 +86,7 @@ def test_dictionary_chunks_across_checkpoints(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(checkpoint, "CHUNK", 16)
     d = tmp_path / "state"
-    lg = IngestLog(str(d))
-    store = open_checkpoints(str(d / "ck"))
-    live = LiveEngine(idle_ms=None)
-    live.recover(lg, checkpoints=store)
-    ck = Checkpointer(live, lg, store, 0)
+    live, store, ck = _started(d)
     live.register(Q, "q")
     ids = []
     for a, b in ((1, 30), (30, 45), (45, 80)):
@@ -126,11 +128,7 @@ def test_rings_of_a_keyed_groups_members_checkpoint_and_restore_as_plain_rings(t
     from linkstream.engine.live.grouprings import MemberRing
 
     d = tmp_path / "state"
-    lg = IngestLog(str(d))
-    store = open_checkpoints(str(d / "ck"))
-    live = LiveEngine(idle_ms=None)
-    live.recover(lg, checkpoints=store)
-    ck = Checkpointer(live, lg, store, 0)
+    live, store, ck = _started(d)
     names = [f"k{k}" for k in range(30)]
     live.register_many([(KEYED.format(k=k % 9), n, None) for k, n in enumerate(names)])
     _push_keyed(live, 1, 20)
