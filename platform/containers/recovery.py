@@ -91,7 +91,7 @@ def _evaluate(replica: RunReplica, texts: dict[str, str], message: Recompute) ->
     for cq in cqs:
         scratch.register(cq)
     els = message.elements
-    triples = _local(replica, els.ids, els.terms, els.triples)
+    triples = local_triples(replica, els.ids, els.terms, els.triples)
     meta = els.meta
     if meta.shape[1] and (int(meta[0].min()) < 0 or int(meta[0].max()) >= len(spec.streams)):
         raise ProtocolError("element of an unknown stream")
@@ -113,7 +113,7 @@ def _evaluate(replica: RunReplica, texts: dict[str, str], message: Recompute) ->
     return out
 
 
-def _local(replica: RunReplica, ids: np.ndarray, terms: list[str], triples: np.ndarray) -> np.ndarray:
+def local_triples(replica: RunReplica, ids: np.ndarray, terms: list[str], triples: np.ndarray) -> np.ndarray:
     """``triples`` (driver ids) in this container's ids, from the message's own terms."""
     if not len(triples):
         return np.empty((0, 3), dtype=np.int64)

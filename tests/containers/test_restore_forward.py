@@ -1,0 +1,149 @@
+"""A dead container's tasks restored from the checkpoint's task units and fed forward.
+
+Two replicas of one run over the corpus slice's 240 template queries (``tests/engine/
+test_sharing``'s: shared windows, scans, joins, routers): ``old`` holds every query all
+along (what embedded mode answers), ``live`` (the new owner) holds half of them.  The
+other half lived on a container that is checkpointed at tick ``CUT`` (each query's own
+snapshot or its router unit, through the wire form) and dies ``LATE`` ticks later.  The
+new owner restores them from the checkpoint in a scratch replica, feeds them the history
+since (the recomputation's: elements as the driver ships them, in its ids with terms)
+and hands them over (:mod:`linkstream.containers.restoreforward`).  The owed report
+equals ``old``'s, and so does every later line of every query.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from linkstream.containers.protocol import Elements
+from linkstream.containers.replica import RunReplica
+from linkstream.containers.restoreforward import adopt, forward
+from linkstream.operators.shared_state import UNIT
+from linkstream.operators.state import QueryState, StateError
+from tests.containers.test_restored_first import CUT, STEP, _elements, _feeder, _two_replicas
+from tests.containers.test_restored_routers import _wire
+
+LATE = 5  # ticks between the checkpoint and the container's death
+RUNNING = "the router evaluated here already"
+
+
+def _history(
+    old: RunReplica, els: list[tuple[str, int, np.ndarray]], cs: list[int]
+) -> tuple[Elements, list[int]]:
+    """The elements before ``cs[-1]`` as the driver ships them (its ids: ``old``'s, with their
+    terms), and per report time of ``cs`` how many come before it."""
+    els = [e for e in els if e[1] < cs[-1]]
+    streams = list(old.spec.streams)
+    meta = np.array(
+        [[streams.index(s) for s, _, _ in els], [t for _, t, _ in els], [len(x) for *_, x in els]]
+    )
+    triples = np.concatenate([x for *_, x in els]).astype(np.int64)
+    ids = np.unique(triples)
+    terms = old.engine.dictionary.decode_many(ids)
+    at = [sum(1 for e in els if e[1] < c) for c in cs]
+    return Elements(old.spec.id, ids, list(terms), meta.astype(np.int64), triples), at
+
+
+def _checkpoint(old: RunReplica, dead: dict[str, str]) -> dict[str, QueryState]:
+    """What the dead container's ``tsnap`` wrote: each query's own state, or the unit of the
+    routers it reads (one object per set of routers, named under each of its queries)."""
+    out: dict[str, QueryState] = {}
+    units: dict[tuple[int, ...], list[str]] = {}
+    for n in dead:
+        try:
+            out[n] = _wire(old.snapshot(n))
+        except StateError:
+            units.setdefault(tuple(sorted(id(r) for r in old.routed(n))), []).append(n)
+    for names in units.values():
+        st = _wire(old.router_state(old.routed(names[0])))
+        st.header["queries"] = names
+        out.update(dict.fromkeys(names, st))
+    return out
+
+
+@pytest.mark.parametrize("damage", ["none", "missing"])
+def test_dead_containers_tasks_restored_from_the_checkpoint_and_fed_forward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    corpus, texts, old, live = _two_replicas(tmp_path, monkeypatch)
+    names = sorted(texts)
+    dead = {n: texts[n] for n in names[::2]}
+    for r, held in ((old, names), (live, names[1::2])):
+        r.preplan({n: texts[n] for n in held})
+        for n in held:
+            r.register(n, texts[n])
+    old_els = _elements(old, corpus)
+    feed = _feeder({id(old): old_els, id(live): _elements(live, corpus)})
+    steps = {n: old.engine.queries[n].steps for n in texts}
+    c0 = (min(el.t for el in corpus.elements) // STEP + 1) * STEP
+    t_end = max(el.t for el in corpus.elements) + 2 * STEP
+    cs: list[int] = []
+    snaps: dict[str, QueryState] = {}
+    first: dict[str, int] = {}  # per adopted query, the first tick it answers
+    differ, lines, owed, changed = Counter[str](), 0, 0, 0
+    at_cut: dict[str, list[str]] = {}
+    rebuilt: dict[str, str] = {}
+    restored: list[str] = []
+    joined: list[str] = []
+    for k, c in enumerate(range(c0, t_end, STEP), start=1):
+        due = [n for n in texts if all(c % s == 0 for s in steps[n])]
+        feed(old, c)
+        want = old.tick(k, c, due).lines
+        feed(live, c)
+        ticked = live.tick(k, c, [n for n in due if live.holds(n)])
+        got = ticked.lines
+        if k == CUT:
+            at_cut = {n: want.get(n, []) for n in dead}
+            snaps = _checkpoint(old, dead)
+            assert sum(1 for st in snaps.values() if st.header.get("unit") == UNIT) > 30
+            if damage == "missing":  # a query's object is gone, a unit is of another time
+                gone = [n for n in dead if snaps[n].header.get("unit") != UNIT][:3]
+                unit = next(n for n in dead if snaps[n].header.get("unit") == UNIT)
+                for n in gone:
+                    del snaps[n]
+                snaps[unit] = QueryState({**snaps[unit].header, "c": c - STEP}, snaps[unit].arrays)
+        if k >= CUT:
+            cs.append(c)
+        if k == CUT + LATE:  # the container died: its tasks come here
+            elements, at = _history(old, old_els, cs)
+            fwd = forward(live, dead, snaps, cs[0], elements, cs[1:], at)
+            restored, rebuilt = fwd.restored, fwd.rebuilt
+            for n in due:
+                if n in dead:  # the owed report
+                    owed += 1
+                    if Counter(want.get(n, [])) != Counter(fwd.lines.get(n, [])):
+                        differ[n] += 1
+                    changed += Counter(want.get(n, [])) != Counter(
+                        x.replace(str(cs[0]), str(c)) for x in at_cut.get(n, [])
+                    )
+            why = adopt(live, dead, fwd)
+            assert not any(why.values()), {n: e for n, e in why.items() if e}
+            for n in dead:
+                unit = fwd.states[n].header.get("unit") == UNIT
+                first[n] = k + (2 if unit and live.mode(n) != "RSTREAM" else 1)
+            continue
+        if k > CUT + LATE + 1:
+            assert not any(ticked.moved.values())
+        elif k == CUT + LATE + 1:  # the routed queries' units are restored by this tick, or
+            # their routers run here already (the other half's): those serve them from their rows
+            joined = [n for n, e in ticked.moved.items() if e == RUNNING]
+            assert ticked.moved and all(e in ("", RUNNING) for e in ticked.moved.values()), ticked.moved
+        for n in due:
+            if n in dead and k < first.get(n, t_end):
+                continue
+            lines += len(want.get(n, []))
+            if Counter(want.get(n, [])) != Counter(got.get(n, [])):
+                differ[n] += 1
+    # the owed report is not the checkpoint's: feeding forward changed most of it
+    assert owed > 50 and changed > owed // 2 and lines > 1000
+    assert not differ, f"{len(differ)} queries differ: {sorted(differ.items())[:10]}"
+    assert 0 < len(joined) < len(dead)
+    if damage == "none":
+        assert restored == sorted(dead) and not rebuilt
+    else:  # 3 without a snapshot, the unit of another time's queries: rebuilt, lines equal
+        assert len(rebuilt) > 3 and all(rebuilt.values())
+        assert len(restored) + len(rebuilt) == len(dead) and len(restored) > len(dead) // 2
