@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from linkstream.containers.protocol import ProtocolError, Recompute, Recomputed
+from linkstream.containers.protocol import Elements, ProtocolError, Recompute, Recomputed
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.embedded import Engine
 from linkstream.query.continuous import parse_continuous
@@ -90,20 +90,11 @@ def _evaluate(replica: RunReplica, texts: dict[str, str], message: Recompute) ->
     scratch.declare_streams(set(spec.streams))
     for cq in cqs:
         scratch.register(cq)
-    els = message.elements
-    triples = local_triples(replica, els.ids, els.terms, els.triples)
-    meta = els.meta
-    if meta.shape[1] and (int(meta[0].min()) < 0 or int(meta[0].max()) >= len(spec.streams)):
-        raise ProtocolError("element of an unknown stream")
-    offsets = np.concatenate([[0], np.cumsum(meta[2])]).tolist()
-    streams, times = meta[0].tolist(), meta[1].tolist()
+    history = History(replica, message.elements)
     names = set(message.queries)
-    done = 0
     out: dict[str, list[str]] = {}
     for i, (c, upto) in enumerate(zip(message.ticks, message.at)):
-        for j in range(done, upto):
-            scratch.ingest(spec.streams[streams[j]], times[j], triples[offsets[j] : offsets[j + 1]])
-        done = upto
+        history.feed(scratch, upto)
         last = i == len(message.ticks) - 1
         got = scratch.tick(c, names if last else set())
         if last:
@@ -127,3 +118,24 @@ def local_triples(replica: RunReplica, ids: np.ndarray, terms: list[str], triple
     if len(sorted_ids) == 0 or not (sorted_ids[pos] == triples).all():
         raise ProtocolError("triple ids without a term in the recompute request")
     return local[pos]
+
+
+class History:
+    """A ``recompute`` message's elements in ``replica``'s ids, fed to an engine cut by cut."""
+
+    def __init__(self, replica: RunReplica, elements: Elements) -> None:
+        self.streams_iri = replica.spec.streams
+        self.triples = local_triples(replica, elements.ids, elements.terms, elements.triples)
+        meta = elements.meta
+        if meta.shape[1] and (int(meta[0].min()) < 0 or int(meta[0].max()) >= len(self.streams_iri)):
+            raise ProtocolError("element of an unknown stream")
+        self.offsets = np.concatenate([[0], np.cumsum(meta[2])]).tolist()
+        self.streams, self.times = meta[0].tolist(), meta[1].tolist()
+        self.done = 0
+
+    def feed(self, engine: Engine, upto: int) -> None:
+        """Ingests the elements up to (not including) the ``upto``-th into ``engine``."""
+        for j in range(self.done, upto):
+            part = self.triples[self.offsets[j] : self.offsets[j + 1]]
+            engine.ingest(self.streams_iri[self.streams[j]], self.times[j], part)
+        self.done = max(self.done, upto)

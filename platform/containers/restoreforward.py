@@ -34,10 +34,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from linkstream.containers.protocol import Elements, ProtocolError
-from linkstream.containers.recovery import local_triples
+from linkstream.containers.recovery import History
 from linkstream.containers.replica import RunReplica
 from linkstream.operators.shared_state import UNIT
 from linkstream.operators.state import QueryState
@@ -96,7 +94,7 @@ def forward(
     cpu0, t0 = time.process_time(), time.perf_counter()
     scratch = RunReplica(replica.spec, log=lambda _m: None)
     try:
-        out = _run(scratch, texts, snapshots, c0, elements, ticks, at)
+        out = _run(scratch, texts, snapshots, History(scratch, elements), list(zip([c0, *ticks], at)))
     finally:
         scratch.close()
     out.cpu_s = time.process_time() - cpu0
@@ -120,29 +118,15 @@ def _run(
     scratch: RunReplica,
     texts: Mapping[str, str],
     snapshots: Mapping[str, QueryState | None],
-    c0: int,
-    elements: Elements,
-    ticks: Sequence[int],
-    at: Sequence[int],
+    history: History,
+    cuts: list[tuple[int, int]],
 ) -> Forwarded:
-    spec = scratch.spec
+    """:func:`forward` in ``scratch``; ``cuts``: (report time, elements before it) from the
+    checkpoint's on."""
     for name, text in texts.items():
         scratch.register(name, text)
-    triples = local_triples(scratch, elements.ids, elements.terms, elements.triples)
-    meta = elements.meta
-    if meta.shape[1] and (int(meta[0].min()) < 0 or int(meta[0].max()) >= len(spec.streams)):
-        raise ProtocolError("element of an unknown stream")
-    offsets = np.concatenate([[0], np.cumsum(meta[2])]).tolist()
-    streams, times = meta[0].tolist(), meta[1].tolist()
-    done = 0
-
-    def feed(upto: int) -> None:
-        nonlocal done
-        for j in range(done, upto):
-            scratch.engine.ingest(spec.streams[streams[j]], times[j], triples[offsets[j] : offsets[j + 1]])
-        done = upto
-
-    feed(at[0])
+    c0, ticks = cuts[0][0], [c for c, _ in cuts[1:]]
+    history.feed(scratch.engine, cuts[0][1])
     out = Forwarded(ticks[-1])
     own, units = _sorted_snapshots(texts, snapshots, c0, out.rebuilt)
     for name, st in own.items():
@@ -159,8 +143,8 @@ def _run(
                 out.restored.append(name)
     scratch.tick(0, c0, [])  # the silent tick at the checkpoint (as a new leader's run)
     names = list(texts)
-    for seq, (c, upto) in enumerate(zip(ticks, at[1:]), start=1):
-        feed(upto)
+    for seq, (c, upto) in enumerate(cuts[1:], start=1):
+        history.feed(scratch.engine, upto)
         last = seq == len(ticks)
         due = [n for n in names if all(c % s == 0 for s in scratch.engine.queries[n].steps)] if last else []
         got = scratch.tick(seq, c, due)
