@@ -324,6 +324,16 @@ class RunReplica:
             self._unticked.add(name)
         return rq
 
+    def hold(self, name: str, text: str) -> None:
+        """Registers ``name`` unplanned while restored queries are registered first (planned
+        by :meth:`restore_routers` or the first tick: once); else as :meth:`register`."""
+        if self._deferred is None:
+            self.register(name, text)
+            return
+        cq = parse_continuous(text, default_name=name, base=self.spec.base)
+        self._read_static([cq])
+        self._deferred[name] = cq if cq.name == name else replace(cq, name=name)
+
     def _read_static(self, cqs: Sequence[ContinuousQuery]) -> None:
         """Remote mode: adds the static triples the queries' new patterns match."""
         if self.remote is None:

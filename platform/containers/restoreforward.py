@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 from linkstream.containers.protocol import Elements, ProtocolError
 from linkstream.containers.recovery import History
-from linkstream.containers.replica import RunReplica
+from linkstream.containers.replica import RunReplica, unit_plans
+from linkstream.engine.sharing import sharing_of
 from linkstream.operators.shared_state import UNIT
 from linkstream.operators.state import QueryState
 
@@ -123,24 +124,32 @@ def _run(
 ) -> Forwarded:
     """:func:`forward` in ``scratch``; ``cuts``: (report time, elements before it) from the
     checkpoint's on."""
-    for name, text in texts.items():
-        scratch.register(name, text)
     c0, ticks = cuts[0][0], [c for c, _ in cuts[1:]]
     history.feed(scratch.engine, cuts[0][1])
     out = Forwarded(ticks[-1])
     own, units = _sorted_snapshots(texts, snapshots, c0, out.rebuilt)
+    # Each query is planned once: the restored ones first (their own snapshots, then the
+    # units' queries on the units' plans), the others after them (they attach to the
+    # restored operators and take their content at the silent tick).
     for name, st in own.items():
-        scratch.unregister(name)
         if scratch.register_restored(name, texts[name], st):
             out.restored.append(name)
         else:
             out.rebuilt[name] = "the state does not fit the query's plan here"
+    sharing = sharing_of(scratch.engine)
+    for names, st in units:
+        with sharing.seeded(unit_plans(st)):
+            for name in names:
+                scratch.hold(name, texts[name])
     if units:
         for name, why in scratch.restore_routers(units, c0).items():
             if why:
                 out.rebuilt[name] = why
             else:
                 out.restored.append(name)
+    for name, text in texts.items():
+        if not scratch.holds(name):
+            scratch.hold(name, text)
     scratch.tick(0, c0, [])  # the silent tick at the checkpoint (as a new leader's run)
     names = list(texts)
     for seq, (c, upto) in enumerate(cuts[1:], start=1):
