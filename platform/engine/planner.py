@@ -44,7 +44,18 @@ from linkstream.query.aterms import BNode as RBNode
 from linkstream.query.aterms import Literal as RLiteral
 from linkstream.query.aterms import URIRef, Variable
 from linkstream.query.errors import QueryError
-from linkstream.query.expressions import Call, Const, Exists, Expr, Var, compile_expr, conjuncts, from_rdflib
+from linkstream.query.expressions import (
+    Bound,
+    Call,
+    Const,
+    Exists,
+    Expr,
+    Not,
+    Var,
+    compile_expr,
+    conjuncts,
+    from_rdflib,
+)
 from linkstream.rdf.terms import IRI, XSD_BOOLEAN, Literal, Term
 
 #: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
@@ -317,6 +328,9 @@ class Planner:
         else:
             op = self.plan(inner, graph)
             rest = plain
+        if any(isinstance(e, Not) and isinstance(e.a, Bound) and e.a.var in op.certain for e in plain):
+            # FILTER(!BOUND(?v)) of a variable every row binds: no row ever passes
+            return ConstantOperator(op.vars, np.zeros((len(op.vars), 0), dtype=np.int64))
         if rest:
             op = FilterOperator(op, rest, self.ev)
         for e in exists:

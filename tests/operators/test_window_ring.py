@@ -155,7 +155,7 @@ def _compare(expected: Path, got: str, tmp_path: Path, times: Path | None = None
 
 @pytest.mark.parametrize(
     "qid",
-    ["csparql-Q1", "cqels-Q5", "csparql-Q7", "cqels-Q6", "csparql-Q11", "cqels-traffic_parking_1"],
+    ["csparql-Q1", "cqels-Q5", "csparql-Q7", "cqels-Q6", "cqels-Q11", "cqels-traffic_parking_1"],
 )
 def test_citybench_time_windows_on_the_ring_equal_the_oracle(qid, tmp_path):
     root = shared_or_skip()
