@@ -14,8 +14,8 @@ from linkstream.cli import main as cli_main
 from linkstream.engine.embedded import Engine
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.dictionary import open_dictionary
+from tests.query.test_parse_store import EX, write_inputs
 
-EX = "http://example.org/"
 HEAD = f"PREFIX ex: <{EX}>\n"
 WINDOW = f"FROM STREAM <{EX}s> [RANGE 3s STEP 1s]"
 
@@ -32,22 +32,6 @@ def _row_by_row(test: str) -> str:
     return f"IF(true, {test}, true)"  # (the same value; not a conjunct the planner reads)
 
 
-def _stream(tmp: Path) -> Path:
-    lines = []
-    for i in range(12):
-        g = f"<{EX}e{i}>"
-        lines.append(
-            f'{g} <http://www.w3.org/ns/prov#generatedAtTime> "2024-01-01T00:00:{i:02d}Z"'
-            "^^<http://www.w3.org/2001/XMLSchema#dateTime> ."
-        )
-        lines.append(f"<{EX}a{i % 3}> <{EX}p> <{EX}a{(i + 1) % 4}> {g} .")
-        if i % 2:
-            lines.append(f"<{EX}a{i % 4}> <{EX}q> <{EX}a{i % 3}> {g} .")
-    path = tmp / "s.nq"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def _replay(tmp: Path, name: str, text: str) -> str:
     d = tmp / name
     d.mkdir(exist_ok=True)
@@ -58,7 +42,7 @@ def _replay(tmp: Path, name: str, text: str) -> str:
         "--query",
         str(d / "q.rq"),
         "--stream",
-        f"{EX}s={_stream(tmp)}",
+        f"{EX}s={write_inputs(tmp)[0]}",
         "--quiet",
         "--out",
         str(out),
