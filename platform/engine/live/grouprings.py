@@ -68,12 +68,14 @@ class _Entry:
         self.seq, self.now, self.t, self.t_text = seq, now, t, t_text
         self.mids, self.blocks, self.ns = mids, blocks, ns
 
+    def lines_at(self, j: int) -> BlockLines:
+        """The lines of the ``j``-th member of this report."""
+        return BlockLines(self.blocks[j], self.t_text, int(self.ns[j]))
+
     def lines_of(self, mid: int) -> BlockLines | None:
         mids = self.mids
         j = int(np.searchsorted(mids, mid))
-        if j < len(mids) and mids[j] == mid:
-            return BlockLines(self.blocks[j], self.t_text, int(self.ns[j]))
-        return None
+        return self.lines_at(j) if j < len(mids) and mids[j] == mid else None
 
 
 class GroupLog:
@@ -88,7 +90,7 @@ class GroupLog:
         self._entries: deque[_Entry] = deque()
         self._next = 0  # the next entry's sequence number
         self._held = np.zeros(0, dtype=np.int64)  # lines each member id sees in the log
-        self._cap = np.zeros(0, dtype=np.int64)  # most lines each member id may see
+        self._cap = np.zeros(0, dtype=np.int64)  # most lines each member id may see (linked)
         self._floor = np.zeros(0, dtype=np.int64)  # first entry each member id sees
         self._dropped = np.zeros(0, dtype=np.int64)
         #: linked members: name -> (member id, its view)
@@ -191,7 +193,8 @@ class GroupLog:
         if n <= have:
             return
         size = max(n, 2 * have, 64)
-        for attr, fill in (("_held", 0), ("_cap", 1), ("_floor", _NEVER), ("_dropped", _NONE)):
+        # (an id not linked sees nothing and has no budget to trim to)
+        for attr, fill in (("_held", 0), ("_cap", _NEVER), ("_floor", _NEVER), ("_dropped", _NONE)):
             old = getattr(self, attr)
             new = np.full(size, fill, dtype=np.int64)
             new[:have] = old
@@ -224,7 +227,7 @@ class GroupLog:
             self._prepared = None
             return
         n = len(self._held)
-        lim = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)  # (not asked: never)
+        lim = np.full(n, _NEVER, dtype=np.int64)  # (not asked: never)
         asked = np.fromiter(afters, dtype=np.int64, count=len(afters))
         lim[asked] = [_NONE if a is None else a for a in afters.values()]
         lowest = int(lim[asked].min())
@@ -253,7 +256,7 @@ class GroupLog:
             o = np.lexsort((kk, m))
             for mid, k, j in zip(m[o].tolist(), kk[o].tolist(), jj[o].tolist(), strict=True):
                 e = entries[k]
-                out[mid][1].append((e.now, e.t, BlockLines(e.blocks[j], e.t_text, int(e.ns[j]))))
+                out[mid][1].append((e.now, e.t, e.lines_at(j)))
         self._prepared = out
 
     def last_of(self, mid: int) -> int | None:
@@ -291,6 +294,7 @@ class GroupLog:
             self._floor[mid] = _NEVER
             self._moved += 1
             self._held[mid] = 0
+            self._cap[mid] = _NEVER
             self._dropped[mid] = _NONE
 
 
