@@ -16,7 +16,6 @@ column of the offending token in the original text, SPARQL syntax errors include
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ from linkstream.query.lexer import (
 )
 from linkstream.query.template import AlgebraTemplate, constant_slots
 from linkstream.query.windows import WindowSpec, read_window
+from linkstream.rdf.lazyre import lazy
 
 if TYPE_CHECKING:
     from rdflib.plugins.sparql.sparql import Query
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 WINDOW_GRAPH_PREFIX = "urn:linkstream:window:"
 DIALECT_NAMES = {"csparql": "C-SPARQL", "cqels": "CQELS-QL", "rspql": "RSP-QL"}
 FORMS = ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")
-_ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_ABSOLUTE = lazy(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 
 
 @dataclass(frozen=True)

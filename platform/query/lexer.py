@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection
 from typing import NamedTuple, NoReturn
 
 from linkstream.query.errors import QueryError
+from linkstream.rdf.lazyre import lazy
 
 _TOKEN_PATTERN = r"""
   (?P<ws>\s+)
@@ -41,7 +42,7 @@ _SPLIT_PATTERN = re.sub(r"\(\?P<\w+>", "(?:", _TOKEN_PATTERN)
 #: so the tokens are the same) it compiles in 0.4 ms instead of 10 ms; the full pattern is
 #: compiled only when a query holds a non-ASCII character (:func:`_split_re`).
 #: Not ``re.ASCII``: that would narrow ``\s``, which also matches ``\x1c``-``\x1f``.
-_SPLIT_ASCII_RE = re.compile(
+_SPLIT_ASCII_RE = lazy(
     _SPLIT_PATTERN.replace(r"\u00B7\u00C0-\uFFFF", "").replace(r"\u00C0-\uFFFF", ""),
     re.VERBOSE | re.DOTALL,
 )
@@ -85,15 +86,15 @@ _SPARQL_WS = frozenset(" \t\r\n")
 _INSIGNIFICANT = frozenset(("ws", "comment"))
 #: Punctuation that needs no check (see :func:`_check_punct`).
 _PLAIN_PUNCT = frozenset("{}()[].,;*+-/<>=!&|^?@")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_SURROGATE_RE = lazy("[\ud800-\udfff]")
 _ECHAR = frozenset("tbnrf\"'\\")
-_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))")
-_STRING_ESCAPE_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
+_ESCAPE_RE = lazy(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))")
+_STRING_ESCAPE_RE = lazy(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
 _AGGREGATE_WORDS = frozenset(("COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"))
 _IRIREF_FORBIDDEN = frozenset('<>"{}|^`\\')
 #: The characters a backslash may escape in the local part of a prefixed name (PN_LOCAL_ESC).
 _PN_LOCAL_ESC = frozenset("_~.-!$&'()*+,;=/?#@%")
-_PN_LOCAL_ESC_RE = re.compile(r"\\([_~.\-!$&'()*+,;=/?#@%])")
+_PN_LOCAL_ESC_RE = lazy(r"\\([_~.\-!$&'()*+,;=/?#@%])")
 #: Characters a string escape must keep escaped when it is decoded for the SPARQL parser.
 _KEEP_ESCAPED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}
 
@@ -547,7 +548,7 @@ def _iri_ref_pattern(ucs: str, private: str) -> str:
 
 #: ASCII IRIs (nearly all) are checked with a small expression compiled at import; the full
 #: one, whose Unicode classes take ~25 ms to compile, only once a non-ASCII IRI turns up.
-_IRI_REF_ASCII_RE = re.compile(_iri_ref_pattern("", ""))
+_IRI_REF_ASCII_RE = lazy(_iri_ref_pattern("", ""))
 
 
 @functools.cache
@@ -583,7 +584,7 @@ _VALID_IRIS: set[str] = set()
 # --------------------------------------------------------------------------- language tags (BCP 47)
 
 _AN = "[A-Za-z0-9]"
-_LANGTAG_RE = re.compile(
+_LANGTAG_RE = lazy(
     "(?:(?:[A-Za-z]{2,3}(?:-[A-Za-z]{3}){0,3}|[A-Za-z]{4,8})"  # language, extlang
     "(?:-[A-Za-z]{4})?(?:-(?:[A-Za-z]{2}|[0-9]{3}))?"  # script, region
     "(?:-(?:%s{5,8}|[0-9]%s{3}))*"

@@ -48,19 +48,20 @@ from typing import Any
 from linkstream.query.lexer import render_spans
 from linkstream.query.template import _NUMBERS, AlgebraTemplate, _valid_iri
 from linkstream.query.windows import window_of
+from linkstream.rdf.lazyre import lazy
 
 #: Word-like runs: IRIs, and words (names, prefixed names, numbers, keywords).
-_CANDIDATES = re.compile(r"(<[^<>\s]*>|[A-Za-z0-9_:][A-Za-z0-9_.:\-]*)")
+_CANDIDATES = lazy(r"(<[^<>\s]*>|[A-Za-z0-9_:][A-Za-z0-9_.:\-]*)")
 _BEFORE_OK = frozenset(" \t\r\n({,;")
 _AFTER_OK = frozenset(" \t\r\n)},;")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_IRI_WORD = re.compile(r"<[A-Za-z0-9_\-]+>")
-_IRI = re.compile(r"<[A-Za-z0-9:/._~%#\-]+>")
+_WORD = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
+_IRI_WORD = lazy(r"<[A-Za-z0-9_\-]+>")
+_IRI = lazy(r"<[A-Za-z0-9:/._~%#\-]+>")
 _LOCAL = r"[A-Za-z0-9_][A-Za-z0-9_\-]*"
-_LOCAL_RE = re.compile(_LOCAL)
-_ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_LOCAL_RE = lazy(_LOCAL)
+_ABSOLUTE = lazy(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 #: a window word that may vary: digits with fixed letters around them (``3000ms``, ``PT3S``, ``5``)
-_WINDOW_WORD = re.compile(r"([A-Za-z]*)([0-9]+)([A-Za-z]*)")
+_WINDOW_WORD = lazy(r"([A-Za-z]*)([0-9]+)([A-Za-z]*)")
 _BEFORE_WINDOW = _BEFORE_OK | {"["}
 _AFTER_WINDOW = _AFTER_OK | {"]"}
 #: :attr:`Slot.placeholder` of a window's stream IRI or window word

@@ -37,13 +37,13 @@ at its real place.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from linkstream.query.algebra_json import is_node
 from linkstream.query.lexer import TokenStream, iri_problem
+from linkstream.rdf.lazyre import lazy
 
 if TYPE_CHECKING:
     from rdflib.plugins.sparql.sparql import Prologue, Query
@@ -54,16 +54,16 @@ if TYPE_CHECKING:
 # (a query found in the parse cache never loads rdflib)
 
 PLACEHOLDER = "urn:x-linkstream-const:"
-_ABSOLUTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_ABSOLUTE = lazy(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 #: ASCII prefixed names on which our lexer and rdflib's PNAME_LN agree (no escapes, no %).
-_PNAME_RE = re.compile(
+_PNAME_RE = lazy(
     r"(?:[A-Za-z](?:[A-Za-z0-9_\-.]*[A-Za-z0-9_\-])?)?:(?:[A-Za-z0-9_:](?:[A-Za-z0-9_\-.:]*[A-Za-z0-9_\-:])?)?"
 )
 #: Numbers by SPARQL terminal (INTEGER, DECIMAL, DOUBLE), as our lexer delimits them.
 _NUMBERS = (
-    (re.compile(r"[0-9]+"), ""),
-    (re.compile(r"[0-9]+\.[0-9]+"), ".0"),
-    (re.compile(r"[0-9]+(?:\.[0-9]*)?[eE]-?[0-9]+"), "e0"),
+    (lazy(r"[0-9]+"), ""),
+    (lazy(r"[0-9]+\.[0-9]+"), ".0"),
+    (lazy(r"[0-9]+(?:\.[0-9]*)?[eE]-?[0-9]+"), "e0"),
 )
 #: Number placeholders: this prefix, the placeholder's index in 5 digits, the terminal's suffix.
 NUMBER_MARK = "0917305"

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 from linkstream.query.errors import QueryError
 from linkstream.query.lexer import Token, TokenStream, quote
+from linkstream.rdf.lazyre import lazy
 
 if TYPE_CHECKING:
     from fractions import Fraction
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
-_SIMPLE_DUR = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$", re.I)
-_ISO_DUR = re.compile(
+_SIMPLE_DUR = lazy(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$", re.I)
+_ISO_DUR = lazy(
     r"^P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I
 )
 

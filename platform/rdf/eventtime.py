@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-import re
+from linkstream.rdf.lazyre import lazy
 
 #: smallest accepted event time (ms): 1970-01-01T00:00:00Z
 EVENT_TIME_MIN = 0
@@ -25,7 +25,7 @@ DURATION_MAX = 2**53
 DEFAULT_MAX_TIME_JUMP_MS = 86_400_000
 
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = lazy(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 
 
 class EventTimeError(ValueError):

@@ -31,6 +31,7 @@ import functools
 import ipaddress
 import re
 
+from linkstream.rdf.lazyre import lazy
 from linkstream.rdf.terms import RDF, RDF_LANGSTRING, XSD_STRING, Literal
 
 Quad = tuple[str, str, str, str | None]
@@ -48,7 +49,7 @@ class NTriplesError(ValueError):
     """A malformed N-Triples / N-Quads statement; ``str(err)`` is the reason."""
 
 
-_UNDECODED_RE = re.compile("[\udc80-\udcff]")
+_UNDECODED_RE = lazy("[\udc80-\udcff]")
 
 
 def utf8_error(line: str) -> str | None:
@@ -75,7 +76,7 @@ _PN = _PN_U + "\\-0-9\u00b7\u0300-\u036f\u203f-\u2040"
 _LABEL = f"[{_PN_U}0-9](?:[{_PN}.]*[{_PN}])?"
 #: the same for ASCII text (its non-ASCII ranges match nothing there): compiled in
 #: microseconds, where the full one took 10-30 ms of every replay with a blank node
-_ASCII_LABEL_RE = re.compile(r"[A-Za-z_0-9](?:[A-Za-z_\-0-9.]*[A-Za-z_\-0-9])?")
+_ASCII_LABEL_RE = lazy(r"[A-Za-z_0-9](?:[A-Za-z_\-0-9.]*[A-Za-z_\-0-9])?")
 
 # RFC 3987
 _UCS = (
@@ -114,9 +115,9 @@ _IRI = _iri_pattern(_UCS, _PRIVATE)
 #: the same grammar without its non-ASCII ranges: the same verdict on an ASCII IRI, and
 #: cheap to compile (the Unicode ranges take most of a command's start-up otherwise)
 _IRI_ASCII = _iri_pattern("", "")
-_IPVFUTURE_RE = re.compile(f"[vV][0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~{_SUB}:]+")
-_IRI_ESC_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.?))")
-_IRIREF_BAD = re.compile('[<>"{}|^`\\\\\x00-\x20]')
+_IPVFUTURE_RE = lazy(f"[vV][0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~{_SUB}:]+")
+_IRI_ESC_RE = lazy(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.?))")
+_IRIREF_BAD = lazy('[<>"{}|^`\\\\\x00-\x20]')
 
 # BCP 47 (RFC 5646), as oxilangtag checks it; matched lower-cased
 _GRANDFATHERED = (
@@ -149,19 +150,17 @@ _FAST = (
 )
 
 # whole tokens of the split path
-_FAST_IRI_TOKEN_RE = re.compile(_FAST_IRI)
-_LITTOK_RE = re.compile(f'"({_LEX})"(?:@({_LANGTOK})|\\^\\^({_FAST_IRI}))?')
+_FAST_IRI_TOKEN_RE = lazy(_FAST_IRI)
+_LITTOK_RE = lazy(f'"({_LEX})"(?:@({_LANGTOK})|\\^\\^({_FAST_IRI}))?')
 
 # tokens of the slow path (matched at a position)
-_IRITOK_RE = re.compile(
-    '<((?:[^<>"{}|^`\\\\\x00-\x20\ud800-\udfff]|\\\\u[0-9A-Fa-f]{4}|\\\\U[0-9A-Fa-f]{8})*)>'
-)
-_LIT_RE = re.compile(f'"({_LEX})"')
-_LANG_RE = re.compile(f"@({_LANGTOK})")
-_DT_RE = re.compile(f"\\^\\^{_W}")
-_TAIL_RE = re.compile(f"{_W}(?:#.*)?")
+_IRITOK_RE = lazy('<((?:[^<>"{}|^`\\\\\x00-\x20\ud800-\udfff]|\\\\u[0-9A-Fa-f]{4}|\\\\U[0-9A-Fa-f]{8})*)>')
+_LIT_RE = lazy(f'"({_LEX})"')
+_LANG_RE = lazy(f"@({_LANGTOK})")
+_DT_RE = lazy(f"\\^\\^{_W}")
+_TAIL_RE = lazy(f"{_W}(?:#.*)?")
 _ECHAR = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
-_STR_ESC_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.?))")
+_STR_ESC_RE = lazy(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.?))")
 
 
 class _Patterns:
@@ -209,15 +208,16 @@ def _skip_ws(s: str, pos: int) -> int:
 #: characters, sub-delims, ":" and "@", a query and a fragment of those and "/" and "?";
 #: no percent sign or IP literal): an IRI it matches is valid without the full expression
 #: (3-4x faster per new IRI, and the full expression is never compiled for such IRIs)
-_SIMPLE_IRI = re.compile(
+_SIMPLE_IRI_SOURCE = (
     r"[A-Za-z][A-Za-z0-9+.\-]*://[A-Za-z0-9.\-]+(?::[0-9]*)?(?:/[A-Za-z0-9._~!$&'()*+,;=:@/\-]*)?"
     r"(?:\?[A-Za-z0-9._~!$&'()*+,;=:@/?\-]*)?(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?\-]*)?"
 )
+_SIMPLE_IRI = lazy(_SIMPLE_IRI_SOURCE)
 #: an ``<iri>`` token whose IRI is in :data:`_SIMPLE_IRI` (one match for the token's
 #: lexical check and the IRI's validity)
-_SIMPLE_IRI_TOKEN = re.compile("<" + _SIMPLE_IRI.pattern + ">")
+_SIMPLE_IRI_TOKEN = lazy("<" + _SIMPLE_IRI_SOURCE + ">")
 #: blank-node prefixes of ASCII label characters (checked without the Unicode classes)
-_ASCII_PREFIX = re.compile(r"[A-Za-z0-9_.\-]*")
+_ASCII_PREFIX = lazy(r"[A-Za-z0-9_.\-]*")
 
 
 def iri_error(iri: str) -> str | None:

@@ -30,6 +30,7 @@ from linkstream.rdf.eventtime import (
     jump_error,
     range_error,
 )
+from linkstream.rdf.lazyre import lazy
 from linkstream.rdf.ntfast import native as native_streams
 from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for, utf8_error
 from linkstream.rdf.terms import XSD_DATETIME, unescape_string
@@ -41,12 +42,12 @@ _DATETIME_SUFFIX = '"^^<' + XSD_DATETIME + ">"
 _log = logging.getLogger(__name__)
 
 # the oracle's expression, kept as is (``\d`` included) so that both accept the same strings
-_DT_RE = re.compile(r"^(-?\d{4,})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+_DT_RE = lazy(r"^(-?\d{4,})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
 
 
 #: the common spelling ``YYYY-MM-DDThh:mm:ss[.fff]Z`` (ASCII digits, hour not 24): the
 #: minute it starts with is looked up in :data:`_MINUTES`, the rest is added
-_DT_FAST_RE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d):([0-5]\d)(?:\.(\d+))?Z", re.ASCII)
+_DT_FAST_RE = lazy(r"(\d{4}-\d\d-\d\dT\d\d:\d\d):([0-5]\d)(?:\.(\d+))?Z", re.ASCII)
 #: "YYYY-MM-DDThh:mm" -> its milliseconds since the epoch (a stream's timestamps share a
 #: few minutes: one calendar computation per minute instead of one per element)
 _MINUTES: dict[str, int] = {}

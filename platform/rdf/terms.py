@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from linkstream.rdf.lazyre import lazy
+
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 XSD_STRING = XSD + "string"
@@ -93,8 +95,8 @@ class Literal:
 Term = IRI | BNode | Literal
 
 _ESC = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"}
-_ESC_RE = re.compile(r'[\\"\n\r]')
-_UNESC_RE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.S)
+_ESC_RE = lazy(r'[\\"\n\r]')
+_UNESC_RE = lazy(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.S)
 _UNESC_SIMPLE = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 
 
@@ -170,9 +172,9 @@ def term_from_json(t: dict[str, str]) -> Term:
 
 # ----------------------------------------------------------------- canonical literals
 
-_INT_RE = re.compile(r"^[+-]?\d+$")
-_DEC_RE = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)$")
-_DBL_RE = re.compile(r"^(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?INF|NaN)$")
+_INT_RE = lazy(r"^[+-]?\d+$")
+_DEC_RE = lazy(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)$")
+_DBL_RE = lazy(r"^(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?INF|NaN)$")
 
 
 def format_decimal(v: Decimal) -> str:

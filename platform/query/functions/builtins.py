@@ -11,7 +11,6 @@ positions must be integers.
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import math
 import os
@@ -333,6 +332,8 @@ def _replace(a: Args) -> Term:
 
 def _hash(algorithm: str) -> Callable[[Args], Term]:
     def fn(a: Args) -> Term:
+        import hashlib  # (~3 ms to import: only queries that hash pay it)
+
         return Literal(hashlib.new(algorithm, _simple(a[0]).encode("utf-8")).hexdigest())
 
     return fn

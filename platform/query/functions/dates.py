@@ -12,7 +12,6 @@ error).  Seconds are decimals with at most 18 fractional digits, held as scaled 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from linkstream.query.functions.base import (
@@ -38,6 +37,7 @@ from linkstream.query.functions.numeric import (
     parse_decimal,
     trunc_div,
 )
+from linkstream.rdf.lazyre import lazy
 from linkstream.rdf.terms import XSD_DATETIME, format_decimal
 
 _YEAR = r"(?P<y>-?[0-9]{4,})"
@@ -48,18 +48,18 @@ _TZ = r"(?P<tz>Z|[+-][0-9]{2}:[0-9]{2})?"
 
 #: Lexical patterns of the date/time datatypes.
 _TEMPORAL_RE = {
-    XSD_DATETIME: re.compile(_YEAR + "-" + _MONTH + "-" + _DAY + "T" + _TIME + _TZ),
-    XSD_DATE: re.compile(_YEAR + "-" + _MONTH + "-" + _DAY + _TZ),
-    XSD_TIME: re.compile(_TIME + _TZ),
-    XSD_GYEARMONTH: re.compile(_YEAR + "-" + _MONTH + _TZ),
-    XSD_GYEAR: re.compile(_YEAR + _TZ),
-    XSD_GMONTHDAY: re.compile("--" + _MONTH + "-" + _DAY + _TZ),
-    XSD_GDAY: re.compile("---" + _DAY + _TZ),
-    XSD_GMONTH: re.compile("--" + _MONTH + _TZ),
+    XSD_DATETIME: lazy(_YEAR + "-" + _MONTH + "-" + _DAY + "T" + _TIME + _TZ),
+    XSD_DATE: lazy(_YEAR + "-" + _MONTH + "-" + _DAY + _TZ),
+    XSD_TIME: lazy(_TIME + _TZ),
+    XSD_GYEARMONTH: lazy(_YEAR + "-" + _MONTH + _TZ),
+    XSD_GYEAR: lazy(_YEAR + _TZ),
+    XSD_GMONTHDAY: lazy("--" + _MONTH + "-" + _DAY + _TZ),
+    XSD_GDAY: lazy("---" + _DAY + _TZ),
+    XSD_GMONTH: lazy("--" + _MONTH + _TZ),
 }
 TEMPORAL_TYPES = frozenset(_TEMPORAL_RE)
 
-_DURATION_RE = re.compile(
+_DURATION_RE = lazy(
     r"(-)?P(?:([0-9]+)Y)?(?:([0-9]+)M)?(?:([0-9]+)D)?"
     r"(T(?:([0-9]+)H)?(?:([0-9]+)M)?(?:([0-9]+(?:\.[0-9]+)?)S)?)?"
 )

@@ -23,6 +23,7 @@ import struct
 from decimal import Context, Decimal
 
 from linkstream.query.functions.base import ExprError
+from linkstream.rdf.lazyre import lazy
 
 I64_MIN = -(1 << 63)
 I64_MAX = (1 << 63) - 1
@@ -31,9 +32,9 @@ I128_MAX = (1 << 127) - 1
 DEC_DIGITS = 18
 SCALE = 10**DEC_DIGITS
 
-_INT_RE = re.compile(r"[+-]?[0-9]+")
-_DEC_RE = re.compile(r"([+-]?)([0-9]*)(?:(\.)([0-9]*))?")
-_FLOAT_RE = re.compile(
+_INT_RE = lazy(r"[+-]?[0-9]+")
+_DEC_RE = lazy(r"([+-]?)([0-9]*)(?:(\.)([0-9]*))?")
+_FLOAT_RE = lazy(
     r"[+-]?(?:inf(?:inity)?|nan|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?)", re.IGNORECASE
 )
 _F32_MAX_EXACT = 1 << 53

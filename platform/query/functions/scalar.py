@@ -50,7 +50,6 @@ from linkstream.query.functions.base import (
     ExprError,
     Val,
 )
-from linkstream.query.functions.builtins import call_builtin
 from linkstream.query.functions.core import (
     binary_numeric,
     cast_value,
@@ -235,6 +234,10 @@ def call(name: str, args: list[Term | None]) -> Term:
     Raises:
         ExprError: Unknown function, wrong arity, or an error of the function.
     """
+    # the library of built-ins (and the string, hash and regex modules it needs) is imported
+    # by the first query that calls one, not by every process that evaluates an expression
+    from linkstream.query.functions.builtins import call_builtin
+
     return call_builtin(name, args)
 
 

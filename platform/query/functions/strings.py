@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from linkstream.query.functions.base import ExprError
 from linkstream.query.functions.numeric import I64_MAX, I64_MIN
+from linkstream.rdf.lazyre import lazy
 
 # ------------------------------------------------------------------ SUBSTR & co
 
@@ -56,7 +57,7 @@ def encode_for_uri(s: str) -> str:
 
 
 _ALNUM = "[a-z0-9]"
-_LANGTAG_RE = re.compile(
+_LANGTAG_RE = lazy(
     r"(?:"
     r"(?:[a-z]{2,3}(?:-[a-z]{3}){0,3}|[a-z]{4,8})"  # language (+ extlang)
     r"(?:-[a-z]{4})?"  # script
@@ -119,9 +120,9 @@ _POSIX_CLASSES = {
 
 #: Rust's ``\\s``: the Unicode White_Space property (Python's also has U+001C..U+001F).
 _WHITE_SPACE = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
-_REPETITION = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
-_POSIX_CLASS_RE = re.compile(r"\[:(\^?)([a-z]+):\]")
-_FLAG_GROUP_RE = re.compile(r"\(\?([A-Za-z]*(?:-[A-Za-z]*)?)([:)])")
+_REPETITION = lazy(r"\{[0-9]+(?:,[0-9]*)?\}")
+_POSIX_CLASS_RE = lazy(r"\[:(\^?)([a-z]+):\]")
+_FLAG_GROUP_RE = lazy(r"\(\?([A-Za-z]*(?:-[A-Za-z]*)?)([:)])")
 
 
 def _class_char(cp: int) -> str:
@@ -357,7 +358,7 @@ def iter_matches(rx: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
         pos = last_end = m.end()
 
 
-_CAP_NAME_RE = re.compile(r"[_0-9A-Za-z]+")
+_CAP_NAME_RE = lazy(r"[_0-9A-Za-z]+")
 
 
 def _group(m: re.Match[str], name: str) -> str:
