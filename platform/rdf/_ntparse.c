@@ -422,15 +422,21 @@ typedef struct {
     PyObject *all;    /* list id -> term of that dictionary */
 } Table;
 
+/* a hash of the term's bytes, read 8 at a time (a byte-at-a-time FNV-1a loop was half of a
+ * scan's time); only the run's table of distinct terms uses it, so it changes no output */
 static uint64_t
 hash_bytes(const char *p, Py_ssize_t n)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ULL;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
     }
-    return h;
+    w = 0;
+    memcpy(&w, p, (size_t)n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 29);
 }
 
 static int
