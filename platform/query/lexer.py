@@ -21,6 +21,7 @@ from typing import NamedTuple, NoReturn
 
 from linkstream.query.errors import QueryError
 from linkstream.rdf.lazyre import lazy
+from linkstream.rdf.ntriples import is_simple_iri
 
 _TOKEN_PATTERN = r"""
   (?P<ws>\s+)
@@ -567,8 +568,8 @@ def iri_problem(iri: str) -> str | None:
     """
     if iri in _VALID_IRIS:  # the same few prefix and namespace IRIs, query after query
         return None
-    pattern = _IRI_REF_ASCII_RE if iri.isascii() else _iri_ref_unicode_re()
-    if pattern.fullmatch(iri):
+    # most IRIs are in the readers' simple subset (valid; a small expression to compile)
+    if is_simple_iri(iri) or (_IRI_REF_ASCII_RE if iri.isascii() else _iri_ref_unicode_re()).fullmatch(iri):
         if len(_VALID_IRIS) >= 65536:
             _VALID_IRIS.clear()
         _VALID_IRIS.add(iri)

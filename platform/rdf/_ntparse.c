@@ -30,7 +30,7 @@
 /* character classes of the simple IRI (ntriples._SIMPLE_IRI) */
 #define C_SCHEME1 1   /* [A-Za-z] */
 #define C_SCHEME 2    /* [A-Za-z0-9+.-] */
-#define C_HOST 4      /* [A-Za-z0-9.-] */
+#define C_HOST 4      /* [A-Za-z0-9._~-] */
 #define C_PATH 8      /* [A-Za-z0-9._~!$&'()*+,;=:@/-] */
 #define C_QUERY 16    /* C_PATH and ? */
 #define C_LABEL 32    /* blank node label: [A-Za-z0-9_.-] */
@@ -49,7 +49,7 @@ init_classes(void)
             v |= C_SCHEME1;
         if (alpha || digit || c == '+' || c == '.' || c == '-')
             v |= C_SCHEME;
-        if (alpha || digit || c == '.' || c == '-')
+        if (alpha || digit || c == '.' || c == '-' || c == '_' || c == '~')
             v |= C_HOST;
         if (alpha || digit || (c && strchr("._~!$&'()*+,;=:@/-", c)))
             v |= C_PATH | C_QUERY;

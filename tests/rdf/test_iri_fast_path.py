@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from linkstream.query import lexer
 from linkstream.rdf import ntriples
 
 
@@ -23,3 +24,6 @@ def test_simple_iris_are_valid_by_the_full_grammar(monkeypatch) -> None:
     monkeypatch.setattr(ntriples, "_SIMPLE_IRI", ntriples.re.compile(r"(?!)"))
     assert [ntriples.iri_error(s) for s in corpus] == with_fast
     assert all(ntriples.iri_error(s) is None for s in fast)
+    # the query lexer takes the same fast path for IRI references: valid by its grammar too
+    assert all(lexer._IRI_REF_ASCII_RE.fullmatch(s) for s in fast)
+    assert all(lexer.iri_problem(s) is None for s in fast)
