@@ -1,0 +1,127 @@
+"""What a ``linkstream replay`` process loads: a structural guard of its start-up cost.
+
+Start-up is most of a short replay's CPU time (bench/startup.py, bench/citybench.py): the
+modules it imports and what they do when imported.  This test runs one replay in a fresh
+process and checks, without timing anything:
+
+* no module of the package compiles a regular expression when it is imported (they compile
+  on first use: ``linkstream.rdf.lazyre``);
+* the replay imports none of the server, cluster, metrics or Spark stacks, nor the library of
+  SPARQL built-in functions when its query calls none;
+* the replay's results are those of the same query in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from linkstream.cli import main as cli_main
+
+STREAM = "http://example.org/sensors"
+QUERY = """REGISTER QUERY q AS
+PREFIX ex: <http://example.org/>
+SELECT ?s ?v
+FROM STREAM <http://example.org/sensors> [RANGE 3s STEP 1s]
+WHERE { ?s ex:value ?v FILTER(?v > 2) }
+"""
+
+#: modules a replay whose query calls no built-in function must not import
+NOT_IMPORTED = (
+    "linkstream.api",
+    "linkstream.cluster",
+    "linkstream.containers",
+    "linkstream.metrics",
+    "linkstream.query.functions.builtins",
+    "linkstream.query.functions.strings",
+    "prometheus_client",
+    "zmq",
+    "httpx",
+    "kazoo",
+    "uvicorn",
+    "starlette",
+    "pyspark",
+)
+
+PROBE = """
+import json, os, re, sys
+package = sys.argv[1] + os.sep
+compiled = []
+original = re._compile
+
+def record(pattern, flags):
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == re.__file__:
+        frame = frame.f_back
+    if frame is not None and frame.f_code.co_filename.startswith(package):
+        compiled.append(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+    return original(pattern, flags)
+
+re._compile = record
+from linkstream.cli import main
+from linkstream.engine import embedded, replay
+from linkstream.query import continuous
+from linkstream.rdf import dictionary, static
+re._compile = original
+rc = main(sys.argv[2:])
+print(json.dumps({"rc": rc, "compiled": compiled, "modules": sorted(sys.modules)}))
+"""
+
+
+def write_stream(path: Path) -> None:
+    with path.open("w") as f:
+        for i in range(8):
+            g = f"<http://example.org/e{i}>"
+            f.write(
+                f'{g} <http://www.w3.org/ns/prov#generatedAtTime> "2024-01-01T00:00:{i:02d}Z"'
+                "^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n"
+            )
+            f.write(
+                f'<http://example.org/s{i % 3}> <http://example.org/value> "{i}"'
+                f"^^<http://www.w3.org/2001/XMLSchema#integer> {g} .\n"
+            )
+
+
+def test_a_replay_loads_only_what_it_needs(tmp_path: Path) -> None:
+    import linkstream.engine.embedded as embedded
+
+    stream, query = tmp_path / "s.nq", tmp_path / "q.rq"
+    write_stream(stream)
+    query.write_text(QUERY)
+
+    def args(out: Path) -> list[str]:
+        return [
+            "replay",
+            "--query",
+            str(query),
+            "--stream",
+            f"{STREAM}={stream}",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, str(Path(embedded.__file__).parents[1]), *args(tmp_path / "a.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LINKSTREAM_QUERY_PARSE_CACHE": "off"},  # (no user's cache written)
+    )
+    assert p.returncode == 0, p.stderr
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    assert seen["rc"] == 0
+    assert "linkstream.query.functions.scalar" in seen["modules"]  # (the FILTER's evaluator)
+    assert seen["compiled"] == [], "compiled at import (use linkstream.rdf.lazyre.lazy): " + ", ".join(
+        seen["compiled"]
+    )
+    loaded = [m for m in seen["modules"] if m.split(".")[0] in {n.split(".")[0] for n in NOT_IMPORTED}]
+    assert not [m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_IMPORTED)], loaded
+    # the results: those of the same replay in this process
+    assert cli_main(args(tmp_path / "b.jsonl")) == 0
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert lines and lines == (tmp_path / "b.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["query"] == "q" for line in lines)
