@@ -27,7 +27,12 @@ multi-window query joins the triggering window with the *open* instance of the o
 LinkStream follows the window-close report policy of docs/semantics.md at every close
 time.  Raw figures go to ``bench/results/rspjs.json``.
 
-    python bench/rspjs.py [--seconds 30] [--only ID ...] [--out FILE]
+``--versus DIR`` also runs the LinkStream found in ``DIR`` (``DIR/linkstream``: a symlink to
+another checkout's ``platform/``, its bytecode compiled) in the same run, before this tree's,
+and prints its CPU ratio beside.  Each LinkStream build replays each query once untimed
+first: the parse cache then holds the query on both sides (its entries are per build).
+
+    python bench/rspjs.py [--seconds 30] [--only ID ...] [--versus DIR] [--out FILE]
 """
 
 from __future__ import annotations
@@ -221,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="event seconds of each stream (default 30)")
     ap.add_argument("--only", action="append", default=[], choices=sorted(QUERIES), help="query id")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "rspjs.json"))
+    ap.add_argument("--versus", metavar="DIR", help="also time the linkstream package in DIR (same run)")
     args = ap.parse_args(argv)
     why = install_peer()
     if why:
@@ -249,9 +255,17 @@ def main(argv: list[str] | None = None) -> int:
             for st in statics:
                 ls_args += ["--static", st]
             stats, out = tmp / f"{qid}.stats.json", tmp / f"{qid}.jsonl"
+            ls_cmd = [sys.executable, "-m", "linkstream.cli", "replay", "--query", str(qfile), *ls_args]
+            vs_env = {**ENV, "PYTHONPATH": args.versus} if args.versus else None
+            for warm_env in [ENV] + ([vs_env] if vs_env else []):  # (untimed: fills the parse cache)
+                run([*ls_cmd, "--out", str(tmp / "warm.jsonl"), "--quiet"], env=warm_env)
+            vs_cpu = None
+            if vs_env is not None:
+                _, vs_cpu, p = run([*ls_cmd, "--out", str(tmp / "vs.jsonl"), "--quiet"], env=vs_env)
+                if p.returncode != 0:
+                    vs_cpu = None
             ls_wall, ls_cpu, p = run(
-                [sys.executable, "-m", "linkstream.cli", "replay", "--query", str(qfile), *ls_args]
-                + ["--out", str(out), "--stats", str(stats), "--quiet"],
+                [*ls_cmd, "--out", str(out), "--stats", str(stats), "--quiet"],
                 env=ENV,
             )
             if p.returncode != 0:
@@ -297,13 +311,17 @@ def main(argv: list[str] | None = None) -> int:
                 "rspjs_evaluations": js["evaluations"],
                 "rspjs_distinct_rows": js["distinct_rows"],
             }
+            if vs_cpu is not None:
+                r["versus_cpu_s"] = vs_cpu
+                r["versus_cpu_ratio"] = js_cpu / max(vs_cpu, 1e-6)
             r.update(compare(ls_by_t, js["reports"]))
             rows.append(r)
             ls_c = f"{ls_rows}/{ls_reports}/{ls_distinct}"
             js_c = f"{js['rows']}/{js['evaluations']}/{js['distinct_rows']}"
             print(
                 f"{qid:<17}{n_tr:>8}{r['linkstream_triples_per_s']:>10.0f}{r['rspjs_triples_per_s']:>12.1f}"
-                f"{r['ratio']:>8.1f}{r['cpu_ratio']:>10.1f}{r['eval_ratio']:>11.1f}{ls_c:>26}{js_c:>28}  {r['equal_reports']}/{r['rspjs_reports']}",
+                f"{r['ratio']:>8.1f}{r['cpu_ratio']:>10.1f}{r['eval_ratio']:>11.1f}{ls_c:>26}{js_c:>28}  {r['equal_reports']}/{r['rspjs_reports']}"
+                + (f"  versus: CPU ratio {r['versus_cpu_ratio']:.1f}" if vs_cpu is not None else ""),
                 flush=True,
             )
     print(

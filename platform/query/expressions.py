@@ -34,6 +34,8 @@ class Expr:
 
 @dataclass(frozen=True)
 class Var(Expr):
+    """A variable, by name."""
+
     name: str
 
     def vars(self) -> frozenset[str]:
@@ -42,12 +44,16 @@ class Var(Expr):
 
 @dataclass(frozen=True)
 class Const(Expr):
+    """A constant term and its dictionary id."""
+
     term: Term
     id: int
 
 
 @dataclass(frozen=True)
 class Arith(Expr):
+    """``a op b`` for op in ``+ - * /``."""
+
     op: str  # + - * /
     a: Expr
     b: Expr
@@ -58,6 +64,8 @@ class Arith(Expr):
 
 @dataclass(frozen=True)
 class Unary(Expr):
+    """``op a`` for op in ``- +``."""
+
     op: str  # - +
     a: Expr
 
@@ -67,6 +75,8 @@ class Unary(Expr):
 
 @dataclass(frozen=True)
 class Cmp(Expr):
+    """``a op b`` for op in ``= != < > <= >=``."""
+
     op: str  # = != < > <= >=
     a: Expr
     b: Expr
@@ -77,6 +87,8 @@ class Cmp(Expr):
 
 @dataclass(frozen=True)
 class And(Expr):
+    """``a && b``."""
+
     a: Expr
     b: Expr
 
@@ -86,6 +98,8 @@ class And(Expr):
 
 @dataclass(frozen=True)
 class Or(Expr):
+    """``a || b``."""
+
     a: Expr
     b: Expr
 
@@ -95,6 +109,8 @@ class Or(Expr):
 
 @dataclass(frozen=True)
 class Not(Expr):
+    """``!a``."""
+
     a: Expr
 
     def children(self) -> tuple[Expr, ...]:
@@ -103,6 +119,8 @@ class Not(Expr):
 
 @dataclass(frozen=True)
 class Bound(Expr):
+    """``BOUND(?var)``."""
+
     var: str
 
     def vars(self) -> frozenset[str]:
@@ -111,6 +129,8 @@ class Bound(Expr):
 
 @dataclass(frozen=True)
 class If(Expr):
+    """``IF(cond, a, b)``."""
+
     cond: Expr
     a: Expr
     b: Expr
@@ -121,6 +141,8 @@ class If(Expr):
 
 @dataclass(frozen=True)
 class Coalesce(Expr):
+    """``COALESCE(args...)``."""
+
     args: tuple[Expr, ...]
 
     def children(self) -> tuple[Expr, ...]:
@@ -129,6 +151,8 @@ class Coalesce(Expr):
 
 @dataclass(frozen=True)
 class In(Expr):
+    """``a IN (items)`` / ``a NOT IN (items)``."""
+
     a: Expr
     items: tuple[Expr, ...]
     negated: bool
@@ -150,6 +174,8 @@ class Call(Expr):
 
 @dataclass(frozen=True)
 class Cast(Expr):
+    """A cast to an XSD datatype (``xsd:integer(a)``...)."""
+
     datatype: str
     a: Expr
 

@@ -61,6 +61,8 @@ KIND_LITERAL = 3
 
 @dataclass(frozen=True, slots=True)
 class IRI:
+    """An IRI (``value``: the IRI itself, no angle brackets)."""
+
     value: str
 
     def n3(self) -> str:
@@ -69,6 +71,8 @@ class IRI:
 
 @dataclass(frozen=True, slots=True)
 class BNode:
+    """A blank node (``value``: its label)."""
+
     value: str
 
     def n3(self) -> str:
