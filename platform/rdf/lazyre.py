@@ -9,7 +9,8 @@ the object, so later calls cost what a compiled pattern's do (an instance attrib
 
 Use it for module-level patterns that are called through their methods (``P.match(s)``,
 ``P.sub(f, s)``, ``P.pattern``); a pattern given to ``re.*`` functions as an argument must
-stay a real :class:`re.Pattern` (``re.compile``).
+stay a real :class:`re.Pattern` (``re.compile``).  Threads may share one: two first uses at
+once compile it twice and set the same attributes (no lock needed).
 """
 
 from __future__ import annotations
