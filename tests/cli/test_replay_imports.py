@@ -20,13 +20,14 @@ import sys
 from pathlib import Path
 
 from linkstream.cli import main as cli_main
+from tests.query.test_parse_store import EX, STREAM, write_inputs
 
-STREAM = "http://example.org/sensors"
 QUERY = """REGISTER QUERY q AS
 PREFIX ex: <http://example.org/>
 SELECT ?s ?v
-FROM STREAM <http://example.org/sensors> [RANGE 3s STEP 1s]
-WHERE { ?s ex:value ?v FILTER(?v > 2) }
+FROM <http://example.org/g>
+FROM STREAM <http://example.org/s> [RANGE 3s STEP 1s]
+WHERE { ?s ex:p ?v FILTER(?v > 2) ?s ex:q ?o }
 """
 
 #: modules a replay whose query calls no built-in function must not import
@@ -71,41 +72,17 @@ print(json.dumps({"rc": rc, "compiled": compiled, "modules": sorted(sys.modules)
 """
 
 
-def write_stream(path: Path) -> None:
-    with path.open("w") as f:
-        for i in range(8):
-            g = f"<http://example.org/e{i}>"
-            f.write(
-                f'{g} <http://www.w3.org/ns/prov#generatedAtTime> "2024-01-01T00:00:{i:02d}Z"'
-                "^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n"
-            )
-            f.write(
-                f'<http://example.org/s{i % 3}> <http://example.org/value> "{i}"'
-                f"^^<http://www.w3.org/2001/XMLSchema#integer> {g} .\n"
-            )
-
-
 def test_a_replay_loads_only_what_it_needs(tmp_path: Path) -> None:
     import linkstream.engine.embedded as embedded
 
-    stream, query = tmp_path / "s.nq", tmp_path / "q.rq"
-    write_stream(stream)
+    stream, static = write_inputs(tmp_path)  # (the parse cache test's stream and graph)
+    query = tmp_path / "q.rq"
     query.write_text(QUERY)
+    args = ["replay", "--query", str(query), "--stream", f"{STREAM}={stream}", "--static", f"{EX}g={static}"]
 
-    def args(out: Path) -> list[str]:
-        return [
-            "replay",
-            "--query",
-            str(query),
-            "--stream",
-            f"{STREAM}={stream}",
-            "--quiet",
-            "--out",
-            str(out),
-        ]
-
+    package, a, b = str(Path(embedded.__file__).parents[1]), tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     p = subprocess.run(
-        [sys.executable, "-c", PROBE, str(Path(embedded.__file__).parents[1]), *args(tmp_path / "a.jsonl")],
+        [sys.executable, "-c", PROBE, package, *args, "--quiet", "--out", str(a)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -121,7 +98,7 @@ def test_a_replay_loads_only_what_it_needs(tmp_path: Path) -> None:
     loaded = [m for m in seen["modules"] if m.split(".")[0] in {n.split(".")[0] for n in NOT_IMPORTED}]
     assert not [m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_IMPORTED)], loaded
     # the results: those of the same replay in this process
-    assert cli_main(args(tmp_path / "b.jsonl")) == 0
-    lines = (tmp_path / "a.jsonl").read_text().splitlines()
-    assert lines and lines == (tmp_path / "b.jsonl").read_text().splitlines()
+    assert cli_main([*args, "--quiet", "--out", str(b)]) == 0
+    lines = a.read_text().splitlines()
+    assert lines and lines == b.read_text().splitlines()
     assert all(json.loads(line)["query"] == "q" for line in lines)
