@@ -1,8 +1,7 @@
 /* Compiled N-Triples / N-Quads line scanner (the extension ``linkstream.rdf._ntparse``).
  *
- * Built by ``pip install`` with the system C compiler (pyproject.toml, [tool.setuptools]
- * ext-modules, optional): without one the Python parser reads every line
- * (linkstream.rdf.ntfast.native() says which runs).
+ * Built by ``pip install`` with the system C compiler (pyproject.toml, optional): without
+ * one the Python parser reads every line (linkstream.rdf.ntfast.native() says which runs).
  *
  * ``scan(buf, pos, prefix, graphs, langs, ids, terms)`` reads the lines of ``buf`` (UTF-8)
  * from byte ``pos`` on; returns ``(distinct, idx, end, lines, stopped)``: ``idx`` is bytes of
@@ -18,9 +17,8 @@
  * UTF-8 with valid escapes, an optional ^^<IRI> (not rdf:langString / rdf:dirLangString) or
  * a language tag found in ``langs`` (the Python parser's checked tags), and gives the
  * Python parser's terms (linkstream.rdf.ntriples).  Every other line (other IRIs, triple
- * terms, a new language tag, a CR inside, any error) stops the scan: the caller has the
- * Python parser read it (accept, or reject with its reason), so this code only needs to be
- * right on what it accepts.
+ * terms, a new language tag, a CR inside, any error) stops the scan: the Python parser
+ * reads it (accept, or reject with its reason): this code need only be right on what it takes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -422,19 +420,16 @@ typedef struct {
     PyObject *all;    /* list id -> term of that dictionary */
 } Table;
 
-/* a hash of the term's bytes, read 8 at a time (a byte-at-a-time FNV-1a loop was half of a
- * scan's time); only the run's table of distinct terms uses it, so it changes no output */
+/* the term's bytes hashed 8 at a time (byte by byte, FNV-1a, it was half of a scan) */
 static uint64_t
 hash_bytes(const char *p, Py_ssize_t n)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w;
-    for (; n >= 8; p += 8, n -= 8) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w = 0;
+    for (; n >= 8; p += 8, n -= 8, h ^= h >> 32, w = 0) {
         memcpy(&w, p, 8);
         h = (h ^ w) * 0xff51afd7ed558ccdULL;
-        h ^= h >> 32;
     }
-    w = 0;
-    memcpy(&w, p, (size_t)n);
+    memcpy(&w, p, (size_t)n); /* (w is 0 here: the last bytes fill its low end) */
     h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
     return h ^ (h >> 29);
 }
