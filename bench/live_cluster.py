@@ -200,17 +200,21 @@ def latency(http, urls: list[str], els: dict, query: str, rate: float, shift: in
     stop = threading.Event()
 
     def listen() -> None:
-        with httpx.stream(
-            "GET",
-            url + "/queries/" + quote(query, safe="") + "/results.jsonl",
-            timeout=httpx.Timeout(10, read=None),
-        ) as r:
-            for line in r.iter_lines():
-                if stop.is_set():
-                    return
-                if line.strip():
-                    c = json.loads(line)["t"]
-                    arrivals.setdefault(c, time.perf_counter())
+        try:
+            with httpx.stream(
+                "GET",
+                url + "/queries/" + quote(query, safe="") + "/results.jsonl",
+                timeout=httpx.Timeout(10, read=None),
+            ) as r:
+                for line in r.iter_lines():
+                    if stop.is_set():
+                        return
+                    if line.strip():
+                        c = json.loads(line)["t"]
+                        arrivals.setdefault(c, time.perf_counter())
+        except httpx.HTTPError as exc:  # the server stopped under the reader (the run is over)
+            if not stop.is_set():
+                print(f"latency reader: {exc}", flush=True)
 
     th = threading.Thread(target=listen, daemon=True)
     th.start()
