@@ -62,6 +62,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster import tasksnapshots
 from linkstream.cluster.checkpointbacklog import backlog_blob, fanout_backlog
+from linkstream.cluster.recovery import RestorePoint
 from linkstream.cluster.streamlog import oldest_references, prune
 from linkstream.cluster.tasksnapshots import PREFIX, Request
 from linkstream.engine.live.checkpoint import (
@@ -278,6 +279,8 @@ class ClusterCheckpointer(Checkpointer):
             if cluster is not None:  # the containers copy their tasks' state after the same tick
                 evaluated = [q["name"] for q in cap.queries if not q["fresh"]]
                 cap.tasks = tasksnapshots.request(cluster, self.store.uri, cap.live["last_tick"], evaluated)
+                if cap.tasks is not None:  # its cut and backlog stay until the next one (restore-forward)
+                    cluster.recovery.hold(cap.tasks.seq)
             return cap
         finally:
             self.worker_seconds += time.perf_counter() - t0
@@ -354,6 +357,10 @@ class ClusterCheckpointer(Checkpointer):
         except NoNodeError:
             self.client.create(path, data, makepath=True)
         log.info("checkpoint %s of the cluster covers ingest log records through %d", cid, cap.seq)
+        cluster = self.remote.cluster
+        if isinstance(cap, ClusterCapture) and cap.tasks is not None and cluster is not None:
+            objects = {n: dict(e) for n, e in cap.task_objects.items()}
+            cluster.recovery.checkpointed(RestorePoint(cap.tasks.seq, cap.tasks.c, self.store.uri, objects))
 
 
 def _written_elsewhere() -> Blob:

@@ -510,7 +510,7 @@ class ClusterEngine:
         self.recovery.record(seq, c, self.fanout.counts())
         self.fanout.broadcast(encode(Tick(self.spec.id, seq, c, due, owners, dict(self._released))))
         self._ack_handovers(owners)
-        self.fanout.prune(c)
+        self.fanout.prune(self.recovery.floor(c))  # a checkpoint's windows stay (restore-forward)
         out = self._collect(seq, c, due, owners)
         self._delivered(seq, c, due, out, time.perf_counter() - t0)
         return out

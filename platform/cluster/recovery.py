@@ -26,6 +26,18 @@ a query whose result depends on more than its windows' contents at the previous 
 current report (none here: every continuous query is windowed) could not be recomputed
 this way.  A report is recorded lost only when no live container can recompute it within
 the answer timeout.
+
+**Restored and fed forward.**  Once a cluster checkpoint with task snapshots is complete
+(:meth:`Recovery.checkpointed`), the driver keeps every tick's cut since the checkpoint's
+and the fan-out keeps the backlog a window at its report time reads (:meth:`Recovery.floor`).
+A query of a *dead* container whose new ZooKeeper owner is live is then sent there as a
+``forward`` message (:class:`~linkstream.containers.protocol.Forward`): the recompute
+request from the checkpoint's cut on, with the store and keys of its snapshot.  The new
+owner restores it, feeds it forward to the owed report (its answer is the same
+``recomputed``) and keeps the state (:mod:`linkstream.containers.forwarding`).  Anything
+missing -- no complete checkpoint, no snapshot of the query, the cut not kept, the owed tick
+the checkpoint's own, no live new owner -- leaves the plain recompute, one log line per
+query saying why.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linkstream.cluster.fanout import Fanout, table
-from linkstream.containers.protocol import Elements, Recompute, Recomputed, encode
+from linkstream.containers.protocol import Elements, Forward, Recompute, Recomputed, encode
 from linkstream.containers.transport import Sender
 from linkstream.rdf.dictionary import Dictionary
 
@@ -47,6 +59,23 @@ logger = logging.getLogger(__name__)
 
 #: ticks whose per-stream cuts are kept (the owed tick and the one before are needed)
 KEEP_CUTS = 4
+
+
+@dataclass(frozen=True)
+class RestorePoint:
+    """The last complete cluster checkpoint, as a dead container's new owners restore it.
+
+    Attributes:
+        seq: The tick its task snapshots follow.
+        c: That tick's report time.
+        uri: The checkpoint store.
+        objects: Per query, its snapshot's manifest entry (``key``, ``size``, ``sha256``).
+    """
+
+    seq: int
+    c: int
+    uri: str
+    objects: dict[str, dict[str, object]]
 
 
 @dataclass(frozen=True)
@@ -99,13 +128,52 @@ class Recovery:
         self.timeout = timeout
         self.is_dead = is_dead
         self.done: list[Recovered] = []
-        self._cuts: deque[tuple[int, int, np.ndarray]] = deque(maxlen=KEEP_CUTS)
+        self._cuts: deque[tuple[int, int, np.ndarray]] = deque()
         self._answers: dict[int, Recomputed] = {}
         self._next = 0
+        #: the last complete checkpoint with task snapshots (``None``: plain recompute only)
+        self.point: RestorePoint | None = None
+        self._held: int | None = None  # the tick of a checkpoint being written
+        #: per query, the tick of the checkpoint it was restored from (once per checkpoint)
+        self.forwarded: dict[str, int] = {}
+        #: per query, why its last recovery was not restored (logged once per reason)
+        self.not_restored: dict[str, str] = {}
+        self._ahead: list[tuple[int, int]] = []  # (seq, c) of ticks sent with the same cut
+
+    def ahead(self, ticks: list[tuple[int, int]]) -> None:
+        """Ticks ``(seq, c)`` sent together, after the same elements (the live driver's
+        ``tick_many``): a container may have evaluated the later ones before it reads a
+        ``forward`` message of an earlier one, which then feeds forward to the last."""
+        self._ahead = list(ticks)
 
     def record(self, seq: int, c: int, counts: np.ndarray) -> None:
         """Tick ``seq`` (report time ``c``) comes after ``counts`` elements of each stream."""
         self._cuts.append((seq, c, counts))
+        keep = seq - KEEP_CUTS + 1
+        for held in (self._held, self.point.seq if self.point is not None else None):
+            if held is not None:
+                keep = min(keep, held)
+        while self._cuts and self._cuts[0][0] < keep:
+            self._cuts.popleft()
+
+    def hold(self, seq: int) -> None:
+        """A checkpoint's task snapshots follow tick ``seq``: its cut is kept until the next."""
+        self._held = seq
+
+    def checkpointed(self, point: RestorePoint) -> None:
+        """The checkpoint whose tick was held is complete (from the checkpointer's thread)."""
+        self.point = point
+        if self._held is not None and self._held <= point.seq:
+            self._held = None
+
+    def floor(self, c: int) -> int:
+        """The report time the fan-out prunes its backlog at, at report time ``c``: the
+        held or restorable checkpoint's (its windows' elements stay), else ``c``."""
+        for seq in (self._held, self.point.seq if self.point is not None else None):
+            got = next((x[1] for x in self._cuts if x[0] == seq), None) if seq is not None else None
+            if got is not None:
+                c = min(c, got)
+        return c
 
     def on_answer(self, message: Recomputed) -> None:
         """Takes a container's answer to a ``recompute`` request."""
@@ -174,11 +242,15 @@ class Recovery:
                 sender = peers[dst]
                 for name in names:
                     tried[name].add(sender)
-                streams = frozenset().union(*(reads.get(n, frozenset()) for n in names))
-                message, n_el = self._request(names, streams, cuts)
-                self.fanout.send(dst, encode(message))
-                sent[message.id] = (dst, sender, names, n_el, time.perf_counter())
-                pending.add(message.id)
+                restore = self._restorable(seq, names, owed, dst, prefer)
+                for part in (restore, [n for n in names if n not in restore]):
+                    if not part:
+                        continue
+                    streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
+                    message, n_el = self._request(part, streams, cuts if part is not restore else [])
+                    self.fanout.send(dst, encode(message))
+                    sent[message.id] = (dst, sender, part, n_el, time.perf_counter())
+                    pending.add(message.id)
             if not pending and live:
                 break  # every live container answered the rest with an error
             for rid in [r for r in sent if r in self._answers]:
@@ -215,13 +287,77 @@ class Recovery:
             logger.info("driver: recomputed %s at t=%d (tick %d)", ", ".join(sorted(out)), c, seq)
         return out
 
+    def _restorable(
+        self,
+        seq: int,
+        names: list[str],
+        owed: Mapping[str, str | None],
+        dst: str,
+        prefer: Callable[[str], str | None],
+    ) -> list[str]:
+        """The queries of ``names`` that ``dst`` restores from the last checkpoint and feeds
+        forward (see the module docstring); the log says why each other one is not."""
+        point = self.point
+        out: list[str] = []
+        for name in names:
+            src = owed[name]
+            if point is None:
+                why = "no complete checkpoint with task snapshots"
+            elif self.forwarded.get(name) == point.seq:
+                continue  # restored on its new owner already: the reports until it is ready are recomputed
+            elif src is not None and not self.is_dead(src):
+                why = f"{src} did not die (stalled or restarted)"
+            elif name not in point.objects:
+                why = f"checkpoint at t={point.c} holds no snapshot of it"
+            elif seq <= point.seq:
+                why = f"the owed tick is the checkpoint's (t={point.c})"
+            elif not any(x[0] == point.seq for x in self._cuts):
+                why = f"the cut of the checkpoint at t={point.c} is not kept"
+            elif prefer(name) != dst:
+                why = f"its new owner ({prefer(name)}) is not the container asked ({dst})"
+            else:
+                out.append(name)
+                continue
+            if self.not_restored.get(name) != why:
+                self.not_restored[name] = why
+                logger.info("driver: %s recomputed from the history, not restored: %s", name, why)
+        if out and point is not None:
+            for name in out:
+                self.forwarded[name] = point.seq
+                self.not_restored.pop(name, None)
+            logger.info(
+                "driver: %s restored on %s from the checkpoint at t=%d (tick %d) and fed forward to tick %d",
+                ", ".join(out),
+                dst,
+                point.c,
+                point.seq,
+                seq,
+            )
+        return out
+
     def _request(
         self, names: list[str], streams: frozenset[int], cuts: list[tuple[int, int, np.ndarray]]
     ) -> tuple[Recompute, int]:
+        """A recompute request over ``cuts`` or, without them, a forward request from the
+        restore point's cut on."""
+        point = self.point
+        forward = not cuts and point is not None
+        owe = 0
+        if forward:
+            assert point is not None
+            cuts = [x for x in self._cuts if x[0] >= point.seq]
+            last = cuts[-1]
+            owe = last[1]
+            cuts += [(s, c, last[2]) for s, c in self._ahead if s > last[0]]
         rows, at = self.fanout.history(streams, [x[2] for x in cuts])
         meta, triples = table(rows)
         ids = np.unique(triples) if len(triples) else np.empty(0, dtype=np.int64)
         terms = self.dictionary.decode_many(ids) if len(ids) else []
         self._next += 1
         els = Elements(self.run, ids, list(terms), meta, triples)
-        return Recompute(self.run, self._next, names, [x[1] for x in cuts], at, els), len(rows)
+        ticks = [x[1] for x in cuts]
+        if forward:
+            assert point is not None
+            objects = {n: dict(point.objects[n]) for n in names}
+            return Forward(self.run, self._next, names, ticks, at, els, point.uri, objects, owe), len(rows)
+        return Recompute(self.run, self._next, names, ticks, at, els), len(rows)

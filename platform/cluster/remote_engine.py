@@ -101,12 +101,13 @@ class _LiveClusterEngine(ClusterEngine):
             )
             self._ack_handovers(owners)
             sent.append((seq, c, due, owners, time.perf_counter()))
+        self.recovery.ahead([(x[0], x[1]) for x in sent])  # a restore-forward feeds up to the last
         for i, (seq, c, due, owners, t0) in enumerate(sent):
             # recorded as its answers are awaited: the recovery keeps the last few cuts only
             self.recovery.record(seq, c, counts)
             out = self._collect(seq, c, due, owners)
             # pruned once answered: a recompute of this tick needs the backlog up to it
-            self.fanout.prune(c)
+            self.fanout.prune(self.recovery.floor(c))  # a checkpoint's windows stay (restore-forward)
             self._delivered(seq, c, due, out, time.perf_counter() - t0)
             on_done(i, c, out)
 

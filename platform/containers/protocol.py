@@ -41,6 +41,13 @@ Driver to container:
     retained history of their streams) and evaluate report times ``ticks``, each after
     the first ``at[i]`` elements; answer with the lines of the last one
     (:mod:`linkstream.containers.recovery`: reports of a container that died).
+``forward``
+    A ``recompute`` header plus ``{"uri", "objects": {query: {"key", "size", "sha256"}}}``:
+    ``ticks[0]`` is the report time of the last complete cluster checkpoint, whose store
+    ``uri`` holds each query's task snapshot as shared object ``key``; restore them,
+    feed them forward over the later report times, answer ``recomputed`` with the lines of
+    report time ``owe`` (later ones: ticks sent with it, after the same elements) and keep them
+    when this container owns them (:mod:`linkstream.containers.forwarding`).
 
 Container to driver:
 
@@ -334,6 +341,8 @@ def encode(message: Message) -> list[Frame]:
             if message.counts:
                 header["counts"] = [int(n) for n in message.counts]
         return _bulk(message, header)
+    if isinstance(message, Forward):
+        return _forward_frames(message)
     if isinstance(message, Recompute):
         if len(message.ticks) != len(message.at):
             raise ProtocolError(f"{len(message.ticks)} ticks for {len(message.at)} positions")
@@ -573,6 +582,8 @@ def decode(frames: Sequence[Frame]) -> Message:
         return _elements(h, frames)
     if kind == "recompute":
         return _recompute(h, frames)
+    if kind == "forward":
+        return _forward(h, frames)
     run = _str(h, "run")
     if kind == "tick":
         _frames(frames, 1, kind)
@@ -620,3 +631,58 @@ def decode(frames: Sequence[Frame]) -> Message:
             _str(h, "error"),
         )
     raise ProtocolError(f"unknown message kind {kind!r}")
+
+
+# ----------------------------------------------------------------------------- forward
+
+
+@dataclass(frozen=True)
+class Forward(Recompute):
+    """Driver to a dead container's new owner: a :class:`Recompute` whose first report time
+    is the last complete checkpoint's, with the queries' task snapshots there to restore,
+    feed forward and keep (:mod:`linkstream.containers.forwarding`).
+
+    Attributes:
+        uri: The checkpoint store.
+        objects: Per query, its snapshot's shared object (``key``, ``size``, ``sha256``).
+    """
+
+    uri: str = ""
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the report time answered (``0``: the last; later ones were sent to the containers
+    #: with the same elements and evaluated there already)
+    owe: int = 0
+
+
+def _forward_frames(message: Forward) -> list[Frame]:
+    if len(message.ticks) != len(message.at) or len(message.ticks) < 2:
+        raise ProtocolError("forward: one position per report time, at least two report times")
+    header: dict[str, Any] = {"kind": "forward", "run": message.run, "id": message.id}
+    header.update(queries=list(message.queries), ticks=list(message.ticks), at=list(message.at))
+    objects = {n: {k: message.objects[n][k] for k in ("key", "size", "sha256")} for n in message.objects}
+    header.update(uri=message.uri, objects=objects, owe=message.owe or message.ticks[-1])
+    return _bulk(message.elements, header)
+
+
+def _forward(h: dict[str, Any], frames: Sequence[Frame]) -> Forward:
+    base = _recompute(h, frames)
+    if len(base.ticks) < 2:
+        raise ProtocolError("forward: at least the checkpoint's and the owed report time")
+    objects = h.get("objects")
+    if type(objects) is not dict:
+        raise ProtocolError("forward: objects must be a map")
+    for name, entry in objects.items():
+        if (
+            type(name) is not str
+            or type(entry) is not dict
+            or type(entry.get("key")) is not str
+            or type(entry.get("size")) is not int
+            or type(entry.get("sha256")) is not str
+        ):
+            raise ProtocolError("forward: an object must be {key: str, size: int, sha256: str}")
+    owe = _int(h, "owe")
+    if owe not in base.ticks[1:]:
+        raise ProtocolError("forward: the owed report time must be one of those fed forward")
+    return Forward(
+        base.run, base.id, base.queries, base.ticks, base.at, base.elements, _str(h, "uri"), objects, owe
+    )

@@ -74,6 +74,7 @@ def forward(
     elements: Elements,
     ticks: Sequence[int],
     at: Sequence[int],
+    owe: int | None = None,
 ) -> Forwarded:
     """Restores ``texts``' queries from ``snapshots`` (checkpointed at ``c0``) in a scratch
     replica of ``replica``'s run and evaluates ``ticks`` (report times after ``c0``) there.
@@ -89,13 +90,19 @@ def forward(
         ticks: The report times after ``c0`` to evaluate, in order (the last one is the
             live replica's ``last_c``).
         at: Per report time of ``[c0, *ticks]``, how many of ``elements`` come before it.
+        owe: The report time of ``ticks`` whose lines are the owed report (default: the
+            last; the live driver sends several ticks at once, so the live replica may have
+            evaluated later ones with the same elements already).
     """
     if len(at) != len(ticks) + 1 or not ticks or list(ticks) != sorted(set(ticks)) or ticks[0] <= c0:
         raise ProtocolError("report times and cuts do not match")
+    owe = ticks[-1] if owe is None else owe
+    if owe not in ticks:
+        raise ProtocolError(f"the owed report time {owe} is not among those fed forward")
     cpu0, t0 = time.process_time(), time.perf_counter()
     scratch = RunReplica(replica.spec, log=lambda _m: None)
     try:
-        out = _run(scratch, texts, snapshots, History(scratch, elements), list(zip([c0, *ticks], at)))
+        out = _run(scratch, texts, snapshots, History(scratch, elements), list(zip([c0, *ticks], at)), owe)
     finally:
         scratch.close()
     out.cpu_s = time.process_time() - cpu0
@@ -121,9 +128,10 @@ def _run(
     snapshots: Mapping[str, QueryState | None],
     history: History,
     cuts: list[tuple[int, int]],
+    owe: int,
 ) -> Forwarded:
     """:func:`forward` in ``scratch``; ``cuts``: (report time, elements before it) from the
-    checkpoint's on."""
+    checkpoint's on; ``owe``: the report time answered."""
     c0, ticks = cuts[0][0], [c for c, _ in cuts[1:]]
     history.feed(scratch.engine, cuts[0][1])
     out = Forwarded(ticks[-1])
@@ -154,7 +162,7 @@ def _run(
     names = list(texts)
     for seq, (c, upto) in enumerate(cuts[1:], start=1):
         history.feed(scratch.engine, upto)
-        last = seq == len(ticks)
+        last = c == owe
         due = [n for n in names if all(c % s == 0 for s in scratch.engine.queries[n].steps)] if last else []
         got = scratch.tick(seq, c, due)
         out.lines = {n: list(got.lines.get(n, [])) for n in due} if last else out.lines

@@ -60,15 +60,18 @@ from kazoo.exceptions import KazooException
 
 from linkstream.containers.assigned import AssignedQueries
 from linkstream.containers.cuts import CutGate
+from linkstream.containers.forwarding import handle_forward
 from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
 from linkstream.containers.protocol import (
     Elements,
     Failed,
+    Forward,
     Handover,
     Hello,
     Message,
     ProtocolError,
     Recompute,
+    Recomputed,
     Result,
     State,
     Tick,
@@ -585,11 +588,24 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             self._hand_over(replica, message)
         elif isinstance(message, State):
             self._take_over(replica, message)
+        elif isinstance(message, Forward):  # restored from the last checkpoint (:mod:`.forwarding`)
+            self._send(self._forward(replica, message))
         elif isinstance(message, Recompute):
             # Reports a dead container owed (:mod:`linkstream.containers.recovery`).
             tasks = {n: t for t, n in replica.spec.queries.items()}
             texts = {n: x for n in message.queries if n in tasks and (x := self._text(tasks[n])) is not None}
             self._send(recompute(replica, texts, message, self.id))
+
+    def _forward(self, replica: RunReplica, message: Forward) -> Recomputed:
+        """A dead container's queries restored here from the last checkpoint (``forward``)."""
+        tasks = {n: t for t, n in replica.spec.queries.items()}
+        texts = {n: x for n in message.queries if n in tasks and (x := self._text(tasks[n])) is not None}
+
+        def owned(name: str) -> str | None:
+            return tasks[name] if tasks.get(name) in self._assigned else None
+
+        stores = self.__dict__.setdefault("_forward_stores", {})
+        return handle_forward(self.id, replica, message, texts, owned, self._slots, stores)
 
     def _operator_error(self, message: str) -> None:
         if self._run is not None:
