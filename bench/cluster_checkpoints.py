@@ -27,6 +27,16 @@ grows one (R + 1 s, step 1 s).  The routed plan depends on the order queries cam
 new leader's containers plan them all at once: the take-over's restored / rebuilt counts
 show whether the router units fit (issue 17: units carry their plans since session 18).
 
+``--container-kill N`` (issue 17, restored and fed forward): N rounds, each alternating
+two one-coordinator clusters, with checkpoints every 1 s (``restore``: a dead container's
+queries restored from the last complete checkpoint on their new owner and fed forward) and
+without (``rebuild``: the new owner rebuilds them from the stream buffers).  After
+``--elements`` pushed and a checkpoint, the container answering ``q0`` is killed with
+SIGKILL; pushes go on.  Recovery time = kill -> the first new ``q0`` line; take-over CPU =
+the surviving container's CPU time (``/proc``) from the kill until the driver names it
+``q0``'s answerer (the recomputes of the owed reports, the restore or rebuild, the ticks
+meanwhile).  The survivor's log gives the restore's own CPU.
+
 Raw figures go to ``bench/results/cluster_checkpoints.json``.
 
 Usage: ``python bench/recovery.py --cluster [--elements 3000] [--queries 20] [--rounds 2]``
@@ -272,6 +282,77 @@ def takeover(base: Path, label: str, interval: float, a: argparse.Namespace) -> 
         cluster.stop()
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (``/proc``)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def container_kill(base: Path, label: str, interval: float, a: argparse.Namespace) -> dict[str, Any]:
+    """``--container-kill``: one round of one configuration (see the module docstring)."""
+    import re
+
+    from linkstream.cluster.driver import task_id
+    from linkstream.scheduler.assignment import AssignmentTable
+
+    cluster = start(base, label, interval, 1)
+    try:
+        leader, _, urls = leader_and_standby(cluster)
+        url = urls[leader]
+        register(url, queries(a.queries))
+        reader = Reader(url)
+        reader.start()
+        with httpx.Client(timeout=120) as http:
+            for first in range(0, a.elements, a.batch):
+                push(http, [url], first, a.batch)
+            caught_up(url, a.elements)
+            time.sleep(1.5 * interval)  # and a checkpoint after it
+            zk = cluster.client()
+            try:
+                victim = AssignmentTable(zk).all()[task_id("q0")].container
+            finally:
+                zk.stop()
+                zk.close()
+            assert victim is not None
+            survivor = next(c for c in cluster.names("container") if c != victim)
+            seen = max((t for _, t in reader.lines), default=None)
+            log = cluster.dir / "logs" / f"{leader}.log"
+            mark = len(log.read_text())
+            cpu0 = _cpu_s(cluster.pid(survivor))
+            t_kill = time.monotonic()
+            cluster.kill(victim, signal.SIGKILL)
+            nxt, first_new, ready = a.elements, None, None
+            while time.monotonic() - t_kill < 300 and (first_new is None or ready is None):
+                new = [x for x in reader.lines if x[0] > t_kill and (seen is None or x[1] > seen)]
+                if new and first_new is None:
+                    first_new = new[0][0] - t_kill
+                if ready is None and f"q0 answered by {survivor}" in log.read_text()[mark:]:
+                    ready = time.monotonic() - t_kill
+                    cpu = _cpu_s(cluster.pid(survivor)) - cpu0
+                push(http, [url], nxt, a.batch)
+                nxt += a.batch
+                time.sleep(0.05)
+            if first_new is None or ready is None:
+                raise SystemExit("no new result or no new answerer within 300 s of the kill")
+        text = (cluster.dir / "logs" / f"{survivor}.log").read_text()
+        restores = [float(x) for x in re.findall(r"fed them forward to .* \(cpu ([0-9.]+)s\)", text)]
+        kept = [int(x) for x in re.findall(r"restored-forward path: (\d+) of", text)]
+        return {
+            "label": label,
+            "checkpoint_interval_s": interval,
+            "victim": victim,
+            "first_new_result_s": round(first_new, 3),
+            "answerer_switched_s": round(ready, 3),
+            "survivor_cpu_s": round(cpu, 3),
+            "restore_cpu_s": round(sum(restores), 3),
+            "queries_kept_restored": sum(kept),
+        }
+    finally:
+        cluster.stop()
+
+
 def throughput(base: Path, label: str, interval: float, a: argparse.Namespace) -> dict[str, Any]:
     """``--tp-elements`` pushed as fast as the leader acknowledges them; the rate is elements per
     second from the first push until the leader fired the last report time (processed, not
@@ -352,6 +433,13 @@ def main(argv: list[str] | None = None) -> None:
         help="time windows: the fraction of the queries (the narrowest ranges, STEP 1 s; the others "
         "STEP 2 s) registered after half the elements (default 0: all before the first push, STEP 1 s)",
     )
+    ap.add_argument(
+        "--container-kill",
+        type=int,
+        default=0,
+        help="N rounds of kill -9 of a container, restored from checkpoints vs rebuilt, alternating "
+        "(only these runs)",
+    )
     ap.add_argument("--skip-takeover", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--out", default=str(RESULTS / "cluster_checkpoints.json"))
@@ -366,6 +454,28 @@ def main(argv: list[str] | None = None) -> None:
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(a)}
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         base = Path(a.dir) if a.dir else Path(d)
+        if a.container_kill:
+            configs = (("restore", 1.0), ("rebuild", 0.0))
+            kills: list[dict[str, Any]] = []
+            for k in range(a.container_kill):
+                for label, interval in configs[k % 2 :] + configs[: k % 2]:
+                    r = container_kill(base, f"kill-{label}-{k}", interval, a)
+                    kills.append(r)
+                    print(
+                        "container kill, %-7s: first new q0 line %.2f s, new answerer %.2f s, survivor CPU "
+                        "%.3f s (restore %.3f s, %d queries kept from the checkpoint)"
+                        % (
+                            label,
+                            r["first_new_result_s"],
+                            r["answerer_switched_s"],
+                            r["survivor_cpu_s"],
+                            r["restore_cpu_s"],
+                            r["queries_kept_restored"],
+                        ),
+                        flush=True,
+                    )
+            out["container_kill"] = kills
+            a.skip_takeover = a.skip_throughput = True
         if not a.skip_takeover:
             runs = {}
             for label, interval in (("none", 0.0), ("1s", 1.0)):

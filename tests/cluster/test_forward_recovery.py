@@ -1,0 +1,120 @@
+"""The driver's choice between restoring a dead container's queries and recomputing them,
+the ``forward`` message, and the container's read of the snapshots -- without processes.
+
+The real-process path (kill -9 after a cluster checkpoint) is
+``tests/cluster/test_restore_forward_live.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import numpy as np
+import pytest
+
+from linkstream.cluster.fanout import Fanout
+from linkstream.cluster.recovery import KEEP_CUTS, Recovery, RestorePoint
+from linkstream.containers.forwarding import read_snapshots
+from linkstream.containers.protocol import Elements, Forward, ProtocolError, decode, encode
+from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.store.checkpoints import SHARED, Blob, CheckpointStore, digest, encode_blob, open_checkpoints
+
+
+def _recovery(dead: set[str]) -> Recovery:
+    fanout = cast(Fanout, SimpleNamespace(peers={}))
+    return Recovery("r1", fanout, MemoryDictionary(), lambda _s: None, 1.0, lambda c: c in dead)
+
+
+def test_the_checkpoints_cut_is_kept_and_the_backlog_floor_follows_it() -> None:
+    rec = _recovery(set())
+    for seq in range(1, 8):
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    assert [x[0] for x in rec._cuts] == list(range(8 - KEEP_CUTS, 8))  # no checkpoint: the last few
+    assert rec.floor(7000) == 7000
+    rec.hold(7)  # a checkpoint's task snapshots follow tick 7
+    for seq in range(8, 20):
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    assert rec._cuts[0][0] == 7 and rec.floor(19000) == 7000
+    rec.checkpointed(RestorePoint(7, 7000, "file:///x", {"q": {"key": "k"}}))
+    rec.hold(19)
+    rec.record(20, 20000, np.array([20], dtype=np.int64))
+    assert rec._cuts[0][0] == 7 and rec.floor(20000) == 7000  # kept until the next is complete
+    rec.checkpointed(RestorePoint(19, 19000, "file:///x", {}))
+    rec.record(21, 21000, np.array([21], dtype=np.int64))
+    assert rec._cuts[0][0] == min(19, 21 - KEEP_CUTS + 1) and rec.floor(21000) == 19000
+
+
+def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_a_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rec = _recovery({"oc-1"})
+    owed = {"a": "oc-1", "b": "oc-1", "c": "oc-3"}
+    owner = {"a": "oc-2", "b": "oc-2", "c": "oc-2"}.get
+    for seq in range(1, 6):
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    caplog.set_level(logging.INFO, "linkstream.cluster.recovery")
+    assert rec._restorable(5, ["a", "b", "c"], owed, "oc-2", owner) == []
+    assert "a recomputed from the history, not restored: no complete checkpoint" in caplog.text
+    rec.hold(3)
+    rec.checkpointed(RestorePoint(3, 3000, "file:///x", {"a": {"key": "k"}, "c": {"key": "k"}}))
+    assert rec._restorable(3, ["a"], owed, "oc-2", owner) == []  # the owed tick is the checkpoint's
+    assert rec._restorable(5, ["a"], owed, "oc-4", owner) == []  # not its new owner
+    assert rec._restorable(5, ["a", "b", "c"], owed, "oc-2", owner) == ["a"]
+    assert rec.not_restored == {
+        "b": "checkpoint at t=3000 holds no snapshot of it",
+        "c": "oc-3 did not die (stalled or restarted)",
+    }
+    assert (
+        "a restored on oc-2 from the checkpoint at t=3000 (tick 3) and fed forward to tick 5" in caplog.text
+    )
+    assert rec._restorable(6, ["a"], owed, "oc-2", owner) == []  # once per checkpoint
+    message, _ = _request(rec, ["a"], [(6, 6000)])
+    assert isinstance(message, Forward)
+    assert (message.ticks, message.owe, message.objects) == (
+        [3000, 4000, 5000, 6000],
+        5000,
+        {"a": {"key": "k"}},
+    )
+
+
+def _request(rec: Recovery, names: list[str], ahead: list[tuple[int, int]]) -> tuple[Any, int]:
+    rec.fanout = cast(Fanout, SimpleNamespace(history=lambda _s, cuts: ([], [0] * len(cuts))))
+    rec.ahead(ahead)
+    return rec._request(names, frozenset(), [])
+
+
+def test_forward_messages_round_trip_and_a_bad_one_is_refused() -> None:
+    els = Elements(
+        "r1", np.array([1, 2, 3]), ["<a>", "<p>", "<b>"], np.array([[0], [1500], [1]]), np.array([[1, 2, 3]])
+    )
+    obj = {"key": "tasks-1/t", "size": 10, "sha256": "ab"}
+    m = Forward("r1", 4, ["q"], [1000, 2000, 3000], [0, 1, 1], els, "file:///ck", {"q": obj}, 2000)
+    got = decode([bytes(memoryview(f)) for f in encode(m)])
+    assert isinstance(got, Forward)
+    assert (got.ticks, got.at, got.uri, got.objects, got.owe) == (m.ticks, m.at, m.uri, m.objects, 2000)
+    bad = Forward("r1", 4, ["q"], [1000, 2000], [0, 1], els, "file:///ck", {"q": obj}, 1000)
+    with pytest.raises(ProtocolError, match="owed report time"):
+        decode([bytes(memoryview(f)) for f in encode(bad)])
+    with pytest.raises(ProtocolError, match="at least two"):
+        encode(Forward("r1", 4, ["q"], [1000], [0], els, "", {}))
+
+
+def test_snapshots_are_read_checked_and_a_damaged_one_is_left_out(tmp_path: Path) -> None:
+    uri = "file://" + str(tmp_path / "ck")
+    store = open_checkpoints(uri)
+    objects = {}
+    for name in ("good", "bad"):
+        data = encode_blob(Blob({"query": name, "c": 1000}, [np.arange(4, dtype=np.int64)]))
+        store.backend.put(SHARED + f"tasks-1/{name}", data)
+        objects[name] = {"key": f"tasks-1/{name}", **digest(data)}
+    store.backend.put(SHARED + "tasks-1/bad", b"LSCK garbage")
+    objects["missing"] = {"key": "tasks-1/nope", "size": 1, "sha256": "x"}
+    stores: dict[str, CheckpointStore] = {}
+    got = read_snapshots(uri, objects, stores)
+    good = got["good"]
+    assert good is not None and good.header["query"] == "good" and list(good.arrays[0]) == [0, 1, 2, 3]
+    assert got["bad"] is None and got["missing"] is None
+    assert list(stores) == [uri]
