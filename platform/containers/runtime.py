@@ -605,7 +605,9 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             return tasks[name] if tasks.get(name) in self._assigned else None
 
         stores = self.__dict__.setdefault("_forward_stores", {})
-        return handle_forward(self.id, replica, message, texts, owned, self._slots, stores)
+        answer = handle_forward(self.id, replica, message, texts, owned, self._slots, stores)
+        self._reconcile()  # a query adopted before its assignment registered it: announced ready
+        return answer
 
     def _operator_error(self, message: str) -> None:
         if self._run is not None:

@@ -38,6 +38,67 @@ def _owners(cluster: LocalCluster) -> dict[str, str | None]:
         client.close()
 
 
+def start_collecting(
+    cluster: LocalCluster,
+    extra: list[str],
+    containers: int,
+    texts: dict[str, str],
+    names: list[str],
+    until: int,
+    embedded: str,
+) -> tuple[str, Client, Client, dict[str, object], list[threading.Thread]]:
+    """One coordinator (``extra`` arguments) leading ``containers`` containers, ``names``
+    registered there and on the ``embedded`` server, each one's results followed on both
+    (``got["cl/q"]``, ``got["emb/q"]``) until report time ``until``."""
+    cluster.start(0, coordinators=0)
+    cluster.start_coordinator(["--idle-ms", "0", *extra])
+    cluster.add_containers(containers)
+    (cid, url), *_ = cluster.api_urls(timeout=30).items()
+    deadline = time.monotonic() + 30
+    while _roles({cid: url})[cid] != "leader":
+        assert time.monotonic() < deadline, "the coordinator does not lead"
+        time.sleep(0.2)
+    cl, emb = Client(url, timeout=TIMEOUT), Client(embedded)
+    for q in names:
+        cl.register(texts[q], q)
+        emb.register(texts[q], q)
+    got: dict[str, object] = {}
+    threads = []
+    for q in names:
+        for key, client in ((f"emb/{q}", emb), (f"cl/{q}", cl)):
+            th = threading.Thread(target=_collect, args=(client, q, until, False, got, key), daemon=True)
+            th.start()
+            threads.append(th)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(
+        v["subscribers"] >= 1 for v in [cl.query(q) for q in names] + [emb.query(q) for q in names]
+    ):
+        time.sleep(0.1)
+    return url, cl, emb, got, threads
+
+
+def assert_same_results(
+    cl: Client,
+    emb: Client,
+    until: int,
+    threads: list[threading.Thread],
+    got: dict[str, object],
+    names: list[str],
+    victim: str,
+) -> None:
+    """Both advanced to ``until``; each query's lines on the cluster equal the embedded ones."""
+    cl.advance(until)
+    emb.advance(until)
+    for th in threads:
+        th.join(TIMEOUT)
+    for key, value in got.items():
+        assert not isinstance(value, Exception), f"{key}: {value!r}"
+    for q in names:
+        want, have = Counter(got[f"emb/{q}"]), Counter(got[f"cl/{q}"])  # type: ignore[arg-type]
+        lost, dup = sum((want - have).values()), sum((have - want).values())
+        assert (lost, dup) == (0, 0), f"{q}: {lost} lines lost, {dup} duplicated (victim {victim})"
+
+
 @pytest.mark.parametrize("ingest", ["leader", "direct"])
 def test_kill_9_of_a_container_during_pushes_loses_nothing(
     tmp_path: Path, zk_server: str, zk_chroot: str, ingest: str
@@ -49,31 +110,10 @@ def test_kill_9_of_a_container_during_pushes_loses_nothing(
     embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
-        cluster.start(0, coordinators=0)
         durable = ["--state-dir", str(tmp_path / "state"), "--ingest", "direct"] if ingest == "direct" else []
-        cluster.start_coordinator(["--idle-ms", "0", *durable, *statics])
-        cluster.add_containers(3)
-        (cid, url), *_ = cluster.api_urls(timeout=30).items()
-        deadline = time.monotonic() + 30
-        while _roles({cid: url})[cid] != "leader":
-            assert time.monotonic() < deadline, "the coordinator does not lead"
-            time.sleep(0.2)
-        cl, emb = Client(url, timeout=TIMEOUT), Client(embedded.url)
-        for q in QUERIES:
-            cl.register(texts[q], q)
-            emb.register(texts[q], q)
-        got: dict[str, object] = {}
-        threads = []
-        for q in QUERIES:
-            for key, client in ((f"emb/{q}", emb), (f"cl/{q}", cl)):
-                th = threading.Thread(target=_collect, args=(client, q, until, False, got, key), daemon=True)
-                th.start()
-                threads.append(th)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(
-            v["subscribers"] >= 1 for v in [cl.query(q) for q in QUERIES] + [emb.query(q) for q in QUERIES]
-        ):
-            time.sleep(0.1)
+        url, cl, emb, got, threads = start_collecting(
+            cluster, [*durable, *statics], 3, texts, QUERIES, until, embedded.url
+        )
         held = {o for t, o in _owners(cluster).items() if t in {task_id(q) for q in QUERIES}}
         victim = sorted(h for h in held if h is not None)[0]
         n = len(corpus.elements)
@@ -85,16 +125,7 @@ def test_kill_9_of_a_container_during_pushes_loses_nothing(
             time.sleep(0.05)
         assert victim not in cluster.members()
         assert victim not in set(_owners(cluster).values())
-        cl.advance(until)
-        emb.advance(until)
-        for th in threads:
-            th.join(TIMEOUT)
-        for key, value in got.items():
-            assert not isinstance(value, Exception), f"{key}: {value!r}"
-        for q in QUERIES:
-            want, have = Counter(got[f"emb/{q}"]), Counter(got[f"cl/{q}"])
-            lost, dup = sum((want - have).values()), sum((have - want).values())
-            assert (lost, dup) == (0, 0), f"{q}: {lost} lines lost, {dup} duplicated (victim {victim})"
+        assert_same_results(cl, emb, until, threads, got, QUERIES, victim)
         assert sum(len(got[f"emb/{q}"]) for q in QUERIES) > 0, "no result lines at all"  # type: ignore[arg-type]
         # The victim's owed reports were recomputed on a live container (the driver says so).
         log = (cluster.dir / "logs" / "coord-1.log").read_text()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import signal
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,12 +22,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from linkstream.api.client import Client
 from linkstream.cluster.driver import task_id
 from linkstream.cluster.localcluster import LocalCluster
 from tests.api.corpus import corpus_or_skip
-from tests.cluster.test_failover_live import _owners
-from tests.cluster.test_live_service import SESSION_S, TIMEOUT, _collect, _roles
+from tests.cluster.test_failover_live import _owners, assert_same_results, start_collecting
+from tests.cluster.test_live_service import SESSION_S
 from tests.durability.test_cluster_checkpoints import SNAPSHOTTED
 
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
@@ -46,31 +44,10 @@ def test_kill_9_after_a_checkpoint_restores_the_tasks_and_feeds_them_forward(
     embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
-        cluster.start(0, coordinators=0)
         state = ["--state-dir", str(tmp_path / "state"), "--checkpoint-interval", "0.25"]
-        cluster.start_coordinator(["--idle-ms", "0", *state, *statics])
-        cluster.add_containers(2)
-        (cid, url), *_ = cluster.api_urls(timeout=30).items()
-        deadline = time.monotonic() + 30
-        while _roles({cid: url})[cid] != "leader":
-            assert time.monotonic() < deadline, "the coordinator does not lead"
-            time.sleep(0.2)
-        cl, emb = Client(url, timeout=TIMEOUT), Client(embedded.url)
-        for q in NAMES:
-            cl.register(texts[q], q)
-            emb.register(texts[q], q)
-        got: dict[str, object] = {}
-        threads = []
-        for q in NAMES:
-            for key, client in ((f"emb/{q}", emb), (f"cl/{q}", cl)):
-                th = threading.Thread(target=_collect, args=(client, q, until, False, got, key), daemon=True)
-                th.start()
-                threads.append(th)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not all(
-            v["subscribers"] >= 1 for v in [cl.query(q) for q in NAMES] + [emb.query(q) for q in NAMES]
-        ):
-            time.sleep(0.1)
+        url, cl, emb, got, threads = start_collecting(
+            cluster, [*state, *statics], 2, texts, NAMES, until, embedded.url
+        )
         n = len(corpus.elements)
         victim = ""
         for k, el in enumerate(corpus.elements):
@@ -90,17 +67,8 @@ def test_kill_9_after_a_checkpoint_restores_the_tasks_and_feeds_them_forward(
             emb.push(el.stream, el.ntriples, t=el.t)
             time.sleep(0.05)
         assert victim not in cluster.members()
-        cl.advance(until)
-        emb.advance(until)
-        for th in threads:
-            th.join(TIMEOUT)
-        for key, value in got.items():
-            assert not isinstance(value, Exception), f"{key}: {value!r}"
-        for q in NAMES:
-            want, have = Counter(got[f"emb/{q}"]), Counter(got[f"cl/{q}"])
-            lost, dup = sum((want - have).values()), sum((have - want).values())
-            assert (lost, dup) == (0, 0), f"{q}: {lost} lines lost, {dup} duplicated (victim {victim})"
-            assert want, f"{q}: no result lines"
+        assert_same_results(cl, emb, until, threads, got, NAMES, victim)
+        assert all(got[f"emb/{q}"] for q in NAMES), "a query without result lines"
         # The restored path was taken: the driver forwarded the victim's queries from the
         # checkpoint and their new owner restored and kept them (not the plain recompute).
         logs = cluster.dir / "logs"
