@@ -59,6 +59,9 @@ logger = logging.getLogger(__name__)
 
 #: ticks whose per-stream cuts are kept (the owed tick and the one before are needed)
 KEEP_CUTS = 4
+#: at most this many ticks' cuts are kept for a checkpoint to restore from (checkpoints that
+#: keep failing must not grow the cuts and the fan-out's backlog without bound)
+MAX_HELD_CUTS = 4096
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,16 @@ class Recovery:
         """Tick ``seq`` (report time ``c``) comes after ``counts`` elements of each stream."""
         self._cuts.append((seq, c, counts))
         keep = seq - KEEP_CUTS + 1
+        if self.point is not None and seq - self.point.seq > MAX_HELD_CUTS:
+            logger.warning(
+                "driver: the checkpoint at t=%d is %d ticks old; a dead container's tasks are "
+                "recomputed and rebuilt, not restored, until the next one",
+                self.point.c,
+                seq - self.point.seq,
+            )
+            self.point = None
+        if self._held is not None and seq - self._held > MAX_HELD_CUTS:
+            self._held = None
         for held in (self._held, self.point.seq if self.point is not None else None):
             if held is not None:
                 keep = min(keep, held)

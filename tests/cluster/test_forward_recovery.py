@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from linkstream.cluster.fanout import Fanout
-from linkstream.cluster.recovery import KEEP_CUTS, Recovery, RestorePoint
+from linkstream.cluster.recovery import KEEP_CUTS, MAX_HELD_CUTS, Recovery, RestorePoint
 from linkstream.containers.forwarding import read_snapshots
 from linkstream.containers.protocol import Elements, Forward, ProtocolError, decode, encode
 from linkstream.rdf.dictionary import MemoryDictionary
@@ -45,6 +45,9 @@ def test_the_checkpoints_cut_is_kept_and_the_backlog_floor_follows_it() -> None:
     rec.checkpointed(RestorePoint(19, 19000, "file:///x", {}))
     rec.record(21, 21000, np.array([21], dtype=np.int64))
     assert rec._cuts[0][0] == min(19, 21 - KEEP_CUTS + 1) and rec.floor(21000) == 19000
+    for seq in range(22, 19 + MAX_HELD_CUTS + 2):  # checkpoints that keep failing: given up
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    assert rec.point is None and len(rec._cuts) == KEEP_CUTS
 
 
 def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_a_reason(
