@@ -360,7 +360,9 @@ class ClusterCheckpointer(Checkpointer):
         cluster = self.remote.cluster
         if isinstance(cap, ClusterCapture) and cap.tasks is not None and cluster is not None:
             objects = {n: dict(e) for n, e in cap.task_objects.items()}
-            cluster.recovery.checkpointed(RestorePoint(cap.tasks.seq, cap.tasks.c, self.store.uri, objects))
+            missing = frozenset(cap.task_errors)  # (a dead container's queries: no container answered them)
+            point = RestorePoint(cap.tasks.seq, cap.tasks.c, self.store.uri, objects, missing)
+            cluster.recovery.checkpointed(point)
 
 
 def _written_elsewhere() -> Blob:

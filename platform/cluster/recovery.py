@@ -73,12 +73,16 @@ class RestorePoint:
         c: That tick's report time.
         uri: The checkpoint store.
         objects: Per query, its snapshot's manifest entry (``key``, ``size``, ``sha256``).
+        missing: Queries without a snapshot in it.
     """
 
     seq: int
     c: int
     uri: str
     objects: dict[str, dict[str, object]]
+    #: queries of the run it holds no snapshot of (a later checkpoint than a container's
+    #: death lacks that container's queries: the earlier one stays for them)
+    missing: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -134,8 +138,9 @@ class Recovery:
         self._cuts: deque[tuple[int, int, np.ndarray]] = deque()
         self._answers: dict[int, Recomputed] = {}
         self._next = 0
-        #: the last complete checkpoint with task snapshots (``None``: plain recompute only)
-        self.point: RestorePoint | None = None
+        #: the last complete checkpoint with task snapshots, after the newest earlier one
+        #: holding a query it lacks (a dead container's); none: plain recompute only
+        self.points: list[RestorePoint] = []
         self._held: int | None = None  # the tick of a checkpoint being written
         #: per query, the tick of the checkpoint it was restored from (once per checkpoint)
         self.forwarded: dict[str, int] = {}
@@ -153,19 +158,18 @@ class Recovery:
         """Tick ``seq`` (report time ``c``) comes after ``counts`` elements of each stream."""
         self._cuts.append((seq, c, counts))
         keep = seq - KEEP_CUTS + 1
-        if self.point is not None and seq - self.point.seq > MAX_HELD_CUTS:
+        for old in [p for p in self.points if seq - p.seq > MAX_HELD_CUTS]:
             logger.warning(
                 "driver: the checkpoint at t=%d is %d ticks old; a dead container's tasks are "
-                "recomputed and rebuilt, not restored, until the next one",
-                self.point.c,
-                seq - self.point.seq,
+                "recomputed and rebuilt, not restored from it",
+                old.c,
+                seq - old.seq,
             )
-            self.point = None
+            self.points.remove(old)
         if self._held is not None and seq - self._held > MAX_HELD_CUTS:
             self._held = None
-        for held in (self._held, self.point.seq if self.point is not None else None):
-            if held is not None:
-                keep = min(keep, held)
+        for held in self._holds():
+            keep = min(keep, held)
         while self._cuts and self._cuts[0][0] < keep:
             self._cuts.popleft()
 
@@ -173,17 +177,26 @@ class Recovery:
         """A checkpoint's task snapshots follow tick ``seq``: its cut is kept until the next."""
         self._held = seq
 
+    @property
+    def point(self) -> RestorePoint | None:
+        """The last complete checkpoint with task snapshots."""
+        return self.points[-1] if self.points else None
+
     def checkpointed(self, point: RestorePoint) -> None:
         """The checkpoint whose tick was held is complete (from the checkpointer's thread)."""
-        self.point = point
+        carried = [p for p in self.points if set(p.objects) & point.missing][-1:]
+        self.points = [*carried, point]
         if self._held is not None and self._held <= point.seq:
             self._held = None
 
+    def _holds(self) -> list[int]:
+        return [p.seq for p in self.points] + ([self._held] if self._held is not None else [])
+
     def floor(self, c: int) -> int:
         """The report time the fan-out prunes its backlog at, at report time ``c``: the
-        held or restorable checkpoint's (its windows' elements stay), else ``c``."""
-        for seq in (self._held, self.point.seq if self.point is not None else None):
-            got = next((x[1] for x in self._cuts if x[0] == seq), None) if seq is not None else None
+        held or restorable checkpoints' (their windows' elements stay), else ``c``."""
+        for seq in self._holds():
+            got = next((x[1] for x in self._cuts if x[0] == seq), None)
             if got is not None:
                 c = min(c, got)
         return c
@@ -256,11 +269,14 @@ class Recovery:
                 for name in names:
                     tried[name].add(sender)
                 restore = self._restorable(seq, names, owed, dst, prefer)
-                for part in (restore, [n for n in names if n not in restore]):
+                taken = {n for _, part in restore for n in part}
+                plain = [n for n in names if n not in taken]
+                parts: list[tuple[RestorePoint | None, list[str]]] = [*restore, (None, plain)]
+                for point, part in parts:
                     if not part:
                         continue
                     streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
-                    message, n_el = self._request(part, streams, cuts if part is not restore else [])
+                    message, n_el = self._request(part, streams, cuts, point)
                     self.fanout.send(dst, encode(message))
                     sent[message.id] = (dst, sender, part, n_el, time.perf_counter())
                     pending.add(message.id)
@@ -307,13 +323,14 @@ class Recovery:
         owed: Mapping[str, str | None],
         dst: str,
         prefer: Callable[[str], str | None],
-    ) -> list[str]:
-        """The queries of ``names`` that ``dst`` restores from the last checkpoint and feeds
-        forward (see the module docstring); the log says why each other one is not."""
-        point = self.point
-        out: list[str] = []
+    ) -> list[tuple[RestorePoint, list[str]]]:
+        """The queries of ``names`` that ``dst`` restores from the last checkpoint holding
+        them and feeds forward, by checkpoint (see the module docstring); the log says why
+        each other one is not."""
+        out: dict[int, list[str]] = {}
         for name in names:
             src = owed[name]
+            point = next((p for p in reversed(self.points) if name in p.objects), self.point)
             if point is None:
                 why = "no complete checkpoint with task snapshots"
             elif self.forwarded.get(name) == point.seq:
@@ -329,37 +346,39 @@ class Recovery:
             elif prefer(name) != dst:
                 why = f"its new owner ({prefer(name)}) is not the container asked ({dst})"
             else:
-                out.append(name)
+                out.setdefault(point.seq, []).append(name)
                 continue
             if self.not_restored.get(name) != why:
                 self.not_restored[name] = why
                 logger.info("driver: %s recomputed from the history, not restored: %s", name, why)
-        if out and point is not None:
-            for name in out:
+        groups = [(p, out[p.seq]) for p in self.points if p.seq in out]
+        for point, part in groups:
+            for name in part:
                 self.forwarded[name] = point.seq
                 self.not_restored.pop(name, None)
             logger.info(
                 "driver: %s restored on %s from the checkpoint at t=%d (tick %d) and fed forward to tick %d",
-                ", ".join(out),
+                ", ".join(part),
                 dst,
                 point.c,
                 point.seq,
                 seq,
             )
-        return out
+        return groups
 
     def _request(
-        self, names: list[str], streams: frozenset[int], cuts: list[tuple[int, int, np.ndarray]]
+        self,
+        names: list[str],
+        streams: frozenset[int],
+        cuts: list[tuple[int, int, np.ndarray]],
+        point: RestorePoint | None = None,
     ) -> tuple[Recompute, int]:
-        """A recompute request over ``cuts`` or, without them, a forward request from the
-        restore point's cut on."""
-        point = self.point
-        forward = not cuts and point is not None
+        """A recompute request over ``cuts`` or, with ``point``, a forward request from its
+        cut on to the last of ``cuts`` (and the ticks sent after it, :meth:`ahead`)."""
         owe = 0
-        if forward:
-            assert point is not None
-            cuts = [x for x in self._cuts if x[0] >= point.seq]
+        if point is not None:
             last = cuts[-1]
+            cuts = [x for x in self._cuts if point.seq <= x[0] <= last[0]]
             owe = last[1]
             cuts += [(s, c, last[2]) for s, c in self._ahead if s > last[0]]
         rows, at = self.fanout.history(streams, [x[2] for x in cuts])
@@ -369,8 +388,7 @@ class Recovery:
         self._next += 1
         els = Elements(self.run, ids, list(terms), meta, triples)
         ticks = [x[1] for x in cuts]
-        if forward:
-            assert point is not None
+        if point is not None:
             objects = {n: dict(point.objects[n]) for n in names}
             return Forward(self.run, self._next, names, ticks, at, els, point.uri, objects, owe), len(rows)
         return Recompute(self.run, self._next, names, ticks, at, els), len(rows)

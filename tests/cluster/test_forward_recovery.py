@@ -65,7 +65,7 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
     rec.checkpointed(RestorePoint(3, 3000, "file:///x", {"a": {"key": "k"}, "c": {"key": "k"}}))
     assert rec._restorable(3, ["a"], owed, "oc-2", owner) == []  # the owed tick is the checkpoint's
     assert rec._restorable(5, ["a"], owed, "oc-4", owner) == []  # not its new owner
-    assert rec._restorable(5, ["a", "b", "c"], owed, "oc-2", owner) == ["a"]
+    assert rec._restorable(5, ["a", "b", "c"], owed, "oc-2", owner) == [(rec.point, ["a"])]
     assert rec.not_restored == {
         "b": "checkpoint at t=3000 holds no snapshot of it",
         "c": "oc-3 did not die (stalled or restarted)",
@@ -81,12 +81,23 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
         5000,
         {"a": {"key": "k"}},
     )
+    # a checkpoint after the death lacks the dead container's queries: the one before stays
+    first = rec.point
+    rec.record(6, 6000, np.array([6], dtype=np.int64))
+    rec.checkpointed(RestorePoint(6, 6000, "file:///x", {"c": {"key": "k2"}}, frozenset({"a", "b"})))
+    assert rec.points == [first, rec.point] and rec.floor(6000) == 3000
+    assert rec._restorable(7, ["a", "d"], {"a": "oc-1", "d": "oc-1"}, "oc-2", owner) == []
+    assert rec.not_restored["d"] == "checkpoint at t=6000 holds no snapshot of it"
+    rec.forwarded.clear()
+    assert rec._restorable(7, ["a"], owed, "oc-2", owner) == [(first, ["a"])]
+    rec.checkpointed(RestorePoint(8, 8000, "file:///x", {"a": {"key": "k3"}}, frozenset()))
+    assert rec.points == [rec.point] and rec.point.seq == 8
 
 
 def _request(rec: Recovery, names: list[str], ahead: list[tuple[int, int]]) -> tuple[Any, int]:
     rec.fanout = cast(Fanout, SimpleNamespace(history=lambda _s, cuts: ([], [0] * len(cuts))))
     rec.ahead(ahead)
-    return rec._request(names, frozenset(), [])
+    return rec._request(names, frozenset(), list(rec._cuts)[-2:], rec.point)
 
 
 def test_forward_messages_round_trip_and_a_bad_one_is_refused() -> None:
