@@ -190,6 +190,7 @@ class ClusterEngine:
         self._peers = self.fanout.peers
         self.handovers = Handovers(spec.id, self.fanout, self.pump, answer_timeout, self._dead)
         self.recovery = Recovery(spec.id, self.fanout, dictionary, self.pump, answer_timeout, self._dead)
+        self.recovery.is_ready = lambda name, cid: cid in self._ready.get(name, {})  # (restore-forward)
         self.tasks = TaskSnapshots(spec.id)  # cluster checkpoints' operator state (:mod:`.tasksnapshots`)
         #: per query, the last report time whose lines were handed out (the result edge)
         self.written: dict[str, int] = {}

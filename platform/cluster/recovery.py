@@ -62,6 +62,9 @@ KEEP_CUTS = 4
 #: at most this many ticks' cuts are kept for a checkpoint to restore from (checkpoints that
 #: keep failing must not grow the cuts and the fan-out's backlog without bound)
 MAX_HELD_CUTS = 4096
+#: ``forward`` messages per query and checkpoint while its new owner has not announced it
+#: ready (one that came before the container saw its assignment is not kept there)
+MAX_FORWARDS = 3
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,10 @@ class Recovery:
         #: holding a query it lacks (a dead container's); none: plain recompute only
         self.points: list[RestorePoint] = []
         self._held: int | None = None  # the tick of a checkpoint being written
-        #: per query, the tick of the checkpoint it was restored from (once per checkpoint)
-        self.forwarded: dict[str, int] = {}
+        #: per query, the tick of the checkpoint it was last restored from, and how often
+        self.forwarded: dict[str, tuple[int, int]] = {}
+        #: whether a container announced a query ready (the driver's ``_ready``)
+        self.is_ready: Callable[[str, str], bool] = lambda _name, _cid: False
         #: per query, why its last recovery was not restored (logged once per reason)
         self.not_restored: dict[str, str] = {}
         self._ahead: list[tuple[int, int]] = []  # (seq, c) of ticks sent with the same cut
@@ -333,7 +338,9 @@ class Recovery:
             point = next((p for p in reversed(self.points) if name in p.objects), self.point)
             if point is None:
                 why = "no complete checkpoint with task snapshots"
-            elif self.forwarded.get(name) == point.seq:
+            elif self.forwarded.get(name, (-1, 0))[0] == point.seq and (
+                self.forwarded[name][1] >= MAX_FORWARDS or self.is_ready(name, dst)
+            ):
                 continue  # restored on its new owner already: the reports until it is ready are recomputed
             elif src is not None and not self.is_dead(src):
                 why = f"{src} did not die (stalled or restarted)"
@@ -354,7 +361,8 @@ class Recovery:
         groups = [(p, out[p.seq]) for p in self.points if p.seq in out]
         for point, part in groups:
             for name in part:
-                self.forwarded[name] = point.seq
+                done = self.forwarded.get(name, (-1, 0))
+                self.forwarded[name] = (point.seq, done[1] + 1 if done[0] == point.seq else 1)
                 self.not_restored.pop(name, None)
             logger.info(
                 "driver: %s restored on %s from the checkpoint at t=%d (tick %d) and fed forward to tick %d",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from linkstream.cluster.fanout import Fanout
-from linkstream.cluster.recovery import KEEP_CUTS, MAX_HELD_CUTS, Recovery, RestorePoint
+from linkstream.cluster.recovery import KEEP_CUTS, MAX_FORWARDS, MAX_HELD_CUTS, Recovery, RestorePoint
 from linkstream.containers.forwarding import read_snapshots
 from linkstream.containers.protocol import Elements, Forward, ProtocolError, decode, encode
 from linkstream.rdf.dictionary import MemoryDictionary
@@ -73,7 +73,15 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
     assert (
         "a restored on oc-2 from the checkpoint at t=3000 (tick 3) and fed forward to tick 5" in caplog.text
     )
-    assert rec._restorable(6, ["a"], owed, "oc-2", owner) == []  # once per checkpoint
+    ready: set[tuple[str, str]] = set()
+    rec.is_ready = lambda name, cid: (name, cid) in ready
+    assert rec._restorable(6, ["a"], owed, "oc-2", owner) == [(rec.point, ["a"])]  # not kept there yet
+    ready.add(("a", "oc-2"))
+    assert rec._restorable(6, ["a"], owed, "oc-2", owner) == []  # once it is ready there: no more
+    ready.clear()
+    assert rec._restorable(7, ["a"], owed, "oc-2", owner) == [(rec.point, ["a"])]
+    assert rec.forwarded["a"] == (3, MAX_FORWARDS)
+    assert rec._restorable(8, ["a"], owed, "oc-2", owner) == []  # MAX_FORWARDS at most
     message, _ = _request(rec, ["a"], [(6, 6000)])
     assert isinstance(message, Forward)
     assert (message.ticks, message.owe, message.objects) == (
