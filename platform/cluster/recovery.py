@@ -163,14 +163,15 @@ class Recovery:
         """Tick ``seq`` (report time ``c``) comes after ``counts`` elements of each stream."""
         self._cuts.append((seq, c, counts))
         keep = seq - KEEP_CUTS + 1
-        for old in [p for p in self.points if seq - p.seq > MAX_HELD_CUTS]:
+        points = self.points  # (replaced, never changed in place: the checkpointer's thread sets it)
+        for old in [p for p in points if seq - p.seq > MAX_HELD_CUTS]:
             logger.warning(
                 "driver: the checkpoint at t=%d is %d ticks old; a dead container's tasks are "
                 "recomputed and rebuilt, not restored from it",
                 old.c,
                 seq - old.seq,
             )
-            self.points.remove(old)
+            self.points = [p for p in points if seq - p.seq <= MAX_HELD_CUTS]
         if self._held is not None and seq - self._held > MAX_HELD_CUTS:
             self._held = None
         for held in self._holds():
