@@ -63,7 +63,8 @@ KEEP_CUTS = 4
 #: keep failing must not grow the cuts and the fan-out's backlog without bound)
 MAX_HELD_CUTS = 4096
 #: ``forward`` messages per query and checkpoint while its new owner has not announced it
-#: ready (one that came before the container saw its assignment is not kept there)
+#: ready, one per batch of ticks at most (one that came before the container saw its
+#: assignment, or before its streams were live there, is not kept there)
 MAX_FORWARDS = 3
 
 
@@ -145,8 +146,9 @@ class Recovery:
         #: holding a query it lacks (a dead container's); none: plain recompute only
         self.points: list[RestorePoint] = []
         self._held: int | None = None  # the tick of a checkpoint being written
-        #: per query, the tick of the checkpoint it was last restored from, and how often
-        self.forwarded: dict[str, tuple[int, int]] = {}
+        #: per query, the tick of the checkpoint it was last restored from, how often, and
+        #: the first tick of the batch it was last sent in
+        self.forwarded: dict[str, tuple[int, int, int]] = {}
         #: whether a container announced a query ready (the driver's ``_ready``)
         self.is_ready: Callable[[str, str], bool] = lambda _name, _cid: False
         #: per query, why its last recovery was not restored (logged once per reason)
@@ -339,8 +341,10 @@ class Recovery:
             point = next((p for p in reversed(self.points) if name in p.objects), self.point)
             if point is None:
                 why = "no complete checkpoint with task snapshots"
-            elif self.forwarded.get(name, (-1, 0))[0] == point.seq and (
-                self.forwarded[name][1] >= MAX_FORWARDS or self.is_ready(name, dst)
+            elif self.forwarded.get(name, (-1, 0, 0))[0] == point.seq and (
+                self.forwarded[name][1] >= MAX_FORWARDS
+                or self.forwarded[name][2] == self._batch(seq)
+                or self.is_ready(name, dst)
             ):
                 continue  # restored on its new owner already: the reports until it is ready are recomputed
             elif src is not None and not self.is_dead(src):
@@ -362,8 +366,9 @@ class Recovery:
         groups = [(p, out[p.seq]) for p in self.points if p.seq in out]
         for point, part in groups:
             for name in part:
-                done = self.forwarded.get(name, (-1, 0))
-                self.forwarded[name] = (point.seq, done[1] + 1 if done[0] == point.seq else 1)
+                done = self.forwarded.get(name, (-1, 0, 0))
+                n = done[1] + 1 if done[0] == point.seq else 1
+                self.forwarded[name] = (point.seq, n, self._batch(seq))
                 self.not_restored.pop(name, None)
             logger.info(
                 "driver: %s restored on %s from the checkpoint at t=%d (tick %d) and fed forward to tick %d",
@@ -374,6 +379,12 @@ class Recovery:
                 seq,
             )
         return groups
+
+    def _batch(self, seq: int) -> int:
+        """The first tick of the batch ``seq`` was sent in (nothing is admitted within one)."""
+        if not self._ahead or not self._ahead[0][0] <= seq <= self._ahead[-1][0]:
+            return seq
+        return self._ahead[0][0]
 
     def _request(
         self,

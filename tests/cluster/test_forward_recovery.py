@@ -77,11 +77,14 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
     rec.is_ready = lambda name, cid: (name, cid) in ready
     assert rec._restorable(6, ["a"], owed, "oc-2", owner) == [(rec.point, ["a"])]  # not kept there yet
     ready.add(("a", "oc-2"))
-    assert rec._restorable(6, ["a"], owed, "oc-2", owner) == []  # once it is ready there: no more
+    assert rec._restorable(7, ["a"], owed, "oc-2", owner) == []  # once it is ready there: no more
     ready.clear()
+    rec.ahead([(7, 7000), (8, 8000)])  # one batch: nothing admitted between its ticks
     assert rec._restorable(7, ["a"], owed, "oc-2", owner) == [(rec.point, ["a"])]
-    assert rec.forwarded["a"] == (3, MAX_FORWARDS)
-    assert rec._restorable(8, ["a"], owed, "oc-2", owner) == []  # MAX_FORWARDS at most
+    assert rec._restorable(8, ["a"], owed, "oc-2", owner) == []  # the same batch
+    assert rec.forwarded["a"] == (3, MAX_FORWARDS, 7)
+    assert rec._restorable(9, ["a"], owed, "oc-2", owner) == []  # MAX_FORWARDS at most
+    rec.ahead([])
     message, _ = _request(rec, ["a"], [(6, 6000)])
     assert isinstance(message, Forward)
     assert (message.ticks, message.owe, message.objects) == (
