@@ -32,6 +32,14 @@ Driver to container:
     tick (counted as ``sync`` ``counts`` count them); a container evaluates the tick only
     once it has applied that many of each stream it receives.
 
+``owned``
+    ``{"stream": iri, "first": int, "nt", "k", "n"}`` then the terms (msgpack list of
+    ``nt`` strings), the element table ``(2, k)`` int64 (event time, number of triples)
+    and the triples ``(n, 3)`` int64 as indexes into the terms: elements of one stream
+    sent by its *owner* coordinator (``run --zk --ingest direct``), the leader's applied
+    counts ``first .. first + k - 1`` (:class:`~linkstream.containers.cuts.CutGate`
+    orders them against the ticks' ``cuts``).  No dictionary of the sender's: each
+    message carries the terms of its triples.
 ``handover``
     ``{"query", "dst", "seq"}``: snapshot the operator state of ``query`` (after tick
     ``seq``, the last one sent) and send it back as a ``state`` message for ``dst``.
@@ -154,6 +162,24 @@ class Tick:
 
 
 @dataclass(frozen=True)
+class Owned:
+    """Elements of one stream from its owner coordinator, numbered by the leader's applied
+    counts (``first`` is the first one's); see the module docstring (``owned``).
+
+    Attributes:
+        meta: ``(2, k)`` int64: event time and triple count per element.
+        triples: ``(n, 3)`` int64 indexes into ``terms``.
+    """
+
+    run: str
+    stream: str
+    first: int
+    terms: list[str]
+    meta: np.ndarray
+    triples: np.ndarray
+
+
+@dataclass(frozen=True)
 class Hello:
     """A container is set up for ``run`` and listens at ``address``."""
 
@@ -273,6 +299,7 @@ class Recomputed:
 
 Message = (
     Elements
+    | Owned
     | Tick
     | Hello
     | Subscribe
@@ -343,6 +370,17 @@ def encode(message: Message) -> list[Frame]:
         return _bulk(message, header)
     if isinstance(message, Forward):
         return _forward_frames(message)
+    if isinstance(message, Owned):
+        meta, triples = _i8(message.meta).reshape(2, -1), _i8(message.triples).reshape(-1, 3)
+        return [
+            _pack(
+                {"kind": "owned", "run": message.run, "stream": message.stream, "first": message.first}
+                | {"nt": len(message.terms), "k": meta.shape[1], "n": triples.shape[0]}
+            ),
+            msgpack.packb(list(message.terms), use_bin_type=True),
+            meta.reshape(-1).data,
+            triples.reshape(-1).data,
+        ]
     if isinstance(message, Recompute):
         if len(message.ticks) != len(message.at):
             raise ProtocolError(f"{len(message.ticks)} ticks for {len(message.at)} positions")
@@ -515,6 +553,24 @@ def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
     return Elements(_str(h, "run"), ids, terms, meta, triples)
 
 
+def _owned(h: dict[str, Any], frames: Sequence[Frame]) -> Owned:
+    _frames(frames, 4, "owned")
+    nt, k, n = _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
+    try:
+        terms = msgpack.unpackb(_view(frames[1]), raw=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise ProtocolError(f"owned: terms are not valid msgpack: {exc}") from exc
+    if type(terms) is not list or len(terms) != nt or not all(type(t) is str for t in terms):
+        raise ProtocolError("owned: terms must be a list of nt strings")
+    meta = _array(frames[2], 2 * k, "element table").reshape(2, k)
+    triples = _array(frames[3], 3 * n, "triples").reshape(n, 3)
+    if k and (int(meta[1].min()) < 0 or int(meta[1].sum()) != n):
+        raise ProtocolError("owned: element sizes do not add up to the triples sent")
+    if n and (int(triples.min()) < 0 or int(triples.max()) >= nt):
+        raise ProtocolError("owned: a triple names a term outside the terms sent")
+    return Owned(_str(h, "run"), _str(h, "stream"), _int(h, "first", 0), terms, meta, triples)
+
+
 def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
     """The lines of each query: one frame holds every query's block, ``sizes`` their byte
     lengths in ``names`` order (one frame, not one per query: a tick of thousands of
@@ -584,6 +640,8 @@ def decode(frames: Sequence[Frame]) -> Message:
         return _recompute(h, frames)
     if kind == "forward":
         return _forward(h, frames)
+    if kind == "owned":
+        return _owned(h, frames)
     run = _str(h, "run")
     if kind == "tick":
         _frames(frames, 1, kind)

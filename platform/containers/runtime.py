@@ -51,6 +51,7 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -61,6 +62,7 @@ from kazoo.exceptions import KazooException
 from linkstream.containers.assigned import AssignedQueries
 from linkstream.containers.cuts import CutGate
 from linkstream.containers.forwarding import handle_forward
+from linkstream.containers.owned import EarlyRuns, OwnedApplier, OwnedSlice
 from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
 from linkstream.containers.protocol import (
     Elements,
@@ -69,6 +71,7 @@ from linkstream.containers.protocol import (
     Handover,
     Hello,
     Message,
+    Owned,
     ProtocolError,
     Recompute,
     Recomputed,
@@ -186,7 +189,8 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         self._spec_seen: RunSpec | None = None
         self._replica: RunReplica | None = None
         #: ticks (and the messages after them) wait here for their cuts (``--ingest direct``)
-        self._gate: CutGate[None, Message] = self._new_gate()
+        self._applier: OwnedApplier | None = None
+        self._gate: CutGate[int, Message] = self._new_gate()
         self._gated = False
         self._sender: Sender | None = None
         self._slots: dict[str, Slot] = {}
@@ -518,6 +522,12 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
                 self._reconcile()
             for j in {*message.meta[0].tolist(), *message.streams}:  # ticks waiting for these go
                 self._gate.reached(replica.spec.streams[j], replica.counts[j])
+            if message.sync_tick is not None:  # owners' runs that came before their stream's sync
+                index = {iri: j for j, iri in enumerate(replica.spec.streams)}
+                self._early.release(lambda s: index[s] in replica.live, self._gate.elements)
+                self._early.forget(lambda s: index[s] in replica.wanted)
+        elif isinstance(message, Owned):
+            self._owned(replica, message)
         elif isinstance(message, (Tick, Handover, State, Recompute)):
             cuts = self._cuts(replica, message)
             if cuts and not self._gated:
@@ -532,8 +542,27 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         else:
             logger.debug("%s: ignoring %s", self.id, type(message).__name__)
 
-    def _new_gate(self) -> CutGate[None, Message]:
-        return CutGate(lambda _stream, _els: None, self._released_by_gate)
+    def _new_gate(self) -> CutGate[int, Message]:
+        self._early = EarlyRuns()
+        return CutGate(self._apply_owned, self._released_by_gate)
+
+    def _owned(self, replica: RunReplica, message: Owned) -> None:
+        """Elements from a stream's owner (``--ingest direct``): to the gate once the stream
+        is live here, kept until its ``sync`` while only subscribed (:mod:`.owned`)."""
+        j = replica.spec.streams.index(message.stream) if message.stream in replica.spec.streams else -1
+        run = OwnedSlice(message)
+        self.metrics.ingest_elements.inc(len(run))
+        if j in replica.live:
+            self._gate.elements(message.stream, message.first, run)
+        elif j in replica.wanted:
+            self._early.keep(message.stream, run)
+
+    def _apply_owned(self, stream: str, run: Sequence[int]) -> None:
+        replica = self._replica
+        if replica is not None:
+            if self._applier is None or self._applier.replica is not replica:
+                self._applier = OwnedApplier(replica)
+            self._applier(stream, run)
 
     def _cuts(self, replica: RunReplica, message: Message) -> dict[str, int]:
         """The cuts of a tick for the streams this container receives (live: subscribed and
@@ -628,7 +657,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             self._send(Failed(run.id, self.id, "", f"operator placement: {exc}"))
 
 
-_KINDS: dict[type, str] = {Elements: "elements", Tick: "tick"}
+_KINDS: dict[type, str] = {Elements: "elements", Owned: "owned", Tick: "tick"}
 
 
 def serve(runtime: ContainerRuntime, stop: threading.Event) -> int:
