@@ -213,6 +213,8 @@ class OwnerDecisions:
     #: monotonic time of the last decisions received (polls wait a little after it)
     heard: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: gets the decisions learnt (new ones only, in offset order): the owners' sender
+    sink: Callable[[list[list[Any]]], None] | None = None
 
     def learn(self, floor: int | None, decisions: list[list[Any]], upto: int) -> None:
         """Takes a leader's answer: ``floor`` and ``decisions`` of :meth:`DecisionBook.take`;
@@ -225,9 +227,11 @@ class OwnerDecisions:
             if bound > self.decided:
                 self.lost += bound - self.decided
                 self.decided = bound
+            new = []
             for start, end, first, runs, error in decisions:
                 if end <= self.decided:
                     continue  # had it (a retried body, or an answer and a poll crossing)
+                new.append([start, end, first, runs, error])
                 if start > self.decided:
                     self.lost += start - self.decided
                 self.decided = end
@@ -236,6 +240,8 @@ class OwnerDecisions:
                     self.failed += 1
                 if first is not None and runs:
                     self.applied = int(first) + count_runs(runs)
+            if new and self.sink is not None:
+                self.sink(new)
 
     def status(self) -> dict[str, Any]:
         with self.lock:

@@ -109,8 +109,9 @@ class Fanout:
         self.messages_sent = 0
         #: bytes of ``els`` and ``sync`` messages (stream elements and their terms)
         self.element_bytes = 0
-        #: elements sent, summed over containers
+        #: elements sent, summed over containers (of them in ``els`` messages, not ``sync``)
         self.elements_sent = 0
+        self.live_elements = 0
         self._is_dead = is_dead
         self._on_wait = on_wait
         self._on_drop = on_drop
@@ -119,6 +120,11 @@ class Fanout:
         self._pending: list[tuple[int, int, np.ndarray]] = []
         self._pending_triples = 0
         self._count = [0] * len(self.streams)  # elements of each stream flushed so far
+        #: ``run --zk --ingest direct``: the streams' owners send the elements to the
+        #: containers; this fan-out numbers them by the leader's applied counts (``ingest``'s
+        #: ``count``), keeps the backlog (``sync``, recomputations) and sends no ``els``
+        self.owners_send = False
+        self._numbered: list[int | None] = []  # per pending element, its applied count
         self._backlog: list[deque[_Row]] = [deque() for _ in self.streams]
 
     # ------------------------------------------------------------------ streams
@@ -242,10 +248,19 @@ class Fanout:
 
     # ------------------------------------------------------------------ elements
 
-    def ingest(self, stream: int, t: int, triples: np.ndarray) -> None:
-        """Buffers one element of stream number ``stream`` for the next flush."""
+    def start_at(self, stream: int, count: int) -> None:
+        """``owners_send``: stream number ``stream``'s next element is applied count ``count``
+        (a run opened, or a stream added, after the leader applied ``count`` of them)."""
+        if not self._backlog[stream] and not any(k == stream for k, _, _ in self._pending):
+            self._count[stream] = count
+
+    def ingest(self, stream: int, t: int, triples: np.ndarray, count: int | None = None) -> None:
+        """Buffers one element of stream number ``stream`` for the next flush (``count``:
+        its applied count, when the owners send the elements)."""
         tr = np.ascontiguousarray(triples, dtype=np.int64).reshape(-1, 3)
         self._pending.append((stream, t, tr))
+        if self.owners_send:
+            self._numbered.append(count)
         self._pending_triples += len(tr)
         if self._pending_triples >= FLUSH_TRIPLES or len(self._pending) >= FLUSH_ELEMENTS:
             self.flush()
@@ -256,11 +271,23 @@ class Fanout:
             return
         pending, self._pending, self._pending_triples = self._pending, [], 0
         rows: list[_Row] = []
-        for k, t, tr in pending:
+        numbered, self._numbered = self._numbered, []
+        for i, (k, t, tr) in enumerate(pending):
+            n = numbered[i] if numbered else None
+            if n is not None and n != self._count[k]:
+                logger.warning(
+                    "fan-out: stream %s jumps from count %d to %d", self.streams[k], self._count[k], n
+                )
+                self._count[k] = n
             row = (k, self._count[k], t, tr)
             self._count[k] += 1
             self._backlog[k].append(row)
             rows.append(row)
+        if self.owners_send:  # the owners send them (the backlog serves syncs and recomputations):
+            for route in self.routes.values():  # a stream taken up again resumes after them
+                for k in route.streams:
+                    route.sent[k] = self._count[k]
+            return
         # Containers with the same streams get the same elements: select and join them once.
         by_streams: dict[frozenset[int], list[str]] = {}
         for cid, route in self.routes.items():
@@ -327,12 +354,17 @@ class Fanout:
             ids = new[cid]
             terms = [decoded[i] for i in np.searchsorted(every, ids).tolist()] if len(ids) else []
             tick, version, streams, counts = syncs.get(cid, (None, 0, (), ()))
-            frames = encode(Elements(self.run, ids, terms, meta, triples, tick, streams, version, counts))
+            els = Elements(
+                self.run, ids, terms, meta, triples, tick, streams, version, counts, self.owners_send
+            )
+            frames = encode(els)
             dest = self.routes.get(cid)
             if dest is None or not self._send(cid, frames):
                 continue
             self.element_bytes += sum(memoryview(f).nbytes for f in frames)
             self.elements_sent += len(rows)
+            if tick is None:
+                self.live_elements += len(rows)
             self._elements[cid] = self._elements.get(cid, 0) + len(rows)
             for k, seq, _t, _tr in rows:
                 if seq >= dest.sent[k]:

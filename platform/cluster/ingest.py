@@ -44,6 +44,7 @@ from linkstream.cluster.decisions import (
     Pending,
 )
 from linkstream.cluster.ingestwire import pack_elements, split_elements, unpack_elements, with_refs
+from linkstream.cluster.ownersender import OwnerSender
 from linkstream.cluster.streamowners import (
     ZK_WAIT_S,
     NotOwner,
@@ -183,6 +184,8 @@ class StreamIngest:
         self.stream_log: StreamLog | None = None
         self._poller: DecisionPoller | None = None
         self._poll_http: httpx.Client | None = None
+        #: ``--ingest direct``: sends the owned streams' decided elements to the containers
+        self.sender: OwnerSender | None = None
 
     # ------------------------------------------------------------------ routing
 
@@ -215,6 +218,11 @@ class StreamIngest:
             seq = self._seqs.get(iri)
             if seq is None or seq.epoch != own.epoch:
                 seq = self._seqs[iri] = _Sequence(own.epoch)
+                if self.stream_log is not None:  # --ingest direct: this owner sends the elements
+                    if self.sender is None:
+                        svc = self.service
+                        self.sender = OwnerSender(svc.client, svc.root, svc.security)
+                    seq.book.sink = partial(self.sender.decided, iri, own.epoch)
             return seq
 
     def push_elements(
@@ -244,6 +252,8 @@ class StreamIngest:
             heard: list[tuple[int | None, list[list[Any]]]] | None = None
             if self.stream_log is not None:  # --ingest direct: the body is durable here first
                 packed, elements = self._log_body(iri, seq.epoch, offset, elements, key)
+                if self.sender is not None:
+                    self.sender.add(iri, seq.epoch, offset, elements)
                 heard = []
                 if self._poller is None:
                     self._start_poller()
@@ -588,12 +598,27 @@ class StreamIngest:
             for iri, a in applied.items():
                 a["count"] = live.applied_count(iri)
         mine = {iri for iri, who in self.owners.all().items() if who == self.service.identifier}
-        return {
-            "owned": {iri: v for iri, v in owned.items() if iri in mine},
-            "applied": applied if self.service.leading() else {},
-        }
+        remote = self.service._remote
+        cluster = None if remote is None else remote.cluster
+        if cluster is not None and self.service.leading():  # what the leader routed itself
+            fan = cluster.fanout
+            routed = {
+                "routed": {"elements": fan.live_elements, "backlog": fan.elements_sent - fan.live_elements}
+            }
+        else:
+            routed = {}
+        return (
+            routed
+            | {
+                "owned": {iri: v for iri, v in owned.items() if iri in mine},
+                "applied": applied if self.service.leading() else {},
+            }
+            | ({"sender": self.sender.status()} if self.sender is not None else {})
+        )
 
     def close(self) -> None:
+        if self.sender is not None:
+            self.sender.close()
         if self._poller is not None:
             self._poller.close()
         if self._poll_http is not None:

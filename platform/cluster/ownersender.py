@@ -9,20 +9,45 @@ decision) -- the counts the containers' :class:`~linkstream.containers.cuts.CutG
 compares with the ticks' cuts.  An element the leader did not take is never sent; a body
 whose decision will not come (``lost``) is dropped unsent.  :func:`owned_message` packs
 a run into one :class:`~linkstream.containers.protocol.Owned` message (the terms of its
-bodies once, the triples as indexes into them).
+bodies once, the triples as indexes into them), and :class:`OwnerSender` sends the
+messages of every stream this coordinator owns to every container of the cluster (its
+own thread, one PUSH socket per container, CURVE as the leader's fan-out).
+
+Why every container, not the subscribed ones only: a container keeps the runs of the
+streams it subscribed to (held until their ``sync`` while the leader's answer is on its
+way) and drops the others, and a decision exists only once the leader's worker applied
+the element -- so a container that subscribes after dropping a run gets that element in
+the ``sync`` backlog of the leader's fan-out (which numbers it alike).  Sending to the
+subscribers only would need the owner to learn every subscription before its ``sync``.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
 
-from linkstream.containers.protocol import Owned
+from linkstream.containers.protocol import Owned, encode
+from linkstream.containers.security import Security, SecurityError
+from linkstream.containers.transport import Sender
 from linkstream.engine.live.batchpush import TermRows
+from linkstream.scheduler.keyring import MEMBER_FIELD
+from linkstream.scheduler.layout import ClusterLayout, decode
+
+logger = logging.getLogger(__name__)
+
+#: seconds between reads of the run node and the containers' membership
+REFRESH_S = 0.5
+#: seconds a send waits for a container that takes nothing (then the message is dropped for it)
+STALL_S = 30.0
 
 _Element = tuple[int, TermRows]
 
@@ -106,4 +131,148 @@ def owned_message(run: str, stream: str, first: int, elements: Sequence[_Element
     return Owned(run, stream, first, terms, meta.reshape(2, len(elements)), triples)
 
 
-__all__ = ["OwnedTail", "owned_message"]
+class OwnerSender:
+    """Sends the decided elements of this coordinator's streams to the containers.
+
+    :meth:`add` keeps a body (the owner calls it before the hand-off), :meth:`decided`
+    takes the leader's decisions on a stream (``OwnerDecisions.sink``; in offset order)
+    and queues the runs; the sender's thread packs each run once and sends it to every
+    container with the current run's id.
+    """
+
+    def __init__(self, client: KazooClient, root: str, security: Security) -> None:
+        self.client = client
+        self.layout = ClusterLayout(root)
+        self.security = security
+        self._run_path = ("" if self.layout.root == "/" else self.layout.root) + "/run"
+        self._tails: dict[tuple[str, int], OwnedTail] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[str, int, list[_Element]] | None] = queue.Queue()
+        self._senders: dict[str, tuple[str, Sender]] = {}  # container -> (address, socket)
+        self._run: str | None = None
+        self._read = 0.0
+        #: elements sent (per container summed), messages sent, runs sent to no run
+        self.elements_sent = 0
+        self.messages_sent = 0
+        self.unsent = 0
+        self._thread = threading.Thread(target=self._work, name="owner-sender", daemon=True)
+        self._thread.start()
+
+    def _tail(self, iri: str, epoch: int) -> OwnedTail:
+        with self._lock:
+            tail = self._tails.get((iri, epoch))
+            if tail is None:
+                for key in [k for k in self._tails if k[0] == iri and k[1] < epoch]:
+                    del self._tails[key]  # an older epoch's bodies: a new owner sequenced on
+                tail = self._tails[(iri, epoch)] = OwnedTail()
+            return tail
+
+    def add(self, iri: str, epoch: int, offset: int, elements: Sequence[_Element]) -> None:
+        """A body of ``iri`` sequenced at ``offset`` (before it is handed to the leader)."""
+        self._tail(iri, epoch).add(offset, elements)
+
+    def decided(self, iri: str, epoch: int, decisions: list[list[Any]]) -> None:
+        """The leader's decisions on ``iri``'s bodies (in offset order): their runs are sent."""
+        for first, elements in self._tail(iri, epoch).decide(decisions):
+            self._queue.put((iri, first, elements))
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            tails = list(self._tails.values())
+        return {
+            "elements_sent": self.elements_sent,
+            "messages_sent": self.messages_sent,
+            "unsent": self.unsent,
+            "waiting_bodies": sum(len(t) for t in tails),
+            "dropped": sum(t.dropped for t in tails),
+        }
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(5.0)
+        for _, sender in self._senders.values():
+            sender.close(linger_ms=200)
+        self._senders.clear()
+
+    # ------------------------------------------------------------------ the thread
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            batch = [item]
+            while item is not None:  # what was queued meanwhile: one message per stream
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                batch.append(item)
+            runs: dict[str, list[tuple[int, list[_Element]]]] = {}
+            for got in batch:
+                if got is None:
+                    continue
+                iri, first, elements = got
+                mine = runs.setdefault(iri, [])
+                if mine and mine[-1][0] + len(mine[-1][1]) == first:
+                    mine[-1][1].extend(elements)
+                else:
+                    mine.append((first, list(elements)))
+            for iri, parts in runs.items():
+                for first, elements in parts:
+                    try:
+                        self._send(iri, first, elements)
+                    except Exception:  # noqa: BLE001 - the thread must go on for the next runs
+                        logger.exception("owner sender: a run of <%s> could not be sent", iri)
+            if batch[-1] is None:
+                return
+
+    def _refresh(self) -> None:
+        try:
+            data, _ = self.client.get(self._run_path)
+            self._run = str(decode(data).get("id") or "") or None
+        except NoNodeError:
+            self._run = None
+        except (KazooException, ValueError):
+            logger.debug("owner sender: cannot read the run node", exc_info=True)
+        try:
+            members = self.client.get_children(self.layout.containers)
+        except (NoNodeError, KazooException):
+            members = list(self._senders)
+        for cid in [c for c in self._senders if c not in members]:
+            self._senders.pop(cid)[1].close(linger_ms=0)
+        for cid in members:
+            try:
+                doc = decode(self.client.get(self.layout.container(cid))[0])
+                address, key = str(doc.get("address") or ""), doc.get(MEMBER_FIELD)
+                known = self._senders.get(cid)
+                if known is not None and known[0] == address:
+                    continue
+                if known is not None:
+                    known[1].close(linger_ms=0)
+                if address:
+                    curve = self.security.client(key, f"container {cid}")
+                    self._senders[cid] = (
+                        address,
+                        Sender(address, sndhwm=10000, linger_ms=0, curve_keys=curve),
+                    )
+            except (NoNodeError, KazooException, ValueError, SecurityError) as exc:
+                logger.debug("owner sender: container %s: %s", cid, exc)
+        self._read = time.monotonic()
+
+    def _send(self, iri: str, first: int, elements: list[_Element]) -> None:
+        if time.monotonic() - self._read > REFRESH_S:
+            self._refresh()
+        if self._run is None:
+            self.unsent += len(elements)
+            return  # no run: the next run's sync brings them from the leader's backlog
+        frames = encode(owned_message(self._run, iri, first, elements))
+        for cid, (_, sender) in sorted(self._senders.items()):
+            if sender.offer_frames(frames, STALL_S):
+                self.elements_sent += len(elements)
+                self.messages_sent += 1
+            else:
+                logger.warning(
+                    "owner sender: container %s took no elements of <%s> for %.0f s", cid, iri, STALL_S
+                )
+
+
+__all__ = ["OwnedTail", "OwnerSender", "owned_message"]

@@ -142,9 +142,10 @@ class RemoteEngine:
         bind: Endpoint of the result socket.
         security: The coordinator's credential and CURVE keys (``None``: insecure).
         on_reject: Counts refused handshakes on the result socket.
-        cuts: Name in every tick, per stream, how many of its elements the run routed before
-            it (``run --zk --ingest direct``): containers evaluate a tick only once they
-            applied them (:class:`~linkstream.containers.cuts.CutGate`).
+        cuts: ``run --zk --ingest direct``: name in every tick, per stream, the leader's
+            applied count before it -- containers evaluate a tick only once they applied
+            that many (:class:`~linkstream.containers.cuts.CutGate`) -- and leave sending
+            the elements to the streams' owners (the fan-out keeps the backlog only).
     """
 
     def __init__(
@@ -167,6 +168,9 @@ class RemoteEngine:
     ) -> None:
         self.client = client
         self.cuts = cuts
+        #: the live engine's applied count of a stream (``LiveEngine.applied_count``), set by
+        #: the coordinator: with ``cuts`` the run numbers elements by it, as the owners do
+        self.applied: Callable[[str], int] | None = None
         self.security = security or Security.insecure()
         self.on_reject = on_reject
         self.base = base
@@ -227,9 +231,10 @@ class RemoteEngine:
         )
         cluster.failed = {}
         cluster.cuts = self.cuts
+        cluster.fanout.owners_send = self.cuts  # --ingest direct: the owners send the elements
         self.cluster, self._receiver = cluster, receiver
         for iri in self.buffers:  # streams pushed before: known to the run from the start
-            cluster.add_stream(iri, self.retention_ms)
+            self._add_stream(cluster, iri)
         self.run_node.update(cluster.spec)
         logger.info("live run %s opened (results at %s)", spec.id, receiver.endpoint)
         return cluster
@@ -249,6 +254,13 @@ class RemoteEngine:
         if receiver is not None:
             receiver.close()
         logger.info("live run %s closed", cluster.spec.id)
+
+    def _add_stream(self, cluster: _LiveClusterEngine, iri: str) -> None:
+        """Adds ``iri`` to the run; with ``cuts`` its elements are numbered from the worker's
+        applied count on (the owners number the elements they send so)."""
+        k = cluster.add_stream(iri, self.retention_ms)
+        if self.cuts and self.applied is not None:
+            cluster.fanout.start_at(k, self.applied(iri))
 
     def _publish(self) -> None:
         assert self.cluster is not None
@@ -297,7 +309,7 @@ class RemoteEngine:
         steps = tuple(sorted({w.spec.step_or(self.default_step) for w in cq.windows}))
         rq = RemoteQuery(cq, steps)
         for iri in dict.fromkeys(w.stream for w in cq.windows):
-            cluster.add_stream(iri, self.retention_ms)
+            self._add_stream(cluster, iri)
             self.buffers.setdefault(iri, _NoBuffer())
         self._unflushed[cq.name] = rq
         self.registered_tick[cq.name] = cluster.seq
@@ -361,7 +373,7 @@ class RemoteEngine:
         if buf is None:
             buf = self.buffers[iri] = _NoBuffer()
             if self.cluster is not None:
-                self.cluster.add_stream(iri, self.retention_ms)
+                self._add_stream(self.cluster, iri)
                 self._publish()
         return buf
 
@@ -369,8 +381,13 @@ class RemoteEngine:
         """Routes one element to the containers subscribed to ``stream``."""
         if self._unflushed:
             self.flush()
-        if self.cluster is not None:
-            self.cluster.ingest(stream, t, ids)
+        cluster = self.cluster
+        if cluster is not None:
+            if self.cuts and self.applied is not None:  # this element's applied count (the worker
+                # counts it once this returns)
+                cluster.fanout.ingest(cluster._stream_index[stream], t, ids, self.applied(stream))
+            else:
+                cluster.ingest(stream, t, ids)
 
     def poll(self) -> None:
         """Reads the containers' messages, admits new ones, updates the queries' states."""

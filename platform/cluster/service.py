@@ -206,6 +206,8 @@ class ClusterService(QueriesMixin):
         info = dict(meta or {})
         if api_url:
             info["api"] = api_url
+        if self.security.enabled:  # containers admit it (a stream's owner sends them elements)
+            info["curve"] = self.security.public_text
         self.coordinator = Coordinator(
             self.client,
             identifier,
@@ -508,6 +510,7 @@ class ClusterService(QueriesMixin):
             metrics=self.metrics,
         ).start()
         self._live, self._remote = live, remote
+        remote.applied = live.applied_count  # --ingest direct: the run numbers elements as owners do
         self._floor = latest
         if self.state_dir:
             # Every acknowledged element, registration and watermark, in the old leader's order:

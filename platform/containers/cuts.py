@@ -44,11 +44,20 @@ class CutGate(Generic[E, K]):
     Args:
         apply: Called with ``(stream, elements)``: elements to apply, in their stream's order.
         fire: Called with each tick whose cuts are reached, in the ticks' order.
+        bounded: While no waiting tick names a stream, apply its runs only up to the cut
+            of the last tick that named it (none before a tick names it): an owner's
+            elements may overtake the tick that comes before them, and the tick after
+            them is not here yet to say where they belong.
     """
 
-    def __init__(self, apply: Callable[[str, Sequence[E]], None], fire: Callable[[K], None]) -> None:
+    def __init__(
+        self, apply: Callable[[str, Sequence[E]], None], fire: Callable[[K], None], bounded: bool = False
+    ) -> None:
         self._apply = apply
         self._fire = fire
+        self._bounded = bounded
+        #: per stream, the cut of the last tick evaluated that named it
+        self._last: dict[str, int] = {}
         #: per stream, the elements applied (the next element's applied count)
         self.applied: dict[str, int] = {}
         self._held: dict[str, dict[int, Sequence[E]]] = {}  # stream -> first count -> run
@@ -105,6 +114,8 @@ class CutGate(Generic[E, K]):
         for cuts, _ in self._ticks:
             if stream in cuts:
                 return cuts[stream]
+        if self._bounded:
+            return max(self._last.get(stream, 0), self.applied.get(stream, 0))
         return None
 
     def _drain(self) -> None:
@@ -115,7 +126,8 @@ class CutGate(Generic[E, K]):
                 if not held:
                     del self._held[stream]
             if self._ticks and all(self.applied.get(s, 0) >= n for s, n in self._ticks[0][0].items()):
-                _, tick = self._ticks.popleft()
+                cuts, tick = self._ticks.popleft()
+                self._last.update(cuts)
                 self._fire(tick)
                 moved = True
             if not moved:

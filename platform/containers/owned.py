@@ -71,7 +71,7 @@ class OwnedApplier:
 
     def __init__(self, replica: RunReplica) -> None:
         self.replica = replica
-        self._coded: tuple[int, np.ndarray] | None = None  # (id of the message, its terms' ids)
+        self._coded: tuple[Owned, np.ndarray] | None = None  # (the message, its terms' ids)
         #: elements applied from owners (all streams)
         self.elements = 0
 
@@ -79,9 +79,9 @@ class OwnedApplier:
         assert isinstance(run, OwnedSlice)
         replica, message = self.replica, run.message
         j = replica.spec.streams.index(stream)
-        if self._coded is None or self._coded[0] != id(message):
+        if self._coded is None or self._coded[0] is not message:  # held: its id is not reused
             ids = np.asarray(replica.engine.dictionary.encode_many(message.terms), dtype=np.int64)
-            self._coded = (id(message), ids)
+            self._coded = (message, ids)
         ids = self._coded[1]
         times, at = message.meta[0].tolist(), run.offsets
         for i in range(run.lo, run.hi):

@@ -139,6 +139,9 @@ class Elements:
     streams: tuple[int, ...] = ()
     version: int = 0
     counts: tuple[int, ...] = ()
+    #: ``sync`` of a run whose streams' owners send the elements (``--ingest direct``): the
+    #: counts of streams received before this ``sync`` stay the container's own
+    owners: bool = False
 
 
 @dataclass(frozen=True)
@@ -367,6 +370,8 @@ def encode(message: Message) -> list[Frame]:
             )
             if message.counts:
                 header["counts"] = [int(n) for n in message.counts]
+            if message.owners:
+                header["owners"] = True
         return _bulk(message, header)
     if isinstance(message, Forward):
         return _forward_frames(message)
@@ -547,9 +552,8 @@ def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
         counts = _counts(h, "counts") if "counts" in h else ()
         if counts and len(counts) != len(streams):
             raise ProtocolError("sync: counts must hold one count per stream")
-        return Elements(
-            _str(h, "run"), ids, terms, meta, triples, _int(h, "tick", 0), streams, _int(h, "sub", 0), counts
-        )
+        tick, sub, owners = _int(h, "tick", 0), _int(h, "sub", 0), h.get("owners") is True
+        return Elements(_str(h, "run"), ids, terms, meta, triples, tick, streams, sub, counts, owners)
     return Elements(_str(h, "run"), ids, terms, meta, triples)
 
 

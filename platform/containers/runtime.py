@@ -503,7 +503,13 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             if message.sync_tick is None and not replica.synced:
                 raise ProtocolError("elements before the sync message")
             t0 = time.perf_counter()
+            # --ingest direct: a stream received before this sync goes on at the count the owners'
+            # runs brought it to (the sync's count may be ahead of runs still on their way)
+            kept = {j: replica.counts[j] for j in replica.live} if message.owners else {}
             replica.apply(message)
+            for j, n in kept.items():
+                if j in replica.live:
+                    replica.counts[j] = n
             m.batch_latency.observe(time.perf_counter() - t0)
             m.ingest_elements.inc(message.meta.shape[1])
             if message.meta.shape[1]:
@@ -544,7 +550,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
 
     def _new_gate(self) -> CutGate[int, Message]:
         self._early = EarlyRuns()
-        return CutGate(self._apply_owned, self._released_by_gate)
+        return CutGate(self._apply_owned, self._released_by_gate, bounded=True)
 
     def _owned(self, replica: RunReplica, message: Owned) -> None:
         """Elements from a stream's owner (``--ingest direct``): to the gate once the stream

@@ -6,7 +6,9 @@ process exists:
 
 * an operator container: ``curve`` in its membership node (``<root>/containers/<id>``);
 * a driver (``replay --zk``, the leading coordinator's live run): ``driver_key`` of the
-  run node (``<root>/run``).
+  run node (``<root>/run``);
+* a coordinator (``run --zk``): ``curve`` in its node (``<root>/coordinators/<id>``) --
+  with ``--ingest direct`` a stream's owner sends the containers its elements.
 
 Only cluster members can write those nodes (:mod:`.zkclient` ACLs), so a key found
 there is a cluster process's.  :class:`KeyRing` answers the two questions the data plane
@@ -69,7 +71,7 @@ class KeyRing:
             return None
 
     def keys(self) -> set[bytes]:
-        """Every published key: the containers' and the running driver's."""
+        """Every published key: the containers', the coordinators' and the running driver's."""
         found = set(self.extra)
         containers = self.layout.containers
         try:
@@ -77,9 +79,16 @@ class KeyRing:
             children = self.client.get_children(containers)
         except NoNodeError:
             children = []
-        for cid in children:
+        try:  # coordinators publish theirs too: a stream's owner sends containers its elements
+            coordinators = self.client.get_children(self.layout.coordinators)
+        except NoNodeError:
+            coordinators = []
+        paths = [f"{containers}/{cid}" for cid in children] + [
+            f"{self.layout.coordinators}/{ident}" for ident in coordinators
+        ]
+        for path in paths:
             try:
-                data, _ = self.client.get(f"{containers}/{cid}")
+                data, _ = self.client.get(path)
                 key = _key(decode(data).get(MEMBER_FIELD))
             except (NoNodeError, ValueError):
                 continue

@@ -147,6 +147,17 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
             ):
                 time.sleep(0.2)
         status = {cid: c.status() for cid, c in clients.items()}
+        routed = status[leader]["ingest"]["routed"]
+        if ingest == "direct":  # the owners sent the elements: the leader only the sync backlogs
+            assert routed["elements"] == 0, routed
+            for cid in (leader, standby):  # each owner sent its stream's taken elements to both containers
+                sender = status[cid]["ingest"]["sender"]
+                assert sender["elements_sent"] > 0 and sender["waiting_bodies"] == 0, (cid, sender)
+                assert sender["dropped"] == 0 and sender["unsent"] == 0, (cid, sender)
+        else:
+            assert routed["elements"] > 0 and "sender" not in status[leader]["ingest"], status[leader][
+                "ingest"
+            ]
         counts = {}
         for s in streams:
             owned = status[owners[s][0]]["ingest"]["owned"]

@@ -82,3 +82,21 @@ def test_ticks_without_cuts_are_the_bytes_they_were() -> None:
     assert b"cuts" not in b"".join(bytes(f) for f in encode(plain))
     assert decode(encode(plain)) == plain and decode(encode(cut)) == cut
     assert decode(encode(cut)).cuts == {A: 7}
+
+
+def test_a_bounded_gate_holds_elements_until_a_tick_names_them() -> None:
+    # an owner's elements overtook the tick before them: nothing says yet where they belong
+    log: list[tuple[str, object]] = []
+    gate: CutGate[str, str] = CutGate(
+        lambda stream, els: log.append(("els", (stream, list(els)))),
+        lambda tick: log.append(("tick", tick)),
+        bounded=True,
+    )
+    gate.elements(A, 0, ["a0", "a1", "a2"])
+    assert log == []  # no tick named A yet
+    gate.tick({A: 1}, "t1")
+    assert log == [("els", (A, ["a0"])), ("tick", "t1")]  # a1, a2 are after t1: held
+    gate.tick({A: 3}, "t2")
+    assert log[-2:] == [("els", (A, ["a1", "a2"])), ("tick", "t2")]
+    gate.elements(A, 3, ["a3"])
+    assert log[-1] == ("tick", "t2") and gate.applied[A] == 3
