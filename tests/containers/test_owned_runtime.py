@@ -74,7 +74,9 @@ def test_owned_runs_are_gated_by_the_ticks_cuts(
     _until(lambda: replica.ticks == 1)
     time.sleep(0.3)
     # count 8 is held after the tick went: the next tick (not here yet) says where it belongs
-    assert replica.counts[0] == 8 and _window(rt) == [(t, tr) for t, els in _body(times[:3]) for tr in els[:1]]
+    assert replica.counts[0] == 8 and _window(rt) == [
+        (t, tr) for t, els in _body(times[:3]) for tr in els[:1]
+    ]
     assert not any("beyond its cuts" in r.getMessage() for r in caplog.records)
 
     to.offer_frames(encode(Tick(RUN, 2, 1350, [], {}, {}, {S0: 9})), 5.0)
