@@ -17,9 +17,11 @@ process sequences each stream).
 
 What stays on the leader: the live engine (event time, watermarks, ``--idle-ms``,
 late elements, report times) decides on every element and drives the ticks, so the
-answers and results are those of embedded ``run``.  Elements still pass through it to
-the containers' data plane (see ``docs/architecture.md``: owners sending to the
-subscribed containers directly is the next step).
+answers and results are those of embedded ``run``.  With ``--ingest leader`` the elements
+pass through it to the containers' data plane; with ``--ingest direct`` the owner sends
+the elements the leader's worker applied to the containers itself
+(:class:`~linkstream.cluster.ownersender.OwnerSender`; ``docs/architecture.md``, "Direct
+ingest").
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ routed before the tick), the container's replica counts the elements it applied 
 way (a ``sync`` sets a stream's count, each element adds one), and the runtime hands
 each tick -- and every message that must come after it -- to the gate, naming only the
 streams it receives (:meth:`reached` after each applied message).  The elements still
-come on the leader's socket, in order with the ticks, so a tick waits only if that order
-broke; the owners' sender (step 2) will call :meth:`elements` instead.
+came on the leader's socket then, in order with the ticks; since the owners' sender (step
+2, :mod:`linkstream.containers.owned`) they come from the owners through :meth:`elements`,
+and the gate is *bounded*: an owner's elements beyond the last cut wait for the next tick.
 """
 
 from __future__ import annotations

@@ -149,8 +149,9 @@ class Tick:
     """Report time ``c`` (tick ``seq``); see the module docstring.
 
     ``cuts`` (``run --zk --ingest direct``, empty otherwise and then not on the wire): per
-    stream IRI, how many of its elements the run had routed before this tick (the leader's
-    :class:`~linkstream.cluster.fanout.Fanout` counts) -- a container evaluates the tick
+    stream IRI, how many of its elements the leader's worker had applied before this tick
+    (its applied counts, as the leader's :class:`~linkstream.cluster.fanout.Fanout` and the
+    owners' ``owned`` messages number them) -- a container evaluates the tick
     only once it applied that many elements of each stream it receives
     (:class:`~linkstream.containers.cuts.CutGate`).
     """

@@ -496,7 +496,11 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
 
     def _handle(self, message: Message) -> None:
         replica = self._replica
-        if replica is None or getattr(message, "run", None) != self._run_id:
+        # an owner's elements are named by the leader's applied counts, which go on across runs
+        # and leaders: one the owner stamped with the run it knew is this run's all the same
+        if replica is None or (
+            getattr(message, "run", None) != self._run_id and not isinstance(message, Owned)
+        ):
             return  # another run's message (or no run here any more)
         m = self.metrics
         if isinstance(message, Elements):
