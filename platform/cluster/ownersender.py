@@ -264,9 +264,6 @@ class OwnerSender:
         if self._run is None:
             self.unsent += len(elements)
             return  # no run: the next run's sync brings them from the leader's backlog
-        # the run id is informative: containers take an owner's elements in whatever run they
-        # are (the applied counts name them across runs), so a run id read before a new
-        # leader's run opened loses nothing
         frames = encode(owned_message(self._run, iri, first, elements))
         for cid, (_, sender) in sorted(self._senders.items()):
             if sender.offer_frames(frames, STALL_S):

@@ -496,11 +496,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
 
     def _handle(self, message: Message) -> None:
         replica = self._replica
-        # an owner's elements are named by the leader's applied counts, which go on across runs
-        # and leaders: one the owner stamped with the run it knew is this run's all the same
-        if replica is None or (
-            getattr(message, "run", None) != self._run_id and not isinstance(message, Owned)
-        ):
+        if replica is None or getattr(message, "run", None) != self._run_id:
             return  # another run's message (or no run here any more)
         m = self.metrics
         if isinstance(message, Elements):
