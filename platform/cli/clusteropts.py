@@ -43,11 +43,13 @@ def add_cluster_options(rp: argparse.ArgumentParser) -> None:
     )
     cl.add_argument(
         "--ingest",
-        choices=["leader", "direct"],
+        choices=["leader", "direct", "owners"],
         default="leader",
         help="leader (default): the leader's ingest log holds every pushed body; direct: each stream's "
         "owner coordinator logs its bodies in --state-dir (needed) before the hand-off and the "
-        "leader's log refers to them (docs/architecture.md, Direct ingest)",
+        "leader's log refers to them; owners: direct, and the owners send the elements to the "
+        "containers, not the leader (experimental: no owner-served backlog yet; "
+        "docs/architecture.md, Direct ingest)",
     )
     cl.add_argument(
         "--stream-segment-mb",

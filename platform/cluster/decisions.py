@@ -213,10 +213,11 @@ class OwnerDecisions:
     #: monotonic time of the last decisions received (polls wait a little after it)
     heard: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: gets the decisions learnt (new ones only, in offset order): the owners' sender
-    sink: Callable[[list[list[Any]]], None] | None = None
+    #: gets the decisions learnt (new ones only, in offset order) and the id of the leader's
+    #: run they were made in: the owners' sender
+    sink: Callable[[list[list[Any]], str | None], None] | None = None
 
-    def learn(self, floor: int | None, decisions: list[list[Any]], upto: int) -> None:
+    def learn(self, floor: int | None, decisions: list[list[Any]], upto: int, run: str | None = None) -> None:
         """Takes a leader's answer: ``floor`` and ``decisions`` of :meth:`DecisionBook.take`;
         ``upto`` is the offset below which every body had been answered when it was asked
         (the leader's floor above the known offsets, or no floor, means the decisions of
@@ -241,7 +242,7 @@ class OwnerDecisions:
                 if first is not None and runs:
                     self.applied = int(first) + count_runs(runs)
             if new and self.sink is not None:
-                self.sink(new)
+                self.sink(new, run)
 
     def status(self) -> dict[str, Any]:
         with self.lock:
@@ -266,7 +267,7 @@ class DecisionPoller:
     def __init__(
         self,
         wanted: Callable[[], list[tuple[str, int, int, int, OwnerDecisions]]],
-        ask: Callable[[list[list[Any]]], dict[str, tuple[int | None, list[list[Any]]]] | None],
+        ask: Callable[[list[list[Any]]], dict[str, tuple[Any, ...]] | None],
     ) -> None:
         self._wanted = wanted
         self._ask = ask
@@ -292,8 +293,8 @@ class DecisionPoller:
             return 0
         for iri, _, _, upto, book in want:
             if iri in got:
-                floor, decisions = got[iri]
-                book.learn(floor, decisions, upto)
+                floor, decisions, *run = got[iri]  # the leader's run id (--ingest direct, since session 19)
+                book.learn(floor, decisions, upto, run[0] if run else None)
         return len(want)
 
     def close(self) -> None:

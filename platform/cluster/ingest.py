@@ -186,7 +186,8 @@ class StreamIngest:
         self.stream_log: StreamLog | None = None
         self._poller: DecisionPoller | None = None
         self._poll_http: httpx.Client | None = None
-        #: ``--ingest direct``: sends the owned streams' decided elements to the containers
+        #: ``--ingest owners``: sends the owned streams' decided elements to the containers
+        self.owners_send = False
         self.sender: OwnerSender | None = None
 
     # ------------------------------------------------------------------ routing
@@ -220,7 +221,7 @@ class StreamIngest:
             seq = self._seqs.get(iri)
             if seq is None or seq.epoch != own.epoch:
                 seq = self._seqs[iri] = _Sequence(own.epoch)
-                if self.stream_log is not None:  # --ingest direct: this owner sends the elements
+                if self.owners_send:  # --ingest owners: this owner sends the elements
                     if self.sender is None:
                         svc = self.service
                         self.sender = OwnerSender(svc.client, svc.root, svc.security)
@@ -251,7 +252,7 @@ class StreamIngest:
         with seq.lock:
             offset = seq.next
             packed = None
-            heard: list[tuple[int | None, list[list[Any]]]] | None = None
+            heard: list[tuple[int | None, list[list[Any]], str | None]] | None = None
             if self.stream_log is not None:  # --ingest direct: the body is durable here first
                 packed, elements = self._log_body(iri, seq.epoch, offset, elements, key)
                 if self.sender is not None:
@@ -266,14 +267,14 @@ class StreamIngest:
                     iri, seq.epoch, offset, elements, key, owner=self.service.identifier, heard=heard
                 )
                 if heard is not None:
-                    heard.append(self.decisions(iri, seq.epoch, after))
+                    heard.append((*self.decisions(iri, seq.epoch, after), self.run_id()))
             else:
                 flags, error = self._hand_off(
                     iri, seq.epoch, offset, elements, key, timeout, packed, heard, after
                 )
             seq.next = offset + len(flags) + (1 if isinstance(error, EventTimeError) else 0)
-            for floor, decisions in heard or ():  # decisions on this stream's earlier bodies
-                seq.book.learn(floor, decisions, offset)
+            for floor, decisions, run in heard or ():  # decisions on this stream's earlier bodies
+                seq.book.learn(floor, decisions, offset, run)
         return flags, error
 
     def _body(
@@ -333,7 +334,7 @@ class StreamIngest:
         key: str | None,
         timeout: float | None,
         packed: bytes | None = None,
-        heard: list[tuple[int | None, list[list[Any]]]] | None = None,
+        heard: list[tuple[int | None, list[list[Any]], str | None]] | None = None,
         after: int = 0,
     ) -> tuple[list[bool], Exception | None]:
         """Hands one body to the leader.  ``heard`` (``--ingest direct``): appended the
@@ -359,8 +360,8 @@ class StreamIngest:
                     if r.status_code == 200:
                         doc = r.json()
                         if heard is not None and doc.get("decided"):
-                            floor, decisions = doc["decided"]
-                            heard.append((floor, decisions))
+                            floor, decisions, *run = doc["decided"]
+                            heard.append((floor, decisions, run[0] if run else None))
                         return self._answer(doc)
                     if r.status_code == 409:  # a newer owner took the stream over
                         self.owners.forget(iri)
@@ -373,7 +374,7 @@ class StreamIngest:
                     iri, epoch, offset, elements, key, owner=self.service.identifier, heard=heard
                 )
                 if heard is not None:
-                    heard.append(self.decisions(iri, epoch, after))
+                    heard.append((*self.decisions(iri, epoch, after), self.run_id()))
                 return got
             self.service.forget_leader()
             if not service.client.connected:  # no leader can be found until ZooKeeper is back
@@ -535,8 +536,8 @@ class StreamIngest:
         except (TypeError, ValueError) as exc:  # a triple that is not three terms
             return 400, {"error": f"ingest body: {exc}"}
         out: dict[str, Any] = {"flags": flags, "error": None}
-        if heard is not None:
-            out["decided"] = list(self.decisions(iri, epoch, offset if after is None else after))
+        if heard is not None:  # [floor, decisions, the run they were made in]
+            out["decided"] = [*self.decisions(iri, epoch, offset if after is None else after), self.run_id()]
         if isinstance(error, EventTimeError):
             out["error"] = {"kind": "time", "message": str(error), "t": error.t, "reason": error.reason}
         elif error is not None:
@@ -552,7 +553,10 @@ class StreamIngest:
             asked = [(str(iri), int(epoch), int(after)) for iri, epoch, after in polls]
         except (TypeError, ValueError) as exc:
             return 400, {"error": f"decision poll: {exc}"}
-        return 200, {"decided": {iri: list(self.decisions(iri, epoch, after)) for iri, epoch, after in asked}}
+        run = self.run_id()
+        return 200, {
+            "decided": {iri: [*self.decisions(iri, epoch, after), run] for iri, epoch, after in asked}
+        }
 
     def _start_poller(self) -> None:
         """``--ingest direct``: the owner's thread asking for the decisions no answer brought."""
@@ -565,11 +569,20 @@ class StreamIngest:
             seqs = list(self._seqs.items())
         return [(iri, s.epoch, s.book.decided, s.next, s.book) for iri, s in seqs if s.book.decided < s.next]
 
-    def _ask(self, polls: list[list[Any]]) -> dict[str, tuple[int | None, list[list[Any]]]] | None:
+    def run_id(self) -> str | None:
+        """The leader's live run (``None``: none open): its decisions are stamped with it, and
+        an owner sends the elements they name to that run only (a container of another run
+        drops them -- a dead leader's run may hold elements its successor never had)."""
+        remote = self.service._remote
+        cluster = None if remote is None else remote.cluster
+        return None if cluster is None else cluster.spec.id
+
+    def _ask(self, polls: list[list[Any]]) -> dict[str, tuple[Any, ...]] | None:
         """The leader's answer to a decision poll (``None``: no leader answers now)."""
         service = self.service
         if service.leading() and service._ready.is_set():
-            return {iri: self.decisions(iri, epoch, after) for iri, epoch, after in polls}
+            run = self.run_id()
+            return {iri: (*self.decisions(iri, epoch, after), run) for iri, epoch, after in polls}
         # while ZooKeeper is away, the leader last known (asking would hold the thread)
         ident, url = service.leader() if service.client.connected else service._leader_cache[1:]
         if not url or ident == service.identifier:
@@ -583,7 +596,7 @@ class StreamIngest:
             return None
         if r.status_code != 200:
             return None
-        return {str(iri): (fd[0], fd[1]) for iri, fd in r.json()["decided"].items()}
+        return {str(iri): tuple(fd) for iri, fd in r.json()["decided"].items()}
 
     def status(self) -> dict[str, Any]:
         """Owned streams (epoch, next offset; ``--ingest direct``: what the owner knows of

@@ -44,7 +44,7 @@ from linkstream.scheduler.layout import ClusterLayout, decode
 
 logger = logging.getLogger(__name__)
 
-#: seconds between reads of the run node and the containers' membership
+#: seconds between reads of the containers' membership
 REFRESH_S = 0.5
 #: seconds a send waits for a container that takes nothing (then the message is dropped for it)
 STALL_S = 30.0
@@ -137,19 +137,18 @@ class OwnerSender:
     :meth:`add` keeps a body (the owner calls it before the hand-off), :meth:`decided`
     takes the leader's decisions on a stream (``OwnerDecisions.sink``; in offset order)
     and queues the runs; the sender's thread packs each run once and sends it to every
-    container with the current run's id.
+    container, stamped with the run of the leader that decided them (a container of another
+    run drops them: its ``sync`` brought what its own leader decided).
     """
 
     def __init__(self, client: KazooClient, root: str, security: Security) -> None:
         self.client = client
         self.layout = ClusterLayout(root)
         self.security = security
-        self._run_path = ("" if self.layout.root == "/" else self.layout.root) + "/run"
         self._tails: dict[tuple[str, int], OwnedTail] = {}
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[str, int, list[_Element]] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, str, int, list[_Element]] | None] = queue.Queue()
         self._senders: dict[str, tuple[str, Sender]] = {}  # container -> (address, socket)
-        self._run: str | None = None
         self._read = 0.0
         #: elements sent (per container summed), messages sent, runs sent to no run
         self.elements_sent = 0
@@ -171,10 +170,15 @@ class OwnerSender:
         """A body of ``iri`` sequenced at ``offset`` (before it is handed to the leader)."""
         self._tail(iri, epoch).add(offset, elements)
 
-    def decided(self, iri: str, epoch: int, decisions: list[list[Any]]) -> None:
-        """The leader's decisions on ``iri``'s bodies (in offset order): their runs are sent."""
-        for first, elements in self._tail(iri, epoch).decide(decisions):
-            self._queue.put((iri, first, elements))
+    def decided(self, iri: str, epoch: int, decisions: list[list[Any]], run: str | None) -> None:
+        """The leader's decisions on ``iri``'s bodies (in offset order), made in its run
+        ``run``: their elements are sent to that run (none open: to nobody)."""
+        got = self._tail(iri, epoch).decide(decisions)
+        for first, elements in got:
+            if run is None:
+                self.unsent += len(elements)  # no run: the next run's sync starts after them
+            else:
+                self._queue.put((run, iri, first, elements))
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -206,33 +210,26 @@ class OwnerSender:
                 except queue.Empty:
                     break
                 batch.append(item)
-            runs: dict[str, list[tuple[int, list[_Element]]]] = {}
+            runs: dict[tuple[str, str], list[tuple[int, list[_Element]]]] = {}
             for got in batch:
                 if got is None:
                     continue
-                iri, first, elements = got
-                mine = runs.setdefault(iri, [])
+                run, iri, first, elements = got
+                mine = runs.setdefault((run, iri), [])
                 if mine and mine[-1][0] + len(mine[-1][1]) == first:
                     mine[-1][1].extend(elements)
                 else:
                     mine.append((first, list(elements)))
-            for iri, parts in runs.items():
+            for (run, iri), parts in runs.items():
                 for first, elements in parts:
                     try:
-                        self._send(iri, first, elements)
+                        self._send(run, iri, first, elements)
                     except Exception:  # noqa: BLE001 - the thread must go on for the next runs
                         logger.exception("owner sender: a run of <%s> could not be sent", iri)
             if batch[-1] is None:
                 return
 
     def _refresh(self) -> None:
-        try:
-            data, _ = self.client.get(self._run_path)
-            self._run = str(decode(data).get("id") or "") or None
-        except NoNodeError:
-            self._run = None
-        except (KazooException, ValueError):
-            logger.debug("owner sender: cannot read the run node", exc_info=True)
         try:
             members = self.client.get_children(self.layout.containers)
         except (NoNodeError, KazooException):
@@ -258,13 +255,10 @@ class OwnerSender:
                 logger.debug("owner sender: container %s: %s", cid, exc)
         self._read = time.monotonic()
 
-    def _send(self, iri: str, first: int, elements: list[_Element]) -> None:
+    def _send(self, run: str, iri: str, first: int, elements: list[_Element]) -> None:
         if time.monotonic() - self._read > REFRESH_S:
             self._refresh()
-        if self._run is None:
-            self.unsent += len(elements)
-            return  # no run: the next run's sync brings them from the leader's backlog
-        frames = encode(owned_message(self._run, iri, first, elements))
+        frames = encode(owned_message(run, iri, first, elements))
         for cid, (_, sender) in sorted(self._senders.items()):
             if sender.offer_frames(frames, STALL_S):
                 self.elements_sent += len(elements)

@@ -142,10 +142,12 @@ class RemoteEngine:
         bind: Endpoint of the result socket.
         security: The coordinator's credential and CURVE keys (``None``: insecure).
         on_reject: Counts refused handshakes on the result socket.
-        cuts: ``run --zk --ingest direct``: name in every tick, per stream, the leader's
-            applied count before it -- containers evaluate a tick only once they applied
-            that many (:class:`~linkstream.containers.cuts.CutGate`) -- and leave sending
-            the elements to the streams' owners (the fan-out keeps the backlog only).
+        cuts: ``run --zk --ingest direct``: name in every tick, per stream, how many of its
+            elements the run routed before it: containers evaluate a tick only once they
+            applied them (:class:`~linkstream.containers.cuts.CutGate`).
+        owners: ``--ingest owners``: the cuts count the leader's applied counts (as the
+            owners number the elements they send) and the streams' owners send the
+            elements (the fan-out keeps the backlog only).
     """
 
     def __init__(
@@ -165,9 +167,11 @@ class RemoteEngine:
         security: Security | None = None,
         on_reject: Callable[[str], None] | None = None,
         cuts: bool = False,
+        owners: bool = False,
     ) -> None:
         self.client = client
         self.cuts = cuts
+        self.owners = owners
         #: the live engine's applied count of a stream (``LiveEngine.applied_count``), set by
         #: the coordinator: with ``cuts`` the run numbers elements by it, as the owners do
         self.applied: Callable[[str], int] | None = None
@@ -231,7 +235,7 @@ class RemoteEngine:
         )
         cluster.failed = {}
         cluster.cuts = self.cuts
-        cluster.fanout.owners_send = self.cuts  # --ingest direct: the owners send the elements
+        cluster.fanout.owners_send = self.owners  # --ingest owners: the owners send the elements
         self.cluster, self._receiver = cluster, receiver
         for iri in self.buffers:  # streams pushed before: known to the run from the start
             self._add_stream(cluster, iri)
@@ -259,7 +263,7 @@ class RemoteEngine:
         """Adds ``iri`` to the run; with ``cuts`` its elements are numbered from the worker's
         applied count on (the owners number the elements they send so)."""
         k = cluster.add_stream(iri, self.retention_ms)
-        if self.cuts and self.applied is not None:
+        if self.owners and self.applied is not None:
             cluster.fanout.start_at(k, self.applied(iri))
 
     def _publish(self) -> None:
@@ -383,7 +387,7 @@ class RemoteEngine:
             self.flush()
         cluster = self.cluster
         if cluster is not None:
-            if self.cuts and self.applied is not None:  # this element's applied count (the worker
+            if self.owners and self.applied is not None:  # this element's applied count (the worker
                 # counts it once this returns)
                 cluster.fanout.ingest(cluster._stream_index[stream], t, ids, self.applied(stream))
             else:

@@ -500,7 +500,8 @@ class ClusterService(QueriesMixin):
             on_reject=None
             if self.coordinator_metrics is None
             else self.coordinator_metrics.on_reject("results"),
-            cuts=self.ingest.stream_log is not None,  # --ingest direct
+            cuts=self.ingest.stream_log is not None,  # --ingest direct (or owners)
+            owners=self.ingest.owners_send,
         )
         live = LiveEngine(
             remote,  # type: ignore[arg-type]  # the driver duck-types Engine

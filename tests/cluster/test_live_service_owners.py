@@ -48,7 +48,7 @@ def _owners(zk: KazooClient, root: str, streams: list[str]) -> dict[str, tuple[s
     return out
 
 
-@pytest.mark.parametrize("ingest", ["leader", "direct"])
+@pytest.mark.parametrize("ingest", ["leader", "direct", "owners"])
 def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot: str, ingest: str) -> None:
     corpus = corpus_or_skip(tmp_path)
     texts = corpus.texts(QUERIES)
@@ -65,7 +65,7 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
         zk = cluster.client()  # the cluster's credential: its nodes are private to it
         for _ in range(2):
             durable = (
-                ["--state-dir", str(tmp_path / "state"), "--ingest", "direct"] if ingest == "direct" else []
+                ["--state-dir", str(tmp_path / "state"), "--ingest", ingest] if ingest != "leader" else []
             )
             cluster.start_coordinator(["--idle-ms", "0", *durable, *statics])
         cluster.add_containers(2)
@@ -134,10 +134,10 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
         # (elements beyond a cut would be logged as an error); --ingest leader ticks name none
         logs = [Path(r.log).read_text() for r in cluster.state.processes.values() if r.kind == "container"]
         assert len(logs) == 2 and not any("beyond its cuts" in text for text in logs)
-        assert all(("ticks wait for their cuts" in text) == (ingest == "direct") for text in logs), ingest
+        assert all(("ticks wait for their cuts" in text) == (ingest != "leader") for text in logs), ingest
 
         # each owner sequenced its stream (one offset per element), the leader applied them all
-        if ingest == "direct":
+        if ingest != "leader":
             # the leader's decisions reach the owners out of band (the last bodies' by polls: no
             # push follows them): every offset decided, none lost, the worker's applied count
             deadline = time.monotonic() + 15
@@ -148,7 +148,7 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
                 time.sleep(0.2)
         status = {cid: c.status() for cid, c in clients.items()}
         routed = status[leader]["ingest"]["routed"]
-        if ingest == "direct":  # the owners sent the elements: the leader only the sync backlogs
+        if ingest == "owners":  # the owners sent the elements: the leader only the sync backlogs
             assert routed["elements"] == 0, routed
             for cid in (leader, standby):  # each owner sent its stream's taken elements to both containers
                 sender = status[cid]["ingest"]["sender"]
@@ -161,7 +161,7 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
         counts = {}
         for s in streams:
             owned = status[owners[s][0]]["ingest"]["owned"]
-            if ingest == "direct":
+            if ingest != "leader":
                 count = counts[s] = status[leader]["ingest"]["applied"][s].pop("count")
                 figures = status[leader]["streams"][s]
                 assert figures["elements"] - figures["late"] <= count <= figures["elements"], figures
@@ -192,7 +192,7 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
         new_owner, new_epoch = _owners(zk, root, [gone])[gone]
         assert new_owner == leader and new_epoch > owners[gone][1]
         owned_now = clients[leader].status()["ingest"]["owned"][gone]
-        if ingest == "direct":  # a new epoch: its own decisions (the leader decides in-process)
+        if ingest != "leader":  # a new epoch: its own decisions (the leader decides in-process)
             deadline = time.monotonic() + 15
             while owned_now.get("decided") != 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -201,7 +201,7 @@ def test_each_stream_has_its_own_owner(tmp_path: Path, zk_server: str, zk_chroot
             if r.json()["late"] == 0:  # applied: numbered after the old owner's elements
                 assert owned_now.pop("applied") == counts[gone] + 1
         assert owned_now == {"epoch": new_epoch, "offset": 1}
-        if ingest == "direct":  # one stream log per owner epoch: the dead owner's, then the new one's
+        if ingest != "leader":  # one stream log per owner epoch: the dead owner's, then the new one's
             assert_direct(tmp_path / "state", streams)
             logs = sorted(p.name for p in (tmp_path / "state" / "streams" / stream_key(gone)).glob("*.log"))
             assert logs == ["%020d.log" % owners[gone][1], "%020d.log" % new_epoch], logs
