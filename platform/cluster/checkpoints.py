@@ -514,6 +514,9 @@ def restore(
     if cluster is not None:
         for iri, before, rows in streams:
             remote.buffer(iri)  # a stream no restored query reads: retained for later ones
+            if remote.owners and remote.applied is not None and iri in cluster.spec.streams:
+                # --ingest owners: in applied counts, the backlog ends at the restored count
+                cluster.fanout.start_at(cluster.spec.streams.index(iri), remote.applied(iri) - len(rows))
             if iri in cluster.spec.streams:
                 for t, tr in rows[:before]:
                     cluster.ingest(iri, t, np.array(tr))

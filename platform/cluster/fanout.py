@@ -283,11 +283,15 @@ class Fanout:
             self._count[k] += 1
             self._backlog[k].append(row)
             rows.append(row)
-        if self.owners_send:  # the owners send them (the backlog serves syncs and recomputations):
+        if self.owners_send:  # the owners send the counted ones (the backlog serves syncs and
+            # recomputations); the others -- a checkpoint's backlog a new leader restores -- no
+            # owner sends: they go out here
+            rows = [row for i, row in enumerate(rows) if numbered[i] is None]
             for route in self.routes.values():  # a stream taken up again resumes after them
                 for k in route.streams:
                     route.sent[k] = self._count[k]
-            return
+            if not rows:
+                return
         # Containers with the same streams get the same elements: select and join them once.
         by_streams: dict[frozenset[int], list[str]] = {}
         for cid, route in self.routes.items():

@@ -175,6 +175,9 @@ class RemoteEngine:
         #: the live engine's applied count of a stream (``LiveEngine.applied_count``), set by
         #: the coordinator: with ``cuts`` the run numbers elements by it, as the owners do
         self.applied: Callable[[str], int] | None = None
+        #: a new leader replays its ingest log: those elements' owners sent them to the old
+        #: leader's run (or never), so this run's fan-out sends them (``--ingest owners``)
+        self.replaying = False
         self.security = security or Security.insecure()
         self.on_reject = on_reject
         self.base = base
@@ -387,8 +390,8 @@ class RemoteEngine:
             self.flush()
         cluster = self.cluster
         if cluster is not None:
-            if self.owners and self.applied is not None:  # this element's applied count (the worker
-                # counts it once this returns)
+            # --ingest owners: this element's applied count (the worker counts it once this returns)
+            if self.owners and self.applied is not None and not self.replaying:
                 cluster.fanout.ingest(cluster._stream_index[stream], t, ids, self.applied(stream))
             else:
                 cluster.ingest(stream, t, ids)

@@ -516,7 +516,9 @@ class ClusterService(QueriesMixin):
         if self.state_dir:
             # Every acknowledged element, registration and watermark, in the old leader's order:
             # the containers get the same windows; reports up to ``latest`` are not sent again.
+            remote.replaying = True  # --ingest owners: the leader sends what it replays itself
             self._replay_log(live)
+            live.call(lambda: setattr(remote, "replaying", False))
         if latest is not None:  # report times go on from the log's: a result id names one line
             live.advance_to(latest)
         records = self._records()
