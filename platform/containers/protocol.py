@@ -532,15 +532,23 @@ def _counts(h: dict[str, Any], key: str) -> tuple[int, ...]:
     return tuple(x)
 
 
-def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
-    _frames(frames, 5, h["kind"])
+def _sized_terms(
+    h: dict[str, Any], frames: Sequence[Frame], count: int, what: str
+) -> tuple[int, int, int, list[str]]:
+    """``nt, k, n`` of the header and the ``nt`` term strings of frame 1 (``count`` frames)."""
+    _frames(frames, count, h["kind"])
     nt, k, n = _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
     try:
         terms = msgpack.unpackb(_view(frames[1]), raw=False)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise ProtocolError(f"dictionary delta is not valid msgpack: {exc}") from exc
+        raise ProtocolError(f"{what} is not valid msgpack: {exc}") from exc
     if type(terms) is not list or len(terms) != nt or not all(type(t) is str for t in terms):
-        raise ProtocolError("dictionary delta must be a list of nt strings")
+        raise ProtocolError(f"{what} must be a list of nt strings")
+    return nt, k, n, terms
+
+
+def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
+    nt, k, n, terms = _sized_terms(h, frames, 5, "dictionary delta")
     ids = _array(frames[2], nt, "term ids")
     if nt and int(ids.min()) <= 0:
         raise ProtocolError("term ids must be positive")
@@ -559,14 +567,7 @@ def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
 
 
 def _owned(h: dict[str, Any], frames: Sequence[Frame]) -> Owned:
-    _frames(frames, 4, "owned")
-    nt, k, n = _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
-    try:
-        terms = msgpack.unpackb(_view(frames[1]), raw=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise ProtocolError(f"owned: terms are not valid msgpack: {exc}") from exc
-    if type(terms) is not list or len(terms) != nt or not all(type(t) is str for t in terms):
-        raise ProtocolError("owned: terms must be a list of nt strings")
+    nt, k, n, terms = _sized_terms(h, frames, 4, "owned: terms")
     meta = _array(frames[2], 2 * k, "element table").reshape(2, k)
     triples = _array(frames[3], 3 * n, "triples").reshape(n, 3)
     if k and (int(meta[1].min()) < 0 or int(meta[1].sum()) != n):
