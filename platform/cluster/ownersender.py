@@ -58,18 +58,34 @@ class OwnedTail:
     def __init__(self) -> None:
         self._bodies: deque[tuple[int, Sequence[_Element]]] = deque()
         self.lock = threading.Lock()
-        #: elements handed out in runs, and elements dropped undecided (lost)
+        #: elements handed out in runs, elements dropped undecided (lost), and elements of
+        #: bodies whose offsets a later body took (their hand-off failed: :meth:`add`)
         self.sent = 0
         self.dropped = 0
+        self.replaced = 0
 
     def __len__(self) -> int:
         return len(self._bodies)
 
     def add(self, offset: int, elements: Sequence[_Element]) -> None:
-        """A body sequenced at ``offset`` (bodies come in offset order)."""
-        if elements:
-            with self.lock:
-                self._bodies.append((offset, elements))
+        """A body sequenced at ``offset`` (bodies come in offset order).
+
+        The owner sequences a body at an offset it gave before when that body's hand-off
+        left the offset unused (no leader took it: ``NotLeading``, answered 503 and retried
+        by the client; or the leader's input queue stayed full after part of it): the
+        elements held from ``offset`` on are replaced, as the leader's offsets are (it
+        decides the new body there -- or, had the old leader taken the first, counts the
+        retry as that body: the same client push, by its idempotency key).  Keeping both
+        sent an element twice under one count and left out the one after it."""
+        with self.lock:
+            bodies = self._bodies
+            while bodies and bodies[-1][0] + len(bodies[-1][1]) > offset:
+                at, held = bodies.pop()
+                self.replaced += min(len(held), at + len(held) - offset)
+                if at < offset:
+                    bodies.append((at, held[: offset - at]))
+            if elements:
+                bodies.append((offset, elements))
 
     def decide(self, decisions: list[list[Any]]) -> list[tuple[int, list[_Element]]]:
         """The runs ``(first applied count, elements)`` of ``decisions`` (the wire form of
@@ -189,6 +205,7 @@ class OwnerSender:
             "unsent": self.unsent,
             "waiting_bodies": sum(len(t) for t in tails),
             "dropped": sum(t.dropped for t in tails),
+            "replaced": sum(t.replaced for t in tails),
         }
 
     def close(self) -> None:

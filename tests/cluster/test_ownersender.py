@@ -71,3 +71,41 @@ def test_bodies_whose_decisions_are_lost_are_never_sent() -> None:
     runs = tail.decide([[2, 3, 7, [2, 3], None]])
     assert [(first, _terms(els)) for first, els in runs] == [(7, [(1200, [tuple(_el(1200, "c")[1][0])])])]
     assert tail.dropped == 2 and len(tail) == 0
+
+
+def test_a_body_sequenced_again_at_an_offset_replaces_what_was_held_from_there() -> None:
+    """An owner whose hand-off failed (no leader took the body: a push answered 503 during a
+    take-over, which its client retries) sequences the next body at the same offset; after a
+    leader took part of a body (its input queue stayed full), the next body starts after that
+    part.  Each applied element is sent once, under its count (before: the retried element
+    twice under one count and the element after it never -- the e2e scenario with owners)."""
+    live = LiveEngine(idle_ms=None).start()
+    tail = OwnedTail()
+    wires = []
+
+    def push(offset: int, elements: list, taken: int | None = None) -> None:
+        decided = Decided()
+        live.push_many(S1, elements[:taken], decided=decided)
+        assert decided.wait(10)
+        wire = Pending(offset, offset + len(elements[:taken]), offset, decided).wire()
+        assert wire is not None
+        wires.append(wire)
+
+    try:
+        raw = [_el(1000, "a"), _el(1100, "b")]
+        tail.add(0, split_elements(pack_elements(raw)))  # its hand-off failed
+        retry = split_elements(pack_elements(raw))
+        tail.add(0, retry)
+        push(0, retry)
+        part = split_elements(pack_elements([_el(1200, "c"), _el(1300, "d"), _el(1400, "e")]))
+        tail.add(2, part)
+        push(2, part, taken=2)  # the leader took two of three
+        after = split_elements(pack_elements([_el(1500, "f")]))
+        tail.add(4, after)
+        push(4, after)
+        runs = tail.decide(wires)
+    finally:
+        live.close()
+    sent = [(first + i, t) for first, els in runs for i, (t, _) in enumerate(els)]
+    assert sent == [(0, 1000), (1, 1100), (2, 1200), (3, 1300), (4, 1500)]
+    assert (tail.sent, tail.replaced, tail.dropped, len(tail)) == (5, 3, 0, 0)
