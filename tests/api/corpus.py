@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from linkstream.api.app import create_app
+from linkstream.api.limits import ApiLimits
 from linkstream.api.server import BackgroundServer, build_live
 from linkstream.rdf.ntriples import parser_for
 from linkstream.rdf.streams import PROV_GENERATED_AT, parse_datetime_ms
@@ -57,11 +58,14 @@ class Corpus:
         """The text of each named query of ``examples/citybench/queries``."""
         return {q: (self.queries / f"{q}.rq").read_text(encoding="utf-8") for q in names}
 
-    def embedded_server(self) -> BackgroundServer:
+    def embedded_server(self, limits: ApiLimits | None = None) -> BackgroundServer:
         """An embedded ``run`` over the slice's static graphs, started (the reference the
-        cluster's results are compared with); the caller stops it."""
+        cluster's results are compared with), with ``limits`` (the defaults if ``None``);
+        the caller stops it."""
         live = build_live([(None, str(self.static)), (REPO_GRAPH, str(self.static))], idle_ms=None)
-        return BackgroundServer(create_app(live), on_shutdown=live.close).start()
+        return BackgroundServer(
+            create_app(live, limits=limits), on_shutdown=live.close, limits=limits
+        ).start()
 
     def last_report(self, step: int = 1000) -> int:
         """The replay's last report time for a query of ``step`` (SEMANTICS.md §4)."""
