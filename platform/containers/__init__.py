@@ -6,6 +6,7 @@
 * ``replica.py``    -- one run's state inside a container: an embedded engine fed by the driver.
 * ``takeover.py``   -- the container's half of stateful task moves.
 * ``protocol.py``   -- messages between a driver and its containers.
+* ``protofields.py`` -- their header frame and fields, each checked as it is read.
 * ``wire.py``       -- the data-plane wire format: msgpack header + raw numpy buffers (no pickle).
 * ``transport.py``  -- ZeroMQ PUSH/PULL channels carrying wire messages (CURVE, ZAP).
 * ``security.py``   -- a process's cluster security: ZooKeeper credential, CURVE key pair.

@@ -91,7 +91,6 @@ Decoding never trusts its input: anything malformed raises :class:`ProtocolError
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,15 +98,22 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from linkstream.containers.wire import Frame, WireError, byte_view
-
-VERSION = 2  # 2: result lines in one frame with "sizes"
-MAX_HEADER_BYTES = 4 * 1024 * 1024
-_I8 = np.dtype("<i8")
-
-
-class ProtocolError(WireError):
-    """A driver/container message that does not follow this module's format."""
+from linkstream.containers.protofields import (
+    ProtocolError,
+    as_i8,
+    check_frames,
+    counts_field,
+    int64_frame,
+    int_field,
+    ints_field,
+    pack_header,
+    read_header,
+    str_field,
+    str_map_field,
+    strs_field,
+    view,
+)
+from linkstream.containers.wire import Frame
 
 
 @dataclass(frozen=True)
@@ -321,25 +327,17 @@ Message = (
 # ----------------------------------------------------------------------------- encoding
 
 
-def _pack(header: dict[str, Any]) -> bytes:
-    return msgpack.packb({"v": VERSION, **header}, use_bin_type=True)
-
-
-def _i8(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=_I8)
-
-
 def _bulk(message: Elements, header: dict[str, Any]) -> list[Frame]:
     """``header`` (with the sizes added) and the four bulk frames of ``message``."""
-    meta = _i8(message.meta).reshape(3, -1)
-    triples = _i8(message.triples).reshape(-1, 3)
-    ids = _i8(message.ids).reshape(-1)
+    meta = as_i8(message.meta).reshape(3, -1)
+    triples = as_i8(message.triples).reshape(-1, 3)
+    ids = as_i8(message.ids).reshape(-1)
     if len(ids) != len(message.terms):
         raise ProtocolError(f"{len(ids)} ids for {len(message.terms)} terms")
     header.update(nt=len(message.terms), k=meta.shape[1], n=triples.shape[0])
     terms = msgpack.packb(list(message.terms), use_bin_type=True)
     return [
-        _pack(header),
+        pack_header(header),
         terms,
         # ``a.data`` is ``memoryview(a)`` (numpy types the buffer protocol only for Python >= 3.12)
         ids.data,
@@ -358,7 +356,7 @@ def _lines_frames(header: dict[str, Any], lines: dict[str, list[str]]) -> list[F
         header["sizes"] = [len(t) for t in texts]
     else:
         header["sizes"] = [len(t.encode("utf-8")) for t in texts]
-    return [_pack(header), data]
+    return [pack_header(header), data]
 
 
 def encode(message: Message) -> list[Frame]:
@@ -377,9 +375,9 @@ def encode(message: Message) -> list[Frame]:
     if isinstance(message, Forward):
         return _forward_frames(message)
     if isinstance(message, Owned):
-        meta, triples = _i8(message.meta).reshape(2, -1), _i8(message.triples).reshape(-1, 3)
+        meta, triples = as_i8(message.meta).reshape(2, -1), as_i8(message.triples).reshape(-1, 3)
         return [
-            _pack(
+            pack_header(
                 {"kind": "owned", "run": message.run, "stream": message.stream, "first": message.first}
                 | {"nt": len(message.terms), "k": meta.shape[1], "n": triples.shape[0]}
             ),
@@ -409,10 +407,10 @@ def encode(message: Message) -> list[Frame]:
         }
         if message.cuts:  # --ingest direct only: a tick without cuts is the bytes it always was
             tick["cuts"] = dict(message.cuts)
-        return [_pack(tick)]
+        return [pack_header(tick)]
     if isinstance(message, Hello):
         return [
-            _pack(
+            pack_header(
                 {
                     "kind": "hello",
                     "run": message.run,
@@ -423,13 +421,13 @@ def encode(message: Message) -> list[Frame]:
         ]
     if isinstance(message, Subscribe):
         body = {"container": message.container, "sub": message.version, "streams": list(message.streams)}
-        return [_pack({"kind": "subscribe", "run": message.run, **body})]
+        return [pack_header({"kind": "subscribe", "run": message.run, **body})]
     if isinstance(message, Ready):
         body = {"container": message.container, "query": message.query, "from": message.first_tick}
-        return [_pack({"kind": "ready", "run": message.run, **body})]
+        return [pack_header({"kind": "ready", "run": message.run, **body})]
     if isinstance(message, Unready):
         body = {"container": message.container, "query": message.query, "token": message.token}
-        return [_pack({"kind": "unready", "run": message.run, **body})]
+        return [pack_header({"kind": "unready", "run": message.run, **body})]
     if isinstance(message, Result):
         header = {
             "kind": "result",
@@ -442,104 +440,28 @@ def encode(message: Message) -> list[Frame]:
         return _lines_frames(header, message.lines)
     if isinstance(message, Failed):
         body = {"container": message.container, "query": message.query, "error": message.error}
-        return [_pack({"kind": "failed", "run": message.run, **body})]
+        return [pack_header({"kind": "failed", "run": message.run, **body})]
     if isinstance(message, Handover):
         body = {"query": message.query, "dst": message.dst, "seq": message.seq}
-        return [_pack({"kind": "handover", "run": message.run, **body})]
+        return [pack_header({"kind": "handover", "run": message.run, **body})]
     if isinstance(message, State):
         body = {"container": message.container, "query": message.query, "dst": message.dst}
         body.update(seq=message.seq, error=message.error)
-        return [_pack({"kind": "state", "run": message.run, **body}), *message.frames]
+        return [pack_header({"kind": "state", "run": message.run, **body}), *message.frames]
     raise ProtocolError(f"not a protocol message: {type(message).__name__}")
 
 
 # ----------------------------------------------------------------------------- decoding
 
 
-def _view(frame: Frame) -> memoryview:
-    return byte_view(frame, ProtocolError)
-
-
-def _int(h: dict[str, Any], key: str, lo: int = -(2**63)) -> int:
-    x = h.get(key)
-    if type(x) is not int or not lo <= x < 2**63:
-        raise ProtocolError(f"{h.get('kind')}: {key} must be an int >= {lo}, got {x!r}")
-    return x
-
-
-def _str(h: dict[str, Any], key: str) -> str:
-    x = h.get(key)
-    if type(x) is not str or len(x) > 65536:
-        raise ProtocolError(f"{h.get('kind')}: {key} must be a string, got {type(x).__name__}")
-    return x
-
-
-def _strs(h: dict[str, Any], key: str) -> list[str]:
-    x = h.get(key)
-    if type(x) is not list or not all(type(s) is str for s in x):
-        raise ProtocolError(f"{h.get('kind')}: {key} must be a list of strings")
-    return x
-
-
-def _str_map(h: dict[str, Any], key: str, value: type) -> dict[str, Any]:
-    x = h.get(key)
-    if type(x) is not dict or not all(type(k) is str and type(v) is value for k, v in x.items()):
-        raise ProtocolError(f"{h.get('kind')}: {key} must map strings to {value.__name__}")
-    return x
-
-
-def _array(frame: Frame, count: int, what: str) -> np.ndarray:
-    buf = _view(frame)
-    if buf.nbytes != count * 8:
-        raise ProtocolError(f"{what} frame holds {buf.nbytes} bytes, header implies {count * 8}")
-    a = np.frombuffer(buf, dtype=_I8)
-    if sys.byteorder != "little":  # pragma: no cover - big-endian hosts only
-        a = a.astype(np.int64)
-    return a
-
-
-def _header(frames: Sequence[Frame]) -> dict[str, Any]:
-    if not frames:
-        raise ProtocolError("empty message")
-    raw = _view(frames[0])
-    if raw.nbytes > MAX_HEADER_BYTES:
-        raise ProtocolError(f"header of {raw.nbytes} bytes exceeds {MAX_HEADER_BYTES}")
-    try:
-        header = msgpack.unpackb(raw, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise ProtocolError(f"header is not valid msgpack: {exc}") from exc
-    if not isinstance(header, dict) or header.get("v") != VERSION:
-        raise ProtocolError("header is not a version-1 map")
-    return header
-
-
-def _frames(frames: Sequence[Frame], n: int, kind: str) -> None:
-    if len(frames) != n:
-        raise ProtocolError(f"{kind} message has {len(frames)} frames, expected {n}")
-
-
-def _ints(h: dict[str, Any], key: str) -> tuple[int, ...]:
-    x = h.get(key)
-    if type(x) is not list or not all(type(i) is int and 0 <= i < 2**31 for i in x):
-        raise ProtocolError(f"{h.get('kind')}: {key} must be a list of non-negative ints")
-    return tuple(x)
-
-
-def _counts(h: dict[str, Any], key: str) -> tuple[int, ...]:
-    x = h.get(key)
-    if type(x) is not list or not all(type(i) is int and 0 <= i < 2**63 for i in x):
-        raise ProtocolError(f"{h.get('kind')}: {key} must be a list of non-negative ints")
-    return tuple(x)
-
-
 def _sized_terms(
     h: dict[str, Any], frames: Sequence[Frame], count: int, what: str
 ) -> tuple[int, int, int, list[str]]:
     """``nt, k, n`` of the header and the ``nt`` term strings of frame 1 (``count`` frames)."""
-    _frames(frames, count, h["kind"])
-    nt, k, n = _int(h, "nt", 0), _int(h, "k", 0), _int(h, "n", 0)
+    check_frames(frames, count, h["kind"])
+    nt, k, n = int_field(h, "nt", 0), int_field(h, "k", 0), int_field(h, "n", 0)
     try:
-        terms = msgpack.unpackb(_view(frames[1]), raw=False)
+        terms = msgpack.unpackb(view(frames[1]), raw=False)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise ProtocolError(f"{what} is not valid msgpack: {exc}") from exc
     if type(terms) is not list or len(terms) != nt or not all(type(t) is str for t in terms):
@@ -549,32 +471,32 @@ def _sized_terms(
 
 def _elements(h: dict[str, Any], frames: Sequence[Frame]) -> Elements:
     nt, k, n, terms = _sized_terms(h, frames, 5, "dictionary delta")
-    ids = _array(frames[2], nt, "term ids")
+    ids = int64_frame(frames[2], nt, "term ids")
     if nt and int(ids.min()) <= 0:
         raise ProtocolError("term ids must be positive")
-    meta = _array(frames[3], 3 * k, "element table").reshape(3, k)
-    triples = _array(frames[4], 3 * n, "triples").reshape(n, 3)
+    meta = int64_frame(frames[3], 3 * k, "element table").reshape(3, k)
+    triples = int64_frame(frames[4], 3 * n, "triples").reshape(n, 3)
     if k and (int(meta[2].min()) < 0 or int(meta[2].sum()) != n):
         raise ProtocolError("element sizes do not add up to the triples sent")
     if h["kind"] == "sync":
-        streams = _ints(h, "streams")
-        counts = _counts(h, "counts") if "counts" in h else ()
+        streams = ints_field(h, "streams")
+        counts = counts_field(h, "counts") if "counts" in h else ()
         if counts and len(counts) != len(streams):
             raise ProtocolError("sync: counts must hold one count per stream")
-        tick, sub, owners = _int(h, "tick", 0), _int(h, "sub", 0), h.get("owners") is True
-        return Elements(_str(h, "run"), ids, terms, meta, triples, tick, streams, sub, counts, owners)
-    return Elements(_str(h, "run"), ids, terms, meta, triples)
+        tick, sub, owners = int_field(h, "tick", 0), int_field(h, "sub", 0), h.get("owners") is True
+        return Elements(str_field(h, "run"), ids, terms, meta, triples, tick, streams, sub, counts, owners)
+    return Elements(str_field(h, "run"), ids, terms, meta, triples)
 
 
 def _owned(h: dict[str, Any], frames: Sequence[Frame]) -> Owned:
     nt, k, n, terms = _sized_terms(h, frames, 4, "owned: terms")
-    meta = _array(frames[2], 2 * k, "element table").reshape(2, k)
-    triples = _array(frames[3], 3 * n, "triples").reshape(n, 3)
+    meta = int64_frame(frames[2], 2 * k, "element table").reshape(2, k)
+    triples = int64_frame(frames[3], 3 * n, "triples").reshape(n, 3)
     if k and (int(meta[1].min()) < 0 or int(meta[1].sum()) != n):
         raise ProtocolError("owned: element sizes do not add up to the triples sent")
     if n and (int(triples.min()) < 0 or int(triples.max()) >= nt):
         raise ProtocolError("owned: a triple names a term outside the terms sent")
-    return Owned(_str(h, "run"), _str(h, "stream"), _int(h, "first", 0), terms, meta, triples)
+    return Owned(str_field(h, "run"), str_field(h, "stream"), int_field(h, "first", 0), terms, meta, triples)
 
 
 def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
@@ -582,7 +504,7 @@ def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
     lengths in ``names`` order (one frame, not one per query: a tick of thousands of
     queries is one ZeroMQ part and one UTF-8 decode)."""
     kind = h["kind"]
-    names = _strs(h, "names")
+    names = strs_field(h, "names")
     sizes = h.get("sizes")
     if (
         type(sizes) is not list
@@ -590,8 +512,8 @@ def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
         or not all(type(x) is int and 0 <= x < 2**63 for x in sizes)
     ):
         raise ProtocolError(f"{kind}: sizes must hold one byte count >= 0 per name")
-    _frames(frames, 2, kind)
-    data = bytes(_view(frames[1]))
+    check_frames(frames, 2, kind)
+    data = bytes(view(frames[1]))
     if sum(sizes) != len(data):
         raise ProtocolError(f"{kind}: the lines frame holds {len(data)} bytes, sizes say {sum(sizes)}")
     try:
@@ -629,7 +551,7 @@ def _recompute(h: dict[str, Any], frames: Sequence[Frame]) -> Recompute:
         if type(x) is not int or not prev <= x <= k or (i and ticks[i] <= ticks[i - 1]):
             raise ProtocolError("recompute: ticks must increase and positions stay within the elements")
         prev = x
-    return Recompute(els.run, _int(h, "id", 0), _strs(h, "queries"), ticks, at, els)
+    return Recompute(els.run, int_field(h, "id", 0), strs_field(h, "queries"), ticks, at, els)
 
 
 def decode(frames: Sequence[Frame]) -> Message:
@@ -638,7 +560,7 @@ def decode(frames: Sequence[Frame]) -> Message:
     Raises:
         ProtocolError: Anything about the message is malformed.
     """
-    h = _header(frames)
+    h = read_header(frames)
     kind = h.get("kind")
     if kind in ("els", "sync"):
         return _elements(h, frames)
@@ -648,51 +570,65 @@ def decode(frames: Sequence[Frame]) -> Message:
         return _forward(h, frames)
     if kind == "owned":
         return _owned(h, frames)
-    run = _str(h, "run")
+    run = str_field(h, "run")
     if kind == "tick":
-        _frames(frames, 1, kind)
+        check_frames(frames, 1, kind)
         return Tick(
             run,
-            _int(h, "seq", 1),
-            _int(h, "c"),
-            _strs(h, "due"),
-            _str_map(h, "owners", str),
-            _str_map(h, "rel", int),
-            _str_map(h, "cuts", int) if "cuts" in h else {},
+            int_field(h, "seq", 1),
+            int_field(h, "c"),
+            strs_field(h, "due"),
+            str_map_field(h, "owners", str),
+            str_map_field(h, "rel", int),
+            str_map_field(h, "cuts", int) if "cuts" in h else {},
         )
     if kind == "hello":
-        _frames(frames, 1, kind)
-        return Hello(run, _str(h, "container"), _str(h, "address"))
+        check_frames(frames, 1, kind)
+        return Hello(run, str_field(h, "container"), str_field(h, "address"))
     if kind == "subscribe":
-        _frames(frames, 1, kind)
-        return Subscribe(run, _str(h, "container"), _int(h, "sub", 1), _ints(h, "streams"))
+        check_frames(frames, 1, kind)
+        return Subscribe(run, str_field(h, "container"), int_field(h, "sub", 1), ints_field(h, "streams"))
     if kind == "ready":
-        _frames(frames, 1, kind)
-        return Ready(run, _str(h, "container"), _str(h, "query"), _int(h, "from", 1))
+        check_frames(frames, 1, kind)
+        return Ready(run, str_field(h, "container"), str_field(h, "query"), int_field(h, "from", 1))
     if kind == "unready":
-        _frames(frames, 1, kind)
-        return Unready(run, _str(h, "container"), _str(h, "query"), _int(h, "token", 1))
+        check_frames(frames, 1, kind)
+        return Unready(run, str_field(h, "container"), str_field(h, "query"), int_field(h, "token", 1))
     if kind == "result":
         lines = _lines(h, frames)
-        return Result(run, _str(h, "container"), _int(h, "seq", 1), _int(h, "c"), lines, _strs(h, "missing"))
+        return Result(
+            run,
+            str_field(h, "container"),
+            int_field(h, "seq", 1),
+            int_field(h, "c"),
+            lines,
+            strs_field(h, "missing"),
+        )
     if kind == "recomputed":
         lines = _lines(h, frames)
-        return Recomputed(run, _str(h, "container"), _int(h, "id", 0), _int(h, "c"), lines, _str(h, "error"))
+        return Recomputed(
+            run,
+            str_field(h, "container"),
+            int_field(h, "id", 0),
+            int_field(h, "c"),
+            lines,
+            str_field(h, "error"),
+        )
     if kind == "failed":
-        _frames(frames, 1, kind)
-        return Failed(run, _str(h, "container"), _str(h, "query"), _str(h, "error"))
+        check_frames(frames, 1, kind)
+        return Failed(run, str_field(h, "container"), str_field(h, "query"), str_field(h, "error"))
     if kind == "handover":
-        _frames(frames, 1, kind)
-        return Handover(run, _str(h, "query"), _str(h, "dst"), _int(h, "seq", 0))
+        check_frames(frames, 1, kind)
+        return Handover(run, str_field(h, "query"), str_field(h, "dst"), int_field(h, "seq", 0))
     if kind == "state":
         return State(
             run,
-            _str(h, "container"),
-            _str(h, "query"),
-            _str(h, "dst"),
-            _int(h, "seq", 0),
+            str_field(h, "container"),
+            str_field(h, "query"),
+            str_field(h, "dst"),
+            int_field(h, "seq", 0),
             list(frames[1:]),
-            _str(h, "error"),
+            str_field(h, "error"),
         )
     raise ProtocolError(f"unknown message kind {kind!r}")
 
@@ -744,9 +680,9 @@ def _forward(h: dict[str, Any], frames: Sequence[Frame]) -> Forward:
             or type(entry.get("sha256")) is not str
         ):
             raise ProtocolError("forward: an object must be {key: str, size: int, sha256: str}")
-    owe = _int(h, "owe")
+    owe = int_field(h, "owe")
     if owe not in base.ticks[1:]:
         raise ProtocolError("forward: the owed report time must be one of those fed forward")
     return Forward(
-        base.run, base.id, base.queries, base.ticks, base.at, base.elements, _str(h, "uri"), objects, owe
+        base.run, base.id, base.queries, base.ticks, base.at, base.elements, str_field(h, "uri"), objects, owe
     )
