@@ -98,6 +98,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from linkstream.containers.protofields import VERSION as VERSION  # (the message version: tests read it here)
 from linkstream.containers.protofields import (
     ProtocolError,
     as_i8,
