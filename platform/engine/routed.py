@@ -34,32 +34,39 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from linkstream.engine.output import json_terms
+from linkstream.engine.routed_filter import Slots, parametrise
 from linkstream.engine.routed_members import RoutedMembers
 from linkstream.operators.aggregate import AggregateOperator, _group_rows
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, concat, consolidate, merge_sorted
 from linkstream.operators.extend import ExtendOperator
+from linkstream.operators.filter import FilterOperator
 from linkstream.operators.project import ProjectOperator
 from linkstream.operators.router import RenameOperator, RouteOperator, RouterOperator
 from linkstream.query.expressions import Var
 
 if TYPE_CHECKING:
     from linkstream.engine.output import ResultView
+    from linkstream.operators.evaluate import Evaluator
     from linkstream.rdf.dictionary import Dictionary
 
 GROUP = "%group"
 
 
-def _chain(view: ResultView) -> tuple[tuple, Any, RouteOperator, tuple[str, ...], list[tuple]] | None:
-    """``(key, source, route, source vars, steps)`` when ``view`` can be served by a
-    :class:`RoutedBlock`, ``None`` otherwise.  ``steps`` are applied bottom-up to the
-    source's tagged delta; ``source`` is the router or the shared aggregate."""
+def _chain(
+    view: ResultView,
+) -> tuple[tuple, Any, RouteOperator, tuple[str, ...], list[tuple], tuple[int, ...]] | None:
+    """``(key, source, route, source vars, steps, params)`` when ``view`` can be served by
+    a :class:`RoutedBlock`, ``None`` otherwise.  ``steps`` are applied bottom-up to the
+    source's tagged delta; ``source`` is the router or the shared aggregate; ``params``:
+    the ids of the constants its filters compare with (:mod:`.routed_filter`)."""
     shape = view.shape
     if view.mode != "RSTREAM" or shape.form != "SELECT" or shape.order or shape.template:
         return None
     if shape.distinct or view.sliced:
         return None
     steps: list[tuple] = []
+    params: list[int] = []
     op: Operator = view.root
     while True:
         while type(op) is AttachOperator:
@@ -71,6 +78,12 @@ def _chain(view: ResultView) -> tuple[tuple, Any, RouteOperator, tuple[str, ...]
         elif t is RenameOperator:
             assert isinstance(op, RenameOperator)
             steps.append(("r", tuple(sorted(op.mapping.items())), op.vars))
+            op = op.child
+        elif t is FilterOperator:
+            assert isinstance(op, FilterOperator)
+            at = len(params)
+            exprs = tuple(parametrise(e, params) for e in op.exprs)
+            steps.append(("f", exprs, tuple(f"%param{j}" for j in range(at, len(params)))))
             op = op.child
         elif t is ExtendOperator:
             assert isinstance(op, ExtendOperator)
@@ -88,11 +101,11 @@ def _chain(view: ResultView) -> tuple[tuple, Any, RouteOperator, tuple[str, ...]
             src_vars = (GROUP, *op.vars)
             steps.append(("agg", op.vars))
             key = ("agg", id(shared), tuple(steps), view.vars)
-            return key, shared, route, src_vars, steps
+            return key, shared, route, src_vars, steps, tuple(params)
         elif t is RouteOperator:
             assert isinstance(op, RouteOperator)
             key = ("route", id(op.router), tuple(steps), view.vars)
-            return key, op.router, op, (GROUP, *op.router.out_vars), steps
+            return key, op.router, op, (GROUP, *op.router.out_vars), steps, tuple(params)
         else:
             return None
 
@@ -108,6 +121,8 @@ class RoutedBlock:
         steps: list[tuple],
         vars: tuple[str, ...],
         dictionary: Dictionary,
+        evaluator: Evaluator | None = None,
+        nparams: int = 0,
     ) -> None:
         self.key = key
         self.source = source
@@ -117,6 +132,10 @@ class RoutedBlock:
         self.vars = vars
         self.gvars = (GROUP, *vars)
         self.dictionary = dictionary
+        self.evaluator = evaluator
+        #: with filters: a block's group ids (column 0 of its rows, the keys of
+        #: :attr:`by_gid`) are slots, (router group, constants) pairs
+        self.slots = Slots(nparams) if any(st[0] == "f" for st in steps) else None
         self.state = Batch.empty(self.gvars)
         self.by_gid: dict[int, list[ResultView]] = {}
         self.routes: dict[int, RouteOperator] = {}
@@ -144,14 +163,15 @@ class RoutedBlock:
 
     # ------------------------------------------------------------ members
 
-    def add(self, view: ResultView, route: RouteOperator) -> None:
-        gid = self.router.groups[route.key].gid
+    def add(self, view: ResultView, route: RouteOperator, params: tuple[int, ...] = ()) -> None:
+        rgid = self.router.groups[route.key].gid
+        gid = rgid if self.slots is None else self.slots.slot(rgid, params)
         views = self.by_gid.get(gid)
         if views is None:
             views = self.by_gid[gid] = []
             self._gids = None
             self.routes[gid] = route
-            cur = self._transform(self._current(route, gid))
+            cur = self._transform(self._current(route, rgid), gid)
             if len(cur):
                 self.state = consolidate(concat([self.state, cur], self.gvars))
         views.append(view)
@@ -174,6 +194,8 @@ class RoutedBlock:
                 del self.by_gid[gid]
                 self._gids = None
                 del self.routes[gid]
+                if self.slots is not None:
+                    self.slots.drop(gid)
                 st = self.state
                 if len(st):
                     self.state = st.mask(st.cols[0] != gid)
@@ -191,6 +213,8 @@ class RoutedBlock:
         self.by_gid.clear()
         self._gids = None
         self.routes.clear()
+        if self.slots is not None:
+            self.slots.clear()
         self.gid_of.clear()
         self.fresh = []
         self._ver.clear()
@@ -212,13 +236,24 @@ class RoutedBlock:
 
     # ------------------------------------------------------------ evaluation
 
-    def _transform(self, d: Batch) -> Batch:
-        """The source's tagged rows through the chain, over ``("%group", *vars)``."""
+    def _transform(self, d: Batch, only: int | None = None) -> Batch:
+        """The source's tagged rows through the chain, over ``("%group", *vars)`` (with
+        filters: tagged with the slot ids; ``only``: that slot's rows alone)."""
         if not len(d):
             return Batch.empty(self.gvars)
+        slots = self.slots
+        expanded = False
         for st in self.steps:
             kind = st[0]
-            if kind == "agg":
+            if kind == "f":
+                assert slots is not None and self.evaluator is not None
+                if not expanded:
+                    d = slots.expand(d, only)
+                    expanded = True
+                d = slots.filter(self.evaluator, st[1], st[2], d)
+                if not len(d):
+                    return Batch.empty(self.gvars)
+            elif kind == "agg":
                 d = Batch((GROUP, *st[1]), d.cols, d.counts)
             elif kind == "r":
                 m = dict(st[1])
@@ -241,7 +276,8 @@ class RoutedBlock:
         g = d.cols[0]
         gids = self._gids
         if gids is None:  # (sorted ids of the groups here, kept until a group comes or goes)
-            gids = self._gids = np.sort(np.fromiter(self.by_gid, dtype=np.int64, count=len(self.by_gid)))
+            have = self.by_gid if self.slots is None else self.slots.gids()
+            gids = self._gids = np.sort(np.fromiter(have, dtype=np.int64, count=len(have)))
         if not len(gids):
             return d.mask(np.zeros(len(d), dtype=bool))
         at = gids.searchsorted(g)
@@ -429,12 +465,14 @@ class RoutedBlocks:
         found = _chain(view)
         if found is None:
             return False
-        key, source, route, _, steps = found
+        key, source, route, _, steps, params = found
         b = self.blocks.get(key)
         if b is None:
-            b = self.blocks[key] = RoutedBlock(key, source, route.router, steps, view.vars, self.dictionary)
+            b = self.blocks[key] = RoutedBlock(
+                key, source, route.router, steps, view.vars, self.dictionary, view.ev, len(params)
+            )
             route.router.blocks.append(b)
-        b.add(view, route)
+        b.add(view, route, params)
         return True
 
     def leave(self, view: ResultView) -> None:
