@@ -1,0 +1,148 @@
+"""Routed blocks with filters (engine/routed_filter.py): queries on a router's groups that
+differ in a FILTER / HAVING constant are kept in one block (one vectorised filter for all
+members) and answer exactly as each through its own operators: constants of other
+datatypes, NaN, unbound values, values equal to the constant, equal constants, late
+registrations and unregistering."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from linkstream.engine.embedded import Engine
+from linkstream.engine.routed_filter import Slots, parametrise
+from linkstream.query.continuous import parse_continuous
+from linkstream.query.expressions import And, Cmp, Const, Or, Var
+
+EX = "http://ex.org/"
+POSTS = EX + "posts"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+PRE = f"PREFIX : <{EX}>\nPREFIX xsd: <{XSD}>\n"
+USERS = 5
+#: constants: numbers of each type (some equal to values in the data), other datatypes
+CONSTS = ["1", "2", "2.0", "2.5", "3e0", '"2"^^xsd:integer', '"NaN"^^xsd:double', '"abc"', ":u1", "true"]
+#: the values of :score in the data (numbers of each type, NaN, a string, an IRI)
+VALUES = [
+    '"1"^^<{x}integer>',
+    '"2"^^<{x}integer>',
+    '"2.0"^^<{x}decimal>',
+    '"2.5"^^<{x}decimal>',
+    '"3"^^<{x}double>',
+    '"NaN"^^<{x}double>',
+    '"abc"',
+    "<http://ex.org/u1>",
+]
+
+
+def _text(rnd: random.Random) -> str:
+    w = f"[RANGE {rnd.randint(1, 3)}s SLIDE 1s]"
+    c, op = rnd.choice(CONSTS), rnd.choice(["<", "<=", ">", ">=", "=", "!="])
+    kind = rnd.choice(["f", "f", "or", "having", "opt"])
+    pat = "?user :creator ?post . ?post :score ?v"
+    if kind == "f":
+        return PRE + f"SELECT ?user ?v WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} FILTER(?v {op} {c}) }}"
+    if kind == "or":
+        c2 = rnd.choice(CONSTS)
+        return (
+            PRE + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} "
+            f"FILTER(?v {op} {c} || {c2} < ?v && ?user != :u2) }}"
+        )
+    if kind == "opt":  # ?v unbound in some rows
+        return (
+            PRE + f"SELECT ?user ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ ?user :creator ?post "
+            f"OPTIONAL {{ ?post :score ?v }} }} FILTER(!(?v {op} {c})) }}"
+        )
+    k = rnd.randrange(4)
+    return (
+        PRE
+        + f"SELECT ?user (COUNT(?post) AS ?n) (MAX(?v) AS ?m) WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} }} "
+        f"GROUP BY ?user HAVING (COUNT(?post) {op} {k})"
+    )
+
+
+def _element(eng: Engine, rnd: random.Random) -> np.ndarray:
+    enc = eng.dictionary.encode
+    rows = []
+    for _ in range(rnd.randrange(0, 5)):
+        u, p = rnd.randrange(USERS), rnd.randrange(8)
+        rows.append([enc(f"<{EX}u{u}>"), enc(f"<{EX}creator>"), enc(f"<{EX}post{p}>")])
+        if p != 7:  # post7 has no score
+            v = VALUES[rnd.randrange(len(VALUES))].format(x=XSD)
+            rows.append([enc(f"<{EX}post{p}>"), enc(f"<{EX}score>"), enc(v)])
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
+def _run(blocks: bool, seed: int) -> tuple[list, Engine]:
+    eng = Engine()
+    eng.routed_blocks = blocks
+    rnd = random.Random(seed)
+    texts = {f"q{i}": _text(rnd) for i in range(70)}
+    texts["same"] = texts["q0"]  # an equal query (same constant, its own name)
+    names = list(texts)
+    for n in names[:50]:
+        eng.register(parse_continuous(texts[n], default_name=n))
+    data = random.Random(seed + 1)
+    out = []
+    for step in range(14):
+        if step == 4:  # late registrations, on running slots and new ones
+            for n in names[50:]:
+                eng.register(parse_continuous(texts[n], default_name=n))
+        if step == 7:
+            for n in names[1:6] + names[52:54]:
+                eng.unregister(n)
+        if step != 10:  # a quiet epoch
+            eng.ingest(POSTS, 1000 * step + 10, _element(eng, data))
+        res = eng.tick(1000 * (step + 1), list(eng.queries), blocks=step % 2 == 0)
+        out.append(res.text())
+        out.append({n: rq.output.view.result.rows.cols.tolist() for n, rq in eng.queries.items()})
+        deltas = {n: rq.output.update(eng.epoch) for n, rq in eng.queries.items()}
+        out.append({n: (d.vars, d.cols.tolist(), d.counts.tolist()) for n, d in deltas.items() if len(d)})
+    return out, eng
+
+
+def test_filtered_blocks_report_what_each_query_reports_alone() -> None:
+    for seed in (3, 11):
+        got, eng = _run(True, seed)
+        want, _ = _run(False, seed)
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
+            assert a == b, f"seed {seed}, report {i // 3}, part {i % 3}"
+        assert sum(n for n, _ in got[0::3]) > 200  # lines were written
+        filtered = [b for b in eng._blocks.blocks.values() if b.slots is not None]
+        assert filtered
+        # members that differ in their constants share blocks (more slots than blocks)
+        assert sum(len(b.by_gid) for b in filtered) > len(filtered)
+        assert sum(len(b.gid_of) for b in filtered) > 30
+
+
+def test_unregistering_every_filtered_query_frees_the_blocks() -> None:
+    _, eng = _run(True, 3)
+    for n in list(eng.queries):
+        eng.unregister(n)
+    assert not eng._blocks.blocks
+    assert eng.operator_count() == 0
+
+
+def test_parametrise_replaces_the_constant_operands_of_comparisons() -> None:
+    c1, c2 = Const(None, 7), Const(None, 9)  # type: ignore[arg-type]
+    e = Or(Cmp(">", Var("v"), c1), And(Cmp("<", c2, Var("w")), Cmp("=", Var("v"), Var("w"))))
+    params: list[int] = []
+    t = parametrise(e, params)
+    assert params == [7, 9]
+    assert t == Or(Cmp(">", Var("v"), Var("%param0")), And(Cmp("<", Var("%param1"), Var("w")), e.b.b))
+
+
+def test_slots_expand_rows_once_per_slot_of_their_group() -> None:
+    from linkstream.operators.batch import Batch
+
+    s = Slots(1)
+    a, b, c = s.slot(1, (10,)), s.slot(2, (10,)), s.slot(1, (11,))
+    assert s.slot(1, (10,)) == a
+    d = Batch(("%group", "x"), np.array([[1, 2, 1, 3], [5, 6, 7, 8]]), np.array([1, 1, 2, 1]))
+    got = s.expand(d)
+    pairs = sorted(zip(got.cols[0].tolist(), got.cols[1].tolist(), got.counts.tolist()))
+    assert pairs == sorted([(a, 5, 1), (c, 5, 1), (b, 6, 1), (a, 7, 2), (c, 7, 2)])
+    only = s.expand(d, c)
+    assert sorted(zip(only.cols[0].tolist(), only.cols[1].tolist())) == [(c, 5), (c, 7)]
+    s.drop(a)
+    assert s.gids() == {1, 2} and s.slot(1, (10,)) not in (b, c)
