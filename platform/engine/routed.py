@@ -36,6 +36,7 @@ import numpy as np
 from linkstream.engine.output import json_terms
 from linkstream.engine.routed_filter import Slots, parametrise
 from linkstream.engine.routed_members import RoutedMembers
+from linkstream.engine.routed_plain import PlainRoute, PlainSource, plain_ok
 from linkstream.operators.aggregate import AggregateOperator, _group_rows
 from linkstream.operators.base import AttachOperator, Operator
 from linkstream.operators.batch import Batch, concat, consolidate, merge_sorted
@@ -95,7 +96,7 @@ def _chain(
             assert isinstance(op, AggregateOperator)
             r = op._routed()
             if not isinstance(r, tuple):
-                return None
+                return _plain(op, steps, params, view)
             shared, route = r
             # the shared aggregate's columns are the query's, positionally
             src_vars = (GROUP, *op.vars)
@@ -107,7 +108,17 @@ def _chain(
             key = ("route", id(op.router), tuple(steps), view.vars)
             return key, op.router, op, (GROUP, *op.router.out_vars), steps, tuple(params)
         else:
-            return None
+            return _plain(op, steps, params, view)
+
+
+def _plain(
+    op: Operator, steps: list[tuple], params: list[int], view: ResultView
+) -> tuple[tuple, Any, Any, tuple[str, ...], list[tuple], tuple[int, ...]] | None:
+    """A filtered chain over a shared operator that is not a route (:mod:`.routed_plain`)."""
+    if not any(st[0] == "f" for st in steps) or not plain_ok(op):
+        return None
+    key = ("plain", id(op), tuple(steps), view.vars)
+    return key, op, None, (GROUP, *op.vars), steps, tuple(params)
 
 
 class RoutedBlock:
@@ -199,6 +210,12 @@ class RoutedBlock:
                 st = self.state
                 if len(st):
                     self.state = st.mask(st.cols[0] != gid)
+        if isinstance(self.router, PlainSource):
+            # its own attachments below the chain were never pulled: they must not give
+            # it the operator's whole output again
+            for op in view.root.walk():
+                if type(op) is AttachOperator and op.shared is self.router.op:
+                    op._attached = True
         if view._started:
             # its own routed aggregates have not been pulled while it was here: they must
             # not give it the group's whole result again
@@ -453,19 +470,28 @@ class RoutedBlocks:
     def __init__(self, dictionary: Dictionary) -> None:
         self.dictionary = dictionary
         self.blocks: dict[tuple, RoutedBlock] = {}
+        #: id(operator) -> the shared operator read as a one-group router by plain blocks
+        self.plain: dict[int, PlainSource] = {}
 
     def member_groups(self) -> list[RoutedMembers]:
         """The blocks' members (non-empty), which report together."""
         return [b.members for b in self.blocks.values() if len(b.members)]
 
-    def join(self, view: ResultView) -> bool:
-        """Puts a new (never evaluated) view in the block of its chain, if it has one."""
+    def join(self, view: ResultView, plain: bool = True) -> bool:
+        """Puts a new (never evaluated) view in the block of its chain, if it has one
+        (``plain``: also on a shared operator that is not a route; its queries must be
+        the block's members, which bring it to every epoch)."""
         if view.block is not None or view._started:
             return False
         found = _chain(view)
-        if found is None:
+        if found is None or (found[2] is None and not plain):
             return False
         key, source, route, _, steps, params = found
+        if route is None:  # (a plain block: the operator is its source and its router)
+            ps = self.plain.get(id(source))
+            if ps is None:
+                ps = self.plain[id(source)] = PlainSource(source)
+            source, route = ps, PlainRoute(ps)
         b = self.blocks.get(key)
         if b is None:
             b = self.blocks[key] = RoutedBlock(
@@ -488,3 +514,5 @@ class RoutedBlocks:
                 b.router.blocks.remove(b)
             except ValueError:
                 pass
+            if isinstance(b.router, PlainSource) and not b.router.blocks:
+                self.plain.pop(id(b.router.op), None)
