@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from linkstream.rdf.dictionary import Dictionary
 
 GROUP = "%group"
+#: an ASK view's body (:meth:`ResultView.bodies <linkstream.engine.output.ResultView.bodies>`)
+ASK_TRUE, ASK_FALSE = '"ask": true}', '"ask": false}'
 
 
 def _chain(
@@ -62,7 +64,9 @@ def _chain(
     source's tagged delta; ``source`` is the router or the shared aggregate; ``params``:
     the ids of the constants its filters compare with (:mod:`.routed_filter`)."""
     shape = view.shape
-    if view.mode != "RSTREAM" or shape.form != "SELECT" or shape.order or shape.template:
+    if view.mode != "RSTREAM" or shape.order or shape.template:
+        return None
+    if shape.form != "SELECT" and (shape.form != "ASK" or view.vars):
         return None
     if shape.distinct or view.sliced:
         return None
@@ -139,6 +143,8 @@ class RoutedBlock:
         self.source = source
         self.router = router
         self.is_agg = key[0] == "agg"
+        #: ASK views (no variables): a group's body is true when it has a row
+        self.ask = not vars
         self.steps = steps[::-1]  # bottom-up
         self.vars = vars
         self.gvars = (GROUP, *vars)
@@ -348,6 +354,8 @@ class RoutedBlock:
         sub_counts = st.counts.take(sel)
         # render the rows of every changed group at once
         rendered = self._render(sub_cols) if total else np.empty(0, dtype=object)
+        if self.ask:  # (every view's result is set, as ResultView.bodies reads it)
+            rendered = None
         self._ver.update(dict.fromkeys(changed, epoch))
         members = self.members
         if rendered is not None and len(members.by_view) == len(self.gid_of):
@@ -371,7 +379,9 @@ class RoutedBlock:
         for gid, a, b, k in zip(changed, starts.tolist(), ends.tolist(), n_odd):
             part = changed[gid]
             bodies: list[str] | None
-            if rendered is None:
+            if self.ask:
+                bodies = [ASK_TRUE if a < b else ASK_FALSE]
+            elif rendered is None:
                 bodies = [] if a == b else None
             elif not k:
                 bodies = texts[a:b]
@@ -434,7 +444,9 @@ class RoutedBlock:
         rows = Batch(self.vars, st.cols[1:, lo:hi].copy(), st.counts[lo:hi].copy())
         view.result.set_consolidated(rows)
         r = self._render(rows.cols) if len(rows) else None
-        if r is None:
+        if self.ask:
+            view._bodies = [ASK_TRUE if len(rows) else ASK_FALSE]
+        elif r is None:
             view._bodies = view._rstream_bodies(rows)
         else:
             view._bodies = np.repeat(r, rows.counts).tolist()

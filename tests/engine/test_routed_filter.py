@@ -1,4 +1,4 @@
-"""Routed blocks with filters (engine/routed_filter.py): queries on a router's groups that
+"""Routed blocks with filters (engine/routed_filter.py, routed_plain.py): SELECT and ASK queries that
 differ in a FILTER / HAVING constant are kept in one block (one vectorised filter for all
 members) and answer exactly as each through its own operators: constants of other
 datatypes, NaN, unbound values, values equal to the constant, equal constants, late
@@ -38,7 +38,7 @@ VALUES = [
 def _text(rnd: random.Random) -> str:
     w = f"[RANGE {rnd.randint(1, 3)}s SLIDE 1s]"
     c, op = rnd.choice(CONSTS), rnd.choice(["<", "<=", ">", ">=", "=", "!="])
-    kind = rnd.choice(["f", "f", "or", "having", "opt"])
+    kind = rnd.choice(["f", "f", "or", "having", "opt", "ask", "ask_opt"])
     pat = "?user :creator ?post . ?post :score ?v"
     if kind == "f":
         return PRE + f"SELECT ?user ?v WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} FILTER(?v {op} {c}) }}"
@@ -48,6 +48,11 @@ def _text(rnd: random.Random) -> str:
             PRE + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} "
             f"FILTER(?v {op} {c} || {c2} < ?v && ?user != :u2) }}"
         )
+    if kind == "ask":
+        return PRE + f"ASK WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} FILTER(?v + ?v {op} {c}) }}"
+    if kind == "ask_opt":
+        opt = "?user :creator ?post OPTIONAL { ?post :score ?v }"
+        return PRE + f"ASK WHERE {{ STREAM <{POSTS}> {w} {{ {opt} }} FILTER(?v {op} {c}) }}"
     if kind == "opt":  # ?v unbound in some rows
         return (
             PRE + f"SELECT ?user ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ ?user :creator ?post "
