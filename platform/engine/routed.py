@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from linkstream.rdf.dictionary import Dictionary
 
 GROUP = "%group"
+#: the operators a block's chain may hold above its source
+_CHAIN_OPS = (ProjectOperator, RenameOperator, FilterOperator, ExtendOperator)
 #: an ASK view's body (:meth:`ResultView.bodies <linkstream.engine.output.ResultView.bodies>`)
 ASK_TRUE, ASK_FALSE = '"ask": true}', '"ask": false}'
 
@@ -216,12 +218,20 @@ class RoutedBlock:
                 st = self.state
                 if len(st):
                     self.state = st.mask(st.cols[0] != gid)
-        if isinstance(self.router, PlainSource):
-            # its own attachments below the chain were never pulled: they must not give
-            # it the operator's whole output again
-            for op in view.root.walk():
-                if type(op) is AttachOperator and op.shared is self.router.op:
+        if view._started:
+            # the attachments in its chain were never pulled: they must not give it the
+            # shared operators' whole output again (a view never evaluated has none yet)
+            op: Operator = view.root
+            while True:
+                t = type(op)
+                if t is AttachOperator:
+                    assert isinstance(op, AttachOperator)
                     op._attached = True
+                    op = op.shared
+                elif t in _CHAIN_OPS:
+                    op = op.children[0]
+                else:
+                    break
         if view._started:
             # its own routed aggregates have not been pulled while it was here: they must
             # not give it the group's whole result again

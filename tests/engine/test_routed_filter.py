@@ -2,7 +2,7 @@
 differ in a FILTER / HAVING constant are kept in one block (one vectorised filter for all
 members) and answer exactly as each through its own operators: constants of other
 datatypes, NaN, unbound values, values equal to the constant, equal constants, late
-registrations and unregistering."""
+registrations, unregistering and replanning."""
 
 from __future__ import annotations
 
@@ -96,6 +96,10 @@ def _run(blocks: bool, seed: int) -> tuple[list, Engine]:
         if step == 7:
             for n in names[1:6] + names[52:54]:
                 eng.unregister(n)
+        if step == 9:  # they leave their blocks (plain ones among them) and go on alone
+            busy = [n for n in names[6:50] if len(eng.queries[n].output.view.result.rows)]
+            for n in busy[::4]:
+                eng.replanned(eng.queries[n])
         if step != 10:  # a quiet epoch
             eng.ingest(POSTS, 1000 * step + 10, _element(eng, data))
         res = eng.tick(1000 * (step + 1), list(eng.queries), blocks=step % 2 == 0)
