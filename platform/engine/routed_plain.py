@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from linkstream.engine.dirty import event_driven
 from linkstream.operators.base import Operator
 from linkstream.operators.batch import Batch
 
@@ -73,5 +74,11 @@ class PlainSource:
 
 
 def plain_ok(op: Operator) -> bool:
-    """Whether ``op`` can be read as a :class:`PlainSource`: it gives its current rows."""
-    return type(op).current is not Operator.current
+    """Whether ``op`` can be read as a :class:`PlainSource`: it gives its current rows, and
+    every operator under it is event-driven, so every other reader of it is evaluated at
+    each epoch its delta is not empty (a window under it moved) and pulling it at every
+    epoch takes nothing from them (a route under it: its readers skip epochs whose change
+    they read later)."""
+    if type(op).current is Operator.current:
+        return False
+    return all(event_driven(o) for o in op.walk())
