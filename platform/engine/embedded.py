@@ -335,7 +335,7 @@ class Engine:
             if self.routed_blocks:
                 if self._blocks is None:
                     self._blocks = RoutedBlocks(self.dictionary)
-                self._blocks.join(output.view, self.group_routed)
+                self._blocks.join(output.view, self.group_routed and getattr(self, "plain_blocks", False))
                 blk = output.view.block
                 if blk is not None and self.group_routed:
                     blk.members.add(rq)

@@ -38,7 +38,7 @@ VALUES = [
 def _text(rnd: random.Random) -> str:
     w = f"[RANGE {rnd.randint(1, 3)}s SLIDE 1s]"
     c, op = rnd.choice(CONSTS), rnd.choice(["<", "<=", ">", ">=", "=", "!="])
-    kind = rnd.choice(["f", "f", "or", "having", "opt", "ask", "ask_opt"])
+    kind = rnd.choice(["f", "f", "or", "having", "opt", "ask", "ask_opt", "one", "ask_one"])
     pat = "?user :creator ?post . ?post :score ?v"
     if kind == "f":
         return PRE + f"SELECT ?user ?v WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} FILTER(?v {op} {c}) }}"
@@ -48,6 +48,10 @@ def _text(rnd: random.Random) -> str:
             PRE + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} "
             f"FILTER(?v {op} {c} || {c2} < ?v && ?user != :u2) }}"
         )
+    if kind == "one":  # one pattern (not routed): blocks over the shared scan (routed_plain.py)
+        return PRE + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ ?post :score ?v }} FILTER(?v {op} {c}) }}"
+    if kind == "ask_one":
+        return PRE + f"ASK WHERE {{ STREAM <{POSTS}> {w} {{ ?post :score ?v }} FILTER(?v {op} {c} || ?v = 1) }}"
     if kind == "ask":
         return PRE + f"ASK WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} FILTER(?v + ?v {op} {c}) }}"
     if kind == "ask_opt":
@@ -81,6 +85,7 @@ def _element(eng: Engine, rnd: random.Random) -> np.ndarray:
 def _run(blocks: bool, seed: int) -> tuple[list, Engine]:
     eng = Engine()
     eng.routed_blocks = blocks
+    eng.plain_blocks = True  # type: ignore[attr-defined]  # (as LiveEngine sets it)
     rnd = random.Random(seed)
     texts = {f"q{i}": _text(rnd) for i in range(70)}
     texts["same"] = texts["q0"]  # an equal query (same constant, its own name)
@@ -122,6 +127,7 @@ def test_filtered_blocks_report_what_each_query_reports_alone() -> None:
         # members that differ in their constants share blocks (more slots than blocks)
         assert sum(len(b.by_gid) for b in filtered) > len(filtered)
         assert sum(len(b.gid_of) for b in filtered) > 30
+        assert any(b.key[0] == "plain" and len(b.by_gid) > 1 for b in filtered)
 
 
 def test_unregistering_every_filtered_query_frees_the_blocks() -> None:
