@@ -49,9 +49,14 @@ def _text(rnd: random.Random) -> str:
             f"FILTER(?v {op} {c} || {c2} < ?v && ?user != :u2) }}"
         )
     if kind == "one":  # one pattern (not routed): blocks over the shared scan (routed_plain.py)
-        return PRE + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ ?post :score ?v }} FILTER(?v {op} {c}) }}"
+        return (
+            PRE
+            + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> {w} {{ ?post :score ?v }} FILTER(?v {op} {c}) }}"
+        )
     if kind == "ask_one":
-        return PRE + f"ASK WHERE {{ STREAM <{POSTS}> {w} {{ ?post :score ?v }} FILTER(?v {op} {c} || ?v = 1) }}"
+        return (
+            PRE + f"ASK WHERE {{ STREAM <{POSTS}> {w} {{ ?post :score ?v }} FILTER(?v {op} {c} || ?v = 1) }}"
+        )
     if kind == "ask":
         return PRE + f"ASK WHERE {{ STREAM <{POSTS}> {w} {{ {pat} }} FILTER(?v + ?v {op} {c}) }}"
     if kind == "ask_opt":
