@@ -90,7 +90,7 @@ def _element(eng: Engine, rnd: random.Random) -> np.ndarray:
 def _run(blocks: bool, seed: int) -> tuple[list, Engine]:
     eng = Engine()
     eng.routed_blocks = blocks
-    eng.plain_blocks = True  # type: ignore[attr-defined]  # (as LiveEngine sets it)
+    eng.plain_blocks = True  # type: ignore[attr-defined]  # (off in every product path: see docs/architecture.md)
     rnd = random.Random(seed)
     texts = {f"q{i}": _text(rnd) for i in range(70)}
     texts["same"] = texts["q0"]  # an equal query (same constant, its own name)

@@ -94,7 +94,6 @@ def trimmed(tmp_path_factory):
 
 def run_linkstream(queries: dict[str, str], streams, static) -> tuple[Engine, dict]:
     eng = Engine()
-    eng.plain_blocks = True  # type: ignore[attr-defined]  # (as LiveEngine: csparql templates in blocks)
     tr = load_graph(str(static), eng.dictionary)
     eng.add_static(None, tr)
     eng.add_static(REPO, tr)
@@ -136,7 +135,6 @@ def test_many_queries_together_equal_the_oracle_per_query(trimmed, tmp_path, cap
 def test_thousand_queries_from_five_templates_share_joins_and_scans(trimmed):
     d, static = trimmed
     eng = Engine()
-    eng.plain_blocks = True  # type: ignore[attr-defined]  # (as LiveEngine: csparql templates in blocks)
     tr = load_graph(str(static), eng.dictionary)
     eng.add_static(None, tr)
     eng.add_static(REPO, tr)
@@ -169,7 +167,6 @@ def test_thousand_queries_five_templates_five_ranges_two_dialects_one_join_each(
 
     d, static = trimmed
     eng = Engine()
-    eng.plain_blocks = True  # type: ignore[attr-defined]  # (as LiveEngine: csparql templates in blocks)
     tr = load_graph(str(static), eng.dictionary)
     eng.add_static(None, tr)
     eng.add_static(REPO, tr)
@@ -198,7 +195,6 @@ def test_register_mid_stream_reports_from_next_close_with_retained_elements(trim
     early = template_query(0, TRAFFIC[0], TRAFFIC[1], 3000, 1000, 0.01, "cqels", "early")
     late_text = template_query(1, TRAFFIC[0], TRAFFIC[1], 3000, 1000, 0.005, "cqels", "late")
     eng = Engine()
-    eng.plain_blocks = True  # type: ignore[attr-defined]  # (as LiveEngine: csparql templates in blocks)
     tr = load_graph(str(static), eng.dictionary)
     eng.add_static(None, tr)
     rq = eng.register(parse_continuous(early, default_name="early"))

@@ -114,9 +114,6 @@ class LiveEngine(LiveWorker, BatchPush):
         absorb: Collection[str] = (),
     ) -> None:
         self.engine = engine if engine is not None else Engine(dictionary, default_step=default_step)
-        # filtered views over shared operators that are not routes share routed blocks too
-        # (engine/routed_plain.py; one process: no query moves in or out with its state)
-        setattr(self.engine, "plain_blocks", True)  # noqa: B010
         #: streams whose elements are also absorbed into ``engine.store`` (timeless data that
         #: one-shot queries see on consistent snapshots)
         self.absorb = frozenset(absorb)
