@@ -28,6 +28,7 @@ from linkstream.scheduler.membership import Membership
 from linkstream.scheduler.status import cluster_status
 from tests.cluster.test_cluster import (  # noqa: F401 - the module's fixtures
     Workload,
+    _has_window_state,
     compare,
     owners,
     run,
@@ -60,12 +61,15 @@ def test_a_drain_moves_routed_queries_with_their_router_units(
 ) -> None:
     scratch = Engine(default_step=1000, log_fn=lambda _m: None)
     routed = []
+    empty = set()  # plans with no window state to ship (csparql-Q11's folded plan, an empty constant)
     for cq in workload.queries:
+        root = scratch.register(cq).root
         try:
-            routers_of(scratch.register(cq).root)
+            routers_of(root)
             routed.append(cq.name)
         except StateError:
-            pass
+            if not _has_window_state(root):
+                empty.add(cq.name)
     assert len(routed) >= 5, routed
     cluster = start_cluster(3)
     engines: list[ClusterEngine] = []
@@ -85,10 +89,16 @@ def test_a_drain_moves_routed_queries_with_their_router_units(
     result = run(workload, cluster.hosts, out, on_tick=on_tick, on_start=engines.append)
     assert result.lost == []
     compare(workload.expected, out, capsys)
-    moves = [m for m in result.migrations if m.src == drained[0]]
+    every = [m for m in result.migrations if m.src == drained[0]]
+    # a plan with nothing to ship moves as a rebuild (0 bytes, not shipped, no error)
+    assert all(m.rows == 0 and not m.error for m in every if m.query in empty), every
+    moves = [m for m in every if m.query not in empty]
     units = [m for m in moves if m.unit]
     assert units and {m.query for m in units} <= set(routed), moves
-    assert all(m.shipped and m.bytes > 0 and not m.error for m in moves), moves
+    assert all(m.shipped and m.bytes > 0 and not m.error for m in moves), [
+        m for m in moves if not (m.shipped and m.bytes > 0 and not m.error)
+    ]
     restored = sum(_migrations_in(c["metrics"]) for c in cluster_status(kazoo_client)["containers"])
-    assert restored == len(moves), (restored, moves)
+    # (a move of nothing may count as restored too: an empty state restored)
+    assert len(moves) <= restored <= len(every), (restored, every)
     wait_until(lambda: not pid_alive(cluster.pid(drained[0])), "the drained container to exit")
