@@ -83,7 +83,9 @@ def read_header(frames: Sequence[Frame]) -> dict[str, Any]:
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise ProtocolError(f"header is not valid msgpack: {exc}") from exc
     if not isinstance(header, dict) or header.get("v") != VERSION:
-        raise ProtocolError("header is not a version-1 map")
+        raise ProtocolError(
+            f"header is not a version-{VERSION} map (got v={header.get('v') if isinstance(header, dict) else None!r})"
+        )
     return header
 
 
