@@ -38,14 +38,9 @@ import httpx
 import msgpack
 from kazoo.exceptions import KazooException, NoNodeError
 
-from linkstream.cluster.decisions import (
-    DECIDED_HEADER,
-    DecisionBook,
-    DecisionPoller,
-    OwnerDecisions,
-    Pending,
-)
+from linkstream.cluster.decisions import DECIDED_HEADER, DecisionPoller, OwnerDecisions, Pending
 from linkstream.cluster.ingestwire import pack_elements, split_elements, unpack_elements, with_refs
+from linkstream.cluster.leaderbook import _Applied, rebuild_decision, restore_decisions, saved_decisions
 from linkstream.cluster.ownersender import OwnerSender
 from linkstream.cluster.streamowners import (
     ZK_WAIT_S,
@@ -86,88 +81,6 @@ class _Sequence:
     next: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     book: OwnerDecisions = field(default_factory=OwnerDecisions)
-
-
-@dataclass
-class _Applied:
-    """What the leader applied of one stream: the newest epoch and the next offset;
-    ``book``: ``--ingest direct``, its worker's decisions the owner has not acknowledged."""
-
-    epoch: int = -1
-    next: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    book: DecisionBook = field(default_factory=DecisionBook)
-    #: a new leader's replay: the body ``(epoch, record)`` it is rebuilding the decision of
-    rebuilt: tuple[tuple[int, int], Pending] | None = None
-
-
-def rebuild_decision(
-    applied: dict[str, _Applied], lock: threading.Lock, bodies: BodyStore, rec: LogRecord
-) -> tuple[Decided, int]:
-    """``--ingest direct``, a new leader's replay of push record ``rec`` (``f="ref"``):
-    the :class:`Decided` of its body in the stream's :class:`DecisionBook` (added at the
-    body's first record, as its old leader added it at the body's push) and the element's
-    index in the body.  A body's offsets run from its offset (read in the owner's stream
-    log) to the next body's, the last body's to its last logged element."""
-    h = rec.header
-    iri, epoch, q, j = str(h["s"]), int(h["e"]), int(h["r"]), int(h["j"])
-    with lock:
-        st = applied.setdefault(iri, _Applied())
-    with st.lock:
-        cur = st.rebuilt
-        if cur is not None and cur[0] == (epoch, q):
-            p = cur[1]
-            p.end = max(p.end, p.offset + j + 1)
-        else:
-            offset = bodies.offset(iri, epoch, q)
-            if cur is not None and cur[0][0] == epoch:
-                cur[1].end = max(cur[1].end, offset)  # the elements between were the last body's
-            if epoch > st.epoch:
-                st.epoch, st.next = epoch, offset
-            # a body the restored checkpoint covered in part: its decision goes on
-            resumed = st.book.resume(epoch, offset)
-            if resumed is not None:
-                p = resumed
-                p.end = max(p.end, offset + j + 1)
-            else:
-                p = Pending(offset, offset + j + 1, offset, Decided())
-                st.book.add(epoch, p)
-            st.rebuilt = ((epoch, q), p)
-        st.next = max(st.next, p.end)
-        return p.decided, j
-
-
-def saved_decisions(applied: dict[str, _Applied], lock: threading.Lock) -> dict[str, list[Any]]:
-    """``--ingest direct``, on the worker at a cluster checkpoint's barrier: per stream
-    ``[epoch, end, decisions]`` (:meth:`DecisionBook.saved`); streams with none left out.
-    Only the books' locks are taken (a push holds its stream's lock while it waits for
-    room in the worker's queue)."""
-    with lock:
-        items = list(applied.items())
-    out: dict[str, list[Any]] = {}
-    for iri, st in items:
-        epoch, end, decisions = st.book.saved()
-        if epoch >= 0 and (decisions or end is not None):
-            out[iri] = [epoch, end, decisions]
-    return out
-
-
-def restore_decisions(
-    applied: dict[str, _Applied], lock: threading.Lock, saved: dict[str, list[Any]]
-) -> None:
-    """A new leader that restored a cluster checkpoint: the decisions its old leader had
-    completed and the owners had not acknowledged (:func:`saved_decisions`) -- the bodies
-    the checkpoint covers are not replayed, so nothing else would give them -- and each
-    stream's epoch and next offset (the end of the last body decided before the barrier)."""
-    for iri, (epoch, end, decisions) in saved.items():
-        with lock:
-            st = applied.setdefault(iri, _Applied())
-        with st.lock:
-            st.book.restore(int(epoch), end, decisions)
-            if epoch > st.epoch:
-                st.epoch, st.next = int(epoch), 0
-            if epoch == st.epoch:
-                st.next = max([st.next, *(d[1] for d in decisions), *([end] if end is not None else [])])
 
 
 class StreamIngest:
@@ -248,6 +161,8 @@ class StreamIngest:
             NotOwner: Another coordinator owns the stream.
             NotLeading: No leader took the body within :data:`HANDOFF_S` seconds.
         """
+        from linkstream.cluster.service import NotLeading
+
         seq = self._sequence(iri)
         with seq.lock:
             offset = seq.next
@@ -262,16 +177,24 @@ class StreamIngest:
                     self._start_poller()
             # direct: the decisions below ``after`` are known here (the leader may drop them)
             after = seq.book.decided
-            if self.service.leading() and self.service._ready.is_set():
-                flags, error = self.apply(
-                    iri, seq.epoch, offset, elements, key, owner=self.service.identifier, heard=heard
-                )
-                if heard is not None:
-                    heard.append((*self.decisions(iri, seq.epoch, after), self.run_id()))
-            else:
-                flags, error = self._hand_off(
-                    iri, seq.epoch, offset, elements, key, timeout, packed, heard, after
-                )
+            unanswered = [False]  # a try of the hand-off may have reached a leader, no answer came
+            try:
+                if self.service.leading() and self.service._ready.is_set():
+                    flags, error = self.apply(
+                        iri, seq.epoch, offset, elements, key, owner=self.service.identifier, heard=heard
+                    )
+                    if heard is not None:
+                        heard.append((*self.decisions(iri, seq.epoch, after), self.run_id()))
+                else:
+                    flags, error = self._hand_off(
+                        iri, seq.epoch, offset, elements, key, timeout, packed, heard, after, unanswered
+                    )
+            except Exception as exc:
+                if unanswered[0] or not isinstance(exc, (NotLeading, NotOwner)):
+                    # the leader may have applied the body (and died, or failed after it): its
+                    # offsets are never given to another body, which it would skip as a retry
+                    seq.next = offset + len(elements)
+                raise
             seq.next = offset + len(flags) + (1 if isinstance(error, EventTimeError) else 0)
             for floor, decisions, run in heard or ():  # decisions on this stream's earlier bodies
                 seq.book.learn(floor, decisions, offset, run)
@@ -336,10 +259,13 @@ class StreamIngest:
         packed: bytes | None = None,
         heard: list[tuple[int | None, list[list[Any]], str | None]] | None = None,
         after: int = 0,
+        unanswered: list[bool] | None = None,
     ) -> tuple[list[bool], Exception | None]:
         """Hands one body to the leader.  ``heard`` (``--ingest direct``): appended the
         leader's completed decisions on the stream's bodies from offset ``after`` on (the
-        ones below it are acknowledged by the request's :data:`DECIDED_HEADER`)."""
+        ones below it are acknowledged by the request's :data:`DECIDED_HEADER`).
+        ``unanswered[0]`` is set when a try may have reached a leader that did not answer
+        (connection lost after sending, an unreadable answer, a failure but 409/503)."""
         from linkstream.cluster.service import NotLeading
 
         if packed is None:
@@ -366,8 +292,14 @@ class StreamIngest:
                     if r.status_code == 409:  # a newer owner took the stream over
                         self.owners.forget(iri)
                         raise NotOwner(r.json().get("error", f"stream <{iri}>: not the owner"))
+                    if r.status_code != 503 and unanswered is not None:  # 503: not leading, nothing taken
+                        unanswered[0] = True
                     logger.debug("leader %s refused a body of <%s>: %s", ident, iri, r.text[:200])
-                except (httpx.HTTPError, ValueError) as exc:
+                except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                    logger.debug("handing a body of <%s> to %s failed: %s", iri, url, exc)
+                except (httpx.HTTPError, ValueError) as exc:  # sent: the leader may have taken it
+                    if unanswered is not None:
+                        unanswered[0] = True
                     logger.debug("handing a body of <%s> to %s failed: %s", iri, url, exc)
             if self.service.leading() and self.service._ready.is_set():  # we lead now
                 got = self.apply(
@@ -646,6 +578,7 @@ class StreamIngest:
 
 __all__ = [
     "INGEST_PATH",
+    "_Applied",
     "ZK_WAIT_S",
     "MSGPACK",
     "NotOwner",
@@ -654,6 +587,9 @@ __all__ = [
     "StreamOwners",
     "ZooKeeperAway",
     "pack_elements",
+    "rebuild_decision",
+    "restore_decisions",
+    "saved_decisions",
     "split_elements",
     "stream_key",
     "unpack_elements",
