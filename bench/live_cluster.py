@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         "--ingest",
         nargs="+",
         default=None,
-        choices=["leader", "direct", "owners"],
+        choices=["leader", "direct", "owners", "meta"],
         help="run each cluster with --state-dir and each of these --ingest settings, alternating",
     )
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the --ingest settings (alternating)")

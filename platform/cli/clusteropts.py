@@ -43,13 +43,14 @@ def add_cluster_options(rp: argparse.ArgumentParser) -> None:
     )
     cl.add_argument(
         "--ingest",
-        choices=["leader", "direct", "owners"],
+        choices=["leader", "direct", "owners", "meta"],
         default="leader",
         help="leader (default): the leader's ingest log holds every pushed body; direct: each stream's "
         "owner coordinator logs its bodies in --state-dir (needed) before the hand-off and the "
         "leader's log refers to them; owners: direct, and the owners send the elements to the "
         "containers, not the leader (experimental: no owner-served backlog yet; "
-        "docs/architecture.md, Direct ingest)",
+        "docs/architecture.md, Direct ingest); meta: owners, and the leader gets only each body's "
+        "event times, sizes and log record (experimental)",
     )
     cl.add_argument(
         "--stream-segment-mb",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from linkstream.cluster.fanout import triples_of
 from linkstream.store.checkpoints import Blob
 
 if TYPE_CHECKING:
@@ -23,15 +24,19 @@ def fanout_backlog(remote: RemoteEngine) -> list[tuple[str, int, list[tuple[int,
     fan = cluster.fanout
     cuts = cluster.recovery._cuts
     cut = cuts[-1][2] if cuts and cuts[-1][0] == cluster.seq else None
+    # --ingest meta: elements held by reference are read from the owners' stream logs
+    fan.materialize(
+        [(k, tr) for k, _, tr in fan._pending] + [(r[0], r[3]) for dq in fan._backlog for r in dq]
+    )
     pending: dict[int, list[tuple[int, np.ndarray]]] = {}
     for k, t, tr in fan._pending:  # not flushed yet: after the cut
-        pending.setdefault(k, []).append((t, tr))
+        pending.setdefault(k, []).append((t, triples_of(tr)))
     out = []
     for k, iri in enumerate(fan.streams):
         rows = list(fan._backlog[k])
         end = int(cut[k]) if cut is not None and k < len(cut) else 0
         before = sum(1 for r in rows if r[1] < end)
-        out.append((iri, before, [(r[2], r[3]) for r in rows] + pending.get(k, [])))
+        out.append((iri, before, [(r[2], triples_of(r[3])) for r in rows] + pending.get(k, [])))
     return out
 
 

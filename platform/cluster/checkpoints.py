@@ -160,6 +160,7 @@ def capture(
     (accepted counts, idempotency keys) was read under the lock pushes are logged under: a
     push logged after it is replayed from the log, and its key here would make the next
     leader take it for a repeat and drop it."""
+    backlog = fanout_backlog(remote)  # first: --ingest meta encodes the terms it reads from the logs
     terms = remote.dictionary._terms
     n = len(terms)
     c = live._fired
@@ -203,7 +204,7 @@ def capture(
         queries,
         [None] * len(queries),
         RingsCapture(),
-        backlog=fanout_backlog(remote),
+        backlog=backlog,
         keys=barrier.keys,
         result_seq=result_seq(),
     )

@@ -36,6 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,30 @@ SEND_RETRY_S = 0.2
 SNDHWM = 10000
 
 _Row = tuple[int, int, int, np.ndarray]  # stream index, element seq in its stream, time, triples
+
+
+class Deferred:
+    """``run --zk --ingest meta``: the triples of an element the leader holds by reference
+    only (``ref`` = ``(epoch, record, element)`` in its owner's stream log, ``n`` triples);
+    :meth:`Fanout.materialize` reads them (``ids``, the leader's dictionary ids) once a
+    ``sync``, a recomputation or a checkpoint needs them."""
+
+    __slots__ = ("ids", "n", "ref")
+
+    def __init__(self, n: int, ref: tuple[int, int, int]) -> None:
+        self.n, self.ref = n, ref
+        self.ids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.n if self.ids is None else len(self.ids)
+
+
+def triples_of(tr: np.ndarray | Deferred) -> np.ndarray:
+    """A row's triples (a :class:`Deferred` one materialized before)."""
+    if isinstance(tr, Deferred):
+        assert tr.ids is not None, "a deferred element read before Fanout.materialize"
+        return tr.ids
+    return tr
 
 
 @dataclass
@@ -126,6 +151,8 @@ class Fanout:
         self.owners_send = False
         self._numbered: list[int | None] = []  # per pending element, its applied count
         self._backlog: list[deque[_Row]] = [deque() for _ in self.streams]
+        #: ``--ingest meta``: fills the ``ids`` of a stream's :class:`Deferred` triples
+        self.resolver: Callable[[str, list[Deferred]], None] | None = None
 
     # ------------------------------------------------------------------ streams
 
@@ -254,10 +281,14 @@ class Fanout:
         if not self._backlog[stream] and not any(k == stream for k, _, _ in self._pending):
             self._count[stream] = count
 
-    def ingest(self, stream: int, t: int, triples: np.ndarray, count: int | None = None) -> None:
+    def ingest(self, stream: int, t: int, triples: np.ndarray | Deferred, count: int | None = None) -> None:
         """Buffers one element of stream number ``stream`` for the next flush (``count``:
         its applied count, when the owners send the elements)."""
-        tr = np.ascontiguousarray(triples, dtype=np.int64).reshape(-1, 3)
+        tr: Any = (
+            triples
+            if isinstance(triples, Deferred)
+            else np.ascontiguousarray(triples, dtype=np.int64).reshape(-1, 3)
+        )
         self._pending.append((stream, t, tr))
         if self.owners_send:
             self._numbered.append(count)
@@ -292,6 +323,7 @@ class Fanout:
                     route.sent[k] = self._count[k]
             if not rows:
                 return
+        self.materialize((r[0], r[3]) for r in rows)
         # Containers with the same streams get the same elements: select and join them once.
         by_streams: dict[frozenset[int], list[str]] = {}
         for cid, route in self.routes.items():
@@ -306,6 +338,19 @@ class Fanout:
                 parts[cid] = (mine, meta, triples)
         self._deliver(parts, {})
 
+    def materialize(self, rows: Iterable[tuple[int, Any]]) -> None:
+        """Reads the :class:`Deferred` triples of ``(stream index, triples)`` pairs not read
+        yet, per stream in one :attr:`resolver` call."""
+        todo: dict[int, list[Deferred]] = {}
+        for k, tr in rows:
+            if isinstance(tr, Deferred) and tr.ids is None:
+                todo.setdefault(k, []).append(tr)
+        if todo and self.resolver is None:
+            raise RuntimeError("deferred elements but no resolver (--ingest meta)")
+        for k, lazy in todo.items():
+            assert self.resolver is not None
+            self.resolver(self.streams[k], lazy)
+
     def _sync(self, cid: str, version: int, wanted: set[int], tick_seq: int) -> None:
         """Sends ``cid`` the ``sync`` answering subscription ``version``: the backlog of the
         streams of ``wanted`` it does not get yet, naming every stream of ``wanted`` (each
@@ -315,6 +360,7 @@ class Fanout:
             return  # dropped while a flush waited for it
         new = sorted(wanted - route.streams)
         rows = [r for k in new for r in self._backlog[k] if r[1] >= route.sent[k]]
+        self.materialize((r[0], r[3]) for r in rows)
         route.streams |= wanted
         route.version = version
         meta, triples = table(rows)
@@ -399,6 +445,7 @@ class Fanout:
                 rows += [r for r in self._backlog[k] if lo[k] <= r[1] < end]
                 lo[k] = max(lo[k], end)
             at.append(len(rows))
+        self.materialize((r[0], r[3]) for r in rows)
         return rows, at
 
     def prune(self, c: int) -> None:
@@ -412,6 +459,6 @@ class Fanout:
 def table(rows: list[_Row]) -> tuple[np.ndarray, np.ndarray]:
     """The element table ``(3, k)`` and the joined triples ``(n, 3)`` of ``rows``."""
     meta = np.array([[r[0] for r in rows], [r[2] for r in rows], [len(r[3]) for r in rows]], dtype=np.int64)
-    parts = [r[3] for r in rows if len(r[3])]
+    parts = [triples_of(r[3]) for r in rows if len(r[3])]
     triples = np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
     return meta.reshape(3, len(rows)), triples

@@ -39,7 +39,14 @@ import msgpack
 from kazoo.exceptions import KazooException, NoNodeError
 
 from linkstream.cluster.decisions import DECIDED_HEADER, DecisionPoller, OwnerDecisions, Pending
-from linkstream.cluster.ingestwire import pack_elements, split_elements, unpack_elements, with_refs
+from linkstream.cluster.ingestwire import (
+    META_FIELDS,
+    meta_elements,
+    pack_elements,
+    split_elements,
+    unpack_elements,
+    with_refs,
+)
 from linkstream.cluster.leaderbook import _Applied, rebuild_decision, restore_decisions, saved_decisions
 from linkstream.cluster.ownersender import OwnerSender
 from linkstream.cluster.streamowners import (
@@ -51,7 +58,7 @@ from linkstream.cluster.streamowners import (
     stream_key,
     zk_read,
 )
-from linkstream.engine.live.batchpush import Decided, TermRows
+from linkstream.engine.live.batchpush import Decided, RefRows, TermRows
 from linkstream.rdf.eventtime import EventTimeError
 from linkstream.scheduler.layout import decode
 
@@ -102,6 +109,8 @@ class StreamIngest:
         #: ``--ingest owners``: sends the owned streams' decided elements to the containers
         self.owners_send = False
         self.sender: OwnerSender | None = None
+        #: ``--ingest meta`` (owners, and the leader gets a meta body: times, sizes, references)
+        self.meta = False
 
     # ------------------------------------------------------------------ routing
 
@@ -172,6 +181,8 @@ class StreamIngest:
                 packed, elements = self._log_body(iri, seq.epoch, offset, elements, key)
                 if self.sender is not None:
                     self.sender.add(iri, seq.epoch, offset, elements)
+                if self.meta:  # the leader (this one too) holds references, not terms
+                    elements = [(t, RefRows(len(rows), rows.ref)) for t, rows in elements]  # type: ignore[arg-type]
                 heard = []
                 if self._poller is None:
                     self._start_poller()
@@ -225,6 +236,8 @@ class StreamIngest:
         body["record"] = record
         packed = msgpack.packb(body, use_bin_type=True)
         self.stream_log.append(iri, epoch, offset, packed, record)
+        if self.meta:  # --ingest meta: the hand-off carries no terms (the leader reads no body)
+            packed = msgpack.packb({k: body[k] for k in META_FIELDS}, use_bin_type=True)
         # the parts were just built here: no second validation (unpack_elements is for peers' bytes)
         return packed, with_refs(split_elements(body), epoch, record)
 
@@ -417,6 +430,12 @@ class StreamIngest:
         count the decisions it had not received yet lost."""
         return partial(rebuild_decision, self._applied, self._lock, bodies)
 
+    def bodies(self) -> BodyStore | None:
+        """``--ingest meta``: where the leader reads the elements it holds by reference."""
+        from linkstream.cluster.streamlog import BodyStore
+
+        return BodyStore(self.service.state_dir) if self.meta and self.service.state_dir else None
+
     def saved_decisions(self) -> dict[str, list[Any]]:
         """What a cluster checkpoint keeps of the decisions (:func:`saved_decisions`)."""
         return saved_decisions(self._applied, self._lock)
@@ -451,6 +470,10 @@ class StreamIngest:
                 elements = unpack_elements(doc)
                 if "record" in doc:  # --ingest direct: durable in the owner's stream log
                     elements = with_refs(elements, int(doc["epoch"]), int(doc["record"]))
+            elif "n" in doc:  # --ingest meta: event times, sizes and the body's record only
+                if not self.meta:
+                    return 400, {"error": "ingest body: a meta body, and this cluster is not --ingest meta"}
+                elements = meta_elements(doc)
             else:  # the nested [[t, [[s, p, o], ...]], ...] of earlier coordinators
                 elements = [(int(t), triples) for t, triples in doc["elements"]]
             epoch, offset = int(doc["epoch"]), int(doc["offset"])

@@ -9,7 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from linkstream.engine.live.batchpush import TermRows
+from linkstream.engine.live.batchpush import RefRows, TermRows
+
+#: what a meta body (``run --zk --ingest meta``) keeps of a logged body's hand-off form: no
+#: terms, no triples -- the leader decides on the event times and logs references
+META_FIELDS = ("stream", "owner", "epoch", "offset", "key", "record", "t", "n")
 
 
 def pack_elements(elements: Sequence[tuple[int, Any]]) -> dict[str, Any]:
@@ -68,4 +72,21 @@ def unpack_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
     return [(t, TermRows(terms, idx[a:b])) for t, a, b in zip(ts, cuts[:-1], cuts[1:])]
 
 
-__all__ = ["pack_elements", "split_elements", "unpack_elements", "with_refs"]
+def meta_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
+    """The elements of a meta body: each a :class:`RefRows` of its size and its reference
+    ``(epoch, record, index)`` into the owner's stream log.
+
+    Raises:
+        ValueError: The parts do not fit together (one line saying which).
+    """
+    ts, ns, epoch, record = doc["t"], doc["n"], doc["epoch"], doc["record"]
+    if type(ts) is not list or type(ns) is not list or len(ts) != len(ns):
+        raise ValueError("t and n must be lists of one entry per element")
+    if not all(type(x) is int and x >= 0 for x in ns) or not all(type(x) is int for x in ts):
+        raise ValueError("t must hold integers and n counts >= 0")
+    if type(epoch) is not int or type(record) is not int:
+        raise ValueError("epoch and record must be integers")
+    return [(t, RefRows(n, (epoch, record, j))) for j, (t, n) in enumerate(zip(ts, ns))]
+
+
+__all__ = ["META_FIELDS", "meta_elements", "pack_elements", "split_elements", "unpack_elements", "with_refs"]

@@ -16,23 +16,30 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
+from linkstream.cluster.fanout import Deferred
 from linkstream.containers.protocol import Tick
 from linkstream.containers.protocol import encode as encode_message
 from linkstream.containers.security import Security
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
+from linkstream.engine.live.batchpush import RefRows
 from linkstream.engine.live.runtime import QueryConflict
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.rdf.static import dedup_triples
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.layout import DEFAULT_ROOT
 from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
 from linkstream.scheduler.state import TaskSpec
+
+if TYPE_CHECKING:
+    from linkstream.cluster.streamlog import BodyStore
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +185,9 @@ class RemoteEngine:
         #: a new leader replays its ingest log: those elements' owners sent them to the old
         #: leader's run (or never), so this run's fan-out sends them (``--ingest owners``)
         self.replaying = False
+        #: ``--ingest meta``: the owners' stream logs, where the elements the leader holds by
+        #: reference (:class:`~linkstream.engine.live.batchpush.RefRows`) are read when needed
+        self.bodies: BodyStore | None = None
         self.security = security or Security.insecure()
         self.on_reject = on_reject
         self.base = base
@@ -392,9 +402,33 @@ class RemoteEngine:
         if cluster is not None:
             # --ingest owners: this element's applied count (the worker counts it once this returns)
             if self.owners and self.applied is not None and not self.replaying:
-                cluster.fanout.ingest(cluster._stream_index[stream], t, ids, self.applied(stream))
+                fan = cluster.fanout
+                triples: np.ndarray | Deferred = ids
+                if isinstance(ids, RefRows):  # --ingest meta: held by reference, read if needed
+                    triples = Deferred(len(ids), ids.ref)  # type: ignore[arg-type]
+                    fan.resolver = self._resolve
+                fan.ingest(cluster._stream_index[stream], t, triples, self.applied(stream))
             else:
                 cluster.ingest(stream, t, ids)
+
+    def _resolve(self, iri: str, lazy: list[Deferred]) -> None:
+        """``--ingest meta``: the triples of elements held by reference, from the owners'
+        stream logs (each body decoded and its terms encoded once per call), deduplicated
+        as the worker does an element's."""
+        assert self.bodies is not None, "--ingest meta without the stream logs"
+        tables: dict[tuple[int, int], tuple[Any, np.ndarray]] = {}
+        for d in lazy:
+            epoch, record, j = d.ref
+            got = tables.get((epoch, record))
+            if got is None:
+                body = self.bodies.body(iri, epoch, record)
+                terms = body[0][1].terms if body else []
+                got = tables[(epoch, record)] = (
+                    body,
+                    np.asarray(self.dictionary.encode_many(list(terms)), dtype=np.int64),
+                )
+            rows = got[0][j][1]
+            d.ids = dedup_triples(got[1][rows.idx]) if len(rows) else np.empty((0, 3), dtype=np.int64)
 
     def poll(self) -> None:
         """Reads the containers' messages, admits new ones, updates the queries' states."""

@@ -512,6 +512,7 @@ class ClusterService(QueriesMixin):
         ).start()
         self._live, self._remote = live, remote
         remote.applied = live.applied_count  # --ingest direct: the run numbers elements as owners do
+        remote.bodies = self.ingest.bodies()  # --ingest meta: elements held by reference are read there
         self._floor = latest
         if self.state_dir:
             # Every acknowledged element, registration and watermark, in the old leader's order:

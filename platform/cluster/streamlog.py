@@ -300,8 +300,8 @@ def set_ingest(service: ClusterService, mode: str, segment_mb: float = SEGMENT_B
     """
     if mode == "leader":
         return None
-    if mode not in ("direct", "owners"):
-        return f"--ingest must be leader, direct or owners, got {mode!r}"
+    if mode not in ("direct", "owners", "meta"):
+        return f"--ingest must be leader, direct, owners or meta, got {mode!r}"
     if not service.state_dir:
         return f"--ingest {mode} needs --state-dir (each owner logs its streams' bodies there)"
     if service.checkpoints and ship_enabled(service.checkpoints, service.state_dir):
@@ -309,7 +309,8 @@ def set_ingest(service: ClusterService, mode: str, segment_mb: float = SEGMENT_B
     if not segment_mb > 0:
         return f"--stream-segment-mb must be > 0, got {segment_mb:g}"
     service.ingest.stream_log = StreamLog(service.state_dir, max(1, int(segment_mb * 2**20)))
-    service.ingest.owners_send = mode == "owners"  # the owners send the elements (ownersender.py)
+    service.ingest.owners_send = mode in ("owners", "meta")  # the owners send the elements (ownersender.py)
+    service.ingest.meta = mode == "meta"  # and the leader gets meta bodies (no terms)
     return None
 
 

@@ -58,6 +58,18 @@ class TermRows:
         return [[terms[a], terms[b], terms[c]] for a, b, c in self.idx.tolist()]
 
 
+class RefRows(TermRows):
+    """``run --zk --ingest meta``: an element the leader knows by its reference only -- ``n``
+    triples durable at ``ref`` in its owner's stream log, whose terms the owner sends to the
+    containers itself; the leader decides on its event time, logs the reference and hands the
+    reference to its engine (:meth:`~linkstream.engine.live.worker.LiveWorker._ingest_many`)."""
+
+    __slots__ = ()
+
+    def __init__(self, n: int, ref: tuple[int, int, int]) -> None:
+        super().__init__((), np.empty((n, 0), dtype=np.int32), ref)
+
+
 class Decided:
     """The worker's final decision on one body (``run --zk --ingest direct``).
 
@@ -380,4 +392,4 @@ class BatchPush:
 #: idempotency keys remembered (the latest accepted elements'; see ``LiveEngine.push``)
 IDEMPOTENCY_KEYS = 100_000
 
-__all__ = ["IDEMPOTENCY_KEYS", "BatchPush", "Decided", "TermRows", "check_triples"]
+__all__ = ["RefRows", "IDEMPOTENCY_KEYS", "BatchPush", "Decided", "TermRows", "check_triples"]

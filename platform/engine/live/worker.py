@@ -21,7 +21,7 @@ import numpy as np
 
 from linkstream.engine.embedded import Engine as _EmbeddedEngine
 from linkstream.engine.embedded import ReportLines
-from linkstream.engine.live.batchpush import Decided, TermRows
+from linkstream.engine.live.batchpush import Decided, RefRows, TermRows
 from linkstream.engine.live.cohorts import Cohort, CohortSchedule, reporting_of
 from linkstream.engine.live.delivery import LiveDelivery
 from linkstream.engine.live.grouprings import RingMap
@@ -247,6 +247,9 @@ class LiveWorker(LiveDelivery):
         for t, tr in keep:
             if isinstance(tr, np.ndarray):
                 ids = tr
+            elif isinstance(tr, RefRows):  # --ingest meta: the engine (the leader's) takes the reference
+                self._ingest_ids(stream, t, tr)  # type: ignore[arg-type]
+                continue
             elif isinstance(tr, TermRows):
                 table = tables.get(id(tr.terms))
                 if table is None:
@@ -262,7 +265,9 @@ class LiveWorker(LiveDelivery):
         buf = self.engine.buffer(stream)
         self._guard(stream, buf)
         n = len(ids)
-        if 1 < n <= 16:  # (an element of a few triples: a set is cheaper than a sort)
+        if isinstance(ids, RefRows):
+            pass  # no triples here: who needs them reads them from the owner's stream log
+        elif 1 < n <= 16:  # (an element of a few triples: a set is cheaper than a sort)
             rows = ids.tolist()
             ids = (
                 dedup_triples(ids)
