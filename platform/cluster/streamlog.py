@@ -178,6 +178,11 @@ class StreamLog:
             os.close(f.fd)
 
 
+#: records' payloads a :class:`BodyStore` keeps indexed per file (the newest; older ones are
+#: read from the file again if asked)
+INDEX_KEEP = 4096
+
+
 class BodyStore:
     """The reader side (a leader replaying its ingest log): the elements a reference names.
 
@@ -188,6 +193,7 @@ class BodyStore:
     def __init__(self, state_dir: str) -> None:
         self.state_dir = state_dir
         self._index: dict[str, dict[int, bytes]] = {}
+        self._read: dict[str, int] = {}  # per file: the bytes of whole records indexed
         #: decoded bodies, the newest BODY_CACHE: ``(offset, elements)``
         self._bodies: OrderedDict[tuple[str, int, int], tuple[int, list[tuple[int, Any]]]] = OrderedDict()
 
@@ -195,13 +201,23 @@ class BodyStore:
         mine = [(first, p) for e, first, p in segments(self.state_dir, iri) if e == epoch and first <= q]
         path = max(mine)[1] if mine else log_path(self.state_dir, iri, epoch)
         index = self._index.get(path)
-        if index is None or q not in index:  # first read, or the file grew since
+        if index is None or q not in index:  # first read, or the file grew since: its new bytes
+            index = self._index.setdefault(path, {})
+            done = self._read.get(path, 0)
+            if index and q < min(index):  # read before and dropped (the newest are kept): again
+                done = 0
             try:
                 with open(path, "rb") as fh:
-                    recs = scan_records(fh.read())
+                    fh.seek(done)
+                    recs, n = scan_prefix(fh.read())
             except FileNotFoundError:
-                recs = []
-            index = self._index[path] = {r.header["q"]: r.payload for r in recs}
+                recs, n = [], 0
+            index.update((r.header["q"], r.payload) for r in recs)
+            self._read[path] = done + n  # a torn tail is read again (its writer cuts and rewrites it)
+            if len(index) > INDEX_KEEP:  # a leader reading a live log (--ingest meta) for long
+                for old in sorted(index)[: len(index) - INDEX_KEEP]:
+                    if old != q:
+                        del index[old]
         if q not in index:
             raise LookupError(
                 "stream log %s holds no record %d: the body of a logged element is missing" % (path, q)

@@ -16,6 +16,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from linkstream.cluster import streamlog
 from linkstream.cluster.ingest import (
     pack_elements,
     split_elements,
@@ -84,6 +85,28 @@ def test_stream_log_bodies_read_back_and_a_torn_tail_is_cut(tmp_path: Path) -> N
         store.resolve(LogRecord(9, "push", {**rec.header, "r": 4}, b""))
     with pytest.raises(LookupError):
         store.resolve(LogRecord(9, "push", {**rec.header, "e": 8}, b""))
+
+
+def test_a_body_store_reads_only_what_a_stream_log_gained_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--ingest meta``: the leader reads bodies of a live stream log (a sync's backlog) again
+    and again; each read scans the bytes appended since the last one, not the whole file."""
+    log = StreamLog(str(tmp_path))
+    store = BodyStore(str(tmp_path))
+    path = log_path(str(tmp_path), S, 7)
+    for k in range(4):
+        q = log.reserve(S, 7)
+        log.append(S, 7, k, msgpack.packb(_body(7, k, q, _elements(k, 1))), q)
+        assert store.body(S, 7, k)[0][1].strings()[0][0] == f"<http://ex.org/a{k}>"
+        assert store._read[path] == os.path.getsize(path)
+    assert sorted(store._index[path]) == [0, 1, 2, 3]
+    log.close()
+    # a store that keeps the newest two reads an older record from the file again
+    monkeypatch.setattr(streamlog, "INDEX_KEEP", 2)
+    small = BodyStore(str(tmp_path))
+    assert small.body(S, 7, 3)[0][0] == 3000 and sorted(small._index[path]) == [2, 3]
+    assert small.body(S, 7, 0)[0][0] == 0 and sorted(small._index[path]) == [0, 2, 3]
 
 
 def test_an_owner_splits_its_own_body_as_the_leader_unpacks_it() -> None:
