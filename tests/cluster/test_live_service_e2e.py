@@ -17,7 +17,9 @@ equals embedded ``run`` fed the same pushes: 0 lines lost, 0 duplicated.  Run wi
 in ``make test`` (another 1.5-2 min on 2 cores): ``LINKSTREAM_E2E_INGEST=owners pytest
 tests/cluster/test_live_service_e2e.py`` runs it (a comma-separated list of settings;
 default ``leader,direct``).  It found (session 20) an owner that sent a retried push twice
-under two counts: ``tests/cluster/test_ownersender.py`` keeps that case.
+under two counts: ``tests/cluster/test_ownersender.py`` keeps that case.  ``meta`` (owners,
+the leader getting meta bodies) runs on request alike (session 21: ~80 s); it found a
+checkpoint whose backlog named terms its dictionary lacked (``tests/cluster/test_owner_meta.py``).
 """
 
 from __future__ import annotations
