@@ -153,6 +153,7 @@ class Fanout:
         self._backlog: list[deque[_Row]] = [deque() for _ in self.streams]
         #: ``--ingest meta``: fills the ``ids`` of a stream's :class:`Deferred` triples
         self.resolver: Callable[[str, list[Deferred]], None] | None = None
+        self.read_back = 0  # deferred elements read from the stream logs
 
     # ------------------------------------------------------------------ streams
 
@@ -350,6 +351,7 @@ class Fanout:
         for k, lazy in todo.items():
             assert self.resolver is not None
             self.resolver(self.streams[k], lazy)
+            self.read_back += len(lazy)
 
     def _sync(self, cid: str, version: int, wanted: set[int], tick_seq: int) -> None:
         """Sends ``cid`` the ``sync`` answering subscription ``version``: the backlog of the

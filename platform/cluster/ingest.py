@@ -573,7 +573,11 @@ class StreamIngest:
         if cluster is not None and self.service.leading():  # what the leader routed itself
             fan = cluster.fanout
             routed = {
-                "routed": {"elements": fan.live_elements, "backlog": fan.elements_sent - fan.live_elements}
+                "routed": {
+                    "elements": fan.live_elements,
+                    "backlog": fan.elements_sent - fan.live_elements,
+                    "read_back": fan.read_back,  # --ingest meta: elements read from the stream logs
+                }
             }
         else:
             routed = {}

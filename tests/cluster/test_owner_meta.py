@@ -123,8 +123,9 @@ def test_the_leader_decides_on_meta_bodies_and_reads_triples_only_for_a_backlog(
     for n, r in enumerate(refs):
         fan.ingest(0, elements[n][0], Deferred(len(r), r.ref), n)
     fan.flush()
-    assert all(row[3].ids is None for row in fan._backlog[0])  # nothing read yet
+    assert all(row[3].ids is None for row in fan._backlog[0]) and fan.read_back == 0  # nothing read yet
     rows, at = fan.history([0], [fan.counts()])
+    assert fan.read_back == len(elements)
     meta, triples = table(rows)
     assert at == [len(elements)] and meta[1].tolist() == [t for t, _ in elements]
     decoded = np.array(remote.dictionary.decode_many(triples.reshape(-1)), dtype=object).reshape(-1, 3)
