@@ -49,6 +49,14 @@ def split_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
     return [(t, TermRows(terms, idx[a:b])) for t, a, b in zip(doc["t"], cuts[:-1], cuts[1:])]
 
 
+def _check_times(ts: Any, ns: Any) -> None:
+    """A body's per-element event times ``t`` and triple counts ``n`` (ValueError: why not)."""
+    if type(ts) is not list or type(ns) is not list or len(ts) != len(ns):
+        raise ValueError("t and n must be lists of one entry per element")
+    if not all(type(x) is int and x >= 0 for x in ns) or not all(type(x) is int for x in ts):
+        raise ValueError("t must hold integers and n counts >= 0")
+
+
 def unpack_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
     """The elements of :func:`pack_elements`' form, each's triples a :class:`TermRows` view.
 
@@ -56,10 +64,7 @@ def unpack_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
         ValueError: The parts do not fit together (one line saying which).
     """
     ts, ns, terms, raw = doc["t"], doc["n"], doc["terms"], doc["idx"]
-    if type(ts) is not list or type(ns) is not list or len(ts) != len(ns):
-        raise ValueError("t and n must be lists of one entry per element")
-    if not all(type(x) is int and x >= 0 for x in ns) or not all(type(x) is int for x in ts):
-        raise ValueError("t must hold integers and n counts >= 0")
+    _check_times(ts, ns)
     if type(terms) is not list or not all(type(x) is str for x in terms):
         raise ValueError("terms must be a list of strings")
     total = sum(ns)
@@ -80,10 +85,7 @@ def meta_elements(doc: dict[str, Any]) -> list[tuple[int, TermRows]]:
         ValueError: The parts do not fit together (one line saying which).
     """
     ts, ns, epoch, record = doc["t"], doc["n"], doc["epoch"], doc["record"]
-    if type(ts) is not list or type(ns) is not list or len(ts) != len(ns):
-        raise ValueError("t and n must be lists of one entry per element")
-    if not all(type(x) is int and x >= 0 for x in ns) or not all(type(x) is int for x in ts):
-        raise ValueError("t must hold integers and n counts >= 0")
+    _check_times(ts, ns)
     if type(epoch) is not int or type(record) is not int:
         raise ValueError("epoch and record must be integers")
     return [(t, RefRows(n, (epoch, record, j))) for j, (t, n) in enumerate(zip(ts, ns))]

@@ -132,3 +132,31 @@ def test_the_leader_decides_on_meta_bodies_and_reads_triples_only_for_a_backlog(
     cuts = np.cumsum([0, *meta[2].tolist()])
     got = [sorted(map(tuple, decoded[a:b].tolist())) for a, b in zip(cuts[:-1], cuts[1:])]
     assert got == [sorted(set(tr)) for _, tr in elements]  # each element's triples, deduplicated
+
+
+def test_a_meta_body_is_checked_and_refused_by_a_leader_that_is_not_meta() -> None:
+    live = LiveEngine(_RefEngine(), idle_ms=None).start()
+    leader = _leader(live)
+    doc = {
+        "stream": S1,
+        "owner": "o",
+        "epoch": 7,
+        "offset": 0,
+        "key": None,
+        "record": 0,
+        "t": [1000],
+        "n": [2],
+    }
+    try:
+        status, answer = leader.serve(doc)
+        assert status == 400 and "not --ingest meta" in answer["error"]
+        leader.meta = True
+        for bad in ({"t": [1000, 1100]}, {"t": ["1000"]}, {"n": [-1]}, {"record": "0"}):
+            status, answer = leader.serve(doc | bad)
+            assert status == 400 and answer["error"].startswith("ingest body:"), (bad, answer)
+        assert live.applied_count(S1) == 0
+        assert leader.serve(doc)[0] == 200
+        live.flush()
+        assert live.applied_count(S1) == 1
+    finally:
+        live.close()
