@@ -182,7 +182,7 @@ class StreamIngest:
                 if self.sender is not None:
                     self.sender.add(iri, seq.epoch, offset, elements)
                 if self.meta:  # the leader (this one too) holds references, not terms
-                    elements = [(t, RefRows(len(rows), rows.ref)) for t, rows in elements]  # type: ignore[arg-type]
+                    elements = [(t, RefRows(len(rows), rows.ref)) for t, rows in elements]  # type: ignore[arg-type]  # with_refs gave every element its ref
                 heard = []
                 if self._poller is None:
                     self._start_poller()

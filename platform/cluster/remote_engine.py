@@ -405,7 +405,7 @@ class RemoteEngine:
                 fan = cluster.fanout
                 triples: np.ndarray | Deferred = ids
                 if isinstance(ids, RefRows):  # --ingest meta: held by reference, read if needed
-                    triples = Deferred(len(ids), ids.ref)  # type: ignore[arg-type]
+                    triples = Deferred(len(ids), ids.ref)  # type: ignore[arg-type]  # a RefRows always has its ref
                     fan.resolver = self._resolve
                 fan.ingest(cluster._stream_index[stream], t, triples, self.applied(stream))
             else:

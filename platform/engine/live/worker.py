@@ -248,7 +248,7 @@ class LiveWorker(LiveDelivery):
             if isinstance(tr, np.ndarray):
                 ids = tr
             elif isinstance(tr, RefRows):  # --ingest meta: the engine (the leader's) takes the reference
-                self._ingest_ids(stream, t, tr)  # type: ignore[arg-type]
+                self._ingest_ids(stream, t, tr)  # type: ignore[arg-type]  # the meta engine takes refs
                 continue
             elif isinstance(tr, TermRows):
                 table = tables.get(id(tr.terms))
