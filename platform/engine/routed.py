@@ -127,6 +127,25 @@ def _plain(
     return key, op, None, (GROUP, *op.vars), steps, tuple(params)
 
 
+def _attach_chain(view: ResultView) -> None:
+    """Marks the attachments in ``view``'s chain attached when the block starts it (gives
+    it the source's rows): the chain's operators are then as if they had run, so whoever
+    pulls them later (the view when it leaves the block, or another query reading them
+    through an attachment of its own, e.g. one restored with its state: a moved query)
+    gets only their deltas from there, not the shared operators' whole output again."""
+    op: Operator = view.root
+    while True:
+        t = type(op)
+        if t is AttachOperator:
+            assert isinstance(op, AttachOperator)
+            op._attached = True
+            op = op.shared
+        elif t in _CHAIN_OPS:
+            op = op.children[0]
+        else:
+            break
+
+
 class RoutedBlock:
     """The views of one chain shape over one router (or shared aggregate), kept in one pass."""
 
@@ -218,20 +237,6 @@ class RoutedBlock:
                 st = self.state
                 if len(st):
                     self.state = st.mask(st.cols[0] != gid)
-        if view._started:
-            # the attachments in its chain were never pulled: they must not give it the
-            # shared operators' whole output again (a view never evaluated has none yet)
-            op: Operator = view.root
-            while True:
-                t = type(op)
-                if t is AttachOperator:
-                    assert isinstance(op, AttachOperator)
-                    op._attached = True
-                    op = op.shared
-                elif t in _CHAIN_OPS:
-                    op = op.children[0]
-                else:
-                    break
         if view._started:
             # its own routed aggregates have not been pulled while it was here: they must
             # not give it the group's whole result again
@@ -344,6 +349,7 @@ class RoutedBlock:
         fresh_ids = {id(v) for v in fresh}
         for v in fresh:
             changed.setdefault(self.gid_of[id(v)], None)
+            _attach_chain(v)
         self.fresh = []
         if not changed:
             return

@@ -166,3 +166,44 @@ def test_slots_expand_rows_once_per_slot_of_their_group() -> None:
     assert sorted(zip(only.cols[0].tolist(), only.cols[1].tolist())) == [(c, 5), (c, 7)]
     s.drop(a)
     assert s.gids() == {1, 2} and s.slot(1, (10,)) not in (b, c)
+
+
+def test_a_query_moved_onto_a_block_members_operators_continues_like_the_old_engine() -> None:
+    """A query restored with its state (a container move) into an engine where an equal
+    query is a plain block's member reads that member's operators through an attachment:
+    they never ran (the block gave the member its rows), so the attachment under them had
+    to be marked attached when the block started the member -- before, their first pull
+    gave the shared scan's whole output once more (each row counted twice)."""
+    from linkstream.operators.state import decode_state, encode_state, restore_query, snapshot_query
+
+    text = (
+        PRE
+        + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> [RANGE 4s SLIDE 1s] {{ ?post :score ?v }} FILTER(?v > 1) }}"
+    )
+    other = text.replace("?v > 1", "?v < 3")  # a second slot of the same block
+    old, new = Engine(), Engine()
+    for eng in (old, new):
+        eng.plain_blocks = True  # type: ignore[attr-defined]
+        eng.register(parse_continuous(other, default_name="o"))
+    rnds = {id(old): random.Random(5), id(new): random.Random(5)}
+    lines = 0
+    for step in range(12):
+        c = 1000 * (step + 1)
+        if step == 1:  # a late member: its operators read the running scan through an attachment
+            for eng in (old, new):
+                eng.register(parse_continuous(text, default_name="a"))
+            old.register(parse_continuous(text, default_name="b"))
+        if step == 4:  # the move: b's state from the old engine, restored in the new one
+            st = snapshot_query(old, "b", c - 1000)
+            st = decode_state([bytes(memoryview(f)) for f in encode_state(st)])
+            new.register(parse_continuous(text, default_name="b"))
+            restore_query(new, "b", st, c - 1000)
+        for eng in (old, new):
+            eng.ingest(POSTS, c - 990, _element(eng, rnds[id(eng)]))
+        want = old.tick(c, list(old.queries))
+        got = new.tick(c, list(new.queries))
+        assert step < 1 or new.queries["a"].output.view.block is not None  # a member of its block
+        for n in new.queries:
+            assert got[n] == want[n], (step, n)
+            lines += len(want[n]) if step > 4 else 0
+    assert lines > 40, lines
