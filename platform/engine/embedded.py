@@ -25,7 +25,7 @@ from linkstream.engine.members import MemberReports
 from linkstream.engine.output import QueryOutput, QueryStats, ReportLines, ResultView
 from linkstream.engine.planner import Dataset, Planner, QueryShape
 from linkstream.engine.routed import RoutedBlocks
-from linkstream.engine.routed_members import RoutedMembers, leave_block, unroute
+from linkstream.engine.routed_members import RoutedMembers, join_block, leave_block, unroute
 from linkstream.engine.sharing import Sharing
 from linkstream.engine.units import StepsIndex
 from linkstream.operators.aggregate import AggregateOperator
@@ -178,6 +178,9 @@ class Engine:
         #: the queries of routed blocks report through their block's members
         #: (:mod:`linkstream.engine.routed_members`); off: one by one
         self.group_routed = True
+        #: filtered views on a shared operator that is not a route share blocks too, from
+        #: the second of a chain (:mod:`linkstream.engine.routed_plain`); needs group_routed
+        self.plain_blocks = True
         self._rgrouped: dict[str, RoutedMembers] = {}
         #: static sub-join results: None = default store next to the dictionary, False = off
         self._static_results_spec = static_results
@@ -335,11 +338,7 @@ class Engine:
             if self.routed_blocks:
                 if self._blocks is None:
                     self._blocks = RoutedBlocks(self.dictionary)
-                self._blocks.join(output.view, self.group_routed and getattr(self, "plain_blocks", False))
-                blk = output.view.block
-                if blk is not None and self.group_routed:
-                    blk.members.add(rq)
-                    self._rgrouped[cq.name] = blk.members
+                join_block(self, rq, self.group_routed and self.plain_blocks)
             member = cq.name in self._rgrouped
             self._deps.add(rq, routed_member=member)  # (a member's block says when it changed)
             if not member:

@@ -180,6 +180,10 @@ class RoutedBlock:
         self.gid_of: dict[int, int] = {}  # id(view) -> its group
         self._gids: np.ndarray | None = None  # the keys of by_gid, sorted (None: stale)
         self.fresh: list[ResultView] = []
+        #: ids of the views in :attr:`fresh` that ran on their own before (a plain block's
+        #: first member, :meth:`RoutedBlocks.join`): rendered anew, but their delta is
+        #: their group's change, not their whole result
+        self._joined: set[int] = set()
         self.epoch = -1
         #: (view, bodies) of every view :meth:`advance` set at :attr:`touched_epoch`
         self.touched: list[tuple[ResultView, list[str]]] = []
@@ -217,6 +221,8 @@ class RoutedBlock:
         view.block = self
         view._by_row = {}
         self.fresh.append(view)
+        if view._started:  # (a lone view that ran on its own: its result is current)
+            self._joined.add(id(view))
 
     def remove(self, view: ResultView) -> None:
         """Takes ``view`` out (it goes on through its own operators from its result)."""
@@ -224,6 +230,7 @@ class RoutedBlock:
         self._mat.pop(id(view), None)
         view.block = None
         self.fresh = [v for v in self.fresh if v is not view]
+        self._joined.discard(id(view))
         gid = self.gid_of.pop(id(view), None)
         views = self.by_gid.get(gid) if gid is not None else None
         if gid is not None and views is not None:
@@ -255,6 +262,7 @@ class RoutedBlock:
             self.slots.clear()
         self.gid_of.clear()
         self.fresh = []
+        self._joined.clear()
         self._ver.clear()
         self._mat.clear()
         self.touched = []
@@ -346,11 +354,13 @@ class RoutedBlock:
             starts = np.flatnonzero(np.concatenate(([True], dg[1:] != dg[:-1])))
             ends = np.append(starts[1:], len(dg))
             changed = dict(zip(dg.take(starts).tolist(), zip(starts.tolist(), ends.tolist())))
-        fresh_ids = {id(v) for v in fresh}
+        joined = self._joined
+        fresh_ids = {id(v) for v in fresh if id(v) not in joined}
         for v in fresh:
             changed.setdefault(self.gid_of[id(v)], None)
             _attach_chain(v)
         self.fresh = []
+        self._joined = set()
         if not changed:
             return
         touched: list[tuple[ResultView, list[str]]] = []
@@ -406,7 +416,7 @@ class RoutedBlock:
             rows = None
             for view in by_gid[gid]:
                 new = fresh_ids and id(view) in fresh_ids
-                if part is None and not new:
+                if part is None and not new and id(view) not in joined:
                     continue
                 view._started = True
                 if bodies is not None and id(view) in lazy:
@@ -417,8 +427,10 @@ class RoutedBlock:
                         rows = Batch(vars, sub_cols[:, a:b].copy(), sub_counts[a:b].copy())
                     mat[id(view)] = epoch
                     view.result.set_consolidated(rows)
-                    if new or part is None:
+                    if new:
                         vd = rows
+                    elif part is None:  # (a view that ran on its own: no change now)
+                        vd = Batch.empty(vars)
                     else:
                         vd = Batch(vars, d.cols[1:, part[0] : part[1]], d.counts[part[0] : part[1]])
                     view.memo = (epoch, True, vd)
@@ -500,20 +512,50 @@ class RoutedBlocks:
         self.blocks: dict[tuple, RoutedBlock] = {}
         #: id(operator) -> the shared operator read as a one-group router by plain blocks
         self.plain: dict[int, PlainSource] = {}
+        #: plain block key -> the one view of that chain so far and the names of the
+        #: queries reading it (it runs through its own operators until a second comes)
+        self.lone: dict[tuple, tuple[ResultView, list[str]]] = {}
+        self._lone_key: dict[int, tuple] = {}  # id(lone view) -> its key in :attr:`lone`
 
     def member_groups(self) -> list[RoutedMembers]:
         """The blocks' members (non-empty), which report together."""
         return [b.members for b in self.blocks.values() if len(b.members)]
 
-    def join(self, view: ResultView, plain: bool = True) -> bool:
+    def join(self, view: ResultView, plain: bool = True, name: str = "") -> tuple[bool, list[str]]:
         """Puts a new (never evaluated) view in the block of its chain, if it has one
         (``plain``: also on a shared operator that is not a route; its queries must be
-        the block's members, which bring it to every epoch)."""
+        the block's members, which bring it to every epoch).
+
+        A plain block starts with its second view: the first one (read by query ``name``)
+        goes on through its own operators until then (one view costs less through them
+        than in a block of its own).  Returns whether ``view`` is in a block now, and the
+        names of the queries reading the lone view that entered the block with it."""
         if view.block is not None or view._started:
-            return False
+            return False, []
         found = _chain(view)
         if found is None or (found[2] is None and not plain):
-            return False
+            return False, []
+        key = found[0]
+        if found[2] is not None or key in self.blocks:
+            self._add(view, found)
+            return True, []
+        lone = self.lone.get(key)
+        if lone is not None and lone[0] is not view:
+            again = _chain(lone[0]) if lone[0].block is None else None
+            if again is not None and again[0] == key:  # (still the same chain)
+                del self.lone[key]
+                self._lone_key.pop(id(lone[0]), None)
+                self._add(lone[0], again)
+                self._add(view, found)
+                return True, lone[1]
+        names = lone[1] if lone is not None and lone[0] is view else []
+        if lone is not None and lone[0] is not view:
+            self._lone_key.pop(id(lone[0]), None)
+        self.lone[key] = (view, [*names, name])
+        self._lone_key[id(view)] = key
+        return False, []
+
+    def _add(self, view: ResultView, found: tuple) -> None:
         key, source, route, _, steps, params = found
         if route is None:  # (a plain block: the operator is its source and its router)
             ps = self.plain.get(id(source))
@@ -527,7 +569,12 @@ class RoutedBlocks:
             )
             route.router.blocks.append(b)
         b.add(view, route, params)
-        return True
+
+    def forget(self, view: ResultView) -> None:
+        """Drops ``view`` when it is a lone view waiting for a second one of its chain."""
+        key = self._lone_key.pop(id(view), None)
+        if key is not None and self.lone.get(key, (None,))[0] is view:
+            del self.lone[key]
 
     def leave(self, view: ResultView) -> None:
         b: RoutedBlock | None = view.block

@@ -279,6 +279,32 @@ class RoutedMembers(MemberReports):
         self._set(mids, new, mlines)
 
 
+def join_block(engine: Engine, rq: RegisteredQuery, plain: bool) -> None:
+    """Puts the view of ``rq`` (just registered) in the routed block of its chain, if it has
+    one, and makes ``rq`` a member of the block; the queries of a lone view that entered
+    the block with it (:meth:`RoutedBlocks.join <linkstream.engine.routed.RoutedBlocks.join>`)
+    become members too, as if they had been registered now."""
+    blocks = engine._blocks
+    assert blocks is not None
+    view = rq.output._view
+    _, moved = blocks.join(view, plain, rq.name)
+    blk = view.block
+    if blk is None or not engine.group_routed:
+        return
+    for name in moved:
+        other = engine.queries.get(name)
+        if other is None or other.output._view.block is not blk or name in engine._rgrouped:
+            continue  # (unregistered meanwhile)
+        blk.members.add(other)
+        engine._rgrouped[name] = blk.members
+        engine._deps.add(other, routed_member=True)
+        engine._loud.discard(name)
+        engine._quiet_blocks.pop(name, None)
+        engine._reports[name] = (other.output, other.output._view, other.stats)
+    blk.members.add(rq)
+    engine._rgrouped[rq.name] = blk.members
+
+
 def unroute(engine: Engine, name: str) -> None:
     """Takes ``name`` out of its routed block's members: it reports on its own again, and
     its routes' changes make it dirty again."""
@@ -295,7 +321,10 @@ def unroute(engine: Engine, name: str) -> None:
 def leave_block(engine: Engine, view: ResultView) -> None:
     """Takes ``view`` (and the queries reading it) out of its routed block."""
     blk = view.block
-    if blk is None or engine._blocks is None:
+    if engine._blocks is None:
+        return
+    if blk is None:  # (a lone view waiting for a second one of its chain: no more)
+        engine._blocks.forget(view)
         return
     for name in blk.members.names_of(view):
         unroute(engine, name)
