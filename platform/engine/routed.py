@@ -504,6 +504,20 @@ class RoutedBlock:
         return out
 
 
+def _may_enter(view: ResultView, source: Operator) -> bool:
+    """Whether a lone view can enter a plain block over ``source``: never evaluated yet,
+    or evaluated at the source's last epoch (its result is then the source's current
+    rows through its chain, which the block takes as its group's rows; a view restored
+    with its operators' state and not evaluated since may hold rows its source gives
+    no more)."""
+    if view.block is not None:
+        return False
+    if not view._started:
+        return True
+    memo = view.memo
+    return memo is not None and memo[0] == source._epoch != -1
+
+
 class RoutedBlocks:
     """The engine's routed blocks, by chain shape and source."""
 
@@ -540,8 +554,8 @@ class RoutedBlocks:
             self._add(view, found)
             return True, []
         lone = self.lone.get(key)
-        if lone is not None and lone[0] is not view:
-            again = _chain(lone[0]) if lone[0].block is None else None
+        if lone is not None and lone[0] is not view and _may_enter(lone[0], found[1]):
+            again = _chain(lone[0])
             if again is not None and again[0] == key:  # (still the same chain)
                 del self.lone[key]
                 self._lone_key.pop(id(lone[0]), None)
