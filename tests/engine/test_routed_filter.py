@@ -209,3 +209,38 @@ def test_a_query_moved_onto_a_block_members_operators_continues_like_the_old_eng
             assert got[n] == want[n], (step, n)
             lines += len(want[n]) if step > 4 else 0
     assert lines > 30, lines
+
+
+def _lone_then_joined(blocks: bool) -> list:
+    """A query of a template alone for three epochs, then a second one (its lone view
+    enters the block that the second one starts), then a third; every report, result and
+    delta."""
+    eng = Engine()
+    eng.routed_blocks = blocks
+    base = (
+        PRE
+        + f"SELECT ?post ?v WHERE {{ STREAM <{POSTS}> [RANGE 5s SLIDE 1s] {{ ?post :score ?v }} FILTER(?v > 1) }}"
+    )
+    texts = {"a": base, "b": base.replace("?v > 1", "?v > 2"), "c": base.replace("?v > 1", "?v > 2.5")}
+    rnd = random.Random(9)
+    out = []
+    for step in range(10):
+        if step in (0, 3, 6):
+            name = "abc"[step // 3]
+            eng.register(parse_continuous(texts[name], default_name=name))
+        if step != 4:  # (a quiet epoch)
+            eng.ingest(POSTS, 1000 * step + 10, _element(eng, rnd))
+        res = eng.tick(1000 * (step + 1), list(eng.queries))
+        out.append(res.text())
+        out.append({n: rq.output.view.result.rows.cols.tolist() for n, rq in eng.queries.items()})
+        out.append({n: rq.output.update(eng.epoch).cols.tolist() for n, rq in eng.queries.items()})
+        if blocks:  # the first query stays on its own operators until the second comes
+            assert (eng.queries["a"].output.view.block is None) == (step < 3)
+    return out
+
+
+def test_a_lone_view_enters_its_block_with_the_second_query_and_reports_as_alone() -> None:
+    got, want = _lone_then_joined(True), _lone_then_joined(False)
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert a == b, f"report {i // 3}, part {i % 3}"
+    assert sum(n for n, _ in got[0::3]) > 20
