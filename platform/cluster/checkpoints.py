@@ -670,5 +670,6 @@ def recover_leader(
             checkpointer.shipper.start()
             info["shipping"] = store.uri
         live.checkpointer = checkpointer.start()
+        service.coordinator.restore_lost = True  # a dead container's tasks: restored (recovery.py)
         log.info("cluster checkpoints every %gs to %s", service.checkpoint_interval, store.uri)
     return info

@@ -66,6 +66,9 @@ MAX_HELD_CUTS = 4096
 #: ready, one per batch of ticks at most (one that came before the container saw its
 #: assignment, or before its streams were live there, is not kept there)
 MAX_FORWARDS = 3
+#: reasons not to restore a query that may pass by a later tick; on any other the ``recompute``
+#: request tells the new owner to rebuild it (``Recompute.rebuild``) rather than wait
+TRANSIENT = ("its new owner", "the owed tick is the checkpoint's")
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,8 @@ class Recovery:
         self.is_ready: Callable[[str, str], bool] = lambda _name, _cid: False
         #: per query, why its last recovery was not restored (logged once per reason)
         self.not_restored: dict[str, str] = {}
+        #: queries whose new owner is to rebuild them: not restored (or not kept) from a checkpoint
+        self.refused: set[str] = set()
         self._ahead: list[tuple[int, int]] = []  # (seq, c) of ticks sent with the same cut
 
     def ahead(self, ticks: list[tuple[int, int]]) -> None:
@@ -338,6 +343,7 @@ class Recovery:
         out: dict[int, list[str]] = {}
         for name in names:
             src = owed[name]
+            self.refused.discard(name)
             point = next((p for p in reversed(self.points) if name in p.objects), self.point)
             if point is None:
                 why = "no complete checkpoint with task snapshots"
@@ -346,6 +352,8 @@ class Recovery:
                 or self.forwarded[name][2] == self._batch(seq)
                 or self.is_ready(name, dst)
             ):
+                if self.forwarded[name][1] >= MAX_FORWARDS:
+                    self.refused.add(name)  # not kept by then: its owner rebuilds it
                 continue  # restored on its new owner already: the reports until it is ready are recomputed
             elif src is not None and not self.is_dead(src):
                 why = f"{src} did not die (stalled or restarted)"
@@ -360,6 +368,8 @@ class Recovery:
             else:
                 out.setdefault(point.seq, []).append(name)
                 continue
+            if not why.startswith(TRANSIENT):  # the new owner is told to rebuild it
+                self.refused.add(name)
             if self.not_restored.get(name) != why:
                 self.not_restored[name] = why
                 logger.info("driver: %s recomputed from the history, not restored: %s", name, why)
@@ -410,5 +420,9 @@ class Recovery:
         ticks = [x[1] for x in cuts]
         if point is not None:
             objects = {n: dict(point.objects[n]) for n in names}
-            return Forward(self.run, self._next, names, ticks, at, els, point.uri, objects, owe), len(rows)
-        return Recompute(self.run, self._next, names, ticks, at, els), len(rows)
+            forward = Forward(
+                self.run, self._next, names, ticks, at, els, uri=point.uri, objects=objects, owe=owe
+            )
+            return forward, len(rows)
+        rebuild = sorted(self.refused.intersection(names))
+        return Recompute(self.run, self._next, names, ticks, at, els, rebuild), len(rows)

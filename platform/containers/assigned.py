@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 
 from kazoo.exceptions import KazooException
 
@@ -26,6 +27,12 @@ from linkstream.scheduler.registry import QueryNotFoundError, QueryRegistry
 from linkstream.scheduler.runs import RunSpec
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a query taken from a dead container waits for the driver's ``forward`` (its
+#: restore from the last checkpoint) before it is rebuilt from the stream buffers.
+RESTORE_WAIT = 5.0
+#: ``forward`` messages not kept here (assignment or streams not there yet) before a rebuild.
+MAX_UNKEPT = 3
 
 
 class AssignedQueries:
@@ -48,6 +55,8 @@ class AssignedQueries:
     _released: int
     _token: int
     _rebuild: set[str]
+    #: per query waiting for its restore: [monotonic start (0: rebuild), forwards not kept]
+    _restore_wait: dict[str, list[float]]
     #: :meth:`StateMigration._ack_idle_handovers <linkstream.containers.takeover.StateMigration._ack_idle_handovers>`
     #: (declared, not defined: a method here would shadow it in the runtime's MRO)
     _ack_idle_handovers: Callable[[], None]
@@ -87,6 +96,8 @@ class AssignedQueries:
                     # A stateful move in a running replay: the driver brings the state (or
                     # says rebuild); before the sync it is not known yet whether one runs.
                     continue
+                if self._awaits_restore(name, self._assigned[task], replica):
+                    continue
                 text = self._text(task)
                 # Registered only on the streams' full backlog, or its windows would miss it.
                 if text is None or not replica.synced or not replica.live >= replica.reads(name, text):
@@ -106,6 +117,8 @@ class AssignedQueries:
                 first = reg + 1 if reg == 0 or replica.mode(name) == "RSTREAM" else reg + 2
                 if self._send(Ready(run.id, self.id, name, first)):
                     slot.announced = True
+        for name in self._restore_wait.keys() - (desired.keys() - self._slots.keys()):
+            del self._restore_wait[name]  # restored, rebuilt or taken away: no more waiting
         gone = self._slots.keys() - desired.keys()  # (a Python loop over every slot per event was O(n))
         released = [(n, sl) for n, sl in self._slots.items() if n in gone] if gone else []
         for name, slot in released:
@@ -117,9 +130,50 @@ class AssignedQueries:
                 replica.unregister(name)
                 del self._slots[name]
                 self._rebuild.discard(name)
+                self._restore_wait.pop(name, None)
                 self.metrics.task_moves.labels("out").inc()
                 logger.info("%s: released %s", self.id, name)
         self._subscribe(run, replica, desired)
+
+    def _awaits_restore(self, name: str, a: Assignment, replica: RunReplica) -> bool:
+        """Whether query ``name``, taken from a dead container (``restored_from``), still
+        waits for the driver's ``forward`` (restored from the last checkpoint) rather than
+        being rebuilt from the stream buffers: in a running replay, for at most
+        :data:`RESTORE_WAIT` seconds, until the driver says rebuild (:meth:`_restore_refused`)."""
+        dead = a.restored_from
+        if (
+            dead is None
+            or dead == self.id
+            or name in self._rebuild
+            or not (replica.last_seq > 0 or not replica.synced)
+        ):
+            return False
+        since = self._restore_wait.setdefault(name, [time.monotonic(), 0])
+        if since[0] == 0.0:  # a forward was not kept, or the driver said rebuild
+            return False
+        if time.monotonic() - since[0] < RESTORE_WAIT:
+            return True
+        logger.warning(
+            "%s: no restore of %s (lost with %s) within %.0f s: rebuilt", self.id, name, dead, RESTORE_WAIT
+        )
+        self._rebuild.add(name)
+        return False
+
+    def _restore_refused(self, names: Iterable[str], forwarded: bool) -> None:
+        """The driver's word on queries waiting for their restore: a ``recompute`` naming
+        one in its ``rebuild`` list (``forwarded`` false: no checkpoint holds it, or it will
+        not be restored) means rebuild now; a ``forward`` that was not kept here is counted,
+        and after :data:`MAX_UNKEPT` of them the query is rebuilt too."""
+        for name in names:
+            since = self._restore_wait.get(name)
+            if since is None or name in self._slots or since[0] == 0.0:
+                continue
+            if forwarded:
+                since[1] += 1
+            if not forwarded or since[1] >= MAX_UNKEPT:
+                logger.info("%s: %s rebuilt from the stream buffers, not restored", self.id, name)
+                since[0] = 0.0
+                self._rebuild.add(name)
 
     def _text(self, task: str) -> str | None:
         """The text of query task ``task`` (``None`` while the registry cannot tell)."""

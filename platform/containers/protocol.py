@@ -286,6 +286,8 @@ class Recompute:
         at: Per tick, how many of the elements are ingested before it (non-decreasing).
         elements: The history, as an ``els`` message carries it (``sync_tick`` unused);
             its dictionary delta holds every term of its triples.
+        rebuild: Those of ``queries`` the driver will not restore from a checkpoint: their
+            new owner (if this container) builds them from its stream buffers now.
     """
 
     run: str
@@ -294,6 +296,7 @@ class Recompute:
     ticks: list[int]
     at: list[int]
     elements: Elements
+    rebuild: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -391,6 +394,7 @@ def encode(message: Message) -> list[Frame]:
             raise ProtocolError(f"{len(message.ticks)} ticks for {len(message.at)} positions")
         header = {"kind": "recompute", "run": message.run, "id": message.id}
         header.update(queries=list(message.queries), ticks=list(message.ticks), at=list(message.at))
+        header.update({"rebuild": list(message.rebuild)} if message.rebuild else {})
         return _bulk(message.elements, header)
     if isinstance(message, Recomputed):
         header = {"kind": "recomputed", "run": message.run, "container": message.container}
@@ -552,7 +556,8 @@ def _recompute(h: dict[str, Any], frames: Sequence[Frame]) -> Recompute:
         if type(x) is not int or not prev <= x <= k or (i and ticks[i] <= ticks[i - 1]):
             raise ProtocolError("recompute: ticks must increase and positions stay within the elements")
         prev = x
-    return Recompute(els.run, int_field(h, "id", 0), strs_field(h, "queries"), ticks, at, els)
+    rebuild = strs_field(h, "rebuild") if "rebuild" in h else []
+    return Recompute(els.run, int_field(h, "id", 0), strs_field(h, "queries"), ticks, at, els, rebuild)
 
 
 def decode(frames: Sequence[Frame]) -> Message:
@@ -684,6 +689,5 @@ def _forward(h: dict[str, Any], frames: Sequence[Frame]) -> Forward:
     owe = int_field(h, "owe")
     if owe not in base.ticks[1:]:
         raise ProtocolError("forward: the owed report time must be one of those fed forward")
-    return Forward(
-        base.run, base.id, base.queries, base.ticks, base.at, base.elements, str_field(h, "uri"), objects, owe
-    )
+    args = (base.run, base.id, base.queries, base.ticks, base.at, base.elements)
+    return Forward(*args, uri=str_field(h, "uri"), objects=objects, owe=owe)

@@ -201,6 +201,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         self._token = 0
         self._acked: set[tuple[str, str | None, str | None]] = set()
         self._rebuild: set[str] = set()  # moved here, but its state came before its streams
+        self._restore_wait: dict[str, list[float]] = {}  # taken from a dead container (assigned.py)
         self._units_in: dict[str, tuple[int, int]] = {}  # moved here with a router unit: (bytes, rows)
         self._drain: str | None = None
         self.results_sent = 0
@@ -473,6 +474,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         self._slots.clear()
         self._failed.clear()
         self._rebuild.clear()
+        self._restore_wait.clear()
         self._texts.clear()
         self._owners = {}
         self._released = 0
@@ -616,7 +618,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             if answer:
                 self._send(Result(message.run, self.id, message.seq, message.c, done.lines, done.missing))
                 self.results_sent += 1
-            if any(s.unready is not None for s in self._slots.values()):
+            if self._restore_wait or any(s.unready is not None for s in self._slots.values()):
                 self._reconcile()
                 m.queries_registered.set(len(self._slots))
         elif isinstance(message, Handover):
@@ -630,6 +632,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             tasks = {n: t for t, n in replica.spec.queries.items()}
             texts = {n: x for n in message.queries if n in tasks and (x := self._text(tasks[n])) is not None}
             self._send(recompute(replica, texts, message, self.id))
+            self._restore_refused(message.rebuild, forwarded=False)  # (if one waits: rebuild it)
 
     def _forward(self, replica: RunReplica, message: Forward) -> Recomputed:
         """A dead container's queries restored here from the last checkpoint (``forward``)."""
@@ -640,7 +643,11 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             return tasks[name] if tasks.get(name) in self._assigned else None
 
         stores = self.__dict__.setdefault("_forward_stores", {})
+        before = set(self._slots)
         answer = handle_forward(self.id, replica, message, texts, owned, self._slots, stores)
+        kept = set(self._slots) - before  # restored without a rebuild from the stream buffers
+        self.metrics.task_moves.labels("restored").inc(len(kept))
+        self._restore_refused([n for n in message.queries if n not in self._slots], forwarded=True)
         self._reconcile()  # a query adopted before its assignment registered it: announced ready
         return answer
 

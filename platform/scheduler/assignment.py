@@ -55,24 +55,37 @@ class Assignment:
         container: Owner, or ``None`` while pending.
         migrating_from: Container holding the state to restore (stateful hand-over
             not yet acknowledged), else ``None``.
+        restored_from: The dead container this task was taken from when its state was
+            lost with it: the new owner waits a bounded time for the driver to restore it
+            from the last checkpoint (a ``forward``) instead of rebuilding it at once.
+            Any later change of owner drops it.
     """
 
     task: TaskSpec
     container: str | None = None
     migrating_from: str | None = None
+    restored_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Returns the node payload."""
-        return {
+        body: dict[str, Any] = {
             "task": self.task.to_json(),
             "container": self.container,
             "migrating_from": self.migrating_from,
         }
+        if self.restored_from is not None:
+            body["restored_from"] = self.restored_from
+        return body
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Assignment:
         """Parses a node payload written by :meth:`to_json`."""
-        return cls(TaskSpec.from_json(body["task"]), body.get("container"), body.get("migrating_from"))
+        return cls(
+            TaskSpec.from_json(body["task"]),
+            body.get("container"),
+            body.get("migrating_from"),
+            body.get("restored_from"),
+        )
 
 
 AssignmentsCallback = Callable[[dict[str, Assignment]], "bool | None"]
@@ -185,7 +198,7 @@ class AssignmentTable:
             current, version = self._read(spec.id)
             if current is None:
                 return self.submit(spec)
-            updated = Assignment(spec, current.container, current.migrating_from)
+            updated = Assignment(spec, current.container, current.migrating_from, current.restored_from)
             try:
                 self.client.set(self.layout.task(spec.id), encode(updated.to_json()), version=version)
                 return
@@ -235,7 +248,13 @@ class AssignmentTable:
 
     # ------------------------------------------------------------------ coordinator side
 
-    def set_owner(self, task_id: str, container: str | None, migrating_from: str | None = None) -> bool:
+    def set_owner(
+        self,
+        task_id: str,
+        container: str | None,
+        migrating_from: str | None = None,
+        restored_from: str | None = None,
+    ) -> bool:
         """Makes ``container`` (``None``: nobody) the task's owner, atomically.
 
         Args:
@@ -243,6 +262,8 @@ class AssignmentTable:
             container: New owner or ``None``.
             migrating_from: Source of a stateful hand-over to ``container``; creates
                 the migration marker the new owner deletes on completion.
+            restored_from: The dead container whose lost state ``container`` is to
+                restore from the last checkpoint (:attr:`Assignment.restored_from`).
 
         Returns:
             ``False`` if the task is not (or no longer) submitted.
@@ -254,9 +275,13 @@ class AssignmentTable:
             current, version = self._read(task_id)
             if current is None:
                 return False
-            if current.container == container and current.migrating_from == migrating_from:
+            if (current.container, current.migrating_from, current.restored_from) == (
+                container,
+                migrating_from,
+                restored_from,
+            ):
                 return True
-            updated = Assignment(current.task, container, migrating_from)
+            updated = Assignment(current.task, container, migrating_from, restored_from)
             payload = encode(updated.to_json())
             tx = self.client.transaction()
             tx.set_data(self.layout.task(task_id), payload, version=version)

@@ -93,6 +93,9 @@ class Coordinator:
         self.meta = dict(meta or {})
         self._layout = ClusterLayout(root)
         self._on_loss = on_loss
+        #: a task lost with a dead container is reassigned with ``restored_from`` (its new
+        #: owner waits for its restore from a checkpoint): set while checkpoints are taken
+        self.restore_lost = False
         self._election = LeaderElection(client, identifier, self._elected, self._revoked, root)
         self._queue: queue.Queue[tuple[str, int, Any]] = queue.Queue()
         self._term = 0  # bumped on every election and revocation; stale work is dropped
@@ -312,7 +315,14 @@ class Coordinator:
         assert core is not None
         assigns: dict[str, str] = {}  # placements of new tasks: written together (few transactions)
         for event in events:
+            lost: dict[str, str] = {}  # task -> the dead container its state was lost with
             for action in core.handle(event):
+                if isinstance(action, ReportLoss) and self.restore_lost:
+                    lost[action.task] = action.container
+                elif isinstance(action, Assign) and action.task in lost:
+                    # The driver restores it from the last checkpoint: the owner waits for it.
+                    self.table.set_owner(action.task, action.container, restored_from=lost[action.task])
+                    continue
                 if isinstance(action, Assign):
                     assigns[action.task] = action.container
                     continue

@@ -8,9 +8,10 @@ the most queries is killed with SIGKILL.  The driver sends each of its queries' 
 query's snapshot, feeds it forward over the ticks since the checkpoint, answers the owed
 report and keeps the state (:mod:`linkstream.containers.forwarding`).  The results read
 from the coordinator equal an embedded ``run`` fed the same pushes -- 0 lines lost, 0
-duplicated -- and the logs show the restored path was taken, not the plain recompute
-(whether the new owner keeps the state is a race with its assignment, which may register
-the query and announce it ready first: the log says how many it kept).
+duplicated -- and the logs show the restored path was taken, not the plain recompute:
+the new owner waited for the forward (the coordinator reassigned the queries with
+``restored_from``), kept every query forwarded to it and rebuilt none from its stream
+buffers (its ``linkstream_container_task_moves_total`` counts them ``restored``, no ``in``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from linkstream.cluster.driver import task_id
 from linkstream.cluster.localcluster import LocalCluster
+from linkstream.scheduler.status import cluster_status
 from tests.api.corpus import corpus_or_skip
 from tests.cluster.test_failover_live import _owners, assert_same_results, start_collecting
 from tests.cluster.test_live_service import SESSION_S
@@ -34,6 +37,25 @@ from tests.durability.test_cluster_checkpoints import SNAPSHOTTED
 pytestmark = [pytest.mark.cluster, pytest.mark.zookeeper]
 
 NAMES = ["rspql-avg-congestion", *SNAPSHOTTED]
+
+
+def _moves(cluster: LocalCluster, container: str) -> dict[str, float]:
+    """``linkstream_container_task_moves_total`` of ``container`` by direction (non-zero ones)."""
+    client = cluster.client()
+    try:
+        status = cluster_status(client, cluster.state.root)
+    finally:
+        client.stop()
+        client.close()
+    url = next(c["metrics"] for c in status["containers"] if c["id"] == container)
+    text = httpx.get(f"http://{url}/metrics", timeout=10).text
+    return {
+        s.labels["direction"]: s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "linkstream_container_task_moves"
+        for s in f.samples
+        if s.name.endswith("_total") and s.value
+    }
 
 
 def test_kill_9_after_a_checkpoint_restores_the_tasks_and_feeds_them_forward(
@@ -86,10 +108,17 @@ def test_kill_9_after_a_checkpoint_restores_the_tasks_and_feeds_them_forward(
         # every snapshot restored in the scratch replica (none rebuilt from the history there)
         runs = re.findall(r"restored (\d+) of (\d+) queries from the checkpoint", clog)
         assert runs and all(a == b for a, b in runs), clog[-3000:]
-        # Kept on the new owner unless its assignment registered the query and announced it
-        # ready before a forward it could keep (a race the driver re-forwards against).
+        # Kept on the new owner, which waited for the forward (its assignment names the dead
+        # container, ``restored_from``) instead of rebuilding the queries from its buffers:
+        # every query forwarded there is kept, none registered (rebuilt) there after the kill.
+        moved = {q for names, dst, _ in forwarded if dst == survivor for q in names.split(", ")}
+        assert moved, log[-3000:]
         kept = [int(m) for m in re.findall(r"restored-forward path: (\d+) of \d+ queries kept", clog)]
-        assert kept, clog[-3000:]
+        assert sum(kept) == len(moved), clog[-3000:]
+        rebuilt = [q for q in moved if re.search(rf"registered {re.escape(q)} \(after tick", clog)]
+        assert not rebuilt and "rebuilt from the stream buffers" not in clog, clog[-3000:]
+        # ... and counted: the survivor's metrics show the restored tasks and no rebuilt move-in
+        assert _moves(cluster, survivor) == {"restored": len(moved)}
     finally:
         cluster.stop()
         embedded.stop()
