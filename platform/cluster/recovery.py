@@ -352,7 +352,7 @@ class Recovery:
                 or self.forwarded[name][2] == self._batch(seq)
                 or self.is_ready(name, dst)
             ):
-                if self.forwarded[name][1] >= MAX_FORWARDS:
+                if self.forwarded[name][1] >= MAX_FORWARDS and self.forwarded[name][2] != self._batch(seq):
                     self.refused.add(name)  # not kept by then: its owner rebuilds it
                 continue  # restored on its new owner already: the reports until it is ready are recomputed
             elif src is not None and not self.is_dead(src):

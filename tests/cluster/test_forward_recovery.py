@@ -18,8 +18,14 @@ import pytest
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.recovery import KEEP_CUTS, MAX_FORWARDS, MAX_HELD_CUTS, Recovery, RestorePoint
 from linkstream.containers.forwarding import read_snapshots
-from linkstream.containers.protocol import Elements, Forward, ProtocolError, decode, encode
+from linkstream.containers.protocol import Elements, Forward, ProtocolError, Recompute, decode, encode
+from linkstream.metrics import CoordinatorMetrics
 from linkstream.rdf.dictionary import MemoryDictionary
+from linkstream.scheduler.assignment import Assignment
+from linkstream.scheduler.coordinator import Coordinator
+from linkstream.scheduler.core import SchedulerCore
+from linkstream.scheduler.events import ContainerJoined, ContainerLeft, TaskAdded
+from linkstream.scheduler.state import Policy, TaskSpec
 from linkstream.store.checkpoints import SHARED, Blob, CheckpointStore, digest, encode_blob, open_checkpoints
 
 
@@ -61,11 +67,16 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
     caplog.set_level(logging.INFO, "linkstream.cluster.recovery")
     assert rec._restorable(5, ["a", "b", "c"], owed, "oc-2", owner) == []
     assert "a recomputed from the history, not restored: no complete checkpoint" in caplog.text
+    assert rec.refused == {"a", "b", "c"}  # their new owner is told to rebuild them
+    plain, _ = _request(rec, ["a", "b"], [], point=None)
+    assert type(plain) is Recompute and plain.rebuild == ["a", "b"]
     rec.hold(3)
     rec.checkpointed(RestorePoint(3, 3000, "file:///x", {"a": {"key": "k"}, "c": {"key": "k"}}))
     assert rec._restorable(3, ["a"], owed, "oc-2", owner) == []  # the owed tick is the checkpoint's
     assert rec._restorable(5, ["a"], owed, "oc-4", owner) == []  # not its new owner
+    assert "a" not in rec.refused  # (both may pass: the new owner keeps waiting)
     assert rec._restorable(5, ["a", "b", "c"], owed, "oc-2", owner) == [(rec.point, ["a"])]
+    assert rec.refused == {"b", "c"}
     assert rec.not_restored == {
         "b": "checkpoint at t=3000 holds no snapshot of it",
         "c": "oc-3 did not die (stalled or restarted)",
@@ -83,7 +94,9 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
     assert rec._restorable(7, ["a"], owed, "oc-2", owner) == [(rec.point, ["a"])]
     assert rec._restorable(8, ["a"], owed, "oc-2", owner) == []  # the same batch
     assert rec.forwarded["a"] == (3, MAX_FORWARDS, 7)
+    assert "a" not in rec.refused
     assert rec._restorable(9, ["a"], owed, "oc-2", owner) == []  # MAX_FORWARDS at most
+    assert "a" in rec.refused  # not kept by then: its new owner rebuilds it
     rec.ahead([])
     message, _ = _request(rec, ["a"], [(6, 6000)])
     assert isinstance(message, Forward)
@@ -105,10 +118,12 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
     assert rec.points == [rec.point] and rec.point.seq == 8
 
 
-def _request(rec: Recovery, names: list[str], ahead: list[tuple[int, int]]) -> tuple[Any, int]:
+def _request(
+    rec: Recovery, names: list[str], ahead: list[tuple[int, int]], point: Any = "last"
+) -> tuple[Any, int]:
     rec.fanout = cast(Fanout, SimpleNamespace(history=lambda _s, cuts: ([], [0] * len(cuts))))
     rec.ahead(ahead)
-    return rec._request(names, frozenset(), list(rec._cuts)[-2:], rec.point)
+    return rec._request(names, frozenset(), list(rec._cuts)[-2:], rec.point if point == "last" else point)
 
 
 def test_forward_messages_round_trip_and_a_bad_one_is_refused() -> None:
@@ -116,15 +131,24 @@ def test_forward_messages_round_trip_and_a_bad_one_is_refused() -> None:
         "r1", np.array([1, 2, 3]), ["<a>", "<p>", "<b>"], np.array([[0], [1500], [1]]), np.array([[1, 2, 3]])
     )
     obj = {"key": "tasks-1/t", "size": 10, "sha256": "ab"}
-    m = Forward("r1", 4, ["q"], [1000, 2000, 3000], [0, 1, 1], els, "file:///ck", {"q": obj}, 2000)
+    m = Forward(
+        "r1", 4, ["q"], [1000, 2000, 3000], [0, 1, 1], els, uri="file:///ck", objects={"q": obj}, owe=2000
+    )
     got = decode([bytes(memoryview(f)) for f in encode(m)])
     assert isinstance(got, Forward)
     assert (got.ticks, got.at, got.uri, got.objects, got.owe) == (m.ticks, m.at, m.uri, m.objects, 2000)
-    bad = Forward("r1", 4, ["q"], [1000, 2000], [0, 1], els, "file:///ck", {"q": obj}, 1000)
+    bad = Forward("r1", 4, ["q"], [1000, 2000], [0, 1], els, uri="file:///ck", objects={"q": obj}, owe=1000)
     with pytest.raises(ProtocolError, match="owed report time"):
         decode([bytes(memoryview(f)) for f in encode(bad)])
     with pytest.raises(ProtocolError, match="at least two"):
-        encode(Forward("r1", 4, ["q"], [1000], [0], els, "", {}))
+        encode(Forward("r1", 4, ["q"], [1000], [0], els))
+    # a plain recompute names the queries their new owner is to rebuild (no restore coming)
+    plain = decode(
+        [bytes(memoryview(f)) for f in encode(Recompute("r1", 5, ["q", "p"], [1000], [0], els, ["p"]))]
+    )
+    assert isinstance(plain, Recompute) and not isinstance(plain, Forward) and plain.rebuild == ["p"]
+    none = decode([bytes(memoryview(f)) for f in encode(Recompute("r1", 6, ["q"], [1000], [0], els))])
+    assert isinstance(none, Recompute) and none.rebuild == []
 
 
 def test_snapshots_are_read_checked_and_a_damaged_one_is_left_out(tmp_path: Path) -> None:
@@ -143,3 +167,51 @@ def test_snapshots_are_read_checked_and_a_damaged_one_is_left_out(tmp_path: Path
     assert good is not None and good.header["query"] == "good" and list(good.arrays[0]) == [0, 1, 2, 3]
     assert got["bad"] is None and got["missing"] is None
     assert list(stores) == [uri]
+
+
+class _Table:
+    """The assignment table's writes, as the coordinator makes them."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str | None, str | None]] = []
+
+    def set_owner(
+        self,
+        task: str,
+        container: str | None,
+        migrating_from: str | None = None,
+        restored_from: str | None = None,
+    ) -> bool:
+        self.writes.append((task, container, restored_from))
+        return True
+
+    def set_owners(self, owners: dict[str, str]) -> None:
+        self.writes += [(t, c, None) for t, c in owners.items()]
+
+    def forget_container(self, _container: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize("restore", [True, False])
+def test_a_dead_containers_tasks_are_reassigned_restored_from_it(restore: bool) -> None:
+    """While the leader takes checkpoints, a stateful task lost with a dead container is
+    reassigned with ``restored_from`` (its new owner waits for the driver's restore); a
+    stateless one, or any without checkpoints, is assigned plainly."""
+    coord = object.__new__(Coordinator)
+    table = _Table()
+    coord.table, coord._core, coord.restore_lost = cast(Any, table), SchedulerCore(Policy()), restore
+    coord.metrics, coord.losses, coord._on_loss, coord.identifier = CoordinatorMetrics(), [], None, "c1"
+    coord._apply([ContainerJoined("oc-1", 4, "tcp://a"), ContainerJoined("oc-2", 4, "tcp://b")])
+    specs = [TaskSpec("t1", stateful=True), TaskSpec("t2", stateful=True), TaskSpec("t3")]
+    coord._apply([TaskAdded(s, "oc-1") for s in specs])
+    table.writes.clear()
+    coord._apply([ContainerLeft("oc-1")])
+    placed = {t: (c, r) for t, c, r in table.writes if c is not None}
+    assert placed == {
+        "t1": ("oc-2", "oc-1" if restore else None),
+        "t2": ("oc-2", "oc-1" if restore else None),
+        "t3": ("oc-2", None),
+    }
+    for a in (Assignment(specs[0], "oc-2", None, "oc-1"), Assignment(specs[2], "oc-2")):
+        body = a.to_json()
+        assert Assignment.from_json(body) == a and ("restored_from" in body) == (a.restored_from is not None)

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
 
+from linkstream.containers import assigned
 from linkstream.containers.protocol import Elements
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.restoreforward import adopt, forward
 from linkstream.operators.shared_state import UNIT
 from linkstream.operators.state import QueryState, StateError
+from linkstream.scheduler.assignment import Assignment
+from linkstream.scheduler.state import TaskSpec
 from tests.containers.test_restored_first import CUT, STEP, _elements, _feeder, _two_replicas
 from tests.containers.test_restored_routers import _wire
 
@@ -147,3 +152,28 @@ def test_dead_containers_tasks_restored_from_the_checkpoint_and_fed_forward(
     else:  # 3 without a snapshot, the unit of another time's queries: rebuilt, lines equal
         assert len(rebuilt) > 3 and all(rebuilt.values())
         assert len(restored) + len(rebuilt) == len(dead) and len(restored) > len(dead) // 2
+
+
+def test_a_query_lost_with_a_dead_container_waits_for_its_restore_within_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The new owner does not rebuild a query reassigned ``restored_from`` a dead container
+    in a running replay: it waits for the driver's ``forward`` -- until the driver names it
+    in a recompute's ``rebuild`` list, ``MAX_UNKEPT`` forwards could not be kept, or
+    ``RESTORE_WAIT`` seconds passed -- and then rebuilds it as before."""
+    q = object.__new__(assigned.AssignedQueries)
+    q.id, q._rebuild, q._restore_wait, q._slots = "oc-2", set(), {}, {}
+    running = cast(RunReplica, SimpleNamespace(last_seq=7, synced=True))
+    lost, plain = Assignment(TaskSpec("t"), "oc-2", None, "oc-1"), Assignment(TaskSpec("t"), "oc-2")
+    assert not q._awaits_restore("p", plain, running)  # a fresh or stateless move: built at once
+    assert not q._awaits_restore("s", lost, cast(RunReplica, SimpleNamespace(last_seq=0, synced=True)))
+    assert q._awaits_restore("a", lost, running) and q._awaits_restore("b", lost, running)
+    for _ in range(assigned.MAX_UNKEPT - 1):  # forwards that came before its streams were live
+        q._restore_refused(["a"], forwarded=True)
+    assert q._awaits_restore("a", lost, running)
+    q._restore_refused(["a"], forwarded=True)
+    q._restore_refused(["b"], forwarded=False)  # the driver: no checkpoint holds it
+    assert not q._awaits_restore("a", lost, running) and not q._awaits_restore("b", lost, running)
+    assert q._rebuild == {"a", "b"}
+    monkeypatch.setattr(assigned, "RESTORE_WAIT", 0.0)  # no word from the driver in time
+    assert not q._awaits_restore("c", lost, running) and "c" in q._rebuild
