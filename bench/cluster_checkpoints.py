@@ -339,6 +339,7 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
         text = (cluster.dir / "logs" / f"{survivor}.log").read_text()
         restores = [float(x) for x in re.findall(r"fed them forward to .* \(cpu ([0-9.]+)s\)", text)]
         kept = [int(x) for x in re.findall(r"restored-forward path: (\d+) of", text)]
+        rebuilt = re.findall(r"registered (\S+) \(after tick [1-9]", text)  # from its buffers, after the kill
         return {
             "label": label,
             "checkpoint_interval_s": interval,
@@ -348,6 +349,7 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
             "survivor_cpu_s": round(cpu, 3),
             "restore_cpu_s": round(sum(restores), 3),
             "queries_kept_restored": sum(kept),
+            "queries_rebuilt": len(rebuilt),
         }
     finally:
         cluster.stop()
@@ -463,7 +465,7 @@ def main(argv: list[str] | None = None) -> None:
                     kills.append(r)
                     print(
                         "container kill, %-7s: first new q0 line %.2f s, new answerer %.2f s, survivor CPU "
-                        "%.3f s (restore %.3f s, %d queries kept from the checkpoint)"
+                        "%.3f s (restore %.3f s, %d queries kept from the checkpoint, %d rebuilt)"
                         % (
                             label,
                             r["first_new_result_s"],
@@ -471,6 +473,7 @@ def main(argv: list[str] | None = None) -> None:
                             r["survivor_cpu_s"],
                             r["restore_cpu_s"],
                             r["queries_kept_restored"],
+                            r["queries_rebuilt"],
                         ),
                         flush=True,
                     )
