@@ -158,6 +158,8 @@ class Recovery:
         self.not_restored: dict[str, str] = {}
         #: queries whose new owner is to rebuild them: not restored (or not kept) from a checkpoint
         self.refused: set[str] = set()
+        #: lines of later report times a ``forward`` answered, by (query, report time)
+        self._early: dict[tuple[str, int], tuple[str, list[str]]] = {}
         self._ahead: list[tuple[int, int]] = []  # (seq, c) of ticks sent with the same cut
 
     def ahead(self, ticks: list[tuple[int, int]]) -> None:
@@ -258,6 +260,11 @@ class Recovery:
             return {}
         c = cuts[-1][1]
         out: dict[str, list[str]] = {}
+        for key in [k for k in self._early if k[1] <= c]:  # a forward's answers of later ticks
+            dst, lines = self._early.pop(key)
+            if key[1] == c and key[0] in owed:
+                out[key[0]] = lines
+                self.done.append(Recovered(key[0], c, owed[key[0]], dst, 0, 0.0))
         # Incarnations (fan-out sockets) asked for each query that failed it or still owe it.
         tried: dict[str, set[Sender]] = {name: set() for name in owed}
         sent: dict[int, tuple[str, Sender, list[str], int, float]] = {}  # answers taken even late
@@ -303,6 +310,8 @@ class Recovery:
                     logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
                     continue
                 dt = time.perf_counter() - t0
+                for later, got in answer.later.items():  # fed forward there: not recomputed again
+                    self._early.update({(n, later): (dst, got[n]) for n in names if n in got})
                 for name in names:
                     if name in answer.lines and name not in out:
                         out[name] = answer.lines[name]

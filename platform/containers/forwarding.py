@@ -131,4 +131,4 @@ def handle_forward(
         len(fwd.rebuilt),
         "".join(f"; {n} not kept: {why}" for n, why in sorted(skipped.items()))[:2000],
     )
-    return Recomputed(message.run, container, message.id, c, fwd.lines)
+    return Recomputed(message.run, container, message.id, c, fwd.lines, later=fwd.later)

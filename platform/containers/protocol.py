@@ -107,6 +107,7 @@ from linkstream.containers.protofields import (
     int64_frame,
     int_field,
     ints_field,
+    later_field,
     pack_header,
     read_header,
     str_field,
@@ -309,6 +310,8 @@ class Recomputed:
     c: int
     lines: dict[str, list[str]]
     error: str = ""
+    #: (``forward`` only) lines of the report times after ``c`` it evaluated, of the queries due then
+    later: dict[int, dict[str, list[str]]] = field(default_factory=dict)
 
 
 Message = (
@@ -399,6 +402,8 @@ def encode(message: Message) -> list[Frame]:
     if isinstance(message, Recomputed):
         header = {"kind": "recomputed", "run": message.run, "container": message.container}
         header.update(id=message.id, c=message.c, error=message.error)
+        if message.later:  # (small: a few report times of the dead container's queries)
+            header["later"] = [[c, {n: "\n".join(x) for n, x in v.items()}] for c, v in message.later.items()]
         return _lines_frames(header, message.lines)
     if isinstance(message, Tick):
         tick = {
@@ -611,15 +616,8 @@ def decode(frames: Sequence[Frame]) -> Message:
             strs_field(h, "missing"),
         )
     if kind == "recomputed":
-        lines = _lines(h, frames)
-        return Recomputed(
-            run,
-            str_field(h, "container"),
-            int_field(h, "id", 0),
-            int_field(h, "c"),
-            lines,
-            str_field(h, "error"),
-        )
+        args = (run, str_field(h, "container"), int_field(h, "id", 0), int_field(h, "c"), _lines(h, frames))
+        return Recomputed(*args, str_field(h, "error"), later_field(h))
     if kind == "failed":
         check_frames(frames, 1, kind)
         return Failed(run, str_field(h, "container"), str_field(h, "query"), str_field(h, "error"))

@@ -106,3 +106,18 @@ def counts_field(h: dict[str, Any], key: str) -> tuple[int, ...]:
     if type(x) is not list or not all(type(i) is int and 0 <= i < 2**63 for i in x):
         raise ProtocolError(f"{h.get('kind')}: {key} must be a list of non-negative ints")
     return tuple(x)
+
+
+def later_field(h: dict[str, Any]) -> dict[int, dict[str, list[str]]]:
+    """A ``recomputed`` header's ``later``: ``[[report time, {query: lines joined by newlines}]]``."""
+    x = h.get("later", [])
+    if type(x) is not list or not all(
+        type(e) is list
+        and len(e) == 2
+        and type(e[0]) is int
+        and type(e[1]) is dict
+        and all(type(k) is str and type(v) is str for k, v in e[1].items())
+        for e in x
+    ):
+        raise ProtocolError(f"{h.get('kind')}: later must be a list of [int, {{str: str}}]")
+    return {c: {n: v.split("\n") if v else [] for n, v in ls.items()} for c, ls in x}

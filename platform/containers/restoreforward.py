@@ -50,7 +50,8 @@ class Forwarded:
 
     Attributes:
         c: The last report time evaluated (the live replica's).
-        lines: Lines at ``c`` of each query due then (the owed report).
+        lines: Lines of each query due at the owed report time (the owed report).
+        later: Per report time after the owed one, the lines of each query due then.
         states: Each query's state at ``c``, to hand over (:func:`adopt`); a query whose
             state cannot be taken is missing (its new owner rebuilds it).
         restored: Queries restored from their checkpoint snapshots.
@@ -60,6 +61,7 @@ class Forwarded:
 
     c: int
     lines: dict[str, list[str]] = field(default_factory=dict)
+    later: dict[int, dict[str, list[str]]] = field(default_factory=dict)
     states: dict[str, QueryState] = field(default_factory=dict)
     restored: list[str] = field(default_factory=list)
     rebuilt: dict[str, str] = field(default_factory=dict)
@@ -162,10 +164,13 @@ def _run(
     names = list(texts)
     for seq, (c, upto) in enumerate(cuts[1:], start=1):
         history.feed(scratch.engine, upto)
-        last = c == owe
+        last = c >= owe  # the owed report and those after it (evaluated by the live replica already)
         due = [n for n in names if all(c % s == 0 for s in scratch.engine.queries[n].steps)] if last else []
         got = scratch.tick(seq, c, due)
-        out.lines = {n: list(got.lines.get(n, [])) for n in due} if last else out.lines
+        if c == owe:
+            out.lines = {n: list(got.lines.get(n, [])) for n in due}
+        elif due:
+            out.later[c] = {n: list(got.lines.get(n, [])) for n in due}
     for name in names:
         try:
             out.states[name] = scratch.snapshot_moving(name, "live")

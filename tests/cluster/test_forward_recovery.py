@@ -18,7 +18,15 @@ import pytest
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.recovery import KEEP_CUTS, MAX_FORWARDS, MAX_HELD_CUTS, Recovery, RestorePoint
 from linkstream.containers.forwarding import read_snapshots
-from linkstream.containers.protocol import Elements, Forward, ProtocolError, Recompute, decode, encode
+from linkstream.containers.protocol import (
+    Elements,
+    Forward,
+    ProtocolError,
+    Recompute,
+    Recomputed,
+    decode,
+    encode,
+)
 from linkstream.metrics import CoordinatorMetrics
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.scheduler.assignment import Assignment
@@ -142,6 +150,11 @@ def test_forward_messages_round_trip_and_a_bad_one_is_refused() -> None:
         decode([bytes(memoryview(f)) for f in encode(bad)])
     with pytest.raises(ProtocolError, match="at least two"):
         encode(Forward("r1", 4, ["q"], [1000], [0], els))
+    # a forward's answer carries the lines of the later report times it evaluated
+    later = {3000: {"q": ['{"x": 1}', '{"x": 2}'], "p": []}}
+    ans = Recomputed("r1", "oc-2", 4, 2000, {"q": ['{"x": 0}']}, later=later)
+    back = decode([bytes(memoryview(f)) for f in encode(ans)])
+    assert isinstance(back, Recomputed) and (back.lines, back.later) == (ans.lines, later)
     # a plain recompute names the queries their new owner is to rebuild (no restore coming)
     plain = decode(
         [bytes(memoryview(f)) for f in encode(Recompute("r1", 5, ["q", "p"], [1000], [0], els, ["p"]))]
@@ -215,3 +228,18 @@ def test_a_dead_containers_tasks_are_reassigned_restored_from_it(restore: bool) 
     for a in (Assignment(specs[0], "oc-2", None, "oc-1"), Assignment(specs[2], "oc-2")):
         body = a.to_json()
         assert Assignment.from_json(body) == a and ("restored_from" in body) == (a.restored_from is not None)
+
+
+def test_a_forwards_later_report_times_are_taken_not_recomputed() -> None:
+    """The lines a ``forward`` answer gives for report times after the owed one (the batch's
+    ticks the new owner evaluated before it kept the queries) answer those ticks' owed
+    reports: no ``recompute`` request is sent for them."""
+    rec = _recovery({"oc-1"})
+    for seq in range(1, 4):
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    rec._early[("a", 3000)] = ("oc-2", ['{"a": 3}'])
+    rec._early[("a", 1000)] = ("oc-2", ["stale"])  # an earlier report time: dropped
+    sent: list[Any] = []
+    rec.fanout = cast(Fanout, SimpleNamespace(peers={"oc-2": object()}, send=lambda *m: sent.append(m)))
+    assert rec.recompute(3, {"a": "oc-1"}, {}, lambda _n: "oc-2") == {"a": ['{"a": 3}']}
+    assert not sent and not rec._early and rec.done[-1].dst == "oc-2"
