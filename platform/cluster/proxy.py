@@ -22,7 +22,7 @@ from linkstream.api.limits import ApiLimits, LimitExceeded
 from linkstream.cluster.decisions import DECIDED_HEADER
 from linkstream.cluster.ingest import INGEST_PATH, MSGPACK, NotOwner
 from linkstream.cluster.registration import OWNER
-from linkstream.cluster.results import LOG_PATH, serve_log
+from linkstream.cluster.results import LOG_MSGPACK, LOG_PATH, serve_log
 from linkstream.cluster.service import ClusterService
 
 logger = logging.getLogger(__name__)
@@ -184,6 +184,12 @@ class LeaderProxy:
         from urllib.parse import parse_qsl
 
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
+        if LOG_MSGPACK in accept:  # a follower: the entries' bytes made once, not JSON per poll
+            body = await serve_log(self.service.log, query, packed=True)
+            assert isinstance(body, bytes)
+            await send_body(send, 200, body, LOG_MSGPACK)
+            return
         await send_json(send, 200, await serve_log(self.service.log, query))
 
     async def _find_leader(self, wait: float) -> tuple[str | None, str | None]:
@@ -259,12 +265,15 @@ class LeaderProxy:
 
 
 async def send_json(send: Send, status: int, answer: object) -> None:
-    body = json.dumps(answer, separators=(",", ":")).encode("utf-8")
+    await send_body(send, status, json.dumps(answer, separators=(",", ":")).encode("utf-8"))
+
+
+async def send_body(send: Send, status: int, body: bytes, ctype: str = "application/json") -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())],
         }
     )
     await send({"type": "http.response.body", "body": body})

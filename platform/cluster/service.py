@@ -77,7 +77,7 @@ from linkstream.cluster.deadleader import LeaderWatch, publish_session
 from linkstream.cluster.ingest import StreamIngest
 from linkstream.cluster.registration import QueriesMixin, registration_order, stale_registrations
 from linkstream.cluster.remote_engine import RemoteEngine
-from linkstream.cluster.results import LOG_PATH, Entry, ResultLog
+from linkstream.cluster.results import Entry, ResultLog, fetch_log
 from linkstream.cluster.streamlog import BodyStore
 from linkstream.cluster.streamowners import ZK_WAIT_S
 from linkstream.containers.security import Security
@@ -362,9 +362,7 @@ class ClusterService(QueriesMixin):
                 "follower": self.identifier,
             }
             try:
-                r = self._peer().get(url.rstrip("/") + LOG_PATH, params=params)
-                r.raise_for_status()
-                answer = r.json()
+                answer = fetch_log(self._peer(), url, params)  # (msgpack: see ResultLog.answer_packed)
             except (httpx.HTTPError, ValueError) as exc:
                 logger.debug("following %s failed: %s", url, exc)
                 self.forget_leader()
@@ -400,11 +398,8 @@ class ClusterService(QueriesMixin):
             after = self.log.last
             while url:
                 try:
-                    r = self._peer().get(
-                        url.rstrip("/") + LOG_PATH, params={"after": str(after)}, timeout=3.0
-                    )
-                    r.raise_for_status()
-                    rows = [Entry.from_json(row) for row in r.json().get("entries") or ()]
+                    answer = fetch_log(self._peer(), url, {"after": str(after)}, timeout=3.0)
+                    rows = [Entry.from_json(row) for row in answer.get("entries") or ()]
                 except (httpx.HTTPError, ValueError, TypeError, KeyError) as exc:
                     logger.info("%s: no result log from %s: %s", self.identifier, ident, exc)
                     break
