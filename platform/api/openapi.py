@@ -147,7 +147,9 @@ _CLUSTER_LOG_DOC = (
     "one per removed query; standbys follow it with `?after=<their last>&wait=10&follower=<id>`, "
     "so any coordinator serves /queries/{name}/results from its own copy and a reader resumes "
     "there with Last-Event-ID. A new leader first takes the entries after its own from the other "
-    "coordinators. For coordinators, not for clients: read results from /queries/{name}/results."
+    "coordinators. With `Accept: application/x-msgpack` the same map comes as msgpack (what "
+    "coordinators ask for: the leader encodes each entry once, not every line at every poll). "
+    "For coordinators, not for clients: read results from /queries/{name}/results."
 )
 
 _CLUSTER_INGEST_DOC = (

@@ -303,16 +303,22 @@ class ResultLog:
         """Delivers the held entries up to ``upto`` (under the lock)."""
         if upto <= self.committed:
             return
-        for e in self.entries:
+        pending = []  # (from the newest: the held entries up to the last committed are many)
+        for e in reversed(self.entries):
             if e.seq <= self.committed:
-                continue
+                break
+            pending.append(e)
+        for e in reversed(pending):
             if e.seq > upto:
                 break
+            clock, now = None, 0.0  # one clock read per entry, not one per query's ring
             for name, lines in e.reports.items():
                 ring = self.rings.get(name)
                 if ring is None:
                     ring = self.rings[name] = ReportRing(self.retention_s)
-                ring.add(e.t, lines)
+                if ring.clock is not clock:
+                    clock, now = ring.clock, ring.clock()
+                ring.add(e.t, lines, now)
                 for sub in self.subs.get(name, ()):
                     sub.offer(e.t, lines)
             for name in e.ended:
