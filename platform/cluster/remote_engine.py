@@ -468,18 +468,21 @@ class RemoteEngine:
         """
         self.flush()
         cluster = self.cluster
-        outs: list[dict[str, list[str]]] = [{n: [] for n in names} for _, names in plan]
         if cluster is None:
-            return outs
+            return [{n: [] for n in names} for _, names in plan]
+        outs: list[dict[str, list[str]]] = [{} for _ in plan]  # each tick's, once in (done)
         self._await_ready(cluster, list(dict.fromkeys(n for _, names in plan for n in names)))
         lives = [
             (c, [n for n in names if n not in cluster.failed and n in cluster.queries]) for c, names in plan
         ]
 
         def done(i: int, c: int, lines: dict[str, list[str]]) -> None:
-            outs[i].update(lines)
+            names = plan[i][1]
+            if len(lines) != len(names):  # failed or unknown queries: no lines, in plan order
+                lines = {n: lines.get(n, []) for n in names}
+            outs[i] = lines  # (the cluster's answer, not a copy: in the order of the plan)
             if self.on_report is not None:
-                self.on_report(c, outs[i])  # replicated before any subscriber sees it
+                self.on_report(c, lines)  # replicated before any subscriber sees it
 
         cluster.tick_many(lives, done)
         self._observe(cluster)

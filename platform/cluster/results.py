@@ -41,7 +41,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +74,7 @@ class Entry:
 
     seq: int
     t: int
-    reports: dict[str, tuple[str, ...]]
+    reports: dict[str, Sequence[str]]  # (not copied: nothing changes a report's lines)
     ended: tuple[str, ...] = ()
     at: float = 0.0  # monotonic time it was added here
     #: :meth:`packed`, made once (the fields do not change once the entry is held)
@@ -136,7 +136,7 @@ class ResultLog:
 
     # ------------------------------------------------------------------ leader side
 
-    def append(self, t: int, reports: dict[str, tuple[str, ...]], ended: Iterable[str] = ()) -> int:
+    def append(self, t: int, reports: dict[str, Sequence[str]], ended: Iterable[str] = ()) -> int:
         """Adds an entry (leader); committed at once when no follower is in sync."""
         with self.cond:
             self.last += 1

@@ -421,7 +421,7 @@ class ClusterService(QueriesMixin):
     def _on_report(self, c: int, out: dict[str, list[str]]) -> None:
         if self._floor is not None and c <= self._floor:
             return  # replayed from the ingest log: the result log holds this report time already
-        self.log.append(c, {n: tuple(v) for n, v in out.items()})
+        self.log.append(c, dict(out))  # (the lines as they came: no copy per query)
 
     def _adopt_shipped(self, ingest: IngestLog) -> None:
         """What the local ingest log lacks (no shared ``state_dir``: another leader wrote it)
