@@ -203,41 +203,32 @@ class ResultLog:
         with self.cond:
             return [e for e in self.entries if e.seq > after][:limit]
 
-    def answer(self, after: int, follower: str | None) -> dict[str, Any]:
-        """The body of a poll: entries after ``after``, the commit point, what is gone."""
-        if follower and self.leading:
-            self.ack(follower, after)
-        with self.cond:
-            entries = [e for e in self.entries if e.seq > after][:BATCH]
-            body: dict[str, Any] = {
-                "leading": self.leading,
-                "last": self.last,
-                "committed": self.committed,
-                "entries": [e.to_json() for e in entries],
-            }
-            first = self.entries[0].seq if self.entries else self.last + 1
-            if after + 1 < first:  # the asker missed entries no longer kept
-                body["gone"] = {
-                    **self.gone,
-                    **{n: r.dropped_until for n, r in self.rings.items() if r.dropped_until},
-                }
-            return body
-
-    def answer_packed(self, after: int, follower: str | None) -> bytes:
-        """:meth:`answer` as one msgpack map, its ``entries`` the entries' :meth:`Entry.packed`
-        bytes joined under an array header (the same content as the JSON answer: what a
-        follower decodes with :func:`decode_answer` equals :meth:`answer`)."""
+    def _select(self, after: int, follower: str | None) -> tuple[list[Entry], dict[str, Any]]:
+        """A poll's entries after ``after`` (at most :data:`BATCH`) and its head: the commit
+        point and, when the asker missed entries no longer kept, what is gone."""
         if follower and self.leading:
             self.ack(follower, after)
         with self.cond:
             entries = [e for e in self.entries if e.seq > after][:BATCH]
             head: dict[str, Any] = {"leading": self.leading, "last": self.last, "committed": self.committed}
             first = self.entries[0].seq if self.entries else self.last + 1
-            if after + 1 < first:
+            if after + 1 < first:  # the asker missed entries no longer kept
                 head["gone"] = {
                     **self.gone,
                     **{n: r.dropped_until for n, r in self.rings.items() if r.dropped_until},
                 }
+        return entries, head
+
+    def answer(self, after: int, follower: str | None) -> dict[str, Any]:
+        """The body of a poll: entries after ``after``, the commit point, what is gone."""
+        entries, head = self._select(after, follower)
+        return {**head, "entries": [e.to_json() for e in entries]}
+
+    def answer_packed(self, after: int, follower: str | None) -> bytes:
+        """:meth:`answer` as one msgpack map, its ``entries`` the entries' :meth:`Entry.packed`
+        bytes joined under an array header (the same content as the JSON answer: what a
+        follower decodes with :func:`decode_answer` equals :meth:`answer`)."""
+        entries, head = self._select(after, follower)
         # (outside the lock: an entry's bytes depend on the entry alone)
         packer = msgpack.Packer(use_bin_type=True)
         parts = [packer.pack_map_header(len(head) + 1)]
