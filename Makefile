@@ -50,8 +50,20 @@ format: venv
 	$(VENV)/bin/ruff format platform tests bench dashboards
 	$(VENV)/bin/ruff check --fix platform tests bench dashboards
 
+# `make test` runs the in-process suites on TEST_WORKERS pytest-xdist workers (a file stays on one
+# worker), then the suites that start clusters, Spark and kill -9 processes one test at a time: they
+# time ZooKeeper sessions and container deaths, and each already runs several processes.
+# `make test PYTEST_ARGS="..."` runs one plain pytest with those arguments instead.
+TEST_WORKERS ?= 2
+SERIAL_TESTS := tests/cluster tests/durability tests/bulk
+
 test: venv system-deps lint typecheck
+ifeq ($(strip $(PYTEST_ARGS)),)
+	LINKSTREAM_SHARED=$(SHARED) $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(addprefix --ignore=,$(SERIAL_TESTS))
+	LINKSTREAM_SHARED=$(SHARED) $(VENV)/bin/pytest $(SERIAL_TESTS)
+else
 	LINKSTREAM_SHARED=$(SHARED) $(VENV)/bin/pytest $(PYTEST_ARGS)
+endif
 
 bench: venv
 	LINKSTREAM_SHARED=$(SHARED) $(PY) bench/citybench.py
