@@ -45,6 +45,13 @@ def use_native(on: bool) -> bool:
     return _native is not None
 
 
+#: :meth:`Batch.project`'s column indexes by (variables, projected variables): the
+#: list of ``index`` calls was most of a projection of a few rows (renamings do one per
+#: input per report); cleared when it holds :data:`PROJECTIONS_MAX` entries
+_PROJECTIONS: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
+PROJECTIONS_MAX = 4096
+
+
 @dataclass(slots=True)
 class Batch:
     """Signed multiset of mappings over ``vars``."""
@@ -101,11 +108,20 @@ class Batch:
         if vars == self.vars:
             return self
         vars = tuple(vars)
-        if vars == self.vars:
-            return self
         sv = self.vars
-        if all(v in sv for v in vars):
-            return Batch(vars, self.cols.take([sv.index(v) for v in vars], axis=0), self.counts)
+        if vars == sv:
+            return self
+        key = (sv, vars)
+        idx = _PROJECTIONS.get(key)
+        if idx is None:
+            if not all(v in sv for v in vars):
+                return self._project_unbound(vars)
+            if len(_PROJECTIONS) >= PROJECTIONS_MAX:
+                _PROJECTIONS.clear()
+            idx = _PROJECTIONS[key] = np.array([sv.index(v) for v in vars], dtype=np.intp)
+        return Batch(vars, self.cols.take(idx, axis=0), self.counts)
+
+    def _project_unbound(self, vars: tuple[str, ...]) -> Batch:
         n = len(self)
         cols = np.empty((len(vars), n), dtype=np.int64)
         for j, v in enumerate(vars):

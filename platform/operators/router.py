@@ -73,8 +73,21 @@ class RenameOperator(Operator):
         cache = self.__dict__.get("_renamed")
         if cache is None or cache[0] is not d.vars:  # (one vars tuple per child, mostly)
             m = self.mapping
-            cache = self._renamed = (d.vars, tuple(m.get(v, v) for v in d.vars))
-        return Batch(cache[1], d.cols, d.counts).project(self.vars)
+            renamed = tuple(m.get(v, v) for v in d.vars)
+            # the column order as an index array, once (``None``: already in order;
+            # ``False``: a variable of ``order`` the child lacks, left to ``project``)
+            perm: np.ndarray | bool | None = None
+            if renamed != self.vars:
+                perm = False
+                if all(v in renamed for v in self.vars):
+                    perm = np.array([renamed.index(v) for v in self.vars], dtype=np.intp)
+            cache = self._renamed = (d.vars, renamed, perm)
+        perm = cache[2]
+        if perm is None:
+            return Batch(self.vars, d.cols, d.counts)
+        if perm is False:
+            return Batch(cache[1], d.cols, d.counts).project(self.vars)
+        return Batch(self.vars, d.cols.take(perm, axis=0), d.counts)
 
     def current(self) -> Batch:
         return self.apply(self.child.current())
