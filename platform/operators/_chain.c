@@ -48,6 +48,10 @@ typedef struct {
     Py_buffer cols, counts;
     Py_ssize_t m;
     int held;
+    /* the part's sorted key index on the input's index variable (see chain_input.ix_vid):
+     * the keys ascending and their rows (a stable argsort), when ix_held */
+    Py_buffer ixk, ixo;
+    int ix_held;
 } chain_part;
 
 typedef struct {
@@ -57,6 +61,10 @@ typedef struct {
     int nparts;
     chain_part parts[CHAIN_MAX_PARTS];
     Py_ssize_t size;
+    /* the variable id of the caller's sorted key index of every part (-1: none), and
+     * whether the caller's loop would join a plain step with it even where it may join
+     * the rest as one relation (its fan-out on that key is low) */
+    int ix_vid, ix_fan_ok;
 } chain_input;
 
 /* the current table: (k, n) column-major, PyMem-owned */
@@ -120,7 +128,7 @@ mix64(uint64_t z)
  * ascending; the probe's columns then the input's own ones.  Replaces *cur. */
 static int
 chain_join(chain_table *cur, const chain_input *in, const int *p_idx, const int *r_idx, int ks,
-           const int *extra, int ke, vec64 *pairs)
+           const int *extra, int ke, vec64 *pairs, int ix_pcol)
 {
     const Py_ssize_t n = cur->n;
     Py_ssize_t starts[CHAIN_MAX_PARTS + 1];
@@ -130,7 +138,32 @@ chain_join(chain_table *cur, const chain_input *in, const int *p_idx, const int 
         const chain_part *pt = &in->parts[p];
         const Py_ssize_t m = pt->m;
         const int64_t *rc = (const int64_t *)pt->cols.buf;
-        if (n * m <= CHAIN_NESTED_PAIRS || ks == 0) {
+        if (ix_pcol >= 0 && pt->ix_held) {
+            /* the caller's sorted index (one key variable): per probe row, the run of its
+             * key found by binary search, in index order (a stable sort: row ascending) --
+             * the pairs of the caller's Relation.join on the same index */
+            const int64_t *keys = (const int64_t *)pt->ixk.buf, *order = (const int64_t *)pt->ixo.buf;
+            const int64_t *pc = cur->cols + (Py_ssize_t)ix_pcol * n;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                const int64_t v = pc[i];
+                Py_ssize_t lo = 0, hi = m;
+                while (lo < hi) {
+                    Py_ssize_t mid = lo + (hi - lo) / 2;
+                    if (keys[mid] < v)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                for (; lo < m && keys[lo] == v; lo++) {
+                    if (order[lo] < 0 || order[lo] >= m) { /* (not an index of this part) */
+                        PyErr_SetString(PyExc_ValueError, "join_chain: an index row out of range");
+                        return -1;
+                    }
+                    if (vec_push2(pairs, i, order[lo]) < 0)
+                        return -1;
+                }
+            }
+        } else if (n * m <= CHAIN_NESTED_PAIRS || ks == 0) {
             for (Py_ssize_t i = 0; i < n; i++)
                 for (Py_ssize_t j = 0; j < m; j++) {
                     int r = 0;
@@ -219,8 +252,12 @@ const char ls_join_chain_doc[] =
 "join_chain(inputs, fmasks, cur, cur_vars, bound, remaining, fdone, rest_fanout) -> tuple\n\n"
 "The join of a connected component of a multiway join's inputs, in the order and with the\n"
 "stops of MJoinOperator._component_join (linkstream.operators.chain has the Python\n"
-"meaning).  ``inputs``: per input, (var ids, certain-variables mask, parts), parts a tuple\n"
-"of its non-empty parts' (cols (k, m) int64, counts (m,) int64).  ``fmasks``: per filter,\n"
+"meaning).  ``inputs``: per input, (var ids, certain-variables mask, parts[, index]), parts a\n"
+"tuple of its non-empty parts' (cols (k, m) int64, counts (m,) int64), index None or (var\n"
+"id, fan-out low, per part None or (its keys on that variable ascending, their rows)): a large\n"
+"input whose one shared variable is the index's is joined here through it (not handed\n"
+"back) unless the step may join the rest as one relation and the fan-out is not low.\n"
+"``fmasks``: per filter,\n"
 "the mask of its variables.  ``cur``: None (start from the smallest remaining input) or\n"
 "(cols, counts) over ``cur_vars``.  ``bound``, ``remaining`` (inputs, by position) and\n"
 "``fdone`` (filters) are bit masks.  Joins while the partial result is not empty: the next\n"
@@ -267,7 +304,7 @@ ls_join_chain(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t x = 0; x < nin; x++) {
         PyObject *t = PyTuple_GET_ITEM(inputs, x);
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3)
+        if (!PyTuple_Check(t) || (PyTuple_GET_SIZE(t) != 3 && PyTuple_GET_SIZE(t) != 4))
             goto unusable;
         PyObject *vs = PyTuple_GET_ITEM(t, 0), *ps = PyTuple_GET_ITEM(t, 2);
         chain_input *in = &ins[x];
@@ -308,6 +345,38 @@ ls_join_chain(PyObject *self, PyObject *args)
             pt->held = 1;
             in->nparts++;
             in->size += m;
+        }
+        in->ix_vid = -1;
+        PyObject *ix = PyTuple_GET_SIZE(t) == 4 ? PyTuple_GET_ITEM(t, 3) : Py_None;
+        if (ix != Py_None) {
+            /* (key variable id, fan-out low, per part None or (sorted keys, their rows)) */
+            if (!PyTuple_Check(ix) || PyTuple_GET_SIZE(ix) != 3)
+                goto unusable;
+            PyObject *ixp = PyTuple_GET_ITEM(ix, 2);
+            long vid = PyLong_AsLong(PyTuple_GET_ITEM(ix, 0));
+            int fan_ok = PyObject_IsTrue(PyTuple_GET_ITEM(ix, 1));
+            if (vid < 0 || vid >= CHAIN_MAX_VARS || fan_ok < 0 || !(in->vmask >> vid & 1) ||
+                !PyTuple_Check(ixp) || PyTuple_GET_SIZE(ixp) != in->nparts) {
+                PyErr_Clear();
+                goto unusable;
+            }
+            for (int p = 0; p < in->nparts; p++) {
+                PyObject *pp = PyTuple_GET_ITEM(ixp, p);
+                chain_part *pt = &in->parts[p];
+                if (pp == Py_None) /* (a part without: joined as the other inputs are) */
+                    continue;
+                if (!PyTuple_Check(pp) || PyTuple_GET_SIZE(pp) != 2)
+                    goto unusable;
+                if (get_i64(PyTuple_GET_ITEM(pp, 0), &pt->ixk, pt->m) != 1)
+                    goto unusable;
+                if (get_i64(PyTuple_GET_ITEM(pp, 1), &pt->ixo, pt->m) != 1) {
+                    PyBuffer_Release(&pt->ixk);
+                    goto unusable;
+                }
+                pt->ix_held = 1;
+            }
+            in->ix_vid = (int)vid;
+            in->ix_fan_ok = fan_ok;
         }
     }
     /* the partial result to start from */
@@ -405,11 +474,27 @@ ls_join_chain(PyObject *self, PyObject *args)
                 j = x;
         const chain_input *in = &ins[j];
         /* (a large input: the caller's relation keeps a sorted key index for it, which a
-         * hash table built here at every call would not beat) */
-        if ((popcount64(remaining) > 1 && in->size > rest_fanout * cur.n) || in->size > CHAIN_BIG_INPUT) {
-            status = CHAIN_STEP;
-            nj = j;
-            break;
+         * hash table built here at every call would not beat; when the caller gave that
+         * index and its key is this step's one shared variable, the step is a plain join
+         * on it -- unless the caller's loop may join the rest as one relation instead) */
+        const int rest_may = popcount64(remaining) > 1 && in->size > rest_fanout * cur.n;
+        int ix_pcol = -1;
+        if (rest_may || in->size > CHAIN_BIG_INPUT) {
+            if (in->ix_vid >= 0 && (!rest_may || in->ix_fan_ok) &&
+                (in->vmask & cur.vmask) == (uint64_t)1 << in->ix_vid) {
+                for (int c = 0; c < cur.k; c++)
+                    if (cur.vids[c] == in->ix_vid)
+                        ix_pcol = c;
+                const int64_t *pc = cur.cols + (Py_ssize_t)ix_pcol * cur.n;
+                for (Py_ssize_t i = 0; i < cur.n && ix_pcol >= 0; i++)
+                    if (!pc[i])
+                        ix_pcol = -1; /* (unbound: the caller's general path) */
+            }
+            if (ix_pcol < 0) {
+                status = CHAIN_STEP;
+                nj = j;
+                break;
+            }
         }
         int p_idx[CHAIN_MAX_VARS], r_idx[CHAIN_MAX_VARS], extra[CHAIN_MAX_VARS], ks = 0, ke = 0;
         for (int c = 0; c < cur.k; c++)
@@ -424,12 +509,14 @@ ls_join_chain(PyObject *self, PyObject *args)
         int unbound = 0;
         for (int r = 0; r < ks && !unbound; r++) {
             const int64_t *col = cur.cols + p_idx[r] * cur.n;
-            for (Py_ssize_t i = 0; i < cur.n; i++)
+            for (Py_ssize_t i = 0; i < cur.n && ix_pcol < 0; i++)
                 if (!col[i]) {
                     unbound = 1;
                     break;
                 }
             for (int p = 0; p < in->nparts && !unbound; p++) {
+                if (ix_pcol >= 0 && in->parts[p].ix_held) /* (the caller's index: every key bound) */
+                    continue;
                 const Py_ssize_t m = in->parts[p].m;
                 const int64_t *rc = (const int64_t *)in->parts[p].cols.buf + r_idx[r] * m;
                 for (Py_ssize_t i = 0; i < m; i++)
@@ -444,7 +531,7 @@ ls_join_chain(PyObject *self, PyObject *args)
             nj = j;
             break;
         }
-        if (chain_join(&cur, in, p_idx, r_idx, ks, extra, ke, &pairs) < 0)
+        if (chain_join(&cur, in, p_idx, r_idx, ks, extra, ke, &pairs, ix_pcol) < 0)
             goto done;
         remaining &= ~((uint64_t)1 << j);
         bound |= in->certain;
@@ -475,10 +562,16 @@ done:
     if (ins) {
         for (Py_ssize_t x = 0; x < nin; x++)
             for (int p = 0; p < ins[x].nparts; p++)
+            {
                 if (ins[x].parts[p].held) {
                     PyBuffer_Release(&ins[x].parts[p].cols);
                     PyBuffer_Release(&ins[x].parts[p].counts);
                 }
+                if (ins[x].parts[p].ix_held) {
+                    PyBuffer_Release(&ins[x].parts[p].ixk);
+                    PyBuffer_Release(&ins[x].parts[p].ixo);
+                }
+            }
         PyMem_Free(ins);
     }
     if (cur_held) {

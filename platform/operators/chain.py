@@ -20,7 +20,7 @@ result.  Without the compiled kernels (or with :data:`ENABLED` off) the Python l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,10 +29,15 @@ from linkstream.operators.batch import Batch
 
 if TYPE_CHECKING:
     from linkstream.operators.mjoin import MJoinOperator
+    from linkstream.operators.relation import _Part
 
 #: whether :meth:`MJoinOperator._component_join` uses the compiled chain when the compiled
 #: kernels are in use (tests turn it off to compare it with the Python loop)
 ENABLED = True
+
+#: whether the kernel is given the sorted indexes of the large inputs whose steps it
+#: handed back before (:attr:`_Spec.keys`; benchmarks and tests turn it off to compare)
+INDEXED = True
 
 #: status codes of ``_kernels.join_chain``
 DONE, FILTER, STEP, UNUSABLE = 0, 1, 2, 3
@@ -48,7 +53,7 @@ def in_use() -> bool:
 class _Spec:
     """A component's inputs as the kernel reads them (built once per component)."""
 
-    __slots__ = ("names", "ids", "inputs", "fmasks", "var_names", "sets", "last")
+    __slots__ = ("names", "ids", "inputs", "fmasks", "var_names", "sets", "last", "keys")
 
     def __init__(self, op: MJoinOperator, comp: tuple[int, ...]) -> None:
         names: list[str] = list(op.vars)
@@ -66,22 +71,55 @@ class _Spec:
         self.var_names: dict[tuple[int, ...], tuple[str, ...]] = {}
         #: (bound variables mask, filters done mask) -> their sets
         self.sets: dict[tuple[int, int], tuple[frozenset[str], frozenset[int]]] = {}
-        #: per input, its parts when last read and what the kernel reads of them
-        self.last: list[tuple[object, object, tuple]] = [(None, None, ())] * len(comp)
+        #: per input, its parts when last read, what the kernel reads of them, and by key
+        #: variable what it reads of them with their sorted indexes on it (fan-out high,
+        #: fan-out low; without indexes when the base has an unbound key value)
+        self.last: list[tuple[Any, Any, tuple, dict]] = [(None, None, (), {})] * len(comp)
+        #: per input, the variable it was last joined on where the kernel handed its step
+        #: back (a large input): the join plan kept between reports, whose indexes the
+        #: kernel is given so that it joins that step itself (``None``: none)
+        self.keys: list[str | None] = [None] * len(comp)
 
-    def read(self, rels) -> tuple:
-        """The inputs as the kernel reads them: per input, (var ids, certain mask, parts)."""
-        last = self.last
+    def read(self, op: MJoinOperator, comp: tuple[int, ...], rest_fanout: int) -> tuple:
+        """The inputs as the kernel reads them: per input, (var ids, certain mask, parts),
+        and for an input with a key kept in :attr:`keys`, its parts' indexes on it."""
+        last, keys, state = self.last, self.keys, op.state
         out = []
-        for x, r in enumerate(rels):
+        for x, k in enumerate(comp):
+            r = state[k]
             b, rc = r._base, r._recent
             hit = last[x]
             if hit[0] is not b or hit[1] is not rc:
                 vids, cert = self.inputs[x]
                 parts = tuple((p.rows.cols, p.rows.counts) for p in (b, rc) if p.rows.counts.shape[0])
-                hit = last[x] = (b, rc, (vids, cert, parts))
-            out.append(hit[2])
+                hit = last[x] = (b, rc, (vids, cert, parts), {})
+            key = keys[x]
+            if key is None or not INDEXED:
+                out.append(hit[2])
+                continue
+            got = hit[3].get(key)
+            if got is None or got[2]:
+                # (a large recent part is indexed from its second read on: most are read once)
+                ix = _indexes(b, rc, r.vars.index(key), self.ids[key], got is not None)
+                # (the input as the kernel reads it: with its indexes, its fan-out low or not;
+                # and whether its recent part is large and not indexed yet)
+                pending = got is None and rc.rows.counts.shape[0] > RECENT_UNINDEXED
+                got = hit[3][key] = (
+                    (hit[2], hit[2], pending)
+                    if ix is None
+                    else ((*hit[2], (ix[0], False, ix[1])), (*hit[2], (ix[0], True, ix[1])), pending)
+                )
+            # (the fan-out as the Python loop last counted it, not counted here: where it
+            # is not known, the kernel hands a step that may join the rest back as before)
+            f = op.fanout_known(k, (key,))
+            out.append(got[1] if f is not None and f <= rest_fanout else got[0])
         return tuple(out)
+
+    def learn(self, op: MJoinOperator, x: int, k: int, cur_vars: tuple[str, ...]) -> None:
+        """Keeps input ``x``'s (``op``'s input ``k``) key for its next steps: the one variable
+        it shares with the partial result ``cur_vars`` (none when it shares several)."""
+        shared = [v for v in op.state[k].vars if v in cur_vars]
+        self.keys[x] = shared[0] if len(shared) == 1 else None
 
     def sets_of(self, bound: int, fdone: int) -> tuple[set[str], set[int]]:
         """The bound variables and the filters done, as new sets."""
@@ -142,8 +180,7 @@ def component_join(
     spec = _spec(op, comp)
     if spec is None or kernels is None:
         return None
-    state = op.state
-    inputs = spec.read([state[k] for k in comp])
+    inputs = spec.read(op, comp, rest_fanout)
     cur_arg: tuple[np.ndarray, np.ndarray] | None = None
     cur_ids: tuple[int, ...] = ()
     bound, rem, fdone = 0, (1 << len(comp)) - 1, 0
@@ -164,6 +201,7 @@ def component_join(
         if st == FILTER:
             cur = op._apply_filters(cur, done, bnames)
         else:
+            spec.learn(op, j, comp[j], cur.vars)
             cur, finished = op.join_step(comp[j], cur, remaining, bnames, done)
             if finished:
                 return op.component_result(comp, cur, remaining, bnames, done)
@@ -179,6 +217,34 @@ def component_join(
     if st == UNUSABLE:
         return op.join_rest(comp, cur, remaining, bnames, done)
     return op.component_result(comp, cur, remaining, bnames, done)
+
+
+#: a relation's recent part of at most this many rows is joined by the kernel without an
+#: index, and a larger one until it is read a second time (a recent part changes with
+#: every delta: a sort per new part would cost more than the kernel's own pass over it)
+RECENT_UNINDEXED = 256
+
+
+def _indexes(base: _Part, recent: _Part, col: int, vid: int, recent_too: bool) -> tuple[int, tuple] | None:
+    """A relation's non-empty parts ``base`` and ``recent``'s sorted indexes on its column
+    ``col`` (variable id ``vid``) as the kernel reads them: the indexes (cached on the
+    parts) that :meth:`Relation.join` probes on that key; none for the recent part unless
+    ``recent_too`` and it is large (the kernel joins a part without one, checking its
+    values); ``None`` when the base has an unbound value there (its join takes the general
+    path)."""
+    out: list[tuple[np.ndarray, np.ndarray] | None] = []
+    for p in (base, recent):
+        m = p.rows.counts.shape[0]
+        if not m:
+            continue
+        if p is recent and (m <= RECENT_UNINDEXED or not recent_too):
+            out.append(None)
+            continue
+        ix = p.bound_index((col,))
+        if ix is None:
+            return None
+        out.append(ix.sorted())
+    return vid, tuple(out)
 
 
 def _c(a: np.ndarray) -> np.ndarray:

@@ -350,6 +350,21 @@ class MJoinOperator(Operator):
         cache[(j, keyvars)] = (rel, rel.version, f, len(rel))
         return f
 
+    def fanout_known(self, j: int, keyvars: tuple[str, ...]) -> float | None:
+        """:meth:`_fanout` of input ``j`` on ``keyvars`` (its variables, in its order) where
+        that would read its cache, else ``None`` (nothing counted, nothing cached)."""
+        fanouts = self.__dict__.get("_fanouts")
+        hit = None if fanouts is None else fanouts.get((j, keyvars))
+        if hit is None:
+            return None
+        rel = self.state[j]
+        if hit[0] is not rel:
+            return None
+        if hit[1] == rel.version:
+            return hit[2]
+        n, at = len(rel), hit[3]
+        return hit[2] if at and abs(n - at) * FANOUT_DRIFT <= at else None
+
     def _component_relation(self, comp: tuple[int, ...]) -> tuple[Relation, set[int], set[str]] | None:
         """:meth:`_component_join` as a relation to probe (cached with it), or ``None``
         when the join or its smallest input is larger than :data:`COMPONENT_MAX`."""

@@ -61,14 +61,20 @@ class _BoundIndex:
         self._keys: np.ndarray | None = None
         self._order = EMPTY_I64
 
-    def probe(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs (i, j) of equal keys, ``i`` ascending then ``j`` ascending."""
-        kc = self.kcols
+    def sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """The keys ascending and their rows (a stable sort: equal keys in row order)."""
         keys = self._keys
         if keys is None:
+            kc = self.kcols
             keys = kc if kc.ndim == 1 else row_keys(kc)
             self._order = keys.argsort(kind="stable")
             keys = self._keys = keys[self._order]
+        return keys, self._order
+
+    def probe(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (i, j) of equal keys, ``i`` ascending then ``j`` ascending."""
+        kc = self.kcols
+        keys, _ = self.sorted()
         pk = a if a.ndim == 1 else row_keys(a)
         got = _batch.probe_sorted(keys, self._order, pk)
         if got is not None:

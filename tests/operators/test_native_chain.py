@@ -49,11 +49,14 @@ class _Counting:
         return self.kernels.join_chain(*args)
 
 
-def _join_both(op: MJoinOperator, comp: tuple[int, ...]):
-    """``op``'s component join by the Python loop, then by the kernel (caches cleared)."""
+def _join_both(op: MJoinOperator, comp: tuple[int, ...], again: bool = False):
+    """``op``'s component join by the Python loop, then by the kernel (caches cleared);
+    ``again``: then by the kernel once more, with the join plan it kept (the keys of the
+    steps it handed back, the fan-outs counted) -- large inputs joined through their
+    indexes in the kernel."""
     out = []
-    for on in (False, True):
-        for cache in ("_comp_cache", "_comp_rel", "_fanouts"):
+    for on in (False, True) + ((True,) if again else ()):
+        for cache in ("_comp_cache", "_comp_rel") + (("_fanouts",) if len(out) < 2 else ()):
             op.__dict__.pop(cache, None)
         C.ENABLED = on
         try:
@@ -113,10 +116,11 @@ def test_chain_equals_the_python_loop(spec, rest_fanout, two_parts):
                 counting = _Counting(B._kernels)
                 B._native = counting
                 try:
-                    python, native = _join_both(op, comp)
+                    python, native, kept = _join_both(op, comp, again=True)
                 finally:
                     B.use_native(True)
                 _same(python, native)
+                _same(python, kept)
                 assert counting.chain_calls, "the compiled chain did not run"
                 checked += 1
     finally:
@@ -141,6 +145,77 @@ def test_chain_steps_through_python_where_the_loop_does_something_else():
     python, native = _join_both(op, (0, 1, 2))
     _same(python, native)
     assert len(native[0]) == 3
+
+
+class _Statuses(_Counting):
+    """:class:`_Counting`, keeping the status of every ``join_chain`` call."""
+
+    def __init__(self, kernels) -> None:
+        super().__init__(kernels)
+        self.statuses: list[int] = []
+
+    def join_chain(self, *args):
+        got = super().join_chain(*args)
+        self.statuses.append(got[0])
+        return got
+
+
+@needs_native
+@pytest.mark.parametrize("recent", [0, 3, 400])
+def test_large_inputs_join_in_the_kernel_through_the_indexes_of_the_plan_kept(recent):
+    """A step the kernel handed back (a large input next to a small partial result) is
+    joined in the kernel at the next report, through the input's sorted index on the key
+    of that step: the same rows in the same order as the Python loop; one whose fan-out
+    is high (the loop may then join the rest as one relation) is still handed back."""
+    rng = np.random.default_rng(7)
+    feeds = [Feed(("a", "b")), Feed(("b", "c")), Feed(("c", "d")), Feed(("d", "e"))]
+    op = MJoinOperator(feeds)
+    n = 3000
+    op.state[0].apply(
+        consolidate(Batch(("a", "b"), rng.integers(1, 40, size=(2, 4)), np.ones(4, dtype=np.int64)))
+    )
+    # unique-ish keys on ?b (low fan-out: joined in the kernel), few values of ?d on the
+    # last input (high fan-out next to one ?c: handed back, the rest may be one relation)
+    big_b = np.vstack([np.arange(1, n + 1), rng.integers(1, 60, size=n)])
+    op.state[1].apply(consolidate(Batch(("b", "c"), big_b, rng.integers(1, 3, size=n))))
+    op.state[2].apply(
+        consolidate(
+            Batch(
+                ("c", "d"),
+                np.vstack([np.arange(1, 61), np.arange(1, 61) % 3 + 1]),
+                np.ones(60, dtype=np.int64),
+            )
+        )
+    )
+    op.state[3].apply(
+        consolidate(
+            Batch(
+                ("d", "e"), np.vstack([np.arange(n) % 3 + 1, np.arange(1, n + 1)]), np.ones(n, dtype=np.int64)
+            )
+        )
+    )
+    if recent:  # a recent part next to the large inputs' bases (indexed when large)
+        for k, vs in ((1, ("b", "c")), (3, ("d", "e"))):
+            extra = np.vstack([rng.integers(1, 40, size=recent), rng.integers(1, 60, size=recent)])
+            op.state[k].apply(consolidate(Batch(vs, extra, np.ones(recent, dtype=np.int64))))
+        assert len(op.state[1]._recent.rows) > 0
+    statuses = _Statuses(B._kernels)
+    B._native = statuses
+    try:
+        python, native, kept = _join_both(op, (0, 1, 2, 3), again=True)
+        first = statuses.statuses.count(C.STEP)
+        statuses.statuses.clear()
+        for cache in ("_comp_cache", "_comp_rel"):
+            op.__dict__.pop(cache, None)
+        again = op._component_join((0, 1, 2, 3))
+    finally:
+        B.use_native(True)
+    _same(python, native)
+    _same(python, kept)
+    _same(python, again)
+    assert len(python[0]) > 0
+    assert first >= 1
+    assert statuses.statuses.count(C.STEP) < first  # (the low fan-out step stays in the kernel)
 
 
 @needs_native
