@@ -493,7 +493,7 @@ class ClusterEngine:
             except KazooException as exc:
                 logger.warning("driver: cannot acknowledge the hand-over of %s: %s", name, exc)
 
-    def tick(self, c: int, reporting: Sequence[str]) -> dict[str, list[str]]:
+    def tick(self, c: int, reporting: Sequence[str]) -> dict[str, Sequence[str]]:
         """Sends report time ``c`` to every container; returns the lines of the ``reporting`` queries."""
         self.fanout.flush()
         self.pump(0.0)
@@ -516,13 +516,13 @@ class ClusterEngine:
         self._delivered(seq, c, due, out, time.perf_counter() - t0)
         return out
 
-    def _delivered(self, seq: int, c: int, due: list[str], out: dict[str, list[str]], dt: float) -> None:
+    def _delivered(self, seq: int, c: int, due: list[str], out: dict[str, Sequence[str]], dt: float) -> None:
         """Accounts the answers of tick ``seq`` at ``c``: a report already written is emptied
         (the result edge: each report once), the others are counted in their statistics."""
         for name in due:
             if c <= self.written.get(name, c - 1):
                 self.duplicates += len(out[name])
-                out[name] = []
+                out[name] = ()
                 continue
             self.written[name] = c
             st = self.queries[name].stats
@@ -534,8 +534,9 @@ class ClusterEngine:
         if self.on_tick is not None:
             self.on_tick(seq, c)
 
-    def _collect(self, seq: int, c: int, due: list[str], owners: dict[str, str]) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {name: [] for name in due}
+    def _collect(self, seq: int, c: int, due: list[str], owners: dict[str, str]) -> dict[str, Sequence[str]]:
+        # (no lines yet: one shared empty tuple, not a list per due query and tick)
+        out: dict[str, Sequence[str]] = dict.fromkeys(due, ())
         waiting: dict[str, list[str]] = {}
         owed: dict[str, tuple[str | None, str]] = {}  # recomputed elsewhere (or lost)
         for name in due:

@@ -22,7 +22,7 @@ from linkstream.api.limits import ApiLimits, LimitExceeded
 from linkstream.cluster.decisions import DECIDED_HEADER
 from linkstream.cluster.ingest import INGEST_PATH, MSGPACK, NotOwner
 from linkstream.cluster.registration import OWNER
-from linkstream.cluster.results import LOG_MSGPACK, LOG_PATH, serve_log
+from linkstream.cluster.results import LOG_BLOCKS, LOG_MSGPACK, LOG_PATH, serve_log
 from linkstream.cluster.service import ClusterService
 
 logger = logging.getLogger(__name__)
@@ -185,10 +185,11 @@ class LeaderProxy:
 
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
-        if LOG_MSGPACK in accept:  # a follower: the entries' bytes made once, not JSON per poll
-            body = await serve_log(self.service.log, query, packed=True)
+        if LOG_MSGPACK in accept or LOG_BLOCKS in accept:  # a follower: entries' bytes made once
+            blocks = LOG_BLOCKS in accept  # (each report one text; older followers: arrays of lines)
+            body = await serve_log(self.service.log, query, packed=True, blocks=blocks)
             assert isinstance(body, bytes)
-            await send_body(send, 200, body, LOG_MSGPACK)
+            await send_body(send, 200, body, LOG_BLOCKS if blocks else LOG_MSGPACK)
             return
         await send_json(send, 200, await serve_log(self.service.log, query))
 

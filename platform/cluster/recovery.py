@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,7 +159,7 @@ class Recovery:
         #: queries whose new owner is to rebuild them: not restored (or not kept) from a checkpoint
         self.refused: set[str] = set()
         #: lines of later report times a ``forward`` answered, by (query, report time)
-        self._early: dict[tuple[str, int], tuple[str, list[str]]] = {}
+        self._early: dict[tuple[str, int], tuple[str, Sequence[str]]] = {}
         self._ahead: list[tuple[int, int]] = []  # (seq, c) of ticks sent with the same cut
 
     def ahead(self, ticks: list[tuple[int, int]]) -> None:
@@ -230,7 +230,7 @@ class Recovery:
         reads: Mapping[str, frozenset[int]],
         prefer: Callable[[str], str | None],
         admit: Callable[[], None] | None = None,
-    ) -> dict[str, list[str]]:
+    ) -> dict[str, Sequence[str]]:
         """The lines of tick ``seq`` of the ``owed`` queries (query -> container that owed them).
 
         Each query is asked of one live container at a time (its new owner first), and of
@@ -259,7 +259,7 @@ class Recovery:
             logger.warning("driver: tick %d was not recorded; cannot recompute its reports", seq)
             return {}
         c = cuts[-1][1]
-        out: dict[str, list[str]] = {}
+        out: dict[str, Sequence[str]] = {}
         for key in [k for k in self._early if k[1] <= c]:  # a forward's answers of later ticks
             dst, lines = self._early.pop(key)
             if key[1] == c and key[0] in owed:

@@ -72,7 +72,7 @@ class _LiveClusterEngine(ClusterEngine):
     def tick_many(
         self,
         plan: Sequence[tuple[int, Sequence[str]]],
-        on_done: Callable[[int, int, dict[str, list[str]]], None],
+        on_done: Callable[[int, int, dict[str, Sequence[str]]], None],
     ) -> None:
         """Report times ``plan`` (``(c, reporting queries)``, in order) on every container.
 
@@ -169,7 +169,7 @@ class RemoteEngine:
         answer_timeout: float = 30.0,
         ready_timeout: float = 30.0,
         on_states: Callable[[dict[str, str]], None] | None = None,
-        on_report: Callable[[int, dict[str, list[str]]], None] | None = None,
+        on_report: Callable[[int, dict[str, Sequence[str]]], None] | None = None,
         bind: str = LOOPBACK_ANY,
         security: Security | None = None,
         on_reject: Callable[[str], None] | None = None,
@@ -450,7 +450,7 @@ class RemoteEngine:
             elif self.states.get(name) != "running" and cluster.ready_on(name):
                 self._set_state(name, "running")
 
-    def tick(self, c: int, names: Sequence[str]) -> dict[str, list[str]]:
+    def tick(self, c: int, names: Sequence[str]) -> dict[str, Sequence[str]]:
         """Report time ``c`` on every container; the lines of ``names``.
 
         Waits (once per query, at most ``ready_timeout``) until a container holds each
@@ -458,7 +458,7 @@ class RemoteEngine:
         """
         return self.tick_many([(c, names)])[0]
 
-    def tick_many(self, plan: Sequence[tuple[int, Sequence[str]]]) -> list[dict[str, list[str]]]:
+    def tick_many(self, plan: Sequence[tuple[int, Sequence[str]]]) -> list[dict[str, Sequence[str]]]:
         """Report times ``plan`` (``(c, due queries)``, in order); the lines of each.
 
         The live engine's worker calls this with every report time the watermark passed
@@ -469,17 +469,17 @@ class RemoteEngine:
         self.flush()
         cluster = self.cluster
         if cluster is None:
-            return [{n: [] for n in names} for _, names in plan]
-        outs: list[dict[str, list[str]]] = [{} for _ in plan]  # each tick's, once in (done)
+            return [dict.fromkeys(names, ()) for _, names in plan]
+        outs: list[dict[str, Sequence[str]]] = [{} for _ in plan]  # each tick's, once in (done)
         self._await_ready(cluster, list(dict.fromkeys(n for _, names in plan for n in names)))
         lives = [
             (c, [n for n in names if n not in cluster.failed and n in cluster.queries]) for c, names in plan
         ]
 
-        def done(i: int, c: int, lines: dict[str, list[str]]) -> None:
+        def done(i: int, c: int, lines: dict[str, Sequence[str]]) -> None:
             names = plan[i][1]
             if len(lines) != len(names):  # failed or unknown queries: no lines, in plan order
-                lines = {n: lines.get(n, []) for n in names}
+                lines = {n: lines.get(n, ()) for n in names}
             outs[i] = lines  # (the cluster's answer, not a copy: in the order of the plan)
             if self.on_report is not None:
                 self.on_report(c, lines)  # replicated before any subscriber sees it

@@ -55,6 +55,7 @@ from linkstream.engine.live.subscription import (
     ResultsGone,
     Subscription,
 )
+from linkstream.engine.render import JoinedLines, joined_text
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,10 @@ SYNC_S = 3.0
 BATCH = 512
 #: the media type of a msgpack answer (a follower asks for it with ``Accept``)
 LOG_MSGPACK = "application/x-msgpack"
+#: the media type of a msgpack answer whose reports are each one text (the lines joined by
+#: ``"\\n"``) instead of an array of lines; a follower asks for it first, a leader that
+#: predates it answers :data:`LOG_MSGPACK` (or JSON), told apart by the ``Content-Type``
+LOG_BLOCKS = "application/vnd.linkstream.log-blocks+msgpack"
 
 
 @dataclass
@@ -79,22 +84,40 @@ class Entry:
     at: float = 0.0  # monotonic time it was added here
     #: :meth:`packed`, made once (the fields do not change once the entry is held)
     _packed: bytes | None = field(default=None, repr=False, compare=False)
+    #: :meth:`packed` with ``blocks``, made once
+    _blocks: bytes | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> list[Any]:
         return [self.seq, self.t, {k: list(v) for k, v in self.reports.items()}, list(self.ended)]
 
-    def packed(self) -> bytes:
+    def packed(self, blocks: bool = False) -> bytes:
         """:meth:`to_json`'s row as msgpack, encoded on the first call only: a poll's answer
         joins these bytes instead of encoding every line of every entry again
-        (:meth:`ResultLog.answer_packed`)."""
+        (:meth:`ResultLog.answer_packed`).  With ``blocks`` each query's lines are one
+        string, joined by ``"\\n"`` (what a :class:`~linkstream.engine.render.JoinedLines`
+        holds already: no line is split or encoded on its own; :data:`LOG_BLOCKS`)."""
+        if blocks:
+            if self._blocks is None:
+                texts = {k: joined_text(v) for k, v in self.reports.items()}
+                self._blocks = msgpack.packb([self.seq, self.t, texts, self.ended], use_bin_type=True)
+            return self._blocks
         if self._packed is None:
-            self._packed = msgpack.packb([self.seq, self.t, self.reports, self.ended], use_bin_type=True)
+            lists = {k: v if type(v) in (list, tuple) else list(v) for k, v in self.reports.items()}
+            self._packed = msgpack.packb([self.seq, self.t, lists, self.ended], use_bin_type=True)
         return self._packed
 
     @staticmethod
     def from_json(row: list[Any]) -> Entry:
+        """The entry of a row of :meth:`to_json` or :meth:`packed` (a query's lines as a list,
+        or with ``blocks`` as one string)."""
         seq, t, reports, ended = row
-        return Entry(int(seq), int(t), {str(k): tuple(v) for k, v in reports.items()}, tuple(ended))
+        return Entry(int(seq), int(t), {str(k): _report_lines(v) for k, v in reports.items()}, tuple(ended))
+
+
+def _report_lines(v: Any) -> Sequence[str]:
+    if type(v) is str:  # a block (LOG_BLOCKS)
+        return JoinedLines(v) if v else ()
+    return tuple(v)
 
 
 class ResultLog:
@@ -224,10 +247,11 @@ class ResultLog:
         entries, head = self._select(after, follower)
         return {**head, "entries": [e.to_json() for e in entries]}
 
-    def answer_packed(self, after: int, follower: str | None) -> bytes:
+    def answer_packed(self, after: int, follower: str | None, blocks: bool = False) -> bytes:
         """:meth:`answer` as one msgpack map, its ``entries`` the entries' :meth:`Entry.packed`
         bytes joined under an array header (the same content as the JSON answer: what a
-        follower decodes with :func:`decode_answer` equals :meth:`answer`)."""
+        follower decodes with :func:`decode_answer` equals :meth:`answer`; with ``blocks``
+        each report is one text, :data:`LOG_BLOCKS`)."""
         entries, head = self._select(after, follower)
         # (outside the lock: an entry's bytes depend on the entry alone)
         packer = msgpack.Packer(use_bin_type=True)
@@ -235,7 +259,7 @@ class ResultLog:
         for k, v in head.items():
             parts += [packer.pack(k), packer.pack(v)]
         parts += [packer.pack("entries"), packer.pack_array_header(len(entries))]
-        parts += [e.packed() for e in entries]
+        parts += [e.packed(blocks) for e in entries]
         return b"".join(parts)
 
     def wait(self, after: int, committed: int, timeout: float) -> None:
@@ -370,7 +394,7 @@ def decode_answer(content_type: str | None, body: bytes) -> dict[str, Any]:
     Raises:
         ValueError: Not a map in either encoding.
     """
-    if (content_type or "").split(";")[0].strip().lower() == LOG_MSGPACK:
+    if (content_type or "").split(";")[0].strip().lower() in (LOG_MSGPACK, LOG_BLOCKS):
         try:
             doc = msgpack.unpackb(body, raw=False)
         except (msgpack.UnpackException, ValueError) as exc:
@@ -385,23 +409,27 @@ def decode_answer(content_type: str | None, body: bytes) -> dict[str, Any]:
 
 
 def fetch_log(http: httpx.Client, url: str, params: dict[str, str], **kw: Any) -> dict[str, Any]:
-    """One poll of the result log the coordinator at API ``url`` holds (asks for msgpack; a
-    JSON answer, from a coordinator that predates it, is read as well).
+    """One poll of the result log the coordinator at API ``url`` holds (asks for
+    :data:`LOG_BLOCKS`; a :data:`LOG_MSGPACK` or JSON answer, from a coordinator that
+    predates it, is read as well).
 
     Raises:
         httpx.HTTPError: The request failed or was refused.
         ValueError: The answer is no result log.
     """
-    accept = {"Accept": LOG_MSGPACK + ", application/json;q=0.5"}
+    accept = {"Accept": LOG_BLOCKS + ", " + LOG_MSGPACK + ";q=0.9, application/json;q=0.5"}
     r = http.get(url.rstrip("/") + LOG_PATH, params=params, headers=accept, **kw)
     r.raise_for_status()
     return decode_answer(r.headers.get("content-type"), r.content)
 
 
-async def serve_log(log: ResultLog, query: dict[str, str], *, packed: bool = False) -> dict[str, Any] | bytes:
+async def serve_log(
+    log: ResultLog, query: dict[str, str], *, packed: bool = False, blocks: bool = False
+) -> dict[str, Any] | bytes:
     """The answer to ``GET /_cluster/results?after=&committed=&wait=&follower=`` (asyncio):
     the map of :meth:`ResultLog.answer`, or with ``packed`` its msgpack bytes
-    (:meth:`ResultLog.answer_packed`, encoded off the event loop)."""
+    (:meth:`ResultLog.answer_packed`, encoded off the event loop; ``blocks``: each report
+    one text, :data:`LOG_BLOCKS`)."""
     import asyncio
 
     def num(key: str, default: float) -> float:
@@ -420,7 +448,7 @@ async def serve_log(log: ResultLog, query: dict[str, str], *, packed: bool = Fal
         def waited() -> bytes:
             if wait > 0:
                 log.wait(after, committed, wait)
-            return log.answer_packed(after, follower)
+            return log.answer_packed(after, follower, blocks)
 
         return await asyncio.to_thread(waited)
     if wait > 0:
@@ -430,6 +458,7 @@ async def serve_log(log: ResultLog, query: dict[str, str], *, packed: bool = Fal
 
 __all__ = [
     "BATCH",
+    "LOG_BLOCKS",
     "LOG_MSGPACK",
     "LOG_PATH",
     "SYNC_S",

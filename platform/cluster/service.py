@@ -418,7 +418,7 @@ class ClusterService(QueriesMixin):
             )
         return best
 
-    def _on_report(self, c: int, out: dict[str, list[str]]) -> None:
+    def _on_report(self, c: int, out: dict[str, Sequence[str]]) -> None:
         if self._floor is not None and c <= self._floor:
             return  # replayed from the ingest log: the result log holds this report time already
         self.log.append(c, dict(out))  # (the lines as they came: no copy per query)

@@ -91,7 +91,7 @@ Decoding never trusts its input: anything malformed raises :class:`ProtocolError
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +116,10 @@ from linkstream.containers.protofields import (
     view,
 )
 from linkstream.containers.wire import Frame
+from linkstream.engine.render import JoinedLines, joined_text
+
+#: the lines of a query without any (shared: a tick names thousands of queries)
+_NONE: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,7 @@ class Result:
     container: str
     seq: int
     c: int
-    lines: dict[str, list[str]]
+    lines: Mapping[str, Sequence[str]]
     missing: list[str] = field(default_factory=list)
 
 
@@ -308,7 +312,7 @@ class Recomputed:
     container: str
     id: int
     c: int
-    lines: dict[str, list[str]]
+    lines: Mapping[str, Sequence[str]]
     error: str = ""
     #: (``forward`` only) lines of the report times after ``c`` it evaluated, of the queries due then
     later: dict[int, dict[str, list[str]]] = field(default_factory=dict)
@@ -353,9 +357,9 @@ def _bulk(message: Elements, header: dict[str, Any]) -> list[Frame]:
     ]
 
 
-def _lines_frames(header: dict[str, Any], lines: dict[str, list[str]]) -> list[Frame]:
+def _lines_frames(header: dict[str, Any], lines: Mapping[str, Sequence[str]]) -> list[Frame]:
     names = list(lines)
-    texts = ["\n".join(lines[n]) for n in names]
+    texts = [joined_text(lines[n]) for n in names]
     whole = "".join(texts)
     data = whole.encode("utf-8")
     header["names"] = names
@@ -509,10 +513,11 @@ def _owned(h: dict[str, Any], frames: Sequence[Frame]) -> Owned:
     return Owned(str_field(h, "run"), str_field(h, "stream"), int_field(h, "first", 0), terms, meta, triples)
 
 
-def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
+def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, Sequence[str]]:
     """The lines of each query: one frame holds every query's block, ``sizes`` their byte
     lengths in ``names`` order (one frame, not one per query: a tick of thousands of
-    queries is one ZeroMQ part and one UTF-8 decode)."""
+    queries is one ZeroMQ part and one UTF-8 decode); each query's lines come as a
+    :class:`~linkstream.engine.render.JoinedLines` (its block, split when read)."""
     kind = h["kind"]
     names = strs_field(h, "names")
     sizes = h.get("sizes")
@@ -535,15 +540,17 @@ def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, list[str]]:
                 raise ProtocolError(f"result lines of {name!r} are not UTF-8") from exc
             a += n
         raise ProtocolError(f"{kind}: result lines are not UTF-8") from exc
-    lines: dict[str, list[str]] = {}
+    # each query's block stays one text (split when read: JoinedLines); thousands of
+    # blocks per tick, millions of lines the leader mostly never reads one by one
+    lines: dict[str, Sequence[str]] = {}
     a = 0
     if len(text) == len(data):  # ASCII (JSON lines escape the rest): byte offsets are indexes
         for name, n in zip(names, sizes):
-            lines[name] = text[a : a + n].split("\n") if n else []
+            lines[name] = JoinedLines(text[a : a + n]) if n else _NONE
             a += n
     else:
         for name, n in zip(names, sizes):
-            lines[name] = data[a : a + n].decode("utf-8").split("\n") if n else []
+            lines[name] = JoinedLines(data[a : a + n].decode("utf-8")) if n else _NONE
             a += n
     return lines
 

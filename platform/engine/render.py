@@ -145,3 +145,62 @@ class BlockLines(Sequence[str]):
 
     def __repr__(self) -> str:
         return "BlockLines(%r)" % (self.lines(),)
+
+
+class JoinedLines(Sequence[str]):
+    """A report's lines kept as one text, the lines joined by ``"\\n"`` (as a container sends
+    them, :mod:`linkstream.containers.protocol`), split on first read.
+
+    A cluster leader takes every query's report of every tick from the containers and keeps
+    it for readers (result log, rings, standbys); few are ever read line by line.  Splitting
+    each into one string per line when it arrived was the leader's largest cost (29-33% of
+    its CPU with 4,000 queries): the text goes through as it came (:attr:`text`, also what
+    a standby is sent) and reads as the tuple of its lines (equal to it, sliced, iterated).
+    A line holds no ``"\\n"`` (result lines are JSON or CSV rows); no lines is ``""``.
+    """
+
+    __slots__ = ("text", "_n", "_lines")
+
+    def __init__(self, text: str, n: int | None = None) -> None:
+        #: the lines joined by ``"\\n"`` (kept after a split: it is what goes on the wire)
+        self.text = text
+        self._n = n  # (counted on the first ``len``)
+        self._lines: tuple[str, ...] | None = None
+
+    def lines(self) -> tuple[str, ...]:
+        """The lines (split once, then kept)."""
+        got = self._lines
+        if got is None:
+            got = self._lines = tuple(self.text.split("\n")) if self.text else ()
+        return got
+
+    def __len__(self) -> int:
+        n = self._n
+        if n is None:
+            n = self._n = self.text.count("\n") + 1 if self.text else 0
+        return n
+
+    def __getitem__(self, i):  # int -> str, slice -> tuple
+        return self.lines()[i]
+
+    def __iter__(self):
+        return iter(self.lines())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, JoinedLines):
+            return self.text == other.text
+        if isinstance(other, BlockLines):
+            return self.lines() == other.lines()
+        return isinstance(other, tuple | list) and self.lines() == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]  # (a sequence compared by value)
+
+    def __repr__(self) -> str:
+        return "JoinedLines(%r)" % (self.text,)
+
+
+def joined_text(lines: Sequence[str]) -> str:
+    """``"\\n".join(lines)``, without splitting lines that are still one text."""
+    if isinstance(lines, JoinedLines):
+        return lines.text
+    return "\n".join(lines)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgpack
 import numpy as np
 import pytest
@@ -67,6 +69,9 @@ def test_every_message_round_trips() -> None:
             )
             assert np.array_equal(got.ids, message.ids)
             assert np.array_equal(got.meta, meta) and np.array_equal(got.triples, triples)
+        elif isinstance(message, Result):
+            assert isinstance(got, Result)
+            assert _as_lists(got) == message
         else:
             assert got == message
 
@@ -79,7 +84,14 @@ def test_result_lines_travel_in_one_frame_also_when_they_are_not_ascii() -> None
     }
     frames = encode(Result("r1", "oc-1", 3, 4000, lines, []))
     assert len(frames) == 2  # the header and one frame of every query's lines
-    assert decode([bytes(memoryview(f)) for f in frames]) == Result("r1", "oc-1", 3, 4000, lines, [])
+    got = decode([bytes(memoryview(f)) for f in frames])
+    assert isinstance(got, Result) and _as_lists(got) == Result("r1", "oc-1", 3, 4000, lines, [])
+    assert got.lines["q1"] == lines["q1"] and len(got.lines["q3"]) == 1 and not got.lines["q2"]
+
+
+def _as_lists(got: Result) -> Result:
+    """``got`` with each query's lines as a list (they come as one sequence each)."""
+    return replace(got, lines={n: list(v) for n, v in got.lines.items()})
 
 
 def _result(names: list[str], sizes: object, data: bytes) -> list[bytes]:

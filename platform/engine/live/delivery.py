@@ -161,7 +161,9 @@ class LiveDelivery:
             if e.emitted is not None and c <= e.emitted:  # delivered before a restart already
                 continue
             e.emitted = c
-            lines = tuple(out.get(name, ()))
+            lines = out.get(name, ())
+            if type(lines) is list:  # (a JoinedLines is not split: nothing here reads its lines)
+                lines = tuple(lines)
             reports += 1
             if lines:
                 n_lines += len(lines)
