@@ -4,19 +4,28 @@ answer as the JSON one, and a follower fed either delivers the same results.
 The leader serves its entries' msgpack bytes made once per entry
 (:meth:`~linkstream.cluster.results.ResultLog.answer_packed`) instead of JSON-encoding
 every line at every poll; these tests pin that the content does not change with it.
+
+A query's report reaches the leader as one text of a container's result frame and stays one
+(:class:`~linkstream.engine.render.JoinedLines`, split when read) through the log, its rings
+and the :data:`~linkstream.cluster.results.LOG_BLOCKS` answer to standbys: the SSE and JSON
+Lines readers, resumed at every line, read the same text as from a log of lines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 
 from linkstream.api.app import create_app
 from linkstream.api.client import Client
+from linkstream.api.results import _lines as result_stream
 from linkstream.api.server import BackgroundServer
-from linkstream.cluster.results import LOG_MSGPACK, ResultLog, decode_answer
+from linkstream.cluster.results import LOG_BLOCKS, LOG_MSGPACK, ResultLog, decode_answer
+from linkstream.containers.protocol import Result, decode, encode
 from linkstream.engine.live.runtime import LiveEngine
-from linkstream.engine.live.subscription import parse_cursor
+from linkstream.engine.live.subscription import line_id, parse_cursor
+from linkstream.engine.render import JoinedLines
 
 EX = "http://example.org/"
 S1 = EX + "s1"
@@ -98,3 +107,94 @@ def test_followers_fed_json_or_msgpack_deliver_the_same_results() -> None:
         assert got_json == got_packed == asyncio.run(read(leader, "q", after))
     assert [r for r in asyncio.run(read(by_packed, "q", "0")) if r[1]] == expected
     assert "other" not in by_packed.rings and "other" not in by_json.rings  # its end replicated too
+
+
+def _as_received(reports: list[tuple[int, list[str]]]) -> list[tuple[int, dict[str, Sequence[str]]]]:
+    """Each report as the leader gets it: in a container's result frame, decoded."""
+    out = []
+    for seq, (t, lines) in enumerate(reports, 1):
+        sent = Result("r", "c1", seq, t, {"q": lines, "other": lines[:1], "none": []}, [])
+        got = decode([bytes(memoryview(f)) for f in encode(sent)])
+        assert isinstance(got, Result)
+        out.append((t, dict(got.lines)))
+    return out
+
+
+def test_a_report_travels_as_one_text_and_reads_as_its_lines() -> None:
+    reports = _real_reports()
+    for (_, lines), (_, got) in zip(reports, _as_received(reports), strict=True):
+        q = got["q"]
+        if not lines:
+            assert q == () and not got["other"]
+            continue
+        assert isinstance(q, JoinedLines) and q.text == "\n".join(lines)
+        assert len(q) == len(lines) and q == lines and list(q) == lines and q.lines() == tuple(lines)
+        for k in range(len(lines) + 1):
+            assert q[k:] == tuple(lines[k:])
+        assert not got["none"] and len(got["none"]) == 0
+        assert got["other"] == lines[:1] and len(got["other"]) == 1
+
+
+def _stream(log: ResultLog, after: str, until: int, *, sse: bool, limit: int | None = None) -> str:
+    """The text of ``GET /queries/q/results[.jsonl]`` resumed after ``after``, up to ``until``."""
+
+    async def read() -> str:
+        sub = log.subscribe("q", after=parse_cursor(after))
+        return "".join([x async for x in result_stream(sub, "q", sse=sse, limit=limit, until=until)])
+
+    return asyncio.run(read())
+
+
+def test_readers_resumed_anywhere_read_the_same_from_blocks_as_from_lines() -> None:
+    reports = _real_reports()
+    received = _as_received(reports)
+    by_lines = _leader(reports)
+    by_blocks = ResultLog(60.0)
+    by_blocks.lead(())
+    for t, got in received:
+        by_blocks.append(t, {"q": got["q"], "other": got["other"]})
+    by_blocks.append(reports[-1][0], {}, ended=["other"])
+    decode_answer(LOG_BLOCKS, by_blocks.answer_packed(0, None, blocks=True))
+    # the leader, its rings and the answer to a standby split none of the reports (read below)
+    held = [v for e in by_blocks.entries for v in e.reports.values() if v]
+    assert held and all(isinstance(v, JoinedLines) and v._lines is None for v in held)
+    # three standbys of the block leader: JSON (any client), msgpack of lines (a standby that
+    # predates blocks) and blocks; all equal the JSON answer at every point of the log
+    followers = {kind: ResultLog(60.0) for kind in ("json", LOG_MSGPACK, LOG_BLOCKS)}
+    for after in range(by_blocks.last + 1):
+        as_json = json.loads(json.dumps(by_blocks.answer(after, None)))
+        assert as_json == json.loads(json.dumps(by_lines.answer(after, None)))
+        assert decode_answer(LOG_MSGPACK, by_blocks.answer_packed(after, None)) == as_json
+        blocks = decode_answer(LOG_BLOCKS, by_blocks.answer_packed(after, None, blocks=True))
+        for row in blocks["entries"]:
+            row[2] = {n: v.split("\n") if v else [] for n, v in row[2].items()}  # (one text each)
+        assert blocks == as_json
+    for after in range(0, by_blocks.last + 1, 2):
+        followers["json"].follow(json.loads(json.dumps(by_blocks.answer(after, "f1"))))
+        followers[LOG_MSGPACK].follow(decode_answer(LOG_MSGPACK, by_blocks.answer_packed(after, "f2")))
+        packed = by_blocks.answer_packed(after, "f3", blocks=True)
+        followers[LOG_BLOCKS].follow(decode_answer(LOG_BLOCKS, packed))
+    assert {(f.last, f.committed) for f in followers.values()} == {(by_blocks.last, by_blocks.last)}
+    assert all("other" not in f.rings for f in followers.values())
+    assert isinstance(followers[LOG_BLOCKS].rings["q"].after((0, 0))[0][1], JoinedLines)
+    # every resume point: before the first report, after each line of each report, after
+    # each whole report (Last-Event-ID / ?after=); nothing missing, nothing repeated
+    ids = [(line_id(t, k), ln) for t, lines in reports for k, ln in enumerate(lines, 1)]
+    cursors = ["0"] + [i for i, _ in ids] + [str(t) for t, _ in reports]
+    until = max(t for t, lines in reports if lines)  # (a reader after it waits for the next)
+    for after in cursors:
+        cut = parse_cursor(after)
+        rest = [(i, ln) for i, ln in ids if parse_cursor(i) > cut]
+        if not rest:
+            continue
+        sse = _stream(by_lines, after, until, sse=True)
+        assert sse == "".join(f"id: {i}\ndata: {ln}\n\n" for i, ln in rest).join(
+            [': subscribed to "q"\n\n', ""]
+        )
+        jsonl = _stream(by_lines, after, until, sse=False)
+        assert jsonl == "".join(ln + "\n" for _, ln in rest)
+        limited = _stream(by_lines, after, until, sse=False, limit=2)
+        for log in (by_blocks, *followers.values()):
+            assert _stream(log, after, until, sse=True) == sse
+            assert _stream(log, after, until, sse=False) == jsonl
+            assert _stream(log, after, until, sse=False, limit=2) == limited
