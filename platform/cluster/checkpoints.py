@@ -474,7 +474,8 @@ def _register(live: LiveEngine, remote: RemoteEngine, q: dict[str, Any], now: fl
         live._pending.add(name)
     with live._lock:
         live._entries[name] = e
-        live._rings[name] = ReportRing(live.results_retention_s)
+        if live.keep_rings:
+            live._rings[name] = ReportRing(live.results_retention_s)
 
 
 def restore(

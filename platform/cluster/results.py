@@ -333,9 +333,13 @@ class ResultLog:
                     ring = self.rings[name] = ReportRing(self.retention_s)
                 if ring.clock is not clock:
                     clock, now = ring.clock, ring.clock()
-                ring.add(e.t, lines, now)
-                for sub in self.subs.get(name, ()):
-                    sub.offer(e.t, lines)
+                ring.add(e.t, lines, now, len(lines))
+            if self.subs:  # (few queries have subscribers: looked up from their side)
+                for name, subs in self.subs.items():
+                    lines = e.reports.get(name)
+                    if lines is not None:
+                        for sub in subs:
+                            sub.offer(e.t, lines)
             for name in e.ended:
                 self.rings.pop(name, None)
                 self.gone.pop(name, None)

@@ -504,7 +504,9 @@ class ClusterService(QueriesMixin):
             retention_ms=self.retention_ms,
             base=self.base,
             metrics=self.metrics,
-        ).start()
+        )
+        live.keep_rings = False  # (readers are served from the result log: self.log)
+        live.start()
         self._live, self._remote = live, remote
         remote.applied = live.applied_count  # --ingest direct: the run numbers elements as owners do
         remote.bodies = self.ingest.bodies()  # --ingest meta: elements held by reference are read there

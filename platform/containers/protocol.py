@@ -524,15 +524,15 @@ def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, Sequence[str
     if (
         type(sizes) is not list
         or len(sizes) != len(names)
-        or not all(type(x) is int and 0 <= x < 2**63 for x in sizes)
-    ):
+        or (sizes and (set(map(type, sizes)) != {int} or min(sizes) < 0 or max(sizes) >= 2**63))
+    ):  # (checked at C speed: a tick names thousands of queries)
         raise ProtocolError(f"{kind}: sizes must hold one byte count >= 0 per name")
     check_frames(frames, 2, kind)
-    data = bytes(view(frames[1]))
+    data = view(frames[1])  # (decoded from the frame's buffer: no copy into a bytes first)
     if sum(sizes) != len(data):
         raise ProtocolError(f"{kind}: the lines frame holds {len(data)} bytes, sizes say {sum(sizes)}")
     try:
-        text = data.decode("utf-8")
+        text = str(data, "utf-8")
     except UnicodeDecodeError as exc:
         at, a = exc.start, 0
         for name, n in zip(names, sizes):
@@ -550,7 +550,7 @@ def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, Sequence[str
             a += n
     else:
         for name, n in zip(names, sizes):
-            lines[name] = JoinedLines(data[a : a + n].decode("utf-8")) if n else _NONE
+            lines[name] = JoinedLines(str(data[a : a + n], "utf-8")) if n else _NONE
             a += n
     return lines
 

@@ -50,7 +50,7 @@ def str_field(h: dict[str, Any], key: str) -> str:
 
 def strs_field(h: dict[str, Any], key: str) -> list[str]:
     x = h.get(key)
-    if type(x) is not list or not all(type(s) is str for s in x):
+    if type(x) is not list or not set(map(type, x)) <= {str}:  # (C speed: thousands of names a tick)
         raise ProtocolError(f"{h.get('kind')}: {key} must be a list of strings")
     return x
 

@@ -165,12 +165,13 @@ class LiveDelivery:
             if type(lines) is list:  # (a JoinedLines is not split: nothing here reads its lines)
                 lines = tuple(lines)
             reports += 1
-            if lines:
-                n_lines += len(lines)
+            n = len(lines)
+            if n:
+                n_lines += n
                 ring = rings.get(name)
                 if ring is not None:
                     with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
-                        ring.add(c, lines)
+                        ring.add(c, lines, None, n)
             self._offer(e, c, lines)
         self._delivered_n += 1
         if self._delivered_n % _TRIM_EVERY == 0:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 #: ``(report time, lines of that report already delivered)``: where a reader stands
 Cursor = tuple[int, int]
 #: one report as queued: ``(report time, lines, id number of the first line minus one)``
-#: a report's lines: a tuple, or the block they were rendered into (:class:`~linkstream.engine.render.BlockLines`)
+#: a report's lines: a tuple, or the block they were rendered into (:class:`~linkstream.engine.render.BlockLines`),
+#: or the text a container sent them in (:class:`~linkstream.engine.render.JoinedLines`)
 Lines = Sequence[str]
 Item = tuple[int, Lines, int]
 #: lines a subscriber lost: ``(first missed id, last missed id, lines)``
@@ -94,15 +95,19 @@ class ReportRing:
         #: names this ring across checkpoints (a query registered again gets a new ring)
         self.token = os.urandom(8).hex()
 
-    def add(self, t: int, lines: Lines, now: float | None = None) -> None:
+    def add(self, t: int, lines: Lines, now: float | None = None, n: int | None = None) -> None:
         """Keeps the report at ``t`` (report times only increase; ``now``: :attr:`clock`'s
-        time, when the caller read it for several rings)."""
+        time, when the caller read it for several rings; ``n``: ``len(lines)``, when the
+        caller knows it -- a :class:`~linkstream.engine.render.JoinedLines`' length is a
+        Python call)."""
         if now is None:
             now = self.clock()
         r = self._reports
-        if lines:
+        if n is None:
+            n = len(lines)
+        if n:
             r.append((now, t, lines))
-            self._lines += len(lines)
+            self._lines += n
         if r and (now - r[0][0] > self.retention_s or self._lines > self.max_lines):
             self.trim(now)
 

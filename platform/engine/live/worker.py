@@ -90,6 +90,9 @@ class LiveWorker(LiveDelivery):
     _entries: dict[str, _Entry]
     _rings: RingMap
     results_retention_s: float
+    #: each query's recent reports kept in a ring here (``False``: a cluster leader, whose
+    #: result log keeps them for every reader; a ring here would be a second copy nobody reads)
+    keep_rings: bool = True
     _accepted: dict[str, _Accepted]
     _frontier: int | None
     _streams: dict[str, _Stream]
@@ -355,7 +358,8 @@ class LiveWorker(LiveDelivery):
             self._schedule(cq.name, e, rq.first_report_after(ref))
         with self._lock:
             self._entries[cq.name] = e
-            self._rings[cq.name] = ReportRing(self.results_retention_s)
+            if self.keep_rings:
+                self._rings[cq.name] = ReportRing(self.results_retention_s)
         self._gauges()
         log.log(
             logging.DEBUG if quiet else logging.INFO,
