@@ -336,10 +336,10 @@ class ResultLog:
                 ring.add(e.t, lines, now, len(lines))
             if self.subs:  # (few queries have subscribers: looked up from their side)
                 for name, subs in self.subs.items():
-                    lines = e.reports.get(name)
-                    if lines is not None:
+                    got = e.reports.get(name)
+                    if got is not None:
                         for sub in subs:
-                            sub.offer(e.t, lines)
+                            sub.offer(e.t, got)
             for name in e.ended:
                 self.rings.pop(name, None)
                 self.gone.pop(name, None)

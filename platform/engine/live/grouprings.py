@@ -327,7 +327,7 @@ class MemberRing(ReportRing):
         own = self.log.reports_of(self.mid) if self.log is not None else []
         return [*self.base._reports, *own]
 
-    def add(self, t: int, lines: Lines, now: float | None = None) -> None:
+    def add(self, t: int, lines: Lines, now: float | None = None, n: int | None = None) -> None:
         raise TypeError("a group member's reports are added through its group's log")
 
     def trim(self, now: float | None = None) -> None:
