@@ -211,6 +211,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     from linkstream.cli.args import DEFAULT_BASE, preload_query_parser, split_binding
     from linkstream.cli.service import api_settings
     from linkstream.cluster.proxy import create_service_app
+    from linkstream.cluster.results import tune_gc
     from linkstream.cluster.service import ClusterService
     from linkstream.metrics import CoordinatorMetrics, serve_metrics
     from linkstream.scheduler.state import Policy
@@ -295,6 +296,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
     service.client.add_listener(metrics.zookeeper_state)
     service.peer_verify = peer_verify
     app = create_service_app(service, tokens=tokens, limits=limits)
+    tune_gc()  # (the result log's heap: see its docstring)
     print(f"coordinator {identifier}: API at {api_url}", file=sys.stderr, flush=True)
 
     class Server(uvicorn.Server):
