@@ -147,8 +147,10 @@ _CLUSTER_LOG_DOC = (
     "one per removed query; standbys follow it with `?after=<their last>&wait=10&follower=<id>`, "
     "so any coordinator serves /queries/{name}/results from its own copy and a reader resumes "
     "there with Last-Event-ID. A new leader first takes the entries after its own from the other "
-    "coordinators. With `Accept: application/x-msgpack` the same map comes as msgpack (what "
-    "coordinators ask for: the leader encodes each entry once, not every line at every poll). "
+    "coordinators. With `Accept: application/x-msgpack` the same map comes as msgpack (the leader "
+    "encodes each entry once, not every line at every poll); with "
+    "`Accept: application/vnd.linkstream.log-blocks+msgpack` (what coordinators ask for) each "
+    "query's lines in an entry are one string, joined by newlines (an empty string: no lines). "
     "For coordinators, not for clients: read results from /queries/{name}/results."
 )
 
