@@ -33,6 +33,7 @@ from linkstream.engine.live.subscription import (
     line_id,
     parse_cursor,
 )
+from linkstream.engine.render import joined_text
 
 KEEPALIVE_S = 15.0
 
@@ -104,16 +105,18 @@ async def _lines(
             if gap is not None:
                 data = gap_json(name, gap)
                 yield ("event: gap\ndata: %s\n\n" if sse else '{"gap": %s}\n') % data
-            if limit is not None:
+            n = len(lines)
+            if limit is not None and n > limit - sent:
                 lines = lines[: limit - sent]
-            sent += len(lines)
-            if lines:
+                n = len(lines)
+            sent += n
+            if n:
                 if sse:
                     yield "".join(
                         "id: %s\ndata: %s\n\n" % (line_id(c, first + i), ln) for i, ln in enumerate(lines, 1)
                     )
-                else:
-                    yield "".join(ln + "\n" for ln in lines)
+                else:  # (a report a container sent is one text already: not split into lines)
+                    yield joined_text(lines) + "\n"
             if until is not None and c >= until:
                 return
     finally:
