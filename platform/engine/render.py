@@ -100,7 +100,30 @@ def put(target: list[str], at: list[int], values: list[str]) -> None:
         target[p] = v
 
 
-class BlockLines(Sequence[str]):
+class _SplitLines(Sequence[str]):
+    """Lines kept as text, split on the first read (:meth:`lines`): they read as the tuple
+    of them (equal to it, sliced, iterated)."""
+
+    __slots__ = ()
+
+    def lines(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def __getitem__(self, i):  # int -> str, slice -> tuple
+        return self.lines()[i]
+
+    def __iter__(self):
+        return iter(self.lines())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _SplitLines):
+            return self.lines() == other.lines()
+        return isinstance(other, tuple | list) and self.lines() == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]  # (a sequence compared by value)
+
+
+class BlockLines(_SplitLines):
     """A report's lines kept as the text block they were rendered into (each line ended
     by a newline, :data:`TIME_MARK` where the report time goes), split on first read.
 
@@ -130,24 +153,11 @@ class BlockLines(Sequence[str]):
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i):  # int -> str, slice -> tuple
-        return self.lines()[i]
-
-    def __iter__(self):
-        return iter(self.lines())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, BlockLines):
-            return self.lines() == other.lines()
-        return isinstance(other, tuple | list) and self.lines() == tuple(other)
-
-    __hash__ = None  # type: ignore[assignment]  # (a sequence compared by value)
-
     def __repr__(self) -> str:
         return "BlockLines(%r)" % (self.lines(),)
 
 
-class JoinedLines(Sequence[str]):
+class JoinedLines(_SplitLines):
     """A report's lines kept as one text, the lines joined by ``"\\n"`` (as a container sends
     them, :mod:`linkstream.containers.protocol`), split on first read.
 
@@ -180,20 +190,12 @@ class JoinedLines(Sequence[str]):
             n = self._n = self.text.count("\n") + 1 if self.text else 0
         return n
 
-    def __getitem__(self, i):  # int -> str, slice -> tuple
-        return self.lines()[i]
-
-    def __iter__(self):
-        return iter(self.lines())
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, JoinedLines):
             return self.text == other.text
-        if isinstance(other, BlockLines):
-            return self.lines() == other.lines()
-        return isinstance(other, tuple | list) and self.lines() == tuple(other)
+        return super().__eq__(other)
 
-    __hash__ = None  # type: ignore[assignment]  # (a sequence compared by value)
+    __hash__ = None  # (a sequence compared by value)
 
     def __repr__(self) -> str:
         return "JoinedLines(%r)" % (self.text,)
