@@ -218,6 +218,10 @@ class ClusterEngine:
         #: every task's owner and hand-over source (a watch per container index, not per task)
         self.owners = OwnerView(client, root)
         self._task_ids: dict[str, str] = {}
+        #: queries a dead container answered, until ready on their new owner (restore-forward:
+        #: forwarded at the first tick the death is known, due or not); containers seen dead
+        self._orphans: dict[str, str] = {}
+        self._seen_dead: set[str] = set()
 
     def curve_for(self, cid: str) -> CurveKeys | None:
         """CURVE keys to connect to container ``cid`` (``None``: plaintext)."""
@@ -443,6 +447,32 @@ class ClusterEngine:
         """Handles what arrived meanwhile (the replay calls this every 256 elements)."""
         self.pump(0.0)
         self._check_failures()
+        self.forward_orphans()
+
+    def _idle_orphans(self, due: Sequence[str] = ()) -> dict[str, str]:
+        """The queries a dead container answered that are not ``due`` and not ready on their
+        ZooKeeper owner yet (their restore from the last checkpoint is sent at once)."""
+        if not self.recovery.points and not self._orphans:
+            return {}
+        with self._lock:
+            gone = self._departed - self._seen_dead
+            self._seen_dead = (self._seen_dead & self._departed) | gone
+        if gone and self.recovery.points:  # (once per death: not a pass over every query per tick)
+            self._orphans.update((n, a) for n, a in self._answerer.items() if a in gone)
+        for name in list(self._orphans):
+            owner = self.owner_in_zookeeper(name)
+            if name not in self.queries or name in self.recovery.refused or owner in self._ready[name]:
+                del self._orphans[name]
+        skip = set(due)
+        return {n: cid for n, cid in self._orphans.items() if n not in skip}
+
+    def forward_orphans(self) -> None:
+        """Between ticks: a dead container's queries sent to their new owners to be restored
+        from the last checkpoint as soon as the driver and ZooKeeper know of the death, not
+        at their next report (:meth:`Recovery.forward_idle`)."""
+        idle = self._idle_orphans()
+        if idle and self.seq > 0:
+            self.recovery.forward_idle(self.seq, idle, self.reads, self.owner_in_zookeeper)
 
     def choose_owners(self, seq: int) -> dict[str, str]:
         """The answerer of every query at tick ``seq`` (switching only to ready containers).
@@ -569,13 +599,15 @@ class ClusterEngine:
             if waiting:
                 self.pump(0.02)
         self._results.pop(seq, None)
-        if owed:
+        idle = self._idle_orphans(due)  # restored now, not at their next report (restore-forward)
+        if owed or idle:
             redone = self.recovery.recompute(
                 seq,
                 {n: cid for n, (cid, _) in owed.items()},
                 self.reads,
                 self.owner_in_zookeeper,
                 self._admit_restarted,
+                idle,
             )
             for name, (cid, reason) in sorted(owed.items()):
                 if name in redone:

@@ -161,6 +161,8 @@ class Recovery:
         #: lines of later report times a ``forward`` answered, by (query, report time)
         self._early: dict[tuple[str, int], tuple[str, Sequence[str]]] = {}
         self._ahead: list[tuple[int, int]] = []  # (seq, c) of ticks sent with the same cut
+        #: ``forward`` requests whose answer nobody waits for (queries not due when sent)
+        self._idle: set[int] = set()
 
     def ahead(self, ticks: list[tuple[int, int]]) -> None:
         """Ticks ``(seq, c)`` sent together, after the same elements (the live driver's
@@ -218,7 +220,21 @@ class Recovery:
 
     def on_answer(self, message: Recomputed) -> None:
         """Takes a container's answer to a ``recompute`` request."""
+        if message.id in self._idle:  # only its later report times' lines are of use
+            self._idle.discard(message.id)
+            if message.error:
+                logger.warning(
+                    "driver: %s cannot restore and feed forward: %s", message.container, message.error
+                )
+            self._take_later(message)
+            return
         self._answers[message.id] = message
+
+    def _take_later(self, answer: Recomputed, names: list[str] | None = None) -> None:
+        """A forward's lines of the report times after the owed one (fed forward there: not
+        recomputed again)."""
+        for later, got in answer.later.items():
+            self._early.update({(n, later): (answer.container, got[n]) for n in names or got if n in got})
 
     def _live(self) -> list[str]:
         return [cid for cid in sorted(self.fanout.peers) if not self.is_dead(cid)]
@@ -230,6 +246,7 @@ class Recovery:
         reads: Mapping[str, frozenset[int]],
         prefer: Callable[[str], str | None],
         admit: Callable[[], None] | None = None,
+        idle: Mapping[str, str] | None = None,
     ) -> dict[str, Sequence[str]]:
         """The lines of tick ``seq`` of the ``owed`` queries (query -> container that owed them).
 
@@ -248,6 +265,10 @@ class Recovery:
             prefer: The container to ask first for a query (its new owner), if alive.
             admit: Admits the containers that said hello again meanwhile (the driver's
                 mid-tick admission: each gets a new socket in the fan-out).
+            idle: Queries of a dead container that owe nothing at this tick (query -> that
+                container): those its new owner can restore from the last checkpoint go to
+                it now, with the forward of the owed ones if any (one restore), else in a
+                ``forward`` of their own whose answer is not awaited (see :meth:`forward_idle`).
 
         Returns:
             Lines by query, for the queries some live container recomputed within the
@@ -270,6 +291,7 @@ class Recovery:
         sent: dict[int, tuple[str, Sender, list[str], int, float]] = {}  # answers taken even late
         pending: set[int] = set()  # requests still awaited
         deadline = time.monotonic() + self.timeout
+        extra = dict(idle or {})  # sent once, with the first forward to their new owner
         while len(out) < len(owed) and time.monotonic() < deadline:
             if admit is not None:
                 admit()
@@ -288,7 +310,8 @@ class Recovery:
                 sender = peers[dst]
                 for name in names:
                     tried[name].add(sender)
-                restore = self._restorable(seq, names, owed, dst, prefer)
+                mine = {n: extra.pop(n) for n in [n for n in extra if prefer(n) == dst]}
+                restore = self._restorable(seq, [*names, *mine], {**owed, **mine}, dst, prefer)
                 taken = {n for _, part in restore for n in part}
                 plain = [n for n in names if n not in taken]
                 parts: list[tuple[RestorePoint | None, list[str]]] = [*restore, (None, plain)]
@@ -310,10 +333,9 @@ class Recovery:
                     logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
                     continue
                 dt = time.perf_counter() - t0
-                for later, got in answer.later.items():  # fed forward there: not recomputed again
-                    self._early.update({(n, later): (dst, got[n]) for n in names if n in got})
+                self._take_later(answer, names)
                 for name in names:
-                    if name in answer.lines and name not in out:
+                    if name in owed and name in answer.lines and name not in out:
                         out[name] = answer.lines[name]
                         self.done.append(Recovered(name, c, owed[name], dst, n_el, dt))
             for rid in sorted(pending):
@@ -323,7 +345,7 @@ class Recovery:
                     # container may be asked again if it turns out alive or comes back.
                     pending.discard(rid)
                     for name in names:
-                        tried[name].discard(sender)
+                        tried.get(name, set()).discard(sender)
                     if dst in self.fanout.peers and not self.is_dead(dst):
                         # It restarted its run (new hello, new socket): ask it again, with time to answer.
                         logger.warning("driver: %s restarted before recomputing %s; asking again", dst, names)
@@ -332,11 +354,49 @@ class Recovery:
                         logger.warning("driver: %s left before recomputing %s", dst, names)
             if len(out) < len(owed):
                 self.pump(0.02 if pending else 0.05)
+        for rid in [r for r, x in sent.items() if set(x[2]) - set(owed)]:  # later lines of idle ones
+            if rid in self._answers:
+                self._take_later(self._answers.pop(rid))
+            else:
+                self._idle.add(rid)
+        if extra:
+            self.forward_idle(seq, extra, reads, prefer, cuts)
         if len(out) < len(owed):
             logger.warning("driver: no live container recomputed %s at t=%d", sorted(set(owed) - set(out)), c)
-        else:
+        elif owed:
             logger.info("driver: recomputed %s at t=%d (tick %d)", ", ".join(sorted(out)), c, seq)
         return out
+
+    def forward_idle(
+        self,
+        seq: int,
+        idle: Mapping[str, str],
+        reads: Mapping[str, frozenset[int]],
+        prefer: Callable[[str], str | None],
+        cuts: list[tuple[int, int, np.ndarray]] | None = None,
+    ) -> None:
+        """Sends the queries ``idle`` of a dead container (query -> that container), due at
+        no report of tick ``seq``, to their live new owners to be restored from the last
+        checkpoint and fed forward to tick ``seq`` (and the ticks sent with it) -- as soon as
+        the death is known, not at their next report (a query of a long STEP would wait for
+        it, and its new owner might rebuild it meanwhile).  The answers are not awaited;
+        lines they give for later report times are taken (:meth:`on_answer`)."""
+        if cuts is None:
+            cuts = [x for x in self._cuts if x[0] in (seq - 1, seq)]
+            if not cuts or cuts[-1][0] != seq:
+                return
+        live = set(self._live())
+        groups: dict[str, list[str]] = {}
+        for name in sorted(idle):
+            dst = prefer(name)
+            if dst is not None and dst in live:
+                groups.setdefault(dst, []).append(name)
+        for dst, names in groups.items():
+            for point, part in self._restorable(seq, names, idle, dst, prefer):
+                streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
+                message, _ = self._request(part, streams, cuts, point)
+                self.fanout.send(dst, encode(message))
+                self._idle.add(message.id)
 
     def _restorable(
         self,

@@ -439,6 +439,7 @@ class RemoteEngine:
         cluster.pump(0.0)
         cluster._check_failures()
         cluster.admit()
+        cluster.forward_orphans()  # a dead container's queries restored now, not at their next report
         self._observe(cluster)
         self._report_states()
 

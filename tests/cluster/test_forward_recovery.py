@@ -243,3 +243,60 @@ def test_a_forwards_later_report_times_are_taken_not_recomputed() -> None:
     rec.fanout = cast(Fanout, SimpleNamespace(peers={"oc-2": object()}, send=lambda *m: sent.append(m)))
     assert rec.recompute(3, {"a": "oc-1"}, {}, lambda _n: "oc-2") == {"a": ['{"a": 3}']}
     assert not sent and not rec._early and rec.done[-1].dst == "oc-2"
+
+
+def test_a_dead_containers_queries_not_due_are_forwarded_at_once() -> None:
+    """At the first tick the death is known, the dead container's queries that owe no
+    report then (a long STEP) go to their new owner with the owed ones' forward (one
+    restore there); with none owed, in a forward of their own whose answer is not awaited
+    but whose later report times' lines are taken."""
+    rec = _recovery({"oc-1"})
+    for seq in range(1, 6):
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    rec.hold(3)
+    objects: dict[str, dict[str, object]] = {n: {"key": n, "size": 1, "sha256": "0"} for n in "abc"}
+    point = RestorePoint(3, 3000, "file:///x", objects)
+    rec.checkpointed(point)
+    sent: list[Any] = []
+
+    def send(dst: str, frames: Any) -> None:
+        message = decode(frames)
+        sent.append((dst, message))
+        if "a" in message.queries:  # the owed query's new owner answers at once
+            later = {6000: {"a": ['{"a": 6}'], "b": ['{"b": 6}']}}
+            rec.on_answer(Recomputed("r1", dst, message.id, 5000, {"a": ['{"a": 5}']}, later=later))
+
+    rec.fanout = cast(
+        Fanout,
+        SimpleNamespace(
+            peers={"oc-2": object(), "oc-3": object()},
+            send=send,
+            history=lambda _s, cuts: ([], [0] * len(cuts)),
+        ),
+    )
+    owner = {"a": "oc-2", "b": "oc-2", "c": "oc-3"}.get
+    rec.ahead([(5, 5000), (6, 6000)])
+    got = rec.recompute(5, {"a": "oc-1"}, {}, owner, idle={"b": "oc-1", "c": "oc-1"})
+    assert got == {"a": ['{"a": 5}']}  # lines of the owed query only
+    assert [(d, type(m).__name__, m.queries, m.ticks, m.owe) for d, m in sent] == [
+        ("oc-2", "Forward", ["a", "b"], [3000, 4000, 5000, 6000], 5000),  # one restore on oc-2
+        ("oc-3", "Forward", ["c"], [3000, 4000, 5000, 6000], 5000),  # not awaited
+    ]
+    assert rec._early == {("a", 6000): ("oc-2", ['{"a": 6}']), ("b", 6000): ("oc-2", ['{"b": 6}'])}
+    assert rec._idle == {sent[1][1].id} and {n for n, _ in rec.forwarded.items()} == {"a", "b", "c"}
+    answer = Recomputed("r1", "oc-3", sent[1][1].id, 5000, {}, later={6000: {"c": ['{"c": 6}']}})
+    rec.on_answer(answer)  # taken when it comes: its later lines answer tick 6 if c owes it
+    assert not rec._idle and not rec._answers and rec._early[("c", 6000)] == ("oc-3", ['{"c": 6}'])
+    rec.record(6, 6000, np.array([6], dtype=np.int64))
+    assert rec.recompute(6, {"b": "oc-1", "c": "oc-1"}, {}, owner) == {
+        "b": ['{"b": 6}'],
+        "c": ['{"c": 6}'],
+    }
+    assert len(sent) == 2  # nothing asked again
+    # between ticks (the driver's poll): a query whose new owner is not known yet waits, one
+    # forwarded this batch is not sent again, a later batch's is (until kept, MAX_FORWARDS)
+    rec.ahead([])
+    rec.forward_idle(6, {"b": "oc-1", "d": "oc-1"}, {}, {"b": "oc-2"}.get)
+    assert len(sent) == 3 and sent[-1][1].queries == ["b"] and "d" not in rec.refused
+    rec.forward_idle(6, {"b": "oc-1"}, {}, owner)
+    assert len(sent) == 3  # once per batch
