@@ -74,7 +74,8 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
 #: ``--counts``: those joins over count windows (``[TRIPLES n]``, n = 20 x the range in
 #: seconds: an element has two triples, ten elements a second), whose routers' units hold
 #: buffer positions rebased by the restoring container
-MODE: dict[str, Any] = {"routed": False, "counts": False, "ranges": (10, 30)}
+#: ``--step``: the time windows' STEP in seconds (``--late``'s others: twice that)
+MODE: dict[str, Any] = {"routed": False, "counts": False, "ranges": (10, 30), "step": 1}
 
 
 def queries(n: int, step2: frozenset[int] = frozenset()) -> list[dict[str, str]]:
@@ -83,7 +84,7 @@ def queries(n: int, step2: frozenset[int] = frozenset()) -> list[dict[str, str]]
     out = []
     for k in range(n):
         rng = lo + k % (hi - lo + 1)
-        step = 2 if k in step2 else 1
+        step = MODE["step"] * (2 if k in step2 else 1)
         text = (
             f"SELECT (COUNT(?x) AS ?n) (SUM(?v) AS ?sum) WHERE {{ STREAM <{STREAM}> "
             f"[RANGE {rng}s STEP {step}s] {{ ?x <{EX}p> ?v }} }}"
@@ -172,8 +173,9 @@ def leader_and_standby(
 
 
 def last_due(elements: int) -> int:
-    """The last report time (STEP 1 s) the elements ``0 .. elements-1`` fire."""
-    return (T0 + 100 * (elements - 1)) // 1000 * 1000
+    """The last report time (STEP ``--step`` s) the elements ``0 .. elements-1`` fire."""
+    step = 1000 * (1 if MODE["counts"] else MODE["step"])
+    return (T0 + 100 * (elements - 1)) // step * step
 
 
 def caught_up(url: str, elements: int, timeout: float = 600.0) -> float:
@@ -331,9 +333,11 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
                 if ready is None and f"q0 answered by {survivor}" in log.read_text()[mark:]:
                     ready = time.monotonic() - t_kill
                     cpu = _cpu_s(cluster.pid(survivor)) - cpu0
+                t_push = time.monotonic()
                 push(http, [url], nxt, a.batch)
                 nxt += a.batch
-                time.sleep(0.05)
+                # --pace: event time goes at the wall clock's pace (a report of STEP s every s seconds)
+                time.sleep(max(0.05, 0.1 * a.batch - (time.monotonic() - t_push)) if a.pace else 0.05)
             if first_new is None or ready is None:
                 raise SystemExit("no new result or no new answerer within 300 s of the kill")
         text = (cluster.dir / "logs" / f"{survivor}.log").read_text()
@@ -442,6 +446,12 @@ def main(argv: list[str] | None = None) -> None:
         help="N rounds of kill -9 of a container, restored from checkpoints vs rebuilt, alternating "
         "(only these runs)",
     )
+    ap.add_argument("--step", type=int, default=1, help="the time windows' STEP in seconds (default 1)")
+    ap.add_argument(
+        "--pace",
+        action="store_true",
+        help="--container-kill: after the kill, push at the wall clock's pace (10 elements a second)",
+    )
     ap.add_argument("--skip-takeover", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--out", default=str(RESULTS / "cluster_checkpoints.json"))
@@ -450,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--counts needs --routed")
     if a.late and a.counts:
         ap.error("--late needs time windows (count windows report at one step)")
-    MODE["routed"], MODE["counts"] = a.routed, a.counts
+    MODE["routed"], MODE["counts"], MODE["step"] = a.routed, a.counts, a.step
     lo, _, hi = a.ranges.partition(":")
     MODE["ranges"] = (int(lo), int(hi or lo))
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(a)}

@@ -459,9 +459,10 @@ class ClusterEngine:
             self._seen_dead = (self._seen_dead & self._departed) | gone
         if gone and self.recovery.points:  # (once per death: not a pass over every query per tick)
             self._orphans.update((n, a) for n, a in self._answerer.items() if a in gone)
-        for name in list(self._orphans):
-            owner = self.owner_in_zookeeper(name)
-            if name not in self.queries or name in self.recovery.refused or owner in self._ready[name]:
+        for name, dead in list(self._orphans.items()):
+            owner = self.owner_in_zookeeper(name)  # (may still name the dead one for a while)
+            ready = owner != dead and owner in self._ready.get(name, ())
+            if ready or name not in self.queries or name in self.recovery.refused:
                 del self._orphans[name]
         skip = set(due)
         return {n: cid for n, cid in self._orphans.items() if n not in skip}

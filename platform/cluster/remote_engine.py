@@ -518,6 +518,13 @@ class RemoteEngine:
         """Handles what the containers sent meanwhile."""
         self.poll()
 
+    def idle(self) -> None:
+        """Called by the live worker while it waits for work (every 50 ms at most): a dead
+        container's queries go to their new owners to be restored now, not at the next tick
+        (:meth:`ClusterEngine.forward_orphans`); cheap while nothing died."""
+        if self.cluster is not None:
+            self.cluster.forward_orphans()
+
     def operator_count(self) -> int:
         """Queries of the run (their operators live on the containers)."""
         return 0 if self.cluster is None else len(self.cluster.queries)

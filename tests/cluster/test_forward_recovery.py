@@ -300,3 +300,37 @@ def test_a_dead_containers_queries_not_due_are_forwarded_at_once() -> None:
     assert len(sent) == 3 and sent[-1][1].queries == ["b"] and "d" not in rec.refused
     rec.forward_idle(6, {"b": "oc-1"}, {}, owner)
     assert len(sent) == 3  # once per batch
+
+
+def test_the_driver_keeps_a_dead_containers_queries_until_ready_on_their_new_owner() -> None:
+    """``ClusterEngine._idle_orphans``: filled once per death from the answerers (only while
+    a checkpoint can restore them), a query left once ready on a live new owner -- not while
+    ZooKeeper still names the dead container, which the driver may still count ready."""
+    import threading
+
+    from linkstream.cluster.driver import ClusterEngine
+
+    rec = _recovery({"oc-1"})
+    eng = cast(Any, object.__new__(ClusterEngine))
+    owners = {"a": "oc-1", "b": "oc-1", "c": "oc-2"}
+    eng.__dict__.update(
+        recovery=rec,
+        _lock=threading.Lock(),
+        _departed={"oc-1"},
+        _seen_dead=set(),
+        _orphans={},
+        _answerer={"a": "oc-1", "b": "oc-1", "c": "oc-2"},
+        queries=dict.fromkeys("abc"),
+        _ready={"a": {"oc-1": 1}, "b": {"oc-1": 1}, "c": {"oc-2": 1}},
+        owner_in_zookeeper=owners.get,
+    )
+    assert eng._idle_orphans() == {}  # no checkpoint: nothing to restore, nothing kept
+    eng._seen_dead = set()
+    rec.points = [RestorePoint(3, 3000, "file:///x", {"a": {}, "b": {}})]
+    assert eng._idle_orphans(["b"]) == {"a": "oc-1"}  # (b is due: the owed path sends it)
+    assert eng._orphans == {"a": "oc-1", "b": "oc-1"}
+    owners.update(a="oc-2", b="oc-2")  # reassigned; a ready on its new owner, b not yet
+    eng._ready["a"]["oc-2"] = 5
+    assert eng._idle_orphans() == {"b": "oc-1"}
+    rec.refused.add("b")  # not restorable: its new owner rebuilds it
+    assert eng._idle_orphans() == {} and not eng._orphans

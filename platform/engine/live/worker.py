@@ -173,6 +173,10 @@ class LiveWorker(LiveDelivery):
             self._batches += 1
             if batch and self._batches % _GC_EVERY == 0:
                 self._collect()
+            elif not batch and not busy:
+                idle = getattr(self.engine, "idle", None)  # (a cluster's: restores not awaiting a tick)
+                if idle is not None:
+                    idle()
         while True:  # stopped: whoever still waits gets an answer
             try:
                 cmd = self._queue.get_nowait()
