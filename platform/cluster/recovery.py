@@ -46,7 +46,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -329,6 +329,8 @@ class Recovery:
                 dst, _, names, n_el, t0 = sent.pop(rid)
                 pending.discard(rid)
                 answer = self._answers.pop(rid)
+                if not answer.error and answer.c != c:  # (a container that answers the last tick only)
+                    answer = replace(answer, error=f"answered t={answer.c}, not t={c}")
                 if answer.error:
                     logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
                     continue
@@ -473,13 +475,14 @@ class Recovery:
         point: RestorePoint | None = None,
     ) -> tuple[Recompute, int]:
         """A recompute request over ``cuts`` or, with ``point``, a forward request from its
-        cut on to the last of ``cuts`` (and the ticks sent after it, :meth:`ahead`)."""
-        owe = 0
+        cut on to the last of ``cuts``; either also evaluates the ticks sent after it with
+        the same elements (:meth:`ahead`), whose lines answer them (``later``, one pass)."""
+        last = cuts[-1]
         if point is not None:
-            last = cuts[-1]
             cuts = [x for x in self._cuts if point.seq <= x[0] <= last[0]]
-            owe = last[1]
-            cuts += [(s, c, last[2]) for s, c in self._ahead if s > last[0]]
+        later = [(s, c, last[2]) for s, c in self._ahead if s > last[0]]
+        owe = last[1] if point is not None or later else 0
+        cuts = [*cuts, *later]
         rows, at = self.fanout.history(streams, [x[2] for x in cuts])
         meta, triples = table(rows)
         ids = np.unique(triples) if len(triples) else np.empty(0, dtype=np.int64)
@@ -494,4 +497,4 @@ class Recovery:
             )
             return forward, len(rows)
         rebuild = sorted(self.refused.intersection(names))
-        return Recompute(self.run, self._next, names, ticks, at, els, rebuild), len(rows)
+        return Recompute(self.run, self._next, names, ticks, at, els, rebuild, owe), len(rows)

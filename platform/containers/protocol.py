@@ -293,6 +293,8 @@ class Recompute:
             its dictionary delta holds every term of its triples.
         rebuild: Those of ``queries`` the driver will not restore from a checkpoint: their
             new owner (if this container) builds them from its stream buffers now.
+        owe: The report time answered (``0``: the last); the later ones' lines, of the
+            queries due then, come in the answer's ``later`` (a batch of ticks in one pass).
     """
 
     run: str
@@ -302,6 +304,7 @@ class Recompute:
     at: list[int]
     elements: Elements
     rebuild: list[str] = field(default_factory=list)
+    owe: int = 0
 
 
 @dataclass(frozen=True)
@@ -402,6 +405,7 @@ def encode(message: Message) -> list[Frame]:
         header = {"kind": "recompute", "run": message.run, "id": message.id}
         header.update(queries=list(message.queries), ticks=list(message.ticks), at=list(message.at))
         header.update({"rebuild": list(message.rebuild)} if message.rebuild else {})
+        header.update({"owe": message.owe} if message.owe else {})
         return _bulk(message.elements, header)
     if isinstance(message, Recomputed):
         header = {"kind": "recomputed", "run": message.run, "container": message.container}
@@ -569,7 +573,10 @@ def _recompute(h: dict[str, Any], frames: Sequence[Frame]) -> Recompute:
             raise ProtocolError("recompute: ticks must increase and positions stay within the elements")
         prev = x
     rebuild = strs_field(h, "rebuild") if "rebuild" in h else []
-    return Recompute(els.run, int_field(h, "id", 0), strs_field(h, "queries"), ticks, at, els, rebuild)
+    owe = int_field(h, "owe") if "owe" in h else 0
+    if owe and owe not in ticks:
+        raise ProtocolError("recompute: the owed report time must be one of the ticks")
+    return Recompute(els.run, int_field(h, "id", 0), strs_field(h, "queries"), ticks, at, els, rebuild, owe)
 
 
 def decode(frames: Sequence[Frame]) -> Message:
@@ -660,9 +667,6 @@ class Forward(Recompute):
 
     uri: str = ""
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: the report time answered (``0``: the last; later ones were sent to the containers
-    #: with the same elements and evaluated there already)
-    owe: int = 0
 
 
 def _forward_frames(message: Forward) -> list[Frame]:

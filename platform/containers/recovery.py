@@ -44,10 +44,10 @@ def recompute(replica: RunReplica, texts: dict[str, str], message: Recompute, co
 
     Never raises: anything that goes wrong is the answer's ``error``.
     """
-    c = message.ticks[-1]
+    c = message.owe or message.ticks[-1]
     try:
         t0 = time.perf_counter()
-        lines = _evaluate(replica, texts, message)
+        lines, later = _evaluate(replica, texts, message)
         logger.info(
             "%s: recomputed %s at t=%d from %d elements (%d report times) in %.3fs",
             container,
@@ -57,13 +57,16 @@ def recompute(replica: RunReplica, texts: dict[str, str], message: Recompute, co
             len(message.ticks),
             time.perf_counter() - t0,
         )
-        return Recomputed(message.run, container, message.id, c, lines)
+        return Recomputed(message.run, container, message.id, c, lines, later=later)
     except Exception as exc:  # a bad request or a query that cannot be planned: the driver decides
         logger.error("%s: cannot recompute %s at t=%d: %s", container, ", ".join(message.queries), c, exc)
         return Recomputed(message.run, container, message.id, c, {}, f"{type(exc).__name__}: {exc}")
 
 
-def _evaluate(replica: RunReplica, texts: dict[str, str], message: Recompute) -> dict[str, list[str]]:
+def _evaluate(
+    replica: RunReplica, texts: dict[str, str], message: Recompute
+) -> tuple[dict[str, list[str]], dict[int, dict[str, list[str]]]]:
+    """The lines of the owed report time and, per later one, of the queries due then."""
     spec = replica.spec
     missing = [n for n in message.queries if n not in texts]
     if missing:
@@ -92,16 +95,24 @@ def _evaluate(replica: RunReplica, texts: dict[str, str], message: Recompute) ->
         scratch.register(cq)
     history = History(replica, message.elements)
     names = set(message.queries)
+    owe = message.owe or message.ticks[-1]
     out: dict[str, list[str]] = {}
-    for i, (c, upto) in enumerate(zip(message.ticks, message.at)):
+    later: dict[int, dict[str, list[str]]] = {}
+    # One pass over every report time: every window advances at each (the reporting set only
+    # picks the lines returned), so a later one's lines equal those a request of its own gives.
+    for c, upto in zip(message.ticks, message.at):
         history.feed(scratch, upto)
-        last = i == len(message.ticks) - 1
-        got = scratch.tick(c, names if last else set())
-        if last:
+        due = names if c == owe else set()
+        if c > owe:
+            due = {n for n in names if any(c % s == 0 for s in scratch.queries[n].steps)}
+        got = scratch.tick(c, due)
+        if c == owe:
             out = {n: list(got[n]) for n in message.queries}
+        elif due:
+            later[c] = {n: list(got[n]) for n in message.queries if n in due}
     for name in message.queries:
         scratch.unregister(name)
-    return out
+    return out, later
 
 
 def local_triples(replica: RunReplica, ids: np.ndarray, terms: list[str], triples: np.ndarray) -> np.ndarray:

@@ -78,6 +78,10 @@ def test_each_query_is_restored_once_on_its_live_new_owner_else_recomputed_with_
     assert rec.refused == {"a", "b", "c"}  # their new owner is told to rebuild them
     plain, _ = _request(rec, ["a", "b"], [], point=None)
     assert type(plain) is Recompute and plain.rebuild == ["a", "b"]
+    assert (plain.ticks, plain.owe) == ([4000, 5000], 0)
+    batch, _ = _request(rec, ["a"], [(5, 5000), (6, 6000), (7, 7000)], point=None)  # ticks sent together
+    assert (batch.ticks, batch.owe) == ([4000, 5000, 6000, 7000], 5000)  # evaluated in one pass
+    rec.ahead([])
     rec.hold(3)
     rec.checkpointed(RestorePoint(3, 3000, "file:///x", {"a": {"key": "k"}, "c": {"key": "k"}}))
     assert rec._restorable(3, ["a"], owed, "oc-2", owner) == []  # the owed tick is the checkpoint's

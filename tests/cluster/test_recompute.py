@@ -102,6 +102,7 @@ def test_scratch_evaluation_equals_the_queries_own_engine() -> None:
     cuts: list[tuple[int, int]] = []  # (c, elements before it)
     rng = np.random.default_rng(7)
     compared = 0
+    answers: dict[int, dict[str, list[str]]] = {}  # per report time, the request's answer
     for step in range(12):
         for _ in range(int(rng.integers(0, 4))):
             t = 1000 * step + int(rng.integers(0, 1000))
@@ -123,12 +124,33 @@ def test_scratch_evaluation_equals_the_queries_own_engine() -> None:
         at = [max(0, n - first) for _, n in window]
         message = Recompute("r1", step, list(QUERIES), [x for x, _ in window], at, els)
         got = recompute(replica, QUERIES, message, "oc-2")
-        assert got.error == "" and got.c == c
+        assert got.error == "" and got.c == c and not got.later
         for name in QUERIES:
             assert sorted(got.lines[name]) == sorted(want[name]), (name, c)
             compared += len(want[name])
+        answers[c] = got.lines
     assert compared > 20
     assert not replica.engine.queries  # the replica itself is untouched
+    # A batch of ticks in one pass (the live driver sends several with the same elements):
+    # the owed tick's lines and every later one's equal, byte for byte, the requests of one
+    # tick each above.
+    for owe in (4000, 9000):
+        first = next((k for k, (t, _) in enumerate(rows) if t >= owe - 1000 - HORIZON), len(rows))
+        kept = rows[first:]
+        meta = np.array([[0] * len(kept), [t for t, _ in kept], [1] * len(kept)], dtype=np.int64)
+        triples = np.concatenate([tr for _, tr in kept]) if kept else np.empty((0, 3), dtype=np.int64)
+        ids = np.unique(triples)
+        els = Elements("r1", ids, driver.decode_many(ids) if len(ids) else [], meta.reshape(3, -1), triples)
+        batch = [(c, n - first) for c, n in cuts if c >= owe - 1000]
+        ticks = [c for c, _ in batch]
+        message = Recompute("r1", 99, list(QUERIES), ticks, [n for _, n in batch], els, owe=owe)
+        message = decode([bytes(memoryview(f)) for f in encode(message)])
+        assert isinstance(message, Recompute) and message.owe == owe
+        got = recompute(replica, QUERIES, message, "oc-2")
+        assert got.error == "" and got.c == owe and got.lines == answers[owe]
+        assert sorted(got.later) == [c for c in ticks if c > owe]
+        for c, lines in got.later.items():
+            assert lines == answers[c], c
 
 
 def test_a_query_the_container_cannot_read_is_an_error_answer() -> None:
