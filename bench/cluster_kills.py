@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import signal
 import statistics
 import sys
@@ -279,7 +280,10 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
     runs: list[dict] = []
     try:
         cluster.start(0, coordinators=0)
-        cluster.start_coordinator(["--idle-ms", "0", *statics])
+        ck = []  # --checkpoint-interval: cluster checkpoints, a dead container's tasks restored from them
+        if a.checkpoint_interval:
+            ck = ["--state-dir", str(tmp / "state"), "--checkpoint-interval", str(a.checkpoint_interval)]
+        cluster.start_coordinator(["--idle-ms", "0", *statics, *ck])
         cluster.add_containers(3)
         (_cid, url), *_ = cluster.api_urls(timeout=60).items()
         cl, emb = Client(url, timeout=60.0), Client(embedded.url)
@@ -347,9 +351,18 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
             for e in readers.errors:
                 print("      reader failed:", e, flush=True)
         log = (cluster.dir / "logs" / "coord-1.log").read_text()
+        containers = "".join(p.read_text() for p in sorted((cluster.dir / "logs").glob("oc-*.log")))
         extra = {
             "recomputed_reports_logged": log.count("driver: recomputed"),
             "lost_reports_logged": log.count("no live container recomputed"),
+            "forwarded_logged": log.count("from the checkpoint at t="),
+            # with --checkpoint-interval: the new owners kept the queries restored from the
+            # checkpoint, or rebuilt them from their buffers (waited too long or told to)
+            "queries_kept_restored": sum(
+                int(x) for x in re.findall(r"restored-forward path: (\d+) of", containers)
+            ),
+            "restore_waits_given_up": containers.count("within 5 s: rebuilt"),
+            "rebuilt_not_restored": containers.count("rebuilt from the stream buffers, not restored"),
         }
     finally:
         cluster.stop()
@@ -428,7 +441,9 @@ def main() -> int:
         "--checkpoint-interval",
         type=float,
         default=None,
-        help="--kill leader: the coordinators' cluster checkpoint interval (default theirs, 10 s)",
+        help="--kill leader: the coordinators' cluster checkpoint interval (default theirs, 10 s); "
+        "--live container kills: take cluster checkpoints this often (a dead container's queries "
+        "restored from them; default none)",
     )
     ap.add_argument(
         "--dir", default=None, help="--live: work directory to keep (logs); default a temporary one"
@@ -459,7 +474,9 @@ def main() -> int:
         print(
             f"{summary['kills']} kills during pushes: {summary['lost_lines']} of {summary['lines']} lines lost, "
             f"{summary['duplicated_lines']} duplicated ({len(bad)} bad rounds); "
-            f"{extra['recomputed_reports_logged']} recomputes logged"
+            f"{extra['recomputed_reports_logged']} recomputes logged; queries kept restored from a "
+            f"checkpoint {extra['queries_kept_restored']}, restore waits given up "
+            f"{extra['restore_waits_given_up']}, told to rebuild {extra['rebuilt_not_restored']}"
         )
         out = Path(a.out or REPO / "bench" / "results" / "cluster_kills_live.json")
         out.parent.mkdir(parents=True, exist_ok=True)
