@@ -5,7 +5,9 @@ HTTP while a container that holds queries is killed with SIGKILL.  The reports i
 recomputed on a live container (:mod:`linkstream.cluster.recovery`) until its queries are
 ready on their new owners, so the JSON Lines results read from the coordinator equal an
 embedded ``run`` fed the same pushes: none lost, none twice.  Run with ``--ingest leader``
-and with ``--ingest direct`` (a ``--state-dir``: the bodies in the owner's stream logs).
+and with ``--ingest direct`` (a ``--state-dir``: the bodies in the owner's stream logs); the
+latter also takes cluster checkpoints and kills **two** containers at once (the survivor
+restores both one's queries from the checkpoint, or rebuilds them, and loses nothing).
 """
 
 from __future__ import annotations
@@ -110,22 +112,28 @@ def test_kill_9_of_a_container_during_pushes_loses_nothing(
     embedded = corpus.embedded_server()
     cluster = LocalCluster(tmp_path / "cluster", zk=f"{zk_server}{zk_chroot}", session_timeout=SESSION_S)
     try:
-        durable = ["--state-dir", str(tmp_path / "state"), "--ingest", "direct"] if ingest == "direct" else []
+        two = ingest == "direct"  # two containers killed at once, with cluster checkpoints
+        durable = ["--state-dir", str(tmp_path / "state"), "--ingest", "direct"] if two else []
+        durable += ["--checkpoint-interval", "0.5"] if two else []
         url, cl, emb, got, threads = start_collecting(
             cluster, [*durable, *statics], 3, texts, QUERIES, until, embedded.url
         )
         held = {o for t, o in _owners(cluster).items() if t in {task_id(q) for q in QUERIES}}
-        victim = sorted(h for h in held if h is not None)[0]
+        victims = sorted(h for h in held if h is not None)[:1]
+        if two:
+            victims += [c for c in sorted(held - {None}) + cluster.names("container") if c not in victims][:1]
         n = len(corpus.elements)
         for k, el in enumerate(corpus.elements):
             if k == n // 3:
-                cluster.kill(victim, signal.SIGKILL)
+                for victim in victims:
+                    cluster.kill(victim, signal.SIGKILL)
             assert cl.push(el.stream, el.ntriples, t=el.t)["elements"] == 1
             emb.push(el.stream, el.ntriples, t=el.t)
             time.sleep(0.05)
-        assert victim not in cluster.members()
-        assert victim not in set(_owners(cluster).values())
-        assert_same_results(cl, emb, until, threads, got, QUERIES, victim)
+        for victim in victims:
+            assert victim not in cluster.members()
+            assert victim not in set(_owners(cluster).values())
+        assert_same_results(cl, emb, until, threads, got, QUERIES, " and ".join(victims))
         assert sum(len(got[f"emb/{q}"]) for q in QUERIES) > 0, "no result lines at all"  # type: ignore[arg-type]
         # The victim's owed reports were recomputed on a live container (the driver says so).
         log = (cluster.dir / "logs" / "coord-1.log").read_text()
