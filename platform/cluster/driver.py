@@ -471,6 +471,13 @@ class ClusterEngine:
         """Between ticks: a dead container's queries sent to their new owners to be restored
         from the last checkpoint as soon as the driver and ZooKeeper know of the death, not
         at their next report (:meth:`Recovery.forward_idle`)."""
+        if not self._orphans:
+            if not self.recovery.points:
+                return  # no checkpoint to restore from
+            with self._lock:
+                if self._departed <= self._seen_dead:
+                    return  # (the usual case: nothing died)
+        self.pump(0.0)  # ready announcements: a query kept by its new owner is not sent again
         idle = self._idle_orphans()
         if idle and self.seq > 0:
             self.recovery.forward_idle(self.seq, idle, self.reads, self.owner_in_zookeeper)

@@ -69,6 +69,9 @@ MAX_FORWARDS = 3
 #: reasons not to restore a query that may pass by a later tick; on any other the ``recompute``
 #: request tells the new owner to rebuild it (``Recompute.rebuild``) rather than wait
 TRANSIENT = ("its new owner", "the owed tick is the checkpoint's")
+#: seconds after which a query forwarded between ticks and not ready yet is forwarded again
+#: before the next tick (the forward may have come before its new owner saw its assignment)
+REFORWARD_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ class Recovery:
         #: per query, the tick of the checkpoint it was last restored from, how often, and
         #: the first tick of the batch it was last sent in
         self.forwarded: dict[str, tuple[int, int, int]] = {}
+        self._forward_t: dict[str, float] = {}  # per query, when it was last forwarded
         #: whether a container announced a query ready (the driver's ``_ready``)
         self.is_ready: Callable[[str, str], bool] = lambda _name, _cid: False
         #: per query, why its last recovery was not restored (logged once per reason)
@@ -394,7 +398,7 @@ class Recovery:
             if dst is not None and dst in live:
                 groups.setdefault(dst, []).append(name)
         for dst, names in groups.items():
-            for point, part in self._restorable(seq, names, idle, dst, prefer):
+            for point, part in self._restorable(seq, names, idle, dst, prefer, REFORWARD_S):
                 streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
                 message, _ = self._request(part, streams, cuts, point)
                 self.fanout.send(dst, encode(message))
@@ -407,11 +411,14 @@ class Recovery:
         owed: Mapping[str, str | None],
         dst: str,
         prefer: Callable[[str], str | None],
+        again: float = 0.0,
     ) -> list[tuple[RestorePoint, list[str]]]:
         """The queries of ``names`` that ``dst`` restores from the last checkpoint holding
         them and feeds forward, by checkpoint (see the module docstring); the log says why
-        each other one is not."""
+        each other one is not.  ``again``: seconds after which one forwarded in this batch
+        already is forwarded again (0: once per batch)."""
         out: dict[int, list[str]] = {}
+        now = time.monotonic()
         for name in names:
             src = owed[name]
             self.refused.discard(name)
@@ -420,7 +427,10 @@ class Recovery:
                 why = "no complete checkpoint with task snapshots"
             elif self.forwarded.get(name, (-1, 0, 0))[0] == point.seq and (
                 self.forwarded[name][1] >= MAX_FORWARDS
-                or self.forwarded[name][2] == self._batch(seq)
+                or (
+                    self.forwarded[name][2] == self._batch(seq)
+                    and not 0 < again <= now - self._forward_t.get(name, now)
+                )
                 or self.is_ready(name, dst)
             ):
                 if self.forwarded[name][1] >= MAX_FORWARDS and self.forwarded[name][2] != self._batch(seq):
@@ -450,6 +460,7 @@ class Recovery:
                 done = self.forwarded.get(name, (-1, 0, 0))
                 n = done[1] + 1 if done[0] == point.seq else 1
                 self.forwarded[name] = (point.seq, n, self._batch(seq))
+                self._forward_t[name] = now
                 self.not_restored.pop(name, None)
             logger.info(
                 "driver: %s restored on %s from the checkpoint at t=%d (tick %d) and fed forward to tick %d",

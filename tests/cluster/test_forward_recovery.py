@@ -338,3 +338,40 @@ def test_the_driver_keeps_a_dead_containers_queries_until_ready_on_their_new_own
     assert eng._idle_orphans() == {"b": "oc-1"}
     rec.refused.add("b")  # not restorable: its new owner rebuilds it
     assert eng._idle_orphans() == {} and not eng._orphans
+
+
+def test_a_forward_between_ticks_not_kept_is_sent_again_after_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A forward sent between ticks may reach the new owner before it sees its assignment
+    (not kept there): after ``REFORWARD_S`` without the query ready it goes again, before the
+    next tick; at a tick the batch rule holds (once per batch)."""
+    from linkstream.cluster import recovery
+
+    rec = _recovery({"oc-1"})
+    for seq in range(1, 5):
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    rec.checkpointed(RestorePoint(3, 3000, "file:///x", {"a": {"key": "a", "size": 1, "sha256": "0"}}))
+    sent: list[Any] = []
+    rec.fanout = cast(
+        Fanout,
+        SimpleNamespace(
+            peers={"oc-2": object()},
+            send=lambda dst, frames: sent.append(decode(frames)),
+            history=lambda _s, cuts: ([], [0] * len(cuts)),
+        ),
+    )
+    clock = [100.0]
+    monkeypatch.setattr(recovery.time, "monotonic", lambda: clock[0])
+    owner = {"a": "oc-2"}.get
+    rec.forward_idle(4, {"a": "oc-1"}, {}, owner)
+    rec.forward_idle(4, {"a": "oc-1"}, {}, owner)
+    assert len(sent) == 1
+    clock[0] += recovery.REFORWARD_S
+    rec.forward_idle(4, {"a": "oc-1"}, {}, owner)
+    assert len(sent) == 2 and rec.forwarded["a"] == (3, 2, 4)
+    assert rec._restorable(4, ["a"], {"a": "oc-1"}, "oc-2", owner) == []  # (at a tick: once per batch)
+    rec.is_ready = lambda name, cid: True  # kept: announced ready there
+    clock[0] += recovery.REFORWARD_S
+    rec.forward_idle(4, {"a": "oc-1"}, {}, owner)
+    assert len(sent) == 2
