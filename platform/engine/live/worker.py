@@ -176,7 +176,10 @@ class LiveWorker(LiveDelivery):
             elif not batch and not busy:
                 idle = getattr(self.engine, "idle", None)  # (a cluster's: restores not awaiting a tick)
                 if idle is not None:
-                    idle()
+                    try:
+                        idle()
+                    except Exception:  # never let the worker die: it owns the engine
+                        log.exception("idle work failed")
         while True:  # stopped: whoever still waits gets an answer
             try:
                 cmd = self._queue.get_nowait()
