@@ -191,6 +191,9 @@ class ClusterEngine:
         self.handovers = Handovers(spec.id, self.fanout, self.pump, answer_timeout, self._dead)
         self.recovery = Recovery(spec.id, self.fanout, dictionary, self.pump, answer_timeout, self._dead)
         self.recovery.is_ready = lambda name, cid: cid in self._ready.get(name, {})  # (restore-forward)
+        self.recovery.is_live = lambda name, cid: (
+            self.reads.get(name, frozenset()) <= self.fanout.subscribed(cid)
+        )
         self.tasks = TaskSnapshots(spec.id)  # cluster checkpoints' operator state (:mod:`.tasksnapshots`)
         #: per query, the last report time whose lines were handed out (the result edge)
         self.written: dict[str, int] = {}
@@ -478,6 +481,7 @@ class ClusterEngine:
                 if self._departed <= self._seen_dead:
                     return  # (the usual case: nothing died)
         self.pump(0.0)  # ready announcements: a query kept by its new owner is not sent again
+        self.admit()  # subscriptions answered: the streams' backlog goes before the forward
         idle = self._idle_orphans()
         if idle and self.seq > 0:
             self.recovery.forward_idle(self.seq, idle, self.reads, self.owner_in_zookeeper)

@@ -158,6 +158,9 @@ class Recovery:
         self._forward_t: dict[str, float] = {}  # per query, when it was last forwarded
         #: whether a container announced a query ready (the driver's ``_ready``)
         self.is_ready: Callable[[str, str], bool] = lambda _name, _cid: False
+        #: whether the driver sends a container every stream a query reads (its subscription
+        #: answered: a forward before the streams' backlog would not be kept there)
+        self.is_live: Callable[[str, str], bool] = lambda _name, _cid: True
         #: per query, why its last recovery was not restored (logged once per reason)
         self.not_restored: dict[str, str] = {}
         #: queries whose new owner is to rebuild them: not restored (or not kept) from a checkpoint
@@ -446,6 +449,8 @@ class Recovery:
                 why = f"the cut of the checkpoint at t={point.c} is not kept"
             elif prefer(name) != dst:
                 why = f"its new owner ({prefer(name)}) is not the container asked ({dst})"
+            elif not self.is_live(name, dst):
+                why = f"its new owner ({dst}) does not receive its streams yet"
             else:
                 out.setdefault(point.seq, []).append(name)
                 continue
