@@ -293,8 +293,7 @@ class Recompute:
             its dictionary delta holds every term of its triples.
         rebuild: Those of ``queries`` the driver will not restore from a checkpoint: their
             new owner (if this container) builds them from its stream buffers now.
-        owe: The report time answered (``0``: the last); the later ones' lines, of the
-            queries due then, come in the answer's ``later`` (a batch of ticks in one pass).
+        owe: The report time answered (``0``: the last); later ones' come in ``later``.
     """
 
     run: str
@@ -573,8 +572,7 @@ def _recompute(h: dict[str, Any], frames: Sequence[Frame]) -> Recompute:
             raise ProtocolError("recompute: ticks must increase and positions stay within the elements")
         prev = x
     rebuild = strs_field(h, "rebuild") if "rebuild" in h else []
-    owe = int_field(h, "owe") if "owe" in h else 0
-    if owe and owe not in ticks:
+    if (owe := int_field(h, "owe") if "owe" in h else 0) and owe not in ticks:
         raise ProtocolError("recompute: the owed report time must be one of the ticks")
     return Recompute(els.run, int_field(h, "id", 0), strs_field(h, "queries"), ticks, at, els, rebuild, owe)
 
@@ -695,8 +693,7 @@ def _forward(h: dict[str, Any], frames: Sequence[Frame]) -> Forward:
             or type(entry.get("sha256")) is not str
         ):
             raise ProtocolError("forward: an object must be {key: str, size: int, sha256: str}")
-    owe = int_field(h, "owe")
-    if owe not in base.ticks[1:]:
+    if (owe := base.owe) not in base.ticks[1:]:
         raise ProtocolError("forward: the owed report time must be one of those fed forward")
     args = (base.run, base.id, base.queries, base.ticks, base.at, base.elements)
     return Forward(*args, uri=str_field(h, "uri"), objects=objects, owe=owe)
