@@ -8,6 +8,8 @@ whose reports are differences to the previous tick.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgpack
 import numpy as np
 import pytest
@@ -53,8 +55,10 @@ def test_recompute_messages_round_trip() -> None:
     assert isinstance(got, Recompute)
     assert (got.run, got.id, got.queries, got.ticks, got.at) == ("r1", 5, ["q1", "q2"], [2000, 3000], [1, 2])
     assert got.elements.terms == els.terms and np.array_equal(got.elements.triples, triples)
-    answer = Recomputed("r1", "oc-2", 5, 3000, {"q1": ['{"a": 1}'], "q2": []}, "")
-    assert decode([bytes(memoryview(f)) for f in encode(answer)]) == answer
+    answer = Recomputed("r1", "oc-2", 5, 3000, {"q1": ['{"a": 1}'], "q2": []}, "", {4000: {"q1": ["x"]}})
+    back = decode([bytes(memoryview(f)) for f in encode(answer)])
+    assert isinstance(back, Recomputed)  # (lines decode as JoinedLines, an empty report as ())
+    assert back == replace(answer, lines={n: tuple(v) for n, v in answer.lines.items()})
 
 
 def _recompute_frames(ticks: list[int], at: list[int]) -> list[bytes]:
