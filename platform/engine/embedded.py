@@ -232,14 +232,10 @@ class Engine:
         """Append one stream element (already encoded, (n, 3) int64)."""
         self.buffer(stream).append(t, triples)
 
-    def ingest_many(self, stream: str, ts: list[int], parts: list[np.ndarray]) -> None:
-        """:meth:`ingest` of several elements of one stream, in their order."""
-        buf = self.buffer(stream)
-        if isinstance(buf, StreamBuffer):
-            buf.append_many(ts, parts)
-            return
-        for t, triples in zip(ts, parts, strict=True):
-            buf.append(t, triples)
+    def ingest_many(self, stream: str, ts: np.ndarray, triples: np.ndarray, counts: np.ndarray) -> None:
+        """:meth:`ingest` of the elements ``i`` of one stream at ``ts[i]`` with ``counts[i]``
+        triples, one after the other in ``triples``, in their order."""
+        self.buffer(stream).append_arrays(ts, triples, counts)
 
     def _static_triples(self, graphs: tuple[str | None, ...]) -> np.ndarray:
         arr = self._static_cache.get(graphs)

@@ -25,15 +25,18 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import ParamSpec, TextIO, TypeVar
 
+import numpy as np
+
 from linkstream.engine.embedded import Engine, RegisteredQuery, ReportSchedule
 from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS
-from linkstream.rdf.streams import Element, StreamReader, StreamStats
+from linkstream.rdf.streams import ElementBatch, StreamReader, StreamStats
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 _NAME = attrgetter("name")
 _STEPS = attrgetter("steps")
+_HEAD = attrgetter("head")
 
 #: look for a quiet gap only when at least this many smallest steps separate the last
 #: report time from the next element
@@ -131,6 +134,50 @@ def _units_of(engine: object, queries: Sequence[RegisteredQuery], per_query: boo
     return [_Unit(qs) for qs in by_steps.values()]
 
 
+class _Cursor:
+    """The elements of one stream not yet ingested: its batches, read one at a time."""
+
+    __slots__ = ("batches", "t", "ids", "ends", "i", "in_order", "head")
+
+    def __init__(self, batches: Iterator[ElementBatch]) -> None:
+        self.batches = batches
+        self.t = self.ids = self.ends = np.empty(0, dtype=np.int64)
+        self.i = 0
+        self.in_order = True
+        self.head: int | None = None  # the time of the next element, None at the end
+        self._load()
+
+    def _load(self) -> None:
+        for b in self.batches:
+            if len(b.t):
+                self.t, self.ids, self.i = b.t, b.ids, 0
+                self.ends = np.zeros(len(b.t) + 1, dtype=np.int64)
+                np.cumsum(b.counts, out=self.ends[1:])
+                self.in_order = len(b.t) < 2 or bool((b.t[1:] >= b.t[:-1]).all())
+                self.head = int(b.t[0])
+                return
+        self.head = None
+
+    def take(self, upto: int | None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The elements before the first one at or after ``upto`` (``None``: all of them), as
+        (times, triples, triple counts) runs."""
+        while self.head is not None and (upto is None or self.head < upto):
+            t, i = self.t, self.i
+            if upto is None:
+                j = len(t)
+            elif self.in_order:
+                j = i + int(np.searchsorted(t[i:], upto, "left"))
+            else:
+                at = np.flatnonzero(t[i:] >= upto)
+                j = i + int(at[0]) if len(at) else len(t)
+            ends = self.ends
+            yield t[i:j], self.ids[ends[i] : ends[j]], np.diff(ends[i : j + 1])
+            if j < len(t):
+                self.i, self.head = j, int(t[j])
+            else:
+                self._load()
+
+
 def _replay_collector(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``fn`` run with the cyclic collector set up for a replay (restored afterwards)."""
 
@@ -184,8 +231,8 @@ def replay(
     """
     res = ReplayResult(queries=tuple(queries))
     t0 = time.perf_counter()
-    readers: list[tuple[str, StreamReader, Iterator[Element]]] = []
-    heap: list[tuple[int, int, Element]] = []
+    readers: list[tuple[str, StreamReader]] = []
+    cursors: list[_Cursor] = []
     seen = set()
     for k, (iri, path) in enumerate(streams):
         if iri in seen:
@@ -200,14 +247,9 @@ def replay(
             log=log,
             max_time_jump_ms=max_time_jump_ms,
         )
-        it = iter(r)
-        readers.append((iri, r, it))
-        el = next(it, None)
-        if el is not None:
-            heap.append((el.t, k, el))
-    heapq.heapify(heap)
-    t_min = min((h[0] for h in heap), default=None)
-    it_of = [r[2] for r in readers]
+        readers.append((iri, r))
+        cursors.append(_Cursor(r.batches()))
+    t_min = min((c.head for c in cursors if c.head is not None), default=None)
 
     units, units_whole = _units(engine, queries, per_query=sink is not None)
     grouped = isinstance(engine, Engine) and sink is None  # units counted here, not by the engine
@@ -319,53 +361,44 @@ def replay(
         for unit in units:
             schedule(unit.first.first_report_after(t_min), unit)
     t_max = t_min
-    n_el = 0
+    n_el = gc_at = 0
     # the elements of each stream that arrive before the next report time go into its
-    # buffer together (one copy instead of one per element), also when the streams'
-    # elements interleave: nothing reads the buffers until a report time is evaluated or
-    # the buffers are collected, and each stream has its own buffer
+    # buffer together (one copy, no object per element), also when the streams' elements
+    # interleave: nothing reads the buffers until a report time is evaluated or the buffers
+    # are collected, and each stream has its own buffer.  Merged by event time, the elements
+    # of every stream with a time before the next report time come before the first element
+    # at or after it (whatever the order within a stream), so each stream's run up to there
+    # is ingested whole; then the report times up to the earliest next element are evaluated.
     batch = type(engine).ingest is Engine.ingest
-    pend_t: list[list[int]] = [[] for _ in readers]
-    pend_a: list[list] = [[] for _ in readers]
-    pending: list[int] = []  # the streams with elements pending
-
-    def flush() -> None:
-        for k in pending:
-            ts, parts = pend_t[k], pend_a[k]
-            if len(ts) == 1:
-                engine.ingest(readers[k][0], ts[0], parts[0])
-            else:
-                assert isinstance(engine, Engine)
-                engine.ingest_many(readers[k][0], ts, parts)
-            ts.clear()
-            parts.clear()
-        pending.clear()
-
-    while heap:
-        t, k, el = heapq.heappop(heap)
-        if times and times[0] <= t:  # (fire does nothing otherwise)
-            flush()
+    while True:
+        live = [h for h in map(_HEAD, cursors) if h is not None]
+        if not live:
+            break
+        t = min(live)
+        if times and times[0] <= t:
             fire(t)
-        if batch:
-            ts = pend_t[k]
-            if not ts:
-                pending.append(k)
-            ts.append(el.t)
-            pend_a[k].append(el.triples)
-        else:
-            engine.ingest(readers[k][0], el.t, el.triples)
-        res.triples += len(el.triples)
-        n_el += 1
-        t_max = t if t_max is None or t > t_max else t_max
-        nxt = next(it_of[k], None)
-        if nxt is not None:
-            heapq.heappush(heap, (nxt.t, k, nxt))
-        if n_el % 256 == 0:
-            flush()
+        upto = times[0] if times else None
+        for (iri, _), cur in zip(readers, cursors, strict=True):
+            h = cur.head
+            if h is None or (upto is not None and h >= upto):
+                continue
+            for ts, ids, counts in cur.take(upto):
+                if batch:
+                    assert isinstance(engine, Engine)
+                    engine.ingest_many(iri, ts, ids, counts)
+                else:
+                    ends = np.cumsum(counts).tolist()
+                    for el_t, a, b in zip(ts.tolist(), [0, *ends[:-1]], ends, strict=True):
+                        engine.ingest(iri, el_t, ids[a:b])
+                res.triples += len(ids)
+                n_el += len(ts)
+                top = int(ts.max())
+                t_max = top if t_max is None or top > t_max else t_max
+        if n_el // 256 > gc_at:  # (the buffers' garbage: as often as with one element at a time)
+            gc_at = n_el // 256
             engine.gc()
             if progress is not None:
                 progress(n_el, res.triples)
-    flush()
     if t_max is not None:
         last = {id(u): u.first.first_report_after(t_max) for u in units}
         fire(max(last.values(), default=0), last)
@@ -382,7 +415,7 @@ def replay(
                 if unit.last_c is not None:
                     q.last_report = unit.last_c
     res.elements = n_el
-    for iri, r, _ in readers:
+    for iri, r in readers:
         res.streams[iri] = r.stats
     res.seconds = time.perf_counter() - t0
     return res

@@ -68,6 +68,11 @@ class WindowBuffer(Protocol):
 
     def append(self, t: int, triples: np.ndarray) -> None: ...
 
+    def append_arrays(self, ts: np.ndarray, triples: np.ndarray, counts: np.ndarray) -> None:
+        """:meth:`append` of the elements ``i`` at ``ts[i]`` with ``counts[i]`` triples, one
+        after the other in ``triples``."""
+        ...
+
     def search(self, t: int) -> int:
         """Position of the first triple with time >= ``t``."""
         ...
@@ -142,8 +147,17 @@ class StreamBuffer:
 
     def append_many(self, ts: list[int], parts: list[np.ndarray]) -> None:
         """:meth:`append` of several elements (``ts[i]``, ``parts[i]``) in one copy each."""
+        counts = np.array([len(p) for p in parts], dtype=np.int64)
+        tr = np.concatenate(parts) if parts else np.empty((0, 3), dtype=np.int64)
+        self.append_arrays(np.array(ts, dtype=np.int64), tr, counts)
+
+    def append_arrays(self, ts: np.ndarray, triples: np.ndarray, counts: np.ndarray) -> None:
+        """:meth:`append` of the elements ``i`` at times ``ts[i]`` with ``counts[i]`` triples,
+        one after the other in ``triples`` (n, 3), in one copy (no object per element)."""
         m = len(ts)
-        top = max(ts)
+        if not m:
+            return
+        top = int(ts.max())
         if self.watermark is None or top > self.watermark:
             self.watermark = top
         ne = self._ne
@@ -151,15 +165,14 @@ class StreamBuffer:
             self._et = np.concatenate([self._et, np.empty(self._et.shape[0], dtype=np.int64)])
         self._et[ne : ne + m] = ts
         self._ne = ne + m
-        sizes = [len(p) for p in parts]
-        k = sum(sizes)
+        k = len(triples)
         if k == 0:
             return
         need = self.n + k
         if need > self._t.shape[0]:
             self._grow(need)
-        self._tr[:, self.n : need] = np.concatenate(parts).T
-        self._t[self.n : need] = np.repeat(np.array(ts, dtype=np.int64), sizes)
+        self._tr[:, self.n : need] = triples.T
+        self._t[self.n : need] = np.repeat(ts, counts)
         self.n = need
 
     def times(self) -> np.ndarray:
@@ -281,6 +294,14 @@ class RingBuffer:
         self.store.append(self.iri, t, triples)
         if self.watermark is None or t > self.watermark:
             self.watermark = t
+
+    def append_arrays(self, ts: np.ndarray, triples: np.ndarray, counts: np.ndarray) -> None:
+        """:meth:`append` of each element (a ring batch each, empty ones too)."""
+        ends = np.cumsum(counts).tolist()
+        if not ends:
+            return
+        for t, a, b in zip(ts.tolist(), [0, *ends[:-1]], ends, strict=True):
+            self.append(t, triples[a:b])
 
     def search(self, t: int) -> int:
         """Position of the first triple with time >= ``t``."""

@@ -45,7 +45,7 @@ from linkstream.rdf.streams import (
     _DATETIME_SUFFIX,
     _DT_FAST_RE,
     _PROV_TOKEN,
-    Element,
+    ElementBatch,
     ReadState,
     StreamReader,
     _fast_ms,
@@ -61,8 +61,9 @@ _NO_SEQ = np.iinfo(np.int64).max
 _Piece = tuple[list[str], np.ndarray, np.ndarray]
 
 
-def read_fast(reader: StreamReader, st: ReadState) -> Generator[Element, None, int | None]:
-    """The elements of ``reader``'s file, read with the compiled scanner from its start.
+def read_fast(reader: StreamReader, st: ReadState) -> Generator[ElementBatch, None, int | None]:
+    """The elements of ``reader``'s file, read with the compiled scanner from its start, a
+    batch per chunk of lines.
 
     Returns ``None`` when the whole file was read, or the byte offset of the first line the
     line-by-line reader must read, with ``st`` holding the state up to it."""
@@ -255,7 +256,7 @@ class _Run:
             self.pieces.append((terms, rows, np.full(len(rows), self.graph_seq, dtype=np.int64)))
         return True
 
-    def flush(self, last: bool = False) -> Generator[Element, None, None]:
+    def flush(self, last: bool = False) -> Generator[ElementBatch, None, None]:
         """Encodes and yields the closed elements (``last``: the open one too), as the
         line-by-line reader does at the end of a chunk of lines (and of the file)."""
         st = self.st
@@ -275,14 +276,11 @@ class _Run:
         times = np.concatenate(self.unyielded) if len(self.unyielded) > 1 else self.unyielded[0]
         n = limit - self.flushed
         self.unyielded = [times[n:]]
-        want = np.arange(self.flushed, limit, dtype=np.int64)
-        lo = np.searchsorted(seqs, want, "left").tolist()
-        hi = np.searchsorted(seqs, want, "right").tolist()
+        counts = np.bincount(seqs - self.flushed, minlength=n) if len(seqs) else np.zeros(n, np.int64)
         stats = self.reader.stats
         stats.triples += len(ids)
         stats.elements, stats.first_t, stats.last_t = st.n_elements, st.first_t, st.watermark
-        for seq, t, a, b in zip(want.tolist(), times[:n].tolist(), lo, hi, strict=True):
-            yield Element(t, ids[a:b], seq)
+        yield ElementBatch(times[:n], ids, counts.astype(np.int64, copy=False), self.flushed)
         self.flushed = limit
 
     def hand_over(self) -> None:
@@ -349,7 +347,7 @@ def _stamps(terms: list[str], ts: np.ndarray) -> np.ndarray | None:
     lits = [terms[o] for o in ts[:, 2].tolist()]
     size = len(lits[0])
     n = size - len(_DATETIME_SUFFIX) - 1  # the lexical form's length (the suffix has its quote)
-    if (n != 20 and n < 22) or any(len(x) != size for x in lits):
+    if (n != 20 and n < 22) or set(map(len, lits)) != {size}:
         return None
     try:
         raw = "".join(lits).encode("ascii")

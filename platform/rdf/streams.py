@@ -154,6 +154,37 @@ class Element:
     continuation: bool = False
 
 
+class ElementBatch:
+    """Consecutive elements of one stream as arrays, without an object per element: element
+    ``i`` is at ``t[i]`` with ``counts[i]`` triples, one element's after the other in ``ids``
+    ``(m, 3)``, and is element ``seq0 + i`` of its file.  A batch of the line-by-line reader
+    holds one element, kept in ``element`` (which may be a continuation)."""
+
+    __slots__ = ("t", "ids", "counts", "seq0", "element")
+
+    def __init__(
+        self, t: np.ndarray, ids: np.ndarray, counts: np.ndarray, seq0: int, element: Element | None = None
+    ) -> None:
+        self.t, self.ids, self.counts, self.seq0, self.element = t, ids, counts, seq0, element
+
+    @classmethod
+    def one(cls, el: Element) -> ElementBatch:
+        """The batch of the one element ``el``."""
+        return cls(
+            np.array([el.t], dtype=np.int64), el.triples, np.array([len(el.triples)], np.int64), el.seq, el
+        )
+
+    def elements(self) -> Iterator[Element]:
+        """The batch's elements, one :class:`Element` each."""
+        if self.element is not None:
+            yield self.element
+            return
+        ids, seq0 = self.ids, self.seq0
+        ends = np.cumsum(self.counts).tolist()
+        for i, (t, a, b) in enumerate(zip(self.t.tolist(), [0, *ends[:-1]], ends, strict=True)):
+            yield Element(t, ids[a:b], seq0 + i)
+
+
 class _Pending:
     __slots__ = ("t", "seq", "continuation", "seen", "triples")
 
@@ -274,8 +305,15 @@ class StreamReader:
         self.stats = StreamStats()
 
     def __iter__(self) -> Iterator[Element]:
+        for batch in self.batches():
+            yield from batch.elements()
+
+    def batches(self) -> Iterator[ElementBatch]:
+        """The file's elements, in batches: those of a chunk of lines read by the compiled
+        scanner together (arrays, no object per element), the others one by one."""
         self.stats = StreamStats()
         st = ReadState()
+        one = ElementBatch.one
         if native_streams() and os.path.isfile(self.path):  # (a hand-over seeks: not a pipe)
             from linkstream.rdf.streamfast import read_fast
 
@@ -287,17 +325,17 @@ class StreamReader:
             with open(self.path, "rb") as raw:
                 raw.seek(handover)
                 rest = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="\n")
-                yield from self._lines(rest, st)
+                yield from map(one, self._lines(rest, st))
         else:
             # utf-8-sig: a byte order mark at the start of the file is not part of the first line
             with open(self.path, encoding="utf-8-sig", errors="surrogateescape", newline="\n") as f:
-                yield from self._lines(f, st)
+                yield from map(one, self._lines(f, st))
         done: list[_Pending] = []
         self._close(st.current, st.continuations, done)
         stats = self.stats
         stats.elements, stats.first_t, stats.last_t = st.n_elements, st.first_t, st.watermark
         if done:
-            yield from self._encode(done)
+            yield from map(one, self._encode(done))
 
     def _lines(self, f: Iterator[str], st: ReadState) -> Iterator[Element]:
         """The elements of the lines of ``f``, read by the rules of this class from the state
