@@ -29,7 +29,7 @@ import numpy as np
 
 from linkstream.engine.embedded import Engine, RegisteredQuery, ReportSchedule
 from linkstream.rdf.eventtime import DEFAULT_MAX_TIME_JUMP_MS
-from linkstream.rdf.streams import ElementBatch, StreamReader, StreamStats
+from linkstream.rdf.streams import ElementBatch, StreamReader, StreamStats, in_time_order
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -248,7 +248,8 @@ def replay(
             max_time_jump_ms=max_time_jump_ms,
         )
         readers.append((iri, r))
-        cursors.append(_Cursor(r.batches()))
+        # (with lateness, elements are held until nothing earlier can come: time order)
+        cursors.append(_Cursor(in_time_order(r.batches(), lateness_ms)))
     t_min = min((c.head for c in cursors if c.head is not None), default=None)
 
     units, units_whole = _units(engine, queries, per_query=sink is not None)

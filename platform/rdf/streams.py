@@ -16,7 +16,7 @@ import io
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain, islice
 
@@ -183,6 +183,68 @@ class ElementBatch:
         ends = np.cumsum(self.counts).tolist()
         for i, (t, a, b) in enumerate(zip(self.t.tolist(), [0, *ends[:-1]], ends, strict=True)):
             yield Element(t, ids[a:b], seq0 + i)
+
+
+def in_time_order(batches: Iterable[ElementBatch], lateness_ms: int) -> Iterator[ElementBatch]:
+    """The accepted elements of ``batches`` (one stream's, read with ``lateness_ms``) in time
+    order, ties in file order: the order the reference evaluator evaluates them in (it sorts
+    every accepted element on its time, stably).
+
+    A reader drops an element older than the largest time read so far (``top``) minus the
+    lateness, so every element still to come has ``t >= top - lateness``: the held elements
+    at or before that time go out, sorted; the rest wait for a later ``top`` or the end.  With
+    ``lateness_ms <= 0`` the elements already come in time order and pass through as they are.
+    Elements go out as arrays (no object per element); a continuation is then an element like
+    another at its time.
+    """
+    if lateness_ms <= 0:
+        yield from batches
+        return
+    t = ids = counts = None
+    top: int | None = None
+    for b in batches:
+        if not len(b.t):
+            continue
+        bt = b.t.max()
+        top = int(bt) if top is None or bt > top else top
+        if t is None or ids is None or counts is None:
+            t, ids, counts = b.t, b.ids, b.counts
+        else:
+            t, ids, counts = (
+                np.concatenate([t, b.t]),
+                np.concatenate([ids, b.ids]),
+                np.concatenate([counts, b.counts]),
+            )
+        out, (t, ids, counts) = _release(t, ids, counts, top - lateness_ms)
+        if out is not None:
+            yield out
+    if t is not None and ids is not None and counts is not None and len(t):
+        out, _ = _release(t, ids, counts, None)
+        if out is not None:
+            yield out
+
+
+def _release(
+    t: np.ndarray, ids: np.ndarray, counts: np.ndarray, upto: int | None
+) -> tuple[ElementBatch | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The held elements at or before ``upto`` (``None``: all) as one batch in time order (ties
+    in the order held), and the others, also in time order."""
+    order = np.argsort(t, kind="stable")
+    k = len(order) if upto is None else int(np.searchsorted(t[order], upto, "right"))
+    starts = np.zeros(len(t), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+
+    def pick(sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = counts[sel]
+        first = np.cumsum(n) - n  # where each picked element's triples start in the output
+        rows = np.repeat(starts[sel] - first, n) + np.arange(int(n.sum()), dtype=np.int64)
+        return t[sel], ids[rows], n
+
+    kept = pick(order[k:])
+    if not k:
+        return None, kept
+    rt, rids, rn = pick(order[:k])
+    return ElementBatch(rt, rids, rn, -1), kept
 
 
 class _Pending:

@@ -20,7 +20,7 @@ from linkstream.engine.replay import replay
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf import ntfast
 from linkstream.rdf.dictionary import MemoryDictionary
-from linkstream.rdf.streams import StreamReader
+from linkstream.rdf.streams import StreamReader, in_time_order
 from tests.result_compare import load
 from tests.shared_paths import load_tool
 
@@ -118,18 +118,51 @@ def test_replay_in_runs_equals_the_reference_evaluator(tmp_path: Path) -> None:
     assert load(got) == load(_oracle(streams, tmp_path, 0))
 
 
-@pytest.mark.parametrize(("late", "continuations"), [(False, False), (False, True), (True, True)])
-def test_runs_out_of_time_order_give_what_one_element_at_a_time_gives(
+@pytest.mark.parametrize(
+    ("late", "continuations"), [(False, False), (True, False), (False, True), (True, True)]
+)
+def test_runs_out_of_time_order_equal_the_reference_evaluator(
     tmp_path: Path, late: bool, continuations: bool
 ) -> None:
     """With lateness the compiled reader gives runs out of time order (until a late element or
     a continuation hands the file over): the replay writes exactly what it writes from the
-    line-by-line reader's batches of one element each (elements merged one by one).  (Out of
-    order, the engine's windows follow arrival order, not the reference evaluator's sort.)"""
+    line-by-line reader's batches of one element each, and what the reference evaluator
+    (which sorts the accepted elements on time) writes: the replay holds each stream's
+    elements until nothing earlier can come (``in_time_order``)."""
     streams = _files(tmp_path, late, continuations)
     fast = _replay(streams, True, LATENESS)
     assert len(fast.splitlines()) > 1000
     assert fast == _replay(streams, False, LATENESS)
+    got = tmp_path / "got.jsonl"
+    got.write_text(fast)
+    assert load(got) == load(_oracle(streams, tmp_path, LATENESS))
+
+
+def test_in_time_order_sorts_stably_however_the_elements_are_batched(tmp_path: Path) -> None:
+    """``in_time_order`` gives the reader's accepted elements sorted on time, ties in file
+    order, with their own triples, whether the reader batches them in chunks or one by one;
+    without lateness it passes the batches through."""
+    path = _files(tmp_path, late=True, continuations=False)[0][1]
+    want = sorted(
+        (
+            (e.t, e.seq, e.triples.tolist())
+            for e in StreamReader(path, MemoryDictionary(), lateness_ms=LATENESS)
+        ),
+        key=lambda x: (x[0], x[1]),
+    )
+    for native, chunk in ((True, 64), (True, 65536), (False, 65536)):
+        ntfast.use_native(native)
+        reader = StreamReader(path, MemoryDictionary(), lateness_ms=LATENESS, chunk_lines=chunk)
+        got = []
+        for b in in_time_order(reader.batches(), LATENESS):
+            ends = [0, *b.counts.cumsum().tolist()]
+            got += [(t, b.ids[ends[i] : ends[i + 1]].tolist()) for i, t in enumerate(b.t.tolist())]
+        assert got == [(t, ids) for t, _, ids in want]
+        assert [t for t, _ in got] != [
+            e.t for e in StreamReader(path, MemoryDictionary(), lateness_ms=LATENESS)
+        ]
+    batches = list(StreamReader(path, MemoryDictionary()).batches())
+    assert list(in_time_order(iter(batches), 0)) == batches
 
 
 def _sorted_copy(path: Path, tmp_path: Path) -> str:
