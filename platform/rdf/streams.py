@@ -200,26 +200,26 @@ def in_time_order(batches: Iterable[ElementBatch], lateness_ms: int) -> Iterator
     if lateness_ms <= 0:
         yield from batches
         return
-    t = ids = counts = None
+    held: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     top: int | None = None
     for b in batches:
         if not len(b.t):
             continue
-        bt = b.t.max()
-        top = int(bt) if top is None or bt > top else top
-        if t is None or ids is None or counts is None:
-            t, ids, counts = b.t, b.ids, b.counts
+        bt = int(b.t.max())
+        top = bt if top is None or bt > top else top
+        if held is None:
+            held = (b.t, b.ids, b.counts)
         else:
-            t, ids, counts = (
-                np.concatenate([t, b.t]),
-                np.concatenate([ids, b.ids]),
-                np.concatenate([counts, b.counts]),
+            held = (
+                np.concatenate([held[0], b.t]),
+                np.concatenate([held[1], b.ids]),
+                np.concatenate([held[2], b.counts]),
             )
-        out, (t, ids, counts) = _release(t, ids, counts, top - lateness_ms)
+        out, held = _release(*held, top - lateness_ms)
         if out is not None:
             yield out
-    if t is not None and ids is not None and counts is not None and len(t):
-        out, _ = _release(t, ids, counts, None)
+    if held is not None and len(held[0]):
+        out, _ = _release(*held, None)
         if out is not None:
             yield out
 
@@ -228,11 +228,17 @@ def _release(
     t: np.ndarray, ids: np.ndarray, counts: np.ndarray, upto: int | None
 ) -> tuple[ElementBatch | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The held elements at or before ``upto`` (``None``: all) as one batch in time order (ties
-    in the order held), and the others, also in time order."""
+    in the order held), and the others, also in time order.  Held elements already in time
+    order (a stream that came in order) are cut where ``upto`` falls, not sorted and copied."""
+    starts = np.zeros(len(t) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    if len(t) < 2 or bool((t[1:] >= t[:-1]).all()):
+        k = len(t) if upto is None else int(np.searchsorted(t, upto, "right"))
+        cut = int(starts[k])
+        kept = (t[k:], ids[cut:], counts[k:])
+        return (ElementBatch(t[:k], ids[:cut], counts[:k], -1) if k else None), kept
     order = np.argsort(t, kind="stable")
     k = len(order) if upto is None else int(np.searchsorted(t[order], upto, "right"))
-    starts = np.zeros(len(t), dtype=np.int64)
-    np.cumsum(counts[:-1], out=starts[1:])
 
     def pick(sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = counts[sel]
