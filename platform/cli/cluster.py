@@ -4,143 +4,36 @@
 HTTP API, :mod:`linkstream.cluster.service`) run a process until SIGTERM/SIGINT (a container also
 ends once its graceful drain completes); ``status`` prints a snapshot; ``containers
 add|remove`` change a running local cluster; ``replay --zk|--cluster`` runs a replay
-through :func:`linkstream.cluster.replay.replay_on_cluster`.
+through :func:`linkstream.cluster.replay.replay_on_cluster`.  What these commands share
+(logging, signals, flag checks, ZooKeeper security) is :mod:`linkstream.cli.clusterproc`;
+``autoscaler`` is :mod:`linkstream.cli.autoscaler`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import re
 import shutil
-import signal
 import sys
 import tempfile
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from linkstream.cli.clusterproc import (
+    cluster_security,
+    exit_if_stuck,
+    refuse_bad_options,
+    setup_logging,
+    stop_on_signals,
+    zk_connect_timeout,
+)
+
 if TYPE_CHECKING:  # the parsers are built on every command; zmq loads only when used
     from linkstream.containers.security import Security
 
-logger = logging.getLogger(__name__)
-
 SHUTDOWN_S = 5.0
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-
-    def handler(_sig: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
-
-
-def _exit_if_stuck(status: int) -> int:
-    """Ends the process now if ZooKeeper could not be left (kazoo threads would block exit)."""
-    if status >= 0:
-        return status
-    logger.warning("ZooKeeper unreachable at shutdown; exiting without closing the session")
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_ENDPOINT = re.compile(
-    r"^(tcp://(\*|[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\]):(\*|[0-9]{1,5})|ipc://.+|inproc://.+)$"
-)
-
-
-def option_error(args: argparse.Namespace) -> str | None:
-    """The first bad value among the flags every cluster command shares (and those of
-    ``container``, ``coordinator``/``run --zk`` and ``autoscaler``), as one line; else ``None``."""
-    from linkstream.cli.args import number_error
-
-    level = getattr(args, "log_level", None)
-    if level is not None and str(level).upper() not in _LEVELS:
-        return f"--log-level must be one of {', '.join(x.lower() for x in _LEVELS)}, got {level!r}"
-    port = getattr(args, "metrics_port", None)
-    if port is not None and not 0 <= port <= 65535:
-        return f"--metrics-port must be 0-65535, got {port}"
-    bind = getattr(args, "bind", None)
-    if bind is not None and not _ENDPOINT.match(bind):
-        return (
-            f"--bind must be a ZeroMQ endpoint such as tcp://127.0.0.1:* or tcp://0.0.0.0:5555, got {bind!r}"
-        )
-    for flag in ("busy_high", "busy_low"):
-        value = getattr(args, flag, None)
-        if value is not None and not 0 <= value <= 1:
-            return f"--{flag.replace('_', '-')} is a fraction of busy time: 0 to 1, got {value}"
-    return (
-        number_error("--session-timeout", getattr(args, "session_timeout", None), 0, strict=True)
-        or number_error("--capacity", getattr(args, "capacity", None), 1)
-        or number_error("--tick-interval", getattr(args, "tick_interval", None), 0, strict=True)
-        or number_error("--tolerance", getattr(args, "tolerance", None), 0)
-        or number_error("--max-moves", getattr(args, "max_moves", None), 0)
-        or number_error("--interval", getattr(args, "interval", None), 0, strict=True)
-        or number_error("--timeout", getattr(args, "timeout", None), 0, strict=True)
-        or number_error("--cache-mb", getattr(args, "cache_mb", None), 0, strict=True)
-    )
-
-
-def _refuse_bad_options(args: argparse.Namespace) -> bool:
-    """Prints the first bad flag value (see :func:`option_error`); ``True`` if there was one."""
-    problem = option_error(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-    return problem is not None
-
-
-def cluster_security(args: argparse.Namespace) -> Security | None:
-    """The security ``args`` and the settings give (``--zk-auth-file``, ``--insecure``,
-    ``--zk-tls-ca``, ``LINKSTREAM_CLUSTER_ZK_AUTH[_FILE]``, ``LINKSTREAM_CLUSTER_ZK_TLS_*``); ``None`` after printing one line saying why not."""
-    from linkstream.config import ConfigError, load
-    from linkstream.containers.security import SecurityError, resolve
-
-    try:
-        cfg = load().cluster
-        return resolve(
-            auth_file=getattr(args, "zk_auth_file", None),
-            insecure=bool(getattr(args, "insecure", False)),
-            env_auth=cfg.zk_auth,
-            env_auth_file=cfg.zk_auth_file,
-            curve_keys=cfg.curve_keys,
-            zk_tls_ca=getattr(args, "zk_tls_ca", None) or cfg.zk_tls_ca,
-            zk_tls_cert=cfg.zk_tls_cert,
-            zk_tls_key=cfg.zk_tls_key,
-        )
-    except (SecurityError, ConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return None
-
-
-def zk_connect_timeout() -> float:
-    """Seconds a one-shot command waits for ZooKeeper (``[cluster] zk_connect_timeout``).
-
-    Raises:
-        ConfigError: The setting is not a positive number.
-    """
-    from linkstream.config import ConfigError, load
-
-    seconds = load().cluster.zk_connect_timeout
-    if not 0 < seconds < float("inf"):
-        raise ConfigError(f"LINKSTREAM_CLUSTER_ZK_CONNECT_TIMEOUT must be > 0 seconds, got {seconds}")
-    return seconds
 
 
 def cmd_container(args: argparse.Namespace) -> int:
@@ -148,12 +41,12 @@ def cmd_container(args: argparse.Namespace) -> int:
     from linkstream.cli.args import preload_query_parser
     from linkstream.containers.runtime import ContainerRuntime, serve
 
-    if _refuse_bad_options(args):
+    if refuse_bad_options(args):
         return 2
     security = cluster_security(args)
     if security is None:
         return 2
-    _setup_logging(args.log_level)
+    setup_logging(args.log_level)
     preload_query_parser()
     runtime = ContainerRuntime(
         args.zk,
@@ -167,7 +60,7 @@ def cmd_container(args: argparse.Namespace) -> int:
         remote_store=bool(getattr(args, "remote_store", False)),
         cache_bytes=int(float(getattr(args, "cache_mb", 64.0)) * (1 << 20)),
     )
-    return _exit_if_stuck(serve(runtime, _stop_on_signals()))
+    return exit_if_stuck(serve(runtime, stop_on_signals()))
 
 
 def cmd_coordinator(args: argparse.Namespace) -> int:
@@ -197,7 +90,7 @@ def _checkpoint_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_run_cluster(args: argparse.Namespace) -> int:
     """``linkstream run --zk``: a coordinator (leader or standby) serving the HTTP API."""
-    if _refuse_bad_options(args):
+    if refuse_bad_options(args):
         return 2
     security = cluster_security(args)  # refused before anything is loaded
     if security is None:
@@ -238,7 +131,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
             print(f"error: cannot use --tls-cert/--tls-key: {e}", file=sys.stderr)
             return 2
 
-    _setup_logging(args.log_level)
+    setup_logging(args.log_level)
     base = getattr(args, "base", None) or DEFAULT_BASE
     statics = []
     for arg in getattr(args, "static", None) or []:
@@ -320,7 +213,7 @@ def cmd_run_cluster(args: argparse.Namespace) -> int:
         bounded.join(SHUTDOWN_S)
         if mserver is not None:
             mserver.shutdown()
-    return _exit_if_stuck(-1 if bounded.is_alive() else 0)
+    return exit_if_stuck(-1 if bounded.is_alive() else 0)
 
 
 def _hosts(args: argparse.Namespace) -> tuple[str, Security | None]:
@@ -339,7 +232,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     """``linkstream status``: containers, tasks, queries, coordinators, run."""
     from linkstream.scheduler.status import cluster_status, format_status
 
-    if _refuse_bad_options(args):
+    if refuse_bad_options(args):
         return 2
     try:
         hosts, security = _hosts(args)
@@ -362,7 +255,7 @@ def cmd_containers(args: argparse.Namespace) -> int:
     """``linkstream containers add N`` / ``containers remove ID`` on a local cluster."""
     from linkstream.cluster.localcluster import LocalCluster
 
-    if _refuse_bad_options(args):
+    if refuse_bad_options(args):
         return 2
     if args.action == "add" and not (args.target.isdigit() and int(args.target) >= 1):
         print(f"error: containers add needs a count >= 1, got {args.target!r}", file=sys.stderr)
@@ -510,183 +403,3 @@ def cmd_replay_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> 
         log(f"lost: {len(result.lost)} report(s) of {', '.join(queries_lost)} (a container died or stalled)")
         return 3
     return 0
-
-
-# ---------------------------------------------------------------------------- autoscaler
-
-
-def _bounds(text: str) -> tuple[int, int]:
-    lo, sep, hi = text.partition(":")
-    try:
-        bounds = int(lo), int(hi if sep else lo)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected MIN:MAX, got {text!r}") from None
-    if not 0 <= bounds[0] <= bounds[1]:
-        raise argparse.ArgumentTypeError(f"expected 0 <= MIN <= MAX, got {text!r}")
-    return bounds
-
-
-def add_autoscaler_parser(
-    sub: argparse._SubParsersAction, zk_options: Callable[..., None], default_dir: str
-) -> None:
-    """``linkstream autoscaler``: its flags (``cli/main.py`` calls this)."""
-    ap = sub.add_parser(
-        "autoscaler",
-        help="scale the cluster's containers on its load (tick lag, queue, busy time)",
-        description="Reads the cluster's load signals from ZooKeeper, decides with hysteresis and "
-        "cool-downs, and adds or drains containers through a driver. Several may run: one is "
-        "elected and acts.",
-    )
-    zk_options(ap, required=False)
-    ap.add_argument(
-        "--autoscale", type=_bounds, required=True, metavar="MIN:MAX", help="bounds on the container count"
-    )
-    ap.add_argument(
-        "--autoscale-driver",
-        choices=["local", "aws", "none"],
-        default="none",
-        help="local: processes of the local cluster in --dir; aws: the EC2 autoscaling group --group; "
-        "none: only export the recommendation (linkstream_autoscaler_desired_containers); default none",
-    )
-    ap.add_argument("--id", default=None, help="name in the autoscalers' election (default host-pid)")
-    ap.add_argument(
-        "--interval", type=float, default=2.0, metavar="S", help="seconds between rounds (default 2)"
-    )
-    ap.add_argument(
-        "--target-lag-ms", type=float, default=5000.0, help="tick lag above which to scale out (default 5000)"
-    )
-    ap.add_argument(
-        "--low-lag-ms",
-        type=float,
-        default=None,
-        help="tick lag at or below which to scale in (default target/4)",
-    )
-    ap.add_argument("--queue-high", type=int, default=10_000, help="queued elements that count as pressure")
-    ap.add_argument("--busy-high", type=float, default=0.8, help="mean container busy fraction of pressure")
-    ap.add_argument("--busy-low", type=float, default=0.3, help="mean busy fraction below which it is calm")
-    ap.add_argument(
-        "--out-after", type=float, default=10.0, metavar="S", help="pressure lasting this long scales out"
-    )
-    ap.add_argument(
-        "--in-after", type=float, default=60.0, metavar="S", help="calm lasting this long scales in"
-    )
-    ap.add_argument(
-        "--out-cooldown", type=float, default=30.0, metavar="S", help="seconds after an action before out"
-    )
-    ap.add_argument(
-        "--in-cooldown", type=float, default=120.0, metavar="S", help="seconds after an action before in"
-    )
-    ap.add_argument("--step-out", type=int, default=1, help="containers added per scale-out (default 1)")
-    local = ap.add_argument_group("local driver")
-    local.add_argument("--dir", default=default_dir, help="local cluster directory (default %(default)s)")
-    local.add_argument("--capacity", type=int, default=None, help="query slots of added containers")
-    aws = ap.add_argument_group("aws driver (boto3 reads AWS credentials and region the usual way)")
-    aws.add_argument("--group", default=None, help="name of the containers' EC2 autoscaling group")
-    aws.add_argument("--hook", default="drain", help="its termination lifecycle hook (default drain)")
-    aws.add_argument("--region", default=None, help="AWS region (default: boto3's)")
-    aws.add_argument(
-        "--aws-endpoint-url", default=None, help="another autoscaling API endpoint (tests: moto)"
-    )
-    ap.set_defaults(func=cmd_autoscaler)
-
-
-def cmd_autoscaler(args: argparse.Namespace) -> int:
-    """``linkstream autoscaler``: rounds of read, decide, act until SIGTERM/SIGINT."""
-    from linkstream.cluster.autoscaler import AutoscalerService, AwsDriver, LocalDriver, RecommendDriver
-    from linkstream.cluster.localcluster import LocalCluster
-    from linkstream.metrics import AutoscalerMetrics, serve_metrics
-    from linkstream.scheduler.autoscale import AutoscalePolicy
-    from linkstream.scheduler.membership import Membership
-
-    if _refuse_bad_options(args):
-        return 2
-    lo, hi = args.autoscale
-    try:
-        policy = AutoscalePolicy(
-            min_containers=lo,
-            max_containers=hi,
-            target_lag_ms=args.target_lag_ms,
-            low_lag_ms=args.low_lag_ms,
-            queue_high=args.queue_high,
-            busy_high=args.busy_high,
-            busy_low=args.busy_low,
-            out_after_s=args.out_after,
-            in_after_s=args.in_after,
-            out_cooldown_s=args.out_cooldown,
-            in_cooldown_s=args.in_cooldown,
-            step_out=args.step_out,
-        )
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    cluster = None
-    if args.autoscale_driver == "local" or not args.zk:
-        try:
-            cluster = LocalCluster.load(args.dir)
-        except FileNotFoundError:
-            what = "the local driver needs" if args.autoscale_driver == "local" else "no --zk and no"
-            print(f"error: {what} a local cluster in {args.dir}", file=sys.stderr)
-            return 2
-    if args.autoscale_driver == "aws" and not args.group:
-        print("error: --autoscale-driver aws needs --group (the autoscaling group's name)", file=sys.stderr)
-        return 2
-    hosts = args.zk or (cluster.hosts if cluster is not None else "")
-    security = (
-        cluster.security
-        if cluster is not None and not (args.zk or args.insecure or args.zk_auth_file)
-        else cluster_security(args)
-    )
-    if security is None:
-        return 2
-    _setup_logging(args.log_level)
-    client = security.connect(hosts, args.session_timeout)
-    identifier = args.id or f"{os.uname().nodename}-{os.getpid()}"
-    metrics = AutoscalerMetrics()
-    client.add_listener(metrics.zookeeper_state)
-    meta: dict[str, object] = {
-        "pid": os.getpid(),
-        "host": os.uname().nodename,
-        "driver": args.autoscale_driver,
-    }
-    mserver = None
-    if args.metrics_port is not None:
-        mserver, mport = serve_metrics(metrics.registry, args.metrics_port)
-        meta["metrics"] = f"127.0.0.1:{mport}"
-    membership = Membership(client, args.root)
-    if args.autoscale_driver == "local":
-        assert cluster is not None
-        driver: LocalDriver | AwsDriver | RecommendDriver = LocalDriver(cluster, membership, args.capacity)
-    elif args.autoscale_driver == "aws":
-        import boto3
-
-        asg = boto3.client("autoscaling", region_name=args.region, endpoint_url=args.aws_endpoint_url)
-        driver = AwsDriver(asg, args.group, membership, hook=args.hook)
-    else:
-        driver = RecommendDriver()
-    service = AutoscalerService(
-        client,
-        driver,
-        policy,
-        root=args.root,
-        interval=args.interval,
-        metrics=metrics,
-        identifier=identifier,
-        meta=meta,
-    )
-    print(
-        f"autoscaler {identifier}: {lo}..{hi} containers, driver {args.autoscale_driver}"
-        + (f", metrics at {meta['metrics']}" if "metrics" in meta else ""),
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        status = service.serve(_stop_on_signals())
-    finally:
-        if mserver is not None:
-            mserver.shutdown()
-        try:
-            client.stop()
-            client.close()
-        except Exception:
-            status = -1
-    return _exit_if_stuck(status)

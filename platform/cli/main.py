@@ -593,7 +593,7 @@ def _add_cluster_commands(sub: argparse._SubParsersAction) -> None:
     kp.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a drain (default 120)")
     kp.set_defaults(func=_delegate("cmd_containers"))
 
-    from linkstream.cli.cluster import add_autoscaler_parser
+    from linkstream.cli.autoscaler import add_autoscaler_parser
 
     add_autoscaler_parser(sub, _zk_options, str(DEFAULT_DIR))
 

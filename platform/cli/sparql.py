@@ -198,7 +198,7 @@ def cmd_sparql(args: argparse.Namespace) -> int:
 
 def _sparql_remote(args: argparse.Namespace, text: str, source: str) -> int:
     """``linkstream sparql --zk``: the query over the store nodes advertised in ZooKeeper."""
-    from linkstream.cli.cluster import cluster_security, zk_connect_timeout
+    from linkstream.cli.clusterproc import cluster_security, zk_connect_timeout
     from linkstream.engine.oneshot.store import run_sparql
     from linkstream.rdma.regions import RegionError
     from linkstream.store.dictserver import DictionaryError

@@ -123,7 +123,7 @@ def cmd_store_node(args: argparse.Namespace) -> int:
         return 2
     security = None
     if args.zk:
-        from linkstream.cli.cluster import cluster_security
+        from linkstream.cli.clusterproc import cluster_security
 
         security = cluster_security(args)
         if security is None:

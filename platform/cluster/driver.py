@@ -46,7 +46,7 @@ from linkstream.cluster.handover import Handovers, Migration
 from linkstream.cluster.owners import OwnerView
 from linkstream.cluster.recovery import Recovery
 from linkstream.cluster.tasksnapshots import TaskSnapshots
-from linkstream.containers.protocol import (
+from linkstream.containers.messages import (
     Failed,
     Hello,
     Ready,
@@ -56,9 +56,8 @@ from linkstream.containers.protocol import (
     Subscribe,
     Tick,
     Unready,
-    decode,
-    encode,
 )
+from linkstream.containers.protocol import decode, encode
 from linkstream.containers.security import Security, SecurityError
 from linkstream.containers.transport import CurveKeys, Receiver
 from linkstream.engine.embedded import QueryStats, ReportSchedule

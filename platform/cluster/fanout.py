@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from linkstream.containers.protocol import Elements, encode
+from linkstream.containers.messages import Elements
+from linkstream.containers.protocol import encode
 from linkstream.containers.transport import CurveKeys, Sender
 from linkstream.containers.wire import Frame
 from linkstream.rdf.dictionary import Dictionary

@@ -30,7 +30,8 @@ from typing import Any
 import msgpack
 
 from linkstream.cluster.fanout import Fanout
-from linkstream.containers.protocol import Handover, State, encode
+from linkstream.containers.messages import Handover, State
+from linkstream.containers.protocol import encode
 
 logger = logging.getLogger(__name__)
 

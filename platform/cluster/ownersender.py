@@ -8,7 +8,7 @@ leader's worker applied, numbered by the worker's *applied count* (``first`` of 
 decision) -- the counts the containers' :class:`~linkstream.containers.cuts.CutGate`
 compares with the ticks' cuts.  An element the leader did not take is never sent; a body
 whose decision will not come (``lost``) is dropped unsent.  :func:`owned_message` packs
-a run into one :class:`~linkstream.containers.protocol.Owned` message (the terms of its
+a run into one :class:`~linkstream.containers.messages.Owned` message (the terms of its
 bodies once, the triples as indexes into them), and :class:`OwnerSender` sends the
 messages of every stream this coordinator owns to every container of the cluster (its
 own thread, one PUSH socket per container, CURVE as the leader's fan-out).
@@ -35,7 +35,8 @@ import numpy as np
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from linkstream.containers.protocol import Owned, encode
+from linkstream.containers.messages import Owned
+from linkstream.containers.protocol import encode
 from linkstream.containers.security import Security, SecurityError
 from linkstream.containers.transport import Sender
 from linkstream.engine.live.batchpush import TermRows

@@ -31,7 +31,7 @@ the answer timeout.
 (:meth:`Recovery.checkpointed`), the driver keeps every tick's cut since the checkpoint's
 and the fan-out keeps the backlog a window at its report time reads (:meth:`Recovery.floor`).
 A query of a *dead* container whose new ZooKeeper owner is live is then sent there as a
-``forward`` message (:class:`~linkstream.containers.protocol.Forward`): the recompute
+``forward`` message (:class:`~linkstream.containers.messages.Forward`): the recompute
 request from the checkpoint's cut on, with the store and keys of its snapshot.  The new
 owner restores it, feeds it forward to the owed report (its answer is the same
 ``recomputed``) and keeps the state (:mod:`linkstream.containers.forwarding`).  Anything
@@ -51,7 +51,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from linkstream.cluster.fanout import Fanout, table
-from linkstream.containers.protocol import Elements, Forward, Recompute, Recomputed, encode
+from linkstream.containers.messages import Elements, Forward, Recompute, Recomputed
+from linkstream.containers.protocol import encode
 from linkstream.containers.transport import Sender
 from linkstream.rdf.dictionary import Dictionary
 

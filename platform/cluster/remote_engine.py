@@ -24,7 +24,7 @@ from kazoo.exceptions import KazooException
 
 from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
 from linkstream.cluster.fanout import Deferred
-from linkstream.containers.protocol import Tick
+from linkstream.containers.messages import Tick
 from linkstream.containers.protocol import encode as encode_message
 from linkstream.containers.security import Security
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver

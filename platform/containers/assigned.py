@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from kazoo.exceptions import KazooException
 
-from linkstream.containers.protocol import Failed, Message, Ready, Subscribe, Unready
+from linkstream.containers.messages import Failed, Message, Ready, Subscribe, Unready
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.takeover import Slot
 from linkstream.containers.wire import Frame

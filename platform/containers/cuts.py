@@ -6,7 +6,7 @@ that carries the ticks too: their FIFO order makes every tick come after exactly
 elements the leader decided before it.  With direct ingest the elements come from the
 stream's *owner* coordinator instead, so that order is gone.  The leader's tick names,
 per stream, the *applied count* before it (:attr:`Tick.cuts
-<linkstream.containers.protocol.Tick>`: how many elements of the stream its worker had
+<linkstream.containers.messages.Tick>`: how many elements of the stream its worker had
 applied), and each run of elements an owner sends names the applied count of its first
 element.  :class:`CutGate` puts the two back in order:
 

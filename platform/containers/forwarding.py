@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from linkstream.containers.protocol import Forward, Recomputed
+from linkstream.containers.messages import Forward, Recomputed
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.restoreforward import adopt, forward
 from linkstream.containers.takeover import Slot

@@ -1,6 +1,6 @@
 """A container's side of the owners' sender (``run --zk --ingest direct``, step 2 of
 ``docs/architecture.md``, "Direct ingest"): applying the elements an owner coordinator
-sends (:class:`~linkstream.containers.protocol.Owned`) through the container's
+sends (:class:`~linkstream.containers.messages.Owned`) through the container's
 :class:`~linkstream.containers.cuts.CutGate`.
 
 An ``owned`` message names the leader's applied count of its first element, so the gate
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
-from linkstream.containers.protocol import Owned
+from linkstream.containers.messages import Owned
 from linkstream.rdf.static import dedup_triples
 
 if TYPE_CHECKING:

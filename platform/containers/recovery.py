@@ -25,7 +25,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from linkstream.containers.protocol import Elements, ProtocolError, Recompute, Recomputed
+from linkstream.containers.messages import Elements, Recompute, Recomputed
+from linkstream.containers.protocol import ProtocolError
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.embedded import Engine
 from linkstream.query.continuous import parse_continuous

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from linkstream.containers.protocol import Elements, ProtocolError
+from linkstream.containers.messages import Elements
+from linkstream.containers.protocol import ProtocolError
 from linkstream.containers.remotestatic import RemoteStatics
 from linkstream.containers.staticcache import keep_only, load_static
 from linkstream.engine.embedded import Engine, RegisteredQuery

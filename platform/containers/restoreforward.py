@@ -34,7 +34,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from linkstream.containers.protocol import Elements, ProtocolError
+from linkstream.containers.messages import Elements
+from linkstream.containers.protocol import ProtocolError
 from linkstream.containers.recovery import History
 from linkstream.containers.replica import RunReplica, unit_plans
 from linkstream.engine.sharing import sharing_of

@@ -62,9 +62,7 @@ from kazoo.exceptions import KazooException
 from linkstream.containers.assigned import AssignedQueries
 from linkstream.containers.cuts import CutGate
 from linkstream.containers.forwarding import handle_forward
-from linkstream.containers.owned import EarlyRuns, OwnedApplier, OwnedSlice
-from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
-from linkstream.containers.protocol import (
+from linkstream.containers.messages import (
     Elements,
     Failed,
     Forward,
@@ -72,15 +70,15 @@ from linkstream.containers.protocol import (
     Hello,
     Message,
     Owned,
-    ProtocolError,
     Recompute,
     Recomputed,
     Result,
     State,
     Tick,
-    decode,
-    encode,
 )
+from linkstream.containers.owned import EarlyRuns, OwnedApplier, OwnedSlice
+from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
+from linkstream.containers.protocol import ProtocolError, decode, encode
 from linkstream.containers.recovery import recompute
 from linkstream.containers.rejoin import await_key, open_receiver
 from linkstream.containers.remotestatic import StaticGauges

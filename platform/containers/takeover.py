@@ -19,7 +19,7 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from linkstream.containers.protocol import Failed, Handover, Message, Ready, State
+from linkstream.containers.messages import Failed, Handover, Message, Ready, State
 from linkstream.containers.replica import RunReplica
 from linkstream.metrics import ContainerMetrics
 from linkstream.operators.shared_state import UNIT

@@ -56,7 +56,7 @@ from typing import Any
 
 import msgpack
 
-from linkstream.containers.protocol import Message
+from linkstream.containers.messages import Message
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.takeover import Slot
 from linkstream.containers.wire import Frame, byte_view

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from linkstream.cluster.fanout import Fanout
-from linkstream.containers.protocol import Elements, decode
+from linkstream.containers.messages import Elements
+from linkstream.containers.protocol import decode
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver
 from linkstream.rdf.dictionary import MemoryDictionary

@@ -18,15 +18,8 @@ import pytest
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.recovery import KEEP_CUTS, MAX_FORWARDS, MAX_HELD_CUTS, Recovery, RestorePoint
 from linkstream.containers.forwarding import read_snapshots
-from linkstream.containers.protocol import (
-    Elements,
-    Forward,
-    ProtocolError,
-    Recompute,
-    Recomputed,
-    decode,
-    encode,
-)
+from linkstream.containers.messages import Elements, Forward, Recompute, Recomputed
+from linkstream.containers.protocol import ProtocolError, decode, encode
 from linkstream.metrics import CoordinatorMetrics
 from linkstream.rdf.dictionary import MemoryDictionary
 from linkstream.scheduler.assignment import Assignment

@@ -9,7 +9,8 @@ from __future__ import annotations
 from linkstream.cluster.decisions import Pending
 from linkstream.cluster.ingestwire import pack_elements, split_elements
 from linkstream.cluster.ownersender import OwnedTail, owned_message
-from linkstream.containers.protocol import Owned, decode, encode
+from linkstream.containers.messages import Owned
+from linkstream.containers.protocol import decode, encode
 from linkstream.engine.live.batchpush import Decided
 from linkstream.engine.live.runtime import LiveEngine
 from tests.engine.test_push_decided import S1, _el, _worker_late

@@ -8,22 +8,19 @@ import msgpack
 import numpy as np
 import pytest
 
-from linkstream.containers.protocol import (
-    VERSION,
+from linkstream.containers.messages import (
     Elements,
     Failed,
     Handover,
     Hello,
-    ProtocolError,
     Ready,
     Result,
     State,
     Subscribe,
     Tick,
     Unready,
-    decode,
-    encode,
 )
+from linkstream.containers.protocol import VERSION, ProtocolError, decode, encode
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.embedded import Engine
 from linkstream.operators.state import decode_state, encode_state

@@ -14,15 +14,8 @@ import msgpack
 import numpy as np
 import pytest
 
-from linkstream.containers.protocol import (
-    VERSION,
-    Elements,
-    ProtocolError,
-    Recompute,
-    Recomputed,
-    decode,
-    encode,
-)
+from linkstream.containers.messages import Elements, Recompute, Recomputed
+from linkstream.containers.protocol import VERSION, ProtocolError, decode, encode
 from linkstream.containers.recovery import recompute
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.embedded import Engine

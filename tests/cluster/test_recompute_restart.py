@@ -19,7 +19,8 @@ import pytest
 
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.recovery import Recovery
-from linkstream.containers.protocol import Recompute, decode
+from linkstream.containers.messages import Recompute
+from linkstream.containers.protocol import decode
 from linkstream.containers.recovery import recompute
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver

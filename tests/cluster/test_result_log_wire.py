@@ -22,7 +22,8 @@ from linkstream.api.client import Client
 from linkstream.api.results import _lines as result_stream
 from linkstream.api.server import BackgroundServer
 from linkstream.cluster.results import LOG_BLOCKS, LOG_MSGPACK, ResultLog, decode_answer
-from linkstream.containers.protocol import Result, decode, encode
+from linkstream.containers.messages import Result
+from linkstream.containers.protocol import decode, encode
 from linkstream.engine.live.runtime import LiveEngine
 from linkstream.engine.live.subscription import line_id, parse_cursor
 from linkstream.engine.render import JoinedLines

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from kazoo.client import KazooClient
 
-from linkstream.containers.protocol import Elements, Hello, Tick, decode, encode
+from linkstream.containers.messages import Elements, Hello, Tick
+from linkstream.containers.protocol import decode, encode
 from linkstream.containers.runtime import ContainerRuntime
 from linkstream.containers.transport import LOOPBACK_ANY, Receiver, Sender
 from linkstream.scheduler.layout import DEFAULT_ROOT

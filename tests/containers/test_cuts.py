@@ -10,7 +10,8 @@ on the wire only when there are some (a ``--ingest leader`` tick is the bytes it
 from __future__ import annotations
 
 from linkstream.containers.cuts import CutGate
-from linkstream.containers.protocol import Tick, decode, encode
+from linkstream.containers.messages import Tick
+from linkstream.containers.protocol import decode, encode
 
 A, B = "http://example.org/a", "http://example.org/b"
 

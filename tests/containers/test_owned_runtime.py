@@ -14,7 +14,8 @@ import pytest
 
 from linkstream.cluster.ingestwire import pack_elements, split_elements
 from linkstream.cluster.ownersender import owned_message
-from linkstream.containers.protocol import Owned, Tick, decode, encode
+from linkstream.containers.messages import Owned, Tick
+from linkstream.containers.protocol import decode, encode
 from linkstream.containers.runtime import ContainerRuntime
 from linkstream.containers.transport import Sender
 from tests.containers.test_cut_runtime import RUN, S0, _elements, _until, container  # noqa: F401

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from linkstream.containers import assigned
-from linkstream.containers.protocol import Elements
+from linkstream.containers.messages import Elements
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.restoreforward import adopt, forward
 from linkstream.operators.shared_state import UNIT

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from linkstream.cli import main as cli_main
-from linkstream.containers.protocol import Elements, Recompute
+from linkstream.containers.messages import Elements, Recompute
 from linkstream.containers.recovery import recompute
 from linkstream.containers.remotestatic import query_patterns
 from linkstream.containers.replica import RunReplica
