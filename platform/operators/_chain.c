@@ -5,84 +5,7 @@
  * protocol, no numpy headers, no reference kept to a buffer after the call.  Its outputs
  * are new bytearrays (the result's size is known only at the end).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
-
-
-/* a growable int64 array (PyMem) */
-typedef struct {
-    int64_t *a;
-    Py_ssize_t n, cap;
-} vec64;
-
-static int
-vec_push2(vec64 *v, int64_t x, int64_t y)
-{
-    if (v->n + 2 > v->cap) {
-        Py_ssize_t cap = v->cap ? 2 * v->cap : 256;
-        int64_t *a = PyMem_Realloc(v->a, (size_t)cap * sizeof(int64_t));
-        if (!a) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->a = a;
-        v->cap = cap;
-    }
-    v->a[v->n++] = x;
-    v->a[v->n++] = y;
-    return 0;
-}
-
-#define CHAIN_MAX_INPUTS 64
-#define CHAIN_MAX_PARTS 2
-#define CHAIN_MAX_VARS 63
-/* a step of at most this many candidate pairs compares them all; above, a hash table on
- * the input part's key columns */
-#define CHAIN_NESTED_PAIRS 1024
-/* an input of more rows is joined by the caller (status 2) */
-#define CHAIN_BIG_INPUT 2048
-
-typedef struct {
-    Py_buffer cols, counts;
-    Py_ssize_t m;
-    int held;
-    /* the part's sorted key index on the input's index variable (see chain_input.ix_vid):
-     * the keys ascending and their rows (a stable argsort), when ix_held */
-    Py_buffer ixk, ixo;
-    int ix_held;
-} chain_part;
-
-typedef struct {
-    int nv;
-    int vids[CHAIN_MAX_VARS];
-    uint64_t vmask, certain;
-    int nparts;
-    chain_part parts[CHAIN_MAX_PARTS];
-    Py_ssize_t size;
-    /* the variable id of the caller's sorted key index of every part (-1: none), and
-     * whether the caller's loop would join a plain step with it even where it may join
-     * the rest as one relation (its fan-out on that key is low) */
-    int ix_vid, ix_fan_ok;
-} chain_input;
-
-/* the current table: (k, n) column-major, PyMem-owned */
-typedef struct {
-    int k;
-    int vids[CHAIN_MAX_VARS];
-    uint64_t vmask;
-    Py_ssize_t n;
-    int64_t *cols, *counts;
-} chain_table;
-
-static void
-table_free(chain_table *t)
-{
-    PyMem_Free(t->cols);
-    PyMem_Free(t->counts);
-    t->cols = t->counts = NULL;
-}
+#include "_chain.h"
 
 /* a buffer of an int64 C-contiguous array of exactly items int64; 1 ok, 0 not usable (no
  * error set), -1 error */
@@ -103,17 +26,6 @@ get_i64(PyObject *o, Py_buffer *b, Py_ssize_t items)
     return 1;
 }
 
-static int
-popcount64(uint64_t x)
-{
-    int c = 0;
-    while (x) {
-        x &= x - 1;
-        c++;
-    }
-    return c;
-}
-
 static uint64_t
 mix64(uint64_t z)
 {
@@ -126,9 +38,9 @@ mix64(uint64_t z)
 /* cur joined with input in (every shared value bound on both sides, checked by the
  * caller): per part, the pairs (i, j) of equal shared values, i ascending then j
  * ascending; the probe's columns then the input's own ones.  Replaces *cur. */
-static int
-chain_join(chain_table *cur, const chain_input *in, const int *p_idx, const int *r_idx, int ks,
-           const int *extra, int ke, vec64 *pairs, int ix_pcol)
+int
+ls_chain_join(chain_table *cur, const chain_input *in, const int *p_idx, const int *r_idx, int ks,
+           const int *extra, int ke, vec64 *pairs, int ix_pcol, int ix_t)
 {
     const Py_ssize_t n = cur->n;
     Py_ssize_t starts[CHAIN_MAX_PARTS + 1];
@@ -138,11 +50,11 @@ chain_join(chain_table *cur, const chain_input *in, const int *p_idx, const int 
         const chain_part *pt = &in->parts[p];
         const Py_ssize_t m = pt->m;
         const int64_t *rc = (const int64_t *)pt->cols.buf;
-        if (ix_pcol >= 0 && pt->ix_held) {
+        if (ix_pcol >= 0 && pt->ix_held[ix_t]) {
             /* the caller's sorted index (one key variable): per probe row, the run of its
              * key found by binary search, in index order (a stable sort: row ascending) --
              * the pairs of the caller's Relation.join on the same index */
-            const int64_t *keys = (const int64_t *)pt->ixk.buf, *order = (const int64_t *)pt->ixo.buf;
+            const int64_t *keys = (const int64_t *)pt->ixk[ix_t].buf, *order = (const int64_t *)pt->ixo[ix_t].buf;
             const int64_t *pc = cur->cols + (Py_ssize_t)ix_pcol * n;
             for (Py_ssize_t i = 0; i < n; i++) {
                 const int64_t v = pc[i];
@@ -246,17 +158,111 @@ chain_join(chain_table *cur, const chain_input *in, const int *p_idx, const int 
     return 0;
 }
 
+int
+ls_chain_index_on(const chain_input *in, uint64_t shared)
+{
+    for (int t = 0; t < in->nix; t++)
+        if (shared == (uint64_t)1 << in->ix_vid[t])
+            return t;
+    return -1;
+}
+
+/* *cur (empty) set to input in's rows, its parts one after the other; -1 on no memory */
+int
+ls_chain_start(chain_table *cur, const chain_input *in)
+{
+    cur->k = in->nv;
+    memcpy(cur->vids, in->vids, sizeof(int) * (size_t)in->nv);
+    cur->vmask = in->vmask;
+    cur->n = in->size;
+    cur->cols = PyMem_Malloc((size_t)(cur->k * cur->n + 1) * sizeof(int64_t));
+    cur->counts = PyMem_Malloc((size_t)(cur->n + 1) * sizeof(int64_t));
+    if (!cur->cols || !cur->counts) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t at = 0;
+    for (int p = 0; p < in->nparts; p++) {
+        const chain_part *pt = &in->parts[p];
+        const int64_t *pc = (const int64_t *)pt->cols.buf;
+        for (int c = 0; c < cur->k; c++)
+            memcpy(cur->cols + c * cur->n + at, pc + c * pt->m, (size_t)pt->m * sizeof(int64_t));
+        memcpy(cur->counts + at, pt->counts.buf, (size_t)pt->m * sizeof(int64_t));
+        at += pt->m;
+    }
+    return 0;
+}
+
+/* One plain step: cur joined with input in, as the caller's loop joins it (rest_may: the
+ * loop may join the rest as one relation at this step).  1 joined (replaces *cur), 0 not
+ * (the caller's step: a large input without a usable index, a shared value unbound), -1
+ * error. */
+int
+ls_chain_step(chain_table *cur, const chain_input *in, int rest_may, vec64 *pairs)
+{
+    /* (a large input: the caller's relation keeps a sorted key index for it, which a
+     * hash table built here at every call would not beat; when the caller gave that
+     * index and its key is this step's one shared variable, the step is a plain join
+     * on it -- unless the caller's loop may join the rest as one relation instead) */
+    int ix_pcol = -1, ix_t = -1;
+    if (rest_may || in->size > CHAIN_BIG_INPUT) {
+        ix_t = ls_chain_index_on(in, in->vmask & cur->vmask);
+        if (ix_t >= 0 && (!rest_may || in->ix_fan[ix_t] == CHAIN_FAN_LOW)) {
+            for (int c = 0; c < cur->k; c++)
+                if (cur->vids[c] == in->ix_vid[ix_t])
+                    ix_pcol = c;
+            const int64_t *pc = cur->cols + (Py_ssize_t)ix_pcol * cur->n;
+            for (Py_ssize_t i = 0; i < cur->n && ix_pcol >= 0; i++)
+                if (!pc[i])
+                    ix_pcol = -1; /* (unbound: the caller's general path) */
+        }
+        if (ix_pcol < 0)
+            return 0;
+    }
+    int p_idx[CHAIN_MAX_VARS], r_idx[CHAIN_MAX_VARS], extra[CHAIN_MAX_VARS], ks = 0, ke = 0;
+    for (int c = 0; c < cur->k; c++)
+        for (int v = 0; v < in->nv; v++)
+            if (in->vids[v] == cur->vids[c]) {
+                p_idx[ks] = c;
+                r_idx[ks++] = v;
+            }
+    for (int v = 0; v < in->nv; v++)
+        if (!(cur->vmask >> in->vids[v] & 1))
+            extra[ke++] = v;
+    for (int r = 0; r < ks; r++) {
+        const int64_t *col = cur->cols + p_idx[r] * cur->n;
+        for (Py_ssize_t i = 0; i < cur->n && ix_pcol < 0; i++)
+            if (!col[i])
+                return 0;
+        for (int p = 0; p < in->nparts; p++) {
+            if (ix_pcol >= 0 && in->parts[p].ix_held[ix_t]) /* (the caller's index: every key bound) */
+                continue;
+            const Py_ssize_t m = in->parts[p].m;
+            const int64_t *rc = (const int64_t *)in->parts[p].cols.buf + r_idx[r] * m;
+            for (Py_ssize_t i = 0; i < m; i++)
+                if (!rc[i])
+                    return 0;
+        }
+    }
+    if (ls_chain_join(cur, in, p_idx, r_idx, ks, extra, ke, pairs, ix_pcol, ix_t) < 0)
+        return -1;
+    return 1;
+}
+
 enum { CHAIN_DONE = 0, CHAIN_FILTER = 1, CHAIN_STEP = 2, CHAIN_UNUSABLE = 3 };
 
 const char ls_join_chain_doc[] =
-"join_chain(inputs, fmasks, cur, cur_vars, bound, remaining, fdone, rest_fanout) -> tuple\n\n"
+"join_chain(inputs, fmasks, cur, cur_vars, bound, remaining, fdone, rest_fanout[, component_max])\n"
+"-> tuple\n\n"
 "The join of a connected component of a multiway join's inputs, in the order and with the\n"
 "stops of MJoinOperator._component_join (linkstream.operators.chain has the Python\n"
 "meaning).  ``inputs``: per input, (var ids, certain-variables mask, parts[, index]), parts a\n"
 "tuple of its non-empty parts' (cols (k, m) int64, counts (m,) int64), index None or (var\n"
-"id, fan-out low, per part None or (its keys on that variable ascending, their rows)): a large\n"
-"input whose one shared variable is the index's is joined here through it (not handed\n"
-"back) unless the step may join the rest as one relation and the fan-out is not low.\n"
+"id, fan-out 0 unknown / 1 low / 2 high, per part None or (its keys on that variable\n"
+"ascending, their rows)): a large input whose one shared variable is the index's is joined\n"
+"here through it (not handed back) unless the step may join the rest as one relation and\n"
+"the fan-out is not low; where it is high and ``component_max`` is given, the rest is joined\n"
+"here as one relation (_chain_rest.c) unless that join or its smallest input is larger.\n"
 "``fmasks``: per filter,\n"
 "the mask of its variables.  ``cur``: None (start from the smallest remaining input) or\n"
 "(cols, counts) over ``cur_vars``.  ``bound``, ``remaining`` (inputs, by position) and\n"
@@ -276,9 +282,9 @@ ls_join_chain(PyObject *self, PyObject *args)
 {
     PyObject *inputs, *fmasks_o, *cur_o, *cur_vars_o;
     unsigned long long bound_a, rem_a, fdone_a;
-    Py_ssize_t rest_fanout;
-    if (!PyArg_ParseTuple(args, "O!O!OOKKKn", &PyTuple_Type, &inputs, &PyTuple_Type, &fmasks_o, &cur_o,
-                          &cur_vars_o, &bound_a, &rem_a, &fdone_a, &rest_fanout))
+    Py_ssize_t rest_fanout, component_max = -1;
+    if (!PyArg_ParseTuple(args, "O!O!OOKKKn|n", &PyTuple_Type, &inputs, &PyTuple_Type, &fmasks_o, &cur_o,
+                          &cur_vars_o, &bound_a, &rem_a, &fdone_a, &rest_fanout, &component_max))
         return NULL;
     uint64_t bound = bound_a, remaining = rem_a, fdone = fdone_a;
     PyObject *res = NULL;
@@ -304,7 +310,7 @@ ls_join_chain(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t x = 0; x < nin; x++) {
         PyObject *t = PyTuple_GET_ITEM(inputs, x);
-        if (!PyTuple_Check(t) || (PyTuple_GET_SIZE(t) != 3 && PyTuple_GET_SIZE(t) != 4))
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 3 || PyTuple_GET_SIZE(t) > 3 + CHAIN_MAX_IX)
             goto unusable;
         PyObject *vs = PyTuple_GET_ITEM(t, 0), *ps = PyTuple_GET_ITEM(t, 2);
         chain_input *in = &ins[x];
@@ -346,17 +352,19 @@ ls_join_chain(PyObject *self, PyObject *args)
             in->nparts++;
             in->size += m;
         }
-        in->ix_vid = -1;
-        PyObject *ix = PyTuple_GET_SIZE(t) == 4 ? PyTuple_GET_ITEM(t, 3) : Py_None;
-        if (ix != Py_None) {
-            /* (key variable id, fan-out low, per part None or (sorted keys, their rows)) */
+        for (Py_ssize_t q = 3; q < PyTuple_GET_SIZE(t); q++) {
+            PyObject *ix = PyTuple_GET_ITEM(t, q);
+            if (ix == Py_None)
+                continue;
+            /* (key variable id, fan-out, per part None or (sorted keys, their rows)) */
+            const int it = in->nix;
             if (!PyTuple_Check(ix) || PyTuple_GET_SIZE(ix) != 3)
                 goto unusable;
             PyObject *ixp = PyTuple_GET_ITEM(ix, 2);
             long vid = PyLong_AsLong(PyTuple_GET_ITEM(ix, 0));
-            int fan_ok = PyObject_IsTrue(PyTuple_GET_ITEM(ix, 1));
-            if (vid < 0 || vid >= CHAIN_MAX_VARS || fan_ok < 0 || !(in->vmask >> vid & 1) ||
-                !PyTuple_Check(ixp) || PyTuple_GET_SIZE(ixp) != in->nparts) {
+            long fan = PyLong_AsLong(PyTuple_GET_ITEM(ix, 1));
+            if (vid < 0 || vid >= CHAIN_MAX_VARS || fan < CHAIN_FAN_UNKNOWN || fan > CHAIN_FAN_HIGH ||
+                !(in->vmask >> vid & 1) || !PyTuple_Check(ixp) || PyTuple_GET_SIZE(ixp) != in->nparts) {
                 PyErr_Clear();
                 goto unusable;
             }
@@ -367,16 +375,17 @@ ls_join_chain(PyObject *self, PyObject *args)
                     continue;
                 if (!PyTuple_Check(pp) || PyTuple_GET_SIZE(pp) != 2)
                     goto unusable;
-                if (get_i64(PyTuple_GET_ITEM(pp, 0), &pt->ixk, pt->m) != 1)
+                if (get_i64(PyTuple_GET_ITEM(pp, 0), &pt->ixk[it], pt->m) != 1)
                     goto unusable;
-                if (get_i64(PyTuple_GET_ITEM(pp, 1), &pt->ixo, pt->m) != 1) {
-                    PyBuffer_Release(&pt->ixk);
+                if (get_i64(PyTuple_GET_ITEM(pp, 1), &pt->ixo[it], pt->m) != 1) {
+                    PyBuffer_Release(&pt->ixk[it]);
                     goto unusable;
                 }
-                pt->ix_held = 1;
+                pt->ix_held[it] = 1;
             }
-            in->ix_vid = (int)vid;
-            in->ix_fan_ok = fan_ok;
+            in->ix_vid[it] = (int)vid;
+            in->ix_fan[it] = (int)fan;
+            in->nix++;
         }
     }
     /* the partial result to start from */
@@ -387,28 +396,10 @@ ls_join_chain(PyObject *self, PyObject *args)
                 first = x;
         if (first < 0)
             goto unusable;
-        const chain_input *in = &ins[first];
-        cur.k = in->nv;
-        memcpy(cur.vids, in->vids, sizeof(int) * (size_t)in->nv);
-        cur.vmask = in->vmask;
-        cur.n = in->size;
-        cur.cols = PyMem_Malloc((size_t)(cur.k * cur.n + 1) * sizeof(int64_t));
-        cur.counts = PyMem_Malloc((size_t)(cur.n + 1) * sizeof(int64_t));
-        if (!cur.cols || !cur.counts) {
-            PyErr_NoMemory();
+        if (ls_chain_start(&cur, &ins[first]) < 0)
             goto done;
-        }
-        Py_ssize_t at = 0;
-        for (int p = 0; p < in->nparts; p++) {
-            const chain_part *pt = &in->parts[p];
-            const int64_t *pc = (const int64_t *)pt->cols.buf;
-            for (int c = 0; c < cur.k; c++)
-                memcpy(cur.cols + c * cur.n + at, pc + c * pt->m, (size_t)pt->m * sizeof(int64_t));
-            memcpy(cur.counts + at, pt->counts.buf, (size_t)pt->m * sizeof(int64_t));
-            at += pt->m;
-        }
         remaining &= ~((uint64_t)1 << first);
-        bound = in->vmask & in->certain;
+        bound = ins[first].vmask & ins[first].certain;
     } else {
         if (!PyTuple_Check(cur_o) || PyTuple_GET_SIZE(cur_o) != 2 || !PyTuple_Check(cur_vars_o) ||
             PyTuple_GET_SIZE(cur_vars_o) > CHAIN_MAX_VARS)
@@ -473,66 +464,28 @@ ls_join_chain(PyObject *self, PyObject *args)
             if ((pool >> x & 1) && (j < 0 || ins[x].size < ins[j].size))
                 j = x;
         const chain_input *in = &ins[j];
-        /* (a large input: the caller's relation keeps a sorted key index for it, which a
-         * hash table built here at every call would not beat; when the caller gave that
-         * index and its key is this step's one shared variable, the step is a plain join
-         * on it -- unless the caller's loop may join the rest as one relation instead) */
         const int rest_may = popcount64(remaining) > 1 && in->size > rest_fanout * cur.n;
-        int ix_pcol = -1;
-        if (rest_may || in->size > CHAIN_BIG_INPUT) {
-            if (in->ix_vid >= 0 && (!rest_may || in->ix_fan_ok) &&
-                (in->vmask & cur.vmask) == (uint64_t)1 << in->ix_vid) {
-                for (int c = 0; c < cur.k; c++)
-                    if (cur.vids[c] == in->ix_vid)
-                        ix_pcol = c;
-                const int64_t *pc = cur.cols + (Py_ssize_t)ix_pcol * cur.n;
-                for (Py_ssize_t i = 0; i < cur.n && ix_pcol >= 0; i++)
-                    if (!pc[i])
-                        ix_pcol = -1; /* (unbound: the caller's general path) */
-            }
-            if (ix_pcol < 0) {
-                status = CHAIN_STEP;
-                nj = j;
-                break;
+        int got = ls_chain_step(&cur, in, rest_may, &pairs);
+        if (got < 0)
+            goto done;
+        const int ix_t = got ? -1 : ls_chain_index_on(in, in->vmask & cur.vmask);
+        if (!got && rest_may && component_max >= 0 && ix_t >= 0 && in->ix_fan[ix_t] == CHAIN_FAN_HIGH &&
+            ls_chain_connected(ins, (int)nin, remaining)) {
+            /* (the caller's loop joins the partial result with the rest's own join here) */
+            got = ls_chain_rest(ins, (int)nin, fm, nf, remaining, &cur, &bound, &fdone, rest_fanout, component_max,
+                                &pairs);
+            if (got < 0)
+                goto done;
+            if (got) {
+                remaining = 0;
+                continue;
             }
         }
-        int p_idx[CHAIN_MAX_VARS], r_idx[CHAIN_MAX_VARS], extra[CHAIN_MAX_VARS], ks = 0, ke = 0;
-        for (int c = 0; c < cur.k; c++)
-            for (int v = 0; v < in->nv; v++)
-                if (in->vids[v] == cur.vids[c]) {
-                    p_idx[ks] = c;
-                    r_idx[ks++] = v;
-                }
-        for (int v = 0; v < in->nv; v++)
-            if (!(cur.vmask >> in->vids[v] & 1))
-                extra[ke++] = v;
-        int unbound = 0;
-        for (int r = 0; r < ks && !unbound; r++) {
-            const int64_t *col = cur.cols + p_idx[r] * cur.n;
-            for (Py_ssize_t i = 0; i < cur.n && ix_pcol < 0; i++)
-                if (!col[i]) {
-                    unbound = 1;
-                    break;
-                }
-            for (int p = 0; p < in->nparts && !unbound; p++) {
-                if (ix_pcol >= 0 && in->parts[p].ix_held) /* (the caller's index: every key bound) */
-                    continue;
-                const Py_ssize_t m = in->parts[p].m;
-                const int64_t *rc = (const int64_t *)in->parts[p].cols.buf + r_idx[r] * m;
-                for (Py_ssize_t i = 0; i < m; i++)
-                    if (!rc[i]) {
-                        unbound = 1;
-                        break;
-                    }
-            }
-        }
-        if (unbound) {
+        if (!got) {
             status = CHAIN_STEP;
             nj = j;
             break;
         }
-        if (chain_join(&cur, in, p_idx, r_idx, ks, extra, ke, &pairs, ix_pcol) < 0)
-            goto done;
         remaining &= ~((uint64_t)1 << j);
         bound |= in->certain;
     }
@@ -567,10 +520,11 @@ done:
                     PyBuffer_Release(&ins[x].parts[p].cols);
                     PyBuffer_Release(&ins[x].parts[p].counts);
                 }
-                if (ins[x].parts[p].ix_held) {
-                    PyBuffer_Release(&ins[x].parts[p].ixk);
-                    PyBuffer_Release(&ins[x].parts[p].ixo);
-                }
+                for (int t = 0; t < CHAIN_MAX_IX; t++)
+                    if (ins[x].parts[p].ix_held[t]) {
+                        PyBuffer_Release(&ins[x].parts[p].ixk[t]);
+                        PyBuffer_Release(&ins[x].parts[p].ixo[t]);
+                    }
             }
         PyMem_Free(ins);
     }

@@ -500,6 +500,19 @@ done:
     return res;
 }
 
+/* (for the component join's rest step, platform/operators/_chain_rest.c) */
+void
+ls_sort_rows(const int64_t *cols, Py_ssize_t k, Py_ssize_t n, Py_ssize_t *idx, Py_ssize_t *tmp)
+{
+    sort_rows(cols, k, n, idx, tmp);
+}
+
+int
+ls_cmp_rows(const int64_t *cols, Py_ssize_t k, Py_ssize_t n, Py_ssize_t a, Py_ssize_t b)
+{
+    return cmp_rows(cols, k, n, a, b);
+}
+
 /* join_chain: platform/operators/_chain.c (compiled into this extension) */
 extern PyObject *ls_join_chain(PyObject *self, PyObject *args);
 extern const char ls_join_chain_doc[];

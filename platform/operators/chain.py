@@ -29,7 +29,7 @@ from linkstream.operators.batch import Batch
 
 if TYPE_CHECKING:
     from linkstream.operators.mjoin import MJoinOperator
-    from linkstream.operators.relation import _Part
+    from linkstream.operators.relation import Relation, _Part
 
 #: whether :meth:`MJoinOperator._component_join` uses the compiled chain when the compiled
 #: kernels are in use (tests turn it off to compare it with the Python loop)
@@ -39,11 +39,38 @@ ENABLED = True
 #: handed back before (:attr:`_Spec.keys`; benchmarks and tests turn it off to compare)
 INDEXED = True
 
+#: whether the kernel joins the rest of the inputs as one relation itself where the Python
+#: loop does (a large input of high fan-out next; ``_chain_rest.c``) instead of handing that
+#: step back (benchmarks and tests turn it off to compare)
+REST = True
+
 #: status codes of ``_kernels.join_chain``
 DONE, FILTER, STEP, UNUSABLE = 0, 1, 2, 3
 
 #: variables the kernel's bit masks hold
 MAX_VARS = 63
+
+#: an indexed input's fan-out on its key as the kernel reads it (the Python loop's last
+#: count): unknown, low (at most the rest fan-out: a plain step through the index), high (the
+#: kernel joins the rest of the inputs as one relation there, as the loop does)
+FAN_UNKNOWN, FAN_LOW, FAN_HIGH = 0, 1, 2
+
+
+#: an input's fan-out is counted again when its size moved by more than 1 / this from the
+#: size it was counted at (:data:`.mjoin.FANOUT_DRIFT`)
+FANOUT_DRIFT = 4
+
+
+def fanout_cached(hit: tuple | None, rel: Relation) -> float | None:
+    """The fan-out :meth:`MJoinOperator._fanout` cached as ``hit`` (relation, version,
+    fan-out, size counted at) for relation ``rel``, if it still holds: the same version,
+    or a size within :data:`FANOUT_DRIFT` of the one counted at; else ``None``."""
+    if hit is None or hit[0] is not rel:
+        return None
+    if hit[1] == rel.version:
+        return hit[2]
+    at = hit[3]
+    return hit[2] if at and abs(len(rel) - at) * FANOUT_DRIFT <= at else None
 
 
 def in_use() -> bool:
@@ -53,7 +80,7 @@ def in_use() -> bool:
 class _Spec:
     """A component's inputs as the kernel reads them (built once per component)."""
 
-    __slots__ = ("names", "ids", "inputs", "fmasks", "var_names", "sets", "last", "keys")
+    __slots__ = ("names", "ids", "inputs", "fmasks", "var_names", "sets", "last")
 
     def __init__(self, op: MJoinOperator, comp: tuple[int, ...]) -> None:
         names: list[str] = list(op.vars)
@@ -75,51 +102,49 @@ class _Spec:
         #: variable what it reads of them with their sorted indexes on it (fan-out high,
         #: fan-out low; without indexes when the base has an unbound key value)
         self.last: list[tuple[Any, Any, tuple, dict]] = [(None, None, (), {})] * len(comp)
-        #: per input, the variable it was last joined on where the kernel handed its step
-        #: back (a large input): the join plan kept between reports, whose indexes the
-        #: kernel is given so that it joins that step itself (``None``: none)
-        self.keys: list[str | None] = [None] * len(comp)
 
-    def read(self, op: MJoinOperator, comp: tuple[int, ...], rest_fanout: int) -> tuple:
-        """The inputs as the kernel reads them: per input, (var ids, certain mask, parts),
-        and for an input with a key kept in :attr:`keys`, its parts' indexes on it."""
-        last, keys, state = self.last, self.keys, op.state
+    def read(
+        self, op: MJoinOperator, comp: tuple[int, ...], rels: tuple[Relation, ...], rest_fanout: int
+    ) -> tuple:
+        """The inputs (``op``'s inputs ``comp``, their relations ``rels``) as the kernel
+        reads them: per input, (var ids, certain mask, parts), and for an input with keys
+        kept (:func:`learn`), its parts' indexes on each with its fan-out there."""
+        last = self.last
+        keys = op.__dict__.get("_chain_keys") if INDEXED else None
+        fanouts = op.__dict__.get("_fanouts")
         out = []
-        for x, k in enumerate(comp):
-            r = state[k]
+        for x, r in enumerate(rels):
             b, rc = r._base, r._recent
             hit = last[x]
             if hit[0] is not b or hit[1] is not rc:
                 vids, cert = self.inputs[x]
                 parts = tuple((p.rows.cols, p.rows.counts) for p in (b, rc) if p.rows.counts.shape[0])
                 hit = last[x] = (b, rc, (vids, cert, parts), {})
-            key = keys[x]
-            if key is None or not INDEXED:
+            ks = None if keys is None else keys.get(comp[x])
+            if not ks:
                 out.append(hit[2])
                 continue
-            got = hit[3].get(key)
-            if got is None or got[2]:
-                # (a large recent part is indexed from its second read on: most are read once)
-                ix = _indexes(b, rc, r.vars.index(key), self.ids[key], got is not None)
-                # (the input as the kernel reads it: with its indexes, its fan-out low or not;
-                # and whether its recent part is large and not indexed yet)
-                pending = got is None and rc.rows.counts.shape[0] > RECENT_UNINDEXED
-                got = hit[3][key] = (
-                    (hit[2], hit[2], pending)
-                    if ix is None
-                    else ((*hit[2], (ix[0], False, ix[1])), (*hit[2], (ix[0], True, ix[1])), pending)
+            ixs = []
+            for key in ks:
+                got = hit[3].get(key)
+                if got is None or got[1]:
+                    # (a large recent part is indexed from its second read on: most are read
+                    # once; got: the indexes, and whether the recent part is large and not
+                    # indexed yet)
+                    ix = _indexes(b, rc, r.vars.index(key), self.ids[key], got is not None)
+                    got = hit[3][key] = (ix, got is None and rc.rows.counts.shape[0] > RECENT_UNINDEXED)
+                ix = got[0]
+                if ix is None:
+                    continue
+                # (the fan-out as the Python loop last counted it, not counted here: where it
+                # is not known, the kernel hands a step that may join the rest back as before;
+                # :meth:`MJoinOperator.fanout_known` without its call)
+                f = None if fanouts is None else fanout_cached(fanouts.get((comp[x], (key,))), r)
+                ixs.append(
+                    (ix[0], FAN_UNKNOWN if f is None else FAN_LOW if f <= rest_fanout else FAN_HIGH, ix[1])
                 )
-            # (the fan-out as the Python loop last counted it, not counted here: where it
-            # is not known, the kernel hands a step that may join the rest back as before)
-            f = op.fanout_known(k, (key,))
-            out.append(got[1] if f is not None and f <= rest_fanout else got[0])
+            out.append((*hit[2], *ixs) if ixs else hit[2])
         return tuple(out)
-
-    def learn(self, op: MJoinOperator, x: int, k: int, cur_vars: tuple[str, ...]) -> None:
-        """Keeps input ``x``'s (``op``'s input ``k``) key for its next steps: the one variable
-        it shares with the partial result ``cur_vars`` (none when it shares several)."""
-        shared = [v for v in op.state[k].vars if v in cur_vars]
-        self.keys[x] = shared[0] if len(shared) == 1 else None
 
     def sets_of(self, bound: int, fdone: int) -> tuple[set[str], set[int]]:
         """The bound variables and the filters done, as new sets."""
@@ -144,11 +169,30 @@ class _Spec:
         return vs
 
 
-def _spec(op: MJoinOperator, comp: tuple[int, ...]) -> _Spec | None:
+#: key variables kept per input (the kernel takes an index on each; ``_chain.h``: 2)
+MAX_KEYS = 2
+
+
+def learn(op: MJoinOperator, k: int, cur_vars: tuple[str, ...]) -> None:
+    """Keeps the variable that ``op``'s input ``k`` shares with the partial result
+    ``cur_vars`` (when it shares one) among the input's keys, where the kernel handed its
+    step back (a large input): the join plan kept between reports, for every component
+    join of ``op`` (a join of the rest of the inputs too), whose indexes the kernel is
+    given so that it joins such steps itself (the last :data:`MAX_KEYS` kept)."""
+    shared = [v for v in op.state[k].vars if v in cur_vars]
+    if len(shared) != 1:
+        return
+    keys = op.__dict__.setdefault("_chain_keys", {})
+    got = keys.get(k, ())
+    if shared[0] not in got:
+        keys[k] = (*got, shared[0])[-MAX_KEYS:]
+
+
+def _spec(op: MJoinOperator, comp: tuple[int, ...], rels: tuple[Relation, ...]) -> _Spec | None:
     cache = op.__dict__.setdefault("_chain_specs", {})
     hit = cache.get(comp)
-    state = op.state
-    if hit is not None and hit[0] is op.children and all(state[k] is r for k, r in zip(comp, hit[1])):
+    # (tuples of relations compare by identity: a relation has no ``__eq__``)
+    if hit is not None and hit[0] is op.children and hit[1] == rels:
         return hit[2]
     universe = set(op.vars)
     for k in comp:
@@ -158,7 +202,7 @@ def _spec(op: MJoinOperator, comp: tuple[int, ...]) -> _Spec | None:
     spec = None
     if len(universe) <= MAX_VARS and len(op.filters) <= 64 and len(comp) <= 64:
         spec = _Spec(op, comp)
-    cache[comp] = (op.children, tuple(state[k] for k in comp), spec)
+    cache[comp] = (op.children, rels, spec)
     return spec
 
 
@@ -171,23 +215,32 @@ def _batch_of(spec: _Spec, cols: bytearray, counts: bytearray, n: int, ids: tupl
 
 
 def component_join(
-    op: MJoinOperator, comp: tuple[int, ...], rest_fanout: int
+    op: MJoinOperator, comp: tuple[int, ...], rest_fanout: int, rels: tuple[Relation, ...], component_max: int
 ) -> tuple[Batch, set[int], set[str]] | None:
-    """The join of inputs ``comp`` of ``op`` as :meth:`MJoinOperator._component_join`
-    computes it (not cached here; ``rest_fanout``: :data:`.mjoin.REST_FANOUT`), or
-    ``None`` when the kernel cannot take it."""
+    """The join of inputs ``comp`` of ``op`` (their relations ``rels``) as
+    :meth:`MJoinOperator._component_join` computes it (not cached here; ``rest_fanout`` and
+    ``component_max``: :data:`.mjoin.REST_FANOUT`, :data:`.mjoin.COMPONENT_MAX`), or ``None``
+    when the kernel cannot take it."""
     kernels = _batch._native
-    spec = _spec(op, comp)
+    spec = _spec(op, comp, rels)
     if spec is None or kernels is None:
         return None
-    inputs = spec.read(op, comp, rest_fanout)
+    inputs = spec.read(op, comp, rels, rest_fanout)
     cur_arg: tuple[np.ndarray, np.ndarray] | None = None
     cur_ids: tuple[int, ...] = ()
     bound, rem, fdone = 0, (1 << len(comp)) - 1, 0
     cur: Batch | None = None
     while True:
         st, j, cb, nb, n, ids, bound, rem, fdone = kernels.join_chain(
-            inputs, spec.fmasks, cur_arg, cur_ids, bound, rem, fdone, rest_fanout
+            inputs,
+            spec.fmasks,
+            cur_arg,
+            cur_ids,
+            bound,
+            rem,
+            fdone,
+            rest_fanout,
+            component_max if REST else -1,
         )
         if st == UNUSABLE:
             if cur is None:
@@ -201,7 +254,7 @@ def component_join(
         if st == FILTER:
             cur = op._apply_filters(cur, done, bnames)
         else:
-            spec.learn(op, j, comp[j], cur.vars)
+            learn(op, comp[j], cur.vars)
             cur, finished = op.join_step(comp[j], cur, remaining, bnames, done)
             if finished:
                 return op.component_result(comp, cur, remaining, bnames, done)

@@ -62,8 +62,9 @@ LARGE_RETRY = 8
 REST_FANOUT = 64
 
 #: an input's fan-out is counted again when its size moved by more than 1 / this from the
-#: size it was counted at (see :meth:`MJoinOperator._fanout`)
-FANOUT_DRIFT = 4
+#: size it was counted at (see :meth:`MJoinOperator._fanout`; defined with the check that
+#: reads it, :func:`.chain.fanout_cached`)
+FANOUT_DRIFT = _chain.FANOUT_DRIFT
 
 
 class MJoinOperator(Operator):
@@ -334,13 +335,9 @@ class MJoinOperator(Operator):
         rel = self.state[j]
         keyvars = tuple(v for v in rel.vars if v in cv)
         cache = self.__dict__.setdefault("_fanouts", {})
-        hit = cache.get((j, keyvars))
-        if hit is not None and hit[0] is rel:
-            if hit[1] == rel.version:
-                return hit[2]
-            n, at = len(rel), hit[3]
-            if at and abs(n - at) * FANOUT_DRIFT <= at:
-                return hit[2]
+        got = _chain.fanout_cached(cache.get((j, keyvars)), rel)
+        if got is not None:
+            return got
         rows = rel.contents()  # (not ``rows``: that would merge the relation's parts)
         distinct = len(rows)
         if keyvars and len(rows):
@@ -354,16 +351,7 @@ class MJoinOperator(Operator):
         """:meth:`_fanout` of input ``j`` on ``keyvars`` (its variables, in its order) where
         that would read its cache, else ``None`` (nothing counted, nothing cached)."""
         fanouts = self.__dict__.get("_fanouts")
-        hit = None if fanouts is None else fanouts.get((j, keyvars))
-        if hit is None:
-            return None
-        rel = self.state[j]
-        if hit[0] is not rel:
-            return None
-        if hit[1] == rel.version:
-            return hit[2]
-        n, at = len(rel), hit[3]
-        return hit[2] if at and abs(n - at) * FANOUT_DRIFT <= at else None
+        return None if fanouts is None else _chain.fanout_cached(fanouts.get((j, keyvars)), self.state[j])
 
     def _component_relation(self, comp: tuple[int, ...]) -> tuple[Relation, set[int], set[str]] | None:
         """:meth:`_component_join` as a relation to probe (cached with it), or ``None``
@@ -389,13 +377,14 @@ class MJoinOperator(Operator):
         read variables they certainly bind applied, the indexes of those filters and
         those variables.  Cached until one of the inputs' relations changes."""
         state = self.state
-        rels = tuple(state[k] for k in comp)
-        versions = tuple(r.version for r in rels)
+        rels = tuple([state[k] for k in comp])
+        versions = tuple([r.version for r in rels])
         cache = self.__dict__.setdefault("_comp_cache", {})
         hit = cache.get(comp)
-        if hit is not None and hit[1] == versions and all(a is b for a, b in zip(hit[0], rels)):
+        # (tuples of relations compare by identity: a relation has no ``__eq__``)
+        if hit is not None and hit[1] == versions and hit[0] == rels:
             return hit[2]
-        res = _chain.component_join(self, comp, REST_FANOUT) if _chain.in_use() else None
+        res = _chain.component_join(self, comp, REST_FANOUT, rels, COMPONENT_MAX) if _chain.in_use() else None
         if res is None:
             first = min(comp, key=lambda k: len(state[k]))
             # its parts as they are (join is bilinear): reading ``rows`` would merge them

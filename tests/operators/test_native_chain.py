@@ -219,6 +219,69 @@ def test_large_inputs_join_in_the_kernel_through_the_indexes_of_the_plan_kept(re
 
 
 @needs_native
+@pytest.mark.parametrize("recent", [0, 400])
+def test_the_rest_of_the_inputs_joins_as_one_relation_in_the_kernel(recent):
+    """Where the Python loop joins the rest of the inputs as one relation (a large input of
+    high fan-out next to a small partial result: csparql-Q6 / Q10 / Q3's last hand-back),
+    the kernel does the same once the plan is kept -- the rest's own join (the large input
+    last, through its index on the other key the plan kept), consolidated, probed with the
+    partial result: the same rows in the same order as the Python loop, no step handed
+    back; with :data:`chain.REST` off the step goes back to Python as before."""
+    rng = np.random.default_rng(11)
+    feeds = [Feed(("a", "b")), Feed(("b", "c")), Feed(("c", "d")), Feed(("d", "e"))]
+    op = MJoinOperator(feeds)
+    n = 3000
+    op.state[0].apply(Batch(("a", "b"), np.array([[1, 2], [3, 5]]), np.array([1, 2], dtype=np.int64)))
+    # few values of ?b (fan-out ~600 next to the two rows of input 0), ?c unique
+    big = np.vstack([rng.integers(1, 6, size=n), np.arange(1, n + 1)])
+    op.state[1].apply(consolidate(Batch(("b", "c"), big, rng.integers(1, 3, size=n))))
+    op.state[2].apply(
+        consolidate(
+            Batch(
+                ("c", "d"),
+                np.vstack([rng.integers(1, n, 20), rng.integers(1, 5, 20)]),
+                np.ones(20, dtype=np.int64),
+            )
+        )
+    )
+    op.state[3].apply(
+        consolidate(
+            Batch(
+                ("d", "e"),
+                np.vstack([rng.integers(1, 5, 24), rng.integers(1, 9, 24)]),
+                np.ones(24, dtype=np.int64),
+            )
+        )
+    )
+    if recent:  # a recent part next to the large input's base (indexed from its second read)
+        extra = np.vstack([rng.integers(1, 6, size=recent), np.arange(n + 1, n + recent + 1)])
+        op.state[1].apply(consolidate(Batch(("b", "c"), extra, np.ones(recent, dtype=np.int64))))
+        assert len(op.state[1]._recent.rows) > 0
+    statuses = _Statuses(B._kernels)
+    B._native = statuses
+    try:
+        python, native, kept = _join_both(op, (0, 1, 2, 3), again=True)
+        assert C.STEP in statuses.statuses  # (the first kernel run hands the rest step back)
+        runs = []
+        for rest in (False, True, True):  # (twice: the large recent part is indexed at its second read)
+            C.REST = rest
+            statuses.statuses.clear()
+            for cache in ("_comp_cache", "_comp_rel"):
+                op.__dict__.pop(cache, None)
+            runs.append((op._component_join((0, 1, 2, 3)), list(statuses.statuses)))
+    finally:
+        C.REST = True
+        B.use_native(True)
+    _same(python, native)
+    _same(python, kept)
+    for got, _ in runs:
+        _same(python, got)
+    assert len(python[0]) > 0
+    assert C.STEP in runs[0][1]  # REST off: handed back
+    assert C.STEP not in runs[2][1]  # joined in the kernel, the rest's join included
+
+
+@needs_native
 def test_chain_of_large_inputs_joins_through_a_hash_table():
     """200 x 300 candidate pairs (the kernel's hash join, not its nested loop), on two keys."""
     rng = np.random.default_rng(3)
