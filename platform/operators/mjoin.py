@@ -486,16 +486,17 @@ class MJoinOperator(Operator):
             if base is not None and len(base):
                 parts.append(base)
                 self._materialised(base)
-        if not any(len(d) for d in deltas):
+        sizes = [d.counts.shape[0] for d in deltas]
+        if not any(sizes):
             return parts[0] if parts else Batch.empty(self.vars)
         twins = self._live_twins(deltas)
         comps = self._all_components() if not self.has_static else []
-        if len(comps) > 1 or (comps and sum(1 for d in deltas if len(d)) > 1):
+        if len(comps) > 1 or (comps and len(sizes) - sizes.count(0) > 1):
             # several components, or one whose inputs changed in several places (a
             # window's churn reaches every pattern of a star): recomputing the small
             # joins and diffing them costs one join per input instead of one probe
             # through all the others per changed input
-            out = self._compute_by_components(deltas, comps, twins)
+            out = self._compute_by_components(deltas, comps, twins, sizes)
             if out is not None:
                 return out
         for i, d in enumerate(deltas):
@@ -520,7 +521,7 @@ class MJoinOperator(Operator):
         return cache[1]
 
     def _compute_by_components(
-        self, deltas: list[Batch], comps: list[tuple[int, ...]], twins: list[int]
+        self, deltas: list[Batch], comps: list[tuple[int, ...]], twins: list[int], sizes: list[int]
     ) -> Batch | None:
         """The epoch's output delta when the inputs form several independent components
         (a cross product of star patterns, say) -- or one component in which several
@@ -533,17 +534,16 @@ class MJoinOperator(Operator):
         replaces one probe per changed input, each crossing with the other components,
         by one small join per changed component.  An input with a live twin (see
         :meth:`_live_twins`) takes its twin's new content instead of consolidating the
-        same delta again.
+        same delta again.  (``sizes``: the deltas' lengths.)
         """
         state = self.state
-        changed = [any(len(deltas[j]) for j in c) for c in comps]
+        changed = [any([sizes[j] for j in c]) for c in comps]
         for c, ch in zip(comps, changed):
             # the join restarts from the smallest input and indexes the changed parts (a
             # large input's delta goes to its recent part: its base keeps its index): that
             # must stay small next to probing with the deltas
             if ch and (
-                min(len(state[j]) for j in c) > COMPONENT_MAX
-                or any(len(deltas[j]) > COMPONENT_MAX for j in c)
+                min([len(state[j]) for j in c]) > COMPONENT_MAX or max([sizes[j] for j in c]) > COMPONENT_MAX
             ):
                 return None
         # (a component whose join was too large lately: not joined again to find that out;
@@ -558,13 +558,13 @@ class MJoinOperator(Operator):
             if ch and len(o[0]) > COMPONENT_MAX:
                 large[c] = LARGE_RETRY
                 return None
-        for i, d in enumerate(deltas):
-            if len(d):
+        for i, n in enumerate(sizes):
+            if n:
                 t = twins[i]
                 if t >= 0:
                     state[i].mirror(state[t])
                 else:
-                    state[i].apply(d)
+                    state[i].apply(deltas[i])
         news = [self._component_join(c) if ch else o for c, ch, o in zip(comps, changed, olds)]
         done: set[int] = set()
         for o in olds:
