@@ -440,10 +440,7 @@ ls_join_chain(PyObject *self, PyObject *args)
     status = CHAIN_DONE;
     for (;;) {
         /* filters that read only bound variables (marked done at once on an empty result) */
-        uint64_t ready = 0;
-        for (Py_ssize_t f = 0; f < nf; f++)
-            if (!(fdone >> f & 1) && (fm[f] & ~bound) == 0)
-                ready |= (uint64_t)1 << f;
+        const uint64_t ready = chain_ready(fm, nf, fdone, bound);
         if (ready) {
             if (cur.n) {
                 status = CHAIN_FILTER;
@@ -453,16 +450,7 @@ ls_join_chain(PyObject *self, PyObject *args)
         }
         if (!remaining || !cur.n)
             break;
-        uint64_t pool = 0;
-        for (int x = 0; x < nin; x++)
-            if ((remaining >> x & 1) && (ins[x].vmask & cur.vmask))
-                pool |= (uint64_t)1 << x;
-        if (!pool)
-            pool = remaining;
-        int j = -1;
-        for (int x = 0; x < nin; x++)
-            if ((pool >> x & 1) && (j < 0 || ins[x].size < ins[j].size))
-                j = x;
+        const int j = chain_next(ins, (int)nin, remaining, cur.vmask);
         const chain_input *in = &ins[j];
         const int rest_may = popcount64(remaining) > 1 && in->size > rest_fanout * cur.n;
         int got = ls_chain_step(&cur, in, rest_may, &pairs);

@@ -96,6 +96,35 @@ popcount64(uint64_t x)
     return c;
 }
 
+/* the filters not in fdone that read only bound variables (fm: their variables' masks) */
+static inline uint64_t
+chain_ready(const uint64_t *fm, Py_ssize_t nf, uint64_t fdone, uint64_t bound)
+{
+    uint64_t ready = 0;
+    for (Py_ssize_t f = 0; f < nf; f++)
+        if (!(fdone >> f & 1) && (fm[f] & ~bound) == 0)
+            ready |= (uint64_t)1 << f;
+    return ready;
+}
+
+/* the input joined next: the smallest of ``remaining`` sharing a variable with the partial
+ * result (variables ``vmask``), else the smallest; the first on ties */
+static inline int
+chain_next(const chain_input *ins, int nin, uint64_t remaining, uint64_t vmask)
+{
+    uint64_t pool = 0;
+    for (int x = 0; x < nin; x++)
+        if ((remaining >> x & 1) && (ins[x].vmask & vmask))
+            pool |= (uint64_t)1 << x;
+    if (!pool)
+        pool = remaining;
+    int j = -1;
+    for (int x = 0; x < nin; x++)
+        if ((pool >> x & 1) && (j < 0 || ins[x].size < ins[j].size))
+            j = x;
+    return j;
+}
+
 /* an input's fan-out on its index variable, as the caller's loop last counted it */
 enum { CHAIN_FAN_UNKNOWN = 0, CHAIN_FAN_LOW = 1, CHAIN_FAN_HIGH = 2 };
 

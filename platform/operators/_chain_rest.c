@@ -53,10 +53,7 @@ rest_join(const chain_input *ins, int nin, const uint64_t *fm, Py_ssize_t nf, ui
         return -1;
     uint64_t rem = rest & ~((uint64_t)1 << first), bound = ins[first].vmask & ins[first].certain, fd = 0;
     for (;;) {
-        uint64_t ready = 0;
-        for (Py_ssize_t f = 0; f < nf; f++)
-            if (!(fd >> f & 1) && (fm[f] & ~bound) == 0)
-                ready |= (uint64_t)1 << f;
+        const uint64_t ready = chain_ready(fm, nf, fd, bound);
         if (ready) {
             if (rt->n)
                 return 0; /* (a filter to evaluate: Python's) */
@@ -64,16 +61,7 @@ rest_join(const chain_input *ins, int nin, const uint64_t *fm, Py_ssize_t nf, ui
         }
         if (!rem || !rt->n)
             break;
-        uint64_t pool = 0;
-        for (int x = 0; x < nin; x++)
-            if ((rem >> x & 1) && (ins[x].vmask & rt->vmask))
-                pool |= (uint64_t)1 << x;
-        if (!pool)
-            pool = rem;
-        int j = -1;
-        for (int x = 0; x < nin; x++)
-            if ((pool >> x & 1) && (j < 0 || ins[x].size < ins[j].size))
-                j = x;
+        const int j = chain_next(ins, nin, rem, rt->vmask);
         const int rest_may = popcount64(rem) > 1 && ins[j].size > rest_fanout * rt->n;
         const int got = ls_chain_step(rt, &ins[j], rest_may, pairs);
         if (got <= 0)
