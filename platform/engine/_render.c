@@ -46,7 +46,10 @@ join_timed(PyObject *self, PyObject *args)
         return NULL;
     const Py_ssize_t np = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    /* first pass: the length (every part's characters, each mark counted as ``t``'s) */
+    /* the parts' characters (every part checked first: the text is built only when all are
+     * ASCII); the marks are found while copying, into a text sized for a mark per 64
+     * characters and resized when it needs more (a resize of a large text moves no
+     * characters) and at the end to its length */
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < np; i++) {
         const char *d;
@@ -56,34 +59,47 @@ join_timed(PyObject *self, PyObject *args)
             Py_RETURN_NONE;
         }
         total += n;
-        const char *p = d, *end = d + n;
-        while (p < end && (p = memchr(p, 0, (size_t)(end - p))) != NULL) {
-            total += tn - 1;
-            p++;
-        }
     }
-    PyObject *res = PyUnicode_New(total, 127);
+    Py_ssize_t cap = total + (tn > 1 ? (tn - 1) * (total / 64 + 16) : 0);
+    PyObject *res = PyUnicode_New(cap, 127);
     if (res == NULL) {
         Py_DECREF(seq);
         return NULL;
     }
-    char *out = (char *)PyUnicode_DATA(res);
+    char *base = (char *)PyUnicode_DATA(res);
+    Py_ssize_t used = 0, left = total; /* ``left``: input characters not copied yet */
     for (Py_ssize_t i = 0; i < np; i++) {
         const char *d = (const char *)PyUnicode_DATA(items[i]);
         const char *end = d + PyUnicode_GET_LENGTH(items[i]);
         while (d < end) {
             const char *m = memchr(d, 0, (size_t)(end - d));
             const char *stop = m == NULL ? end : m;
-            memcpy(out, d, (size_t)(stop - d));
-            out += stop - d;
+            Py_ssize_t k = stop - d;
+            /* room for this piece, the mark's text and every character still to come */
+            Py_ssize_t need = used + (left - k) + k + (m == NULL ? 0 : tn);
+            if (need > cap) {
+                Py_ssize_t grown = cap + cap / 2 > need ? cap + cap / 2 : need;
+                if (PyUnicode_Resize(&res, grown) < 0) {
+                    Py_DECREF(seq);
+                    return NULL;
+                }
+                cap = grown;
+                base = (char *)PyUnicode_DATA(res);
+            }
+            memcpy(base + used, d, (size_t)k);
+            used += k;
+            left -= k;
             if (m == NULL)
                 break;
-            memcpy(out, tdata, (size_t)tn);
-            out += tn;
+            memcpy(base + used, tdata, (size_t)tn);
+            used += tn;
+            left -= 1;
             d = m + 1;
         }
     }
     Py_DECREF(seq);
+    if (used != cap && PyUnicode_Resize(&res, used) < 0)
+        return NULL;
     return res;
 }
 
