@@ -43,7 +43,7 @@ from linkstream.operators.latest_graph import STATIC_TS as STATIC_TS
 from linkstream.operators.latest_graph import LatestGraphOperator as LatestGraphOperator
 from linkstream.operators.latest_graph import TimedScanOperator as TimedScanOperator
 from linkstream.operators.relation import Relation
-from linkstream.operators.router_groups import Group, GroupTable
+from linkstream.operators.router_groups import Expiry, Group, GroupTable, pair_ends
 from linkstream.operators.state import StateError, StateReader, StateWriter
 from linkstream.operators.timed_window import CountedWindowOperator, TimedWindowOperator
 
@@ -104,6 +104,9 @@ _max0 = np.maximum.reduce
 #: than base / RECENT_RATIO + RECENT_FLOOR rows
 RECENT_RATIO = 4
 RECENT_FLOOR = 256
+#: rows already joined leave their groups by their expiry (:class:`Expiry`) where it
+#: applies (``False``: every such row's qualification tested at every epoch)
+EXPIRY = True
 
 
 def _merged(a: Batch, b: Batch) -> Batch:
@@ -178,6 +181,9 @@ class RouterOperator(Operator):
         self._hidden: tuple[str, ...] | None = None
         self._hid_idx: list[int] = []
         self._tab: GroupTable | None = None
+        #: the qualifying pairs by when they leave, while the windows slide at one close
+        #: (``None``: rebuilt from the rows when next needed)
+        self._expiry: Expiry | None = None
         #: the window closes of the last evaluation (every started group's result is at them)
         self._closes: tuple[int, ...] | None = None
         #: this epoch's change of every group's result, tagged with the group id (over
@@ -207,6 +213,7 @@ class RouterOperator(Operator):
             raise StateError("the router evaluated here already")
         self._base = consolidate(r.batch(entries["rows"], self.jvars))
         self._recent = Batch.empty(self.jvars)
+        self._expiry = None
 
     def rows(self) -> Batch:
         """The shared join's current rows, consolidated (the recent part merged into the base)."""
@@ -264,7 +271,9 @@ class RouterOperator(Operator):
                 self._emitted.pop(key, None)
 
     def _invalidate(self) -> None:
-        """Drops the group table (the groups' evaluation flags are written back first)."""
+        """Drops the group table (the groups' evaluation flags are written back first) and
+        the pairs' expiry."""
+        self._expiry = None
         t = self._tab
         if t is not None:
             for g, started in zip(t.groups, t.started.tolist()):
@@ -320,6 +329,7 @@ class RouterOperator(Operator):
         self._emit = self._emitted = None
         self._emit_src = None
         if any(w.now is None for w in self.windows) or not self.groups:
+            self._expiry = None  # (this delta's rows are in no expiry)
             return Batch.empty(())
         wsteps = tuple(w.step for w in self.windows)
         # a time slot's close is its window's last report time (rows carry timestamps); a
@@ -341,7 +351,29 @@ class RouterOperator(Operator):
         counts: list[np.ndarray] = []
         gids: list[np.ndarray] = []
         hid = self._hid_idx
-        if old and (not same or t.any_fresh):
+        # windows that slid forward (or stayed) to one close, no new group, no upper bound:
+        # the rows already joined leave their groups by their expiry (:class:`Expiry`)
+        fast = (
+            EXPIRY
+            and prev is not None
+            and not upper
+            and not t.any_fresh
+            and len(set(closes)) == 1
+            and len(set(prev)) == 1
+            and closes[0] >= prev[0]
+        )
+        expiry = self._expiry if fast else None
+        if fast:
+            assert prev is not None
+            if expiry is None or expiry.close != prev[0]:
+                expiry = self._expiry = self._expiry_of(old, t, prev[0])
+            for c_, n_, g_ in expiry.leave(closes[0]):
+                cols.append(c_)
+                counts.append(-n_)
+                gids.append(g_)
+        else:
+            self._expiry = None
+        if old and not fast and (not same or t.any_fresh):
             # rows already joined: their qualification changes as the windows slide (and
             # for groups never evaluated, it starts)
             pb = t.bounds(prev, wsteps) if prev is not None else None
@@ -364,12 +396,15 @@ class RouterOperator(Operator):
             ri, gi = t.pairs(d.cols.take(hid, axis=0) if hid else d.cols[:0])
             if len(ri):
                 dmax = self._maxs(d.cols) if upper else None
-                sel = t.qualify(self._mins(d.cols), dmax, bounds, ri, gi).nonzero()[0]
+                dmins = self._mins(d.cols)
+                sel = t.qualify(dmins, dmax, bounds, ri, gi).nonzero()[0]
                 if len(sel):
-                    rs = ri.take(sel)
+                    rs, gs = ri.take(sel), gi.take(sel)
                     cols.append(d.cols.take(self._out_idx, axis=0).take(rs, axis=1))
                     counts.append(d.counts.take(rs))
-                    gids.append(t.gids.take(gi.take(sel)))
+                    gids.append(t.gids.take(gs))
+                    if expiry is not None:
+                        expiry.add(pair_ends(dmins, t.ranges, rs, gs), cols[-1], counts[-1], gids[-1])
         self._closes = closes
         if t.any_fresh:
             t.started[:] = True
@@ -406,6 +441,25 @@ class RouterOperator(Operator):
             tagged = Batch(self._gvars, delta.cols.take(moved, axis=1), sign)
             self.tagged = concat([self.tagged, tagged], self._gvars) if len(self.tagged) else tagged
         return Batch.empty(())
+
+    def _expiry_of(self, old: list[Batch], t: GroupTable, close: int) -> Expiry:
+        """The pairs of the rows already joined (parts ``old``) that qualify at ``close``
+        (every group started, no upper bound), by when they leave (:class:`Expiry`)."""
+        ex = Expiry(close)
+        hid = self._hid_idx
+        for part in old:
+            ri, gi = t.pairs(part.cols.take(hid, axis=0) if hid else part.cols[:0])
+            e = pair_ends(self._mins(part.cols), t.ranges, ri, gi)
+            keep = (e >= close).nonzero()[0]
+            if len(keep):
+                rs = ri.take(keep)
+                ex.add(
+                    e.take(keep),
+                    part.cols.take(self._out_idx, axis=0).take(rs, axis=1),
+                    part.counts.take(rs),
+                    t.gids.take(gi.take(keep)),
+                )
+        return ex
 
     def _old_change(
         self,

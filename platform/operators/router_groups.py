@@ -133,3 +133,62 @@ class GroupTable:
                 assert maxs is not None  # (asked for by the caller when bounds have an upper end)
                 q &= maxs[s].take(ri) < hi.take(gi)
         return q
+
+
+class Expiry:
+    """A router's qualifying (row, group) pairs ordered by when they stop qualifying, for
+    windows that only slide forward and share one close (every slot's window ends at the
+    same report time, no group has an upper bound): a pair qualifies at close ``c`` while
+    ``c <= e``, ``e`` the least over slots of the row's earliest timestamp plus the
+    group's range.  Each evaluation then takes the pairs with ``e`` below the new close
+    (a binary search per chunk: they leave their groups) instead of testing every row
+    already joined against its groups, and adds the delta's qualifying pairs as a chunk.
+
+    Counts are linear: a row and its retraction are two entries with equal ``e`` that
+    leave together and cancel, as in the router's parts.  Valid only while every
+    evaluation goes through it: the router drops it when its groups or rows change
+    otherwise (:meth:`~linkstream.operators.router.RouterOperator._invalidate`)."""
+
+    __slots__ = ("close", "chunks")
+
+    def __init__(self, close: int) -> None:
+        #: the close its pairs qualify at (every ``e >= close``)
+        self.close = close
+        #: (e ascending, the rows' output columns, their counts, the groups' ids)
+        self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, e: np.ndarray, cols: np.ndarray, counts: np.ndarray, gids: np.ndarray) -> None:
+        """Adds pairs qualifying at :attr:`close` (``e``: when each stops, see above)."""
+        if not len(e):
+            return
+        o = e.argsort(kind="stable")
+        self.chunks.append((e.take(o), cols.take(o, axis=1), counts.take(o), gids.take(o)))
+
+    def leave(self, close: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Takes out the pairs that no longer qualify at ``close`` (``>= self.close``):
+        their (output columns, counts, group ids), by chunk."""
+        out = []
+        keep = []
+        for ch in self.chunks:
+            e, cols, counts, gids = ch
+            i = int(e.searchsorted(close, "left"))
+            if i:
+                out.append((cols[:, :i], counts[:i], gids[:i]))
+            if i == 0:
+                keep.append(ch)
+            elif i < len(e):
+                keep.append((e[i:], cols[:, i:], counts[i:], gids[i:]))
+        self.chunks = keep
+        self.close = close
+        return out
+
+
+def pair_ends(mins: list[np.ndarray], ranges: np.ndarray, ri: np.ndarray, gi: np.ndarray) -> np.ndarray:
+    """:class:`Expiry`'s ``e`` of pairs ``(ri, gi)``: least over slots of the row's earliest
+    timestamp ``mins[s]`` plus the group's range ``ranges[s]`` (``(slots, groups)``)."""
+    e: np.ndarray | None = None
+    for m, r in zip(mins, ranges):
+        x = m.take(ri) + r.take(gi)
+        e = x if e is None else np.minimum(e, x)
+    assert e is not None  # (a router has a slot)
+    return e

@@ -43,3 +43,39 @@ def test_base_and_recent_part_write_what_a_state_merged_every_epoch_writes(
             rows = op.rows()
             assert not len(op._recent) and len(op.state) == len(rows)
     assert digests[0] == digests[1]
+
+
+def test_rows_leaving_by_expiry_write_what_testing_every_row_writes(tmp_path: Path, monkeypatch) -> None:
+    """Rows already joined leave their groups by their expiry (pairs ordered by when they
+    stop qualifying) or by testing every row against its groups at every epoch: the
+    same bytes, and the expiry path was taken (built from the joined rows, then kept)."""
+    lsbench = lsbench_module()
+    lsbench.generate(tmp_path, 300, 12, 1.0, 5, 3)
+    left: list[int] = []  # pairs taken out of an expiry, per call
+    built: list[int] = []
+    leave, rebuild = R.Expiry.leave, R.RouterOperator._expiry_of
+
+    def spy_leave(self, close):
+        out = leave(self, close)
+        left.append(sum(len(n) for _, n, _ in out))
+        return out
+
+    def spy_build(self, old, t, close):
+        built.append(close)
+        return rebuild(self, old, t, close)
+
+    monkeypatch.setattr(R.Expiry, "leave", spy_leave)
+    monkeypatch.setattr(R.RouterOperator, "_expiry_of", spy_build)
+    digests = []
+    for on in (True, False):
+        monkeypatch.setattr(R, "EXPIRY", on)
+        left.clear()
+        built.clear()
+        digest, _ = mixed_replay(tmp_path)
+        assert digest[2] > 1000
+        digests.append(digest)
+        if on:
+            assert sum(left) > 1000 and built, (sum(left), built)
+        else:
+            assert not left and not built
+    assert digests[0] == digests[1]
