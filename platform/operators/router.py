@@ -107,6 +107,12 @@ RECENT_FLOOR = 256
 #: rows already joined leave their groups by their expiry (:class:`Expiry`) where it
 #: applies (``False``: every such row's qualification tested at every epoch)
 EXPIRY = True
+#: while they do, the join's deltas are kept as they came (no consolidation or merge per
+#: epoch: the rows already joined are read only to rebuild an expiry) and folded into the
+#: base part once they hold more than base / LAZY_RATIO + RECENT_FLOOR rows or are more
+#: than LAZY_PARTS deltas
+LAZY_RATIO = 1
+LAZY_PARTS = 32
 
 
 def _merged(a: Batch, b: Batch) -> Batch:
@@ -165,6 +171,9 @@ class RouterOperator(Operator):
         #: is linear in the counts, so a row and its retraction change no group's result
         self._base = Batch.empty(self.jvars)
         self._recent = Batch.empty(self.jvars)
+        #: the deltas kept as they came while rows leave by their expiry (:data:`LAZY_RATIO`)
+        self._lazy: list[Batch] = []
+        self._nlazy = 0
         self.groups: dict[tuple, Group] = {}
         #: this epoch's changed groups: (their ids ascending, their rows' starts and ends in
         #: the delta, gid -> key), and the delta's (columns, moved rows, signs); per-group
@@ -213,10 +222,13 @@ class RouterOperator(Operator):
             raise StateError("the router evaluated here already")
         self._base = consolidate(r.batch(entries["rows"], self.jvars))
         self._recent = Batch.empty(self.jvars)
+        self._lazy, self._nlazy = [], 0
         self._expiry = None
 
     def rows(self) -> Batch:
         """The shared join's current rows, consolidated (the recent part merged into the base)."""
+        if self._lazy:
+            self._fold()
         if len(self._recent):
             self._base = _merged(self._base, self._recent)
             self._recent = Batch.empty(self.jvars)
@@ -226,8 +238,35 @@ class RouterOperator(Operator):
     def state(self) -> Batch:
         """The shared join's current rows as held: the base part then the recent part (a
         row may be in both, with counts that cancel; :meth:`rows` consolidates)."""
-        b, r = self._base, self._recent
-        return concat([b, r], self.jvars) if len(r) and len(b) else (r if len(r) else b)
+        parts = [p for p in (self._base, self._recent, *self._lazy) if len(p)]
+        return concat(parts, self.jvars) if parts else self._base
+
+    def _fold(self) -> None:
+        """Folds the deltas kept as they came (and the recent part) into the base part."""
+        lazy = consolidate(concat(self._lazy, self.jvars))
+        self._lazy, self._nlazy = [], 0
+        self._base = _merged(self._base, _merged(self._recent, lazy))
+        self._recent = Batch.empty(self.jvars)
+
+    def _keep(self, d: Batch, lazy: bool) -> None:
+        """Adds the join's delta ``d`` (not consolidated) to the rows: as it came while
+        rows leave by their expiry (``lazy``), else consolidated into the recent part."""
+        if lazy:
+            if len(d):
+                self._lazy.append(d)
+                self._nlazy += len(d)
+                if self._nlazy > len(self._base) // LAZY_RATIO + RECENT_FLOOR or len(self._lazy) > LAZY_PARTS:
+                    self._fold()
+            return
+        if self._lazy:
+            self._fold()
+        d = consolidate(d)
+        if len(d):
+            recent = _merged(self._recent, d)
+            if len(recent) > len(self._base) // RECENT_RATIO + RECENT_FLOOR:
+                self._base = _merged(self._base, recent)
+                recent = Batch.empty(self.jvars)
+            self._recent = recent
 
     def config_key(self) -> object:
         return (self.out_vars, tuple(self.slot_ts))
@@ -316,20 +355,17 @@ class RouterOperator(Operator):
             self.tagged = concat(self._retracted, self._gvars)
             self._retracted = []
         d = self.join.delta(epoch)
-        d = consolidate(d.project(self.jvars)) if len(d) else Batch.empty(self.jvars)
+        # (not consolidated: every step below is linear in the counts, and the change of
+        # the groups' results is consolidated at the end)
+        d = d.project(self.jvars) if len(d) else Batch.empty(self.jvars)
         # the rows before this delta, by part (the qualification of rows already joined
         # reads each part on its own)
-        old = [p for p in (self._base, self._recent) if len(p)]
-        if len(d):
-            recent = _merged(self._recent, d)
-            if len(recent) > len(self._base) // RECENT_RATIO + RECENT_FLOOR:
-                self._base = _merged(self._base, recent)
-                recent = Batch.empty(self.jvars)
-            self._recent = recent
+        old = [p for p in (self._base, self._recent, *self._lazy) if len(p)]
         self._emit = self._emitted = None
         self._emit_src = None
         if any(w.now is None for w in self.windows) or not self.groups:
             self._expiry = None  # (this delta's rows are in no expiry)
+            self._keep(d, False)
             return Batch.empty(())
         wsteps = tuple(w.step for w in self.windows)
         # a time slot's close is its window's last report time (rows carry timestamps); a
@@ -373,6 +409,7 @@ class RouterOperator(Operator):
                 gids.append(g_)
         else:
             self._expiry = None
+        self._keep(d, fast)
         if old and not fast and (not same or t.any_fresh):
             # rows already joined: their qualification changes as the windows slide (and
             # for groups never evaluated, it starts)
