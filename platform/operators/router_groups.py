@@ -5,6 +5,7 @@ as arrays for matching a batch of joined rows to groups at once."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -68,15 +69,26 @@ class GroupTable:
         self.keys = [g.key for g in groups]
         n = len(groups)
         self.gids = np.fromiter((g.gid for g in groups), dtype=np.int64, count=n)
-        #: (slots, groups) ranges; (hidden constants, groups) values
-        self.ranges = np.array([g.ranges for g in groups], dtype=np.int64).reshape(n, n_slots).T.copy()
+        #: (slots, groups) ranges; (hidden constants, groups) values (read flat, one
+        #: iterator over all groups' values, no list per group)
+        flat = chain.from_iterable
+        self.ranges = (
+            np.fromiter(flat(g.ranges for g in groups), np.int64, n * n_slots).reshape(n, n_slots).T.copy()
+        )
         self.cvals = (
-            np.array([[c for _, c in g.consts] for g in groups], dtype=np.int64).reshape(n, n_consts).T.copy()
+            np.fromiter((c for g in groups for _, c in g.consts), np.int64, n * n_consts)
+            .reshape(n, n_consts)
+            .T.copy()
+            if n_consts
+            else np.empty((0, n), dtype=np.int64)
         )
         self.index = SortedIndex(row_keys(self.cvals)) if n_consts else None
         #: (slots, groups) report steps (0: the slot window's step), and per slot the set of them
+        none = (0,) * n_slots
         self.steps = (
-            np.array([g.steps or (0,) * n_slots for g in groups], dtype=np.int64).reshape(n, n_slots).T.copy()
+            np.fromiter(flat(g.steps or none for g in groups), np.int64, n * n_slots)
+            .reshape(n, n_slots)
+            .T.copy()
         )
         self.step_set = [frozenset(row.tolist()) for row in self.steps]
         self.started = np.fromiter((g.started for g in groups), dtype=bool, count=n)
