@@ -83,21 +83,16 @@ def test_compiled_and_python_reports_are_the_same_text(both: None, extra: list[s
 
 def test_join_timed_blocks_and_put_equal_the_python_code(both: None) -> None:
     parts = ["", TIME_MARK, 'a {"t": ' + TIME_MARK + "}\n", TIME_MARK * 3, "x" * 40000 + TIME_MARK]
-    for t in ("1700000031000", "", "7"):
-        want = "".join(parts).replace(TIME_MARK, t)
-        assert render.join_timed(parts, t) == want
-        render.use_native(False)
-        assert render.join_timed(parts, t) == want
-        render.use_native(True)
     # marks denser than the compiled join sizes its text for at first (it grows the text
     # while copying), and marks only (a text shorter than its parts when ``t`` is empty)
     dense = ["ab" + TIME_MARK * 5000, "c", TIME_MARK + "d" * 70, TIME_MARK * 300]
-    for t in ("1700000031000", "", "7"):
-        want = "".join(dense).replace(TIME_MARK, t)
-        assert render.join_timed(dense, t) == want
-        render.use_native(False)
-        assert render.join_timed(dense, t) == want
-        render.use_native(True)
+    for ps in (parts, dense):
+        for t in ("1700000031000", "", "7"):
+            want = "".join(ps).replace(TIME_MARK, t)
+            assert render.join_timed(ps, t) == want
+            render.use_native(False)
+            assert render.join_timed(ps, t) == want
+            render.use_native(True)
     assert render._native is not None
     assert render._native.join_timed(["é"], "1") is None  # not ASCII: the Python path
     heads, lines, bodies = ["h" + TIME_MARK + ":", "", "k:"], [2, 0, 1], ["a", "b", "c"]
