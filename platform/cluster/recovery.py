@@ -117,6 +117,21 @@ class Recovered:
     seconds: float
 
 
+@dataclass
+class _Sent:
+    """A query's last ``forward``: request ``id`` to ``dst`` (that incarnation: its fan-out
+    socket ``sender``) for the death of ``src``, sent at ``t`` (monotonic); ``state`` is
+    ``sent`` (no answer yet), ``kept`` / ``not kept`` (the answer says), or ``answered`` (by
+    an older container, which does not say)."""
+
+    id: int
+    src: str | None
+    dst: str
+    sender: object
+    t: float
+    state: str = "sent"
+
+
 class Recovery:
     """Recomputes owed reports on live containers (see the module docstring).
 
@@ -171,6 +186,11 @@ class Recovery:
         self._ahead: list[tuple[int, int]] = []  # (seq, c) of ticks sent with the same cut
         #: ``forward`` requests whose answer nobody waits for (queries not due when sent)
         self._idle: set[int] = set()
+        #: per query, its last ``forward`` (sent at most once per death and new owner while
+        #: it is unanswered or kept there: a second one would restore it there again)
+        self._sent: dict[str, _Sent] = {}
+        #: unanswered ``forward`` requests: id -> their queries
+        self._forwards: dict[int, list[str]] = {}
 
     def ahead(self, ticks: list[tuple[int, int]]) -> None:
         """Ticks ``(seq, c)`` sent together, after the same elements (the live driver's
@@ -228,6 +248,14 @@ class Recovery:
 
     def on_answer(self, message: Recomputed) -> None:
         """Takes a container's answer to a ``recompute`` request."""
+        for name in self._forwards.pop(message.id, ()):
+            sent = self._sent.get(name)
+            if sent is None or sent.id != message.id:
+                continue  # forwarded again since (an answer of an earlier incarnation)
+            if message.kept is None and not message.error:
+                sent.state = "answered"  # (an older container: the rule per batch holds)
+            else:
+                sent.state = "kept" if name in (message.kept or ()) else "not kept"
         if message.id in self._idle:  # only its later report times' lines are of use
             self._idle.discard(message.id)
             if message.error:
@@ -328,7 +356,7 @@ class Recovery:
                         continue
                     streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
                     message, n_el = self._request(part, streams, cuts, point)
-                    self.fanout.send(dst, encode(message))
+                    self._send(dst, message, {**owed, **mine})
                     sent[message.id] = (dst, sender, part, n_el, time.perf_counter())
                     pending.add(message.id)
             if not pending and live:
@@ -405,8 +433,24 @@ class Recovery:
             for point, part in self._restorable(seq, names, idle, dst, prefer, REFORWARD_S):
                 streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
                 message, _ = self._request(part, streams, cuts, point)
-                self.fanout.send(dst, encode(message))
+                self._send(dst, message, idle)
                 self._idle.add(message.id)
+
+    def _send(self, dst: str, message: Recompute, src: Mapping[str, str | None]) -> None:
+        """Sends ``message`` to ``dst``; a ``forward`` is remembered per query (``src``: the
+        container each query's report was owed by, dead)."""
+        if not isinstance(message, Forward):
+            self.fanout.send(dst, encode(message))
+            return
+        sender = self.fanout.peers.get(dst)
+        now = time.monotonic()
+        latest = {x.id for x in self._sent.values()}
+        for rid in [r for r in self._forwards if r not in latest]:
+            del self._forwards[rid]  # (each of its queries forwarded again since: its answer tells nothing)
+        self._forwards[message.id] = list(message.queries)
+        for name in message.queries:
+            self._sent[name] = _Sent(message.id, src.get(name), dst, sender, now)
+        self.fanout.send(dst, encode(message))
 
     def _restorable(
         self,
@@ -429,15 +473,8 @@ class Recovery:
             point = next((p for p in reversed(self.points) if name in p.objects), self.point)
             if point is None:
                 why = "no complete checkpoint with task snapshots"
-            elif self.forwarded.get(name, (-1, 0, 0))[0] == point.seq and (
-                self.forwarded[name][1] >= MAX_FORWARDS
-                or (
-                    self.forwarded[name][2] == self._batch(seq)
-                    and not 0 < again <= now - self._forward_t.get(name, now)
-                )
-                or self.is_ready(name, dst)
-            ):
-                if self.forwarded[name][1] >= MAX_FORWARDS and self.forwarded[name][2] != self._batch(seq):
+            elif (held := self._held_back(name, point, src, dst, seq, again, now)) is not None:
+                if held:
                     self.refused.add(name)  # not kept by then: its owner rebuilds it
                 continue  # restored on its new owner already: the reports until it is ready are recomputed
             elif src is not None and not self.is_dead(src):
@@ -477,6 +514,35 @@ class Recovery:
                 seq,
             )
         return groups
+
+    def _held_back(
+        self, name: str, point: RestorePoint, src: str | None, dst: str, seq: int, again: float, now: float
+    ) -> bool | None:
+        """Whether ``name`` is not forwarded to ``dst`` now (``False``), nor any more (``True``:
+        forwarded ``MAX_FORWARDS`` times, not kept), or is (``None``).  A forward for the same
+        death to the same incarnation of the same new owner is not sent again while it is
+        unanswered (within the answer timeout) or kept there: the next batch's forward of a
+        query forwarded between ticks restored it there twice.  One not kept there (or answered
+        by an older container, which does not say) goes again once per batch of ticks, and
+        between ticks after ``again`` seconds."""
+        last = self._sent.get(name)
+        if (
+            last is not None
+            and (last.src, last.dst) == (src, dst)
+            and last.sender is self.fanout.peers.get(dst)
+            and (last.state == "kept" or (last.state == "sent" and now - last.t < self.timeout))
+        ):
+            return False
+        done = self.forwarded.get(name, (-1, 0, 0))
+        if done[0] != point.seq:
+            return None
+        if self.is_ready(name, dst):
+            return False
+        if done[1] >= MAX_FORWARDS:
+            return done[2] != self._batch(seq)
+        if done[2] == self._batch(seq) and not 0 < again <= now - self._forward_t.get(name, now):
+            return False
+        return None
 
     def _batch(self, seq: int) -> int:
         """The first tick of the batch ``seq`` was sent in (nothing is admitted within one)."""

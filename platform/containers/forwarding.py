@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from linkstream.containers.messages import Forward, Recomputed
+from linkstream.containers.protofields import CAPS
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.restoreforward import adopt, forward
 from linkstream.containers.takeover import Slot
@@ -91,7 +92,8 @@ def handle_forward(
     c = message.owe or message.ticks[-1]
     missing = [n for n in message.queries if n not in texts]
     if missing:
-        return Recomputed(message.run, container, message.id, c, {}, f"unknown queries {', '.join(missing)}")
+        error = f"unknown queries {', '.join(missing)}"
+        return Recomputed(message.run, container, message.id, c, {}, error, caps=CAPS, kept=())
     try:
         snapshots = read_snapshots(message.uri, message.objects, stores)
         fwd = forward(
@@ -101,7 +103,8 @@ def handle_forward(
         logger.error(
             "%s: cannot restore %s and feed it forward: %s", container, ", ".join(message.queries), exc
         )
-        return Recomputed(message.run, container, message.id, c, {}, f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        return Recomputed(message.run, container, message.id, c, {}, error, caps=CAPS, kept=())
     keep: dict[str, str] = {}
     skipped: dict[str, str] = {}
     for name in message.queries:
@@ -131,4 +134,7 @@ def handle_forward(
         len(fwd.rebuilt),
         "".join(f"; {n} not kept: {why}" for n, why in sorted(skipped.items()))[:2000],
     )
-    return Recomputed(message.run, container, message.id, c, fwd.lines, later=fwd.later)
+    kept_names = tuple(sorted(kept))  # (the driver forwards them again only if not kept)
+    return Recomputed(
+        message.run, container, message.id, c, fwd.lines, later=fwd.later, caps=CAPS, kept=kept_names
+    )

@@ -225,8 +225,14 @@ class Recomputed:
     c: int
     lines: Mapping[str, Sequence[str]]
     error: str = ""
-    #: (``forward`` only) lines of the report times after ``c`` it evaluated, of the queries due then
+    #: lines of the report times after ``c`` it evaluated (ticks sent with the owed one), of
+    #: the queries due then
     later: dict[int, dict[str, list[str]]] = field(default_factory=dict)
+    #: what the answering container does (:data:`~linkstream.containers.protofields.CAPS`;
+    #: empty: an older container's answer)
+    caps: tuple[str, ...] = ()
+    #: (``forward`` only, with capability ``kept``) the queries the container kept
+    kept: tuple[str, ...] | None = None
 
 
 Message = (

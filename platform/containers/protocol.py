@@ -49,7 +49,8 @@ Driver to container:
     ``{"id", "queries", "ticks", "at", "nt", "k", "n"}`` then the four bulk frames of
     ``els``: rebuild ``queries`` in a scratch engine from these elements (the driver's
     retained history of their streams) and evaluate report times ``ticks``, each after
-    the first ``at[i]`` elements; answer with the lines of the last one
+    the first ``at[i]`` elements; answer with the lines of the last one, or with ``"owe":
+    int`` of that report time and those after it in ``later``
     (:mod:`linkstream.containers.recovery`: reports of a container that died).
 ``forward``
     A ``recompute`` header plus ``{"uri", "objects": {query: {"key", "size", "sha256"}}}``:
@@ -80,7 +81,11 @@ Container to driver:
     ``{"container", "query", "error"}``: the query could not be registered.
 ``recomputed``
     ``{"container", "id", "c", "names", "sizes", "error"}`` then the lines frame, as
-    in ``result``: the answer to ``recompute`` request ``id`` (report time ``c``).
+    in ``result``: the answer to ``recompute`` request ``id`` (report time ``c``);
+    ``"later": [[report time, {query: lines}]]`` the lines of the ticks after ``c`` it
+    evaluated too, ``"caps": [str]`` what the container does (``owe``: a ``recompute``'s
+    ``owe`` is answered, later ticks in ``later``; ``kept``: a ``forward``'s answer names
+    the queries kept in ``"kept": [query]``).  Without ``caps``: an older container.
 
 ``state`` (container to driver, then driver to the task's new container)
     ``{"container", "query", "dst", "seq", "error"}`` then the snapshot's frames
@@ -213,6 +218,8 @@ def encode(message: Message) -> list[Frame]:
         header.update(id=message.id, c=message.c, error=message.error)
         if message.later:  # (small: a few report times of the dead container's queries)
             header["later"] = [[c, {n: "\n".join(x) for n, x in v.items()}] for c, v in message.later.items()]
+        header.update({"caps": list(message.caps)} if message.caps else {})
+        header.update({"kept": list(message.kept)} if message.kept is not None else {})
         return _lines_frames(header, message.lines)
     if isinstance(message, Tick):
         tick = {
@@ -431,7 +438,9 @@ def decode(frames: Sequence[Frame]) -> Message:
         )
     if kind == "recomputed":
         args = (run, str_field(h, "container"), int_field(h, "id", 0), int_field(h, "c"), _lines(h, frames))
-        return Recomputed(*args, str_field(h, "error"), later_field(h))
+        caps = tuple(strs_field(h, "caps")) if "caps" in h else ()
+        kept = tuple(strs_field(h, "kept")) if "kept" in h else None
+        return Recomputed(*args, str_field(h, "error"), later_field(h), caps, kept)
     if kind == "failed":
         check_frames(frames, 1, kind)
         return Failed(run, str_field(h, "container"), str_field(h, "query"), str_field(h, "error"))

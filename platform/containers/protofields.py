@@ -14,6 +14,11 @@ import numpy as np
 from linkstream.containers.wire import Frame, WireError, byte_view
 
 VERSION = 2  # 2: result lines in one frame with "sizes"
+#: what a container's ``recomputed`` answer says it does (``caps``; a header key an older
+#: container does not send): ``owe`` -- a plain ``recompute`` answers report time ``owe``
+#: and the ticks after it in ``later`` (one pass), not the last tick only; ``kept`` -- a
+#: ``forward``'s answer names the queries it kept
+CAPS = ("owe", "kept")
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 _I8 = np.dtype("<i8")
 

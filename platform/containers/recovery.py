@@ -27,6 +27,7 @@ import numpy as np
 
 from linkstream.containers.messages import Elements, Recompute, Recomputed
 from linkstream.containers.protocol import ProtocolError
+from linkstream.containers.protofields import CAPS
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.embedded import Engine
 from linkstream.query.continuous import parse_continuous
@@ -58,10 +59,12 @@ def recompute(replica: RunReplica, texts: dict[str, str], message: Recompute, co
             len(message.ticks),
             time.perf_counter() - t0,
         )
-        return Recomputed(message.run, container, message.id, c, lines, later=later)
+        return Recomputed(message.run, container, message.id, c, lines, later=later, caps=CAPS)
     except Exception as exc:  # a bad request or a query that cannot be planned: the driver decides
         logger.error("%s: cannot recompute %s at t=%d: %s", container, ", ".join(message.queries), c, exc)
-        return Recomputed(message.run, container, message.id, c, {}, f"{type(exc).__name__}: {exc}")
+        return Recomputed(
+            message.run, container, message.id, c, {}, f"{type(exc).__name__}: {exc}", caps=CAPS
+        )
 
 
 def _evaluate(

@@ -8,6 +8,8 @@ The real-process path (kill -9 after a cluster checkpoint) is
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -368,3 +370,72 @@ def test_a_forward_between_ticks_not_kept_is_sent_again_after_a_while(
     clock[0] += recovery.REFORWARD_S
     rec.forward_idle(4, {"a": "oc-1"}, {}, owner)
     assert len(sent) == 2
+
+
+@pytest.mark.parametrize("kept", ["kept", "not kept", "older container"])
+def test_a_query_forwarded_between_ticks_is_not_forwarded_again_by_the_next_batch(kept: str) -> None:
+    """A dead container's query forwarded between ticks (``forward_idle``) and then owed by
+    the next batch, before its new owner's answer came: the batch recomputes it (one pass)
+    and does not forward it again -- a second forward restored it there twice.  Once the
+    answer says it was kept, no batch forwards it again (its ready announcement comes); one
+    not kept there, or answered by an older container (no ``kept`` in its answer), goes
+    again with the next batch.  Every message goes through the wire form."""
+    from linkstream.containers.protofields import CAPS
+
+    rec = _recovery({"oc-1"})
+    for seq in range(1, 5):
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    rec.checkpointed(RestorePoint(3, 3000, "file:///x", {"a": {"key": "a", "size": 1, "sha256": "0"}}))
+    restores: Counter[str] = Counter()  # per query, the forwards its new owner restored it from
+    asked: list[tuple[str, list[int], int]] = []
+    wire: list[list[bytes]] = []  # answers on their way to the driver
+
+    def send(dst: str, frames: Any) -> None:  # oc-2, the new owner, answers each request
+        m = decode([bytes(memoryview(f)) for f in frames])
+        assert isinstance(m, Recompute)
+        asked.append((type(m).__name__, m.ticks, m.owe))
+        owe = m.owe or m.ticks[-1]
+        later = {c: {n: [f'{{"{n}": {c}}}'] for n in m.queries} for c in m.ticks if c > owe}
+        lines = {n: [f'{{"{n}": {owe}}}'] for n in m.queries}
+        ans = Recomputed("r1", dst, m.id, owe, lines, later=later)
+        if isinstance(m, Forward):
+            restores.update(m.queries)
+            if kept != "older container":
+                ans = replace(ans, caps=CAPS, kept=tuple(m.queries) if kept == "kept" else ())
+        wire.append([bytes(memoryview(f)) for f in encode(ans)])
+
+    def pump(_timeout: float) -> None:
+        while wire:
+            got = decode(wire.pop(0))
+            assert isinstance(got, Recomputed)
+            rec.on_answer(got)
+
+    rec.pump = pump
+    rec.fanout = cast(
+        Fanout,
+        SimpleNamespace(peers={"oc-2": object()}, send=send, history=lambda _s, cuts: ([], [0] * len(cuts))),
+    )
+    owner = {"a": "oc-2"}.get
+    rec.ahead([(4, 4000)])
+    rec.forward_idle(4, {"a": "oc-1"}, {}, owner)  # between ticks, at the detection
+    assert restores["a"] == 1 and wire  # (its answer not read yet)
+    for seq in (5, 6):  # the next batch: two ticks sent together, a owes the first
+        rec.record(seq, 1000 * seq, np.array([seq], dtype=np.int64))
+    rec.ahead([(5, 5000), (6, 6000)])
+    assert rec.recompute(5, {"a": "oc-1"}, {}, owner) == {"a": ['{"a": 5000}']}
+    assert restores["a"] == 1  # recomputed in one pass, not restored there a second time
+    assert asked[-1] == ("Recompute", [4000, 5000, 6000], 5000)
+    assert rec.recompute(6, {"a": "oc-1"}, {}, owner) == {"a": ['{"a": 6000}']}  # (its later lines)
+    assert not wire and rec._sent["a"].state == {"kept": "kept", "not kept": "not kept"}.get(kept, "answered")
+    rec.record(7, 7000, np.array([7], dtype=np.int64))
+    rec.ahead([(7, 7000)])  # a batch after the answer, before the ready announcement is read
+    assert rec.recompute(7, {"a": "oc-1"}, {}, owner) == {"a": ['{"a": 7000}']}
+    assert restores["a"] == (1 if kept == "kept" else 2)
+    assert asked[-1][0] == ("Recompute" if kept == "kept" else "Forward")
+    rec.forward_idle(7, {"a": "oc-1"}, {}, owner)  # between ticks: nothing while unanswered or kept
+    assert restores["a"] == (1 if kept == "kept" else 2)
+    rec.fanout.peers["oc-2"] = object()  # oc-2 restarted its run (a new socket): the forward is lost
+    rec.record(8, 8000, np.array([8], dtype=np.int64))
+    rec.ahead([(8, 8000)])
+    assert rec.recompute(8, {"a": "oc-1"}, {}, owner) == {"a": ['{"a": 8000}']}
+    assert restores["a"] == (2 if kept == "kept" else 3)
