@@ -191,6 +191,10 @@ class Recovery:
         self._sent: dict[str, _Sent] = {}
         #: unanswered ``forward`` requests: id -> their queries
         self._forwards: dict[int, list[str]] = {}
+        #: incarnations (fan-out sockets) of older containers, which answer a ``recompute`` of
+        #: several ticks with the last one only (no ``owe`` in their answer's ``caps``): asked
+        #: one tick per request
+        self._per_tick: set[Sender] = set()
 
     def ahead(self, ticks: list[tuple[int, int]]) -> None:
         """Ticks ``(seq, c)`` sent together, after the same elements (the live driver's
@@ -326,6 +330,7 @@ class Recovery:
         tried: dict[str, set[Sender]] = {name: set() for name in owed}
         sent: dict[int, tuple[str, Sender, list[str], int, float]] = {}  # answers taken even late
         pending: set[int] = set()  # requests still awaited
+        batched: set[int] = set()  # plain requests of several ticks (answered in one pass)
         deadline = time.monotonic() + self.timeout
         extra = dict(idle or {})  # sent once, with the first forward to their new owner
         while len(out) < len(owed) and time.monotonic() < deadline:
@@ -355,17 +360,34 @@ class Recovery:
                     if not part:
                         continue
                     streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
-                    message, n_el = self._request(part, streams, cuts, point)
+                    message, n_el = self._request(part, streams, cuts, point, sender in self._per_tick)
+                    if point is None and message.owe:
+                        batched.add(message.id)
                     self._send(dst, message, {**owed, **mine})
                     sent[message.id] = (dst, sender, part, n_el, time.perf_counter())
                     pending.add(message.id)
             if not pending and live:
                 break  # every live container answered the rest with an error
             for rid in [r for r in sent if r in self._answers]:
-                dst, _, names, n_el, t0 = sent.pop(rid)
+                dst, asked_at, names, n_el, t0 = sent.pop(rid)
                 pending.discard(rid)
                 answer = self._answers.pop(rid)
-                if not answer.error and answer.c != c:  # (a container that answers the last tick only)
+                if rid in batched and not answer.error and "owe" not in answer.caps:
+                    # An older container: it answered the last tick of the batch only.  Asked
+                    # again, one tick per request from now on (as an older driver asked).
+                    self._per_tick = {x for x in self._per_tick if x in self.fanout.peers.values()} | {
+                        asked_at
+                    }
+                    logger.warning(
+                        "driver: %s answered a recompute of several ticks with t=%d only (an older "
+                        "container): asking it one tick at a time",
+                        dst,
+                        answer.c,
+                    )
+                    for name in names:
+                        tried[name].discard(asked_at)
+                    continue
+                if not answer.error and answer.c != c:
                     answer = replace(answer, error=f"answered t={answer.c}, not t={c}")
                 if answer.error:
                     logger.warning("driver: %s cannot recompute %s: %s", dst, names, answer.error)
@@ -556,14 +578,16 @@ class Recovery:
         streams: frozenset[int],
         cuts: list[tuple[int, int, np.ndarray]],
         point: RestorePoint | None = None,
+        one: bool = False,
     ) -> tuple[Recompute, int]:
         """A recompute request over ``cuts`` or, with ``point``, a forward request from its
         cut on to the last of ``cuts``; either also evaluates the ticks sent after it with
-        the same elements (:meth:`ahead`), whose lines answer them (``later``, one pass)."""
+        the same elements (:meth:`ahead`), whose lines answer them (``later``, one pass) --
+        but a plain one for ``one`` tick only (an older container's)."""
         last = cuts[-1]
         if point is not None:
             cuts = [x for x in self._cuts if point.seq <= x[0] <= last[0]]
-        later = [(s, c, last[2]) for s, c in self._ahead if s > last[0]]
+        later = [] if one and point is None else [(s, c, last[2]) for s, c in self._ahead if s > last[0]]
         owe = last[1] if point is not None or later else 0
         cuts = [*cuts, *later]
         rows, at = self.fanout.history(streams, [x[2] for x in cuts])

@@ -8,7 +8,9 @@ whose reports are differences to the previous tick.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, cast
 
 import msgpack
 import numpy as np
@@ -18,6 +20,7 @@ from linkstream.containers.messages import Elements, Recompute, Recomputed
 from linkstream.containers.protocol import VERSION, ProtocolError, decode, encode
 from linkstream.containers.recovery import recompute
 from linkstream.containers.replica import RunReplica
+from linkstream.containers.transport import Sender
 from linkstream.engine.embedded import Engine
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.dictionary import MemoryDictionary
@@ -155,3 +158,83 @@ def test_a_query_the_container_cannot_read_is_an_error_answer() -> None:
     els = Elements("r1", np.empty(0, dtype=np.int64), [], np.empty((3, 0), dtype=np.int64), np.empty((0, 3)))
     got = recompute(replica, {}, Recompute("r1", 1, ["nope"], [1000], [0], els), "oc-1")
     assert got.lines == {} and "unknown queries nope" in got.error
+
+
+class _Peer:
+    """A container's data-plane socket, as the fan-out offers it messages."""
+
+    def __init__(self, offer_frames: Callable[[list[Any], float], bool]) -> None:
+        self.offer_frames = offer_frames
+
+
+@pytest.mark.parametrize("older", [False, True])
+def test_a_batch_of_owed_ticks_on_a_new_and_an_older_container(older: bool) -> None:
+    """The driver's :class:`Recovery` over a real fan-out backlog asks the only live container
+    for a dead one's reports, the live driver's way: ticks in batches of three, sent after the
+    same elements.  A container of this version answers a batch's owed ticks in one request
+    (``owe``, ``later``); an older one (its decoder ignores ``owe``, its answer has no
+    ``caps``) answers the batch's last tick only: the driver sees that in the answer's header
+    and asks it one tick per request.  Either way every owed report equals the engine that
+    ran the queries all along."""
+    from linkstream.cluster.fanout import Fanout
+    from linkstream.cluster.recovery import Recovery
+
+    replica = RunReplica(_spec())  # the survivor, oc-2
+    embedded = Engine()
+    for name, text in QUERIES.items():
+        embedded.register(parse_continuous(text, default_name=name))
+    driver = MemoryDictionary()
+    requests: list[tuple[list[int], int]] = []
+    wire: list[list[bytes]] = []  # answers on their way to the driver
+
+    def receive(frames: list[Any], _timeout: float) -> bool:  # oc-2's data-plane socket
+        message = decode([bytes(memoryview(f)) for f in frames])
+        assert isinstance(message, Recompute)
+        requests.append((message.ticks, message.owe))
+        if older:  # (its decoder did not read "owe"; its answer says nothing of what it does)
+            message = replace(message, owe=0)
+        answer = recompute(replica, QUERIES, message, "oc-2")
+        wire.append([bytes(memoryview(f)) for f in encode(replace(answer, caps=()) if older else answer)])
+        return True
+
+    def pump(_timeout: float) -> None:
+        while wire:
+            answer = decode(wire.pop(0))
+            assert isinstance(answer, Recomputed)
+            rec.on_answer(answer)
+
+    fanout = Fanout(
+        "r1", [S], [HORIZON], driver, is_dead=lambda c: c == "oc-1", on_wait=lambda: None, on_drop=print
+    )
+    fanout.peers["oc-2"] = cast(Sender, _Peer(receive))
+    rec = Recovery("r1", fanout, driver, pump, 5.0, lambda c: c == "oc-1")
+    rng = np.random.default_rng(11)
+    seq, compared = 0, 0
+    for first in range(1000, 13000, 3000):  # a batch: elements, then three ticks
+        for _ in range(int(rng.integers(2, 6))):
+            t = first - 1000 + int(rng.integers(0, 1000))
+            terms = [f"<http://example.org/x{rng.integers(0, 4)}>", "<http://example.org/p>", f'"{t}"']
+            embedded.ingest(S, t, embedded.dictionary.encode_many(terms).reshape(1, 3))
+            fanout.ingest(0, t, driver.encode_many(terms).reshape(1, 3))
+        fanout.flush()
+        batch = [(seq + k, first + 1000 * k) for k in (1, 2, 3)]
+        for s, c in batch:
+            rec.record(s, c, fanout.counts())
+        rec.ahead(batch)
+        for s, c in batch:
+            want = embedded.tick(c, list(QUERIES))
+            got = rec.recompute(
+                s, dict.fromkeys(QUERIES, "oc-1"), dict.fromkeys(QUERIES, frozenset({0})), lambda _n: "oc-2"
+            )
+            assert {n: list(x) for n, x in got.items()} == want, c
+            compared += sum(map(len, want.values()))
+        seq = batch[-1][0]
+        fanout.prune(rec.floor(batch[-1][1]))
+    assert compared > 20
+    if older:  # one batch asked in one pass (answered with its last tick), then one tick per request
+        assert requests[0] == ([2000, 3000, 4000], 2000)
+        assert requests[1:] == [([2000], 0)] + [([c - 1000, c], 0) for c in range(3000, 14000, 1000)]
+    else:  # one request per batch of three ticks
+        assert requests == [([2000, 3000, 4000], 2000)] + [
+            ([c - 1000, c, c + 1000, c + 2000], c) for c in (5000, 8000, 11000)
+        ]
