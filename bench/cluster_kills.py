@@ -23,6 +23,10 @@ coordinator, three containers): each round registers the queries of ``tests/api`
 CityBench slice under fresh names on the cluster and on an embedded server, pushes the
 slice over HTTP (shifted in time per round) to both while a random container holding a
 query is killed at a random element, and compares the JSON Lines results read back.
+Its recovery time is the kill to the first new result: the first line, read over the API,
+of a query the victim held for a report time after the kill; p50 / p99 in the summary
+(goal < 5 s).  ``--checkpoint-interval S`` takes cluster checkpoints (the dead container's
+queries restored from them).
 
 ``--kill leader`` kills the leader coordinator of the live service instead (two coordinators
 on a shared ``--state-dir``, three containers; see ``bench/leader_kills.py``): lost and
@@ -92,6 +96,8 @@ class RoundReaders:
     def __init__(self, cl: Any, emb: Any, qs: Iterable[str], until: int, timeout: float = 60) -> None:
         self.qs = list(qs)
         self.got: dict[str, list[str]] = {}
+        #: per cluster line read: (monotonic arrival, query, its report time ``t``)
+        self.arrivals: list[tuple[float, str, int | None]] = []
         self.errors: list[str] = []
         self.threads = [
             threading.Thread(target=self._read, args=(c, q, f"{k}/{q}", until, timeout), daemon=True)
@@ -105,15 +111,24 @@ class RoundReaders:
 
     def _read(self, client: Any, q: str, key: str, until: int, timeout: float) -> None:
         try:
-            self.got[key] = [
-                json.dumps(x, sort_keys=True) for x in client.results(q, until=until, timeout=timeout)
-            ]
+            rows = self.got.setdefault(key, [])
+            for x in client.results(q, until=until, timeout=timeout):
+                rows.append(json.dumps(x, sort_keys=True))
+                if key.startswith("cl/"):
+                    t = x.get("t")
+                    self.arrivals.append((time.monotonic(), q, t if isinstance(t, int) else None))
         except Exception as exc:  # reported with the round
             self.errors.append(f"{key}: {type(exc).__name__}: {exc}")
 
     def join(self, timeout: float) -> None:
         for th in self.threads:
             th.join(timeout)
+
+    def first_new(self, qs: set[str], after_t: int, killed: float) -> float | None:
+        """Seconds from ``killed`` to the first line of one of ``qs`` (the victim's queries)
+        for a report time after ``after_t`` (evaluated after the kill: recovered)."""
+        got = [a for a, q, t in self.arrivals if q in qs and t is not None and t > after_t and a > killed]
+        return min(got) - killed if got else None
 
     def tally(self) -> tuple[int, int, int]:
         """(lost, duplicated, expected) lines of the cluster against the embedded server."""
@@ -292,7 +307,9 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
             if time.monotonic() > deadline:
                 raise SystemExit("the coordinator does not lead")
             time.sleep(0.2)
-        print(f"{'kill':>4} {'victim':>6} {'at':>4} {'lost':>5} {'dup':>4} {'lines':>6} {'round s':>7}")
+        print(
+            f"{'kill':>4} {'victim':>6} {'at':>4} {'lost':>5} {'dup':>4} {'lines':>6} {'round s':>7} {'recov s':>7}"
+        )
         previous: list[str] = []
         for r in range(a.kills):
             live_now = cluster.names("container")
@@ -306,11 +323,11 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
             readers = RoundReaders(cl, emb, qs, until)
             client = cluster.client()
             try:
-                held = {
-                    a_.container
-                    for t, a_ in AssignmentTable(client).all().items()
-                    if t in {task_id(q) for q in qs}
+                tasks = {task_id(q): q for q in qs}
+                holder = {
+                    tasks[t]: a_.container for t, a_ in AssignmentTable(client).all().items() if t in tasks
                 }
+                held = set(holder.values())
             finally:
                 client.stop()
                 client.close()
@@ -318,9 +335,11 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
             n = len(corpus.elements)
             at = rng.randint(n // 5, 4 * n // 5)
             t1 = time.perf_counter()
+            killed = 0.0
             for k, el in enumerate(corpus.elements):
                 if k == at:
                     cluster.kill(victim, signal.SIGKILL)
+                    killed = time.monotonic()
                 cl.push(el.stream, el.ntriples, t=el.t + r * shift)
                 emb.push(el.stream, el.ntriples, t=el.t + r * shift)
                 time.sleep(0.02)
@@ -329,6 +348,10 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
             readers.join(120)
             seconds = time.perf_counter() - t1
             lost, dup, lines = readers.tally()
+            # death to the first new result: the first line of a query the victim held for a
+            # report time after the element pushed right after the kill (evaluated after it)
+            mine = {q for q, c in holder.items() if c == victim}
+            recovery = readers.first_new(mine, corpus.elements[at].t + r * shift, killed)
             # The previous round's queries go once this round's are in: unregistering every
             # query would end the cluster's run (a new one starts with the next query).
             for q in previous:
@@ -345,9 +368,15 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
                     "seconds": seconds,
                     "killed": True,
                     "reader_errors": readers.errors,
+                    "victim_queries": sorted(mine),
+                    "recovery_s": recovery,
                 }
             )
-            print(f"{r + 1:>4} {victim:>6} {at:>4} {lost:>5} {dup:>4} {lines:>6} {seconds:>7.2f}", flush=True)
+            rec = "-" if recovery is None else f"{recovery:.2f}"
+            print(
+                f"{r + 1:>4} {victim:>6} {at:>4} {lost:>5} {dup:>4} {lines:>6} {seconds:>7.2f} {rec:>7}",
+                flush=True,
+            )
             for e in readers.errors:
                 print("      reader failed:", e, flush=True)
         log = (cluster.dir / "logs" / "coord-1.log").read_text()
@@ -463,12 +492,18 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix="cluster-kills-live-") as d:
                 runs, extra = live_rounds(a, rng, Path(d))
         bad = [r for r in runs if r["lost_lines"] or r["duplicated_lines"]]
+        recs = sorted(r["recovery_s"] for r in runs if r["recovery_s"] is not None)
         summary = {
             "kills": len(runs),
             "runs_with_loss_or_duplicates": len(bad),
             "lost_lines": sum(r["lost_lines"] for r in runs),
             "duplicated_lines": sum(r["duplicated_lines"] for r in runs),
             "lines": sum(r["lines"] for r in runs),
+            # death to the first new result of a query the victim held (goal < 5 s)
+            "recovery_p50_s": statistics.median(recs) if recs else None,
+            "recovery_p99_s": recs[min(len(recs) - 1, int(round(0.99 * (len(recs) - 1))))] if recs else None,
+            "recovery_max_s": recs[-1] if recs else None,
+            "recovery_measured": len(recs),
             **extra,
         }
         print(
@@ -476,7 +511,9 @@ def main() -> int:
             f"{summary['duplicated_lines']} duplicated ({len(bad)} bad rounds); "
             f"{extra['recomputed_reports_logged']} recomputes logged; queries kept restored from a "
             f"checkpoint {extra['queries_kept_restored']}, restore waits given up "
-            f"{extra['restore_waits_given_up']}, told to rebuild {extra['rebuilt_not_restored']}"
+            f"{extra['restore_waits_given_up']}, told to rebuild {extra['rebuilt_not_restored']}; "
+            f"death to first new result p50 {fmt(summary['recovery_p50_s'])} s p99 "
+            f"{fmt(summary['recovery_p99_s'])} s ({len(recs)} of {len(runs)} rounds measured; goal < 5 s)"
         )
         out = Path(a.out or REPO / "bench" / "results" / "cluster_kills_live.json")
         out.parent.mkdir(parents=True, exist_ok=True)
