@@ -44,7 +44,7 @@ from kazoo.exceptions import KazooException
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.handover import Handovers, Migration
 from linkstream.cluster.owners import OwnerView
-from linkstream.cluster.recovery import Recovery
+from linkstream.cluster.recovery import Backoff, Recovery
 from linkstream.cluster.tasksnapshots import TaskSnapshots
 from linkstream.containers.messages import (
     Failed,
@@ -224,6 +224,7 @@ class ClusterEngine:
         #: forwarded at the first tick the death is known, due or not); containers seen dead
         self._orphans: dict[str, str] = {}
         self._seen_dead: set[str] = set()
+        self._orphan_poll = Backoff()  # (while none of them has a live new owner)
 
     def curve_for(self, cid: str) -> CurveKeys | None:
         """CURVE keys to connect to container ``cid`` (``None``: plaintext)."""
@@ -479,11 +480,19 @@ class ClusterEngine:
             with self._lock:
                 if self._departed <= self._seen_dead:
                     return  # (the usual case: nothing died)
+        key = (self.owners.version, tuple(self._peers), len(self._departed))
+        if not self._orphan_poll.due(key):
+            return  # (none of them had a live new owner, and nothing changed since)
         self.pump(0.0)  # ready announcements: a query kept by its new owner is not sent again
         self.admit()  # subscriptions answered: the streams' backlog goes before the forward
         idle = self._idle_orphans()
         if idle and self.seq > 0:
             self.recovery.forward_idle(self.seq, idle, self.reads, self.owner_in_zookeeper)
+        owners = {self.owner_in_zookeeper(n) for n in idle}
+        if idle and not any(o in self._peers and not self._dead(o) for o in owners if o is not None):
+            self._orphan_poll.wait(key)  # (no free slot anywhere yet: looked up less often)
+        else:
+            self._orphan_poll.reset()
 
     def choose_owners(self, seq: int) -> dict[str, str]:
         """The answerer of every query at tick ``seq`` (switching only to ready containers).

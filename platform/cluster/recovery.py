@@ -75,6 +75,36 @@ TRANSIENT = ("its new owner", "the owed tick is the checkpoint's")
 REFORWARD_S = 1.0
 
 
+#: between ticks, the dead container's queries no live container is assigned yet (no free
+#: slot anywhere) are looked up again after a delay doubling from the first to the second
+#: of these seconds while the owners and peers stand (at once when they change)
+ORPHAN_POLL_S = (0.1, 1.0)
+
+
+class Backoff:
+    """Says when a poll may be skipped: while its ``key`` (what it depends on) stands, for a
+    delay that doubles each time the poll found nothing to do (:meth:`wait`)."""
+
+    def __init__(self, first: float = ORPHAN_POLL_S[0], most: float = ORPHAN_POLL_S[1]) -> None:
+        self.first, self.most = first, most
+        self._key: object = None
+        self._next = 0.0
+        self._delay = 0.0
+
+    def due(self, key: object) -> bool:
+        """Whether to poll now."""
+        return key != self._key or time.monotonic() >= self._next
+
+    def wait(self, key: object) -> None:
+        """The poll found nothing to do: the next one waits longer while ``key`` stands."""
+        self._delay = min(self._delay * 2, self.most) if key == self._key else self.first
+        self._key, self._next = key, time.monotonic() + self._delay
+
+    def reset(self) -> None:
+        """The poll did something: the next one is not held back."""
+        self._key = None
+
+
 @dataclass(frozen=True)
 class RestorePoint:
     """The last complete cluster checkpoint, as a dead container's new owners restore it.

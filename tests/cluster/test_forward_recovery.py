@@ -438,3 +438,66 @@ def test_a_query_forwarded_between_ticks_is_not_forwarded_again_by_the_next_batc
     rec.ahead([(8, 8000)])
     assert rec.recompute(8, {"a": "oc-1"}, {}, owner) == {"a": ['{"a": 8000}']}
     assert restores["a"] == (2 if kept == "kept" else 3)
+
+
+def test_a_dead_containers_queries_without_a_new_owner_are_looked_up_less_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between ticks (``ClusterEngine.forward_orphans``, every ~50 ms from the live worker)
+    the dead container's queries that no live container is assigned yet (no free slot
+    anywhere) are looked up after a delay doubling up to ``ORPHAN_POLL_S[1]`` while the
+    owners and peers stand, and at once when they change; once one has a live new owner it
+    is forwarded at once."""
+    import threading
+
+    from linkstream.cluster import recovery
+    from linkstream.cluster.driver import ClusterEngine
+
+    clock = [100.0]
+    monkeypatch.setattr(recovery.time, "monotonic", lambda: clock[0])
+    rec = _recovery({"oc-1"})
+    rec.points = [RestorePoint(3, 3000, "file:///x", {"a": {}, "b": {}})]
+    forwards: list[dict[str, str]] = []
+    rec.forward_idle = lambda _seq, idle, *_a: forwards.append(dict(idle))  # type: ignore[method-assign]
+    owners: dict[str, str] = {"a": "oc-1", "b": "oc-1"}  # ZooKeeper still names the dead one
+    lookups: list[str] = []
+
+    def owner(name: str) -> str | None:
+        lookups.append(name)
+        return owners.get(name)
+
+    eng = cast(Any, object.__new__(ClusterEngine))
+    eng.__dict__.update(
+        recovery=rec,
+        _lock=threading.Lock(),
+        _departed={"oc-1"},
+        _seen_dead=set(),
+        _orphans={},
+        _answerer={"a": "oc-1", "b": "oc-1"},
+        queries=dict.fromkeys("ab"),
+        _ready={"a": {"oc-1": 1}, "b": {"oc-1": 1}},
+        _peers={"oc-2": object()},
+        owners=SimpleNamespace(version=1),
+        _orphan_poll=recovery.Backoff(),
+        seq=4,
+        reads={},
+        owner_in_zookeeper=owner,
+        pump=lambda _t=0.0: None,
+        admit=lambda: None,
+        _dead=lambda c: c == "oc-1",
+    )
+    polls = 0
+    for _ in range(100):  # 5 s of the worker's idle calls, 50 ms apart
+        before = len(lookups)
+        eng.forward_orphans()
+        polls += len(lookups) > before
+        clock[0] += 0.05
+    assert eng._orphans == {"a": "oc-1", "b": "oc-1"} and len(forwards) == polls
+    assert 5 <= polls <= 10  # (0.1, 0.2, 0.4, 0.8, 1, 1, ... s apart; 100 polls before)
+    owners["a"] = "oc-2"  # a slot freed: a is assigned to a live container
+    eng.owners.version = 2
+    eng.forward_orphans()  # at once
+    assert forwards[-1] == {"a": "oc-1", "b": "oc-1"}
+    before = len(lookups)
+    eng.forward_orphans()  # (one of them has a live owner: not held back)
+    assert len(lookups) > before
