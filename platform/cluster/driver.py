@@ -431,6 +431,7 @@ class ClusterEngine:
         self._ready.pop(name, None)
         self._answerer.pop(name, None)
         self._task_ids.pop(name, None)
+        self.recovery.forget(name)
         qs = dict(self.spec.queries)
         qs.pop(task_id(name), None)
         self.spec = replace(self.spec, queries=qs)

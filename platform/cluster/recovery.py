@@ -226,6 +226,12 @@ class Recovery:
         #: one tick per request
         self._per_tick: set[Sender] = set()
 
+    def forget(self, name: str) -> None:
+        """Query ``name`` left the run: what was kept about its recoveries goes."""
+        for kept in (self.forwarded, self._forward_t, self.not_restored, self._sent):
+            kept.pop(name, None)
+        self.refused.discard(name)
+
     def ahead(self, ticks: list[tuple[int, int]]) -> None:
         """Ticks ``(seq, c)`` sent together, after the same elements (the live driver's
         ``tick_many``): a container may have evaluated the later ones before it reads a

@@ -438,6 +438,8 @@ def test_a_query_forwarded_between_ticks_is_not_forwarded_again_by_the_next_batc
     rec.ahead([(8, 8000)])
     assert rec.recompute(8, {"a": "oc-1"}, {}, owner) == {"a": ['{"a": 8000}']}
     assert restores["a"] == (2 if kept == "kept" else 3)
+    rec.forget("a")  # unregistered: nothing kept about it
+    assert "a" not in rec._sent and "a" not in rec.forwarded and "a" not in rec._forward_t
 
 
 def test_a_dead_containers_queries_without_a_new_owner_are_looked_up_less_often(
