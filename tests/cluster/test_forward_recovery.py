@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -301,28 +302,35 @@ def test_a_dead_containers_queries_not_due_are_forwarded_at_once() -> None:
     assert len(sent) == 3  # once per batch
 
 
-def test_the_driver_keeps_a_dead_containers_queries_until_ready_on_their_new_owner() -> None:
-    """``ClusterEngine._idle_orphans``: filled once per death from the answerers (only while
-    a checkpoint can restore them), a query left once ready on a live new owner -- not while
-    ZooKeeper still names the dead container, which the driver may still count ready."""
+def _driver(rec: Recovery, answerer: dict[str, str], owner: Callable[[str], str | None]) -> Any:
+    """A ``ClusterEngine`` of its recovery's parts only (no ZooKeeper, no sockets): oc-1
+    died, each query was answered by ``answerer`` and was ready there."""
     import threading
 
     from linkstream.cluster.driver import ClusterEngine
 
-    rec = _recovery({"oc-1"})
     eng = cast(Any, object.__new__(ClusterEngine))
-    owners = {"a": "oc-1", "b": "oc-1", "c": "oc-2"}
     eng.__dict__.update(
         recovery=rec,
         _lock=threading.Lock(),
         _departed={"oc-1"},
         _seen_dead=set(),
         _orphans={},
-        _answerer={"a": "oc-1", "b": "oc-1", "c": "oc-2"},
-        queries=dict.fromkeys("abc"),
-        _ready={"a": {"oc-1": 1}, "b": {"oc-1": 1}, "c": {"oc-2": 1}},
-        owner_in_zookeeper=owners.get,
+        _answerer=answerer,
+        queries=dict.fromkeys(answerer),
+        _ready={n: {c: 1} for n, c in answerer.items()},
+        owner_in_zookeeper=owner,
     )
+    return eng
+
+
+def test_the_driver_keeps_a_dead_containers_queries_until_ready_on_their_new_owner() -> None:
+    """``ClusterEngine._idle_orphans``: filled once per death from the answerers (only while
+    a checkpoint can restore them), a query left once ready on a live new owner -- not while
+    ZooKeeper still names the dead container, which the driver may still count ready."""
+    rec = _recovery({"oc-1"})
+    owners = {"a": "oc-1", "b": "oc-1", "c": "oc-2"}
+    eng = _driver(rec, dict(owners), owners.get)
     assert eng._idle_orphans() == {}  # no checkpoint: nothing to restore, nothing kept
     eng._seen_dead = set()
     rec.points = [RestorePoint(3, 3000, "file:///x", {"a": {}, "b": {}})]
@@ -450,10 +458,7 @@ def test_a_dead_containers_queries_without_a_new_owner_are_looked_up_less_often(
     anywhere) are looked up after a delay doubling up to ``ORPHAN_POLL_S[1]`` while the
     owners and peers stand, and at once when they change; once one has a live new owner it
     is forwarded at once."""
-    import threading
-
     from linkstream.cluster import recovery
-    from linkstream.cluster.driver import ClusterEngine
 
     clock = [100.0]
     monkeypatch.setattr(recovery.time, "monotonic", lambda: clock[0])
@@ -468,22 +473,13 @@ def test_a_dead_containers_queries_without_a_new_owner_are_looked_up_less_often(
         lookups.append(name)
         return owners.get(name)
 
-    eng = cast(Any, object.__new__(ClusterEngine))
+    eng = _driver(rec, dict(owners), owner)
     eng.__dict__.update(
-        recovery=rec,
-        _lock=threading.Lock(),
-        _departed={"oc-1"},
-        _seen_dead=set(),
-        _orphans={},
-        _answerer={"a": "oc-1", "b": "oc-1"},
-        queries=dict.fromkeys("ab"),
-        _ready={"a": {"oc-1": 1}, "b": {"oc-1": 1}},
         _peers={"oc-2": object()},
         owners=SimpleNamespace(version=1),
         _orphan_poll=recovery.Backoff(),
         seq=4,
         reads={},
-        owner_in_zookeeper=owner,
         pump=lambda _t=0.0: None,
         admit=lambda: None,
         _dead=lambda c: c == "oc-1",
