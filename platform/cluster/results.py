@@ -50,9 +50,11 @@ import httpx
 import msgpack
 
 from linkstream.engine.live.subscription import (
+    RESULTS_MAX_LINES,
     RESULTS_RETENTION_S,
     Cursor,
-    ReportRing,
+    Item,
+    Lines,
     ResultsGone,
     Subscription,
 )
@@ -124,12 +126,20 @@ def _report_lines(v: Any) -> Sequence[str]:
 class ResultLog:
     """The replicated result log of one coordinator (see the module docstring).
 
+    A query's kept reports are found in the entries themselves when a reader resumes
+    (:meth:`after`): a commit does nothing per query but offer the entry to the subscribed
+    ones, so it costs the same with 10 registered queries or 10,000.  What a per-query ring
+    kept is what :meth:`after` finds: the committed reports with lines within the retention,
+    at most ``max_lines`` lines per query (the newest), and a resume after a report no longer
+    kept raises :class:`ResultsGone`.
+
     Args:
         retention_s: Wall-clock seconds entries (and each query's reports) are kept.
         max_entries: Most entries kept, whatever their age.
         subscriber_queue: Default lines a subscriber may have pending.
         sync_s: See :data:`SYNC_S`.
         clock: Monotonic clock in seconds.
+        max_lines: Most result lines of one query a resume finds (its newest reports).
     """
 
     def __init__(
@@ -140,8 +150,10 @@ class ResultLog:
         subscriber_queue: int = 10_000,
         sync_s: float = SYNC_S,
         clock: Callable[[], float] = time.monotonic,
+        max_lines: int = RESULTS_MAX_LINES,
     ) -> None:
         self.retention_s = retention_s
+        self.max_lines = max(1, max_lines)
         self.max_entries = max_entries
         self.subscriber_queue = subscriber_queue
         self.sync_s = sync_s
@@ -153,7 +165,10 @@ class ResultLog:
         self.committed_t: int | None = None  # report time of that entry
         self.max_t: int | None = None  # latest report time ever held (dropped entries too)
         self.leading = False
-        self.rings: dict[str, ReportRing] = {}
+        #: query -> latest report time with lines whose entry was dropped here (the retention)
+        self.dropped: dict[str, int] = {}
+        #: query -> seq of the entry that ended it (its reports before are not its new ones')
+        self.ended: dict[str, int] = {}
         self.subs: dict[str, list[Subscription]] = {}
         self.followers: dict[str, tuple[int, float]] = {}  # id -> (acknowledged seq, last poll)
         self.gone: dict[str, int] = {}  # query -> latest report time dropped before it was held here
@@ -237,10 +252,7 @@ class ResultLog:
             head: dict[str, Any] = {"leading": self.leading, "last": self.last, "committed": self.committed}
             first = self.entries[0].seq if self.entries else self.last + 1
             if after + 1 < first:  # the asker missed entries no longer kept
-                head["gone"] = {
-                    **self.gone,
-                    **{n: r.dropped_until for n, r in self.rings.items() if r.dropped_until},
-                }
+                head["gone"] = {**self.gone, **self.dropped}
         return entries, head
 
     def answer(self, after: int, follower: str | None) -> dict[str, Any]:
@@ -310,7 +322,18 @@ class ResultLog:
             and q[0].seq <= self.committed
             and (len(q) > self.max_entries or now - q[0].at > self.retention_s)
         ):
-            q.popleft()
+            self._drop(q.popleft())
+
+    def _drop(self, e: Entry) -> None:
+        """Notes the reports with lines of an entry no longer held (a resume before them is
+        answered :class:`ResultsGone`): once per entry, when it goes."""
+        ended, dropped = self.ended, self.dropped
+        for name, lines in e.reports.items():
+            if lines and e.seq > ended.get(name, 0):
+                dropped[name] = e.t
+        for name in e.ended:
+            if ended.get(name) == e.seq:  # nothing of it before its end is held any more
+                del ended[name]
 
     def _mark_gone(self, name: str, t: int) -> None:
         self.gone[name] = max(self.gone.get(name, t), t)
@@ -324,17 +347,9 @@ class ResultLog:
             if e.seq <= self.committed:
                 break
             pending.append(e)
-        for e in reversed(pending):
+        for e in reversed(pending):  # (nothing per query: a resume finds its reports in the entries)
             if e.seq > upto:
                 break
-            clock, now = None, 0.0  # one clock read per entry, not one per query's ring
-            for name, lines in e.reports.items():
-                ring = self.rings.get(name)
-                if ring is None:
-                    ring = self.rings[name] = ReportRing(self.retention_s)
-                if ring.clock is not clock:
-                    clock, now = ring.clock, ring.clock()
-                ring.add(e.t, lines, now, len(lines))
             if self.subs:  # (few queries have subscribers: looked up from their side)
                 for name, subs in self.subs.items():
                     got = e.reports.get(name)
@@ -342,7 +357,8 @@ class ResultLog:
                         for sub in subs:
                             sub.offer(e.t, got)
             for name in e.ended:
-                self.rings.pop(name, None)
+                self.ended[name] = e.seq
+                self.dropped.pop(name, None)
                 self.gone.pop(name, None)
                 for sub in self.subs.pop(name, ()):
                     sub.finish()
@@ -358,21 +374,66 @@ class ResultLog:
         with self.cond:
             kept = []
             if after is not None:
-                ring = self.rings.get(name)
                 dropped = self.gone.get(name)
                 if dropped is not None and dropped > after[0]:
                     raise ResultsGone("results of %s after %d are not kept here" % (name, after[0]))
-                if ring is not None:
-                    kept = ring.after(after)
+                kept = self.after(name, after)
             sub = Subscription(name, maxlen or self.subscriber_queue, self._unsubscribe, position=after)
             for t, lines, first in kept:
                 sub.offer(t, lines, first)
             if after is not None and self.committed_t is not None:
                 # no report at or before the last committed report time is delivered any more
-                # (rings keep only reports with lines): a resumed ``?until=`` there ends now
+                # (only reports with lines are found on resume): a resumed ``?until=`` there ends now
                 sub.offer(self.committed_t, ())
             self.subs.setdefault(name, []).append(sub)
             return sub
+
+    def after(self, name: str, cursor: Cursor) -> list[Item]:
+        """``name``'s committed reports with lines after ``cursor``, the first one possibly
+        partial (as :meth:`~linkstream.engine.live.subscription.ReportRing.after` of a ring
+        fed every committed report gives them).
+
+        Found in the entries, from the newest back to the cursor's report time (report times
+        only grow along the log): the entries older than the retention go first, then the
+        newest reports up to ``max_lines`` lines are kept.
+
+        Raises:
+            ResultsGone: A report of ``name`` after ``cursor`` is no longer kept.
+        """
+        t0, k0 = cursor
+        with self.cond:
+            self._trim()
+            dropped = self.dropped.get(name)
+            floor, committed, budget = self.ended.get(name, 0), self.committed, self.max_lines
+            found: list[tuple[int, Lines]] = []  # newest first
+            for e in reversed(self.entries):
+                if e.seq > committed:
+                    continue
+                if e.seq <= floor:
+                    break
+                lines = e.reports.get(name)
+                if not lines:
+                    continue
+                budget -= len(lines)
+                if budget < 0:  # this one and older ones are past the line budget
+                    dropped = e.t if dropped is None else max(dropped, e.t)
+                    break
+                if e.t < t0:
+                    break
+                found.append((e.t, lines))
+        if dropped is not None and dropped > t0:
+            raise ResultsGone(
+                "results after %d are no longer kept (kept from %s on)"
+                % (t0, found[-1][0] if found else "the next report")
+            )
+        out: list[Item] = []
+        for t, lines in reversed(found):
+            if t == t0:
+                if k0 < len(lines):
+                    out.append((t, lines[k0:], k0))
+                continue
+            out.append((t, lines, 0))
+        return out
 
     def _unsubscribe(self, sub: Subscription) -> None:
         with self.cond:

@@ -190,6 +190,9 @@ class JoinedLines(_SplitLines):
             n = self._n = self.text.count("\n") + 1 if self.text else 0
         return n
 
+    def __bool__(self) -> bool:  # (without counting the lines)
+        return bool(self.text)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, JoinedLines):
             return self.text == other.text

@@ -6,8 +6,8 @@ The leader serves its entries' msgpack bytes made once per entry
 every line at every poll; these tests pin that the content does not change with it.
 
 A query's report reaches the leader as one text of a container's result frame and stays one
-(:class:`~linkstream.engine.render.JoinedLines`, split when read) through the log, its rings
-and the :data:`~linkstream.cluster.results.LOG_BLOCKS` answer to standbys: the SSE and JSON
+(:class:`~linkstream.engine.render.JoinedLines`, split when read) through the log (its
+entries, where a resume finds a query's reports) and the :data:`~linkstream.cluster.results.LOG_BLOCKS` answer to standbys: the SSE and JSON
 Lines readers, resumed at every line, read the same text as from a log of lines.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from linkstream.api.app import create_app
 from linkstream.api.client import Client
@@ -25,7 +25,7 @@ from linkstream.cluster.results import LOG_BLOCKS, LOG_MSGPACK, ResultLog, decod
 from linkstream.containers.messages import Result
 from linkstream.containers.protocol import decode, encode
 from linkstream.engine.live.runtime import LiveEngine
-from linkstream.engine.live.subscription import line_id, parse_cursor
+from linkstream.engine.live.subscription import ReportRing, ResultsGone, line_id, parse_cursor
 from linkstream.engine.render import JoinedLines
 
 EX = "http://example.org/"
@@ -107,7 +107,8 @@ def test_followers_fed_json_or_msgpack_deliver_the_same_results() -> None:
         got_packed = asyncio.run(read(by_packed, "q", after))
         assert got_json == got_packed == asyncio.run(read(leader, "q", after))
     assert [r for r in asyncio.run(read(by_packed, "q", "0")) if r[1]] == expected
-    assert "other" not in by_packed.rings and "other" not in by_json.rings  # its end replicated too
+    for log in (by_packed, by_json):  # its end replicated too: nothing of it is found any more
+        assert log.after("other", (0, 0)) == [] and log.ended["other"] == leader.last
 
 
 def _as_received(reports: list[tuple[int, list[str]]]) -> list[tuple[int, dict[str, Sequence[str]]]]:
@@ -156,7 +157,7 @@ def test_readers_resumed_anywhere_read_the_same_from_blocks_as_from_lines() -> N
         by_blocks.append(t, {"q": got["q"], "other": got["other"]})
     by_blocks.append(reports[-1][0], {}, ended=["other"])
     decode_answer(LOG_BLOCKS, by_blocks.answer_packed(0, None, blocks=True))
-    # the leader, its rings and the answer to a standby split none of the reports (read below)
+    # the leader, its entries and the answer to a standby split none of the reports (read below)
     held = [v for e in by_blocks.entries for v in e.reports.values() if v]
     assert held and all(isinstance(v, JoinedLines) and v._lines is None for v in held)
     # three standbys of the block leader: JSON (any client), msgpack of lines (a standby that
@@ -176,8 +177,8 @@ def test_readers_resumed_anywhere_read_the_same_from_blocks_as_from_lines() -> N
         packed = by_blocks.answer_packed(after, "f3", blocks=True)
         followers[LOG_BLOCKS].follow(decode_answer(LOG_BLOCKS, packed))
     assert {(f.last, f.committed) for f in followers.values()} == {(by_blocks.last, by_blocks.last)}
-    assert all("other" not in f.rings for f in followers.values())
-    assert isinstance(followers[LOG_BLOCKS].rings["q"].after((0, 0))[0][1], JoinedLines)
+    assert all(f.after("other", (0, 0)) == [] for f in followers.values())
+    assert isinstance(followers[LOG_BLOCKS].after("q", (0, 0))[0][1], JoinedLines)
     # every resume point: before the first report, after each line of each report, after
     # each whole report (Last-Event-ID / ?after=); nothing missing, nothing repeated
     ids = [(line_id(t, k), ln) for t, lines in reports for k, ln in enumerate(lines, 1)]
@@ -199,3 +200,78 @@ def test_readers_resumed_anywhere_read_the_same_from_blocks_as_from_lines() -> N
             assert _stream(log, after, until, sse=True) == sse
             assert _stream(log, after, until, sse=False) == jsonl
             assert _stream(log, after, until, sse=False, limit=2) == limited
+
+
+def _outcome(read: Callable[..., list[tuple[int, Sequence[str], int]]], *args: object) -> object:
+    try:
+        return [(t, tuple(lines), first) for t, lines, first in read(*args)]
+    except ResultsGone as exc:
+        return ("gone", str(exc))
+
+
+def test_a_resume_finds_in_the_entries_what_a_ring_per_query_kept() -> None:
+    """The log keeps no ring per query: a resume finds the query's reports in the entries.
+    What it finds equals what a :class:`ReportRing` fed every committed report (the log's
+    rings until now) gives, at every cursor and after every report: the retention, the line
+    budget (``max_lines``: the newest lines kept), a query ended and registered again."""
+    reports = _real_reports()
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    for max_lines in (100_000, 4, 1):
+        log = ResultLog(6.0, clock=clock, max_lines=max_lines)
+        log.lead(())
+        rings = {n: ReportRing(6.0, max_lines, clock=clock) for n in ("q", "p")}
+        seen: dict[str, list[tuple[int, int]]] = {"q": [], "p": []}  # (t, lines) per query
+        for r in range(4):
+            if r == 2:  # p unregistered (its subscriptions end), then registered again
+                log.append(log.max_t or 0, {}, ended=["p"])
+                rings["p"], seen["p"] = ReportRing(6.0, max_lines, clock=clock), []
+            for k, (t, lines) in enumerate(reports):
+                now[0] += 1.0
+                t += 100_000 * r
+                got = {"q": JoinedLines("\n".join(lines)) if lines else (), "p": tuple(lines[k % 2 :])}
+                log.append(t, got)
+                for name, ring in rings.items():
+                    ring.add(t, got[name], now[0], len(got[name]))
+                    seen[name].append((t, len(got[name])))
+                for name, ring in rings.items():
+                    cursors = {(0, 0), (t + 1, 0)}
+                    for s, n in seen[name]:
+                        cursors |= {(s, j) for j in range(n + 1)} | {(s - 1, 2**62), (s, 2**62)}
+                    for cur in sorted(cursors):
+                        want = _outcome(ring.after, cur)
+                        assert _outcome(log.after, name, cur) == want, (max_lines, name, cur)
+        # the retention and the budget did drop reports: resumes before them are refused
+        assert log.dropped and _outcome(log.after, "q", (0, 0))[0] == "gone"
+
+
+def test_a_commit_reads_no_query_but_the_subscribed_ones() -> None:
+    """Committing an entry costs the same with few or many queries: it offers the entry to the
+    subscribed queries only (their reports looked up from their side), nothing per query."""
+
+    class Counted(dict):
+        reads = 0
+
+        def items(self):  # type: ignore[override]
+            Counted.reads += 1
+            return super().items()
+
+        def get(self, key, default=None):  # type: ignore[override]
+            Counted.reads += 1
+            return super().get(key, default)
+
+        def __iter__(self):  # type: ignore[override]
+            Counted.reads += 1
+            return super().__iter__()
+
+    log = ResultLog(60.0)
+    log.lead(())
+    sub = log.subscribe("q7")
+    for t in range(1, 4):
+        log.append(1000 * t, Counted({f"q{k}": (f'{{"k": {k}}}',) for k in range(5000)}))
+    assert log.committed == 3 and Counted.reads == 3  # one lookup per entry: the subscribed query's
+    assert [sub.get_report(0)[1] for _ in range(3)] == [('{"k": 7}',)] * 3
+    assert [t for t, _, _ in log.after("q3", (1000, 1))] == [2000, 3000]
