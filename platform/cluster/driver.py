@@ -570,18 +570,20 @@ class ClusterEngine:
     def _delivered(self, seq: int, c: int, due: list[str], out: dict[str, Sequence[str]], dt: float) -> None:
         """Accounts the answers of tick ``seq`` at ``c``: a report already written is emptied
         (the result edge: each report once), the others are counted in their statistics."""
+        written, queries = self.written, self.queries
         for name in due:
-            if c <= self.written.get(name, c - 1):
+            if c <= written.get(name, c - 1):
                 self.duplicates += len(out[name])
                 out[name] = ()
                 continue
-            self.written[name] = c
-            st = self.queries[name].stats
+            written[name] = c
+            q = queries[name]
+            st = q.stats
             st.reports += 1
             st.rows += len(out[name])
             st.eval_seconds += dt
             st.latencies.append(dt)
-            self.queries[name].last_report = c
+            q.last_report = c
         if self.on_tick is not None:
             self.on_tick(seq, c)
 

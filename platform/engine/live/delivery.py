@@ -172,7 +172,8 @@ class LiveDelivery:
                 if ring is not None:
                     with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
                         ring.add(c, lines, None, n)
-            self._offer(e, c, lines)
+            if e.subscribers:  # (few have: no call per query for the others)
+                self._offer(e, c, lines)
         self._delivered_n += 1
         if self._delivered_n % _TRIM_EVERY == 0:
             self._trim_latencies()
