@@ -99,6 +99,7 @@ Decoding never trusts its input: anything malformed raises :class:`ProtocolError
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import accumulate, compress
 from typing import Any
 
 import msgpack
@@ -354,16 +355,24 @@ def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, Sequence[str
         raise ProtocolError(f"{kind}: result lines are not UTF-8") from exc
     # each query's block stays one text (split when read: JoinedLines); thousands of
     # blocks per tick, millions of lines the leader mostly never reads one by one
-    lines: dict[str, Sequence[str]] = {}
-    a = 0
-    if len(text) == len(data):  # ASCII (JSON lines escape the rest): byte offsets are indexes
-        for name, n in zip(names, sizes):
-            lines[name] = JoinedLines(text[a : a + n]) if n else _NONE
-            a += n
+    # (most queries report nothing at a tick: they share one empty tuple, set at C speed, and
+    # only the reports with lines take a Python step)
+    lines: dict[str, Sequence[str]] = dict.fromkeys(names, _NONE)
+    ends = list(accumulate(sizes))
+    ascii_ = len(text) == len(data)  # (JSON lines escape the rest): byte offsets are indexes
+    if len(lines) != len(names):  # a name twice (no container sends that): the last one's report
+        for name, n, b in zip(names, sizes, ends):
+            lines[name] = (
+                (JoinedLines(text[b - n : b] if ascii_ else str(data[b - n : b], "utf-8"))) if n else _NONE
+            )
+    elif ascii_:
+        for i in compress(range(len(names)), sizes):
+            b = ends[i]
+            lines[names[i]] = JoinedLines(text[b - sizes[i] : b])
     else:
-        for name, n in zip(names, sizes):
-            lines[name] = JoinedLines(str(data[a : a + n], "utf-8")) if n else _NONE
-            a += n
+        for i in compress(range(len(names)), sizes):
+            b = ends[i]
+            lines[names[i]] = JoinedLines(str(data[b - sizes[i] : b], "utf-8"))
     return lines
 
 

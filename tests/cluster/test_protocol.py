@@ -86,6 +86,19 @@ def test_result_lines_travel_in_one_frame_also_when_they_are_not_ascii() -> None
     assert got.lines["q1"] == lines["q1"] and len(got.lines["q3"]) == 1 and not got.lines["q2"]
 
 
+@pytest.mark.parametrize("text", ["a\nb", "\u00e9\n\u6771"])  # ASCII, and not
+def test_each_name_gets_its_own_block_also_among_many_empty_ones(text: str) -> None:
+    """Only the reports with lines are cut out of the frame (the empty ones share one tuple):
+    every name still gets exactly its block, and a name given twice its last block."""
+    blocks = [text if k % 5 == 2 else "" for k in range(40)] + [text + "x", ""]
+    names = [f"q{k}" for k in range(40)] + ["q2", "q7"]
+    got = decode(_result(names, [len(b.encode()) for b in blocks], "".join(blocks).encode()))
+    assert isinstance(got, Result) and list(got.lines) == names[:40]
+    want = dict(zip(names, blocks))  # (the last of a name given twice)
+    assert {n: "\n".join(v) for n, v in got.lines.items()} == want
+    assert all(type(v) is tuple for n, v in got.lines.items() if not want[n])
+
+
 def _as_lists(got: Result) -> Result:
     """``got`` with each query's lines as a list (they come as one sequence each)."""
     return replace(got, lines={n: list(v) for n, v in got.lines.items()})
