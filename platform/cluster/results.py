@@ -57,6 +57,7 @@ from linkstream.engine.live.subscription import (
     Lines,
     ResultsGone,
     Subscription,
+    reports_after,
 )
 from linkstream.engine.render import JoinedLines
 
@@ -402,7 +403,7 @@ class ResultLog:
         Raises:
             ResultsGone: A report of ``name`` after ``cursor`` is no longer kept.
         """
-        t0, k0 = cursor
+        t0 = cursor[0]
         with self.cond:
             self._trim()
             dropped = self.dropped.get(name)
@@ -423,19 +424,7 @@ class ResultLog:
                 if e.t < t0:
                     break
                 found.append((e.t, lines))
-        if dropped is not None and dropped > t0:
-            raise ResultsGone(
-                "results after %d are no longer kept (kept from %s on)"
-                % (t0, found[-1][0] if found else "the next report")
-            )
-        out: list[Item] = []
-        for t, lines in reversed(found):
-            if t == t0:
-                if k0 < len(lines):
-                    out.append((t, lines[k0:], k0))
-                continue
-            out.append((t, lines, 0))
-        return out
+        return reports_after(cursor, reversed(found), dropped, found[-1][0] if found else None)
 
     def _unsubscribe(self, sub: Subscription) -> None:
         with self.cond:

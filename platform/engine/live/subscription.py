@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 #: ``(report time, lines of that report already delivered)``: where a reader stands
 Cursor = tuple[int, int]
@@ -158,23 +158,36 @@ class ReportRing:
         return self._after(cursor, self._reports)
 
     def _after(self, cursor: Cursor, reports: Sequence[tuple[float, int, Lines]]) -> list[Item]:
-        t0, k0 = cursor
-        dropped = self.dropped_until
-        if dropped is not None and dropped > t0:
-            raise ResultsGone(
-                "results after %d are no longer kept (kept from %s on)"
-                % (t0, reports[0][1] if reports else "the next report")
-            )
-        out: list[Item] = []
-        for _, t, lines in reports:
-            if t < t0:
-                continue
-            if t == t0:
-                if k0 < len(lines):
-                    out.append((t, lines[k0:], k0))
-                continue
-            out.append((t, lines, 0))
-        return out
+        first = reports[0][1] if reports else None
+        return reports_after(cursor, ((t, lines) for _, t, lines in reports), self.dropped_until, first)
+
+
+def reports_after(
+    cursor: Cursor, reports: Iterable[tuple[int, Lines]], dropped: int | None, first: int | None
+) -> list[Item]:
+    """The reports ``(t, lines)`` (in report time order) after ``cursor``, the first one
+    possibly partial.
+
+    Raises:
+        ResultsGone: ``dropped`` (the latest report time no longer kept) is after the cursor
+            (``first``: the earliest report time kept, named in the message).
+    """
+    t0, k0 = cursor
+    if dropped is not None and dropped > t0:
+        raise ResultsGone(
+            "results after %d are no longer kept (kept from %s on)"
+            % (t0, first if first is not None else "the next report")
+        )
+    out: list[Item] = []
+    for t, lines in reports:
+        if t < t0:
+            continue
+        if t == t0:
+            if k0 < len(lines):
+                out.append((t, lines[k0:], k0))
+            continue
+        out.append((t, lines, 0))
+    return out
 
 
 class SubscriptionClosed(Exception):
