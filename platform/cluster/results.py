@@ -119,7 +119,7 @@ class Entry:
         or with ``blocks`` as one string)."""
         seq, t, reports, ended = row
         # a block (LOG_BLOCKS) is a str, else a list of lines (no call per query but JoinedLines')
-        got = {
+        got: dict[str, Sequence[str]] = {
             k if type(k) is str else str(k): (JoinedLines(v) if v else ()) if type(v) is str else tuple(v)
             for k, v in reports.items()
         }
