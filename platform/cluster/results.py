@@ -412,7 +412,7 @@ class ResultLog:
             for e in reversed(self.entries):
                 if e.seq > committed:
                     continue
-                if e.seq <= floor:
+                if e.seq <= floor or e.t < t0:  # (a report before the cursor matters to no one)
                     break
                 lines = e.reports.get(name)
                 if not lines:
@@ -420,8 +420,6 @@ class ResultLog:
                 budget -= len(lines)
                 if budget < 0:  # this one and older ones are past the line budget
                     dropped = e.t if dropped is None else max(dropped, e.t)
-                    break
-                if e.t < t0:
                     break
                 found.append((e.t, lines))
         return reports_after(cursor, reversed(found), dropped, found[-1][0] if found else None)
