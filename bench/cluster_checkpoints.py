@@ -296,7 +296,7 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
     """``--container-kill``: one round of one configuration (see the module docstring)."""
     import re
 
-    from linkstream.cluster.driver import task_id
+    from linkstream.cluster.driverstate import task_id
     from linkstream.scheduler.assignment import AssignmentTable
 
     cluster = start(base, label, interval, 1)

@@ -278,7 +278,7 @@ def live_rounds(a: argparse.Namespace, rng: random.Random, tmp: Path) -> tuple[l
     """The ``--live`` loop: ``a.kills`` rounds of pushes, each with one container killed."""
     sys.path.insert(0, str(REPO))
     from linkstream.api.client import Client
-    from linkstream.cluster.driver import task_id
+    from linkstream.cluster.driverstate import task_id
     from linkstream.scheduler.assignment import AssignmentTable
     from tests.api.corpus import build_corpus
 

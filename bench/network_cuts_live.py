@@ -34,7 +34,7 @@ from cluster_kills import RoundReaders, fmt, shared_dir
 from network_cuts import pct
 
 from linkstream.api.client import Client
-from linkstream.cluster.driver import task_id
+from linkstream.cluster.driverstate import task_id
 from linkstream.cluster.localcluster import LocalCluster, ProcessRecord, free_port
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.runs import RunNode

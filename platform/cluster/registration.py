@@ -24,7 +24,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from linkstream.api.backend import BatchFailed
-from linkstream.cluster.driver import task_id
+from linkstream.cluster.driverstate import task_id
 from linkstream.cluster.remote_engine import RemoteEngine
 from linkstream.cluster.results import ResultLog
 from linkstream.engine.embedded import QueryStats

@@ -22,7 +22,8 @@ import numpy as np
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from linkstream.cluster.driver import ClusterEngine, RemoteQuery, plan_key, task_id
+from linkstream.cluster.driver import ClusterEngine
+from linkstream.cluster.driverstate import RemoteQuery, plan_key, task_id
 from linkstream.cluster.fanout import Deferred
 from linkstream.containers.messages import Tick
 from linkstream.containers.protocol import encode as encode_message

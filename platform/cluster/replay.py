@@ -51,8 +51,9 @@ queries' containers over ZeroMQ (:mod:`linkstream.cluster.placement.driver`,
 :mod:`linkstream.containers.placement.tasks`); producers are ZooKeeper tasks too and move
 with drains, rebalances and failures (:mod:`linkstream.cluster.placement.control`).
 
-The driver's protocol state lives in :mod:`linkstream.cluster.driver`; its
-public names are re-exported here.
+The driver's protocol state lives in :mod:`linkstream.cluster.driver` (the ticks) and
+:mod:`linkstream.cluster.driverstate` (the state between ticks, the run's value types);
+their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ from typing import TextIO
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from linkstream.cluster.driver import (
-    ClusterEngine,
+from linkstream.cluster.driver import ClusterEngine
+from linkstream.cluster.driverstate import (
     ClusterError,
     Lost,
     RemoteQuery,

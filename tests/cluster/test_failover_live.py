@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from linkstream.api.client import Client
-from linkstream.cluster.driver import task_id
+from linkstream.cluster.driverstate import task_id
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.assignment import AssignmentTable
 from tests.api.corpus import corpus_or_skip

@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from linkstream.api.client import Client
-from linkstream.cluster.driver import task_id
+from linkstream.cluster.driverstate import task_id
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.assignment import AssignmentTable
 from linkstream.scheduler.registry import QueryRegistry

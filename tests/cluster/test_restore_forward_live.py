@@ -26,7 +26,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from linkstream.cluster.driver import task_id
+from linkstream.cluster.driverstate import task_id
 from linkstream.cluster.localcluster import LocalCluster
 from linkstream.scheduler.status import cluster_status
 from tests.api.corpus import corpus_or_skip

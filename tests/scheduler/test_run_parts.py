@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from kazoo.client import KazooClient
 
-from linkstream.cluster.driver import task_id
+from linkstream.cluster.driverstate import task_id
 from linkstream.scheduler.runparts import PART_BYTES, TEXT_MOST
 from linkstream.scheduler.runs import RunActiveError, RunNode, RunSpec
 
