@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # (the install also builds the compiled kernels, platform/operators/_kernels.c, and the
 # N-Triples scanner, platform/rdf/_ntparse.c, and the report renderer, platform/engine/_render.c,
 # when a C compiler is there: an edit of the C source rebuilds the venv)
-$(VENV)/.installed: pyproject.toml platform/operators/_kernels.c platform/operators/_chain.c platform/operators/_chain_rest.c platform/operators/_chain.h platform/rdf/_ntparse.c platform/engine/_render.c
+$(VENV)/.installed: pyproject.toml platform/operators/_kernels.c platform/operators/_chain.c platform/operators/_chain_rest.c platform/operators/_chain.h platform/rdf/_ntparse.c platform/rdf/_termindex.c platform/rdf/_termindex.h platform/engine/_render.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'

@@ -6,8 +6,8 @@
  * ``scan(buf, pos, prefix, graphs, langs, ids, terms)`` reads the lines of ``buf`` (UTF-8)
  * from byte ``pos`` on; returns ``(distinct, idx, end, lines, stopped)``: ``idx`` is bytes of
  * int64, 3 (graphs false) or 4 per statement (-1: the default graph), each the id of the term
- * in a memory dictionary's ``ids`` dict / ``terms`` list (new terms added as its encode does;
- * ``distinct`` is then None) or, when those are None, an index into ``distinct``, the
+ * in a memory dictionary's ``ids`` TermIndex (_termindex.c) / ``terms`` list (new terms added
+ * as its encode does; ``distinct`` is then None) or, when those are None, an index into ``distinct``, the
  * distinct terms in the order they first occur; ``end`` is where reading stopped (a line
  * start), ``lines`` the lines read before it (blank and comment lines included), ``stopped``
  * whether the line at ``end`` is one this scanner does not decide.
@@ -24,6 +24,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_termindex.h"
 
 /* character classes of the simple IRI (ntriples._SIMPLE_IRI) */
 #define C_SCHEME1 1   /* [A-Za-z] */
@@ -403,98 +405,52 @@ literal_text(const Term *t, char *out, const char *tag, Py_ssize_t taglen)
 
 /* ------------------------------------------------------------ distinct terms of a scan */
 
-typedef struct {
-    uint64_t hash;
-    const char *start;
-    Py_ssize_t len;
-    Py_ssize_t index; /* -1: empty slot */
-} Slot;
-
-typedef struct {
-    Slot *slots;
-    size_t mask;
-    Py_ssize_t n;
-    PyObject *terms;  /* list: the distinct terms (when ids is NULL) */
-    PyObject *prefix; /* bytes: the blank node prefix */
-    PyObject *ids;    /* dict term -> id of a memory dictionary, or NULL */
-    PyObject *all;    /* list id -> term of that dictionary */
-} Table;
-
-/* the term's bytes hashed 8 at a time (byte by byte, FNV-1a, it was half of a scan) */
-static uint64_t
-hash_bytes(const char *p, Py_ssize_t n)
+/* the term's text as linkstream.rdf.terms writes it (UTF-8): its bytes in the buffer, or
+ * built in tb->scratch for a blank node ("_:" + prefix + label) and a literal with escapes,
+ * a language tag or a datatype; NULL on error */
+static const char *
+canonical(const Term *t, Table *tb, Py_ssize_t *n)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, w = 0;
-    for (; n >= 8; p += 8, n -= 8, h ^= h >> 32, w = 0) {
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+    const int blank = t->start[0] == '_';
+    if (!blank && (t->lex == NULL || !(t->esc || t->tag != NULL || t->dt != NULL))) {
+        *n = t->len;
+        return t->start;
     }
-    memcpy(&w, p, (size_t)n); /* (w is 0 here: the last bytes fill its low end) */
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 29);
+    const char *tag = NULL;
+    Py_ssize_t taglen = 0, np = PyBytes_GET_SIZE(tb->prefix);
+    if (!blank && t->tag != NULL && (tag = PyUnicode_AsUTF8AndSize(t->tag, &taglen)) == NULL)
+        return NULL;
+    const size_t need = blank ? (size_t)(t->len + np) : (size_t)(2 * t->lexlen + taglen + t->dtlen + 8);
+    if (need > tb->room) {
+        char *g = PyMem_Realloc(tb->scratch, need);
+        if (g == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        tb->scratch = g;
+        tb->room = need;
+    }
+    if (blank) {
+        memcpy(tb->scratch, "_:", 2);
+        memcpy(tb->scratch + 2, PyBytes_AS_STRING(tb->prefix), np);
+        memcpy(tb->scratch + 2 + np, t->start + 2, t->len - 2);
+        *n = t->len + np;
+    }
+    else
+        *n = literal_text(t, tb->scratch, tag, taglen);
+    return tb->scratch;
 }
 
-static int
-table_grow(Table *tb)
-{
-    const size_t cap = (tb->mask + 1) * 2;
-    Slot *s = PyMem_Calloc(cap, sizeof(Slot));
-    if (s == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (size_t i = 0; i < cap; i++)
-        s[i].index = -1;
-    for (size_t i = 0; i <= tb->mask; i++) {
-        Slot *o = &tb->slots[i];
-        if (o->index < 0)
-            continue;
-        size_t j = o->hash & (cap - 1);
-        while (s[j].index >= 0)
-            j = (j + 1) & (cap - 1);
-        s[j] = *o;
-    }
-    PyMem_Free(tb->slots);
-    tb->slots = s;
-    tb->mask = cap - 1;
-    return 0;
-}
-
+/* the str of canonical text [p, p + n) of term t */
 static PyObject *
-make_term(const Term *t, PyObject *prefix)
+term_str(const Term *t, const char *p, Py_ssize_t n)
 {
-    if (t->start[0] == '_') { /* "_:" + prefix + label */
-        const Py_ssize_t np = PyBytes_GET_SIZE(prefix);
-        PyObject *u = PyUnicode_New(t->len + np, 127);
-        if (u == NULL)
-            return NULL;
-        char *d = (char *)PyUnicode_1BYTE_DATA(u);
-        memcpy(d, "_:", 2);
-        memcpy(d + 2, PyBytes_AS_STRING(prefix), np);
-        memcpy(d + 2 + np, t->start + 2, t->len - 2);
-        return u;
-    }
-    if (t->lex != NULL && (t->esc || t->tag != NULL || t->dt != NULL)) {
-        const char *tag = NULL;
-        Py_ssize_t taglen = 0;
-        if (t->tag != NULL && (tag = PyUnicode_AsUTF8AndSize(t->tag, &taglen)) == NULL)
-            return NULL;
-        char *out = PyMem_Malloc(2 * t->lexlen + taglen + t->dtlen + 8);
-        if (out == NULL)
-            return PyErr_NoMemory();
-        const Py_ssize_t n = literal_text(t, out, tag, taglen);
-        PyObject *u = PyUnicode_DecodeUTF8(out, n, "strict");
-        PyMem_Free(out);
-        return u;
-    }
-    if (t->ascii) {
-        PyObject *u = PyUnicode_New(t->len, 127);
-        if (u == NULL)
-            return NULL;
-        memcpy(PyUnicode_1BYTE_DATA(u), t->start, t->len);
-        return u;
-    }
-    return PyUnicode_DecodeUTF8(t->start, t->len, "strict");
+    if (!t->ascii || p != t->start)
+        return PyUnicode_DecodeUTF8(p, n, "strict");
+    PyObject *u = PyUnicode_New(n, 127);
+    if (u != NULL)
+        memcpy(PyUnicode_1BYTE_DATA(u), p, n);
+    return u;
 }
 
 /* the index of term t in the table, adding it; -1 on error */
@@ -511,25 +467,19 @@ table_index(Table *tb, const Term *t)
             return s->index;
         j = (j + 1) & tb->mask;
     }
-    PyObject *u = make_term(t, tb->prefix);
-    if (u == NULL)
+    Py_ssize_t n, index;
+    const char *p = canonical(t, tb, &n);
+    if (p == NULL)
         return -1;
-    Py_ssize_t index;
-    if (tb->ids != NULL) { /* the dictionary's id, a new one as MemoryDictionary.encode gives */
-        const Py_ssize_t next = PyList_GET_SIZE(tb->all);
-        PyObject *v = PyLong_FromSsize_t(next);
-        PyObject *got = v == NULL ? NULL : PyDict_SetDefault(tb->ids, u, v); /* one lookup */
-        if (got == NULL)
-            index = -1;
-        else if (got == v)
-            index = PyList_Append(tb->all, u) < 0 ? -1 : next;
-        else
-            index = PyLong_AsSsize_t(got);
-        Py_XDECREF(v);
+    if (tb->ix != NULL) { /* resolved to the dictionary's ids at the end of the scan */
+        const int raw = p == t->start;
+        index = batch_add(&tb->batch, p, n, raw ? h : hash_bytes(p, n), raw && t->ascii, !raw) < 0 ? -1 : tb->n;
     }
-    else
-        index = PyList_Append(tb->terms, u) < 0 ? -1 : tb->n;
-    Py_DECREF(u);
+    else {
+        PyObject *u = term_str(t, p, n);
+        index = u == NULL || PyList_Append(tb->terms, u) < 0 ? -1 : tb->n;
+        Py_XDECREF(u);
+    }
     if (index < 0)
         return -1;
     Slot *s = &tb->slots[j];
@@ -604,15 +554,15 @@ scan(PyObject *Py_UNUSED(self), PyObject *args)
         return NULL;
     if (ids == Py_None || all == Py_None)
         ids = all = NULL;
-    else if (!PyDict_Check(ids) || !PyList_Check(all)) {
-        PyErr_SetString(PyExc_TypeError, "ids must be a dict and terms a list (or both None)");
+    else if (!PyObject_TypeCheck(ids, &TermIndexType) || !PyList_Check(all)) {
+        PyErr_SetString(PyExc_TypeError, "ids must be a TermIndex and terms a list (or both None)");
         PyBuffer_Release(&buf);
         return NULL;
     }
     PyObject *result = NULL;
     const char *base = buf.buf, *bend = base + buf.len;
     const int width = graphs ? 4 : 3;
-    Table tb = {NULL, 15, 0, NULL, prefix, ids, all};
+    Table tb = {NULL, 15, 0, NULL, prefix, (TermIndex *)ids, NULL, 0, {0}};
     Py_ssize_t cap = 4096, nidx = 0, lines = 0;
     int64_t *idx = PyMem_Malloc(cap * sizeof(int64_t));
     tb.slots = PyMem_Malloc(16 * sizeof(Slot));
@@ -668,6 +618,18 @@ scan(PyObject *Py_UNUSED(self), PyObject *args)
         lines++;
         line = next;
     }
+    if (tb.ix != NULL) { /* the index of a distinct term -> its id */
+        int64_t *ids_of = PyMem_Malloc((size_t)(tb.n + 1) * sizeof(int64_t));
+        const int bad = ids_of == NULL || ti_resolve(tb.ix, &tb.batch, all, ids_of) < 0;
+        for (Py_ssize_t i = 0; !bad && i < nidx; i++)
+            idx[i] = idx[i] < 0 ? -1 : ids_of[idx[i]];
+        PyMem_Free(ids_of);
+        if (bad) {
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto done;
+        }
+    }
     PyObject *ib = PyBytes_FromStringAndSize((const char *)idx, nidx * (Py_ssize_t)sizeof(int64_t));
     if (ib == NULL)
         goto done;
@@ -675,6 +637,8 @@ scan(PyObject *Py_UNUSED(self), PyObject *args)
                            stopped ? Py_True : Py_False);
 done:
     Py_XDECREF(tb.terms);
+    PyMem_Free(tb.scratch);
+    batch_free(&tb.batch);
     PyMem_Free(tb.slots);
     PyMem_Free(idx);
     PyBuffer_Release(&buf);
@@ -695,5 +659,8 @@ PyMODINIT_FUNC
 PyInit__ntparse(void)
 {
     init_classes();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && (PyType_Ready(&TermIndexType) < 0 || PyModule_AddObjectRef(m, "TermIndex", (PyObject *)&TermIndexType) < 0))
+        Py_CLEAR(m);
+    return m;
 }

@@ -59,14 +59,38 @@ class BulkDictionary(Dictionary, Protocol):
         ...
 
 
-class MemoryDictionary:
-    """In-process dictionary: a dict one way and a list the other."""
+try:  # the compiled term index (platform/rdf/_termindex.c), built by ``pip install``
+    from linkstream.rdf._ntparse import TermIndex as _TermIndex
+except ImportError:  # no C compiler at install time: a Python dict holds the terms
+    _TermIndex = None  # type: ignore[assignment,misc]  # (the fallback is tested against it)
 
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
+
+class MemoryDictionary:
+    """In-process dictionary: a term index one way and a list the other.
+
+    The index is the compiled :class:`~linkstream.rdf._ntparse.TermIndex` (UTF-8 text ->
+    id in one open-addressing table and an arena: a lookup reads two cache lines where a
+    ``dict`` of ``str`` reads three, and the N-Triples scanner adds a file's terms to it
+    without making a ``str`` of a term it already holds), or a Python ``dict`` without the
+    extension (or with ``compiled=False``); both give every term the same id.
+    """
+
+    def __init__(self, *, compiled: bool | None = None) -> None:
+        use = _TermIndex is not None if compiled is None else compiled
+        if use and _TermIndex is None:
+            raise RuntimeError("the compiled term index is not built (no C compiler at install time)")
+        self._index = _TermIndex() if use else None
+        self._ids: dict[str, int] = {}  # (without the index)
         self._terms: list[str | None] = [""]  # id 0 is "unbound"; None marks reserved ids
 
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled term index holds the terms."""
+        return self._index is not None
+
     def encode(self, term: str) -> int:
+        if self._index is not None:
+            return self._index.encode(term, self._terms)
         i = self._ids.get(term)
         if i is None:
             i = len(self._terms)
@@ -75,6 +99,8 @@ class MemoryDictionary:
         return i
 
     def encode_many(self, terms: Sequence[str]) -> np.ndarray:
+        if self._index is not None:
+            return np.frombuffer(self._index.encode_many(terms, self._terms), dtype=np.int64)
         ids = self._ids
         got = list(map(ids.get, terms))  # known terms without a Python-level loop
         if None in got:
@@ -87,13 +113,16 @@ class MemoryDictionary:
             got = list(map(ids.__getitem__, terms))
         return np.array(got, dtype=np.int64) if got else np.empty(0, dtype=np.int64)
 
-    def tables(self) -> tuple[dict[str, int], list[str | None]]:
-        """The term -> id dict and the id -> term list, for the compiled reader
+    def tables(self) -> tuple[_TermIndex | None, list[str | None] | None]:
+        """The term index and the id -> term list, for the compiled reader
         (:mod:`linkstream.rdf.ntfast`), which adds new terms to them in place as
-        :meth:`encode` does: the next id is the list's length."""
-        return self._ids, self._terms
+        :meth:`encode` does (the next id is the list's length); ``(None, None)`` without the
+        compiled index."""
+        return (self._index, self._terms) if self._index is not None else (None, None)
 
     def lookup_many(self, terms: Sequence[str]) -> np.ndarray:
+        if self._index is not None:
+            return np.frombuffer(self._index.lookup_many(terms), dtype=np.int64)
         get = self._ids.get
         return np.fromiter((get(t, 0) for t in terms), dtype=np.int64, count=len(terms))
 
@@ -129,18 +158,25 @@ class MemoryDictionary:
         """Publish ``terms`` with reserved ``ids``; a term already present keeps its id."""
         out = np.asarray(ids, dtype=np.int64).copy()
         for k, (t, i) in enumerate(zip(terms, out.tolist())):
-            old = self._ids.get(t)
-            if old is not None:
+            old = self._known(t)
+            if old:
                 out[k] = old
             elif 0 < i < len(self._terms) and self._terms[i] is None:
-                self._ids[t] = i
+                if self._index is not None:
+                    self._index.put(t, i)
+                else:
+                    self._ids[t] = i
                 self._terms[i] = t
             else:
                 raise ValueError(f"id {i} was not reserved (or is already used)")
         return out
 
+    def _known(self, term: str) -> int:
+        """The id of ``term``, or 0."""
+        return self._index.get(term) if self._index is not None else self._ids.get(term, 0)
+
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._index) if self._index is not None else len(self._ids)
 
     def close(self) -> None:
         pass

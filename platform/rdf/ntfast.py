@@ -140,7 +140,7 @@ def _scanned(
     bnode_prefix: str,
     log: Callable[[str], None],
     graphs: bool,
-    tables: tuple[dict | None, list | None],
+    tables: tuple[object | None, list | None],
 ) -> Iterator[tuple[list[str] | None, np.ndarray, bool]]:
     """``(terms, idx, by_python)`` per scanned run of lines: ``idx`` (3 or 4 columns, ``-1``
     for the default graph) indexes ``terms``, or is ids when ``terms`` is None (``tables``

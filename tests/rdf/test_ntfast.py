@@ -32,9 +32,11 @@ def test_the_scanner_is_built_where_a_compiler_is() -> None:
 
 
 def _load(path: Path, native: bool, prefix: str = "f_") -> tuple[np.ndarray, list, list[str]]:
+    """The file read by the compiled scanner into the compiled term index (native), or by
+    the Python parser into the Python ``dict`` (not native): the build without a compiler."""
     was = ntfast.use_native(native)
     try:
-        d = MemoryDictionary()
+        d = MemoryDictionary(compiled=native)
         logs: list[str] = []
         triples = static.load_graph(str(path), d, bnode_prefix=prefix, log=logs.append)
         return triples, d.decode_many(np.arange(1, len(d) + 1)), logs
