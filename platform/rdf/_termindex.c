@@ -57,6 +57,25 @@ ti_grow(TermIndex *ix)
     return 0;
 }
 
+/* *buf (of *cap bytes) grown, by doubling from `first`, to hold at least `need` bytes */
+static int
+room_for(char **buf, size_t *cap, size_t need, size_t first)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : first;
+    while (need > c)
+        c *= 2;
+    char *g = PyMem_Realloc(*buf, c);
+    if (g == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = g;
+    *cap = c;
+    return 0;
+}
+
 int
 ti_add(TermIndex *ix, size_t at, const char *p, Py_ssize_t n, uint64_t h, Py_ssize_t id)
 {
@@ -64,18 +83,8 @@ ti_add(TermIndex *ix, size_t at, const char *p, Py_ssize_t n, uint64_t h, Py_ssi
         PyErr_Format(PyExc_OverflowError, "term index: id %zd or term length %zd out of range", id, n);
         return -1;
     }
-    if (ix->used + (size_t)n + 4 > ix->cap) {
-        size_t cap = ix->cap ? ix->cap : 1 << 16;
-        while (ix->used + (size_t)n + 4 > cap)
-            cap *= 2;
-        char *a = PyMem_Realloc(ix->arena, cap);
-        if (a == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        ix->arena = a;
-        ix->cap = cap;
-    }
+    if (room_for(&ix->arena, &ix->cap, ix->used + (size_t)n + 4, 1 << 16) < 0)
+        return -1;
     const uint32_t len = (uint32_t)n;
     memcpy(ix->arena + ix->used, &len, 4);
     memcpy(ix->arena + ix->used + 4, p, (size_t)n);
@@ -113,18 +122,8 @@ batch_add(TermBatch *b, const char *p, Py_ssize_t n, uint64_t h, int ascii, int 
         b->cap = cap;
     }
     if (copy) {
-        if (b->used + (size_t)n > b->room) {
-            size_t room = b->room ? 2 * b->room : 1 << 14;
-            while (b->used + (size_t)n > room)
-                room *= 2;
-            char *g = PyMem_Realloc(b->text, room);
-            if (g == NULL) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            b->text = g;
-            b->room = room;
-        }
+        if (room_for(&b->text, &b->room, b->used + (size_t)n, 1 << 14) < 0)
+            return -1;
         memcpy(b->text + b->used, p, (size_t)n);
         p = (const char *)(uintptr_t)b->used; /* an offset until ti_resolve */
         b->used += (size_t)n;
