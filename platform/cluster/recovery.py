@@ -73,6 +73,8 @@ TRANSIENT = ("its new owner", "the owed tick is the checkpoint's")
 #: seconds after which a query forwarded between ticks and not ready yet is forwarded again
 #: before the next tick (the forward may have come before its new owner saw its assignment)
 REFORWARD_S = 1.0
+#: why a query forwarded to an older container is not forwarded there again
+OLDER = "an older container, whose answer does not say whether it kept it (it rebuilds it if not)"
 
 
 #: between ticks, the dead container's queries no live container is assigned yet (no free
@@ -293,7 +295,7 @@ class Recovery:
             if sent is None or sent.id != message.id:
                 continue  # forwarded again since (an answer of an earlier incarnation)
             if message.kept is None and not message.error:
-                sent.state = "answered"  # (an older container: the rule per batch holds)
+                sent.state = "answered"  # (an older container: not forwarded there again)
             else:
                 sent.state = "kept" if name in (message.kept or ()) else "not kept"
         if message.id in self._idle:  # only its later report times' lines are of use
@@ -580,17 +582,27 @@ class Recovery:
         forwarded ``MAX_FORWARDS`` times, not kept), or is (``None``).  A forward for the same
         death to the same incarnation of the same new owner is not sent again while it is
         unanswered (within the answer timeout) or kept there: the next batch's forward of a
-        query forwarded between ticks restored it there twice.  One not kept there (or answered
-        by an older container, which does not say) goes again once per batch of ticks, and
-        between ticks after ``again`` seconds."""
+        query forwarded between ticks restored it there twice.  One answered by an older container
+        (which does not say whether it kept it) is not forwarded there again either: its new
+        owner is told to rebuild it (``True``), which it does only if it did not keep it.  One
+        not kept there goes again once per batch of ticks, and between ticks after ``again``
+        seconds."""
         last = self._sent.get(name)
         if (
             last is not None
             and (last.src, last.dst) == (src, dst)
             and last.sender is self.fanout.peers.get(dst)
-            and (last.state == "kept" or (last.state == "sent" and now - last.t < self.timeout))
         ):
-            return False
+            if last.state == "kept" or (last.state == "sent" and now - last.t < self.timeout):
+                return False
+            if last.state == "answered":
+                # An older container's answer does not say whether it kept the query: another
+                # forward could restore it there a second time.  It is told to rebuild it instead
+                # (``Recompute.rebuild``), which a container that kept it ignores.
+                if self.not_restored.get(name) != OLDER:
+                    self.not_restored[name] = OLDER
+                    logger.info("driver: %s not forwarded to %s again: %s", name, dst, OLDER)
+                return True
         done = self.forwarded.get(name, (-1, 0, 0))
         if done[0] != point.seq:
             return None

@@ -25,6 +25,7 @@ from linkstream.containers import assigned
 from linkstream.containers.messages import Elements
 from linkstream.containers.replica import RunReplica
 from linkstream.containers.restoreforward import adopt, forward
+from linkstream.containers.takeover import Slot
 from linkstream.operators.shared_state import UNIT
 from linkstream.operators.state import QueryState, StateError
 from linkstream.scheduler.assignment import Assignment
@@ -184,5 +185,11 @@ def test_a_query_lost_with_a_dead_container_waits_for_its_restore_within_bounds(
     q._restore_refused(["b"], forwarded=False)  # the driver: no checkpoint holds it
     assert not q._awaits_restore("a", lost, running) and not q._awaits_restore("b", lost, running)
     assert q._rebuild == {"a", "b"}
+    # kept from a forward (it has its slot): the driver's word (sent when the answer did not say
+    # what was kept, an older container's) leaves it as it is -- restored once, not rebuilt
+    assert q._awaits_restore("k", lost, running)
+    q._slots["k"] = Slot("t", 7)
+    q._restore_refused(["k"], forwarded=False)
+    assert "k" not in q._rebuild
     monkeypatch.setattr(assigned, "RESTORE_WAIT", 0.0)  # no word from the driver in time
     assert not q._awaits_restore("c", lost, running) and "c" in q._rebuild
