@@ -344,6 +344,8 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
         restores = [float(x) for x in re.findall(r"fed them forward to .* \(cpu ([0-9.]+)s\)", text)]
         kept = [int(x) for x in re.findall(r"restored-forward path: (\d+) of", text)]
         rebuilt = re.findall(r"registered (\S+) \(after tick [1-9]", text)  # from its buffers, after the kill
+        # report times the survivor evaluated in scratch engines (recomputes of the owed reports)
+        redone = [int(x) for x in re.findall(r": recomputed .* elements \((\d+) report times\)", text)]
         return {
             "label": label,
             "checkpoint_interval_s": interval,
@@ -354,6 +356,7 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
             "restore_cpu_s": round(sum(restores), 3),
             "queries_kept_restored": sum(kept),
             "queries_rebuilt": len(rebuilt),
+            "recomputed_report_times": sum(redone),
         }
     finally:
         cluster.stop()
@@ -464,6 +467,8 @@ def main(argv: list[str] | None = None) -> None:
     lo, _, hi = a.ranges.partition(":")
     MODE["ranges"] = (int(lo), int(hi or lo))
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(a)}
+    if a.dir:
+        Path(a.dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         base = Path(a.dir) if a.dir else Path(d)
         if a.container_kill:
@@ -475,7 +480,8 @@ def main(argv: list[str] | None = None) -> None:
                     kills.append(r)
                     print(
                         "container kill, %-7s: first new q0 line %.2f s, new answerer %.2f s, survivor CPU "
-                        "%.3f s (restore %.3f s, %d queries kept from the checkpoint, %d rebuilt)"
+                        "%.3f s (restore %.3f s, %d queries kept from the checkpoint, %d rebuilt; %d report times "
+                        "recomputed)"
                         % (
                             label,
                             r["first_new_result_s"],
@@ -484,6 +490,7 @@ def main(argv: list[str] | None = None) -> None:
                             r["restore_cpu_s"],
                             r["queries_kept_restored"],
                             r["queries_rebuilt"],
+                            r["recomputed_report_times"],
                         ),
                         flush=True,
                     )

@@ -129,6 +129,8 @@ class Fanout:
         self.dictionary = dictionary
         self.route = route
         self.peers: dict[str, Sender] = {}
+        #: what each peer's ``hello`` said it does (``caps``; empty: an older container)
+        self.caps: dict[str, frozenset[str]] = {}
         self.routes: dict[str, _Route] = {}
         self.joined: list[str] = []
         self.bytes_sent = 0
@@ -181,11 +183,12 @@ class Fanout:
 
     # ------------------------------------------------------------------ peers
 
-    def add(self, cid: str, address: str, tick_seq: int) -> None:
+    def add(self, cid: str, address: str, tick_seq: int, caps: Iterable[str] = ()) -> None:
         """Connects to a container and sends its ``sync`` message (replacing an older peer).
 
         The container starts with every stream when broadcasting, with none when routing
-        by stream (it subscribes next).
+        by stream (it subscribes next).  ``caps``: what its ``hello`` said it does
+        (:data:`~linkstream.containers.protofields.CAPS`), kept in :attr:`caps`.
         """
         self.flush()
         old = self.peers.pop(cid, None)
@@ -197,6 +200,7 @@ class Fanout:
         )
         curve = None if self.curve_for is None else self.curve_for(cid)
         self.peers[cid] = Sender(address, sndhwm=SNDHWM, linger_ms=0, curve_keys=curve)
+        self.caps[cid] = frozenset(caps)
         if cid not in self.joined:
             self.joined.append(cid)
         self._sync(cid, 0, streams, tick_seq)
@@ -234,6 +238,7 @@ class Fanout:
     def drop(self, cid: str) -> bool:
         """Disconnects a container; returns whether it was a peer."""
         self.routes.pop(cid, None)
+        self.caps.pop(cid, None)
         sender = self.peers.pop(cid, None)
         if sender is None:
             return False

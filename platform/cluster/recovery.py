@@ -325,6 +325,7 @@ class Recovery:
         prefer: Callable[[str], str | None],
         admit: Callable[[], None] | None = None,
         idle: Mapping[str, str] | None = None,
+        until: Mapping[str, int] | None = None,
     ) -> dict[str, Sequence[str]]:
         """The lines of tick ``seq`` of the ``owed`` queries (query -> container that owed them).
 
@@ -347,6 +348,9 @@ class Recovery:
                 container): those its new owner can restore from the last checkpoint go to
                 it now, with the forward of the owed ones if any (one restore), else in a
                 ``forward`` of their own whose answer is not awaited (see :meth:`forward_idle`).
+            until: Per owed query, the tick from which the container named answers it itself
+                (named before it announced the query ready: ``ClusterEngine.choose_owners``): the
+                ticks of the batch from it on are not evaluated with it.
 
         Returns:
             Lines by query, for the queries some live container recomputed within the
@@ -392,13 +396,17 @@ class Recovery:
                 mine = {n: extra.pop(n) for n in [n for n in extra if prefer(n) == dst]}
                 restore = self._restorable(seq, [*names, *mine], {**owed, **mine}, dst, prefer)
                 taken = {n for _, part in restore for n in part}
-                plain = [n for n in names if n not in taken]
-                parts: list[tuple[RestorePoint | None, list[str]]] = [*restore, (None, plain)]
-                for point, part in parts:
-                    if not part:
-                        continue
+                plain: dict[int | None, list[str]] = {}  # by the tick they are answered from
+                for name in names:
+                    if name not in taken:
+                        plain.setdefault((until or {}).get(name), []).append(name)
+                parts: list[tuple[RestorePoint | None, list[str], int | None]] = [
+                    *((p, part, None) for p, part in restore),
+                    *((None, x, u) for u, x in plain.items()),
+                ]
+                for point, part, upto in parts:
                     streams = frozenset().union(*(reads.get(n, frozenset()) for n in part))
-                    message, n_el = self._request(part, streams, cuts, point, sender in self._per_tick)
+                    message, n_el = self._request(part, streams, cuts, point, sender in self._per_tick, upto)
                     if point is None and message.owe:
                         batched.add(message.id)
                     self._send(dst, message, {**owed, **mine})
@@ -627,15 +635,19 @@ class Recovery:
         cuts: list[tuple[int, int, np.ndarray]],
         point: RestorePoint | None = None,
         one: bool = False,
+        until: int | None = None,
     ) -> tuple[Recompute, int]:
         """A recompute request over ``cuts`` or, with ``point``, a forward request from its
         cut on to the last of ``cuts``; either also evaluates the ticks sent after it with
         the same elements (:meth:`ahead`), whose lines answer them (``later``, one pass) --
-        but a plain one for ``one`` tick only (an older container's)."""
+        but a plain one for ``one`` tick only (an older container's), or those before tick
+        ``until`` only (answered live from then on)."""
         last = cuts[-1]
         if point is not None:
             cuts = [x for x in self._cuts if point.seq <= x[0] <= last[0]]
         later = [] if one and point is None else [(s, c, last[2]) for s, c in self._ahead if s > last[0]]
+        if until is not None and point is None:
+            later = [x for x in later if x[0] < until]
         owe = last[1] if point is not None or later else 0
         cuts = [*cuts, *later]
         rows, at = self.fanout.history(streams, [x[2] for x in cuts])

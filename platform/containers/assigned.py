@@ -57,6 +57,8 @@ class AssignedQueries:
     _rebuild: set[str]
     #: per query waiting for its restore: [monotonic start (0: rebuild), forwards not kept]
     _restore_wait: dict[str, list[float]]
+    #: per query announced ready, the first tick it answers (until a tick reaches it)
+    _firsts: dict[str, int]
     #: :meth:`StateMigration._ack_idle_handovers <linkstream.containers.takeover.StateMigration._ack_idle_handovers>`
     #: (declared, not defined: a method here would shadow it in the runtime's MRO)
     _ack_idle_handovers: Callable[[], None]
@@ -115,6 +117,7 @@ class AssignedQueries:
                 # A fresh RSTREAM query reports like an old one at once; ISTREAM/DSTREAM
                 # need one update first so their deltas are relative to the last tick.
                 first = reg + 1 if reg == 0 or replica.mode(name) == "RSTREAM" else reg + 2
+                self._firsts[name] = first
                 if self._send(Ready(run.id, self.id, name, first)):
                     slot.announced = True
         for name in self._restore_wait.keys() - (desired.keys() - self._slots.keys()):
@@ -134,6 +137,20 @@ class AssignedQueries:
                 self.metrics.task_moves.labels("out").inc()
                 logger.info("%s: released %s", self.id, name)
         self._subscribe(run, replica, desired)
+
+    def _not_yet(self, seq: int, answer: list[str]) -> dict[str, int]:
+        """The queries of ``answer`` (named to answer tick ``seq`` here) held here that answer
+        only from a later tick: the first one, by query.  The driver names a container only
+        from the tick its *ready* gives, but a query kept from a ``forward`` before it read
+        that announcement (:mod:`linkstream.cluster.recovery`): an IStream / DStream one, or
+        one on a restored router unit, is answered one tick later than an RStream one."""
+        firsts = self._firsts
+        if not firsts:  # (the usual case: nothing registered lately)
+            return {}
+        for name in [n for n, first in firsts.items() if first <= seq]:
+            del firsts[name]  # (once per registration: not a pass over every query per tick)
+        named = set(answer) if firsts else ()
+        return {n: first for n, first in firsts.items() if n in named and n in self._slots}
 
     def _awaits_restore(self, name: str, a: Assignment, replica: RunReplica) -> bool:
         """Whether query ``name``, taken from a dead container (``restored_from``), still

@@ -96,6 +96,9 @@ class Hello:
     run: str
     container: str
     address: str
+    #: what the container does (:data:`~linkstream.containers.protofields.CAPS`; empty: an
+    #: older container, which the driver names only for queries it announced ready)
+    caps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,9 @@ class Result:
     c: int
     lines: Mapping[str, Sequence[str]]
     missing: list[str] = field(default_factory=list)
+    #: queries of ``missing`` it holds but answers only from a later tick (named before it
+    #: announced them ready): that first tick
+    first: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ Driver to container:
 Container to driver:
 
 ``hello``
-    ``{"container", "address"}``: ready to receive this run's data.
+    ``{"container", "address"}``: ready to receive this run's data; ``"caps": [str]`` what
+    the container does (as in ``recomputed``; ``from``: see ``result``).
 ``subscribe``
     ``{"container", "sub", "streams"}``: version ``sub`` (increasing per run) of the set
     of stream indexes the container needs (the streams of the queries it holds or
@@ -76,7 +77,9 @@ Container to driver:
     ``{"container", "seq", "c", "names", "sizes", "missing"}`` then one frame: each
     name's result lines joined by ``"\\n"`` (UTF-8), the blocks one after the other,
     ``sizes`` their byte lengths.  ``missing`` names queries the tick
-    assigned to this container that it does not hold.
+    assigned to this container that it does not hold, or holds but does not answer yet:
+    ``"from": {query: tick}`` (only when any) the first tick it answers such a query (one
+    kept from a ``forward`` the driver named it for before its *ready* came).
 ``failed``
     ``{"container", "query", "error"}``: the query could not be registered.
 ``recomputed``
@@ -244,6 +247,7 @@ def encode(message: Message) -> list[Frame]:
                     "container": message.container,
                     "address": message.address,
                 }
+                | ({"caps": list(message.caps)} if message.caps else {})
             )
         ]
     if isinstance(message, Subscribe):
@@ -264,6 +268,8 @@ def encode(message: Message) -> list[Frame]:
             "c": message.c,
             "missing": list(message.missing),
         }
+        if message.first:  # (a key only when set: the result of a tick is the bytes it was)
+            header["from"] = dict(message.first)
         return _lines_frames(header, message.lines)
     if isinstance(message, Failed):
         body = {"container": message.container, "query": message.query, "error": message.error}
@@ -425,7 +431,8 @@ def decode(frames: Sequence[Frame]) -> Message:
         )
     if kind == "hello":
         check_frames(frames, 1, kind)
-        return Hello(run, str_field(h, "container"), str_field(h, "address"))
+        caps = tuple(strs_field(h, "caps")) if "caps" in h else ()
+        return Hello(run, str_field(h, "container"), str_field(h, "address"), caps)
     if kind == "subscribe":
         check_frames(frames, 1, kind)
         return Subscribe(run, str_field(h, "container"), int_field(h, "sub", 1), ints_field(h, "streams"))
@@ -444,6 +451,7 @@ def decode(frames: Sequence[Frame]) -> Message:
             int_field(h, "c"),
             lines,
             strs_field(h, "missing"),
+            str_map_field(h, "from", int) if "from" in h else {},
         )
     if kind == "recomputed":
         args = (run, str_field(h, "container"), int_field(h, "id", 0), int_field(h, "c"), _lines(h, frames))

@@ -17,8 +17,11 @@ VERSION = 2  # 2: result lines in one frame with "sizes"
 #: what a container's ``recomputed`` answer says it does (``caps``; a header key an older
 #: container does not send): ``owe`` -- a plain ``recompute`` answers report time ``owe``
 #: and the ticks after it in ``later`` (one pass), not the last tick only; ``kept`` -- a
-#: ``forward``'s answer names the queries it kept
-CAPS = ("owe", "kept")
+#: ``forward``'s answer names the queries it kept; ``from`` -- (also in its ``hello``) a tick
+#: naming it to answer a query it holds but cannot answer yet (kept from a ``forward`` the
+#: driver sent before the tick, not announced ready yet) lists the query in the result's
+#: ``missing`` and, in ``from``, the first tick it answers
+CAPS = ("owe", "kept", "from")
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 _I8 = np.dtype("<i8")
 

@@ -79,6 +79,7 @@ from linkstream.containers.messages import (
 from linkstream.containers.owned import EarlyRuns, OwnedApplier, OwnedSlice
 from linkstream.containers.placement.tasks import OperatorPlane, decode_optasks, edge_endpoint, header_kind
 from linkstream.containers.protocol import ProtocolError, decode, encode
+from linkstream.containers.protofields import CAPS
 from linkstream.containers.recovery import recompute
 from linkstream.containers.rejoin import await_key, open_receiver
 from linkstream.containers.remotestatic import StaticGauges
@@ -192,6 +193,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         self._gated = False
         self._sender: Sender | None = None
         self._slots: dict[str, Slot] = {}
+        self._firsts: dict[str, int] = {}
         self._failed: set[str] = set()
         self._texts: dict[str, str] = {}
         self._owners: dict[str, str] = {}
@@ -446,7 +448,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         replica.preplan(self._run_texts(spec))
         self._static_gauges.update(replica.static_stats())
         logger.info("%s: run %s set up in %.2fs", self.id, spec.id, time.perf_counter() - t0)
-        self._send(Hello(spec.id, self.id, self.address))
+        self._send(Hello(spec.id, self.id, self.address, CAPS))
 
     def _end_run(self) -> None:
         if self._replica is not None:
@@ -473,6 +475,7 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
         self._failed.clear()
         self._rebuild.clear()
         self._restore_wait.clear()
+        self._firsts.clear()
         self._texts.clear()
         self._owners = {}
         self._released = 0
@@ -595,11 +598,12 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             self._owners = message.owners
             self._released = max(self._released, message.rel.get(self.id, 0))
             answer = [n for n in message.due if message.owners.get(n) == self.id]
+            later = self._not_yet(message.seq, answer)  # (named before it read their ready)
             t0 = time.perf_counter()
             if self._ops.active:
                 self._ops.before_tick(message.seq, message.c)
             try:
-                done = replica.tick(message.seq, message.c, answer)
+                done = replica.tick(message.seq, message.c, [n for n in answer if n not in later])
             except RemoteStoreError as exc:  # static data no store node serves any more
                 logger.error("%s: run %s: cannot read static data: %s", self.id, message.run, exc)
                 self._send(Failed(message.run, self.id, "", f"cannot read static data: {exc}"))
@@ -614,7 +618,8 @@ class ContainerRuntime(AssignedQueries, StateMigration, TaskCheckpoints):
             m.reports.inc(len(done.lines))
             m.result_lines.inc(sum(len(v) for v in done.lines.values()))
             if answer:
-                self._send(Result(message.run, self.id, message.seq, message.c, done.lines, done.missing))
+                missing = [*done.missing, *later]  # (those the driver has recomputed)
+                self._send(Result(message.run, self.id, message.seq, message.c, done.lines, missing, later))
                 self.results_sent += 1
             if self._restore_wait or any(s.unready is not None for s in self._slots.values()):
                 self._reconcile()

@@ -60,6 +60,7 @@ class StateMigration:
     _texts: dict[str, str]
     _rebuild: set[str]
     _units_in: dict[str, tuple[int, int]]
+    _firsts: dict[str, int]  # (:class:`~linkstream.containers.assigned.AssignedQueries`)
 
     def _send(self, message: Message) -> bool:  # pragma: no cover - the runtime's
         raise NotImplementedError
@@ -188,6 +189,7 @@ class StateMigration:
         elif unit and not why:
             how = "its router unit to restore before the next tick"
         logger.info("%s: took over %s from %s (%s) after tick %d", self.id, name, message.container, how, reg)
+        self._firsts[name] = first
         if self._send(Ready(self._run.id, self.id, name, first)):
             slot.announced = True
         self.metrics.queries_registered.set(len(self._slots))

@@ -45,9 +45,11 @@ def test_every_message_round_trips() -> None:
         Subscribe("r1", "oc-1", 4, (0, 3)),
         Tick("r1", 3, 4000, ["q1"], {"q1": "oc-1", "q2": "oc-2"}, {"oc-1": 2}),
         Hello("r1", "oc-1", "tcp://127.0.0.1:5000"),
+        Hello("r1", "oc-1", "tcp://127.0.0.1:5000", ("owe", "kept", "from")),
         Ready("r1", "oc-1", "q1", 4),
         Unready("r1", "oc-1", "q1", 9),
         Result("r1", "oc-1", 3, 4000, {"q1": ['{"a": 1}', '{"a": 2}'], "q2": []}, ["q3"]),
+        Result("r1", "oc-1", 3, 4000, {"q1": []}, ["q3", "q4"], {"q4": 5}),  # q4 answered from tick 5
         Failed("r1", "oc-1", "q1", "boom"),
         Handover("r1", "q1", "oc-2", 7),
         State("r1", "oc-1", "q1", "oc-2", 7, [], "no state"),

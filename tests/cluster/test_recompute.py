@@ -167,18 +167,22 @@ class _Peer:
         self.offer_frames = offer_frames
 
 
-@pytest.mark.parametrize("older", [False, True])
-def test_a_batch_of_owed_ticks_on_a_new_and_an_older_container(older: bool) -> None:
+@pytest.mark.parametrize("mode", ["new", "older", "named"])
+def test_a_batch_of_owed_ticks_on_a_new_and_an_older_container(mode: str) -> None:
     """The driver's :class:`Recovery` over a real fan-out backlog asks the only live container
     for a dead one's reports, the live driver's way: ticks in batches of three, sent after the
     same elements.  A container of this version answers a batch's owed ticks in one request
     (``owe``, ``later``); an older one (its decoder ignores ``owe``, its answer has no
     ``caps``) answers the batch's last tick only: the driver sees that in the answer's header
-    and asks it one tick per request.  Either way every owed report equals the engine that
-    ran the queries all along."""
+    and asks it one tick per request.  ``named``: the new owner was named to answer ``i``
+    before it announced it ready and answers it itself from each batch's second tick (its
+    result listed ``i`` as missing at the first, ``from`` the second): ``i`` is recomputed
+    for the first tick only, the other queries over the whole batch.  Every owed report
+    equals the engine that ran the queries all along."""
     from linkstream.cluster.fanout import Fanout
     from linkstream.cluster.recovery import Recovery
 
+    older = mode == "older"
     replica = RunReplica(_spec())  # the survivor, oc-2
     embedded = Engine()
     for name, text in QUERIES.items():
@@ -221,10 +225,17 @@ def test_a_batch_of_owed_ticks_on_a_new_and_an_older_container(older: bool) -> N
         for s, c in batch:
             rec.record(s, c, fanout.counts())
         rec.ahead(batch)
-        for s, c in batch:
-            want = embedded.tick(c, list(QUERIES))
+        for k, (s, c) in enumerate(batch):
+            want = {n: list(x) for n, x in embedded.tick(c, list(QUERIES)).items()}
+            if mode == "named" and k:  # answered by its new owner itself
+                del want["i"]
+            until = {"i": s + 1} if mode == "named" and k == 0 else None
             got = rec.recompute(
-                s, dict.fromkeys(QUERIES, "oc-1"), dict.fromkeys(QUERIES, frozenset({0})), lambda _n: "oc-2"
+                s,
+                dict.fromkeys(want, "oc-1"),
+                dict.fromkeys(QUERIES, frozenset({0})),
+                lambda _n: "oc-2",
+                until=until,
             )
             assert {n: list(x) for n, x in got.items()} == want, c
             compared += sum(map(len, want.values()))
@@ -234,6 +245,12 @@ def test_a_batch_of_owed_ticks_on_a_new_and_an_older_container(older: bool) -> N
     if older:  # one batch asked in one pass (answered with its last tick), then one tick per request
         assert requests[0] == ([2000, 3000, 4000], 2000)
         assert requests[1:] == [([2000], 0)] + [([c - 1000, c], 0) for c in range(3000, 14000, 1000)]
+    elif mode == "named":  # i alone for the batch's first tick, the others in one pass
+        assert requests == [([2000, 3000, 4000], 2000), ([2000], 0)] + [
+            x
+            for c in (5000, 8000, 11000)
+            for x in (([c - 1000, c, c + 1000, c + 2000], c), ([c - 1000, c], 0))
+        ]
     else:  # one request per batch of three ticks
         assert requests == [([2000, 3000, 4000], 2000)] + [
             ([c - 1000, c, c + 1000, c + 2000], c) for c in (5000, 8000, 11000)

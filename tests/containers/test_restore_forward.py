@@ -193,3 +193,17 @@ def test_a_query_lost_with_a_dead_container_waits_for_its_restore_within_bounds(
     assert "k" not in q._rebuild
     monkeypatch.setattr(assigned, "RESTORE_WAIT", 0.0)  # no word from the driver in time
     assert not q._awaits_restore("c", lost, running) and "c" in q._rebuild
+
+
+def test_a_query_named_before_its_ready_announcement_is_answered_from_its_first_tick() -> None:
+    """The driver may name the new owner of a query kept from its ``forward`` before it read
+    the *ready* announcement (:meth:`Recovery.early`): the container answers the query only
+    from the first tick it announced (an IStream / DStream query one tick later than an
+    RStream one) and lists it as missing before, with that tick; once every announced first
+    tick has passed, nothing is looked up per tick."""
+    q = object.__new__(assigned.AssignedQueries)
+    q._slots = {n: Slot("t-" + n, 7) for n in ("r", "i", "old")}
+    q._firsts = {"r": 8, "i": 9, "gone": 9}  # announced at tick 7 (gone: released since)
+    assert q._not_yet(8, ["r", "i", "old", "gone", "x"]) == {"i": 9}
+    assert q._firsts == {"i": 9, "gone": 9}
+    assert q._not_yet(9, ["i"]) == {} and q._firsts == {}
