@@ -114,11 +114,23 @@ class ClusterEngine(DriverState):
 
         Once every query is answered by its owner in ZooKeeper, ready there, nothing can
         change until the owners, the peers, the queries or their ready announcements do:
-        the ticks until then skip the pass over every query."""
+        the ticks until then skip the pass over every query.
+
+        A query whose answerer left (died, or stalled and was dropped) is named, for this
+        tick only, to its ZooKeeper owner if that is a live container which answers a query
+        only from the first tick it announced (``from`` in its hello's ``caps``): its ready
+        announcement may still be on its way -- the live driver sends a batch of the ticks
+        that piled up meanwhile, which would all name the container that left and be
+        recomputed, although the new owner evaluates them with the query registered (rebuilt
+        from its buffers, or kept from the ``forward`` the driver sent before these ticks).
+        One it does not answer yet it lists as missing, with the tick it answers from: those
+        reports are recomputed (:meth:`_collect`)."""
         key = (self.owners.version, self._owning, tuple(self._peers))
         if self._chosen is not None and self._chosen == key:
             return dict(self._answerer)
         settled = True
+        early: dict[str, tuple[str, str]] = {}
+        caps = self.fanout.caps
         for name in sorted(self.queries):
             cur = self._answerer.get(name)
             ready = self._ready[name]
@@ -138,8 +150,30 @@ class ClusterEngine(DriverState):
                 logger.info("driver: %s answered by %s from tick %d (was %s)", name, new, seq, cur)
             if settled and (new != target or not ok(target)):
                 settled = False
+            if (
+                new is not None
+                and new not in self._peers
+                and target is not None
+                and "from" in caps.get(target, ())
+            ):
+                if not self._dead(target):
+                    early[name] = (target, new)
         self._chosen = key if settled else None
-        return dict(self._answerer)
+        owners = dict(self._answerer)
+        if early:
+            self._early[seq] = early
+            owners.update((name, dst) for name, (dst, _) in early.items())
+            for name, (dst, src) in sorted(early.items()):
+                if self._early_last.get(name) != (dst, src):
+                    logger.info(
+                        "driver: %s named to %s at tick %d before it said ready (%s left)",
+                        name,
+                        dst,
+                        seq,
+                        src,
+                    )
+        self._early_last = early
+        return owners
 
     def _ack_handovers(self, owners: dict[str, str]) -> None:
         if not self.owners.migrating():  # (no marker: nothing to acknowledge)
@@ -147,8 +181,8 @@ class ClusterEngine(DriverState):
         for name, owner in owners.items():
             tid = self._tid(name)
             container, src = self.owners.placed(tid)
-            if src is None or container != owner:
-                continue
+            if src is None or container != owner or owner != self._answerer.get(name):
+                continue  # (named before it said ready: not switched to yet)
             key = (tid, container, src)
             if key in self._acked:
                 continue
@@ -206,6 +240,10 @@ class ClusterEngine(DriverState):
         out: dict[str, Sequence[str]] = dict.fromkeys(due, ())
         waiting: dict[str, list[str]] = {}
         owed: dict[str, tuple[str | None, str]] = {}  # recomputed elsewhere (or lost)
+        early = self._early.pop(seq, {})  # (named before they said ready: see choose_owners)
+        for old in [s for s in self._early if s < seq]:
+            del self._early[old]
+        until: dict[str, int] = {}  # per owed query named early, the tick its owner answers from
         for name in due:
             cid = owners.get(name)
             if cid is None or cid not in self._peers:
@@ -220,6 +258,13 @@ class ClusterEngine(DriverState):
                 for name in waiting.pop(cid):
                     if name in result.lines:
                         out[name] = result.lines[name]
+                    elif early.get(name, ("",))[0] == cid:  # owed by the container that left
+                        owed[name] = (
+                            early[name][1],
+                            f"{cid}, named before it said ready, did not answer it yet",
+                        )
+                        if name in result.first:
+                            until[name] = result.first[name]
                     else:
                         owed[name] = (cid, "the container did not hold the query")
             for cid in [x for x in waiting if self._dead(x) or self._restarted(x, seq)]:
@@ -245,6 +290,7 @@ class ClusterEngine(DriverState):
                 self.owner_in_zookeeper,
                 self._admit_restarted,
                 idle,
+                until,
             )
             for name, (cid, reason) in sorted(owed.items()):
                 if name in redone:

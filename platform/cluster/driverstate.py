@@ -209,6 +209,10 @@ class DriverState:
         self._orphans: dict[str, str] = {}
         self._seen_dead: set[str] = set()
         self._orphan_poll = Backoff()  # (while none of them has a live new owner)
+        #: per tick sent, the queries whose answerer left named to their ZooKeeper owner before
+        #: it announced them ready: query -> (that owner, the container that left)
+        self._early: dict[int, dict[str, tuple[str, str]]] = {}
+        self._early_last: dict[str, tuple[str, str]] = {}  # (the last tick's: logged once)
 
     def curve_for(self, cid: str) -> CurveKeys | None:
         """CURVE keys to connect to container ``cid`` (``None``: plaintext)."""
@@ -325,7 +329,7 @@ class DriverState:
                 for name in [n for n, a in self._answerer.items() if a == cid]:
                     del self._answerer[name]
                 self._owning += 1
-                self.fanout.add(cid, message.address, self.seq)
+                self.fanout.add(cid, message.address, self.seq, message.caps)
                 self._synced_at[cid] = self.seq  # it gets the ticks after this one only
             else:
                 self.fanout.subscribe(message.container, message.version, message.streams, self.seq)

@@ -516,3 +516,68 @@ def test_a_dead_containers_queries_without_a_new_owner_are_looked_up_less_often(
     before = len(lookups)
     eng.forward_orphans()  # (one of them has a live owner: not held back)
     assert len(lookups) > before
+
+
+@pytest.mark.parametrize("caps", [("owe", "kept", "from"), ()])
+def test_a_query_whose_answerer_left_is_named_to_its_new_owner_before_it_said_ready(
+    caps: tuple[str, ...],
+) -> None:
+    """``ClusterEngine.choose_owners``: a query whose answerer left is named, tick by tick, to
+    its live ZooKeeper owner before that owner's ready announcement is read -- if the owner
+    said (``from`` in its hello's caps) that it answers a query only from the first tick it
+    announced; the answerer itself switches only on the announcement.  ``_collect`` takes the
+    owner's lines, and recomputes the query the owner lists as missing, for the container that
+    left (the restore decisions depend on it), up to the tick the owner answers from.  An older
+    owner (no caps) is not named early: its ticks are recomputed as before."""
+    import threading
+
+    from linkstream.cluster.driver import ClusterEngine
+    from linkstream.containers.messages import Result
+
+    asked: list[tuple[int, dict[str, str | None], dict[str, int] | None]] = []
+
+    class _Recovery:
+        def recompute(self, seq: int, owed: dict[str, str | None], *args: Any) -> dict[str, list[str]]:
+            asked.append((seq, dict(owed), args[-1] or None))
+            return {n: [f"recomputed {n} {seq}"] for n in owed}
+
+    answerer = {"a": "oc-1", "i": "oc-1", "b": "oc-2"}  # oc-1 left; ZooKeeper gave a, i to oc-2
+    eng = cast(Any, object.__new__(ClusterEngine))
+    eng.__dict__.update(
+        recovery=_Recovery(),
+        _lock=threading.Lock(),
+        _departed={"oc-1"},
+        _seen_dead=set(),
+        _orphans={},
+        _answerer=dict(answerer),
+        queries=dict.fromkeys(answerer),
+        _ready={"a": {}, "i": {}, "b": {"oc-2": 1}},
+        owner_in_zookeeper={"a": "oc-2", "i": "oc-2", "b": "oc-2"}.get,
+        owners=SimpleNamespace(version=1),
+        _owning=0,
+        _chosen=None,
+        _peers={"oc-2": object()},
+        fanout=SimpleNamespace(caps={"oc-2": frozenset(caps)}),
+        switches=[],
+        _early={},
+        _early_last={},
+        _results={},
+        answer_timeout=5.0,
+        reads={},
+        lost=[],
+    )
+    owners = eng.choose_owners(5)
+    assert eng._answerer == answerer and not eng.switches  # (switched only on the announcement)
+    if not caps:
+        assert owners == answerer and eng._early == {}
+        return
+    assert owners == {"a": "oc-2", "i": "oc-2", "b": "oc-2"}
+    # oc-2's answer: a (kept or rebuilt, RStream) answered; i (IStream, kept a tick ago) from tick 6
+    eng._results[5] = {"oc-2": Result("r1", "oc-2", 5, 5000, {"a": ["a 5"], "b": ["b 5"]}, ["i"], {"i": 6})}
+    eng._idle_orphans = lambda due=(): {}
+    got = eng._collect(5, 5000, ["a", "b", "i"], owners)
+    assert {n: list(x) for n, x in got.items()} == {"a": ["a 5"], "b": ["b 5"], "i": ["recomputed i 5"]}
+    assert asked == [(5, {"i": "oc-1"}, {"i": 6})] and eng._early == {}
+    eng._ready["i"]["oc-2"] = 6  # its announcement read: switched for good
+    assert eng.choose_owners(6) == {"a": "oc-2", "i": "oc-2", "b": "oc-2"} and eng._answerer["i"] == "oc-2"
+    assert eng._early == {6: {"a": ("oc-2", "oc-1")}}

@@ -14,10 +14,10 @@ import pytest
 
 from linkstream.cluster.ingestwire import pack_elements, split_elements
 from linkstream.cluster.ownersender import owned_message
-from linkstream.containers.messages import Owned, Tick
+from linkstream.containers.messages import Hello, Owned, Tick
 from linkstream.containers.protocol import decode, encode
 from linkstream.containers.runtime import ContainerRuntime
-from linkstream.containers.transport import Sender
+from linkstream.containers.transport import Receiver, Sender
 from tests.containers.test_cut_runtime import RUN, S0, _elements, _until, container  # noqa: F401
 
 EX = "http://example.org/"
@@ -54,10 +54,10 @@ def _window(rt: ContainerRuntime) -> list[tuple[int, tuple[str, ...]]]:
 
 
 def test_owned_runs_are_gated_by_the_ticks_cuts(
-    container: tuple[ContainerRuntime, Sender],  # noqa: F811  (the fixture, imported)
+    container: tuple[ContainerRuntime, Sender, Receiver, Hello],  # noqa: F811  (the fixture, imported)
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    rt, to = container
+    rt, to, _, _ = container
     to.offer_frames(encode(_elements(0, [], sync=(5, 0))), 5.0)  # stream 0 counts from 5 here
     _until(lambda: rt._replica is not None and rt._replica.synced)
     replica = rt._replica
