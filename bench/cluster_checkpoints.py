@@ -34,8 +34,10 @@ without (``rebuild``: the new owner rebuilds them from the stream buffers).  Aft
 ``--elements`` pushed and a checkpoint, the container answering ``q0`` is killed with
 SIGKILL; pushes go on.  Recovery time = kill -> the first new ``q0`` line; take-over CPU =
 the surviving container's CPU time (``/proc``) from the kill until the driver names it
-``q0``'s answerer (the recomputes of the owed reports, the restore or rebuild, the ticks
-meanwhile).  The survivor's log gives the restore's own CPU.
+``q0``'s answerer, or takes its first answer of ``q0`` when it named it before its ready
+announcement came (the recomputes of the owed reports, the restore or rebuild, the ticks
+meanwhile).  The survivor's log gives the restore's own CPU and the report times it
+recomputed (and their wall time).
 
 Raw figures go to ``bench/results/cluster_checkpoints.json``.
 
@@ -345,7 +347,7 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
         kept = [int(x) for x in re.findall(r"restored-forward path: (\d+) of", text)]
         rebuilt = re.findall(r"registered (\S+) \(after tick [1-9]", text)  # from its buffers, after the kill
         # report times the survivor evaluated in scratch engines (recomputes of the owed reports)
-        redone = [int(x) for x in re.findall(r": recomputed .* elements \((\d+) report times\)", text)]
+        redone = re.findall(r": recomputed .* elements \((\d+) report times\) in ([0-9.]+)s", text)
         return {
             "label": label,
             "checkpoint_interval_s": interval,
@@ -356,7 +358,8 @@ def container_kill(base: Path, label: str, interval: float, a: argparse.Namespac
             "restore_cpu_s": round(sum(restores), 3),
             "queries_kept_restored": sum(kept),
             "queries_rebuilt": len(rebuilt),
-            "recomputed_report_times": sum(redone),
+            "recomputed_report_times": sum(int(n) for n, _ in redone),
+            "recompute_s": round(sum(float(s) for _, s in redone), 3),
         }
     finally:
         cluster.stop()
@@ -481,7 +484,7 @@ def main(argv: list[str] | None = None) -> None:
                     print(
                         "container kill, %-7s: first new q0 line %.2f s, new answerer %.2f s, survivor CPU "
                         "%.3f s (restore %.3f s, %d queries kept from the checkpoint, %d rebuilt; %d report times "
-                        "recomputed)"
+                        "recomputed in %.2f s)"
                         % (
                             label,
                             r["first_new_result_s"],
@@ -491,6 +494,7 @@ def main(argv: list[str] | None = None) -> None:
                             r["queries_kept_restored"],
                             r["queries_rebuilt"],
                             r["recomputed_report_times"],
+                            r["recompute_s"],
                         ),
                         flush=True,
                     )

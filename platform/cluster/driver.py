@@ -173,6 +173,8 @@ class ClusterEngine(DriverState):
                         src,
                     )
         self._early_last = early
+        if self._early_told:
+            self._early_told &= {(name, dst) for name, (dst, _) in early.items()}
         return owners
 
     def _ack_handovers(self, owners: dict[str, str]) -> None:
@@ -258,6 +260,11 @@ class ClusterEngine(DriverState):
                 for name in waiting.pop(cid):
                     if name in result.lines:
                         out[name] = result.lines[name]
+                        if name in early and early[name][0] == cid and (name, cid) not in self._early_told:
+                            self._early_told.add((name, cid))  # (logged once: what the benches read)
+                            logger.info(
+                                "driver: %s answered by %s at tick %d, before it said ready", name, cid, seq
+                            )
                     elif early.get(name, ("",))[0] == cid:  # owed by the container that left
                         owed[name] = (
                             early[name][1],

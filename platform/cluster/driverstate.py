@@ -213,6 +213,7 @@ class DriverState:
         #: it announced them ready: query -> (that owner, the container that left)
         self._early: dict[int, dict[str, tuple[str, str]]] = {}
         self._early_last: dict[str, tuple[str, str]] = {}  # (the last tick's: logged once)
+        self._early_told: set[tuple[str, str]] = set()  # (answered so: logged once)
 
     def curve_for(self, cid: str) -> CurveKeys | None:
         """CURVE keys to connect to container ``cid`` (``None``: plaintext)."""

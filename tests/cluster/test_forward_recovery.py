@@ -561,6 +561,7 @@ def test_a_query_whose_answerer_left_is_named_to_its_new_owner_before_it_said_re
         switches=[],
         _early={},
         _early_last={},
+        _early_told=set(),
         _results={},
         answer_timeout=5.0,
         reads={},
