@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ from linkstream.query.continuous import ContinuousQuery
 from linkstream.query.errors import QueryError
 from linkstream.rdf.dictionary import Dictionary, MemoryDictionary
 from linkstream.rdf.eventtime import DURATION_MAX
+from linkstream.rdf.records import record
 from linkstream.rdf.terminfo import TermInfo
 from linkstream.store.static_results import StaticResultStore, engine_static_results
 from linkstream.store.transient import TransientStore
@@ -80,7 +81,7 @@ class ReportSchedule:
         return n
 
 
-@dataclass(eq=False)  # an entity: equal to itself only (replay compares lists of them)
+@record(eq=False)  # an entity: equal to itself only (replay compares lists of them)
 class RegisteredQuery(ReportSchedule):
     """A continuous query with its operators and report schedule."""
 

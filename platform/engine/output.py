@@ -14,7 +14,7 @@ import itertools
 import json
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from linkstream.operators.evaluate import Evaluator
 from linkstream.operators.relation import Relation
 from linkstream.query.expressions import Expr
 from linkstream.query.functions import scalar as F
+from linkstream.rdf.records import record
 
 if TYPE_CHECKING:
     from linkstream.engine.keyed import KeyedGroup
@@ -45,7 +46,7 @@ _JSON_TERMS: weakref.WeakKeyDictionary[object, dict[int, str]] = weakref.WeakKey
 JSON_TERMS_MAX = 1 << 20
 
 
-@dataclass
+@record
 class QueryStats:
     """Counts and timings of one registered query."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, cast
 
 import numpy as np
@@ -56,6 +56,7 @@ from linkstream.query.expressions import (
     conjuncts,
     from_rdflib,
 )
+from linkstream.rdf.records import record
 from linkstream.rdf.terms import IRI, XSD_BOOLEAN, Literal, Term
 
 #: ``_at(n, "p")`` is ``n.p`` without CompValue's attribute hooks (several Python calls per
@@ -73,7 +74,7 @@ _AGG = {
 }
 
 
-@dataclass
+@record
 class Dataset:
     """The graphs a query sees: a default graph and named graphs (IRI -> graph operator)."""
 
@@ -84,7 +85,7 @@ class Dataset:
     static: StaticResults | None = None
 
 
-@dataclass
+@record
 class QueryShape:
     """What the output operator applies per evaluation, on top of the plan's root."""
 

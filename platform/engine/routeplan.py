@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -27,6 +27,7 @@ from linkstream.operators.static_result import StaticResultOperator, canonical_s
 from linkstream.operators.timed_window import TimedWindowOperator
 from linkstream.operators.window import WindowOperator
 from linkstream.query.expressions import Bound, Const, Exists, Expr, Var
+from linkstream.rdf.records import record
 
 if TYPE_CHECKING:
     from linkstream.engine.embedded import Engine
@@ -122,8 +123,10 @@ def canon_pattern(pattern: tuple, names: dict[str, str], fmt: str = "%{}") -> tu
     return tuple(out)
 
 
-@dataclass
+@record
 class Leaf:
+    """One input of a routed signature's shared join: a pattern scan, a static graph or a stored static sub-join."""
+
     scan: ScanOperator | None  # a pattern scan ...
     window: WindowOperator | None  # ... over this time window (None: a static graph)
     graph: Operator | None
@@ -143,7 +146,7 @@ class Leaf:
         return self.scan.pattern
 
 
-@dataclass
+@record
 class Instance:
     """The running shared join of one routed signature."""
 
@@ -167,7 +170,7 @@ class Instance:
         return any(w.now is not None for ws in self.windows for w in ws)
 
 
-@dataclass
+@record
 class RoutePlan:
     """What :meth:`~linkstream.engine.sharing.Sharing._route_build` needs to put one query's join on a shared join +
     router: its routed signature, window ranges and leaves (analysed once, built when the

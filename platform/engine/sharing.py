@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from linkstream.engine.routeplan import (
@@ -67,6 +66,7 @@ from linkstream.operators.switch import SwitchOperator
 from linkstream.operators.timed_window import CountedWindowOperator, TimedWindowOperator, serves, widened
 from linkstream.operators.window import WindowOperator
 from linkstream.query.windows import WindowSpec
+from linkstream.rdf.records import record
 
 if TYPE_CHECKING:
     from linkstream.engine.embedded import Engine
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 _Op = TypeVar("_Op", bound=Operator)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlanSeed:
     """A router's plan in another engine (:meth:`Sharing.plans_of`), to plan a query of its
     routed signature on here (:meth:`Sharing.seeded`).  Wire form: a msgpack-able dict."""
@@ -122,7 +122,7 @@ def _spec(w: TimedWindowOperator) -> tuple[int, int]:
     return int(n or 0), int(w.step)
 
 
-@dataclass
+@record
 class _Lone:
     """A query's join planned on its own (see :mod:`linkstream.operators.switch`)."""
 

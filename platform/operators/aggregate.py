@@ -11,7 +11,6 @@ one row (COUNT = 0 over an empty window, SEMANTICS.md §5).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from linkstream.operators.evaluate import Evaluator, Num
 from linkstream.operators.relation import Relation
 from linkstream.operators.router import RenameOperator, RouteOperator, TaggedDeltaOperator
 from linkstream.query.functions import scalar as F
+from linkstream.rdf.records import record
 from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_INTEGER
 from linkstream.rdf.terms import XSD_INTEGER, XSD_STRING, Literal
 
@@ -40,8 +40,10 @@ if TYPE_CHECKING:
     from linkstream.operators.state import StateReader, StateWriter
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AggSpec:
+    """One aggregate of a group: ``kind(DISTINCT? arg) AS res``."""
+
     kind: str  # COUNT SUM AVG MIN MAX SAMPLE GROUP_CONCAT
     arg: str | None  # input variable (None: COUNT(*))
     distinct: bool

@@ -48,7 +48,6 @@ little-endian int64 buffer per array.  Nothing is pickled.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import msgpack
@@ -59,6 +58,7 @@ from linkstream.operators.batch import Batch
 from linkstream.operators.relation import Relation
 from linkstream.operators.scan import ScanOperator
 from linkstream.operators.window import WindowOperator
+from linkstream.rdf.records import record
 
 #: 2: explicit per-operator entries (version 1 shipped attributes found by reflection)
 STATE_VERSION = 2
@@ -81,7 +81,7 @@ class Stateful(Protocol):
     def restore(self, r: StateReader, entries: dict[str, Any]) -> None: ...
 
 
-@dataclass
+@record
 class QueryState:
     """A snapshot: a msgpack-able header and the int64 arrays it refers to by index.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
@@ -39,6 +39,7 @@ from linkstream.query.lexer import (
 from linkstream.query.template import AlgebraTemplate, constant_slots
 from linkstream.query.windows import WindowSpec, read_window
 from linkstream.rdf.lazyre import lazy
+from linkstream.rdf.records import record
 
 if TYPE_CHECKING:
     from rdflib.plugins.sparql.sparql import Query
@@ -56,7 +57,7 @@ FORMS = ("SELECT", "ASK", "CONSTRUCT", "DESCRIBE")
 _ABSOLUTE = lazy(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WindowDecl:
     """One stream window of a query.
 
@@ -74,7 +75,7 @@ class WindowDecl:
     name: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ContinuousQuery:
     """A parsed continuous (or one-shot) query.
 

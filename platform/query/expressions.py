@@ -8,7 +8,7 @@ already dictionary-encoded.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from linkstream.query.algebra_json import is_node
@@ -16,6 +16,7 @@ from linkstream.query.aterms import BNode as RBNode
 from linkstream.query.aterms import Literal as RLiteral
 from linkstream.query.aterms import URIRef, Variable
 from linkstream.query.errors import QueryError
+from linkstream.rdf.records import record
 from linkstream.rdf.terms import IRI, RDF_LANGSTRING, XSD_STRING, BNode, Literal, Term
 
 
@@ -32,7 +33,7 @@ class Expr:
         return ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Var(Expr):
     """A variable, by name."""
 
@@ -42,7 +43,7 @@ class Var(Expr):
         return frozenset((self.name,))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Const(Expr):
     """A constant term and its dictionary id."""
 
@@ -50,7 +51,7 @@ class Const(Expr):
     id: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Arith(Expr):
     """``a op b`` for op in ``+ - * /``."""
 
@@ -62,7 +63,7 @@ class Arith(Expr):
         return (self.a, self.b)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unary(Expr):
     """``op a`` for op in ``- +``."""
 
@@ -73,7 +74,7 @@ class Unary(Expr):
         return (self.a,)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cmp(Expr):
     """``a op b`` for op in ``= != < > <= >=``."""
 
@@ -85,7 +86,7 @@ class Cmp(Expr):
         return (self.a, self.b)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class And(Expr):
     """``a && b``."""
 
@@ -96,7 +97,7 @@ class And(Expr):
         return (self.a, self.b)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Or(Expr):
     """``a || b``."""
 
@@ -107,7 +108,7 @@ class Or(Expr):
         return (self.a, self.b)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Not(Expr):
     """``!a``."""
 
@@ -117,7 +118,7 @@ class Not(Expr):
         return (self.a,)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bound(Expr):
     """``BOUND(?var)``."""
 
@@ -127,7 +128,7 @@ class Bound(Expr):
         return frozenset((self.var,))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class If(Expr):
     """``IF(cond, a, b)``."""
 
@@ -139,7 +140,7 @@ class If(Expr):
         return (self.cond, self.a, self.b)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Coalesce(Expr):
     """``COALESCE(args...)``."""
 
@@ -149,7 +150,7 @@ class Coalesce(Expr):
         return self.args
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class In(Expr):
     """``a IN (items)`` / ``a NOT IN (items)``."""
 
@@ -161,7 +162,7 @@ class In(Expr):
         return (self.a, *self.items)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Call(Expr):
     """A builtin function by its upper-case SPARQL name (STRLEN, REGEX, ...)."""
 
@@ -172,7 +173,7 @@ class Call(Expr):
         return self.args
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cast(Expr):
     """A cast to an XSD datatype (``xsd:integer(a)``...)."""
 
@@ -183,7 +184,7 @@ class Cast(Expr):
         return (self.a,)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Exists(Expr):
     """``EXISTS { pattern }`` / ``NOT EXISTS``; the planner turns it into a semi/anti-join."""
 

@@ -42,13 +42,13 @@ import functools
 import operator
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from linkstream.query.lexer import render_spans
 from linkstream.query.template import _NUMBERS, AlgebraTemplate, _valid_iri
 from linkstream.query.windows import window_of
 from linkstream.rdf.lazyre import lazy
+from linkstream.rdf.records import record
 
 #: Word-like runs: IRIs, and words (names, prefixed names, numbers, keywords).
 _CANDIDATES = lazy(r"(<[^<>\s]*>|[A-Za-z0-9_:][A-Za-z0-9_.:\-]*)")
@@ -69,7 +69,7 @@ WINDOW_SLOT = -2
 SHAPES_SIZE = 4096
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Slot:
     """A run of the shape that may vary: its run index, class, and place in the shape's text."""
 
@@ -80,7 +80,7 @@ class Slot:
     placeholder: int  # the template's placeholder index; -1: the REGISTER name; WINDOW_SLOT
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Shape:
     """What a full parse of a shape's first query found (see the module docstring)."""
 
@@ -105,7 +105,7 @@ class Shape:
     stream_eq: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Instance:
     """A query of a known shape: its own name, rewrite and template values."""
 

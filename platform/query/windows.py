@@ -10,12 +10,12 @@ reference: a zero ``STEP`` or ``TRIPLES`` and negative numbers are errors.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from linkstream.query.errors import QueryError
 from linkstream.query.lexer import Token, TokenStream, quote
 from linkstream.rdf.lazyre import lazy
+from linkstream.rdf.records import record
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -31,7 +31,7 @@ COUNT = "count"
 NOW = "now"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WindowSpec:
     """What one window holds and how often it reports.
 

@@ -33,6 +33,7 @@ from linkstream.rdf.eventtime import (
 from linkstream.rdf.lazyre import lazy
 from linkstream.rdf.ntfast import native as native_streams
 from linkstream.rdf.ntriples import LINE_STRIP, NTriplesError, Quad, parser_for, utf8_error
+from linkstream.rdf.records import record
 from linkstream.rdf.terms import XSD_DATETIME, unescape_string
 
 PROV_GENERATED_AT = "http://www.w3.org/ns/prov#generatedAtTime"
@@ -114,7 +115,7 @@ def _parse_datetime_ms(lex: str) -> int:
     return int(base.timestamp()) * 1000 + ms + extra - off * 60000
 
 
-@dataclass
+@record
 class StreamStats:
     """Counters of one pass over a stream file.
 

@@ -28,12 +28,13 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import msgpack
 import numpy as np
+
+from linkstream.rdf.records import record
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ CHUNK_BYTES = 2 << 20
 _I64 = np.dtype("<i8")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StaticResult:
     """A static sub-join's result: variable columns and signed multiplicities.
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from linkstream.rdf.records import record
+
 _log = logging.getLogger(__name__)
 _I64 = np.int64
 _EMPTY3 = np.empty((0, 3), dtype=_I64)
@@ -48,8 +50,10 @@ class TimedBatch:
     triples: np.ndarray
 
 
-@dataclass
+@record
 class _Ring:
+    """One stream's batches in arrival order, with the slots that hold them."""
+
     head: int = 0  # sequence number of ts[0] / data[0]
     ts: list[int] = field(default_factory=list)
     data: list[np.ndarray] = field(default_factory=list)
