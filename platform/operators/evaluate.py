@@ -10,7 +10,6 @@ of argument ids in the batch and memoised across batches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
@@ -34,6 +33,7 @@ from linkstream.query.expressions import (
     Var,
 )
 from linkstream.query.functions import scalar as F
+from linkstream.rdf.records import record
 from linkstream.rdf.terminfo import NUM_DECIMAL, NUM_DOUBLE, NUM_FLOAT, NUM_INTEGER, TermInfo
 from linkstream.rdf.terms import (
     KIND_LITERAL,
@@ -49,22 +49,43 @@ from linkstream.rdf.terms import (
 _NUM_DT = {NUM_INTEGER: XSD_INTEGER, NUM_DECIMAL: XSD_DECIMAL, NUM_FLOAT: XSD_FLOAT, NUM_DOUBLE: XSD_DOUBLE}
 
 
-@dataclass(slots=True)
+# (the values of an expression over a batch: thousands per replay, so written-out __init__)
+
+
+@record(slots=True)
 class Ids:
+    """Term ids (0: an error or unbound)."""
+
     ids: np.ndarray  # 0 = error / unbound
 
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
 
-@dataclass(slots=True)
+
+@record(slots=True)
 class Num:
+    """Numbers: values, their numeric types and whether each is one."""
+
     val: np.ndarray
     typ: np.ndarray
     ok: np.ndarray
 
+    def __init__(self, val: np.ndarray, typ: np.ndarray, ok: np.ndarray) -> None:
+        self.val = val
+        self.typ = typ
+        self.ok = ok
 
-@dataclass(slots=True)
+
+@record(slots=True)
 class Bool:
+    """Effective boolean values and whether each has one."""
+
     val: np.ndarray
     ok: np.ndarray
+
+    def __init__(self, val: np.ndarray, ok: np.ndarray) -> None:
+        self.val = val
+        self.ok = ok
 
 
 Value = Ids | Num | Bool

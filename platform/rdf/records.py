@@ -50,7 +50,7 @@ def _key(names: tuple[str, ...]) -> Callable[[Any], tuple]:
     get = attrgetter(*names)
     if len(names) == 1:
         return lambda obj: (get(obj),)
-    return get
+    return get  # a tuple already
 
 
 def _init_fn(cls: type, frozen: bool, slots: bool) -> Callable[..., None]:

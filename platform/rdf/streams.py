@@ -17,7 +17,6 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import chain, islice
 
 import numpy as np
@@ -136,7 +135,7 @@ class StreamStats:
     last_t: int | None = None
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Element:
     """One stream element: a timestamp and its triples as dictionary ids.
 
@@ -153,6 +152,13 @@ class Element:
     triples: np.ndarray
     seq: int = -1
     continuation: bool = False
+
+    def __init__(self, t: int, triples: np.ndarray, seq: int = -1, continuation: bool = False) -> None:
+        # (written out: one per element of the line-by-line reader)
+        self.t = t
+        self.triples = triples
+        self.seq = seq
+        self.continuation = continuation
 
 
 class ElementBatch:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
@@ -41,13 +41,19 @@ _EMPTY3.flags.writeable = False
 _EMPTY1.flags.writeable = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TimedBatch:
     """One stream batch: sequence number, local timestamp and its triples."""
 
     seq: int
     ts: int
     triples: np.ndarray
+
+    def __init__(self, seq: int, ts: int, triples: np.ndarray) -> None:
+        # (written out: one per stored batch)
+        object.__setattr__(self, "seq", seq)
+        object.__setattr__(self, "ts", ts)
+        object.__setattr__(self, "triples", triples)
 
 
 @record
