@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 
 from linkstream.cli.args import (
     DEFAULT_BASE,
@@ -127,6 +128,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                     f"static {'<' + g + '>' if g else 'default graph'}: {len(triples)} triples from store {args.store}"
                 )
     loaded: dict[tuple, np.ndarray] = {}  # a file bound twice (default and named graph) is read once
+    # (only such a file is read beforehand for blank node labels: reusable_key reads it whole)
+    bindings = Counter(os.path.realpath(split_binding(a, args.base)[1]) for a in args.static)
     rejected = [0]  # lines rejected so far (a file with one is read again: its log repeats)
 
     def log_line(msg: str) -> None:
@@ -138,7 +141,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not os.path.exists(path):
             return err(f"static graph file {path!r} does not exist")
         t0 = time.perf_counter()
-        key = reusable_key(path)
+        key = reusable_key(path) if bindings[os.path.realpath(path)] > 1 else None
         reused = loaded.get(key) if key is not None else None
         if reused is not None:
             triples = reused

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyparsing
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Variable
+
+from linkstream.rdf.records import record
 
 if TYPE_CHECKING:  # the lexer imports QueryError, this module imports the lexer only for types
     from linkstream.query.lexer import Token, TokenStream
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # the lexer imports QueryError, this module imports the lexer
 # --------------------------------------------------------------------------- SPARQL syntax errors
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParseFailure:
     """Where a pyparsing grammar got furthest before failing.
 

@@ -1,8 +1,8 @@
 """``linkstream.rdf.records.record`` against ``dataclasses.dataclass``: every record class of the
 package behaves as the dataclass of the same declaration (construction by position, keyword
 and defaults, ``__post_init__``, repr, equality, hash, frozen assignment, copy and pickle,
-``dataclasses.fields`` / ``replace`` / ``asdict``), and a replay imports no module it does
-not need (checked in a fresh interpreter)."""
+``dataclasses.fields`` / ``replace`` / ``asdict``).  That a replay creates no other
+dataclass, and imports only what it needs: ``tests/cli/test_replay_imports.py``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,7 @@ import copy
 import dataclasses
 import functools
 import importlib
-import json
-import os
 import pickle
-import subprocess
-import sys
 import types
 from typing import Any
 
@@ -36,6 +32,7 @@ MODULES = (
     "linkstream.operators.state",
     "linkstream.query.continuous",
     "linkstream.query.expressions",
+    "linkstream.query.rules",
     "linkstream.query.shapes",
     "linkstream.query.windows",
     "linkstream.rdf.streams",
@@ -225,77 +222,3 @@ def test_record_options_that_dataclass_has() -> None:
         @record
         class NoDoc:
             n: int
-
-
-def test_a_replay_imports_only_what_it_needs(tmp_path: Any) -> None:
-    """A ``linkstream replay`` of one query imports no module of the commands it does not
-    run, and no library only they use (a fresh interpreter, ``sys.modules`` at exit)."""
-    stream = tmp_path / "s.nq"
-    lines = []
-    for i in range(3):
-        g = f"<http://example.org/e{i}>"
-        lines.append(
-            f'{g} <http://www.w3.org/ns/prov#generatedAtTime> "2024-01-01T00:00:0{i}Z"'
-            "^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n"
-        )
-        lines.append(f'<http://example.org/s{i}> <http://example.org/value> "{i}" {g} .\n')
-    stream.write_text("".join(lines))
-    query = tmp_path / "q.rq"
-    query.write_text(
-        "REGISTER QUERY q AS\nPREFIX ex: <http://example.org/>\nSELECT ?s ?v\n"
-        "FROM STREAM <http://example.org/sensors> [RANGE 2s STEP 1s]\nWHERE { ?s ex:value ?v }\n"
-    )
-    script = (
-        "import json, sys\n"
-        "from linkstream.cli.main import main\n"
-        "rc = main(sys.argv[1:])\n"
-        "print(json.dumps([rc, sorted(sys.modules)]))\n"
-    )
-    out = tmp_path / "out.jsonl"
-    cmd = [
-        sys.executable,
-        "-c",
-        script,
-        "replay",
-        "--query",
-        str(query),
-        "--stream",
-        f"http://example.org/sensors={stream}",
-        "--out",
-        str(out),
-        "--quiet",
-    ]
-    # the first run parses the query (rdflib) and stores its algebra; the second reads it
-    env = {**os.environ, "LINKSTREAM_QUERY_PARSE_CACHE": str(tmp_path / "parse")}
-    for _ in range(2):
-        p = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-    rc, modules = json.loads(p.stdout.strip().splitlines()[-1])
-    assert rc == 0 and out.read_text().count("\n") >= 1
-    mods = set(modules)
-    assert "linkstream.engine.embedded" in mods  # it ran
-    for prefix in (
-        "linkstream.api",
-        "linkstream.cluster",
-        "linkstream.containers",
-        "linkstream.bulk",
-        "linkstream.scheduler",
-        "linkstream.rdma",
-        "linkstream.metrics",
-        "linkstream.engine.live",
-        "linkstream.cli.service",
-        "linkstream.cli.cluster",
-        "linkstream.cli.sparql",
-        "rdflib",
-        "pyparsing",
-        "zmq",
-        "kazoo",
-        "uvicorn",
-        "fastapi",
-        "starlette",
-        "prometheus_client",
-        "pyspark",
-        "lmdb",
-        "happybase",
-        "asyncio",
-    ):
-        assert not [m for m in mods if m == prefix or m.startswith(prefix + ".")], prefix
