@@ -17,10 +17,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from linkstream.rdf.lazyre import lazy
+from linkstream.rdf.records import record
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -59,33 +59,72 @@ KIND_BNODE = 2
 KIND_LITERAL = 3
 
 
-@dataclass(frozen=True, slots=True)
+# (terms are made, compared and hashed in bulk: their methods are written out, as the
+# generated ones would be; tests/rdf/test_records.py compares them)
+
+
+@record(frozen=True, slots=True)
 class IRI:
     """An IRI (``value``: the IRI itself, no angle brackets)."""
 
     value: str
 
+    def __init__(self, value: str) -> None:
+        object.__setattr__(self, "value", value)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.value,) == (other.value,)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.value,))
+
     def n3(self) -> str:
         return "<" + self.value + ">"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class BNode:
     """A blank node (``value``: its label)."""
 
     value: str
 
+    def __init__(self, value: str) -> None:
+        object.__setattr__(self, "value", value)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.value,) == (other.value,)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.value,))
+
     def n3(self) -> str:
         return "_:" + self.value
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Literal:
     """An RDF literal; ``datatype`` is always set (simple literals are xsd:string)."""
 
     lex: str
     datatype: str = XSD_STRING
     lang: str | None = None
+
+    def __init__(self, lex: str, datatype: str = XSD_STRING, lang: str | None = None) -> None:
+        object.__setattr__(self, "lex", lex)
+        object.__setattr__(self, "datatype", datatype)
+        object.__setattr__(self, "lang", lang)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.lex, self.datatype, self.lang) == (other.lex, other.datatype, other.lang)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.lex, self.datatype, self.lang))
 
     def n3(self) -> str:
         body = '"' + escape_string(self.lex) + '"'

@@ -59,15 +59,9 @@ NOT_IMPORTED = (
     "asyncio",
 )
 
-#: the dataclasses a replay may create with generated methods (hot value classes whose
-#: generated __eq__ / __hash__ are faster than a record's, and config, which may not import
-#: rdf); any other class is a ``linkstream.rdf.records.record``
+#: the dataclasses a replay may create with generated methods (config may not import rdf;
+#: the router's is another engineer's module); any other is a ``linkstream.rdf.records.record``
 DATACLASSES = {
-    "linkstream.rdf.terms.IRI",
-    "linkstream.rdf.terms.BNode",
-    "linkstream.rdf.terms.Literal",
-    "linkstream.query.functions.dates.Temporal",
-    "linkstream.query.functions.dates.Duration",
     "linkstream.operators.router_groups.Group",
     "linkstream.config.ApiConfig",
     "linkstream.config.ClusterConfig",

@@ -12,7 +12,7 @@ error).  Seconds are decimals with at most 18 fractional digits, held as scaled 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from linkstream.query.functions.base import (
     XSD_DATE,
@@ -38,6 +38,7 @@ from linkstream.query.functions.numeric import (
     trunc_div,
 )
 from linkstream.rdf.lazyre import lazy
+from linkstream.rdf.records import record
 from linkstream.rdf.terms import XSD_DATETIME, format_decimal
 
 _YEAR = r"(?P<y>-?[0-9]{4,})"
@@ -68,7 +69,7 @@ DURATION_TYPES = frozenset((XSD_DURATION, XSD_YEARMONTHDURATION, XSD_DAYTIMEDURA
 _FOURTEEN_HOURS = 14 * 3600 * SCALE
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Temporal:
     """A value of one of the XSD date/time types (``datatype``), fields in local time.
 
@@ -85,8 +86,41 @@ class Temporal:
     second: int | None = None
     tz: int | None = None
 
+    # (values made and compared per row: the methods written out, as the generated ones)
+    def __init__(
+        self,
+        datatype: str,
+        year: int | None = None,
+        month: int | None = None,
+        day: int | None = None,
+        hour: int | None = None,
+        minute: int | None = None,
+        second: int | None = None,
+        tz: int | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "datatype", datatype)
+        set_(self, "year", year)
+        set_(self, "month", month)
+        set_(self, "day", day)
+        set_(self, "hour", hour)
+        set_(self, "minute", minute)
+        set_(self, "second", second)
+        set_(self, "tz", tz)
 
-@dataclass(frozen=True, slots=True)
+    def _key(self) -> tuple:
+        return (self.datatype, self.year, self.month, self.day, self.hour, self.minute, self.second, self.tz)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._key() == other._key()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+@record(frozen=True, slots=True)
 class Duration:
     """A value of xsd:duration or one of its two totally ordered subtypes.
 
@@ -96,6 +130,19 @@ class Duration:
     datatype: str
     months: int = 0
     seconds: int = 0
+
+    def __init__(self, datatype: str, months: int = 0, seconds: int = 0) -> None:
+        object.__setattr__(self, "datatype", datatype)
+        object.__setattr__(self, "months", months)
+        object.__setattr__(self, "seconds", seconds)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.datatype, self.months, self.seconds) == (other.datatype, other.months, other.seconds)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.datatype, self.months, self.seconds))
 
 
 # ------------------------------------------------------------------ calendar helpers
