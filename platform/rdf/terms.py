@@ -18,6 +18,7 @@ import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from linkstream.rdf.lazyre import lazy
 from linkstream.rdf.records import record
@@ -63,6 +64,16 @@ KIND_LITERAL = 3
 # generated ones would be; tests/rdf/test_records.py compares them)
 
 
+def _value_eq(self: Any, other: object) -> bool:
+    if other.__class__ is self.__class__:
+        return (self.value,) == (other.value,)  # type: ignore[attr-defined]
+    return NotImplemented
+
+
+def _value_hash(self: Any) -> int:
+    return hash((self.value,))
+
+
 @record(frozen=True, slots=True)
 class IRI:
     """An IRI (``value``: the IRI itself, no angle brackets)."""
@@ -72,13 +83,8 @@ class IRI:
     def __init__(self, value: str) -> None:
         object.__setattr__(self, "value", value)
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return (self.value,) == (other.value,)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.value,))
+    __eq__ = _value_eq
+    __hash__ = _value_hash
 
     def n3(self) -> str:
         return "<" + self.value + ">"
@@ -93,13 +99,8 @@ class BNode:
     def __init__(self, value: str) -> None:
         object.__setattr__(self, "value", value)
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return (self.value,) == (other.value,)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.value,))
+    __eq__ = _value_eq
+    __hash__ = _value_hash
 
     def n3(self) -> str:
         return "_:" + self.value
