@@ -66,7 +66,7 @@ KIND_LITERAL = 3
 
 def _value_eq(self: Any, other: object) -> bool:
     if other.__class__ is self.__class__:
-        return (self.value,) == (other.value,)  # type: ignore[attr-defined]
+        return (self.value,) == (other.value,)  # type: ignore[attr-defined]  # other is of self's class (checked above)
     return NotImplemented
 
 
