@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from linkstream.operators.batch import Batch
+from linkstream.operators.order import stable_argsort
 
 if TYPE_CHECKING:
     from linkstream.operators.state import StateReader, StateWriter
@@ -50,7 +51,7 @@ class _PSlice:
         ranges: dict[int, tuple[int, int]] = {}
         if len(d):
             keys = d.cols[1]
-            order = keys.argsort(kind="stable")
+            order = stable_argsort(keys)
             d = self.delta = d.take(order)
             keys = keys.take(order)
             starts = np.flatnonzero(keys[1:] != keys[:-1]) + 1

@@ -15,6 +15,11 @@ from typing import Any
 
 import numpy as np
 
+# (sort orders: their module was split from this one; re-exported for their users)
+from linkstream.operators.order import PACK_SORT_ROWS as PACK_SORT_ROWS
+from linkstream.operators.order import packed_keys as packed_keys
+from linkstream.operators.order import sort_order as sort_order
+from linkstream.operators.order import sorted_key, stable_argsort
 from linkstream.rdf.records import record
 
 _kernels: ModuleType | None
@@ -165,66 +170,6 @@ def concat(batches: Sequence[Batch], vars: Sequence[str] | None = None) -> Batch
     )
 
 
-#: from this many rows on, :func:`sort_order` packs columns into fewer sort keys (below
-#: it packing costs more than it saves: on the inputs of a 300-query replay, ``np.lexsort``
-#: alone sorts 64-255 rows 2.3-3.4x and 256-1023 rows 1.4-1.5x faster; 4096+ rows 2.5x slower)
-PACK_SORT_ROWS = 1024
-
-
-def packed_keys(cols: np.ndarray) -> list[np.ndarray] | None:
-    """The rows of ``cols`` (int64) as few non-negative int64 keys in the same
-    lexicographic order: each column shifted to start at 0 and packed, most significant
-    first, into keys of at most 63 bits (column values span a few thousand dictionary
-    ids or milliseconds, so a handful of columns make one key).  ``None`` when a column
-    spans more than 63 bits."""
-    lo = cols.min(axis=1).tolist()
-    hi = cols.max(axis=1).tolist()
-    keys: list[np.ndarray] = []
-    key: np.ndarray | None = None
-    used = 0
-    for j, (a, b) in enumerate(zip(lo, hi)):
-        bits = (b - a).bit_length()
-        if bits > 63:
-            return None
-        if not bits:  # one value: it orders nothing
-            continue
-        c = cols[j] - a if a else cols[j]
-        if key is None or used + bits > 63:
-            if key is not None:
-                keys.append(key)
-            key, used = c, bits
-        else:
-            key = (key << bits) | c
-            used += bits
-    if key is not None:
-        keys.append(key)
-    return keys
-
-
-def sort_order(cols: np.ndarray) -> np.ndarray:
-    """Row order sorting ``cols`` lexicographically (first column most significant).
-
-    Equal rows keep their order (stable), so the order is exactly ``np.lexsort``'s;
-    from :data:`PACK_SORT_ROWS` rows on, the columns are packed into few keys first
-    (one stable argsort instead of one sort pass per column; a state re-sorted with a
-    small change is two sorted runs, which the stable sort merges in linear time).
-    """
-    k, n = cols.shape
-    if k == 0:
-        return np.arange(n)
-    if k == 1:
-        return cols[0].argsort(kind="stable")
-    if n >= PACK_SORT_ROWS and cols.dtype == np.int64:
-        keys = packed_keys(cols)
-        if keys is not None:
-            if not keys:  # every row equal
-                return np.arange(n)
-            if len(keys) == 1:
-                return np.argsort(keys[0], kind="stable")
-            return np.lexsort(keys[::-1])
-    return np.lexsort(cols[::-1])
-
-
 def rows_of_keys(cols: np.ndarray, keys: np.ndarray) -> np.ndarray | None:
     """The positions (ascending) of the rows of ``cols`` that equal a row of ``keys``, both
     ``(k, n)`` int64 tables sorted lexicographically (``keys`` distinct), e.g. the leading
@@ -303,9 +248,16 @@ def consolidate(b: Batch) -> Batch:
 
 def _consolidate_sorted(b: Batch) -> Batch:
     n = len(b)
-    order = sort_order(b.cols)
-    cols = b.cols.take(order, axis=1)
-    idx = group_starts(cols).nonzero()[0]
+    order, key = sorted_key(b.cols)
+    if key is None:
+        cols = b.cols.take(order, axis=1)
+        idx = group_starts(cols).nonzero()[0]
+    else:  # (the rows packed into one key: equal rows have equal keys)
+        cols = None
+        start = np.empty(n, dtype=bool)
+        start[0] = True
+        np.not_equal(key[1:], key[:-1], out=start[1:])
+        idx = start.nonzero()[0]
     counts = b.counts.take(order)
     if len(idx) != n:
         counts = np.add.reduceat(counts, idx)
@@ -314,7 +266,9 @@ def _consolidate_sorted(b: Batch) -> Batch:
         idx = idx.take(keep)
         counts = counts.take(keep)
     elif len(idx) == n:  # no equal rows, no zero count: only the order changed
-        return Batch(b.vars, cols, counts)
+        return Batch(b.vars, b.cols.take(order, axis=1) if cols is None else cols, counts)
+    if cols is None:  # (each kept group's first row, taken from the rows as they came)
+        return Batch(b.vars, b.cols.take(order.take(idx), axis=1), counts)
     return Batch(b.vars, cols.take(idx, axis=1), counts)
 
 
@@ -463,7 +417,7 @@ class SortedIndex:
     __slots__ = ("order", "keys")
 
     def __init__(self, keys: np.ndarray) -> None:
-        self.order = keys.argsort(kind="stable")
+        self.order = stable_argsort(keys)
         self.keys = keys[self.order]
 
     def probe(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,7 @@ from linkstream.operators.batch import (
     row_keys,
     sum_by_key,
 )
+from linkstream.operators.order import stable_argsort
 from linkstream.operators.relation import Relation
 from linkstream.operators.window import TRIPLE_VARS
 
@@ -331,7 +332,7 @@ class GraphOperator(Operator):
         n = len(pk)
         keys = np.concatenate((pk, dk))
         counts = np.concatenate((pn, dn))
-        order = keys.argsort(kind="stable")
+        order = stable_argsort(keys)
         keys = keys.take(order)
         counts = counts.take(order)
         starts = np.empty(len(keys), dtype=bool)

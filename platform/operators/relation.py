@@ -27,6 +27,7 @@ from linkstream.operators.batch import (
     row_keys,
     rows_of_keys,
 )
+from linkstream.operators.order import stable_argsort
 
 #: ``np.logical_and.reduce``: ``ndarray.all`` adds a Python frame per call (axis=None: all)
 _all = np.logical_and.reduce
@@ -67,7 +68,7 @@ class _BoundIndex:
         if keys is None:
             kc = self.kcols
             keys = kc if kc.ndim == 1 else row_keys(kc)
-            self._order = keys.argsort(kind="stable")
+            self._order = stable_argsort(keys)
             keys = self._keys = keys[self._order]
         return keys, self._order
 

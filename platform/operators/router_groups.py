@@ -10,6 +10,7 @@ from itertools import chain
 import numpy as np
 
 from linkstream.operators.batch import SortedIndex, row_keys
+from linkstream.operators.order import stable_argsort
 
 
 @dataclass
@@ -173,7 +174,7 @@ class Expiry:
         """Adds pairs qualifying at :attr:`close` (``e``: when each stops, see above)."""
         if not len(e):
             return
-        o = e.argsort(kind="stable")
+        o = stable_argsort(e)
         self.chunks.append((e.take(o), cols.take(o, axis=1), counts.take(o), gids.take(o)))
 
     def leave(self, close: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
