@@ -26,6 +26,19 @@ cmp_rows(const int64_t *cols, Py_ssize_t k, Py_ssize_t n, Py_ssize_t a, Py_ssize
     return 0;
 }
 
+/* row a of the (k, na) table ta against row b of the (k, nb) table tb: -1, 0, 1 */
+static inline int
+cmp_two(const int64_t *ta, Py_ssize_t na, Py_ssize_t a, const int64_t *tb, Py_ssize_t nb, Py_ssize_t b,
+        Py_ssize_t k)
+{
+    for (Py_ssize_t j = 0; j < k; j++) {
+        const int64_t x = ta[j * na + a], y = tb[j * nb + b];
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
+    return 0;
+}
+
 /* stable sort of the row numbers idx[0..n) by their rows (insertion sort for short runs,
  * then bottom-up merges through tmp) */
 #define RUN 16
@@ -352,24 +365,35 @@ rows_merge(PyObject *self, PyObject *args)
     const int64_t *cols = (const int64_t *)cb.buf, *counts = (const int64_t *)nb.buf;
     const int64_t *dcols = (const int64_t *)db.buf, *dcounts = (const int64_t *)dnb.buf;
     int64_t *out = (int64_t *)ocb.buf, *oc = (int64_t *)onb.buf, *before = (int64_t *)bb.buf;
-    for (Py_ssize_t i = 0; i < k * n; i++)
-        if (!cols[i])
-            goto refuse;
-    for (Py_ssize_t j = 0; j < k * m; j++)
-        if (!dcols[j])
-            goto refuse;
-    /* both tables strictly ascending (checked first: the merge below then only compares
-     * across them) */
-    for (Py_ssize_t p = 1; p < n; p++)
-        if (cmp_rows(cols, k, n, p - 1, p) >= 0)
-            goto refuse;
-    for (Py_ssize_t p = 1; p < m; p++)
-        if (cmp_rows(dcols, k, m, p - 1, p) >= 0)
-            goto refuse;
     /* merge, each output row written to its place in a (k, n + m) table (column q at
-     * q * cap); the columns are moved together once the row count r is known */
+     * q * cap); the columns are moved together once the row count r is known.  Both
+     * tables strictly ascending is checked on the way: every row taken (a pair of equal
+     * rows once) must be above the row taken before it.  (A row of one table below its
+     * predecessor is taken right after it: the other table's rows taken in between lie
+     * above that predecessor.)  So is a 0 value, in the values each row taken is copied
+     * or checked with (no separate pass over the tables). */
     const Py_ssize_t cap = n + m;
     Py_ssize_t i = 0, j = 0, r = 0;
+    const int64_t *lt = NULL; /* the table of the row taken last, its row count and row */
+    Py_ssize_t ln = 0, li = 0;
+    int zero = 0; /* a value taken was 0 */
+#define TAKEN(T, TN, I)                                                                   \
+    do {                                                                                  \
+        if (lt && cmp_two(lt, ln, li, (T), (TN), (I), k) >= 0)                            \
+            goto refuse;                                                                  \
+        lt = (T);                                                                         \
+        ln = (TN);                                                                        \
+        li = (I);                                                                         \
+    } while (0)
+#define COPY(T, TN, I)                                                                    \
+    for (Py_ssize_t q = 0; q < k; q++) {                                                  \
+        const int64_t v = (T)[q * (TN) + (I)];                                            \
+        zero |= !v;                                                                       \
+        out[q * cap + r] = v;                                                             \
+    }
+#define CHECK(T, TN, I)                                                                   \
+    for (Py_ssize_t q = 0; q < k; q++)                                                    \
+        zero |= !(T)[q * (TN) + (I)];
     while (i < n && j < m) {
         int c = 0;
         for (Py_ssize_t q = 0; q < k; q++) {
@@ -380,46 +404,57 @@ rows_merge(PyObject *self, PyObject *args)
             }
         }
         if (c < 0) {
+            TAKEN(cols, n, i);
             if (counts[i]) {
-                for (Py_ssize_t q = 0; q < k; q++)
-                    out[q * cap + r] = cols[q * n + i];
+                COPY(cols, n, i);
                 oc[r++] = counts[i];
-            }
+            } else
+                CHECK(cols, n, i);
             i++;
         } else if (c > 0) {
+            TAKEN(dcols, m, j);
             before[j] = 0;
             if (dcounts[j]) {
-                for (Py_ssize_t q = 0; q < k; q++)
-                    out[q * cap + r] = dcols[q * m + j];
+                COPY(dcols, m, j);
                 oc[r++] = dcounts[j];
-            }
+            } else
+                CHECK(dcols, m, j);
             j++;
         } else {
+            TAKEN(cols, n, i);
             before[j] = counts[i];
             const int64_t now = counts[i] + dcounts[j];
             if (now) {
-                for (Py_ssize_t q = 0; q < k; q++)
-                    out[q * cap + r] = cols[q * n + i];
+                COPY(cols, n, i);
                 oc[r++] = now;
-            }
+            } else
+                CHECK(cols, n, i);
             i++;
             j++;
         }
     }
-    for (; i < n; i++)
+    for (; i < n; i++) {
+        TAKEN(cols, n, i);
         if (counts[i]) {
-            for (Py_ssize_t q = 0; q < k; q++)
-                out[q * cap + r] = cols[q * n + i];
+            COPY(cols, n, i);
             oc[r++] = counts[i];
-        }
+        } else
+            CHECK(cols, n, i);
+    }
     for (; j < m; j++) {
+        TAKEN(dcols, m, j);
         before[j] = 0;
         if (dcounts[j]) {
-            for (Py_ssize_t q = 0; q < k; q++)
-                out[q * cap + r] = dcols[q * m + j];
+            COPY(dcols, m, j);
             oc[r++] = dcounts[j];
-        }
+        } else
+            CHECK(dcols, m, j);
     }
+#undef TAKEN
+#undef COPY
+#undef CHECK
+    if (zero)
+        goto refuse;
     if (r < cap)
         for (Py_ssize_t q = 1; q < k; q++)
             memmove(out + q * r, out + q * cap, (size_t)r * sizeof(int64_t));

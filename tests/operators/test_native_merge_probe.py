@@ -218,3 +218,47 @@ def test_the_merge_kernel_equals_a_python_merge(seed):
         assert r == len(rows)
         assert [tuple(x) for x in out[: k * r].reshape(k, r).T.tolist()] == rows
         assert out_n[:r].tolist() == counts and before.tolist() == bf
+
+
+@needs_native
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_the_merge_kernel_refuses_every_misplaced_or_unbound_row(k):
+    """The order and the unbound values are checked on the way through the merge: two
+    rows swapped, or a row repeated, or one 0 value, at any place of either table (before
+    the other table ends, at its end, in the tail after it) is refused; the tables as
+    they are are merged."""
+    rng = np.random.default_rng(k)
+    rows = np.unique(rng.integers(1, 20, size=(60, k)), axis=0)[:14].T
+    assert rows.shape[1] == 14
+    ta, tb = np.ascontiguousarray(rows[:, ::2]), np.ascontiguousarray(rows[:, 1::2][:, :5])
+    for which in (0, 1):
+        for p in range(7 if which == 0 else 5):
+            variants = []
+            for kind in ("swap", "repeat", "zero"):
+                a, b = ta.copy(), tb.copy()
+                t = a if which == 0 else b
+                q = min(p, t.shape[1] - 2)
+                if kind == "swap":
+                    t[:, [q, q + 1]] = t[:, [q + 1, q]]
+                elif kind == "repeat":
+                    t[:, q + 1] = t[:, q]
+                else:
+                    t[int(rng.integers(0, k)), p] = 0
+                variants.append((a, b))
+            for a, b in variants + [(ta, tb)]:
+                an = rng.integers(-1, 2, size=a.shape[1]).astype(np.int64)
+                bn = rng.integers(-1, 2, size=b.shape[1]).astype(np.int64)
+                n, m = a.shape[1], b.shape[1]
+                out, out_n, before = (
+                    np.empty(k * (n + m), np.int64),
+                    np.empty(n + m, np.int64),
+                    np.empty(m, np.int64),
+                )
+                r = B._kernels.rows_merge(a, an, n, b, bn, m, k, out, out_n, before)
+                want = _py_merge(a, an, b, bn)
+                if want is None:
+                    assert r == -1
+                    continue
+                assert r == len(want[0])
+                assert [tuple(x) for x in out[: k * r].reshape(k, r).T.tolist()] == want[0]
+                assert out_n[:r].tolist() == want[1] and before.tolist() == want[2]

@@ -57,7 +57,11 @@ def test_keys_wider_than_one_word_are_ranked_into_one():
 def test_stable_argsort_is_the_stable_argsort(n, span):
     rng = np.random.default_rng(n + span % 1000)
     lo = -(span // 2)
-    key = rng.integers(lo, lo + span - 1, n, dtype=np.int64, endpoint=True) if span > 1 else np.zeros(n, np.int64)
+    key = (
+        rng.integers(lo, lo + span - 1, n, dtype=np.int64, endpoint=True)
+        if span > 1
+        else np.zeros(n, np.int64)
+    )
     key[: n // 2] = key[n // 2 : 2 * (n // 2)]  # equal keys in both halves
     assert np.array_equal(O.stable_argsort(key), key.argsort(kind="stable"))
     k32 = key.astype(np.int32)
