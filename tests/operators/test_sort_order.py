@@ -30,7 +30,13 @@ def test_sorted_key_is_lexsort_order_and_its_key_equal_where_rows_are(n, seed):
     k = 1 + seed % 6
     spans = [int(rng.choice(SPANS)) for _ in range(k)]
     cols = _cols(rng, n, spans, dups=bool(seed % 2))
+    if seed % 3 == 2:  # a few presorted runs (a consolidated part with rows appended)
+        cols = np.concatenate(
+            [c[:, np.lexsort(c[::-1])] for c in np.array_split(cols, 1 + seed % 4, axis=1)], axis=1
+        )
     order, key = O.sorted_key(cols)
+    if order is None:  # (in order already)
+        order = np.arange(n)
     assert np.array_equal(order, np.lexsort(cols[::-1]))
     assert np.array_equal(O.sort_order(cols), order)
     if n >= O.PACK_SORT_ROWS:
@@ -48,7 +54,7 @@ def test_keys_wider_than_one_word_are_ranked_into_one():
     cols = base[:, rng.integers(0, 50, 3000)].astype(np.int64)
     assert len(O.packed_keys(cols)) == 3
     order, key = O.sorted_key(cols)
-    assert key is not None
+    assert key is not None and order is not None
     assert np.array_equal(order, np.lexsort(cols[::-1]))
 
 
@@ -64,6 +70,9 @@ def test_stable_argsort_is_the_stable_argsort(n, span):
     )
     key[: n // 2] = key[n // 2 : 2 * (n // 2)]  # equal keys in both halves
     assert np.array_equal(O.stable_argsort(key), key.argsort(kind="stable"))
+    for runs in (1, 2, 3, 4):  # presorted runs: the stable argsort's or the packed sort
+        k = np.concatenate([np.sort(p, kind="stable") for p in np.array_split(key, runs)])
+        assert np.array_equal(O.stable_argsort(k), k.argsort(kind="stable"))
     k32 = key.astype(np.int32)
     assert np.array_equal(O.stable_argsort(k32), k32.argsort(kind="stable"))
 
@@ -74,6 +83,10 @@ def test_consolidate_sums_equal_rows(seed):
     n = 6000
     k = 2 + seed % 5
     cols = _cols(rng, n, [int(rng.choice(SPANS[1:5])) for _ in range(k)], dups=True)
+    if seed % 2:  # in order already, or in two runs
+        cols = np.concatenate(
+            [c[:, np.lexsort(c[::-1])] for c in np.array_split(cols, 1 + seed % 4 // 2, axis=1)], axis=1
+        )
     counts = rng.integers(-2, 3, n).astype(np.int64)
     got = B.consolidate(B.Batch(tuple("abcdefg"[:k]), cols, counts))
     acc: dict[tuple[int, ...], int] = {}
@@ -82,3 +95,12 @@ def test_consolidate_sums_equal_rows(seed):
     rows = sorted(r for r, c in acc.items() if c)
     assert [tuple(x) for x in got.cols.T.tolist()] == rows
     assert got.counts.tolist() == [acc[r] for r in rows]
+
+
+def test_a_consolidated_batch_is_returned_as_it_is():
+    rng = np.random.default_rng(5)
+    b = B.consolidate(
+        B.Batch(("a", "b"), _cols(rng, 5000, [1 << 12, 1 << 12], dups=True), np.ones(5000, np.int64))
+    )
+    assert len(b) >= O.PACK_SORT_ROWS
+    assert B.consolidate(b) is b
