@@ -9,7 +9,7 @@ that changes while it runs (streams and queries added or removed by the live ser
 The ticks themselves -- the answerer of every query, the collection of the answers, their
 recovery and the result edge -- are :mod:`linkstream.cluster.driver`'s.
 
-Also here: the run's value types (:class:`RemoteQuery`, :class:`Lost`, :class:`Switch`),
+Also here: the run's value types (:class:`Lost`, :class:`Switch`),
 :class:`ClusterError` and the ids of a query's task (:func:`task_id`) and plan
 (:func:`plan_key`).
 """
@@ -21,13 +21,14 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from linkstream.cluster.fanout import Fanout
 from linkstream.cluster.handover import Handovers, Migration
+from linkstream.cluster.ledger import RemoteQuery, ReportLedger
 from linkstream.cluster.owners import OwnerView
 from linkstream.cluster.recovery import Backoff, Recovery
 from linkstream.cluster.tasksnapshots import TaskSnapshots
@@ -44,7 +45,6 @@ from linkstream.containers.messages import (
 from linkstream.containers.protocol import decode
 from linkstream.containers.security import Security, SecurityError
 from linkstream.containers.transport import CurveKeys, Receiver
-from linkstream.engine.embedded import QueryStats, ReportSchedule
 from linkstream.query.continuous import ContinuousQuery
 from linkstream.rdf.dictionary import Dictionary
 from linkstream.scheduler.assignment import AssignmentTable
@@ -70,20 +70,6 @@ def plan_key(cq: ContinuousQuery) -> str:
     body = [cq.dialect, cq.mode, cq.sparql, [[w.stream, str(w.spec)] for w in cq.windows]]
     body += [list(cq.static_from), list(cq.static_named)]
     return "p-" + hashlib.sha1(json.dumps(body).encode("utf-8")).hexdigest()[:20]
-
-
-@dataclass
-class RemoteQuery(ReportSchedule):
-    """What :func:`~linkstream.engine.replay.replay` needs of a query evaluated elsewhere."""
-
-    cq: ContinuousQuery
-    steps: tuple[int, ...]
-    stats: QueryStats = field(default_factory=QueryStats)
-    last_report: int | None = None
-
-    @property
-    def name(self) -> str:
-        return self.cq.name
 
 
 @dataclass(frozen=True)
@@ -178,8 +164,11 @@ class DriverState:
             self.reads.get(name, frozenset()) <= self.fanout.subscribed(cid)
         )
         self.tasks = TaskSnapshots(spec.id)  # cluster checkpoints' operator state (:mod:`.tasksnapshots`)
-        #: per query, the last report time whose lines were handed out (the result edge)
-        self.written: dict[str, int] = {}
+        #: each query's reports, rows, last report and last report time written (the result
+        #: edge), recorded per tick and settled when read (:mod:`linkstream.cluster.ledger`)
+        self.ledger = ReportLedger(queries)
+        for q in queries.values():
+            q.ledger = self.ledger
         #: result lines dropped at the result edge (a report time already handed out)
         self.duplicates = 0
         self._control: list[Hello | Subscribe] = []  # in arrival order
@@ -400,9 +389,11 @@ class DriverState:
 
     def add_queries(self, queries: Sequence[RemoteQuery]) -> None:
         """Adds queries to the run (their streams must be in the run already): one new ``spec``."""
+        self.ledger.settle()  # (the ledger's records name the queries it had)
         for query in queries:
             name = query.name
             self.queries[name] = query
+            query.ledger = self.ledger
             self.reads[name] = frozenset(
                 self._stream_index[w.stream] for w in query.cq.windows if w.stream in self._stream_index
             )
@@ -415,7 +406,10 @@ class DriverState:
     def remove_query(self, name: str) -> None:
         """Removes a query from the run (its owner is no longer asked for)."""
         self._owning += 1
-        self.queries.pop(name, None)
+        self.ledger.settle()
+        q = self.queries.pop(name, None)
+        if q is not None:
+            q.ledger = None
         self.reads.pop(name, None)
         self._ready.pop(name, None)
         self._answerer.pop(name, None)

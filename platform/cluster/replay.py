@@ -68,15 +68,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from linkstream.cluster.driver import ClusterEngine
-from linkstream.cluster.driverstate import (
-    ClusterError,
-    Lost,
-    RemoteQuery,
-    Switch,
-    plan_key,
-    task_id,
-)
+from linkstream.cluster.driverstate import ClusterError, Lost, Switch, plan_key, task_id
 from linkstream.cluster.handover import Migration
+from linkstream.cluster.ledger import RemoteQuery
 from linkstream.cluster.recovery import Recovered
 from linkstream.containers.replica import retention_horizons
 from linkstream.containers.security import Security

@@ -30,8 +30,10 @@ class Cohort:
     """Queries with equal ``steps`` due at ``due`` (see the module docstring).
 
     ``base[name]`` is ``count`` when ``name`` joined: its reports while a member are
-    ``count - base[name]``.  ``counting``: the cohort counts its members' reports (the
-    embedded engine, which is told not to); a cluster leader's engine counts them itself.
+    ``count - base[name]``.  ``counting``: those reports go into the members' statistics
+    and ``last`` into their last report (the embedded engine, which is told not to count);
+    a cluster leader's engine counts them itself, and its cohorts count only to know
+    which members ``emitted`` applies to (the last report delivered).
     """
 
     __slots__ = ("steps", "due", "names", "base", "count", "last", "emitted", "counting", "_frozen")
@@ -65,8 +67,7 @@ class Cohort:
 
     def reported(self, c: int, n: int = 1) -> None:
         """``n`` reports of every member, the last at ``c``."""
-        if self.counting:
-            self.count += n
+        self.count += n
         self.last = c
 
     def reports_of(self, name: str) -> int:
@@ -77,10 +78,11 @@ class Cohort:
         n = self.count - self.base[name]
         if not n:  # (``last`` and ``emitted`` may be reports from before it joined)
             return
-        e.rq.stats.reports += n
         self.base[name] = self.count
-        if self.last is not None and (e.rq.last_report is None or e.rq.last_report < self.last):
-            e.rq.last_report = self.last
+        if self.counting:
+            e.rq.stats.reports += n
+            if self.last is not None and (e.rq.last_report is None or e.rq.last_report < self.last):
+                e.rq.last_report = self.last
         if self.emitted is not None and (e.emitted is None or e.emitted < self.emitted):
             e.emitted = self.emitted
 

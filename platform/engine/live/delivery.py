@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -145,38 +146,59 @@ class LiveDelivery:
             if len(lat) > 2 * _LATENCY_KEEP:
                 del lat[:-_LATENCY_KEEP]
 
-    def _deliver_each(self, c: int, names: list[str], out: Any) -> None:
+    def _deliver_each(
+        self, c: int, stamp: list[tuple[Cohort, frozenset[str]]], names: Collection[str], out: Any
+    ) -> None:
         """:meth:`_deliver` for a cluster leader's engine (its lines per query in a dict;
-        it counts the reports itself): query by query, as its engine works anyway."""
+        it counts the reports itself).  ``stamp``: the cohorts of ``names`` with their
+        members when the report time was planned.  A cohort whose members did not change
+        since is marked delivered at once; a step per query only for those with lines or
+        subscribers (and per query after a cohort changed meanwhile)."""
         self._fired = c if self._fired is None else max(self._fired, c)
         with self._lock:
             self._frontier = self._frontier_now()
-        m = self.metrics
-        reports = n_lines = 0
-        entries, rings = self._entries, self._rings
-        for name in names:
-            e = entries.get(name)
-            if e is None:
-                continue
-            if e.emitted is not None and c <= e.emitted:  # delivered before a restart already
-                continue
-            e.emitted = c
-            lines = out.get(name, ())
-            if type(lines) is list:  # (a JoinedLines is not split: nothing here reads its lines)
-                lines = tuple(lines)
-            reports += 1
-            n = len(lines)
-            if n:
-                n_lines += n
+        entries = self._entries
+        skip: set[str] = set()
+        if self._ahead:  # restored queries whose report at c was delivered before the restart
+            for n, em in list(self._ahead.items()):
+                if n in names:
+                    if c <= em:
+                        skip.add(n)
+                    else:
+                        del self._ahead[n]
+        if all(k.frozen() is members for k, members in stamp):
+            for k, _ in stamp:
+                k.reported(c)
+                k.emitted = c
+        else:  # (a cohort's members changed since the plan: query by query)
+            for name in names:
+                e = entries.get(name)
+                if e is not None and name not in skip:
+                    e.emitted = c
+        got = [(n, out[n]) for n in compress(out, out.values())]  # (the reports with lines)
+        n_lines = 0
+        rings = self._rings
+        with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
+            for name, lines in got:
+                if name in skip:
+                    continue
+                if type(lines) is list:  # (a JoinedLines is not split: nothing here reads its lines)
+                    lines = tuple(lines)
+                size = len(lines)
+                n_lines += size
                 ring = rings.get(name)
                 if ring is not None:
-                    with self._lock:  # before the subscribers are read: see LiveEngine.subscribe
-                        ring.add(c, lines, None, n)
-            if e.subscribers:  # (few have: no call per query for the others)
-                self._offer(e, c, lines)
+                    ring.add(c, lines, None, size)
+            targets = self._subbed & set(names) if self._subbed else ()
+        for name in targets:
+            e = entries.get(name)
+            if e is not None and e.subscribers and name not in skip:
+                lines = out.get(name, ())
+                self._offer(e, c, tuple(lines) if type(lines) is list else lines)
         self._delivered_n += 1
         if self._delivered_n % _TRIM_EVERY == 0:
             self._trim_latencies()
+        reports = len(names) - len(skip)
         if reports:  # once per report time: a metric's lock per query costs as much as the rest
-            m.reports.inc(reports)
-            m.result_lines.inc(n_lines)
+            self.metrics.reports.inc(reports)
+            self.metrics.result_lines.inc(n_lines)

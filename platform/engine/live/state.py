@@ -113,7 +113,7 @@ class _Entry:
     def reports(self) -> int:
         """Reports so far (counted in its stats, and by its cohort since it last settled)."""
         k = self.cohort
-        return self.rq.stats.reports + (k.reports_of(self.cq.name) if k is not None else 0)
+        return self.rq.stats.reports + (k.reports_of(self.cq.name) if k is not None and k.counting else 0)
 
     def last_report(self) -> int | None:
         k = self.cohort

@@ -584,10 +584,12 @@ class LiveWorker(LiveDelivery):
         """
         due = self._due
         plan: list[tuple[int, list[str]]] = []
+        stamps: list[list[tuple[Cohort, frozenset[str]]]] = []  # each time's cohorts and members
         while (c := due.first()) is not None and c <= wm and len(plan) < _TICKS_PER_BATCH:
             cohorts = due.take(c)
             if cohorts:
                 plan.append((c, sorted(reporting_of(cohorts))))
+                stamps.append([(k, k.frozen()) for k in cohorts])
                 self._next_of(cohorts, c)  # as _tick does after the evaluation
         if not plan:
             return False
@@ -600,7 +602,7 @@ class LiveWorker(LiveDelivery):
         each = (time.perf_counter() - t0) / len(plan)
         for i, (c, names) in enumerate(plan):
             self.metrics.report_latency.observe(each)
-            self._deliver_each(c, names, outs[i] if i < len(outs) else {})
+            self._deliver_each(c, stamps[i], names, outs[i] if i < len(outs) else {})
         return len(plan) == _TICKS_PER_BATCH and (c := due.first()) is not None and c <= wm
 
     def _tick(self, c: int, cohorts: list[Cohort]) -> None:
@@ -620,5 +622,5 @@ class LiveWorker(LiveDelivery):
         if isinstance(out, ReportLines):
             self._deliver(c, cohorts, names, out)
         else:
-            self._deliver_each(c, sorted(names), out)
+            self._deliver_each(c, [(k, k.frozen()) for k in cohorts], names, out)
         self._next_of(cohorts, c)
