@@ -18,6 +18,9 @@ SELECT ?x ?y WHERE {{
 }}"""
 COUNT = f"""PREFIX ex: <{EX}>
 SELECT (COUNT(?x) AS ?n) WHERE {{ STREAM ex:s1 [RANGE 3s SLIDE 1s] {{ ?x ex:p ?v }} }}"""
+#: COUNT's steps on the other stream: its first report comes later, and its cohort and
+#: COUNT's meet at a report time (one joins the other while a run is planned)
+COUNT2 = COUNT.replace("ex:s1", "ex:s2")
 
 
 class RunEngine:
@@ -41,7 +44,8 @@ def triple(k: int) -> tuple[str, str, str]:
 
 
 def drive(live: LiveEngine) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
-    subs = {n: live.subscribe(n) for n in (live.register(PAIR, "pair"), live.register(COUNT, "count"))}
+    names = (live.register(PAIR, "pair"), live.register(COUNT, "count"), live.register(COUNT2, "count2"))
+    subs = {n: live.subscribe(n) for n in names}
     for k in range(1, 40):
         live.push(S1, 500 * k, [triple(k)])
         if k % 3 == 0:
@@ -58,13 +62,36 @@ def drive(live: LiveEngine) -> dict[str, list[tuple[int, tuple[str, ...]]]]:
     return out
 
 
+def watch_emitted(live: LiveEngine, method: str) -> list[tuple[int, dict[str, int | None]]]:
+    """After each report time delivered, every query's last report delivered."""
+    seen: list[tuple[int, dict[str, int | None]]] = []
+    deliver = getattr(live, method)
+
+    def watched(c: int, *args: Any) -> None:
+        deliver(c, *args)
+        seen.append((c, {n: e.last_emitted() for n, e in live._entries.items()}))
+
+    setattr(live, method, watched)
+    return seen
+
+
 def test_runs_of_report_times_give_the_reports_of_one_tick_at_a_time() -> None:
     with LiveEngine(idle_ms=None) as one:
+        want_seen = watch_emitted(one, "_deliver")
         want = drive(one)
+        emitted = {n: e.last_emitted() for n, e in one._entries.items()}
     engine = RunEngine()
     with LiveEngine(engine, idle_ms=None) as live:  # type: ignore[arg-type]  # duck-typed engine
+        seen = watch_emitted(live, "_deliver_each")
         got = drive(live)
         assert live.status()["last_report"] == one.status()["last_report"]
+        # the last report delivered (the restart guard), marked per cohort or, when a cohort
+        # changed while the run was planned, per query: the same after every report time
+        assert seen == want_seen
+        assert {n: e.last_emitted() for n, e in live._entries.items()} == emitted
+        live._settle()
+        assert {n: e.emitted for n, e in live._entries.items()} == emitted
+        assert emitted["count"] == max(c for c, _ in got["count"])
     assert got == want
     assert sum(len(v) for v in want.values()) > 20 and any(lines for v in want.values() for _, lines in v)
     # report times went in runs (the watermark passed several at once), in order, each once
