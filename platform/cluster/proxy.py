@@ -22,7 +22,7 @@ from linkstream.api.limits import ApiLimits, LimitExceeded
 from linkstream.cluster.decisions import DECIDED_HEADER
 from linkstream.cluster.ingest import INGEST_PATH, MSGPACK, NotOwner
 from linkstream.cluster.registration import OWNER
-from linkstream.cluster.results import LOG_BLOCKS, LOG_MSGPACK, LOG_PATH, serve_log
+from linkstream.cluster.results import LOG_BLOCKS, LOG_FRAMES, LOG_MSGPACK, LOG_PATH, serve_log
 from linkstream.cluster.service import ClusterService
 
 logger = logging.getLogger(__name__)
@@ -185,11 +185,15 @@ class LeaderProxy:
 
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
-        if LOG_MSGPACK in accept or LOG_BLOCKS in accept:  # a follower: entries' bytes made once
-            blocks = LOG_BLOCKS in accept  # (each report one text; older followers: arrays of lines)
-            body = await serve_log(self.service.log, query, packed=True, blocks=blocks)
+        if LOG_MSGPACK in accept or LOG_BLOCKS in accept or LOG_FRAMES in accept:  # a follower
+            # (entries' bytes made once; older followers: each report one text, or arrays of lines)
+            form = next(f for f in (LOG_FRAMES, LOG_BLOCKS, LOG_MSGPACK) if f in accept)
+            log = self.service.log
+            body = await serve_log(
+                log, query, packed=True, blocks=form == LOG_BLOCKS, frames=form == LOG_FRAMES
+            )
             assert isinstance(body, bytes)
-            await send_body(send, 200, body, LOG_BLOCKS if blocks else LOG_MSGPACK)
+            await send_body(send, 200, body, form)
             return
         await send_json(send, 200, await serve_log(self.service.log, query))
 

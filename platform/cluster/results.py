@@ -44,6 +44,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, compress
 from typing import Any
 
 import httpx
@@ -75,6 +76,11 @@ LOG_MSGPACK = "application/x-msgpack"
 #: ``"\\n"``) instead of an array of lines; a follower asks for it first, a leader that
 #: predates it answers :data:`LOG_MSGPACK` (or JSON), told apart by the ``Content-Type``
 LOG_BLOCKS = "application/vnd.linkstream.log-blocks+msgpack"
+#: the media type of a msgpack answer whose entries are each one row of the entry's query
+#: names, the positions, text sizes and line counts of the reports with lines, and their
+#: texts joined in one string (as a container's result frame: :meth:`Entry.packed`); a
+#: follower asks for it first, a leader that predates it answers :data:`LOG_BLOCKS`
+LOG_FRAMES = "application/vnd.linkstream.log-frames+msgpack"
 
 
 @dataclass
@@ -90,23 +96,40 @@ class Entry:
     _packed: bytes | None = field(default=None, repr=False, compare=False)
     #: :meth:`packed` with ``blocks``, made once
     _blocks: bytes | None = field(default=None, repr=False, compare=False)
+    #: :meth:`packed` with ``frames``, made once
+    _frames: bytes | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> list[Any]:
         return [self.seq, self.t, {k: list(v) for k, v in self.reports.items()}, list(self.ended)]
 
-    def packed(self, blocks: bool = False) -> bytes:
+    def packed(self, blocks: bool = False, frames: bool = False) -> bytes:
         """:meth:`to_json`'s row as msgpack, encoded on the first call only: a poll's answer
         joins these bytes instead of encoding every line of every entry again
         (:meth:`ResultLog.answer_packed`).  With ``blocks`` each query's lines are one
         string, joined by ``"\\n"`` (what a :class:`~linkstream.engine.render.JoinedLines`
-        holds already: no line is split or encoded on its own; :data:`LOG_BLOCKS`)."""
+        holds already: no line is split or encoded on its own; :data:`LOG_BLOCKS`).
+
+        With ``frames`` (:data:`LOG_FRAMES`) the row is ``[seq, t, names, at, sizes, counts,
+        text, ended]``: every due query's name, then only the reports with lines -- their
+        positions in ``names``, text sizes (characters) and line counts -- and their texts
+        joined in one string.  Most due queries report nothing at a report time: their
+        reports cost no Python step here nor when the row is read (:meth:`from_json`)."""
+        if frames:
+            if self._frames is None:
+                names, values = list(self.reports), list(self.reports.values())
+                at = list(compress(range(len(values)), values))  # (empty reports skipped at C speed)
+                got = list(map(values.__getitem__, at))
+                texts = [v.text if type(v) is JoinedLines else "\n".join(v) for v in got]
+                row = [self.seq, self.t, names, at, list(map(len, texts)), list(map(len, got))]
+                self._frames = msgpack.packb([*row, "".join(texts), self.ended], use_bin_type=True)
+            return self._frames
         if blocks:
             if self._blocks is None:
                 # (joined_text inlined: one Python call per query and entry was half of it)
-                texts = {
+                blocks_of = {
                     k: v.text if type(v) is JoinedLines else "\n".join(v) for k, v in self.reports.items()
                 }
-                self._blocks = msgpack.packb([self.seq, self.t, texts, self.ended], use_bin_type=True)
+                self._blocks = msgpack.packb([self.seq, self.t, blocks_of, self.ended], use_bin_type=True)
             return self._blocks
         if self._packed is None:
             lists = {k: v if type(v) in (list, tuple) else list(v) for k, v in self.reports.items()}
@@ -116,7 +139,13 @@ class Entry:
     @staticmethod
     def from_json(row: list[Any]) -> Entry:
         """The entry of a row of :meth:`to_json` or :meth:`packed` (a query's lines as a list,
-        or with ``blocks`` as one string)."""
+        with ``blocks`` as one string, with ``frames`` the row of the reports with lines).
+
+        Raises:
+            ValueError: A ``frames`` row whose parts do not fit together.
+        """
+        if len(row) == 8:
+            return Entry._from_frames(row)
         seq, t, reports, ended = row
         # a block (LOG_BLOCKS) is a str, else a list of lines (no call per query but JoinedLines')
         got: dict[str, Sequence[str]] = {
@@ -124,6 +153,24 @@ class Entry:
             for k, v in reports.items()
         }
         return Entry(int(seq), int(t), got, tuple(ended))
+
+    @staticmethod
+    def _from_frames(row: list[Any]) -> Entry:
+        seq, t, names, at, sizes, counts, text, ended = row
+        if not (
+            type(names) is list
+            and type(text) is str
+            and len(at) == len(sizes) == len(counts)
+            and sum(sizes) == len(text)
+            and (not at or (min(at) >= 0 and max(at) < len(names)))
+            and all(type(n) is str for n in names)
+        ):
+            raise ValueError("result log entry: names, positions, sizes and text do not fit")
+        reports: dict[str, Sequence[str]] = dict.fromkeys(names, ())
+        ends = accumulate(sizes)
+        for i, size, n, b in zip(at, sizes, counts, ends, strict=True):
+            reports[names[i]] = JoinedLines(text[b - size : b], int(n))
+        return Entry(int(seq), int(t), reports, tuple(ended))
 
 
 class ResultLog:
@@ -263,11 +310,14 @@ class ResultLog:
         entries, head = self._select(after, follower)
         return {**head, "entries": [e.to_json() for e in entries]}
 
-    def answer_packed(self, after: int, follower: str | None, blocks: bool = False) -> bytes:
+    def answer_packed(
+        self, after: int, follower: str | None, blocks: bool = False, frames: bool = False
+    ) -> bytes:
         """:meth:`answer` as one msgpack map, its ``entries`` the entries' :meth:`Entry.packed`
         bytes joined under an array header (the same content as the JSON answer: what a
         follower decodes with :func:`decode_answer` equals :meth:`answer`; with ``blocks``
-        each report is one text, :data:`LOG_BLOCKS`)."""
+        each report is one text, :data:`LOG_BLOCKS`; with ``frames`` each entry one row of
+        its reports with lines, :data:`LOG_FRAMES`)."""
         entries, head = self._select(after, follower)
         # (outside the lock: an entry's bytes depend on the entry alone)
         packer = msgpack.Packer(use_bin_type=True)
@@ -275,7 +325,7 @@ class ResultLog:
         for k, v in head.items():
             parts += [packer.pack(k), packer.pack(v)]
         parts += [packer.pack("entries"), packer.pack_array_header(len(entries))]
-        parts += [e.packed(blocks) for e in entries]
+        parts += [e.packed(blocks, frames) for e in entries]
         return b"".join(parts)
 
     def wait(self, after: int, committed: int, timeout: float) -> None:
@@ -331,8 +381,9 @@ class ResultLog:
         """Notes the reports with lines of an entry no longer held (a resume before them is
         answered :class:`ResultsGone`): once per entry, when it goes."""
         ended, dropped = self.ended, self.dropped
-        for name, lines in e.reports.items():
-            if lines and e.seq > ended.get(name, 0):
+        reports = e.reports
+        for name in compress(reports, reports.values()):  # (the reports with lines: at C speed)
+            if e.seq > ended.get(name, 0):
                 dropped[name] = e.t
         for name in e.ended:
             if ended.get(name) == e.seq:  # nothing of it before its end is held any more
@@ -468,7 +519,7 @@ def decode_answer(content_type: str | None, body: bytes) -> dict[str, Any]:
     Raises:
         ValueError: Not a map in either encoding.
     """
-    if (content_type or "").split(";")[0].strip().lower() in (LOG_MSGPACK, LOG_BLOCKS):
+    if (content_type or "").split(";")[0].strip().lower() in (LOG_MSGPACK, LOG_BLOCKS, LOG_FRAMES):
         try:
             doc = msgpack.unpackb(body, raw=False)
         except (msgpack.UnpackException, ValueError) as exc:
@@ -484,26 +535,26 @@ def decode_answer(content_type: str | None, body: bytes) -> dict[str, Any]:
 
 def fetch_log(http: httpx.Client, url: str, params: dict[str, str], **kw: Any) -> dict[str, Any]:
     """One poll of the result log the coordinator at API ``url`` holds (asks for
-    :data:`LOG_BLOCKS`; a :data:`LOG_MSGPACK` or JSON answer, from a coordinator that
-    predates it, is read as well).
+    :data:`LOG_FRAMES`; a :data:`LOG_BLOCKS`, :data:`LOG_MSGPACK` or JSON answer, from a
+    coordinator that predates it, is read as well).
 
     Raises:
         httpx.HTTPError: The request failed or was refused.
         ValueError: The answer is no result log.
     """
-    accept = {"Accept": LOG_BLOCKS + ", " + LOG_MSGPACK + ";q=0.9, application/json;q=0.5"}
+    accept = {"Accept": f"{LOG_FRAMES}, {LOG_BLOCKS};q=0.95, {LOG_MSGPACK};q=0.9, application/json;q=0.5"}
     r = http.get(url.rstrip("/") + LOG_PATH, params=params, headers=accept, **kw)
     r.raise_for_status()
     return decode_answer(r.headers.get("content-type"), r.content)
 
 
 async def serve_log(
-    log: ResultLog, query: dict[str, str], *, packed: bool = False, blocks: bool = False
+    log: ResultLog, query: dict[str, str], *, packed: bool = False, blocks: bool = False, frames: bool = False
 ) -> dict[str, Any] | bytes:
     """The answer to ``GET /_cluster/results?after=&committed=&wait=&follower=`` (asyncio):
     the map of :meth:`ResultLog.answer`, or with ``packed`` its msgpack bytes
     (:meth:`ResultLog.answer_packed`, encoded off the event loop; ``blocks``: each report
-    one text, :data:`LOG_BLOCKS`)."""
+    one text, :data:`LOG_BLOCKS`; ``frames``: :data:`LOG_FRAMES`)."""
     import asyncio
 
     def num(key: str, default: float) -> float:
@@ -522,7 +573,7 @@ async def serve_log(
         def waited() -> bytes:
             if wait > 0:
                 log.wait(after, committed, wait)
-            return log.answer_packed(after, follower, blocks)
+            return log.answer_packed(after, follower, blocks, frames)
 
         return await asyncio.to_thread(waited)
     if wait > 0:
@@ -533,6 +584,7 @@ async def serve_log(
 __all__ = [
     "BATCH",
     "LOG_BLOCKS",
+    "LOG_FRAMES",
     "LOG_MSGPACK",
     "LOG_PATH",
     "SYNC_S",

@@ -74,12 +74,14 @@ Container to driver:
     answerer from tick ``from`` on; ``{"container", "query", "token"}``: the container
     no longer owns the query in ZooKeeper and will drop it once released.
 ``result``
-    ``{"container", "seq", "c", "names", "sizes", "missing"}`` then one frame: each
-    name's result lines joined by ``"\\n"`` (UTF-8), the blocks one after the other,
-    ``sizes`` their byte lengths.  ``missing`` names queries the tick
-    assigned to this container that it does not hold, or holds but does not answer yet:
-    ``"from": {query: tick}`` (only when any) the first tick it answers such a query (one
-    kept from a ``forward`` the driver named it for before its *ready* came).
+    ``{"container", "seq", "c", "names", "sizes", "counts", "missing"}`` then one frame:
+    each name's result lines joined by ``"\\n"`` (UTF-8), the blocks one after the other,
+    ``sizes`` their byte lengths, ``counts`` the line counts of the non-empty blocks (in
+    order; without it, or with a count that does not fit, the lines are counted when
+    read).  ``missing`` names queries the tick assigned to this container that it does not
+    hold, or holds but does not answer yet: ``"from": {query: tick}`` (only when any) the
+    first tick it answers such a query (one kept from a ``forward`` the driver named it for
+    before its *ready* came).
 ``failed``
     ``{"container", "query", "error"}``: the query could not be registered.
 ``recomputed``
@@ -180,6 +182,7 @@ def _lines_frames(header: dict[str, Any], lines: Mapping[str, Sequence[str]]) ->
         header["sizes"] = [len(t) for t in texts]
     else:
         header["sizes"] = [len(t.encode("utf-8")) for t in texts]
+    header["counts"] = [len(lines[n]) for n in compress(names, texts)]  # (those with a block only)
     return [pack_header(header), data]
 
 
@@ -366,19 +369,28 @@ def _lines(h: dict[str, Any], frames: Sequence[Frame]) -> dict[str, Sequence[str
     lines: dict[str, Sequence[str]] = dict.fromkeys(names, _NONE)
     ends = list(accumulate(sizes))
     ascii_ = len(text) == len(data)  # (JSON lines escape the rest): byte offsets are indexes
+    # the line counts of the blocks (a container that predates them sends none: counted when read)
+    counts = h.get("counts")
+    lined = list(compress(range(len(names)), sizes))
+    if (
+        type(counts) is not list
+        or len(counts) != len(lined)
+        or not all(type(n) is int and n > 0 for n in counts)
+    ):
+        counts = [None] * len(lined)
     if len(lines) != len(names):  # a name twice (no container sends that): the last one's report
         for name, n, b in zip(names, sizes, ends):
             lines[name] = (
                 (JoinedLines(text[b - n : b] if ascii_ else str(data[b - n : b], "utf-8"))) if n else _NONE
             )
     elif ascii_:
-        for i in compress(range(len(names)), sizes):
+        for i, k in zip(lined, counts):
             b = ends[i]
-            lines[names[i]] = JoinedLines(text[b - sizes[i] : b])
+            lines[names[i]] = JoinedLines(text[b - sizes[i] : b], k)
     else:
-        for i in compress(range(len(names)), sizes):
+        for i, k in zip(lined, counts):
             b = ends[i]
-            lines[names[i]] = JoinedLines(str(data[b - sizes[i] : b], "utf-8"))
+            lines[names[i]] = JoinedLines(str(data[b - sizes[i] : b], "utf-8"), k)
     return lines
 
 

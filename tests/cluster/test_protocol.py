@@ -23,6 +23,7 @@ from linkstream.containers.messages import (
 from linkstream.containers.protocol import VERSION, ProtocolError, decode, encode
 from linkstream.containers.replica import RunReplica
 from linkstream.engine.embedded import Engine
+from linkstream.engine.render import JoinedLines
 from linkstream.operators.state import decode_state, encode_state
 from linkstream.query.continuous import parse_continuous
 from linkstream.rdf.dictionary import MemoryDictionary
@@ -99,6 +100,30 @@ def test_each_name_gets_its_own_block_also_among_many_empty_ones(text: str) -> N
     want = dict(zip(names, blocks))  # (the last of a name given twice)
     assert {n: "\n".join(v) for n, v in got.lines.items()} == want
     assert all(type(v) is tuple for n, v in got.lines.items() if not want[n])
+
+
+@pytest.mark.parametrize("text", ["a\nb\nc", "é\n€"])
+def test_a_result_tells_the_line_counts_of_its_blocks_or_they_are_counted_when_read(text: str) -> None:
+    """``counts`` (the non-empty blocks' line counts) is what ``len`` of each report gives,
+    with no count of its own; a frame without it (an older container), or with counts that
+    do not fit, reads the same lines, counted when read."""
+    lines = {f"q{k}": text.split("\n")[: k % 4] for k in range(12)}
+    frames = encode(Result("r", "c", 1, 1000, lines))
+    header = msgpack.unpackb(frames[0])
+    assert header["counts"] == [len(v) for v in lines.values() if v]
+    got = decode(frames)
+    assert isinstance(got, Result)
+    assert {n: (len(v), list(v)) for n, v in got.lines.items()} == {n: (len(v), v) for n, v in lines.items()}
+    told = [v for v in got.lines.values() if v]
+    assert told and all(isinstance(v, JoinedLines) and v._n == len(v) for v in told)
+    for counts in (None, [1], "x", [0] * len(told)):
+        h = {k: v for k, v in header.items() if k != "counts"} | (
+            {} if counts is None else {"counts": counts}
+        )
+        old = decode([msgpack.packb(h), frames[1]])
+        assert isinstance(old, Result) and old.lines == got.lines
+        assert all(v._n is None for v in old.lines.values() if v)  # type: ignore[attr-defined]
+        assert {n: len(v) for n, v in old.lines.items()} == {n: len(v) for n, v in lines.items()}
 
 
 def _as_lists(got: Result) -> Result:

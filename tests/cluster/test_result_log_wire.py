@@ -17,11 +17,13 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 
+import pytest
+
 from linkstream.api.app import create_app
 from linkstream.api.client import Client
 from linkstream.api.results import _lines as result_stream
 from linkstream.api.server import BackgroundServer
-from linkstream.cluster.results import LOG_BLOCKS, LOG_MSGPACK, ResultLog, decode_answer
+from linkstream.cluster.results import LOG_BLOCKS, LOG_FRAMES, LOG_MSGPACK, Entry, ResultLog, decode_answer
 from linkstream.containers.messages import Result
 from linkstream.containers.protocol import decode, encode
 from linkstream.engine.live.runtime import LiveEngine
@@ -162,7 +164,7 @@ def test_readers_resumed_anywhere_read_the_same_from_blocks_as_from_lines() -> N
     assert held and all(isinstance(v, JoinedLines) and v._lines is None for v in held)
     # three standbys of the block leader: JSON (any client), msgpack of lines (a standby that
     # predates blocks) and blocks; all equal the JSON answer at every point of the log
-    followers = {kind: ResultLog(60.0) for kind in ("json", LOG_MSGPACK, LOG_BLOCKS)}
+    followers = {kind: ResultLog(60.0) for kind in ("json", LOG_MSGPACK, LOG_BLOCKS, LOG_FRAMES)}
     for after in range(by_blocks.last + 1):
         as_json = json.loads(json.dumps(by_blocks.answer(after, None)))
         assert as_json == json.loads(json.dumps(by_lines.answer(after, None)))
@@ -171,14 +173,25 @@ def test_readers_resumed_anywhere_read_the_same_from_blocks_as_from_lines() -> N
         for row in blocks["entries"]:
             row[2] = {n: v.split("\n") if v else [] for n, v in row[2].items()}  # (one text each)
         assert blocks == as_json
+        # (each entry one row: every name, then only the reports with lines, their texts joined)
+        rows = decode_answer(LOG_FRAMES, by_blocks.answer_packed(after, None, frames=True))
+        assert [len(r) for r in rows["entries"]] == [8] * len(as_json["entries"])
+        rows["entries"] = [Entry.from_json(r).to_json() for r in rows["entries"]]
+        assert rows == as_json
     for after in range(0, by_blocks.last + 1, 2):
         followers["json"].follow(json.loads(json.dumps(by_blocks.answer(after, "f1"))))
         followers[LOG_MSGPACK].follow(decode_answer(LOG_MSGPACK, by_blocks.answer_packed(after, "f2")))
         packed = by_blocks.answer_packed(after, "f3", blocks=True)
         followers[LOG_BLOCKS].follow(decode_answer(LOG_BLOCKS, packed))
+        packed = by_blocks.answer_packed(after, "f4", frames=True)
+        followers[LOG_FRAMES].follow(decode_answer(LOG_FRAMES, packed))
     assert {(f.last, f.committed) for f in followers.values()} == {(by_blocks.last, by_blocks.last)}
     assert all(f.after("other", (0, 0)) == [] for f in followers.values())
     assert isinstance(followers[LOG_BLOCKS].after("q", (0, 0))[0][1], JoinedLines)
+    # a frames follower's reports: one text each, their line counts told (not counted again)
+    held = [v for e in followers[LOG_FRAMES].entries for v in e.reports.values() if v]
+    assert held and all(isinstance(v, JoinedLines) and v._lines is None and v._n is not None for v in held)
+    assert [e.to_json() for e in followers[LOG_FRAMES].entries] == [e.to_json() for e in by_blocks.entries]
     # every resume point: before the first report, after each line of each report, after
     # each whole report (Last-Event-ID / ?after=); nothing missing, nothing repeated
     ids = [(line_id(t, k), ln) for t, lines in reports for k, ln in enumerate(lines, 1)]
@@ -275,3 +288,17 @@ def test_a_commit_reads_no_query_but_the_subscribed_ones() -> None:
     assert log.committed == 3 and Counted.reads == 3  # one lookup per entry: the subscribed query's
     assert [sub.get_report(0)[1] for _ in range(3)] == [('{"k": 7}',)] * 3
     assert [t for t, _, _ in log.after("q3", (1000, 1))] == [2000, 3000]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        [1, 1000, ["a", "b"], [1], [3, 1], [1], "xyz", []],  # sizes for more reports than positions
+        [1, 1000, ["a", "b"], [2], [3], [1], "xyz", []],  # a position past the names
+        [1, 1000, ["a", "b"], [1], [2], [1], "xyz", []],  # sizes that do not add up to the text
+        [1, 1000, ["a", 7], [1], [3], [1], "xyz", []],  # a name that is no string
+    ],
+)
+def test_a_frames_row_whose_parts_do_not_fit_is_refused(row: list) -> None:
+    with pytest.raises(ValueError, match="do not fit"):
+        Entry.from_json(row)
