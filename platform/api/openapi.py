@@ -149,8 +149,12 @@ _CLUSTER_LOG_DOC = (
     "there with Last-Event-ID. A new leader first takes the entries after its own from the other "
     "coordinators. With `Accept: application/x-msgpack` the same map comes as msgpack (the leader "
     "encodes each entry once, not every line at every poll); with "
-    "`Accept: application/vnd.linkstream.log-blocks+msgpack` (what coordinators ask for) each "
-    "query's lines in an entry are one string, joined by newlines (an empty string: no lines). "
+    "`Accept: application/vnd.linkstream.log-blocks+msgpack` each query's lines in an entry are "
+    "one string, joined by newlines (an empty string: no lines); with "
+    "`Accept: application/vnd.linkstream.log-frames+msgpack` (what coordinators ask for first) "
+    "each entry is one row `[seq, t, names, at, sizes, counts, text, ended]`: every due query's "
+    "name, then only the reports with lines -- their positions in names, text sizes in "
+    "characters and line counts -- and their texts joined in one string. "
     "For coordinators, not for clients: read results from /queries/{name}/results."
 )
 
