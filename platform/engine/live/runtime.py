@@ -157,6 +157,8 @@ class LiveEngine(LiveWorker, BatchPush):
         self._due = CohortSchedule(counting=isinstance(self.engine, Engine))
         #: restored queries delivered up to a time past their next report (see ``_deliver``)
         self._ahead: dict[str, int] = {}
+        #: the sorted names of the cohorts due at a report time, by their members (``_fire_many``)
+        self._due_names: dict[tuple[frozenset[str], ...], list[str]] = {}
         self._delivered_n = 0  # report times delivered (latencies are trimmed every _TRIM_EVERY)
         #: queries with subscribers (under ``_lock``): a report visits these and the ones with lines
         self._subbed: set[str] = set()

@@ -101,6 +101,7 @@ class LiveWorker(LiveDelivery):
     _relevant_since: dict[str, float]
     _due: CohortSchedule
     _ahead: dict[str, int]
+    _due_names: dict[tuple[frozenset[str], ...], list[str]]
     _delivered_n: int
     _subbed: set[str]
     _pending: set[str]
@@ -573,6 +574,18 @@ class LiveWorker(LiveDelivery):
                 nxt = nexts[k.steps] = entries[next(iter(k.names))].rq.next_report(c)
             self._due.move(k, nxt, entries)
 
+    def _sorted_due(self, stamp: list[tuple[Cohort, frozenset[str]]]) -> list[str]:
+        """The sorted names of the cohorts of ``stamp`` (with those members): sorted once
+        for as long as the cohorts keep their members, not at every report time (the list
+        is shared: its readers do not change it)."""
+        key = tuple(members for _, members in stamp)  # (a frozenset keeps its hash)
+        got = self._due_names.get(key)
+        if got is None:
+            if len(self._due_names) >= 64:  # (cohorts whose members changed since)
+                self._due_names.clear()
+            got = self._due_names[key] = sorted(frozenset().union(*key))
+        return got
+
     def _fire_many(self, tick_many: Callable[..., Any], wm: int) -> bool:
         """:meth:`_fire` for an engine that evaluates several report times in one call (the
         cluster leader's: it sends them all to the containers before it waits for the first
@@ -588,8 +601,9 @@ class LiveWorker(LiveDelivery):
         while (c := due.first()) is not None and c <= wm and len(plan) < _TICKS_PER_BATCH:
             cohorts = due.take(c)
             if cohorts:
-                plan.append((c, sorted(reporting_of(cohorts))))
-                stamps.append([(k, k.frozen()) for k in cohorts])
+                stamp = [(k, k.frozen()) for k in cohorts]
+                plan.append((c, self._sorted_due(stamp)))
+                stamps.append(stamp)
                 self._next_of(cohorts, c)  # as _tick does after the evaluation
         if not plan:
             return False
