@@ -53,20 +53,10 @@ class LiveDelivery:
         """Hands the lines of report time ``c`` (``cohorts``' reports, ``names`` their
         members) to the rings and subscribers: one step per cohort, then one per query with
         lines or subscribers (the others' reports are empty and read by nobody)."""
-        self._fired = c if self._fired is None else max(self._fired, c)  # (a quiet gap may be ahead)
-        with self._lock:
-            self._frontier = self._frontier_now()
+        skip = self._begin(c, names)
         for k in cohorts:
             k.reported(c)
             k.emitted = c
-        skip: set[str] = set()
-        if self._ahead:  # restored queries whose report at c was delivered before the restart
-            for n, em in list(self._ahead.items()):
-                if n in names:
-                    if c <= em:
-                        skip.add(n)
-                    else:
-                        del self._ahead[n]
         n_lines = 0
         rings = self._rings
         now = time.monotonic()  # (every ring's clock)
@@ -101,6 +91,22 @@ class LiveDelivery:
         m.reports.inc(len(names) - len(skip))
         if n_lines:
             m.result_lines.inc(n_lines)
+
+    def _begin(self, c: int, names: Collection[str]) -> set[str]:
+        """Report time ``c`` is delivered (fired, the frontier moved); returns the queries of
+        ``names`` whose report at ``c`` was delivered before a restart (not again)."""
+        self._fired = c if self._fired is None else max(self._fired, c)  # (a quiet gap may be ahead)
+        with self._lock:
+            self._frontier = self._frontier_now()
+        skip: set[str] = set()
+        if self._ahead:  # restored queries whose report at c was delivered before the restart
+            for n, em in list(self._ahead.items()):
+                if n in names:
+                    if c <= em:
+                        skip.add(n)
+                    else:
+                        del self._ahead[n]
+        return skip
 
     def _keep_group(self, g: MemberReports, c: int, t_text: str, now: float) -> int:
         """Keeps group ``g``'s report at ``c`` once in its log (its members' rings read
@@ -154,18 +160,8 @@ class LiveDelivery:
         members when the report time was planned.  A cohort whose members did not change
         since is marked delivered at once; a step per query only for those with lines or
         subscribers (and per query after a cohort changed meanwhile)."""
-        self._fired = c if self._fired is None else max(self._fired, c)
-        with self._lock:
-            self._frontier = self._frontier_now()
+        skip = self._begin(c, names)
         entries = self._entries
-        skip: set[str] = set()
-        if self._ahead:  # restored queries whose report at c was delivered before the restart
-            for n, em in list(self._ahead.items()):
-                if n in names:
-                    if c <= em:
-                        skip.add(n)
-                    else:
-                        del self._ahead[n]
         if all(k.frozen() is members for k, members in stamp):
             for k, _ in stamp:
                 k.reported(c)
