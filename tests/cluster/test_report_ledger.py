@@ -42,6 +42,8 @@ def _driver(queries: dict[str, RemoteQuery], peers: Sequence[str] = ("oc-1", "oc
         _control=[],
         _synced_at={},
         _orphans={},
+        _early={},
+        _early_told=set(),
         answer_timeout=5.0,
         recovery=type("NoPoints", (), {"points": []})(),
     )
