@@ -23,12 +23,11 @@ from linkstream.operators.batch import (
     consolidate,
     group_starts,
     merge_sorted,
-    packed_keys,
     row_keys,
     rows_of_keys,
-    sort_order,
 )
 from linkstream.operators.evaluate import Evaluator, Num
+from linkstream.operators.order import packed_keys, sort_order
 from linkstream.operators.relation import Relation
 from linkstream.operators.router import RenameOperator, RouteOperator, TaggedDeltaOperator
 from linkstream.query.functions import scalar as F

@@ -15,11 +15,7 @@ from typing import Any
 
 import numpy as np
 
-# (sort orders: their module was split from this one; re-exported for their users)
-from linkstream.operators.order import PACK_SORT_ROWS as PACK_SORT_ROWS
-from linkstream.operators.order import packed_keys as packed_keys
-from linkstream.operators.order import sort_order as sort_order
-from linkstream.operators.order import sorted_key, stable_argsort
+from linkstream.operators.order import packed_keys, sorted_key, stable_argsort
 from linkstream.rdf.records import record
 
 _kernels: ModuleType | None

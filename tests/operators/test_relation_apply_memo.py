@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from linkstream.operators import batch as B
+from linkstream.operators import order as O
 from linkstream.operators import relation as R
 from linkstream.operators.batch import Batch
 
@@ -128,4 +129,4 @@ def test_relations_fed_the_same_deltas_equal_one_without_the_memo(epochs, small)
 def test_sort_order_is_lexsort_order(n, k):
     rng = np.random.default_rng(n * 10 + k)
     cols = rng.integers(0, 40, size=(k, n)).astype(np.int64)
-    assert np.array_equal(B.sort_order(cols), np.lexsort(cols[::-1]))
+    assert np.array_equal(O.sort_order(cols), np.lexsort(cols[::-1]))
