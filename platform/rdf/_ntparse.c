@@ -441,18 +441,6 @@ canonical(const Term *t, Table *tb, Py_ssize_t *n)
     return tb->scratch;
 }
 
-/* the str of canonical text [p, p + n) of term t */
-static PyObject *
-term_str(const Term *t, const char *p, Py_ssize_t n)
-{
-    if (!t->ascii || p != t->start)
-        return PyUnicode_DecodeUTF8(p, n, "strict");
-    PyObject *u = PyUnicode_New(n, 127);
-    if (u != NULL)
-        memcpy(PyUnicode_1BYTE_DATA(u), p, n);
-    return u;
-}
-
 /* the index of term t in the table, adding it; -1 on error */
 static Py_ssize_t
 table_index(Table *tb, const Term *t)
@@ -476,7 +464,7 @@ table_index(Table *tb, const Term *t)
         index = batch_add(&tb->batch, p, n, raw ? h : hash_bytes(p, n), raw && t->ascii, !raw) < 0 ? -1 : tb->n;
     }
     else {
-        PyObject *u = term_str(t, p, n);
+        PyObject *u = text_str(p, n, t->ascii && p == t->start);
         index = u == NULL || PyList_Append(tb->terms, u) < 0 ? -1 : tb->n;
         Py_XDECREF(u);
     }

@@ -165,13 +165,7 @@ ti_resolve(TermIndex *ix, TermBatch *b, PyObject *all, int64_t *out)
         size_t at;
         Py_ssize_t id = ti_find(ix, b->p[k], b->len[k], b->h[k], &at);
         if (id == 0) {
-            PyObject *u;
-            if (b->how[k] & 1) {
-                if ((u = PyUnicode_New(b->len[k], 127)) != NULL)
-                    memcpy(PyUnicode_1BYTE_DATA(u), b->p[k], (size_t)b->len[k]);
-            }
-            else
-                u = PyUnicode_DecodeUTF8(b->p[k], b->len[k], "strict");
+            PyObject *u = text_str(b->p[k], b->len[k], b->how[k] & 1);
             id = PyList_GET_SIZE(all);
             const int bad = u == NULL || PyList_Append(all, u) < 0 || ti_add(ix, at, b->p[k], b->len[k], b->h[k], id) < 0;
             Py_XDECREF(u);

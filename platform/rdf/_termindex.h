@@ -67,6 +67,18 @@ ti_find(const TermIndex *ix, const char *p, Py_ssize_t n, uint64_t h, size_t *at
     return 0;
 }
 
+/* the str of UTF-8 text [p, p + n); ascii: it is ASCII (copied, not decoded) */
+static inline PyObject *
+text_str(const char *p, Py_ssize_t n, int ascii)
+{
+    if (!ascii)
+        return PyUnicode_DecodeUTF8(p, n, "strict");
+    PyObject *u = PyUnicode_New(n, 127);
+    if (u != NULL)
+        memcpy(PyUnicode_1BYTE_DATA(u), p, (size_t)n);
+    return u;
+}
+
 /* the texts a scan did not find in its buffer's table yet, resolved to ids in one pass
  * (ti_resolve) that prefetches the slots and texts it will read a few terms ahead: the
  * lookups' cache misses overlap instead of following one another */
