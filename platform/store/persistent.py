@@ -239,7 +239,8 @@ class PersistentStore:
         self._version = _Version(states, tuple(vts), tuple(int(x) for x in vts.values()))
         self._lock = threading.Lock()  # guards the version reference only
         self._write_lock = threading.RLock()  # one absorb / swap at a time
-        self._compact_lock = threading.Lock()
+        # (re-entrant: a checkpoint's catch-up may apply enough batches to compact inside it)
+        self._compact_lock = threading.RLock()
         self._compact_threshold = max(1, compact_threshold)
         self._background = background_compaction
         self._compactor: threading.Thread | None = None

@@ -180,3 +180,39 @@ def test_store_lock_is_reentrant_and_exclusive_between_objects(tmp_path: Path) -
         assert b.held
     with pytest.raises(RuntimeError):
         a.release()
+
+
+def test_a_checkpoint_that_catches_up_past_the_compaction_threshold_finishes(tmp_path: Path) -> None:
+    """A checkpoint applies the batches another writer logged meanwhile (``_catch_up``);
+    when they take a graph's delta past the compaction threshold, the compaction that
+    triggers runs inside the checkpoint's own compaction lock. It must not wait for that
+    lock: before the fix the checkpoint hung there, holding the directory's lock, and every
+    other writer gave up after its lock timeout."""
+    d = _new_store_dir(tmp_path / "st")
+    kw = {"dictionary": MemoryDictionary(), "background_compaction": False, "compact_threshold": 64}
+    mine = PersistentStore.open(d, lock_timeout=5, **kw)
+    other = PersistentStore.open(d, lock_timeout=5, **kw)
+    for k in range(1, 4):  # 3 x 40 rows logged by the other writer, unseen by mine
+        other.absorb("w1", k, _batch(20_000, k))
+    mine.absorb("w0", 1, _batch(10_000, 1))  # (catches up too; leaves no compaction pending)
+    for k in range(4, 8):
+        other.absorb("w1", k, _batch(20_000, k))
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def checkpoint() -> None:
+        try:
+            mine.checkpoint()
+        except BaseException as e:  # (reported below)
+            errors.append(e)
+        done.set()
+
+    threading.Thread(target=checkpoint, daemon=True).start()
+    assert done.wait(10), "the checkpoint hung (a compaction waited for the lock its checkpoint holds)"
+    assert not errors, errors
+    expect = _rows(BASE) | _rows(_batch(10_000, 1))
+    for k in range(1, 8):
+        expect |= _rows(_batch(20_000, k))
+    assert _rows(mine.snapshot().triples(None)) == expect
+    other.close()
+    mine.close()
